@@ -1,0 +1,99 @@
+//! noop: first in, first out, with the host's merging — the kernel's `none` scheduler.
+//!
+//! Requests leave in the order they arrived. The host still merges contiguous bios into
+//! queued requests; a request absorbed by such a merge is dropped from the queue.
+
+#![forbid(unsafe_code)]
+
+use std::collections::VecDeque;
+
+use schedhost_sdk::{Dispatch, IdSet, MergeEvent, Policy, Request, Setup};
+
+/// The FIFO policy.
+#[derive(Debug, Default)]
+pub struct Noop {
+    queue: VecDeque<u64>,
+    /// Ids absorbed by merges while still in `queue`; skipped when reached.
+    absorbed: IdSet,
+}
+
+impl Policy for Noop {
+    const NAME: &'static str = "noop";
+    const VERSION: &'static str = env!("CARGO_PKG_VERSION");
+
+    fn new(_setup: &Setup) -> Self {
+        Self::default()
+    }
+
+    fn insert(&mut self, _now_ns: u64, requests: &[Request]) {
+        self.queue.extend(requests.iter().map(|r| r.id));
+    }
+
+    fn dispatch(&mut self, _now_ns: u64, _hw_queue: u32, budget: u32, out: &mut Dispatch) {
+        while out.ids.len() < budget as usize {
+            let Some(id) = self.queue.pop_front() else { break };
+            if !self.absorbed.remove(&id) {
+                out.ids.push(id);
+            }
+        }
+    }
+
+    fn merged(&mut self, _now_ns: u64, event: &MergeEvent) {
+        if let Some(gone) = event.absorbed {
+            self.absorbed.insert(gone);
+        }
+    }
+}
+
+schedhost_sdk::export!(Noop);
+
+#[cfg(test)]
+mod tests {
+    use schedhost_sdk::{MergeKind, Op, PrioClass, Runtime};
+
+    use super::*;
+
+    fn request(id: u64, sector: u64) -> Request {
+        Request {
+            id,
+            ctx: 0,
+            op: Op::Read,
+            sector,
+            sectors: 8,
+            sync: true,
+            prio_class: PrioClass::None,
+            prio_level: 4,
+            arrival_ns: 0,
+        }
+    }
+
+    fn runtime() -> Runtime<Noop> {
+        let mut rt = Runtime::new();
+        rt.init(&Setup { hw_queues: 1, queue_depth: 4, nr_requests: 8 }, &[]).expect("noop has no tunables to reject");
+        rt
+    }
+
+    #[test]
+    fn noop_dispatches_in_arrival_order_within_budget() {
+        let mut rt = runtime();
+        rt.insert(0, &[request(7, 800), request(3, 0), request(5, 400)]);
+        assert_eq!(rt.dispatch(0, 0, 2).ids, vec![7, 3]);
+        assert_eq!(rt.dispatch(0, 0, 2).ids, vec![5]);
+        assert!(rt.dispatch(0, 0, 2).ids.is_empty());
+    }
+
+    #[test]
+    fn noop_never_dispatches_an_absorbed_request() {
+        let mut rt = runtime();
+        rt.insert(0, &[request(1, 0), request(2, 16), request(3, 8)]);
+        rt.merged(0, &[MergeEvent { target: 1, sector: 0, sectors: 24, kind: MergeKind::Back, absorbed: Some(2) }]);
+        assert_eq!(rt.dispatch(0, 0, 8).ids, vec![1, 3]);
+    }
+
+    #[test]
+    fn noop_rejects_any_tunable_by_name() {
+        let mut rt = runtime();
+        let err = rt.set("quantum", 4).unwrap_err();
+        assert!(err.contains("noop has no tunables"), "{err}");
+    }
+}

@@ -1,0 +1,206 @@
+//! The values that cross between the host and a policy, as plain Rust types.
+//!
+//! They mirror the records of `wit/policy.wit` one for one; the wasm glue converts between the
+//! two so policy code never sees generated bindings.
+
+use serde::{Deserialize, Serialize};
+
+/// What a request does to the device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Op {
+    /// Read data.
+    Read,
+    /// Write data.
+    Write,
+    /// Make earlier writes durable.
+    Flush,
+    /// Forget a range (TRIM).
+    Discard,
+}
+
+impl Op {
+    /// All operations, for tables indexed by `Op as usize`.
+    pub const ALL: [Op; 4] = [Op::Read, Op::Write, Op::Flush, Op::Discard];
+
+    /// Lower-case name, as fio and blktrace spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::Read => "read",
+            Op::Write => "write",
+            Op::Flush => "flush",
+            Op::Discard => "discard",
+        }
+    }
+
+    /// True for operations that carry data towards the device.
+    pub fn is_write(self) -> bool {
+        matches!(self, Op::Write | Op::Discard)
+    }
+}
+
+/// I/O priority class (ioprio_class): `Rt` before `Be` before `Idle`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, Serialize, Deserialize)]
+pub enum PrioClass {
+    /// No class given; schedulers treat it as best effort.
+    #[default]
+    None,
+    /// Real time.
+    Rt,
+    /// Best effort.
+    Be,
+    /// Served only when nothing else waits.
+    Idle,
+}
+
+impl PrioClass {
+    /// The class a scheduler acts on: `None` counts as best effort, as in the kernel.
+    pub fn effective(self) -> PrioClass {
+        match self {
+            PrioClass::None => PrioClass::Be,
+            other => other,
+        }
+    }
+}
+
+/// A request queued for scheduling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Request {
+    /// Unique for the life of the host.
+    pub id: u64,
+    /// The submitter (software queue) it came from.
+    pub ctx: u32,
+    /// What it does.
+    pub op: Op,
+    /// First 512-byte sector.
+    pub sector: u64,
+    /// Length in 512-byte sectors.
+    pub sectors: u32,
+    /// The submitter waits for it.
+    pub sync: bool,
+    /// Priority class.
+    pub prio_class: PrioClass,
+    /// Level within the class, 0 (highest) to 7.
+    pub prio_level: u8,
+    /// When it entered the host, in nanoseconds.
+    pub arrival_ns: u64,
+}
+
+impl Request {
+    /// One past the last sector.
+    pub fn end_sector(&self) -> u64 {
+        self.sector + u64::from(self.sectors)
+    }
+}
+
+/// Which end of a queued request grew.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MergeKind {
+    /// The bio continued the request: its end moved.
+    Back,
+    /// The bio preceded the request: its start moved.
+    Front,
+}
+
+/// A bio asking to join a queued request (asked only when [`Info::merge_veto`] is set).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MergeQuery {
+    /// The queued request.
+    pub target: u64,
+    /// The queued request's submitter.
+    pub target_ctx: u32,
+    /// The bio's submitter.
+    pub ctx: u32,
+    /// The bio's operation.
+    pub op: Op,
+    /// The bio's first sector.
+    pub sector: u64,
+    /// The bio's length in sectors.
+    pub sectors: u32,
+    /// Whether the bio is synchronous.
+    pub sync: bool,
+    /// Where it would join.
+    pub kind: MergeKind,
+}
+
+/// A queued request grew; when `absorbed` is set that request was coalesced into `target`
+/// and no longer exists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MergeEvent {
+    /// The request that grew.
+    pub target: u64,
+    /// Its first sector now.
+    pub sector: u64,
+    /// Its length now.
+    pub sectors: u32,
+    /// Which end grew.
+    pub kind: MergeKind,
+    /// A request that disappeared into `target`.
+    pub absorbed: Option<u64>,
+}
+
+/// A dispatched request finished.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Completion {
+    /// The request.
+    pub id: u64,
+    /// Its submitter.
+    pub ctx: u32,
+    /// Its operation.
+    pub op: Op,
+    /// Its length in sectors.
+    pub sectors: u32,
+    /// From arrival in the host to completion.
+    pub latency_ns: u64,
+    /// From dispatch to completion.
+    pub service_ns: u64,
+    /// 0 on success, a negative errno otherwise.
+    pub status: i32,
+}
+
+/// What `dispatch` answers: ids to send now and, optionally, when to be asked again.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Dispatch {
+    /// Requests to send, in order; at most the budget.
+    pub ids: Vec<u64>,
+    /// Ask again at this time even if nothing else happens (idling, slice expiry).
+    pub wake_at_ns: Option<u64>,
+}
+
+/// A tunable as the host sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tunable {
+    /// Name, as in sysfs.
+    pub name: String,
+    /// Value before any `set`.
+    pub default: i64,
+    /// Smallest accepted value.
+    pub min: i64,
+    /// Largest accepted value.
+    pub max: i64,
+    /// Unit for humans ("ms", "requests", "" for a plain number).
+    pub unit: String,
+    /// One line on what it does.
+    pub help: String,
+}
+
+/// A policy's description.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Info {
+    /// Short name, e.g. "deadline".
+    pub name: String,
+    /// The policy's own version.
+    pub version: String,
+    /// Whether to ask `allow_merge` before merges into queued requests.
+    pub merge_veto: bool,
+}
+
+/// The device a policy schedules for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Setup {
+    /// Number of hardware dispatch queues.
+    pub hw_queues: u32,
+    /// Driver tags per hardware queue.
+    pub queue_depth: u32,
+    /// Scheduler tags per hardware queue (nr_requests).
+    pub nr_requests: u32,
+}
