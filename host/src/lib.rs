@@ -1,1 +1,15 @@
-pub fn x(){}
+//! schedhost: a user-space block I/O scheduler whose policies are sandboxed WebAssembly
+//! components.
+//!
+//! - [`core`]: the sans-IO scheduler core (queues, tags, merging, policy calls, timers).
+//! - [`policy`]: running policies as components or natively, and finding them.
+//! - [`device`]: simulated device models (`null`, `ssd`, `hdd`) and their spec files.
+//! - [`sim`]: the virtual-time driver that runs a workload on a core and a device model.
+//! - [`workload`]: fio job files and command-line options, and the I/O they generate.
+//! - [`stats`]: latency histograms per submitter and operation.
+//! - [`report`]: fio-like text and JSON reports.
+
+#![deny(missing_docs)]
+
+pub mod core;
+pub mod policy;

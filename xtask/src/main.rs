@@ -1,1 +1,134 @@
-fn main(){}
+//! Project chores: install the wasm toolchain, build policies as components, run the demo and
+//! the test suite. `cargo xtask help` lists the commands.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::{env, fs};
+
+use anyhow::{Context, Result, bail, ensure};
+
+mod toolchain;
+
+const USAGE: &str = "\
+cargo xtask <command>
+
+  setup               install the wasm toolchain (Debian's Rust 1.96, std sources, lld-22) if missing
+  build               build every policy as a component into target/policies/, and the host (release)
+  build-policy DIR    build the policy crate in DIR (out of tree is fine) into target/policies/NAME.wasm
+  demo                build, then run the bundled job on the simulated HDD with the noop policy
+  test                build, then run every test, the wasm ones included
+";
+
+/// Policy crates of this repository, built by `build`.
+const POLICY_DIRS: &[&str] = &["policies/noop", "examples/cscan-policy"];
+
+fn main() {
+    if let Err(err) = run(env::args().skip(1).collect()) {
+        eprintln!("xtask: {err:#}");
+        std::process::exit(1);
+    }
+}
+
+fn run(args: Vec<String>) -> Result<()> {
+    let root = workspace_root();
+    match args.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
+        ["setup"] => toolchain::ensure(),
+        ["build"] => build_all(&root),
+        ["build-policy", dir] => {
+            toolchain::ensure()?;
+            let out = build_policy(&root, Path::new(dir))?;
+            println!("{}", out.display());
+            Ok(())
+        }
+        ["demo"] => {
+            build_all(&root)?;
+            let job = root.join("examples/jobs/demo.fio");
+            cargo_status(&root, Command::new(root.join("target/release/schedhost")).args(["--policy", "noop"]).arg(job))
+        }
+        ["test"] => {
+            build_policies(&root)?;
+            let mut test = Command::new(env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+            test.args(["test", "--workspace", "--exclude", "xtask"]).env("SCHEDHOST_REQUIRE_WASM", "1");
+            cargo_status(&root, &mut test)
+        }
+        ["help"] | ["--help"] | ["-h"] | [] => {
+            print!("{USAGE}");
+            Ok(())
+        }
+        other => bail!("unknown command {:?}\n\n{USAGE}", other.join(" ")),
+    }
+}
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().map(Path::to_path_buf).unwrap_or_default()
+}
+
+fn build_all(root: &Path) -> Result<()> {
+    build_policies(root)?;
+    let mut host = Command::new(env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    host.args(["build", "--release", "--package", "schedhost"]);
+    cargo_status(root, &mut host)
+}
+
+fn build_policies(root: &Path) -> Result<()> {
+    toolchain::ensure()?;
+    for dir in POLICY_DIRS {
+        let out = build_policy(root, &root.join(dir))?;
+        eprintln!("xtask: built {}", out.strip_prefix(root).unwrap_or(&out).display());
+    }
+    Ok(())
+}
+
+/// Builds the policy crate in `dir` for wasm32 and wraps it as a component; returns its path.
+fn build_policy(root: &Path, dir: &Path) -> Result<PathBuf> {
+    let manifest = dir.join("Cargo.toml");
+    ensure!(manifest.is_file(), "{} has no Cargo.toml", dir.display());
+    let target_dir = root.join("target/wasm");
+    let mut cargo = toolchain::wasm_cargo();
+    cargo
+        .args(["build", "--release", "--target", "wasm32-unknown-unknown", "-Zbuild-std=std,panic_abort"])
+        .arg("--manifest-path")
+        .arg(&manifest)
+        .arg("--target-dir")
+        .arg(&target_dir)
+        .arg("--message-format=short");
+    cargo_status(root, &mut cargo).with_context(|| format!("building the policy in {}", dir.display()))?;
+
+    let lib = lib_name(&manifest)?;
+    let module = target_dir.join("wasm32-unknown-unknown/release").join(format!("{lib}.wasm"));
+    let bytes = fs::read(&module).with_context(|| format!("reading {}", module.display()))?;
+    let component = wit_component::ComponentEncoder::default()
+        .module(&bytes)
+        .with_context(|| format!("{} carries no schedhost bindings (does it call schedhost_sdk::export!?)", module.display()))?
+        .validate(true)
+        .encode()
+        .with_context(|| format!("turning {} into a component", module.display()))?;
+
+    let out_dir = root.join("target/policies");
+    fs::create_dir_all(&out_dir)?;
+    let name = lib.strip_prefix("schedhost_policy_").unwrap_or(&lib).replace('_', "-");
+    let out = out_dir.join(format!("{name}.wasm"));
+    fs::write(&out, component).with_context(|| format!("writing {}", out.display()))?;
+    Ok(out)
+}
+
+/// The crate's library name as cargo names its artifact: the package name with `-` as `_`.
+fn lib_name(manifest: &Path) -> Result<String> {
+    let text = fs::read_to_string(manifest)?;
+    let mut in_package = false;
+    for line in text.lines().map(str::trim) {
+        if line.starts_with('[') {
+            in_package = line == "[package]";
+        } else if in_package && let Some(rest) = line.strip_prefix("name") {
+            let value = rest.trim_start().trim_start_matches('=').trim().trim_matches('"');
+            return Ok(value.replace('-', "_"));
+        }
+    }
+    bail!("{}: no [package] name", manifest.display())
+}
+
+fn cargo_status(root: &Path, cmd: &mut Command) -> Result<()> {
+    let status = cmd.current_dir(root).status().with_context(|| format!("starting {:?}", cmd.get_program()))?;
+    ensure!(status.success(), "{:?} failed ({status})", cmd.get_program());
+    Ok(())
+}

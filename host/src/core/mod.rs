@@ -1,0 +1,599 @@
+//! The sans-IO core: software queues, scheduler and driver tags, the merge engine, the policy
+//! calls, timers and completion labelling — fed with events and a `now`, answering with
+//! actions. No threads, no syscalls, no clock: the simulator and the io_uring driver both
+//! drive this same state machine.
+//!
+//! A bio's path: [`Core::submit`] tries to merge it into a request (one-hit cache, or by end
+//! and start sector); otherwise it becomes a request in its submitter's software queue, which
+//! takes a scheduler tag when one is free (nr_requests per hardware queue, less for kinds the
+//! policy limits). [`Core::run`] hands the new requests to the policy in one batch, then asks
+//! it for as many requests as each hardware queue has free driver tags; those leave as
+//! [`Action::Dispatch`]. [`Core::complete`] finishes a request: every bio in it leaves as
+//! [`Action::Complete`] and the policy hears of it at the next `run`.
+
+mod merge;
+mod request;
+mod routing;
+
+use std::collections::VecDeque;
+
+use schedhost_sdk::{Completion, MergeEvent, MergeKind, MergeQuery, Op, Request as PolicyRequest, Setup};
+
+use crate::policy::{Fault, FaultKind, PolicyBackend};
+pub use merge::{MergeIndex, Nomerges, can_coalesce, can_merge};
+pub use request::{Bio, BioRef, Request, RequestTable, State};
+pub use routing::{CompletionSite, RqAffinity, site};
+
+/// Queue limits and attributes, as the kernel's queue sysfs directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Config {
+    /// Hardware dispatch queues.
+    pub hw_queues: u32,
+    /// Driver tags per hardware queue: requests on the device at once.
+    pub queue_depth: u32,
+    /// Scheduler tags per hardware queue: requests in the scheduler plus on the device.
+    pub nr_requests: u32,
+    /// Largest request, in sectors (max_sectors_kb × 2).
+    pub max_sectors: u32,
+    /// Which merges are tried.
+    pub nomerges: Nomerges,
+    /// Where completion work runs.
+    pub rq_affinity: RqAffinity,
+}
+
+impl Config {
+    /// The kernel's default for a device of this depth: nr_requests = 2 × min(depth, 128).
+    pub fn for_device(hw_queues: u32, queue_depth: u32, max_sectors: u32) -> Self {
+        Self {
+            hw_queues: hw_queues.max(1),
+            queue_depth: queue_depth.max(1),
+            nr_requests: 2 * queue_depth.clamp(1, 128),
+            max_sectors: max_sectors.max(1),
+            nomerges: Nomerges::All,
+            rq_affinity: RqAffinity::Group,
+        }
+    }
+}
+
+/// What the driver must do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Send this request to the device on `hw_queue`; report it back with [`Core::complete`].
+    Dispatch {
+        /// Hardware queue (ring) to use.
+        hw_queue: u32,
+        /// Request id.
+        id: u64,
+        /// Operation.
+        op: Op,
+        /// First sector.
+        sector: u64,
+        /// Length in sectors.
+        sectors: u32,
+    },
+    /// A bio finished.
+    Complete(BioDone),
+}
+
+/// A finished bio, for its submitter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BioDone {
+    /// The submitter's bio id.
+    pub bio: u64,
+    /// The submitter.
+    pub ctx: u32,
+    /// Operation.
+    pub op: Op,
+    /// Length in sectors.
+    pub sectors: u32,
+    /// 0 or a negative errno.
+    pub status: i32,
+    /// From submission to completion.
+    pub latency_ns: u64,
+    /// Where its completion work should run.
+    pub site: CompletionSite,
+}
+
+/// Counters the reports show.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct CoreStats {
+    /// Bios submitted.
+    pub bios: u64,
+    /// Requests created (bios that did not merge).
+    pub requests: u64,
+    /// Bios merged at the back of a request.
+    pub back_merges: u64,
+    /// Bios merged at the front of a request.
+    pub front_merges: u64,
+    /// Requests absorbed into a neighbour.
+    pub coalesced: u64,
+    /// Requests sent to the device.
+    pub dispatched: u64,
+    /// Requests completed.
+    pub completed: u64,
+    /// Merges the policy refused.
+    pub merges_vetoed: u64,
+    /// Calls into the policy.
+    pub policy_calls: u64,
+}
+
+/// Why the core could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The policy failed.
+    #[error(transparent)]
+    Fault(#[from] Fault),
+    /// The policy refused the settings.
+    #[error("{0}")]
+    Rejected(String),
+}
+
+/// A driver reported something the core never asked for: a driver bug, not a policy fault.
+#[derive(Debug, thiserror::Error)]
+#[error("driver completed request {id:#x}, which is not on the device")]
+pub struct UnknownCompletion {
+    /// The id it reported.
+    pub id: u64,
+}
+
+/// Per hardware queue state: tags in use, software-queue waiters, the policy's timer.
+#[derive(Debug, Default)]
+struct HwQueue {
+    /// Driver tags in use.
+    inflight: u32,
+    /// Scheduler tags in use, by `[op][sync]`.
+    held: [[u32; 2]; 4],
+    /// Scheduler tags in use in all.
+    held_total: u32,
+    /// Requests waiting for a scheduler tag, sync and async apart (async waits on its limit).
+    staged: [VecDeque<u64>; 2],
+    /// When the policy asked to be called again.
+    timer: Option<u64>,
+}
+
+/// The scheduler core for one device.
+pub struct Core {
+    config: Config,
+    policy: Box<dyn PolicyBackend>,
+    merge_veto: bool,
+    /// Scheduler tags a request of kind `[op][sync]` may hold per hardware queue.
+    depth_limit: [[u32; 2]; 4],
+    table: RequestTable,
+    index: MergeIndex,
+    queues: Vec<HwQueue>,
+    /// Requests with a scheduler tag, not yet shown to the policy.
+    pending_insert: Vec<u64>,
+    pending_merges: Vec<MergeEvent>,
+    pending_completions: Vec<Completion>,
+    /// Requests the policy holds.
+    queued: usize,
+    actions: VecDeque<Action>,
+    stats: CoreStats,
+    scratch: Vec<PolicyRequest>,
+}
+
+impl std::fmt::Debug for Core {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Core").field("config", &self.config).field("stats", &self.stats).finish_non_exhaustive()
+    }
+}
+
+impl Core {
+    /// Initialises `policy` for a device with `config` and tunable `settings`.
+    ///
+    /// # Errors
+    /// The policy's fault, or its refusal of a setting.
+    pub fn new(config: Config, mut policy: Box<dyn PolicyBackend>, settings: &[(String, i64)]) -> Result<Self, StartError> {
+        let merge_veto = policy.info()?.merge_veto;
+        let setup = Setup { hw_queues: config.hw_queues, queue_depth: config.queue_depth, nr_requests: config.nr_requests };
+        policy.init(&setup, settings)?.map_err(StartError::Rejected)?;
+        let mut core = Self {
+            config,
+            policy,
+            merge_veto,
+            depth_limit: [[u32::MAX; 2]; 4],
+            table: RequestTable::default(),
+            index: MergeIndex::default(),
+            queues: (0..config.hw_queues).map(|_| HwQueue::default()).collect(),
+            pending_insert: Vec::new(),
+            pending_merges: Vec::new(),
+            pending_completions: Vec::new(),
+            queued: 0,
+            actions: VecDeque::new(),
+            stats: CoreStats::default(),
+            scratch: Vec::new(),
+        };
+        core.refresh_depth_limits()?;
+        Ok(core)
+    }
+
+    /// The queue configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> CoreStats {
+        self.stats
+    }
+
+    /// The policy, for tunable queries and reports.
+    pub fn policy_mut(&mut self) -> &mut dyn PolicyBackend {
+        self.policy.as_mut()
+    }
+
+    /// Changes a tunable; depth limits are asked again afterwards.
+    ///
+    /// # Errors
+    /// A fault; the policy's refusal comes back as `Ok(Err(message))`.
+    pub fn set_tunable(&mut self, name: &str, value: i64) -> Result<Result<(), String>, Fault> {
+        self.stats.policy_calls += 1;
+        let answer = self.policy.set(name, value)?;
+        if answer.is_ok() {
+            self.refresh_depth_limits()?;
+        }
+        Ok(answer)
+    }
+
+    /// Requests anywhere in the host: software queues, scheduler, device.
+    pub fn requests_in_flight(&self) -> usize {
+        self.table.len()
+    }
+
+    /// Requests the policy holds.
+    pub fn queued_in_policy(&self) -> usize {
+        self.queued
+    }
+
+    /// Requests on the device.
+    pub fn on_device(&self) -> u32 {
+        self.queues.iter().map(|q| q.inflight).sum()
+    }
+
+    /// The earliest time the policy asked to be called again, if any.
+    pub fn poll_timeout(&self) -> Option<u64> {
+        self.queues.iter().filter_map(|q| q.timer).min()
+    }
+
+    /// The next action for the driver.
+    pub fn poll_action(&mut self) -> Option<Action> {
+        self.actions.pop_front()
+    }
+
+    /// A bio arrives from a submitter. It merges into a request or becomes one.
+    ///
+    /// # Errors
+    /// A fault in the policy's merge veto.
+    pub fn submit(&mut self, now_ns: u64, bio: Bio) -> Result<(), Fault> {
+        self.stats.bios += 1;
+        if self.try_merge(now_ns, &bio)? {
+            return Ok(());
+        }
+        self.stats.requests += 1;
+        let home = bio.ctx % self.config.hw_queues;
+        let request = Request {
+            ctx: bio.ctx,
+            op: bio.op,
+            sector: bio.sector,
+            sectors: bio.sectors,
+            sync: bio.sync,
+            prio_class: bio.prio_class,
+            prio_level: bio.prio_level,
+            arrival_ns: now_ns,
+            home_queue: home,
+            state: State::Staged,
+            bios: vec![(bio.ctx, BioRef { id: bio.id, submit_ns: now_ns, sectors: bio.sectors })],
+        };
+        let admitted = self.tag_free(home, bio.op, bio.sync);
+        let id = self.table.insert(request);
+        if let Some(request) = self.table.get(id) {
+            self.index.add(id, request);
+        }
+        if admitted {
+            self.admit(id);
+        } else {
+            self.queues[home as usize].staged[usize::from(!bio.sync)].push_back(id);
+        }
+        Ok(())
+    }
+
+    /// The device finished request `id` with `status` (0 or a negative errno).
+    ///
+    /// # Errors
+    /// If `id` is not on the device.
+    pub fn complete(&mut self, now_ns: u64, id: u64, status: i32) -> Result<(), UnknownCompletion> {
+        let Some(State::Dispatched { hw_queue, at_ns }) = self.table.get(id).map(|r| r.state) else {
+            return Err(UnknownCompletion { id });
+        };
+        let Some(request) = self.table.remove(id) else { return Err(UnknownCompletion { id }) };
+        self.queues[hw_queue as usize].inflight -= 1;
+        self.stats.completed += 1;
+        for &(ctx, bio) in &request.bios {
+            self.actions.push_back(Action::Complete(BioDone {
+                bio: bio.id,
+                ctx,
+                op: request.op,
+                sectors: bio.sectors,
+                status,
+                latency_ns: now_ns.saturating_sub(bio.submit_ns),
+                site: site(self.config.rq_affinity, hw_queue, request.home_queue, ctx),
+            }));
+        }
+        self.pending_completions.push(Completion {
+            id,
+            ctx: request.ctx,
+            op: request.op,
+            sectors: request.sectors,
+            latency_ns: now_ns.saturating_sub(request.arrival_ns),
+            service_ns: now_ns.saturating_sub(at_ns),
+            status,
+        });
+        self.release_tag(request.home_queue, request.op, request.sync);
+        Ok(())
+    }
+
+    /// Tells the policy what happened since the last run, in batches, and dispatches to every
+    /// hardware queue with free driver tags.
+    ///
+    /// # Errors
+    /// A fault in any policy call, including an invalid dispatch answer.
+    pub fn run(&mut self, now_ns: u64) -> Result<(), Fault> {
+        self.flush_to_policy(now_ns)?;
+        for hw_queue in 0..self.config.hw_queues {
+            let queue = &mut self.queues[hw_queue as usize];
+            if queue.timer.is_some_and(|t| t <= now_ns) {
+                queue.timer = None;
+            }
+            let budget = self.config.queue_depth - queue.inflight;
+            if budget > 0 && self.queued > 0 {
+                self.dispatch(now_ns, hw_queue, budget)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn flush_to_policy(&mut self, now_ns: u64) -> Result<(), Fault> {
+        if !self.pending_completions.is_empty() {
+            self.stats.policy_calls += 1;
+            self.policy.completed(now_ns, &self.pending_completions)?;
+            self.pending_completions.clear();
+        }
+        if !self.pending_merges.is_empty() {
+            self.stats.policy_calls += 1;
+            self.policy.merged(now_ns, &self.pending_merges)?;
+            self.pending_merges.clear();
+        }
+        if !self.pending_insert.is_empty() {
+            self.scratch.clear();
+            for &id in &self.pending_insert {
+                if let Some(request) = self.table.get_mut(id) {
+                    request.state = State::Queued;
+                    self.scratch.push(policy_view(id, request));
+                }
+            }
+            self.pending_insert.clear();
+            self.queued += self.scratch.len();
+            self.stats.policy_calls += 1;
+            self.policy.insert(now_ns, &self.scratch)?;
+        }
+        Ok(())
+    }
+
+    /// Asks the policy for up to `budget` requests for `hw_queue` and sends them.
+    fn dispatch(&mut self, now_ns: u64, hw_queue: u32, budget: u32) -> Result<(), Fault> {
+        self.stats.policy_calls += 1;
+        let answer = self.policy.dispatch(now_ns, hw_queue, budget)?;
+        if answer.ids.len() > budget as usize {
+            return Err(invalid(format!("returned {} ids for a budget of {budget}", answer.ids.len())));
+        }
+        for &id in &answer.ids {
+            let Some(request) = self.table.get_mut(id).filter(|r| r.is_queued()) else {
+                return Err(invalid(format!("returned id {id:#x}, which is not queued (unknown, absorbed or already dispatched)")));
+            };
+            request.state = State::Dispatched { hw_queue, at_ns: now_ns };
+            let (op, sector, sectors) = (request.op, request.sector, request.sectors);
+            if let Some(request) = self.table.get(id) {
+                self.index.remove(id, request);
+            }
+            self.queued -= 1;
+            self.queues[hw_queue as usize].inflight += 1;
+            self.stats.dispatched += 1;
+            self.actions.push_back(Action::Dispatch { hw_queue, id, op, sector, sectors });
+        }
+        if let Some(wake) = answer.wake_at_ns {
+            // A wake in the past means "as soon as possible": the next nanosecond.
+            self.queues[hw_queue as usize].timer = Some(wake.max(now_ns + 1));
+        }
+        Ok(())
+    }
+
+    /// Merges `bio` into a request if the mode, the limits and the policy allow.
+    /// Returns true iff it merged.
+    fn try_merge(&mut self, now_ns: u64, bio: &Bio) -> Result<bool, Fault> {
+        for (id, kind) in self.index.candidates(bio, self.config.nomerges, &self.table).into_iter().flatten() {
+            let Some(request) = self.table.get(id) else { continue };
+            if !can_merge(request, bio, self.config.max_sectors) {
+                continue;
+            }
+            if self.merge_veto && request.is_queued() {
+                let query = MergeQuery {
+                    target: id,
+                    target_ctx: request.ctx,
+                    ctx: bio.ctx,
+                    op: bio.op,
+                    sector: bio.sector,
+                    sectors: bio.sectors,
+                    sync: bio.sync,
+                    kind,
+                };
+                self.stats.policy_calls += 1;
+                if !self.policy.allow_merge(&query)? {
+                    self.stats.merges_vetoed += 1;
+                    continue;
+                }
+            }
+            self.grow(id, kind, bio, now_ns);
+            let survivor = match self.config.nomerges {
+                Nomerges::All => self.coalesce(id, kind)?,
+                _ => None,
+            };
+            let (target, absorbed) = survivor.map_or((id, None), |(s, a)| (s, Some(a)));
+            self.index.touch(target);
+            if let Some(request) = self.table.get(target).filter(|r| r.is_queued()) {
+                let kind = if absorbed.is_some() { MergeKind::Back } else { kind };
+                self.pending_merges.push(MergeEvent { target, sector: request.sector, sectors: request.sectors, kind, absorbed });
+            }
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// Adds `bio` to request `id` at the `kind` end.
+    fn grow(&mut self, id: u64, kind: MergeKind, bio: &Bio, now_ns: u64) {
+        let Some(request) = self.table.get_mut(id) else { return };
+        self.index.remove(id, request);
+        request.sectors += bio.sectors;
+        if kind == MergeKind::Front {
+            request.sector = bio.sector;
+            self.stats.front_merges += 1;
+        } else {
+            self.stats.back_merges += 1;
+        }
+        request.bios.push((bio.ctx, BioRef { id: bio.id, submit_ns: now_ns, sectors: bio.sectors }));
+        self.index.add(id, request);
+    }
+
+    /// After request `id` grew at its `kind` end, absorbs the neighbour it now touches, if
+    /// allowed. Returns `(survivor, absorbed)`.
+    fn coalesce(&mut self, id: u64, kind: MergeKind) -> Result<Option<(u64, u64)>, Fault> {
+        let Some(request) = self.table.get(id) else { return Ok(None) };
+        let (survivor, absorbed) = match kind {
+            MergeKind::Back => match self.index.successor(request) {
+                Some(next) => (id, next),
+                None => return Ok(None),
+            },
+            MergeKind::Front => match self.index.predecessor(request) {
+                Some(prev) => (prev, id),
+                None => return Ok(None),
+            },
+        };
+        let (Some(s), Some(a)) = (self.table.get(survivor), self.table.get(absorbed)) else { return Ok(None) };
+        if survivor == absorbed || !can_coalesce(s, a, self.config.max_sectors) {
+            return Ok(None);
+        }
+        if self.merge_veto && s.is_queued() {
+            let query = MergeQuery {
+                target: survivor,
+                target_ctx: s.ctx,
+                ctx: a.ctx,
+                op: a.op,
+                sector: a.sector,
+                sectors: a.sectors,
+                sync: a.sync,
+                kind: MergeKind::Back,
+            };
+            self.stats.policy_calls += 1;
+            if !self.policy.allow_merge(&query)? {
+                self.stats.merges_vetoed += 1;
+                return Ok(None);
+            }
+        }
+        let Some(gone) = self.table.remove(absorbed) else { return Ok(None) };
+        self.index.remove(absorbed, &gone);
+        self.forget_waiting(absorbed, &gone);
+        if let Some(s) = self.table.get_mut(survivor) {
+            self.index.remove(survivor, s);
+            s.sectors += gone.sectors;
+            s.arrival_ns = s.arrival_ns.min(gone.arrival_ns);
+            s.bios.extend_from_slice(&gone.bios);
+            self.index.add(survivor, s);
+        }
+        self.stats.coalesced += 1;
+        Ok(Some((survivor, absorbed)))
+    }
+
+    /// Drops an absorbed request from wherever it waited, and frees its scheduler tag.
+    fn forget_waiting(&mut self, id: u64, gone: &Request) {
+        match gone.state {
+            State::Staged => {
+                for staged in &mut self.queues[gone.home_queue as usize].staged {
+                    staged.retain(|&s| s != id);
+                }
+            }
+            State::Pending => {
+                self.pending_insert.retain(|&p| p != id);
+                self.release_tag(gone.home_queue, gone.op, gone.sync);
+            }
+            State::Queued => {
+                self.queued -= 1;
+                self.release_tag(gone.home_queue, gone.op, gone.sync);
+            }
+            State::Dispatched { .. } => {}
+        }
+    }
+
+    /// True iff a request of this kind may take a scheduler tag on `home` now.
+    fn tag_free(&self, home: u32, op: Op, sync: bool) -> bool {
+        let queue = &self.queues[home as usize];
+        queue.held_total < self.config.nr_requests && queue.held[op as usize][usize::from(sync)] < self.depth_limit[op as usize][usize::from(sync)]
+    }
+
+    /// Gives staged request `id` a scheduler tag and queues it for the next insert batch.
+    fn admit(&mut self, id: u64) {
+        let Some(request) = self.table.get_mut(id) else { return };
+        request.state = State::Pending;
+        let queue = &mut self.queues[request.home_queue as usize];
+        queue.held[request.op as usize][usize::from(request.sync)] += 1;
+        queue.held_total += 1;
+        self.pending_insert.push(id);
+    }
+
+    /// Frees a scheduler tag on `home` and lets waiting requests in, sync first.
+    fn release_tag(&mut self, home: u32, op: Op, sync: bool) {
+        let queue = &mut self.queues[home as usize];
+        queue.held[op as usize][usize::from(sync)] -= 1;
+        queue.held_total -= 1;
+        for class in 0..2 {
+            while let Some(&id) = self.queues[home as usize].staged[class].front() {
+                let Some(request) = self.table.get(id) else {
+                    self.queues[home as usize].staged[class].pop_front();
+                    continue;
+                };
+                if !self.tag_free(home, request.op, request.sync) {
+                    break;
+                }
+                self.queues[home as usize].staged[class].pop_front();
+                self.admit(id);
+            }
+        }
+    }
+
+    fn refresh_depth_limits(&mut self) -> Result<(), Fault> {
+        for op in Op::ALL {
+            for sync in [false, true] {
+                self.stats.policy_calls += 1;
+                let limit = self.policy.limit_depth(op, sync)?;
+                self.depth_limit[op as usize][usize::from(sync)] = limit.max(1);
+            }
+        }
+        Ok(())
+    }
+}
+
+fn policy_view(id: u64, r: &Request) -> PolicyRequest {
+    PolicyRequest {
+        id,
+        ctx: r.ctx,
+        op: r.op,
+        sector: r.sector,
+        sectors: r.sectors,
+        sync: r.sync,
+        prio_class: r.prio_class,
+        prio_level: r.prio_level,
+        arrival_ns: r.arrival_ns,
+    }
+}
+
+fn invalid(message: String) -> Fault {
+    Fault { kind: FaultKind::InvalidAnswer, call: "dispatch", message }
+}

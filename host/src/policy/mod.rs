@@ -1,0 +1,78 @@
+//! The policy runtime: one trait over the two ways to run a policy — a WebAssembly component
+//! under wasmtime, or the same SDK crate linked natively — and how a `--policy` argument
+//! finds one.
+
+mod native;
+mod resolve;
+mod wasm;
+
+use std::fmt;
+
+use schedhost_sdk::{Completion, Dispatch, Info, MergeEvent, MergeQuery, Op, Request, Setup, Tunable};
+
+pub use native::{NativePolicy, native_names, native_policy};
+pub use resolve::{Loaded, PolicySource, bundled_dirs, load, resolve};
+pub use wasm::{LoadError, LoadedPolicy, WasmPolicy, WasmRuntime};
+
+/// Why a policy call failed: the policy, not the host, is at fault.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fault {
+    /// What kind of failure.
+    pub kind: FaultKind,
+    /// The interface function that was called.
+    pub call: &'static str,
+    /// What happened, with the wasm backtrace where there is one.
+    pub message: String,
+}
+
+/// The kinds of policy failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FaultKind {
+    /// The policy trapped (a panic, an out-of-bounds access, `unreachable`).
+    Trap,
+    /// The policy answered something the interface forbids.
+    InvalidAnswer,
+}
+
+impl fmt::Display for Fault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kind = match self.kind {
+            FaultKind::Trap => "trapped",
+            FaultKind::InvalidAnswer => "gave an invalid answer",
+        };
+        write!(f, "policy {kind} in `{}`: {}", self.call, self.message)
+    }
+}
+
+impl std::error::Error for Fault {}
+
+/// A running policy instance for one device. Every call may fail with a [`Fault`]; answers
+/// that are the policy's own refusals (a bad tunable) come back as `Ok(Err(message))`.
+pub trait PolicyBackend: Send {
+    /// Name, version, merge preference.
+    fn info(&mut self) -> Result<Info, Fault>;
+    /// Tunables with defaults and ranges.
+    fn tunables(&mut self) -> Result<Vec<Tunable>, Fault>;
+    /// Creates the policy state for a device with `settings` applied.
+    fn init(&mut self, setup: &Setup, settings: &[(String, i64)]) -> Result<Result<(), String>, Fault>;
+    /// A tunable's value.
+    fn get(&mut self, name: &str) -> Result<Option<i64>, Fault>;
+    /// Changes a tunable.
+    fn set(&mut self, name: &str, value: i64) -> Result<Result<(), String>, Fault>;
+    /// Requests enter the scheduler.
+    fn insert(&mut self, now_ns: u64, requests: &[Request]) -> Result<(), Fault>;
+    /// Up to `budget` requests for `hw_queue`.
+    fn dispatch(&mut self, now_ns: u64, hw_queue: u32, budget: u32) -> Result<Dispatch, Fault>;
+    /// May a bio join a queued request?
+    fn allow_merge(&mut self, query: &MergeQuery) -> Result<bool, Fault>;
+    /// Queued requests grew or were absorbed.
+    fn merged(&mut self, now_ns: u64, events: &[MergeEvent]) -> Result<(), Fault>;
+    /// Dispatched requests finished.
+    fn completed(&mut self, now_ns: u64, done: &[Completion]) -> Result<(), Fault>;
+    /// Scheduler tags a kind of request may hold.
+    fn limit_depth(&mut self, op: Op, sync: bool) -> Result<u32, Fault>;
+    /// State for a newer build.
+    fn save_state(&mut self) -> Result<Vec<u8>, Fault>;
+    /// Continues from saved state.
+    fn restore_state(&mut self, state: &[u8]) -> Result<Result<(), String>, Fault>;
+}

@@ -1,0 +1,69 @@
+//! The wasm toolchain: this machine's rustup Rust has only the host target, so policies are
+//! built with Debian's Rust (1.96, with std sources for `-Zbuild-std`) and lld-22.
+
+use std::path::Path;
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+
+const PACKAGES: &[&str] = &["rustc-web", "cargo-web", "rust-web-src", "lld-22"];
+const CARGO: &str = "/usr/bin/cargo";
+
+/// Installs the Debian packages unless all are present.
+pub fn ensure() -> Result<()> {
+    let missing: Vec<&str> = PACKAGES.iter().copied().filter(|p| !installed(p)).collect();
+    if missing.is_empty() && Path::new(CARGO).exists() {
+        return Ok(());
+    }
+    eprintln!("xtask: installing the wasm toolchain: {}", missing.join(" "));
+    let sudo = if is_root() { None } else { Some("sudo") };
+    apt(sudo, &["update", "-q"])?;
+    let mut install = vec!["install", "-y", "-q", "--no-install-recommends"];
+    install.extend(&missing);
+    apt(sudo, &install)
+}
+
+/// A `cargo` command that builds for wasm32 with Debian's toolchain.
+pub fn wasm_cargo() -> Command {
+    let mut cmd = Command::new(CARGO);
+    let path = std::env::var("PATH").unwrap_or_default();
+    // Debian's rustc and its linker must be found before rustup's.
+    cmd.env("PATH", format!("/usr/bin:{path}"))
+        .env("RUSTC", "/usr/bin/rustc")
+        .env("RUSTC_BOOTSTRAP", "1")
+        .env_remove("RUSTUP_TOOLCHAIN")
+        .env_remove("CARGO_TARGET_DIR")
+        .env("CARGO_PROFILE_RELEASE_DEBUG", "false")
+        .env("CARGO_PROFILE_RELEASE_LTO", "true")
+        .env("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "1")
+        .env("CARGO_PROFILE_RELEASE_PANIC", "abort");
+    cmd
+}
+
+fn installed(package: &str) -> bool {
+    Command::new("dpkg-query")
+        .args(["-W", "-f=${Status}", package])
+        .output()
+        .is_ok_and(|out| String::from_utf8_lossy(&out.stdout).contains("install ok installed"))
+}
+
+fn is_root() -> bool {
+    Command::new("id").arg("-u").output().is_ok_and(|out| out.stdout.starts_with(b"0\n"))
+}
+
+fn apt(sudo: Option<&str>, args: &[&str]) -> Result<()> {
+    let mut cmd = match sudo {
+        Some(sudo) => {
+            let mut cmd = Command::new(sudo);
+            cmd.arg("apt-get");
+            cmd
+        }
+        None => Command::new("apt-get"),
+    };
+    cmd.args(args).env("DEBIAN_FRONTEND", "noninteractive");
+    let status = cmd.status().context("running apt-get (the wasm toolchain comes from Debian's archive)")?;
+    if !status.success() {
+        bail!("apt-get {} failed ({status}); install {} by hand", args.join(" "), PACKAGES.join(" "));
+    }
+    Ok(())
+}
