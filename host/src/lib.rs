@@ -13,3 +13,4 @@
 
 pub mod core;
 pub mod policy;
+pub mod device;

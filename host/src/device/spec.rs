@@ -1,0 +1,231 @@
+//! Choosing a simulated device: `sim:null`, `sim:ssd`, `sim:hdd`, or a spec file that names a
+//! model and overrides its parameters:
+//!
+//! ```text
+//! # a slower, NCQ-less disk
+//! model = hdd
+//! rpm = 5400
+//! ncq_depth = 1
+//! ```
+//!
+//! Keys are the field names of [`HddParams`], [`SsdParams`] and [`NullParams`].
+
+use std::path::{Path, PathBuf};
+
+use super::{DeviceModel, Hdd, HddParams, Null, NullParams, Ssd, SsdParams};
+
+/// A device model with its parameters.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DeviceSpec {
+    /// The null device.
+    Null(NullParams),
+    /// The flash device.
+    Ssd(SsdParams),
+    /// The disk.
+    Hdd(HddParams),
+}
+
+/// What is wrong with a `--device` argument or spec file.
+#[derive(Debug, thiserror::Error)]
+pub enum SpecError {
+    /// Not `sim:…` and not a readable file.
+    #[error("--device {arg}: not a simulated device (sim:null, sim:ssd, sim:hdd) and not a readable spec file: {reason}")]
+    Unknown {
+        /// The argument.
+        arg: String,
+        /// Why the file could not be read.
+        reason: String,
+    },
+    /// A line of a spec file.
+    #[error("{path}:{line}: {message}")]
+    Line {
+        /// The spec file.
+        path: PathBuf,
+        /// 1-based line number.
+        line: usize,
+        /// What is wrong.
+        message: String,
+    },
+    /// The file names no model.
+    #[error("{0}: no `model = null|ssd|hdd` line")]
+    NoModel(PathBuf),
+}
+
+impl DeviceSpec {
+    /// Parses a `--device` argument.
+    ///
+    /// # Errors
+    /// A [`SpecError`] naming the argument, or the file and line at fault.
+    pub fn parse(arg: &str) -> Result<Self, SpecError> {
+        match arg {
+            "sim:null" => return Ok(Self::Null(NullParams::default())),
+            "sim:ssd" => return Ok(Self::Ssd(SsdParams::default())),
+            "sim:hdd" => return Ok(Self::Hdd(HddParams::default())),
+            _ => {}
+        }
+        let text = std::fs::read_to_string(arg).map_err(|e| SpecError::Unknown { arg: arg.to_owned(), reason: e.to_string() })?;
+        Self::parse_file(Path::new(arg), &text)
+    }
+
+    /// Parses the text of a spec file; `path` names it in errors.
+    ///
+    /// # Errors
+    /// A [`SpecError::Line`] for the first bad line.
+    pub fn parse_file(path: &Path, text: &str) -> Result<Self, SpecError> {
+        let mut spec: Option<Self> = None;
+        for (n, raw) in text.lines().enumerate() {
+            let line = raw.split(['#', ';']).next().unwrap_or("").trim();
+            if line.is_empty() {
+                continue;
+            }
+            let err = |message: String| SpecError::Line { path: path.to_owned(), line: n + 1, message };
+            let Some((key, value)) = line.split_once('=') else {
+                return Err(err(format!("expected `key = value`, found `{line}`")));
+            };
+            let (key, value) = (key.trim(), value.trim());
+            if key == "model" {
+                if spec.is_some() {
+                    return Err(err("`model` given twice".into()));
+                }
+                spec = Some(match value {
+                    "null" => Self::Null(NullParams::default()),
+                    "ssd" => Self::Ssd(SsdParams::default()),
+                    "hdd" => Self::Hdd(HddParams::default()),
+                    other => return Err(err(format!("unknown model `{other}` (null, ssd, hdd)"))),
+                });
+                continue;
+            }
+            let Some(spec) = spec.as_mut() else {
+                return Err(err(format!("`{key}` before `model = …`: name the model first")));
+            };
+            spec.set(key, value).map_err(err)?;
+        }
+        spec.ok_or_else(|| SpecError::NoModel(path.to_owned()))
+    }
+
+    /// The model's short name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Null(_) => "null",
+            Self::Ssd(_) => "ssd",
+            Self::Hdd(_) => "hdd",
+        }
+    }
+
+    /// A fresh device.
+    pub fn build(&self) -> Box<dyn DeviceModel> {
+        match self {
+            Self::Null(p) => Box::new(Null::new(*p)),
+            Self::Ssd(p) => Box::new(Ssd::new(*p)),
+            Self::Hdd(p) => Box::new(Hdd::new(*p)),
+        }
+    }
+
+    fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
+        match self {
+            Self::Null(p) => match key {
+                "latency_ns" => p.latency_ns = num(key, value)?,
+                "capacity_sectors" => p.capacity_sectors = positive(key, value)?,
+                "hw_queues" => p.hw_queues = positive(key, value)?,
+                "queue_depth" => p.queue_depth = positive(key, value)?,
+                "max_sectors" => p.max_sectors = positive(key, value)?,
+                _ => return Err(unknown(key, "null", "latency_ns capacity_sectors hw_queues queue_depth max_sectors")),
+            },
+            Self::Ssd(p) => match key {
+                "channels" => p.channels = positive(key, value)?,
+                "dies_per_channel" => p.dies_per_channel = positive(key, value)?,
+                "page_bytes" => p.page_bytes = positive(key, value)?,
+                "read_ns" => p.read_ns = num(key, value)?,
+                "program_ns" => p.program_ns = num(key, value)?,
+                "channel_bytes_per_s" => p.channel_bytes_per_s = positive(key, value)?,
+                "overhead_ns" => p.overhead_ns = num(key, value)?,
+                "capacity_sectors" => p.capacity_sectors = positive(key, value)?,
+                "hw_queues" => p.hw_queues = positive(key, value)?,
+                "queue_depth" => p.queue_depth = positive(key, value)?,
+                "max_sectors" => p.max_sectors = positive(key, value)?,
+                _ => {
+                    return Err(unknown(
+                        key,
+                        "ssd",
+                        "channels dies_per_channel page_bytes read_ns program_ns channel_bytes_per_s overhead_ns capacity_sectors hw_queues queue_depth max_sectors",
+                    ));
+                }
+            },
+            Self::Hdd(p) => match key {
+                "rpm" => p.rpm = positive(key, value)?,
+                "capacity_sectors" => p.capacity_sectors = positive(key, value)?,
+                "heads" => p.heads = positive(key, value)?,
+                "zones" => p.zones = positive(key, value)?,
+                "outer_mb_per_s" => p.outer_mb_per_s = positive(key, value)?,
+                "inner_mb_per_s" => p.inner_mb_per_s = positive(key, value)?,
+                "track_to_track_ms" => p.track_to_track_ms = millis(key, value)?,
+                "avg_seek_ms" => p.avg_seek_ms = millis(key, value)?,
+                "full_stroke_ms" => p.full_stroke_ms = millis(key, value)?,
+                "ncq_depth" => p.ncq_depth = positive(key, value)?,
+                "cache_segments" => p.cache_segments = positive(key, value)?,
+                "segment_sectors" => p.segment_sectors = positive(key, value)?,
+                "overhead_us" => p.overhead_us = num(key, value)?,
+                "interface_mb_per_s" => p.interface_mb_per_s = positive(key, value)?,
+                "max_sectors" => p.max_sectors = positive(key, value)?,
+                _ => {
+                    return Err(unknown(
+                        key,
+                        "hdd",
+                        "rpm capacity_sectors heads zones outer_mb_per_s inner_mb_per_s track_to_track_ms avg_seek_ms full_stroke_ms ncq_depth cache_segments segment_sectors overhead_us interface_mb_per_s max_sectors",
+                    ));
+                }
+            },
+        }
+        if let Self::Hdd(p) = self
+            && !(p.track_to_track_ms <= p.avg_seek_ms && p.avg_seek_ms <= p.full_stroke_ms)
+        {
+            return Err("seek times must satisfy track_to_track_ms <= avg_seek_ms <= full_stroke_ms".into());
+        }
+        Ok(())
+    }
+}
+
+fn unknown(key: &str, model: &str, known: &str) -> String {
+    format!("unknown {model} parameter `{key}` (known: {known})")
+}
+
+fn num<T: std::str::FromStr>(key: &str, value: &str) -> Result<T, String> {
+    value.replace('_', "").parse().map_err(|_| format!("`{key}` needs a non-negative integer, found `{value}`"))
+}
+
+fn positive<T: std::str::FromStr + PartialEq + Default>(key: &str, value: &str) -> Result<T, String> {
+    let n: T = num(key, value)?;
+    if n == T::default() {
+        return Err(format!("`{key}` must be at least 1"));
+    }
+    Ok(n)
+}
+
+fn millis(key: &str, value: &str) -> Result<f64, String> {
+    match value.parse::<f64>() {
+        Ok(ms) if ms.is_finite() && ms > 0.0 => Ok(ms),
+        _ => Err(format!("`{key}` needs a positive number of milliseconds, found `{value}`")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spec_file_overrides_named_parameters() {
+        let spec = DeviceSpec::parse_file(Path::new("d.spec"), "# slow disk\nmodel = hdd\nrpm = 5400\nncq_depth = 1\n").unwrap();
+        let DeviceSpec::Hdd(p) = spec else { panic!("expected hdd") };
+        assert_eq!((p.rpm, p.ncq_depth, p.heads), (5400, 1, 4));
+    }
+
+    #[test]
+    fn spec_file_errors_name_line_and_key() {
+        let err = DeviceSpec::parse_file(Path::new("d.spec"), "model = hdd\nspeed = 3\n").unwrap_err().to_string();
+        assert!(err.starts_with("d.spec:2: unknown hdd parameter `speed`"), "{err}");
+        let err = DeviceSpec::parse_file(Path::new("d.spec"), "rpm = 3\n").unwrap_err().to_string();
+        assert!(err.contains("d.spec:1: `rpm` before `model"), "{err}");
+        let err = DeviceSpec::parse_file(Path::new("d.spec"), "model = ssd\nchannels = 0\n").unwrap_err().to_string();
+        assert!(err.contains("d.spec:2: `channels` must be at least 1"), "{err}");
+    }
+}
