@@ -12,5 +12,9 @@
 #![deny(missing_docs)]
 
 pub mod core;
-pub mod policy;
 pub mod device;
+pub mod policy;
+pub mod report;
+pub mod sim;
+pub mod stats;
+pub mod workload;

@@ -15,7 +15,8 @@ impl Hasher for IdHasher {
 
     fn write(&mut self, bytes: &[u8]) {
         for &byte in bytes {
-            self.0 = (self.0.rotate_left(5) ^ u64::from(byte)).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+            self.0 =
+                (self.0.rotate_left(5) ^ u64::from(byte)).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
         }
     }
 
@@ -130,7 +131,9 @@ impl ExpiryFifo {
     /// `absorbed` merged into `target`: drops `absorbed`, and `target` inherits its place
     /// if that was earlier.
     pub fn absorb(&mut self, target: u64, absorbed: u64) {
-        let Some(gone) = self.key_of.remove(&absorbed) else { return };
+        let Some(gone) = self.key_of.remove(&absorbed) else {
+            return;
+        };
         self.order.remove(&gone);
         if let Some(kept) = self.key_of.get_mut(&target)
             && gone < *kept
@@ -143,7 +146,9 @@ impl ExpiryFifo {
 
     /// The request that expires first, as `(id, expires_ns)`.
     pub fn front(&self) -> Option<(u64, u64)> {
-        self.order.first_key_value().map(|(&(expires, _), &id)| (id, expires))
+        self.order
+            .first_key_value()
+            .map(|(&(expires, _), &id)| (id, expires))
     }
 
     /// Removes and returns the request that expires first.

@@ -104,7 +104,10 @@ pub use guest as __guest;
 pub use collections::{ExpiryFifo, IdMap, IdSet, SectorSet};
 pub use policy::{Policy, TunableSpec};
 pub use runtime::Runtime;
-pub use types::{Completion, Dispatch, Info, MergeEvent, MergeKind, MergeQuery, Op, PrioClass, Request, Setup, Tunable};
+pub use types::{
+    Completion, Dispatch, Info, MergeEvent, MergeKind, MergeQuery, Op, PrioClass, Request, Setup,
+    Tunable,
+};
 
 /// The WIT package version this SDK implements.
 pub const INTERFACE_VERSION: &str = "0.1.0";

@@ -91,7 +91,11 @@ pub trait Policy: Sized + 'static {
         if state.is_empty() {
             Ok(())
         } else {
-            Err(format!("{} keeps no state but was given {} bytes", Self::NAME, state.len()))
+            Err(format!(
+                "{} keeps no state but was given {} bytes",
+                Self::NAME,
+                state.len()
+            ))
         }
     }
 }

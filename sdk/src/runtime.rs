@@ -2,7 +2,9 @@
 //! native mode, so a policy behaves identically in both.
 
 use crate::policy::{Policy, TunableSpec};
-use crate::types::{Completion, Dispatch, Info, MergeEvent, MergeQuery, Op, Request, Setup, Tunable};
+use crate::types::{
+    Completion, Dispatch, Info, MergeEvent, MergeQuery, Op, Request, Setup, Tunable,
+};
 
 /// Holds a policy and answers the interface's calls for it: tunable validation, init order,
 /// the dispatch buffer.
@@ -28,7 +30,11 @@ impl<P: Policy> Runtime<P> {
 
     /// The policy's name, version and merge preference.
     pub fn info(&self) -> Info {
-        Info { name: P::NAME.to_owned(), version: P::VERSION.to_owned(), merge_veto: P::MERGE_VETO }
+        Info {
+            name: P::NAME.to_owned(),
+            version: P::VERSION.to_owned(),
+            merge_veto: P::MERGE_VETO,
+        }
     }
 
     /// The policy's tunables with defaults and ranges.
@@ -57,7 +63,11 @@ impl<P: Policy> Runtime<P> {
 
     /// The current value of a tunable, if the policy has one of that name.
     pub fn get(&self, name: &str) -> Option<i64> {
-        P::TUNABLES.iter().any(|spec| spec.name == name).then(|| self.policy().get(name)).flatten()
+        P::TUNABLES
+            .iter()
+            .any(|spec| spec.name == name)
+            .then(|| self.policy().get(name))
+            .flatten()
     }
 
     /// Sets a tunable after checking its name and range.
@@ -77,8 +87,12 @@ impl<P: Policy> Runtime<P> {
 
     /// Forwards [`Policy::dispatch`] with an empty answer.
     pub fn dispatch(&mut self, now_ns: u64, hw_queue: u32, budget: u32) -> Dispatch {
-        let mut out = Dispatch { ids: Vec::with_capacity(budget.min(64) as usize), wake_at_ns: None };
-        self.policy_mut().dispatch(now_ns, hw_queue, budget, &mut out);
+        let mut out = Dispatch {
+            ids: Vec::with_capacity(budget.min(64) as usize),
+            wake_at_ns: None,
+        };
+        self.policy_mut()
+            .dispatch(now_ns, hw_queue, budget, &mut out);
         out
     }
 
@@ -123,11 +137,15 @@ impl<P: Policy> Runtime<P> {
     /// # Panics
     /// Before [`Runtime::init`]: the host always initialises first.
     pub fn policy(&self) -> &P {
-        self.policy.as_ref().expect("the host calls init before anything else")
+        self.policy
+            .as_ref()
+            .expect("the host calls init before anything else")
     }
 
     fn policy_mut(&mut self) -> &mut P {
-        self.policy.as_mut().expect("the host calls init before anything else")
+        self.policy
+            .as_mut()
+            .expect("the host calls init before anything else")
     }
 }
 
@@ -149,7 +167,11 @@ fn check<P: Policy>(name: &str, value: i64) -> Result<(), String> {
         return Err(if known.is_empty() {
             format!("{} has no tunables (asked for '{name}')", P::NAME)
         } else {
-            format!("{} has no tunable '{name}' (it has: {})", P::NAME, known.join(", "))
+            format!(
+                "{} has no tunable '{name}' (it has: {})",
+                P::NAME,
+                known.join(", ")
+            )
         });
     };
     if value < spec.min || value > spec.max {
@@ -158,7 +180,11 @@ fn check<P: Policy>(name: &str, value: i64) -> Result<(), String> {
             P::NAME,
             spec.min,
             spec.max,
-            if spec.unit.is_empty() { String::new() } else { format!(" {}", spec.unit) }
+            if spec.unit.is_empty() {
+                String::new()
+            } else {
+                format!(" {}", spec.unit)
+            }
         ));
     }
     Ok(())

@@ -39,7 +39,9 @@ impl Op {
 }
 
 /// I/O priority class (ioprio_class): `Rt` before `Be` before `Idle`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, Serialize, Deserialize,
+)]
 pub enum PrioClass {
     /// No class given; schedulers treat it as best effort.
     #[default]

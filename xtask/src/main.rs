@@ -31,7 +31,12 @@ fn main() {
 
 fn run(args: Vec<String>) -> Result<()> {
     let root = workspace_root();
-    match args.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
+    match args
+        .iter()
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .as_slice()
+    {
         ["setup"] => toolchain::ensure(),
         ["build"] => build_all(&root),
         ["build-policy", dir] => {
@@ -43,12 +48,18 @@ fn run(args: Vec<String>) -> Result<()> {
         ["demo"] => {
             build_all(&root)?;
             let job = root.join("examples/jobs/demo.fio");
-            cargo_status(&root, Command::new(root.join("target/release/schedhost")).args(["--policy", "noop"]).arg(job))
+            cargo_status(
+                &root,
+                Command::new(root.join("target/release/schedhost"))
+                    .args(["--policy", "noop"])
+                    .arg(job),
+            )
         }
         ["test"] => {
             build_policies(&root)?;
             let mut test = Command::new(env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-            test.args(["test", "--workspace", "--exclude", "xtask"]).env("SCHEDHOST_REQUIRE_WASM", "1");
+            test.args(["test", "--workspace", "--exclude", "xtask"])
+                .env("SCHEDHOST_REQUIRE_WASM", "1");
             cargo_status(&root, &mut test)
         }
         ["help"] | ["--help"] | ["-h"] | [] => {
@@ -60,7 +71,10 @@ fn run(args: Vec<String>) -> Result<()> {
 }
 
 fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().map(Path::to_path_buf).unwrap_or_default()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default()
 }
 
 fn build_all(root: &Path) -> Result<()> {
@@ -74,7 +88,10 @@ fn build_policies(root: &Path) -> Result<()> {
     toolchain::ensure()?;
     for dir in POLICY_DIRS {
         let out = build_policy(root, &root.join(dir))?;
-        eprintln!("xtask: built {}", out.strip_prefix(root).unwrap_or(&out).display());
+        eprintln!(
+            "xtask: built {}",
+            out.strip_prefix(root).unwrap_or(&out).display()
+        );
     }
     Ok(())
 }
@@ -86,27 +103,44 @@ fn build_policy(root: &Path, dir: &Path) -> Result<PathBuf> {
     let target_dir = root.join("target/wasm");
     let mut cargo = toolchain::wasm_cargo();
     cargo
-        .args(["build", "--release", "--target", "wasm32-unknown-unknown", "-Zbuild-std=std,panic_abort"])
+        .args([
+            "build",
+            "--release",
+            "--target",
+            "wasm32-unknown-unknown",
+            "-Zbuild-std=std,panic_abort",
+        ])
         .arg("--manifest-path")
         .arg(&manifest)
         .arg("--target-dir")
         .arg(&target_dir)
         .arg("--message-format=short");
-    cargo_status(root, &mut cargo).with_context(|| format!("building the policy in {}", dir.display()))?;
+    cargo_status(root, &mut cargo)
+        .with_context(|| format!("building the policy in {}", dir.display()))?;
 
     let lib = lib_name(&manifest)?;
-    let module = target_dir.join("wasm32-unknown-unknown/release").join(format!("{lib}.wasm"));
+    let module = target_dir
+        .join("wasm32-unknown-unknown/release")
+        .join(format!("{lib}.wasm"));
     let bytes = fs::read(&module).with_context(|| format!("reading {}", module.display()))?;
     let component = wit_component::ComponentEncoder::default()
         .module(&bytes)
-        .with_context(|| format!("{} carries no schedhost bindings (does it call schedhost_sdk::export!?)", module.display()))?
+        .with_context(|| {
+            format!(
+                "{} carries no schedhost bindings (does it call schedhost_sdk::export!?)",
+                module.display()
+            )
+        })?
         .validate(true)
         .encode()
         .with_context(|| format!("turning {} into a component", module.display()))?;
 
     let out_dir = root.join("target/policies");
     fs::create_dir_all(&out_dir)?;
-    let name = lib.strip_prefix("schedhost_policy_").unwrap_or(&lib).replace('_', "-");
+    let name = lib
+        .strip_prefix("schedhost_policy_")
+        .unwrap_or(&lib)
+        .replace('_', "-");
     let out = out_dir.join(format!("{name}.wasm"));
     fs::write(&out, component).with_context(|| format!("writing {}", out.display()))?;
     Ok(out)
@@ -120,7 +154,11 @@ fn lib_name(manifest: &Path) -> Result<String> {
         if line.starts_with('[') {
             in_package = line == "[package]";
         } else if in_package && let Some(rest) = line.strip_prefix("name") {
-            let value = rest.trim_start().trim_start_matches('=').trim().trim_matches('"');
+            let value = rest
+                .trim_start()
+                .trim_start_matches('=')
+                .trim()
+                .trim_matches('"');
             return Ok(value.replace('-', "_"));
         }
     }
@@ -128,7 +166,14 @@ fn lib_name(manifest: &Path) -> Result<String> {
 }
 
 fn cargo_status(root: &Path, cmd: &mut Command) -> Result<()> {
-    let status = cmd.current_dir(root).status().with_context(|| format!("starting {:?}", cmd.get_program()))?;
-    ensure!(status.success(), "{:?} failed ({status})", cmd.get_program());
+    let status = cmd
+        .current_dir(root)
+        .status()
+        .with_context(|| format!("starting {:?}", cmd.get_program()))?;
+    ensure!(
+        status.success(),
+        "{:?} failed ({status})",
+        cmd.get_program()
+    );
     Ok(())
 }

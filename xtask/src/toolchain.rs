@@ -15,7 +15,10 @@ pub fn ensure() -> Result<()> {
     if missing.is_empty() && Path::new(CARGO).exists() {
         return Ok(());
     }
-    eprintln!("xtask: installing the wasm toolchain: {}", missing.join(" "));
+    eprintln!(
+        "xtask: installing the wasm toolchain: {}",
+        missing.join(" ")
+    );
     let sudo = if is_root() { None } else { Some("sudo") };
     apt(sudo, &["update", "-q"])?;
     let mut install = vec!["install", "-y", "-q", "--no-install-recommends"];
@@ -48,7 +51,10 @@ fn installed(package: &str) -> bool {
 }
 
 fn is_root() -> bool {
-    Command::new("id").arg("-u").output().is_ok_and(|out| out.stdout.starts_with(b"0\n"))
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|out| out.stdout.starts_with(b"0\n"))
 }
 
 fn apt(sudo: Option<&str>, args: &[&str]) -> Result<()> {
@@ -61,9 +67,15 @@ fn apt(sudo: Option<&str>, args: &[&str]) -> Result<()> {
         None => Command::new("apt-get"),
     };
     cmd.args(args).env("DEBIAN_FRONTEND", "noninteractive");
-    let status = cmd.status().context("running apt-get (the wasm toolchain comes from Debian's archive)")?;
+    let status = cmd
+        .status()
+        .context("running apt-get (the wasm toolchain comes from Debian's archive)")?;
     if !status.success() {
-        bail!("apt-get {} failed ({status}); install {} by hand", args.join(" "), PACKAGES.join(" "));
+        bail!(
+            "apt-get {} failed ({status}); install {} by hand",
+            args.join(" "),
+            PACKAGES.join(" ")
+        );
     }
     Ok(())
 }

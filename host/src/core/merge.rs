@@ -72,7 +72,12 @@ impl MergeIndex {
 
     /// The request `bio` could join, and at which end, under `mode`.
     /// Returns candidates only: the caller checks [`can_merge`] and the policy's veto.
-    pub fn candidates(&self, bio: &Bio, mode: Nomerges, table: &RequestTable) -> [Option<(u64, MergeKind)>; 2] {
+    pub fn candidates(
+        &self,
+        bio: &Bio,
+        mode: Nomerges,
+        table: &RequestTable,
+    ) -> [Option<(u64, MergeKind)>; 2] {
         match mode {
             Nomerges::Off => [None, None],
             Nomerges::OneHit => {
@@ -89,8 +94,12 @@ impl MergeIndex {
                 [hit, None]
             }
             Nomerges::All => [
-                self.by_end.get(&key(bio.sector, bio.op)).map(|&id| (id, MergeKind::Back)),
-                self.by_start.get(&key(bio.end(), bio.op)).map(|&id| (id, MergeKind::Front)),
+                self.by_end
+                    .get(&key(bio.sector, bio.op))
+                    .map(|&id| (id, MergeKind::Back)),
+                self.by_start
+                    .get(&key(bio.end(), bio.op))
+                    .map(|&id| (id, MergeKind::Front)),
             ],
         }
     }

@@ -17,7 +17,9 @@ mod routing;
 
 use std::collections::VecDeque;
 
-use schedhost_sdk::{Completion, MergeEvent, MergeKind, MergeQuery, Op, Request as PolicyRequest, Setup};
+use schedhost_sdk::{
+    Completion, MergeEvent, MergeKind, MergeQuery, Op, Request as PolicyRequest, Setup,
+};
 
 use crate::policy::{Fault, FaultKind, PolicyBackend};
 pub use merge::{MergeIndex, Nomerges, can_coalesce, can_merge};
@@ -174,7 +176,10 @@ pub struct Core {
 
 impl std::fmt::Debug for Core {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Core").field("config", &self.config).field("stats", &self.stats).finish_non_exhaustive()
+        f.debug_struct("Core")
+            .field("config", &self.config)
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
     }
 }
 
@@ -183,10 +188,20 @@ impl Core {
     ///
     /// # Errors
     /// The policy's fault, or its refusal of a setting.
-    pub fn new(config: Config, mut policy: Box<dyn PolicyBackend>, settings: &[(String, i64)]) -> Result<Self, StartError> {
+    pub fn new(
+        config: Config,
+        mut policy: Box<dyn PolicyBackend>,
+        settings: &[(String, i64)],
+    ) -> Result<Self, StartError> {
         let merge_veto = policy.info()?.merge_veto;
-        let setup = Setup { hw_queues: config.hw_queues, queue_depth: config.queue_depth, nr_requests: config.nr_requests };
-        policy.init(&setup, settings)?.map_err(StartError::Rejected)?;
+        let setup = Setup {
+            hw_queues: config.hw_queues,
+            queue_depth: config.queue_depth,
+            nr_requests: config.nr_requests,
+        };
+        policy
+            .init(&setup, settings)?
+            .map_err(StartError::Rejected)?;
         let mut core = Self {
             config,
             policy,
@@ -282,7 +297,14 @@ impl Core {
             arrival_ns: now_ns,
             home_queue: home,
             state: State::Staged,
-            bios: vec![(bio.ctx, BioRef { id: bio.id, submit_ns: now_ns, sectors: bio.sectors })],
+            bios: vec![(
+                bio.ctx,
+                BioRef {
+                    id: bio.id,
+                    submit_ns: now_ns,
+                    sectors: bio.sectors,
+                },
+            )],
         };
         let admitted = self.tag_free(home, bio.op, bio.sync);
         let id = self.table.insert(request);
@@ -302,10 +324,13 @@ impl Core {
     /// # Errors
     /// If `id` is not on the device.
     pub fn complete(&mut self, now_ns: u64, id: u64, status: i32) -> Result<(), UnknownCompletion> {
-        let Some(State::Dispatched { hw_queue, at_ns }) = self.table.get(id).map(|r| r.state) else {
+        let Some(State::Dispatched { hw_queue, at_ns }) = self.table.get(id).map(|r| r.state)
+        else {
             return Err(UnknownCompletion { id });
         };
-        let Some(request) = self.table.remove(id) else { return Err(UnknownCompletion { id }) };
+        let Some(request) = self.table.remove(id) else {
+            return Err(UnknownCompletion { id });
+        };
         self.queues[hw_queue as usize].inflight -= 1;
         self.stats.completed += 1;
         for &(ctx, bio) in &request.bios {
@@ -384,13 +409,21 @@ impl Core {
         self.stats.policy_calls += 1;
         let answer = self.policy.dispatch(now_ns, hw_queue, budget)?;
         if answer.ids.len() > budget as usize {
-            return Err(invalid(format!("returned {} ids for a budget of {budget}", answer.ids.len())));
+            return Err(invalid(format!(
+                "returned {} ids for a budget of {budget}",
+                answer.ids.len()
+            )));
         }
         for &id in &answer.ids {
             let Some(request) = self.table.get_mut(id).filter(|r| r.is_queued()) else {
-                return Err(invalid(format!("returned id {id:#x}, which is not queued (unknown, absorbed or already dispatched)")));
+                return Err(invalid(format!(
+                    "returned id {id:#x}, which is not queued (unknown, absorbed or already dispatched)"
+                )));
             };
-            request.state = State::Dispatched { hw_queue, at_ns: now_ns };
+            request.state = State::Dispatched {
+                hw_queue,
+                at_ns: now_ns,
+            };
             let (op, sector, sectors) = (request.op, request.sector, request.sectors);
             if let Some(request) = self.table.get(id) {
                 self.index.remove(id, request);
@@ -398,7 +431,13 @@ impl Core {
             self.queued -= 1;
             self.queues[hw_queue as usize].inflight += 1;
             self.stats.dispatched += 1;
-            self.actions.push_back(Action::Dispatch { hw_queue, id, op, sector, sectors });
+            self.actions.push_back(Action::Dispatch {
+                hw_queue,
+                id,
+                op,
+                sector,
+                sectors,
+            });
         }
         if let Some(wake) = answer.wake_at_ns {
             // A wake in the past means "as soon as possible": the next nanosecond.
@@ -410,8 +449,15 @@ impl Core {
     /// Merges `bio` into a request if the mode, the limits and the policy allow.
     /// Returns true iff it merged.
     fn try_merge(&mut self, now_ns: u64, bio: &Bio) -> Result<bool, Fault> {
-        for (id, kind) in self.index.candidates(bio, self.config.nomerges, &self.table).into_iter().flatten() {
-            let Some(request) = self.table.get(id) else { continue };
+        for (id, kind) in self
+            .index
+            .candidates(bio, self.config.nomerges, &self.table)
+            .into_iter()
+            .flatten()
+        {
+            let Some(request) = self.table.get(id) else {
+                continue;
+            };
             if !can_merge(request, bio, self.config.max_sectors) {
                 continue;
             }
@@ -440,8 +486,18 @@ impl Core {
             let (target, absorbed) = survivor.map_or((id, None), |(s, a)| (s, Some(a)));
             self.index.touch(target);
             if let Some(request) = self.table.get(target).filter(|r| r.is_queued()) {
-                let kind = if absorbed.is_some() { MergeKind::Back } else { kind };
-                self.pending_merges.push(MergeEvent { target, sector: request.sector, sectors: request.sectors, kind, absorbed });
+                let kind = if absorbed.is_some() {
+                    MergeKind::Back
+                } else {
+                    kind
+                };
+                self.pending_merges.push(MergeEvent {
+                    target,
+                    sector: request.sector,
+                    sectors: request.sectors,
+                    kind,
+                    absorbed,
+                });
             }
             return Ok(true);
         }
@@ -450,7 +506,9 @@ impl Core {
 
     /// Adds `bio` to request `id` at the `kind` end.
     fn grow(&mut self, id: u64, kind: MergeKind, bio: &Bio, now_ns: u64) {
-        let Some(request) = self.table.get_mut(id) else { return };
+        let Some(request) = self.table.get_mut(id) else {
+            return;
+        };
         self.index.remove(id, request);
         request.sectors += bio.sectors;
         if kind == MergeKind::Front {
@@ -459,14 +517,23 @@ impl Core {
         } else {
             self.stats.back_merges += 1;
         }
-        request.bios.push((bio.ctx, BioRef { id: bio.id, submit_ns: now_ns, sectors: bio.sectors }));
+        request.bios.push((
+            bio.ctx,
+            BioRef {
+                id: bio.id,
+                submit_ns: now_ns,
+                sectors: bio.sectors,
+            },
+        ));
         self.index.add(id, request);
     }
 
     /// After request `id` grew at its `kind` end, absorbs the neighbour it now touches, if
     /// allowed. Returns `(survivor, absorbed)`.
     fn coalesce(&mut self, id: u64, kind: MergeKind) -> Result<Option<(u64, u64)>, Fault> {
-        let Some(request) = self.table.get(id) else { return Ok(None) };
+        let Some(request) = self.table.get(id) else {
+            return Ok(None);
+        };
         let (survivor, absorbed) = match kind {
             MergeKind::Back => match self.index.successor(request) {
                 Some(next) => (id, next),
@@ -477,7 +544,9 @@ impl Core {
                 None => return Ok(None),
             },
         };
-        let (Some(s), Some(a)) = (self.table.get(survivor), self.table.get(absorbed)) else { return Ok(None) };
+        let (Some(s), Some(a)) = (self.table.get(survivor), self.table.get(absorbed)) else {
+            return Ok(None);
+        };
         if survivor == absorbed || !can_coalesce(s, a, self.config.max_sectors) {
             return Ok(None);
         }
@@ -498,7 +567,9 @@ impl Core {
                 return Ok(None);
             }
         }
-        let Some(gone) = self.table.remove(absorbed) else { return Ok(None) };
+        let Some(gone) = self.table.remove(absorbed) else {
+            return Ok(None);
+        };
         self.index.remove(absorbed, &gone);
         self.forget_waiting(absorbed, &gone);
         if let Some(s) = self.table.get_mut(survivor) {
@@ -535,12 +606,16 @@ impl Core {
     /// True iff a request of this kind may take a scheduler tag on `home` now.
     fn tag_free(&self, home: u32, op: Op, sync: bool) -> bool {
         let queue = &self.queues[home as usize];
-        queue.held_total < self.config.nr_requests && queue.held[op as usize][usize::from(sync)] < self.depth_limit[op as usize][usize::from(sync)]
+        queue.held_total < self.config.nr_requests
+            && queue.held[op as usize][usize::from(sync)]
+                < self.depth_limit[op as usize][usize::from(sync)]
     }
 
     /// Gives staged request `id` a scheduler tag and queues it for the next insert batch.
     fn admit(&mut self, id: u64) {
-        let Some(request) = self.table.get_mut(id) else { return };
+        let Some(request) = self.table.get_mut(id) else {
+            return;
+        };
         request.state = State::Pending;
         let queue = &mut self.queues[request.home_queue as usize];
         queue.held[request.op as usize][usize::from(request.sync)] += 1;
@@ -595,5 +670,9 @@ fn policy_view(id: u64, r: &Request) -> PolicyRequest {
 }
 
 fn invalid(message: String) -> Fault {
-    Fault { kind: FaultKind::InvalidAnswer, call: "dispatch", message }
+    Fault {
+        kind: FaultKind::InvalidAnswer,
+        call: "dispatch",
+        message,
+    }
 }

@@ -134,13 +134,21 @@ impl RequestTable {
     /// The request with this id, if it is live.
     pub fn get(&self, id: u64) -> Option<&Request> {
         let slot = self.slots.get((id & 0xffff_ffff) as usize)?;
-        if u64::from(slot.generation) == id >> 32 { slot.request.as_ref() } else { None }
+        if u64::from(slot.generation) == id >> 32 {
+            slot.request.as_ref()
+        } else {
+            None
+        }
     }
 
     /// The request with this id, if it is live.
     pub fn get_mut(&mut self, id: u64) -> Option<&mut Request> {
         let slot = self.slots.get_mut((id & 0xffff_ffff) as usize)?;
-        if u64::from(slot.generation) == id >> 32 { slot.request.as_mut() } else { None }
+        if u64::from(slot.generation) == id >> 32 {
+            slot.request.as_mut()
+        } else {
+            None
+        }
     }
 
     /// Removes and returns the request with this id.

@@ -144,7 +144,8 @@ impl Hdd {
     /// A disk with `params`.
     pub fn new(params: HddParams) -> Self {
         let rev_ps = 60_000_000_000_000 / u64::from(params.rpm.max(1));
-        let spt = |mb: u32| (u64::from(mb) * 1_000_000 * 60 / u64::from(params.rpm.max(1)) / 512).max(1);
+        let spt =
+            |mb: u32| (u64::from(mb) * 1_000_000 * 60 / u64::from(params.rpm.max(1)) / 512).max(1);
         let (outer, inner) = (spt(params.outer_mb_per_s), spt(params.inner_mb_per_s));
         let heads = u64::from(params.heads.max(1));
         let zone_count = u64::from(params.zones.max(1));
@@ -153,11 +154,21 @@ impl Hdd {
         let mut zones = Vec::new();
         let (mut lba, mut cylinder) = (0u64, 0u64);
         for z in 0..zone_count {
-            let step = if zone_count > 1 { (outer - inner) * z / (zone_count - 1) } else { 0 };
+            let step = if zone_count > 1 {
+                (outer - inner) * z / (zone_count - 1)
+            } else {
+                0
+            };
             let sectors_per_track = outer - step;
-            zones.push(Zone { first_lba: lba, first_cylinder: cylinder, sectors_per_track });
+            zones.push(Zone {
+                first_lba: lba,
+                first_cylinder: cylinder,
+                sectors_per_track,
+            });
             let cylinders = if z + 1 == zone_count {
-                (params.capacity_sectors.saturating_sub(lba)).div_ceil(heads * sectors_per_track).max(1)
+                (params.capacity_sectors.saturating_sub(lba))
+                    .div_ceil(heads * sectors_per_track)
+                    .max(1)
             } else {
                 cylinders_per_zone
             };
@@ -193,7 +204,8 @@ impl Hdd {
             return 0;
         }
         let d = (distance - 1) as f64;
-        let ms = self.params.track_to_track_ms + self.seek_alpha_ms * d + self.seek_beta_ms * d.sqrt();
+        let ms =
+            self.params.track_to_track_ms + self.seek_alpha_ms * d + self.seek_beta_ms * d.sqrt();
         (ms * 1e9) as u64
     }
 
@@ -205,7 +217,11 @@ impl Hdd {
         };
         let offset = lba - zone.first_lba;
         let track = offset / zone.sectors_per_track;
-        (zone.first_cylinder + track / u64::from(self.params.heads.max(1)), offset % zone.sectors_per_track, zone.sectors_per_track)
+        (
+            zone.first_cylinder + track / u64::from(self.params.heads.max(1)),
+            offset % zone.sectors_per_track,
+            zone.sectors_per_track,
+        )
     }
 
     /// Time from `at_ps` until `sector_in_track` passes under the head.
@@ -236,10 +252,14 @@ impl Hdd {
     /// Serves `request` from the cache if it is there or being prefetched; true iff so.
     fn try_cache(&mut self, now_ps: u64, request: &DeviceRequest) -> bool {
         let seg_sectors = u64::from(self.params.segment_sectors);
-        let hit = self.segments.iter().position(|s| s.base <= request.sector && s.ready_at(request.end(), seg_sectors).is_some());
+        let hit = self.segments.iter().position(|s| {
+            s.base <= request.sector && s.ready_at(request.end(), seg_sectors).is_some()
+        });
         let Some(i) = hit else { return false };
         let segment = &mut self.segments[i];
-        let ready = segment.ready_at(request.end(), seg_sectors).unwrap_or(now_ps);
+        let ready = segment
+            .ready_at(request.end(), seg_sectors)
+            .unwrap_or(now_ps);
         segment.consumed = segment.consumed.max(request.end());
         self.seq += 1;
         segment.last_used = self.seq;
@@ -255,7 +275,12 @@ impl Hdd {
     /// Starts the best waiting command at `at_ps`.
     fn start_next(&mut self, at_ps: u64) {
         let pick = if self.params.ncq_depth > 1 {
-            (0..self.queue.len()).min_by_key(|&i| (self.positioning_ps(at_ps, &self.queue[i].request), self.queue[i].seq))
+            (0..self.queue.len()).min_by_key(|&i| {
+                (
+                    self.positioning_ps(at_ps, &self.queue[i].request),
+                    self.queue[i].seq,
+                )
+            })
         } else {
             (!self.queue.is_empty()).then_some(0)
         };
@@ -289,7 +314,10 @@ impl Hdd {
             });
         } else {
             self.mech_free_ps = done;
-            self.segments.retain(|s| s.base >= request.end() || s.consumed + u64::from(self.params.segment_sectors) <= request.sector);
+            self.segments.retain(|s| {
+                s.base >= request.end()
+                    || s.consumed + u64::from(self.params.segment_sectors) <= request.sector
+            });
             self.active = None;
         }
         self.complete_at(done, request.id, 0);
@@ -310,7 +338,8 @@ impl Hdd {
 
     fn complete_at(&mut self, at_ps: u64, id: u64, status: i32) {
         self.seq += 1;
-        self.due.push(Reverse((at_ps.div_ceil(PS_PER_NS), self.seq, id, status)));
+        self.due
+            .push(Reverse((at_ps.div_ceil(PS_PER_NS), self.seq, id, status)));
     }
 
     /// Starts waiting commands whose turn came by `now_ps`.
@@ -354,7 +383,10 @@ impl DeviceModel for Hdd {
             return;
         }
         self.seq += 1;
-        self.queue.push(Waiting { request, seq: self.seq });
+        self.queue.push(Waiting {
+            request,
+            seq: self.seq,
+        });
         if self.mech_free_ps <= now_ps {
             self.start_next(now_ps);
         }
@@ -372,7 +404,10 @@ impl DeviceModel for Hdd {
     fn poll(&mut self, now_ns: u64) -> Option<(u64, i32)> {
         self.advance(now_ns * PS_PER_NS);
         match self.due.peek() {
-            Some(Reverse((at, ..))) if *at <= now_ns => self.due.pop().map(|Reverse((_, _, id, status))| (id, status)),
+            Some(Reverse((at, ..))) if *at <= now_ns => self
+                .due
+                .pop()
+                .map(|Reverse((_, _, id, status))| (id, status)),
             _ => None,
         }
     }
@@ -399,7 +434,15 @@ mod tests {
         let mut now = 0;
         let mut latencies = Vec::new();
         for i in 0..64u64 {
-            hdd.submit(now, DeviceRequest { id: i, op: Op::Read, sector: 1_000_000 + i * 8, sectors: 8 });
+            hdd.submit(
+                now,
+                DeviceRequest {
+                    id: i,
+                    op: Op::Read,
+                    sector: 1_000_000 + i * 8,
+                    sectors: 8,
+                },
+            );
             let mut at = now;
             while hdd.poll(at).is_none() {
                 at = hdd.next_event().expect("a completion is due");
@@ -408,19 +451,39 @@ mod tests {
             now = at;
         }
         let mean_after_first: u64 = latencies[1..].iter().sum::<u64>() / 63;
-        assert!(latencies[0] > 1_000_000, "a cold read positions the head: {}", latencies[0]);
-        assert!(mean_after_first < 100_000, "sequential reads stream from the cache: {mean_after_first} ns");
+        assert!(
+            latencies[0] > 1_000_000,
+            "a cold read positions the head: {}",
+            latencies[0]
+        );
+        assert!(
+            mean_after_first < 100_000,
+            "sequential reads stream from the cache: {mean_after_first} ns"
+        );
     }
 
     #[test]
     fn hdd_random_reads_cost_milliseconds() {
-        let mut hdd = Hdd::new(HddParams { ncq_depth: 1, ..HddParams::default() });
+        let mut hdd = Hdd::new(HddParams {
+            ncq_depth: 1,
+            ..HddParams::default()
+        });
         let mut now = 0;
         let mut x = 12345u64;
         for i in 0..50 {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             let sector = (x >> 20) % 1_900_000_000;
-            hdd.submit(now, DeviceRequest { id: i, op: Op::Read, sector, sectors: 8 });
+            hdd.submit(
+                now,
+                DeviceRequest {
+                    id: i,
+                    op: Op::Read,
+                    sector,
+                    sectors: 8,
+                },
+            );
             loop {
                 now = hdd.next_event().expect("due");
                 if let Some(done) = hdd.poll(now) {
@@ -430,6 +493,9 @@ mod tests {
             }
         }
         let per_io_ms = now as f64 / 50.0 / 1e6;
-        assert!((6.0..20.0).contains(&per_io_ms), "{per_io_ms} ms per random read");
+        assert!(
+            (6.0..20.0).contains(&per_io_ms),
+            "{per_io_ms} ms per random read"
+        );
     }
 }

@@ -22,7 +22,13 @@ pub struct NullParams {
 
 impl Default for NullParams {
     fn default() -> Self {
-        Self { latency_ns: 0, capacity_sectors: 1 << 31, hw_queues: 1, queue_depth: 64, max_sectors: 2560 }
+        Self {
+            latency_ns: 0,
+            capacity_sectors: 1 << 31,
+            hw_queues: 1,
+            queue_depth: 64,
+            max_sectors: 2560,
+        }
     }
 }
 
@@ -37,7 +43,10 @@ pub struct Null {
 impl Null {
     /// A null device with `params`.
     pub fn new(params: NullParams) -> Self {
-        Self { params, due: VecDeque::new() }
+        Self {
+            params,
+            due: VecDeque::new(),
+        }
     }
 }
 
@@ -52,8 +61,13 @@ impl DeviceModel for Null {
     }
 
     fn submit(&mut self, now_ns: u64, request: DeviceRequest) {
-        let status = if in_range(&request, self.params.capacity_sectors) { 0 } else { EIO };
-        self.due.push_back((now_ns + self.params.latency_ns, request.id, status));
+        let status = if in_range(&request, self.params.capacity_sectors) {
+            0
+        } else {
+            EIO
+        };
+        self.due
+            .push_back((now_ns + self.params.latency_ns, request.id, status));
     }
 
     fn next_event(&self) -> Option<u64> {

@@ -29,7 +29,9 @@ pub enum DeviceSpec {
 #[derive(Debug, thiserror::Error)]
 pub enum SpecError {
     /// Not `sim:…` and not a readable file.
-    #[error("--device {arg}: not a simulated device (sim:null, sim:ssd, sim:hdd) and not a readable spec file: {reason}")]
+    #[error(
+        "--device {arg}: not a simulated device (sim:null, sim:ssd, sim:hdd) and not a readable spec file: {reason}"
+    )]
     Unknown {
         /// The argument.
         arg: String,
@@ -63,7 +65,10 @@ impl DeviceSpec {
             "sim:hdd" => return Ok(Self::Hdd(HddParams::default())),
             _ => {}
         }
-        let text = std::fs::read_to_string(arg).map_err(|e| SpecError::Unknown { arg: arg.to_owned(), reason: e.to_string() })?;
+        let text = std::fs::read_to_string(arg).map_err(|e| SpecError::Unknown {
+            arg: arg.to_owned(),
+            reason: e.to_string(),
+        })?;
         Self::parse_file(Path::new(arg), &text)
     }
 
@@ -78,7 +83,11 @@ impl DeviceSpec {
             if line.is_empty() {
                 continue;
             }
-            let err = |message: String| SpecError::Line { path: path.to_owned(), line: n + 1, message };
+            let err = |message: String| SpecError::Line {
+                path: path.to_owned(),
+                line: n + 1,
+                message,
+            };
             let Some((key, value)) = line.split_once('=') else {
                 return Err(err(format!("expected `key = value`, found `{line}`")));
             };
@@ -96,7 +105,9 @@ impl DeviceSpec {
                 continue;
             }
             let Some(spec) = spec.as_mut() else {
-                return Err(err(format!("`{key}` before `model = …`: name the model first")));
+                return Err(err(format!(
+                    "`{key}` before `model = …`: name the model first"
+                )));
             };
             spec.set(key, value).map_err(err)?;
         }
@@ -129,7 +140,13 @@ impl DeviceSpec {
                 "hw_queues" => p.hw_queues = positive(key, value)?,
                 "queue_depth" => p.queue_depth = positive(key, value)?,
                 "max_sectors" => p.max_sectors = positive(key, value)?,
-                _ => return Err(unknown(key, "null", "latency_ns capacity_sectors hw_queues queue_depth max_sectors")),
+                _ => {
+                    return Err(unknown(
+                        key,
+                        "null",
+                        "latency_ns capacity_sectors hw_queues queue_depth max_sectors",
+                    ));
+                }
             },
             Self::Ssd(p) => match key {
                 "channels" => p.channels = positive(key, value)?,
@@ -179,7 +196,9 @@ impl DeviceSpec {
         if let Self::Hdd(p) = self
             && !(p.track_to_track_ms <= p.avg_seek_ms && p.avg_seek_ms <= p.full_stroke_ms)
         {
-            return Err("seek times must satisfy track_to_track_ms <= avg_seek_ms <= full_stroke_ms".into());
+            return Err(
+                "seek times must satisfy track_to_track_ms <= avg_seek_ms <= full_stroke_ms".into(),
+            );
         }
         Ok(())
     }
@@ -190,10 +209,16 @@ fn unknown(key: &str, model: &str, known: &str) -> String {
 }
 
 fn num<T: std::str::FromStr>(key: &str, value: &str) -> Result<T, String> {
-    value.replace('_', "").parse().map_err(|_| format!("`{key}` needs a non-negative integer, found `{value}`"))
+    value
+        .replace('_', "")
+        .parse()
+        .map_err(|_| format!("`{key}` needs a non-negative integer, found `{value}`"))
 }
 
-fn positive<T: std::str::FromStr + PartialEq + Default>(key: &str, value: &str) -> Result<T, String> {
+fn positive<T: std::str::FromStr + PartialEq + Default>(
+    key: &str,
+    value: &str,
+) -> Result<T, String> {
     let n: T = num(key, value)?;
     if n == T::default() {
         return Err(format!("`{key}` must be at least 1"));
@@ -204,7 +229,9 @@ fn positive<T: std::str::FromStr + PartialEq + Default>(key: &str, value: &str) 
 fn millis(key: &str, value: &str) -> Result<f64, String> {
     match value.parse::<f64>() {
         Ok(ms) if ms.is_finite() && ms > 0.0 => Ok(ms),
-        _ => Err(format!("`{key}` needs a positive number of milliseconds, found `{value}`")),
+        _ => Err(format!(
+            "`{key}` needs a positive number of milliseconds, found `{value}`"
+        )),
     }
 }
 
@@ -214,18 +241,36 @@ mod tests {
 
     #[test]
     fn spec_file_overrides_named_parameters() {
-        let spec = DeviceSpec::parse_file(Path::new("d.spec"), "# slow disk\nmodel = hdd\nrpm = 5400\nncq_depth = 1\n").unwrap();
-        let DeviceSpec::Hdd(p) = spec else { panic!("expected hdd") };
+        let spec = DeviceSpec::parse_file(
+            Path::new("d.spec"),
+            "# slow disk\nmodel = hdd\nrpm = 5400\nncq_depth = 1\n",
+        )
+        .unwrap();
+        let DeviceSpec::Hdd(p) = spec else {
+            panic!("expected hdd")
+        };
         assert_eq!((p.rpm, p.ncq_depth, p.heads), (5400, 1, 4));
     }
 
     #[test]
     fn spec_file_errors_name_line_and_key() {
-        let err = DeviceSpec::parse_file(Path::new("d.spec"), "model = hdd\nspeed = 3\n").unwrap_err().to_string();
-        assert!(err.starts_with("d.spec:2: unknown hdd parameter `speed`"), "{err}");
-        let err = DeviceSpec::parse_file(Path::new("d.spec"), "rpm = 3\n").unwrap_err().to_string();
+        let err = DeviceSpec::parse_file(Path::new("d.spec"), "model = hdd\nspeed = 3\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("d.spec:2: unknown hdd parameter `speed`"),
+            "{err}"
+        );
+        let err = DeviceSpec::parse_file(Path::new("d.spec"), "rpm = 3\n")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("d.spec:1: `rpm` before `model"), "{err}");
-        let err = DeviceSpec::parse_file(Path::new("d.spec"), "model = ssd\nchannels = 0\n").unwrap_err().to_string();
-        assert!(err.contains("d.spec:2: `channels` must be at least 1"), "{err}");
+        let err = DeviceSpec::parse_file(Path::new("d.spec"), "model = ssd\nchannels = 0\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("d.spec:2: `channels` must be at least 1"),
+            "{err}"
+        );
     }
 }

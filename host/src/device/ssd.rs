@@ -69,7 +69,13 @@ impl Ssd {
     /// A flash device with `params`.
     pub fn new(params: SsdParams) -> Self {
         let dies = (params.channels * params.dies_per_channel).max(1) as usize;
-        Self { params, die_free: vec![0; dies], channel_free: vec![0; params.channels.max(1) as usize], due: BinaryHeap::new(), seq: 0 }
+        Self {
+            params,
+            die_free: vec![0; dies],
+            channel_free: vec![0; params.channels.max(1) as usize],
+            due: BinaryHeap::new(),
+            seq: 0,
+        }
     }
 
     /// When the last page of `request` is done, occupying dies and channels from `now_ns`.
@@ -119,8 +125,11 @@ impl DeviceModel for Ssd {
     }
 
     fn submit(&mut self, now_ns: u64, request: DeviceRequest) {
-        let (at, status) =
-            if in_range(&request, self.params.capacity_sectors) { (self.service(now_ns, &request), 0) } else { (now_ns, EIO) };
+        let (at, status) = if in_range(&request, self.params.capacity_sectors) {
+            (self.service(now_ns, &request), 0)
+        } else {
+            (now_ns, EIO)
+        };
         self.seq += 1;
         self.due.push(Reverse((at, self.seq, request.id, status)));
     }
@@ -131,7 +140,10 @@ impl DeviceModel for Ssd {
 
     fn poll(&mut self, now_ns: u64) -> Option<(u64, i32)> {
         match self.due.peek() {
-            Some(Reverse((at, ..))) if *at <= now_ns => self.due.pop().map(|Reverse((_, _, id, status))| (id, status)),
+            Some(Reverse((at, ..))) if *at <= now_ns => self
+                .due
+                .pop()
+                .map(|Reverse((_, _, id, status))| (id, status)),
             _ => None,
         }
     }

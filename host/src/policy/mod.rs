@@ -8,7 +8,9 @@ mod wasm;
 
 use std::fmt;
 
-use schedhost_sdk::{Completion, Dispatch, Info, MergeEvent, MergeQuery, Op, Request, Setup, Tunable};
+use schedhost_sdk::{
+    Completion, Dispatch, Info, MergeEvent, MergeQuery, Op, Request, Setup, Tunable,
+};
 
 pub use native::{NativePolicy, native_names, native_policy};
 pub use resolve::{Loaded, PolicySource, bundled_dirs, load, resolve};
@@ -54,7 +56,11 @@ pub trait PolicyBackend: Send {
     /// Tunables with defaults and ranges.
     fn tunables(&mut self) -> Result<Vec<Tunable>, Fault>;
     /// Creates the policy state for a device with `settings` applied.
-    fn init(&mut self, setup: &Setup, settings: &[(String, i64)]) -> Result<Result<(), String>, Fault>;
+    fn init(
+        &mut self,
+        setup: &Setup,
+        settings: &[(String, i64)],
+    ) -> Result<Result<(), String>, Fault>;
     /// A tunable's value.
     fn get(&mut self, name: &str) -> Result<Option<i64>, Fault>;
     /// Changes a tunable.

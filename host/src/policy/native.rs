@@ -1,7 +1,10 @@
 //! Policies linked into the host through the SDK's native mode: the same crate a component
 //! is built from, called directly. Used for the wasm-vs-native benchmark and in tests.
 
-use schedhost_sdk::{Completion, Dispatch, Info, MergeEvent, MergeQuery, Op, Policy, Request, Runtime, Setup, Tunable};
+use schedhost_sdk::{
+    Completion, Dispatch, Info, MergeEvent, MergeQuery, Op, Policy, Request, Runtime, Setup,
+    Tunable,
+};
 
 use super::{Fault, PolicyBackend};
 
@@ -23,7 +26,11 @@ impl<P: Policy + Send> PolicyBackend for NativePolicy<P> {
     fn tunables(&mut self) -> Result<Vec<Tunable>, Fault> {
         Ok(self.0.tunables())
     }
-    fn init(&mut self, setup: &Setup, settings: &[(String, i64)]) -> Result<Result<(), String>, Fault> {
+    fn init(
+        &mut self,
+        setup: &Setup,
+        settings: &[(String, i64)],
+    ) -> Result<Result<(), String>, Fault> {
         Ok(self.0.init(setup, settings))
     }
     fn get(&mut self, name: &str) -> Result<Option<i64>, Fault> {
@@ -69,7 +76,9 @@ pub fn native_names() -> &'static [&'static str] {
 /// A fresh native instance of the named built-in policy.
 pub fn native_policy(name: &str) -> Option<Box<dyn PolicyBackend>> {
     match name {
-        "noop" => Some(Box::new(NativePolicy::<schedhost_policy_noop::Noop>::default())),
+        "noop" => Some(Box::new(
+            NativePolicy::<schedhost_policy_noop::Noop>::default(),
+        )),
         _ => None,
     }
 }

@@ -53,7 +53,10 @@ pub fn resolve(arg: &str) -> Result<PolicySource> {
         if native_names().contains(&name) {
             return Ok(PolicySource::Native(name.to_owned()));
         }
-        bail!("no native policy '{name}' (built in natively: {})", native_names().join(", "));
+        bail!(
+            "no native policy '{name}' (built in natively: {})",
+            native_names().join(", ")
+        );
     }
     let looks_like_path = arg.contains('/') || arg.ends_with(".wasm");
     if looks_like_path {
@@ -64,7 +67,11 @@ pub fn resolve(arg: &str) -> Result<PolicySource> {
         return Ok(PolicySource::Wasm(path.to_owned()));
     }
     let dirs = bundled_dirs();
-    if let Some(found) = dirs.iter().map(|dir| dir.join(format!("{arg}.wasm"))).find(|p| p.is_file()) {
+    if let Some(found) = dirs
+        .iter()
+        .map(|dir| dir.join(format!("{arg}.wasm")))
+        .find(|p| p.is_file())
+    {
         return Ok(PolicySource::Wasm(found));
     }
     let looked: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
@@ -93,9 +100,13 @@ impl Loaded {
     pub fn instantiate(&self) -> Result<Box<dyn PolicyBackend>> {
         match self {
             Loaded::Wasm(policy) => {
-                Ok(Box::new(policy.instantiate().with_context(|| format!("instantiating {}", policy.path.display()))?))
+                Ok(Box::new(policy.instantiate().with_context(|| {
+                    format!("instantiating {}", policy.path.display())
+                })?))
             }
-            Loaded::Native(name) => native_policy(name).with_context(|| format!("no native policy '{name}'")),
+            Loaded::Native(name) => {
+                native_policy(name).with_context(|| format!("no native policy '{name}'"))
+            }
         }
     }
 }

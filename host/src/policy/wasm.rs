@@ -6,9 +6,14 @@
 
 use std::path::{Path, PathBuf};
 
-use schedhost_sdk::{Completion, Dispatch, Info, MergeEvent, MergeKind, MergeQuery, Op, PrioClass, Request, Setup, Tunable};
+use schedhost_sdk::{
+    Completion, Dispatch, Info, MergeEvent, MergeKind, MergeQuery, Op, PrioClass, Request, Setup,
+    Tunable,
+};
 use wasmtime::component::{Component, Linker, types::ComponentItem};
-use wasmtime::{Config, Engine, InstanceAllocationStrategy, OptLevel, PoolingAllocationConfig, Store};
+use wasmtime::{
+    Config, Engine, InstanceAllocationStrategy, OptLevel, PoolingAllocationConfig, Store,
+};
 
 use super::{Fault, FaultKind, PolicyBackend};
 
@@ -29,24 +34,35 @@ pub const INTERFACE_VERSION: &str = schedhost_sdk::INTERFACE_VERSION;
 pub enum LoadError {
     /// The file could not be read.
     #[error("cannot read policy {path}: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     /// Not WebAssembly at all.
     #[error("{path} is not a WebAssembly file (it does not start with \\0asm)")]
     NotWasm { path: PathBuf },
     /// A core module, not a component.
-    #[error("{path} is a core WebAssembly module, not a component; build policies with `cargo xtask build` (or `cargo xtask build-policy DIR`)")]
+    #[error(
+        "{path} is a core WebAssembly module, not a component; build policies with `cargo xtask build` (or `cargo xtask build-policy DIR`)"
+    )]
     CoreModule { path: PathBuf },
     /// wasmtime refused it.
     #[error("{path} is not a valid component: {message}")]
     Invalid { path: PathBuf, message: String },
     /// Built against another version of the interface.
-    #[error("{path} implements {found}, but this schedhost speaks {INTERFACE}@{INTERFACE_VERSION}; rebuild the policy against schedhost-sdk {INTERFACE_VERSION}")]
+    #[error(
+        "{path} implements {found}, but this schedhost speaks {INTERFACE}@{INTERFACE_VERSION}; rebuild the policy against schedhost-sdk {INTERFACE_VERSION}"
+    )]
     Version { path: PathBuf, found: String },
     /// Some other component.
-    #[error("{path} is not a schedhost policy: it does not export {INTERFACE}@{INTERFACE_VERSION} (it exports: {exports})")]
+    #[error(
+        "{path} is not a schedhost policy: it does not export {INTERFACE}@{INTERFACE_VERSION} (it exports: {exports})"
+    )]
     NotPolicy { path: PathBuf, exports: String },
     /// It wants imports; policies get none.
-    #[error("{path} imports {imports}; a schedhost policy may not import anything (no WASI, no host functions)")]
+    #[error(
+        "{path} imports {imports}; a schedhost policy may not import anything (no WASI, no host functions)"
+    )]
     Imports { path: PathBuf, imports: String },
 }
 
@@ -73,7 +89,9 @@ pub struct LoadedPolicy {
 
 impl std::fmt::Debug for LoadedPolicy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LoadedPolicy").field("path", &self.path).finish_non_exhaustive()
+        f.debug_struct("LoadedPolicy")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
     }
 }
 
@@ -96,7 +114,9 @@ impl WasmRuntime {
         config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         config.memory_reservation(256 << 20);
         config.memory_guard_size(32 << 20);
-        Ok(Self { engine: Engine::new(&config)? })
+        Ok(Self {
+            engine: Engine::new(&config)?,
+        })
     }
 
     /// Reads, compiles and checks a policy component.
@@ -104,7 +124,10 @@ impl WasmRuntime {
     /// # Errors
     /// A [`LoadError`] naming the file and what is wrong with it.
     pub fn load(&self, path: &Path) -> Result<LoadedPolicy, LoadError> {
-        let bytes = std::fs::read(path).map_err(|source| LoadError::Read { path: path.to_owned(), source })?;
+        let bytes = std::fs::read(path).map_err(|source| LoadError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
         self.load_bytes(path, &bytes)
     }
 
@@ -120,35 +143,71 @@ impl WasmRuntime {
             _ => return Err(LoadError::NotWasm { path }),
         }
         let component =
-            Component::from_binary(&self.engine, bytes).map_err(|e| LoadError::Invalid { path: path.clone(), message: format!("{e:#}") })?;
+            Component::from_binary(&self.engine, bytes).map_err(|e| LoadError::Invalid {
+                path: path.clone(),
+                message: format!("{e:#}"),
+            })?;
         check_shape(&self.engine, &component, &path)?;
         let linker = Linker::<()>::new(&self.engine);
         let pre = linker
             .instantiate_pre(&component)
             .and_then(bindings::PolicyPre::new)
-            .map_err(|e| LoadError::Invalid { path: path.clone(), message: format!("{e:#}") })?;
-        Ok(LoadedPolicy { pre, engine: self.engine.clone(), path })
+            .map_err(|e| LoadError::Invalid {
+                path: path.clone(),
+                message: format!("{e:#}"),
+            })?;
+        Ok(LoadedPolicy {
+            pre,
+            engine: self.engine.clone(),
+            path,
+        })
     }
 }
 
 /// Checks that the component exports our interface at a compatible version and imports nothing.
 fn check_shape(engine: &Engine, component: &Component, path: &Path) -> Result<(), LoadError> {
     let ty = component.component_type();
-    let imports: Vec<String> = ty.imports(engine).map(|(name, _)| name.to_owned()).collect();
+    let imports: Vec<String> = ty
+        .imports(engine)
+        .map(|(name, _)| name.to_owned())
+        .collect();
     if !imports.is_empty() {
-        return Err(LoadError::Imports { path: path.to_owned(), imports: imports.join(", ") });
+        return Err(LoadError::Imports {
+            path: path.to_owned(),
+            imports: imports.join(", "),
+        });
     }
-    let exports: Vec<(String, bool)> =
-        ty.exports(engine).map(|(name, item)| (name.to_owned(), matches!(item.ty, ComponentItem::ComponentInstance(_)))).collect();
+    let exports: Vec<(String, bool)> = ty
+        .exports(engine)
+        .map(|(name, item)| {
+            (
+                name.to_owned(),
+                matches!(item.ty, ComponentItem::ComponentInstance(_)),
+            )
+        })
+        .collect();
     let wanted = format!("{INTERFACE}@{INTERFACE_VERSION}");
     if exports.iter().any(|(name, _)| *name == wanted) {
         return Ok(());
     }
-    if let Some((found, _)) = exports.iter().find(|(name, _)| name.starts_with(&format!("{INTERFACE}@"))) {
-        return Err(LoadError::Version { path: path.to_owned(), found: found.clone() });
+    if let Some((found, _)) = exports
+        .iter()
+        .find(|(name, _)| name.starts_with(&format!("{INTERFACE}@")))
+    {
+        return Err(LoadError::Version {
+            path: path.to_owned(),
+            found: found.clone(),
+        });
     }
     let names: Vec<&str> = exports.iter().map(|(name, _)| name.as_str()).collect();
-    Err(LoadError::NotPolicy { path: path.to_owned(), exports: if names.is_empty() { "nothing".into() } else { names.join(", ") } })
+    Err(LoadError::NotPolicy {
+        path: path.to_owned(),
+        exports: if names.is_empty() {
+            "nothing".into()
+        } else {
+            names.join(", ")
+        },
+    })
 }
 
 impl LoadedPolicy {
@@ -177,39 +236,82 @@ impl std::fmt::Debug for WasmPolicy {
 
 /// A trap or host-side error in `call`, with the wasm backtrace wasmtime attached.
 fn trap(call: &'static str, err: wasmtime::Error) -> Fault {
-    Fault { kind: FaultKind::Trap, call, message: format!("{err:?}") }
+    Fault {
+        kind: FaultKind::Trap,
+        call,
+        message: format!("{err:?}"),
+    }
 }
 
 impl PolicyBackend for WasmPolicy {
     fn info(&mut self) -> Result<Info, Fault> {
-        let info = self.instance.schedhost_policy_scheduler().call_info(&mut self.store).map_err(|e| trap("info", e))?;
-        Ok(Info { name: info.name, version: info.version, merge_veto: info.merge_veto })
+        let info = self
+            .instance
+            .schedhost_policy_scheduler()
+            .call_info(&mut self.store)
+            .map_err(|e| trap("info", e))?;
+        Ok(Info {
+            name: info.name,
+            version: info.version,
+            merge_veto: info.merge_veto,
+        })
     }
 
     fn tunables(&mut self) -> Result<Vec<Tunable>, Fault> {
-        let list = self.instance.schedhost_policy_scheduler().call_tunables(&mut self.store).map_err(|e| trap("tunables", e))?;
+        let list = self
+            .instance
+            .schedhost_policy_scheduler()
+            .call_tunables(&mut self.store)
+            .map_err(|e| trap("tunables", e))?;
         Ok(list
             .into_iter()
-            .map(|t| Tunable { name: t.name, default: t.default, min: t.min, max: t.max, unit: t.unit, help: t.help })
+            .map(|t| Tunable {
+                name: t.name,
+                default: t.default,
+                min: t.min,
+                max: t.max,
+                unit: t.unit,
+                help: t.help,
+            })
             .collect())
     }
 
-    fn init(&mut self, setup: &Setup, settings: &[(String, i64)]) -> Result<Result<(), String>, Fault> {
-        let setup = wit::Setup { hw_queues: setup.hw_queues, queue_depth: setup.queue_depth, nr_requests: setup.nr_requests };
-        self.instance.schedhost_policy_scheduler().call_init(&mut self.store, setup, settings).map_err(|e| trap("init", e))
+    fn init(
+        &mut self,
+        setup: &Setup,
+        settings: &[(String, i64)],
+    ) -> Result<Result<(), String>, Fault> {
+        let setup = wit::Setup {
+            hw_queues: setup.hw_queues,
+            queue_depth: setup.queue_depth,
+            nr_requests: setup.nr_requests,
+        };
+        self.instance
+            .schedhost_policy_scheduler()
+            .call_init(&mut self.store, setup, settings)
+            .map_err(|e| trap("init", e))
     }
 
     fn get(&mut self, name: &str) -> Result<Option<i64>, Fault> {
-        self.instance.schedhost_policy_scheduler().call_get(&mut self.store, name).map_err(|e| trap("get", e))
+        self.instance
+            .schedhost_policy_scheduler()
+            .call_get(&mut self.store, name)
+            .map_err(|e| trap("get", e))
     }
 
     fn set(&mut self, name: &str, value: i64) -> Result<Result<(), String>, Fault> {
-        self.instance.schedhost_policy_scheduler().call_set(&mut self.store, name, value).map_err(|e| trap("set", e))
+        self.instance
+            .schedhost_policy_scheduler()
+            .call_set(&mut self.store, name, value)
+            .map_err(|e| trap("set", e))
     }
 
     fn insert(&mut self, now_ns: u64, requests: &[Request]) -> Result<(), Fault> {
         let batch: Vec<wit::Request> = requests.iter().map(to_wit_request).collect();
-        self.instance.schedhost_policy_scheduler().call_insert(&mut self.store, now_ns, &batch).map_err(|e| trap("insert", e))
+        self.instance
+            .schedhost_policy_scheduler()
+            .call_insert(&mut self.store, now_ns, &batch)
+            .map_err(|e| trap("insert", e))
     }
 
     fn dispatch(&mut self, now_ns: u64, hw_queue: u32, budget: u32) -> Result<Dispatch, Fault> {
@@ -218,7 +320,10 @@ impl PolicyBackend for WasmPolicy {
             .schedhost_policy_scheduler()
             .call_dispatch(&mut self.store, now_ns, hw_queue, budget)
             .map_err(|e| trap("dispatch", e))?;
-        Ok(Dispatch { ids: answer.ids, wake_at_ns: answer.wake_at_ns })
+        Ok(Dispatch {
+            ids: answer.ids,
+            wake_at_ns: answer.wake_at_ns,
+        })
     }
 
     fn allow_merge(&mut self, q: &MergeQuery) -> Result<bool, Fault> {
@@ -232,15 +337,27 @@ impl PolicyBackend for WasmPolicy {
             sync: q.sync,
             kind: to_wit_kind(q.kind),
         };
-        self.instance.schedhost_policy_scheduler().call_allow_merge(&mut self.store, query).map_err(|e| trap("allow-merge", e))
+        self.instance
+            .schedhost_policy_scheduler()
+            .call_allow_merge(&mut self.store, query)
+            .map_err(|e| trap("allow-merge", e))
     }
 
     fn merged(&mut self, now_ns: u64, events: &[MergeEvent]) -> Result<(), Fault> {
         let batch: Vec<wit::MergeEvent> = events
             .iter()
-            .map(|e| wit::MergeEvent { target: e.target, sector: e.sector, sectors: e.sectors, kind: to_wit_kind(e.kind), absorbed: e.absorbed })
+            .map(|e| wit::MergeEvent {
+                target: e.target,
+                sector: e.sector,
+                sectors: e.sectors,
+                kind: to_wit_kind(e.kind),
+                absorbed: e.absorbed,
+            })
             .collect();
-        self.instance.schedhost_policy_scheduler().call_merged(&mut self.store, now_ns, &batch).map_err(|e| trap("merged", e))
+        self.instance
+            .schedhost_policy_scheduler()
+            .call_merged(&mut self.store, now_ns, &batch)
+            .map_err(|e| trap("merged", e))
     }
 
     fn completed(&mut self, now_ns: u64, done: &[Completion]) -> Result<(), Fault> {
@@ -256,7 +373,10 @@ impl PolicyBackend for WasmPolicy {
                 status: c.status,
             })
             .collect();
-        self.instance.schedhost_policy_scheduler().call_completed(&mut self.store, now_ns, &batch).map_err(|e| trap("completed", e))
+        self.instance
+            .schedhost_policy_scheduler()
+            .call_completed(&mut self.store, now_ns, &batch)
+            .map_err(|e| trap("completed", e))
     }
 
     fn limit_depth(&mut self, op: Op, sync: bool) -> Result<u32, Fault> {
@@ -267,11 +387,17 @@ impl PolicyBackend for WasmPolicy {
     }
 
     fn save_state(&mut self) -> Result<Vec<u8>, Fault> {
-        self.instance.schedhost_policy_scheduler().call_save_state(&mut self.store).map_err(|e| trap("save-state", e))
+        self.instance
+            .schedhost_policy_scheduler()
+            .call_save_state(&mut self.store)
+            .map_err(|e| trap("save-state", e))
     }
 
     fn restore_state(&mut self, state: &[u8]) -> Result<Result<(), String>, Fault> {
-        self.instance.schedhost_policy_scheduler().call_restore_state(&mut self.store, state).map_err(|e| trap("restore-state", e))
+        self.instance
+            .schedhost_policy_scheduler()
+            .call_restore_state(&mut self.store, state)
+            .map_err(|e| trap("restore-state", e))
     }
 }
 

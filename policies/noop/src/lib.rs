@@ -31,7 +31,9 @@ impl Policy for Noop {
 
     fn dispatch(&mut self, _now_ns: u64, _hw_queue: u32, budget: u32, out: &mut Dispatch) {
         while out.ids.len() < budget as usize {
-            let Some(id) = self.queue.pop_front() else { break };
+            let Some(id) = self.queue.pop_front() else {
+                break;
+            };
             if !self.absorbed.remove(&id) {
                 out.ids.push(id);
             }
@@ -69,7 +71,15 @@ mod tests {
 
     fn runtime() -> Runtime<Noop> {
         let mut rt = Runtime::new();
-        rt.init(&Setup { hw_queues: 1, queue_depth: 4, nr_requests: 8 }, &[]).expect("noop has no tunables to reject");
+        rt.init(
+            &Setup {
+                hw_queues: 1,
+                queue_depth: 4,
+                nr_requests: 8,
+            },
+            &[],
+        )
+        .expect("noop has no tunables to reject");
         rt
     }
 
@@ -86,7 +96,16 @@ mod tests {
     fn noop_never_dispatches_an_absorbed_request() {
         let mut rt = runtime();
         rt.insert(0, &[request(1, 0), request(2, 16), request(3, 8)]);
-        rt.merged(0, &[MergeEvent { target: 1, sector: 0, sectors: 24, kind: MergeKind::Back, absorbed: Some(2) }]);
+        rt.merged(
+            0,
+            &[MergeEvent {
+                target: 1,
+                sector: 0,
+                sectors: 24,
+                kind: MergeKind::Back,
+                absorbed: Some(2),
+            }],
+        );
         assert_eq!(rt.dispatch(0, 0, 8).ids, vec![1, 3]);
     }
 

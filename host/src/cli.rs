@@ -1,0 +1,171 @@
+//! Argument parsing: clap for schedhost's own flags; fio job options (`--rw=randread`) are
+//! taken out first and handed to the job parser, as fio itself accepts them.
+
+use std::ffi::OsString;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+use crate::commands;
+
+/// A user-space block I/O scheduler whose policies are sandboxed WebAssembly components.
+#[derive(Debug, Parser)]
+#[command(name = "schedhost", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run fio jobs through a policy on a device (the default subcommand).
+    Run(commands::run::RunArgs),
+    /// Work with policy components.
+    #[command(subcommand)]
+    Policy(PolicyCommand),
+    /// Measure the host's cost per request: noop as a component vs natively, on sim:null.
+    Bench(commands::bench::BenchArgs),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PolicyCommand {
+    /// Print a policy's name, version, interface version and tunables.
+    Inspect(commands::inspect::InspectArgs),
+}
+
+/// Report formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    /// fio-like text.
+    Normal,
+    /// fio-shaped JSON.
+    Json,
+}
+
+impl Command {
+    pub fn execute(self, fio_options: Vec<String>) -> anyhow::Result<()> {
+        match self {
+            Command::Run(args) => args.execute(fio_options),
+            other if !fio_options.is_empty() => {
+                anyhow::bail!(
+                    "fio job options ({}) only apply to `run`; {other:?} takes none",
+                    fio_options.join(" ")
+                )
+            }
+            Command::Policy(PolicyCommand::Inspect(args)) => args.execute(),
+            Command::Bench(args) => args.execute(),
+        }
+    }
+}
+
+const SUBCOMMANDS: &[&str] = &[
+    "run",
+    "policy",
+    "bench",
+    "help",
+    "-h",
+    "--help",
+    "-V",
+    "--version",
+];
+
+/// Inserts `run` when the first argument is not a subcommand.
+pub fn with_default_subcommand(mut args: Vec<OsString>) -> Vec<OsString> {
+    let first = args.get(1).and_then(|a| a.to_str());
+    if first.is_none_or(|a| !SUBCOMMANDS.contains(&a)) {
+        args.insert(1.min(args.len()), "run".into());
+    }
+    args
+}
+
+/// fio job options schedhost understands on the command line.
+pub const FIO_OPTIONS: &[&str] = &[
+    "name",
+    "rw",
+    "readwrite",
+    "rwmixread",
+    "rwmixwrite",
+    "bs",
+    "blocksize",
+    "size",
+    "offset",
+    "offset_increment",
+    "numjobs",
+    "iodepth",
+    "runtime",
+    "time_based",
+    "number_ios",
+    "rate_iops",
+    "thinktime",
+    "stonewall",
+    "wait_for_previous",
+    "new_group",
+    "prio",
+    "prioclass",
+    "direct",
+    "ioengine",
+    "filename",
+    "directory",
+    "group_reporting",
+    "description",
+];
+
+/// Separates `--fio_option=value` arguments from schedhost's own.
+pub fn split_fio_options(args: Vec<OsString>) -> (Vec<OsString>, Vec<String>) {
+    let mut own = Vec::new();
+    let mut fio = Vec::new();
+    for arg in args {
+        let key = arg
+            .to_str()
+            .and_then(|a| a.strip_prefix("--"))
+            .map(|a| a.split('=').next().unwrap_or(a));
+        match (key, arg.to_str()) {
+            (Some(key), Some(text)) if FIO_OPTIONS.contains(&key) => fio.push(text.to_owned()),
+            _ => own.push(arg),
+        }
+    }
+    (own, fio)
+}
+
+/// `--set name=value`.
+pub fn parse_setting(s: &str) -> Result<(String, i64), String> {
+    let (name, value) = s
+        .split_once('=')
+        .ok_or_else(|| format!("`{s}`: expected NAME=VALUE, e.g. --set fifo_batch=8"))?;
+    let value: i64 = value
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{s}`: {name} takes an integer value"))?;
+    Ok((name.trim().to_owned(), value))
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn run_is_the_default_subcommand_and_fio_options_are_split_off() {
+        let argv: Vec<OsString> = [
+            "schedhost",
+            "--policy",
+            "noop",
+            "--rw=randread",
+            "--bs=4k",
+            "--seed",
+            "3",
+        ]
+        .iter()
+        .map(OsString::from)
+        .collect();
+        let (own, fio) = split_fio_options(with_default_subcommand(argv));
+        assert_eq!(fio, vec!["--rw=randread", "--bs=4k"]);
+        let cli = Cli::try_parse_from(own).expect("parses");
+        assert!(matches!(cli.command, Command::Run(_)));
+    }
+}

@@ -1,0 +1,169 @@
+//! `schedhost run`: parse jobs, load the policy, simulate, report.
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use schedhost::core::Nomerges;
+use schedhost::device::DeviceSpec;
+use schedhost::policy::{WasmRuntime, load};
+use schedhost::report::{RunInfo, Summary, to_json, to_text};
+use schedhost::sim::{self, SimOptions};
+use schedhost::workload::{JobSpec, parse_cmdline, parse_job_file};
+
+use crate::cli::{OutputFormat, parse_setting};
+
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// Policy: a component (PATH.wasm), a bundled name (noop), or native:NAME.
+    #[arg(long, short = 'p', default_value = "noop")]
+    pub policy: String,
+    /// fio job files; fio options such as --rw=randread --bs=4k may be given instead or as well.
+    pub jobs: Vec<PathBuf>,
+    /// Device: sim:hdd, sim:ssd, sim:null, or a device spec file.
+    #[arg(long, default_value = "sim:hdd")]
+    pub device: String,
+    /// Set a policy tunable (repeatable): --set fifo_batch=8.
+    #[arg(long = "set", value_name = "NAME=VALUE", value_parser = parse_setting)]
+    pub settings: Vec<(String, i64)>,
+    /// Seed for every random choice; the same seed gives the same report.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Queue attribute nomerges: 0 all merges, 1 one-hit cache only, 2 none.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=2))]
+    pub nomerges: u8,
+    /// Queue attribute nr_requests (scheduler tags per hardware queue); default 2 × min(depth, 128).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub nr_requests: Option<u32>,
+    /// Report format.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Normal)]
+    pub output_format: OutputFormat,
+    /// Write the report to FILE instead of standard output.
+    #[arg(long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
+
+impl RunArgs {
+    pub fn execute(self, fio_options: Vec<String>) -> Result<()> {
+        let jobs = self.read_jobs(&fio_options)?;
+        let device = DeviceSpec::parse(&self.device)?;
+        let runtime = WasmRuntime::new().context("setting up the WebAssembly engine")?;
+        let (source, loaded) = load(&runtime, &self.policy)?;
+        let policy = loaded.instantiate()?;
+        let options = SimOptions {
+            seed: self.seed,
+            nomerges: Nomerges::from_level(self.nomerges).unwrap_or_default(),
+            nr_requests: self.nr_requests,
+        };
+        let mut progress = Progress::new();
+        let outcome = sim::run(
+            &jobs,
+            &device,
+            policy,
+            &self.settings,
+            options,
+            &mut |now| progress.update(now),
+        )
+        .with_context(|| {
+            format!(
+                "running {} with policy {}",
+                self.job_label(&fio_options),
+                source.label()
+            )
+        })?;
+        progress.finish();
+        let info = RunInfo {
+            policy_source: source.label(),
+            device: self.device.clone(),
+            device_model: device.name().to_owned(),
+            seed: self.seed,
+            settings: self.settings.clone(),
+        };
+        let summary = Summary {
+            info: &info,
+            jobs: &jobs,
+            outcome: &outcome,
+        };
+        let text = match self.output_format {
+            OutputFormat::Normal => to_text(&summary),
+            OutputFormat::Json => format!("{:#}\n", to_json(&summary)),
+        };
+        match &self.output {
+            Some(path) => std::fs::write(path, text)
+                .with_context(|| format!("writing the report to {}", path.display()))?,
+            None => std::io::stdout()
+                .write_all(text.as_bytes())
+                .context("writing the report")?,
+        }
+        Ok(())
+    }
+
+    fn read_jobs(&self, fio_options: &[String]) -> Result<Vec<JobSpec>> {
+        let mut jobs = Vec::new();
+        for path in &self.jobs {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading job file {}", path.display()))?;
+            jobs.extend(parse_job_file(&path.display().to_string(), &text)?);
+        }
+        if !fio_options.is_empty() {
+            jobs.extend(parse_cmdline(fio_options)?);
+        }
+        if jobs.is_empty() {
+            bail!(
+                "no job given: pass a job file (schedhost --policy noop examples/jobs/demo.fio) or fio options (--name=r --rw=randread --bs=4k --size=1g)"
+            );
+        }
+        Ok(jobs)
+    }
+
+    fn job_label(&self, fio_options: &[String]) -> String {
+        let mut parts: Vec<String> = self.jobs.iter().map(|p| p.display().to_string()).collect();
+        if !fio_options.is_empty() {
+            parts.push("command-line jobs".into());
+        }
+        parts.join(" + ")
+    }
+}
+
+/// A one-line progress display on a terminal, for runs longer than two seconds.
+struct Progress {
+    started: Instant,
+    last: Instant,
+    shown: bool,
+    enabled: bool,
+}
+
+impl Progress {
+    fn new() -> Self {
+        let now = Instant::now();
+        Self {
+            started: now,
+            last: now,
+            shown: false,
+            enabled: std::io::stderr().is_terminal(),
+        }
+    }
+
+    fn update(&mut self, virtual_ns: u64) {
+        if !self.enabled
+            || self.started.elapsed() < Duration::from_secs(2)
+            || self.last.elapsed() < Duration::from_millis(250)
+        {
+            return;
+        }
+        self.last = Instant::now();
+        self.shown = true;
+        eprint!(
+            "\rschedhost: simulated {:.1} s in {:.0} s of wall time ",
+            virtual_ns as f64 / 1e9,
+            self.started.elapsed().as_secs_f64()
+        );
+    }
+
+    fn finish(&self) {
+        if self.shown {
+            eprintln!();
+        }
+    }
+}

@@ -1,0 +1,106 @@
+//! The JSON report, in fio's `--output-format=json` shape.
+
+use serde_json::{Map, Value, json};
+
+use super::{PERCENTILES, Summary, rates};
+use crate::stats::{DIRECTIONS, OpStats};
+
+/// The report as a JSON value; keys are sorted, so equal runs give byte-identical text.
+pub fn to_json(summary: &Summary<'_>) -> Value {
+    let outcome = summary.outcome;
+    let jobs: Vec<Value> = outcome
+        .submitters
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let job = &summary.jobs[s.placement.job];
+            let runtime = summary.runtime_ns(i);
+            let mut entry = Map::new();
+            entry.insert("jobname".into(), json!(job.name));
+            entry.insert("groupid".into(), json!(s.placement.group));
+            entry.insert("error".into(), json!(outcome.stats[i].dirs.iter().any(|d| d.errors > 0) as u8));
+            entry.insert("job_runtime".into(), json!(runtime / 1_000_000));
+            entry.insert("job options".into(), json!({ "rw": job.rw_name(), "bs": job.bs, "iodepth": job.iodepth, "numjobs": job.numjobs }));
+            for (d, name) in DIRECTIONS.iter().enumerate() {
+                entry.insert((*name).into(), direction(&outcome.stats[i].dirs[d], runtime));
+            }
+            entry.insert(
+                "schedhost".into(),
+                json!({
+                    "ctx": s.ctx,
+                    "clone": s.placement.clone,
+                    "region_start_sector": s.placement.region_start,
+                    "region_sectors": s.placement.region_sectors,
+                    "issued": s.issued,
+                    "completed": s.completed,
+                    "start_ns": s.started_ns,
+                    "end_ns": s.finished_ns,
+                }),
+            );
+            Value::Object(entry)
+        })
+        .collect();
+    let info = summary.info;
+    json!({
+        "fio version": concat!("schedhost-", env!("CARGO_PKG_VERSION")),
+        "jobs": jobs,
+        "schedhost": {
+            "policy": {
+                "name": outcome.policy.name,
+                "version": outcome.policy.version,
+                "source": info.policy_source,
+                "settings": info.settings.iter().map(|(k, v)| (k.clone(), json!(v))).collect::<Map<_, _>>(),
+            },
+            "device": { "spec": info.device, "model": info.device_model, "geometry": outcome.geometry },
+            "queue": {
+                "hw_queues": outcome.config.hw_queues,
+                "queue_depth": outcome.config.queue_depth,
+                "nr_requests": outcome.config.nr_requests,
+                "max_sectors": outcome.config.max_sectors,
+                "nomerges": match outcome.config.nomerges { crate::core::Nomerges::All => 0, crate::core::Nomerges::OneHit => 1, crate::core::Nomerges::Off => 2 },
+            },
+            "seed": info.seed,
+            "virtual_time_ns": outcome.end_ns,
+            "requests": outcome.core,
+        }
+    })
+}
+
+fn direction(op: &OpStats, runtime_ns: u64) -> Value {
+    let r = rates(op, runtime_ns);
+    let clat = &op.clat;
+    let empty = clat.is_empty();
+    let percentile: Map<String, Value> = PERCENTILES
+        .iter()
+        .map(|p| {
+            (
+                format!("{p:.6}"),
+                json!(if empty {
+                    0
+                } else {
+                    clat.value_at_percentile(*p)
+                }),
+            )
+        })
+        .collect();
+    json!({
+        "io_bytes": op.bytes,
+        "io_kbytes": op.bytes / 1024,
+        "bw_bytes": r.bw_bytes.round() as u64,
+        "bw": (r.bw_bytes / 1024.0).round() as u64,
+        "iops": r.iops,
+        "runtime": if op.ios > 0 { r.runtime_ms } else { 0 },
+        "total_ios": op.ios,
+        "short_ios": 0,
+        "drop_ios": 0,
+        "errors": op.errors,
+        "clat_ns": {
+            "min": if empty { 0 } else { clat.min() },
+            "max": if empty { 0 } else { clat.max() },
+            "mean": if empty { 0.0 } else { clat.mean() },
+            "stddev": if empty { 0.0 } else { clat.stdev() },
+            "N": clat.len(),
+            "percentile": percentile,
+        },
+    })
+}

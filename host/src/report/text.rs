@@ -1,0 +1,197 @@
+//! The text report, laid out like fio's normal output.
+
+use std::fmt::Write;
+
+use super::{PERCENTILES, Summary, rates};
+use crate::stats::{DIRECTIONS, OpStats};
+
+/// The report as fio-like text.
+pub fn to_text(summary: &Summary<'_>) -> String {
+    let mut out = String::new();
+    let outcome = summary.outcome;
+    for (i, s) in outcome.submitters.iter().enumerate() {
+        let job = &summary.jobs[s.placement.job];
+        let errors: u64 = outcome.stats[i].dirs.iter().map(|d| d.errors).sum();
+        let _ = writeln!(
+            out,
+            "{}: (groupid={}, jobs=1): err={:>2}: ctx={} rw={}, bs={}, iodepth={}",
+            job.name,
+            s.placement.group,
+            errors.min(1),
+            s.ctx,
+            job.rw_name(),
+            job.bs,
+            job.iodepth
+        );
+        for (d, name) in DIRECTIONS.iter().enumerate() {
+            let op = &outcome.stats[i].dirs[d];
+            if op.ios > 0 {
+                direction(&mut out, name, op, summary.runtime_ns(i));
+            }
+        }
+    }
+    for (group, members) in summary.groups() {
+        let _ = writeln!(out, "\nRun status group {group} (all jobs):");
+        for (d, name) in DIRECTIONS.iter().enumerate() {
+            let mut total = OpStats::default();
+            let mut span = (u64::MAX, 0u64);
+            let mut per_job = Vec::new();
+            for &i in &members {
+                let op = &outcome.stats[i].dirs[d];
+                if op.ios == 0 {
+                    continue;
+                }
+                total.merge(op);
+                let s = &outcome.submitters[i];
+                span = (span.0.min(s.started_ns), span.1.max(s.finished_ns));
+                per_job.push((
+                    rates(op, summary.runtime_ns(i)).bw_bytes,
+                    summary.runtime_ns(i).div_ceil(1_000_000),
+                ));
+            }
+            if total.ios == 0 {
+                continue;
+            }
+            let r = rates(&total, span.1.saturating_sub(span.0));
+            let (bw_min, bw_max) = per_job.iter().fold((f64::MAX, 0f64), |(lo, hi), (bw, _)| {
+                (lo.min(*bw), hi.max(*bw))
+            });
+            let (run_min, run_max) = per_job.iter().fold((u64::MAX, 0u64), |(lo, hi), (_, ms)| {
+                (lo.min(*ms), hi.max(*ms))
+            });
+            let _ = writeln!(
+                out,
+                "  {:>5}: bw={} ({}), {}-{}, io={} ({}), run={run_min}-{run_max}msec",
+                name.to_uppercase(),
+                binary_rate(r.bw_bytes),
+                decimal_rate(r.bw_bytes),
+                binary_rate(bw_min),
+                binary_rate(bw_max),
+                binary_bytes(total.bytes as f64),
+                decimal_bytes(total.bytes as f64),
+            );
+        }
+    }
+    let info = summary.info;
+    let c = &outcome.core;
+    let _ = writeln!(
+        out,
+        "\nschedhost: policy {} {} ({}) on {} [{}], seed {}",
+        outcome.policy.name,
+        outcome.policy.version,
+        info.policy_source,
+        info.device,
+        info.device_model,
+        info.seed
+    );
+    let _ = writeln!(
+        out,
+        "  queue: hw_queues={} depth={} nr_requests={} max_sectors={}",
+        outcome.config.hw_queues,
+        outcome.config.queue_depth,
+        outcome.config.nr_requests,
+        outcome.config.max_sectors
+    );
+    let _ = writeln!(
+        out,
+        "  bios={} requests={} merges: back={} front={} coalesced={} vetoed={}; dispatched={} completed={} policy calls={}",
+        c.bios,
+        c.requests,
+        c.back_merges,
+        c.front_merges,
+        c.coalesced,
+        c.merges_vetoed,
+        c.dispatched,
+        c.completed,
+        c.policy_calls
+    );
+    let _ = writeln!(out, "  virtual time: {:.3} s", outcome.end_ns as f64 / 1e9);
+    out
+}
+
+fn direction(out: &mut String, name: &str, op: &OpStats, runtime_ns: u64) {
+    let r = rates(op, runtime_ns);
+    let _ = writeln!(
+        out,
+        "  {name}: IOPS={}, BW={} ({})({}/{}msec)",
+        short_count(r.iops),
+        binary_rate(r.bw_bytes),
+        decimal_rate(r.bw_bytes),
+        binary_bytes(op.bytes as f64),
+        r.runtime_ms
+    );
+    if op.errors > 0 {
+        let _ = writeln!(out, "    errors: {} of {} I/Os failed", op.errors, op.ios);
+    }
+    if op.clat.is_empty() {
+        return;
+    }
+    let (unit, div) = latency_unit(op.clat.mean());
+    let h = &op.clat;
+    let _ = writeln!(
+        out,
+        "    clat ({unit}): min={}, max={}, avg={:.2}, stdev={:.2}",
+        h.min() / div,
+        h.max() / div,
+        h.mean() / div as f64,
+        h.stdev() / div as f64
+    );
+    let _ = writeln!(out, "    clat percentiles ({unit}):");
+    for row in PERCENTILES.chunks(4) {
+        let cells: Vec<String> = row
+            .iter()
+            .map(|p| format!("{p:>5.2}th=[{:>6}]", h.value_at_percentile(*p) / div))
+            .collect();
+        let _ = writeln!(out, "     | {}", cells.join(", "));
+    }
+}
+
+fn latency_unit(mean_ns: f64) -> (&'static str, u64) {
+    if mean_ns < 10_000.0 {
+        ("nsec", 1)
+    } else if mean_ns < 10_000_000.0 {
+        ("usec", 1_000)
+    } else {
+        ("msec", 1_000_000)
+    }
+}
+
+fn short_count(n: f64) -> String {
+    if n >= 1e6 {
+        format!("{:.2}M", n / 1e6)
+    } else if n >= 1e3 {
+        format!("{:.1}k", n / 1e3)
+    } else {
+        format!("{n:.0}")
+    }
+}
+
+fn scaled(n: f64, base: f64, units: [&str; 5]) -> String {
+    let mut v = n;
+    let mut i = 0;
+    while v >= base * 10.0 && i < units.len() - 1 {
+        v /= base;
+        i += 1;
+    }
+    format!("{v:.1}{}", units[i])
+}
+
+fn binary_rate(bytes_per_s: f64) -> String {
+    scaled(
+        bytes_per_s,
+        1024.0,
+        ["B/s", "KiB/s", "MiB/s", "GiB/s", "TiB/s"],
+    )
+}
+
+fn decimal_rate(bytes_per_s: f64) -> String {
+    scaled(bytes_per_s, 1000.0, ["B/s", "kB/s", "MB/s", "GB/s", "TB/s"])
+}
+
+fn binary_bytes(bytes: f64) -> String {
+    scaled(bytes, 1024.0, ["B", "KiB", "MiB", "GiB", "TiB"])
+}
+
+fn decimal_bytes(bytes: f64) -> String {
+    scaled(bytes, 1000.0, ["B", "kB", "MB", "GB", "TB"])
+}

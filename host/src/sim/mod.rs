@@ -1,0 +1,313 @@
+//! The simulator: a discrete-event loop in virtual time that runs a workload's submitters
+//! against the core and a device model. Nothing reads a clock, so a seed fixes the result.
+
+use schedhost_sdk::Info;
+
+use crate::core::{Action, Config, Core, CoreStats, Nomerges, StartError, UnknownCompletion};
+use crate::device::{DeviceModel, DeviceRequest, DeviceSpec, Geometry};
+use crate::policy::{Fault, PolicyBackend};
+use crate::stats::CtxStats;
+use crate::workload::{JobSpec, Next, Placement, Submitter, place};
+
+/// Knobs of a simulated run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SimOptions {
+    /// Seeds every submitter's random choices.
+    pub seed: u64,
+    /// Overrides the queue's `nomerges`.
+    pub nomerges: Nomerges,
+    /// Overrides nr_requests (scheduler tags per hardware queue).
+    pub nr_requests: Option<u32>,
+}
+
+impl Default for SimOptions {
+    fn default() -> Self {
+        Self {
+            seed: 1,
+            nomerges: Nomerges::All,
+            nr_requests: None,
+        }
+    }
+}
+
+/// Why a simulated run stopped early.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    /// The jobs do not fit the device.
+    #[error("{0}")]
+    Layout(String),
+    /// The policy refused to start.
+    #[error("policy failed to start: {0}")]
+    Start(#[from] StartError),
+    /// The policy failed during the run.
+    #[error("at {at_ms:.3} ms of virtual time: {fault}")]
+    Fault {
+        /// Virtual time of the fault.
+        at_ms: f64,
+        /// The fault.
+        fault: Fault,
+    },
+    /// The policy keeps requests without dispatching them or asking to be woken.
+    #[error(
+        "at {at_ms:.3} ms of virtual time the run cannot progress: the policy holds {queued} requests, none are on the device, and it asked for no wake-up"
+    )]
+    Stalled {
+        /// Virtual time.
+        at_ms: f64,
+        /// Requests the policy holds.
+        queued: usize,
+    },
+    /// A driver bug.
+    #[error(transparent)]
+    Driver(#[from] UnknownCompletion),
+}
+
+/// Everything a report needs from a finished run.
+#[derive(Debug)]
+pub struct SimOutcome {
+    /// Per submitter, indexed by ctx.
+    pub stats: Vec<CtxStats>,
+    /// Per submitter: where it ran, when it started and finished, bios issued.
+    pub submitters: Vec<SubmitterSummary>,
+    /// The core's counters.
+    pub core: CoreStats,
+    /// The device's geometry.
+    pub geometry: Geometry,
+    /// The queue configuration used.
+    pub config: Config,
+    /// The policy's description.
+    pub policy: Info,
+    /// Virtual time at the end.
+    pub end_ns: u64,
+}
+
+/// One submitter's life.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SubmitterSummary {
+    /// Its ctx.
+    pub ctx: u32,
+    /// Where and when.
+    pub placement: Placement,
+    /// Virtual start.
+    pub started_ns: u64,
+    /// Virtual end.
+    pub finished_ns: u64,
+    /// Bios issued.
+    pub issued: u64,
+    /// Bios completed.
+    pub completed: u64,
+}
+
+/// Runs `jobs` on a fresh device from `device` with `policy`.
+///
+/// `progress` is called now and then with the virtual time, for progress displays.
+///
+/// # Errors
+/// A [`SimError`] naming what stopped the run.
+pub fn run(
+    jobs: &[JobSpec],
+    device: &DeviceSpec,
+    mut policy: Box<dyn PolicyBackend>,
+    settings: &[(String, i64)],
+    options: SimOptions,
+    progress: &mut dyn FnMut(u64),
+) -> Result<SimOutcome, SimError> {
+    let mut model = device.build();
+    let geometry = model.geometry();
+    let mut config = Config::for_device(
+        geometry.hw_queues,
+        geometry.queue_depth,
+        geometry.max_sectors,
+    );
+    config.nomerges = options.nomerges;
+    if let Some(n) = options.nr_requests {
+        config.nr_requests = n.max(1);
+    }
+    let info = policy.info().map_err(StartError::Fault)?;
+    let core = Core::new(config, policy, settings)?;
+    let placements = place(jobs, geometry.capacity_sectors).map_err(SimError::Layout)?;
+    let submitters = placements
+        .into_iter()
+        .enumerate()
+        .map(|(ctx, placement)| {
+            Submitter::new(ctx as u32, &jobs[placement.job], placement, options.seed)
+        })
+        .collect();
+    let mut sim = Sim {
+        core,
+        model: model.as_mut(),
+        submitters,
+        stats: Vec::new(),
+        now: 0,
+        next_bio: 0,
+        phase: 0,
+    };
+    sim.stats = vec![CtxStats::default(); sim.submitters.len()];
+    sim.start_phase(0);
+    sim.run_to_end(progress)?;
+    let submitters = sim
+        .submitters
+        .iter()
+        .map(|s| SubmitterSummary {
+            ctx: s.ctx,
+            placement: s.placement.clone(),
+            started_ns: s.started_ns.unwrap_or(0),
+            finished_ns: s.finished_ns.unwrap_or(sim.now),
+            issued: s.issued,
+            completed: s.completed,
+        })
+        .collect();
+    Ok(SimOutcome {
+        stats: sim.stats,
+        submitters,
+        core: sim.core.stats(),
+        geometry,
+        config,
+        policy: info,
+        end_ns: sim.now,
+    })
+}
+
+struct Sim<'a> {
+    core: Core,
+    model: &'a mut dyn DeviceModel,
+    submitters: Vec<Submitter>,
+    stats: Vec<CtxStats>,
+    now: u64,
+    next_bio: u64,
+    phase: u32,
+}
+
+impl Sim<'_> {
+    fn run_to_end(&mut self, progress: &mut dyn FnMut(u64)) -> Result<(), SimError> {
+        let mut steps = 0u64;
+        loop {
+            steps += 1;
+            if steps.is_multiple_of(4096) {
+                progress(self.now);
+            }
+            self.step()?;
+            if self.phase_finished() {
+                self.phase += 1;
+                if !self.start_phase(self.phase) {
+                    return Ok(());
+                }
+                continue;
+            }
+            match self.next_time() {
+                Some(t) => self.now = self.now.max(t),
+                None => {
+                    return Err(SimError::Stalled {
+                        at_ms: self.now as f64 / 1e6,
+                        queued: self.core.queued_in_policy(),
+                    });
+                }
+            }
+        }
+    }
+
+    /// Everything that happens at `now`: device completions, new bios, policy dispatch.
+    fn step(&mut self) -> Result<(), SimError> {
+        let now = self.now;
+        while let Some((id, status)) = self.model.poll(now) {
+            self.core.complete(now, id, status)?;
+        }
+        self.drain_actions();
+        for i in 0..self.submitters.len() {
+            if self.submitters[i].placement.phase != self.phase || self.submitters[i].is_finished()
+            {
+                continue;
+            }
+            while let Next::Issue(bio) = self.submitters[i].next(now, self.next_bio) {
+                self.next_bio += 1;
+                self.core
+                    .submit(now, bio)
+                    .map_err(|fault| self.fault(fault))?;
+            }
+        }
+        self.core.run(now).map_err(|fault| self.fault(fault))?;
+        self.drain_actions();
+        for s in &mut self.submitters {
+            if s.placement.phase == self.phase {
+                s.settle(now);
+            }
+        }
+        Ok(())
+    }
+
+    fn drain_actions(&mut self) {
+        while let Some(action) = self.core.poll_action() {
+            match action {
+                Action::Dispatch {
+                    id,
+                    op,
+                    sector,
+                    sectors,
+                    ..
+                } => {
+                    self.model.submit(
+                        self.now,
+                        DeviceRequest {
+                            id,
+                            op,
+                            sector,
+                            sectors,
+                        },
+                    );
+                }
+                Action::Complete(done) => {
+                    let ctx = done.ctx as usize;
+                    self.stats[ctx].dir_mut(done.op).record(
+                        done.sectors,
+                        done.latency_ns,
+                        done.status,
+                    );
+                    self.submitters[ctx].on_complete(self.now);
+                }
+            }
+        }
+    }
+
+    /// The earliest future event: a device completion, a policy timer, a paced submitter or a
+    /// runtime ending.
+    fn next_time(&self) -> Option<u64> {
+        let device_or_timer = [self.model.next_event(), self.core.poll_timeout()]
+            .into_iter()
+            .flatten();
+        let submitters = self
+            .submitters
+            .iter()
+            .filter(|s| s.placement.phase == self.phase && !s.is_finished())
+            .flat_map(|s| [s.wake_at(self.now), s.deadline().filter(|&d| d > self.now)])
+            .flatten();
+        device_or_timer.chain(submitters).min()
+    }
+
+    fn phase_finished(&self) -> bool {
+        self.submitters
+            .iter()
+            .filter(|s| s.placement.phase == self.phase)
+            .all(Submitter::is_finished)
+    }
+
+    /// Starts the submitters of `phase`; false iff there are none.
+    fn start_phase(&mut self, phase: u32) -> bool {
+        let mut any = false;
+        for s in self
+            .submitters
+            .iter_mut()
+            .filter(|s| s.placement.phase == phase)
+        {
+            s.start(self.now);
+            any = true;
+        }
+        any
+    }
+
+    fn fault(&self, fault: Fault) -> SimError {
+        SimError::Fault {
+            at_ms: self.now as f64 / 1e6,
+            fault,
+        }
+    }
+}

@@ -1,0 +1,398 @@
+//! fio jobs: the INI job file (`[global]` plus one section per job) and the same options on
+//! the command line (`--name=a --rw=randread --bs=4k`). An option schedhost cannot honour is
+//! an error naming it and where it was given, never a silent change of meaning.
+
+use std::fmt;
+
+use super::value;
+
+/// Access order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub enum Pattern {
+    /// Ascending offsets.
+    Sequential,
+    /// Every block of the region once per pass, in a seeded random order (fio's random map).
+    Random,
+}
+
+/// Which directions a job issues.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub enum Direction {
+    /// Reads only.
+    Read,
+    /// Writes only.
+    Write,
+    /// Both, `rwmixread` percent reads.
+    Mixed,
+}
+
+/// Where an option was given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Location {
+    /// The job file, or "command line".
+    pub source: String,
+    /// 1-based line in a job file; 0 on the command line.
+    pub line: usize,
+}
+
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.line == 0 {
+            write!(f, "{}", self.source)
+        } else {
+            write!(f, "{}:{}", self.source, self.line)
+        }
+    }
+}
+
+/// A job-file or option error, with where it was.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{location}: {message}")]
+pub struct JobError {
+    /// Where.
+    pub location: Location,
+    /// What.
+    pub message: String,
+}
+
+/// One fio job (before `numjobs` cloning).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct JobSpec {
+    /// Job name.
+    pub name: String,
+    /// Access order.
+    pub pattern: Pattern,
+    /// Which directions.
+    pub direction: Direction,
+    /// Percentage of reads when mixed (default 50).
+    pub rwmixread: u32,
+    /// Block size in bytes.
+    pub bs: u32,
+    /// Bytes of I/O per clone, and the size of its region.
+    pub size: Option<u64>,
+    /// Start of the region within the job's file.
+    pub offset: u64,
+    /// Clone n's region starts `n × offset_increment` further (clones then share a file).
+    pub offset_increment: Option<u64>,
+    /// Clones of this job, each its own submitter.
+    pub numjobs: u32,
+    /// I/Os in flight per clone.
+    pub iodepth: u32,
+    /// Stop after this long.
+    pub runtime_ns: Option<u64>,
+    /// Repeat the region until `runtime`.
+    pub time_based: bool,
+    /// Stop after this many I/Os.
+    pub number_ios: Option<u64>,
+    /// Cap on I/Os per second per clone.
+    pub rate_iops: Option<u64>,
+    /// Pause after each completion before the next I/O.
+    pub thinktime_ns: u64,
+    /// Wait for all earlier jobs to finish first (implies `new_group`).
+    pub stonewall: bool,
+    /// Start a new reporting group.
+    pub new_group: bool,
+    /// Priority level 0–7.
+    pub prio: Option<u8>,
+    /// Priority class: 1 realtime, 2 best effort, 3 idle.
+    pub prioclass: Option<u8>,
+    /// File shared by clones and by jobs naming the same one.
+    pub filename: Option<String>,
+    /// `direct=1`: writes are synchronous. With `direct=0` writes are submitted as async
+    /// (writeback) bios; there is no page cache, so reads still reach the device.
+    pub direct: bool,
+    /// Where the job section began.
+    #[serde(skip)]
+    pub location: Location,
+}
+
+impl JobSpec {
+    fn new(name: &str, location: Location) -> Self {
+        Self {
+            name: name.to_owned(),
+            pattern: Pattern::Sequential,
+            direction: Direction::Read,
+            rwmixread: 50,
+            bs: 4096,
+            size: None,
+            offset: 0,
+            offset_increment: None,
+            numjobs: 1,
+            iodepth: 1,
+            runtime_ns: None,
+            time_based: false,
+            number_ios: None,
+            rate_iops: None,
+            thinktime_ns: 0,
+            stonewall: false,
+            new_group: false,
+            prio: None,
+            prioclass: None,
+            filename: None,
+            direct: true,
+            location,
+        }
+    }
+
+    /// Percentage of I/Os that are reads.
+    pub fn read_pct(&self) -> u32 {
+        match self.direction {
+            Direction::Read => 100,
+            Direction::Write => 0,
+            Direction::Mixed => self.rwmixread,
+        }
+    }
+
+    /// fio's name for the rw mode.
+    pub fn rw_name(&self) -> &'static str {
+        match (self.pattern, self.direction) {
+            (Pattern::Sequential, Direction::Read) => "read",
+            (Pattern::Sequential, Direction::Write) => "write",
+            (Pattern::Sequential, Direction::Mixed) => "rw",
+            (Pattern::Random, Direction::Read) => "randread",
+            (Pattern::Random, Direction::Write) => "randwrite",
+            (Pattern::Random, Direction::Mixed) => "randrw",
+        }
+    }
+
+    /// Applies one option.
+    fn apply(&mut self, key: &str, value: &str) -> Result<(), String> {
+        let key = key.trim();
+        match key {
+            "name" => self.name = value.to_owned(),
+            "rw" | "readwrite" => {
+                let (pattern, direction) = match value {
+                    "read" => (Pattern::Sequential, Direction::Read),
+                    "write" => (Pattern::Sequential, Direction::Write),
+                    "randread" => (Pattern::Random, Direction::Read),
+                    "randwrite" => (Pattern::Random, Direction::Write),
+                    "rw" | "readwrite" => (Pattern::Sequential, Direction::Mixed),
+                    "randrw" => (Pattern::Random, Direction::Mixed),
+                    other => {
+                        return Err(format!(
+                            "rw={other} is not supported (read, write, randread, randwrite, rw, randrw)"
+                        ));
+                    }
+                };
+                self.pattern = pattern;
+                self.direction = direction;
+            }
+            "rwmixread" | "rwmixwrite" => {
+                let pct = value::integer(value)?;
+                if pct > 100 {
+                    return Err(format!("{key}={value}: a percentage, 0 to 100"));
+                }
+                self.rwmixread = if key == "rwmixread" { pct } else { 100 - pct } as u32;
+            }
+            "bs" | "blocksize" => {
+                if value.contains(',') {
+                    return Err(format!(
+                        "bs={value}: separate read/write block sizes are not supported; give one size"
+                    ));
+                }
+                let bs = value::size(value)?;
+                if bs == 0 || bs % 512 != 0 || bs > u64::from(u32::MAX) {
+                    return Err(format!(
+                        "bs={value}: a block size is a positive multiple of 512 bytes"
+                    ));
+                }
+                self.bs = bs as u32;
+            }
+            "size" => self.size = Some(nonzero(key, value::size(value)?)?),
+            "offset" => self.offset = value::size(value)?,
+            "offset_increment" => self.offset_increment = Some(value::size(value)?),
+            "numjobs" => self.numjobs = range(key, value, 1, 4096)? as u32,
+            "iodepth" => self.iodepth = range(key, value, 1, 65536)? as u32,
+            "runtime" => self.runtime_ns = Some(nonzero(key, value::duration_ns(value, "s")?)?),
+            "time_based" => self.time_based = value::boolean(value)?,
+            "number_ios" => self.number_ios = Some(nonzero(key, value::integer(value)?)?),
+            "rate_iops" => self.rate_iops = Some(nonzero(key, value::integer(value)?)?),
+            "thinktime" => self.thinktime_ns = value::duration_ns(value, "us")?,
+            "stonewall" | "wait_for_previous" => self.stonewall = value::boolean(value)?,
+            "new_group" => self.new_group = value::boolean(value)?,
+            "prio" => self.prio = Some(range(key, value, 0, 7)? as u8),
+            "prioclass" => self.prioclass = Some(range(key, value, 0, 3)? as u8),
+            "direct" => self.direct = value::boolean(value)?,
+            "filename" => self.filename = Some(value.to_owned()),
+            "ioengine" | "directory" | "group_reporting" | "description" => {}
+            other => return Err(format!("unsupported fio option `{other}`")),
+        }
+        Ok(())
+    }
+}
+
+/// Parses a fio job file; `source` names it in errors.
+///
+/// # Errors
+/// The first bad line, with its number.
+pub fn parse_job_file(source: &str, text: &str) -> Result<Vec<JobSpec>, JobError> {
+    let mut sections: Vec<Section> = Vec::new();
+    for (n, raw) in text.lines().enumerate() {
+        let location = Location {
+            source: source.to_owned(),
+            line: n + 1,
+        };
+        let line = raw.trim();
+        if line.is_empty() || line.starts_with(';') || line.starts_with('#') {
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix('[') {
+            let Some(name) = rest
+                .strip_suffix(']')
+                .map(str::trim)
+                .filter(|n| !n.is_empty())
+            else {
+                return Err(JobError {
+                    location,
+                    message: format!("bad section header `{line}`: expected [name]"),
+                });
+            };
+            sections.push(Section {
+                name: name.to_owned(),
+                location,
+                options: Vec::new(),
+            });
+            continue;
+        }
+        let Some(section) = sections.last_mut() else {
+            return Err(JobError {
+                location,
+                message: format!("`{line}` comes before any [section]"),
+            });
+        };
+        let (key, value) = line
+            .split_once('=')
+            .map_or((line, ""), |(k, v)| (k.trim(), v.trim()));
+        section
+            .options
+            .push((key.to_owned(), value.to_owned(), location));
+    }
+    build(
+        sections,
+        &Location {
+            source: source.to_owned(),
+            line: 0,
+        },
+    )
+}
+
+/// Parses job options given on the command line (`--name=a`, `--rw=read`, …). Options before
+/// the first `--name` are global, as in fio.
+///
+/// # Errors
+/// The first bad option.
+pub fn parse_cmdline(options: &[String]) -> Result<Vec<JobSpec>, JobError> {
+    let location = Location {
+        source: "command line".into(),
+        line: 0,
+    };
+    let mut sections = vec![Section {
+        name: "global".into(),
+        location: location.clone(),
+        options: Vec::new(),
+    }];
+    for option in options {
+        let text = option.trim_start_matches('-');
+        let (key, value) = text.split_once('=').map_or((text, ""), |(k, v)| (k, v));
+        let location = Location {
+            source: format!("command line option --{key}"),
+            line: 0,
+        };
+        if key == "name" {
+            sections.push(Section {
+                name: value.to_owned(),
+                location,
+                options: Vec::new(),
+            });
+        } else if let Some(section) = sections.last_mut() {
+            section
+                .options
+                .push((key.to_owned(), value.to_owned(), location));
+        }
+    }
+    if sections.len() == 1 {
+        // Options without --name: one job named after fio's default.
+        let options = std::mem::take(&mut sections[0].options);
+        sections.push(Section {
+            name: "job".into(),
+            location: location.clone(),
+            options,
+        });
+    }
+    build(sections, &location)
+}
+
+struct Section {
+    name: String,
+    location: Location,
+    options: Vec<(String, String, Location)>,
+}
+
+fn build(sections: Vec<Section>, whole: &Location) -> Result<Vec<JobSpec>, JobError> {
+    let mut global: Vec<(String, String, Location)> = Vec::new();
+    let mut jobs = Vec::new();
+    for section in sections {
+        if section.name == "global" {
+            global.extend(section.options);
+            continue;
+        }
+        let mut job = JobSpec::new(&section.name, section.location.clone());
+        for (key, value, location) in global.iter().chain(&section.options) {
+            job.apply(key, value).map_err(|message| JobError {
+                location: location.clone(),
+                message,
+            })?;
+        }
+        check(&job).map_err(|message| JobError {
+            location: section.location.clone(),
+            message,
+        })?;
+        jobs.push(job);
+    }
+    if jobs.is_empty() {
+        return Err(JobError {
+            location: whole.clone(),
+            message: "no job defined (add a [jobname] section or --name=…)".into(),
+        });
+    }
+    Ok(jobs)
+}
+
+/// Checks a job's options together.
+fn check(job: &JobSpec) -> Result<(), String> {
+    let name = &job.name;
+    if job.size.is_none() {
+        return Err(format!(
+            "job '{name}': set size= (the region each clone works on; there are no files to take it from)"
+        ));
+    }
+    if job.time_based && job.runtime_ns.is_none() {
+        return Err(format!("job '{name}': time_based needs runtime="));
+    }
+    if let Some(size) = job.size
+        && size < u64::from(job.bs)
+    {
+        return Err(format!(
+            "job '{name}': size={size} is smaller than bs={}",
+            job.bs
+        ));
+    }
+    Ok(())
+}
+
+fn nonzero(key: &str, n: u64) -> Result<u64, String> {
+    if n == 0 {
+        Err(format!("{key} must be greater than 0"))
+    } else {
+        Ok(n)
+    }
+}
+
+fn range(key: &str, value: &str, min: u64, max: u64) -> Result<u64, String> {
+    let n = value::integer(value)?;
+    if n < min || n > max {
+        Err(format!("{key}={value} is out of range {min}..={max}"))
+    } else {
+        Ok(n)
+    }
+}

@@ -1,0 +1,228 @@
+//! A submitter: one clone of one job, issuing bios into its own software queue (ctx) as fio's
+//! I/O loop would: up to `iodepth` in flight, paced by `rate_iops` and `thinktime`, until its
+//! I/O count, size or runtime is reached.
+
+use schedhost_sdk::{Op, PrioClass};
+
+use super::job::{JobSpec, Pattern};
+use super::rng::{Permutation, Rng};
+use crate::core::Bio;
+
+/// Where a clone's I/O goes and when it may run.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Placement {
+    /// Index of the job in the job list.
+    pub job: usize,
+    /// Clone number within the job (0..numjobs).
+    pub clone: u32,
+    /// First sector of its region.
+    pub region_start: u64,
+    /// Sectors in its region.
+    pub region_sectors: u64,
+    /// Reporting group.
+    pub group: u32,
+    /// Stonewall phase: a phase starts when every earlier one has finished.
+    pub phase: u32,
+}
+
+/// What a submitter wants to do next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Next {
+    /// Submit this bio now.
+    Issue(Bio),
+    /// Nothing before this time (rate limit or think time).
+    WaitUntil(u64),
+    /// `iodepth` bios are in flight; wait for a completion.
+    Full,
+    /// All I/O issued; wait for what is in flight.
+    Draining,
+}
+
+/// One job clone.
+#[derive(Debug)]
+pub struct Submitter {
+    /// Its software queue.
+    pub ctx: u32,
+    /// Where and when.
+    pub placement: Placement,
+    read_pct: u32,
+    block_sectors: u32,
+    blocks: u64,
+    iodepth: u32,
+    io_limit: Option<u64>,
+    runtime_ns: Option<u64>,
+    rate_iops: Option<u64>,
+    thinktime_ns: u64,
+    write_sync: bool,
+    prio_class: PrioClass,
+    prio_level: u8,
+    rng: Rng,
+    order: Option<Permutation>,
+    next_block: u64,
+    /// Bios issued.
+    pub issued: u64,
+    /// Bios completed.
+    pub completed: u64,
+    inflight: u32,
+    start_ns: u64,
+    ready_at_ns: u64,
+    /// When it started, once it has.
+    pub started_ns: Option<u64>,
+    /// When its last bio completed.
+    pub finished_ns: Option<u64>,
+}
+
+impl Submitter {
+    /// A submitter for `job` at `placement`, seeded with `seed`.
+    pub fn new(ctx: u32, job: &JobSpec, placement: Placement, seed: u64) -> Self {
+        let block_sectors = job.bs / 512;
+        let blocks = (placement.region_sectors / u64::from(block_sectors)).max(1);
+        let size_ios = job
+            .size
+            .map(|s| s / u64::from(job.bs))
+            .filter(|_| !job.time_based);
+        let io_limit = match (size_ios, job.number_ios) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let mut rng = Rng::new(seed ^ (u64::from(ctx) + 1).wrapping_mul(0xa076_1d64_78bd_642f));
+        let order = (job.pattern == Pattern::Random).then(|| Permutation::new(blocks, &mut rng));
+        let prio_class = match job.prioclass {
+            Some(1) => PrioClass::Rt,
+            Some(2) => PrioClass::Be,
+            Some(3) => PrioClass::Idle,
+            _ => PrioClass::None,
+        };
+        Self {
+            ctx,
+            placement,
+            read_pct: job.read_pct(),
+            block_sectors,
+            blocks,
+            iodepth: job.iodepth,
+            io_limit,
+            runtime_ns: job.runtime_ns,
+            rate_iops: job.rate_iops,
+            thinktime_ns: job.thinktime_ns,
+            write_sync: job.direct,
+            prio_class,
+            prio_level: job.prio.unwrap_or(4),
+            rng,
+            order,
+            next_block: 0,
+            issued: 0,
+            completed: 0,
+            inflight: 0,
+            start_ns: 0,
+            ready_at_ns: 0,
+            started_ns: None,
+            finished_ns: None,
+        }
+    }
+
+    /// Starts issuing at `now_ns`.
+    pub fn start(&mut self, now_ns: u64) {
+        self.start_ns = now_ns;
+        self.ready_at_ns = now_ns;
+        self.started_ns = Some(now_ns);
+    }
+
+    /// True iff it will issue nothing more and nothing is in flight.
+    pub fn is_finished(&self) -> bool {
+        self.finished_ns.is_some()
+    }
+
+    /// What to do at `now_ns`; `bio_id` is used if a bio is issued.
+    pub fn next(&mut self, now_ns: u64, bio_id: u64) -> Next {
+        if self.out_of_work(now_ns) {
+            return Next::Draining;
+        }
+        if self.inflight >= self.iodepth {
+            return Next::Full;
+        }
+        let ready = self.ready_at();
+        if ready > now_ns {
+            return Next::WaitUntil(ready);
+        }
+        Next::Issue(self.make_bio(bio_id))
+    }
+
+    /// When pacing next allows an I/O, if it is waiting only for that after `now_ns`.
+    pub fn wake_at(&self, now_ns: u64) -> Option<u64> {
+        if self.is_finished() || self.out_of_work(now_ns) || self.inflight >= self.iodepth {
+            return None;
+        }
+        Some(self.ready_at()).filter(|&t| t > now_ns)
+    }
+
+    /// The earliest time rate_iops and thinktime allow the next I/O.
+    fn ready_at(&self) -> u64 {
+        let paced = self
+            .rate_iops
+            .map_or(0, |rate| self.start_ns + self.issued * 1_000_000_000 / rate);
+        self.ready_at_ns.max(paced)
+    }
+
+    /// One of its bios completed at `now_ns`.
+    pub fn on_complete(&mut self, now_ns: u64) {
+        self.inflight -= 1;
+        self.completed += 1;
+        if self.thinktime_ns > 0 {
+            self.ready_at_ns = self.ready_at_ns.max(now_ns + self.thinktime_ns);
+        }
+        if self.inflight == 0 && self.out_of_work(now_ns) {
+            self.finished_ns = Some(now_ns);
+        }
+    }
+
+    /// Marks it finished if it never had anything to do, or its runtime ended while idle.
+    pub fn settle(&mut self, now_ns: u64) {
+        if self.finished_ns.is_none() && self.inflight == 0 && self.out_of_work(now_ns) {
+            self.finished_ns = Some(now_ns);
+        }
+    }
+
+    /// When its runtime ends, if it has one.
+    pub fn deadline(&self) -> Option<u64> {
+        self.runtime_ns.map(|r| self.start_ns + r)
+    }
+
+    fn out_of_work(&self, now_ns: u64) -> bool {
+        self.io_limit.is_some_and(|limit| self.issued >= limit)
+            || self.deadline().is_some_and(|end| now_ns >= end)
+    }
+
+    fn make_bio(&mut self, id: u64) -> Bio {
+        let block = match &mut self.order {
+            Some(order) => order.next_index(),
+            None => {
+                let block = self.next_block;
+                self.next_block = (self.next_block + 1) % self.blocks;
+                block
+            }
+        };
+        let op = match self.read_pct {
+            100 => Op::Read,
+            0 => Op::Write,
+            pct => {
+                if self.rng.below(100) < u64::from(pct) {
+                    Op::Read
+                } else {
+                    Op::Write
+                }
+            }
+        };
+        self.issued += 1;
+        self.inflight += 1;
+        Bio {
+            id,
+            ctx: self.ctx,
+            op,
+            sector: self.placement.region_start + block * u64::from(self.block_sectors),
+            sectors: self.block_sectors,
+            sync: op == Op::Read || self.write_sync,
+            prio_class: self.prio_class,
+            prio_level: self.prio_level,
+        }
+    }
+}
