@@ -1,1 +1,1 @@
-
+//! Integration tests live in `all/`; this library is empty.

@@ -1,1 +1,9 @@
+//! schedhost's integration tests: one binary, one module per feature.
 
+mod conservation;
+mod determinism;
+mod helpers;
+mod jobs;
+mod loading;
+mod merging;
+mod sdk_example;

@@ -1,0 +1,113 @@
+//! Every submitted bio completes exactly once, merged or not, whatever the device does.
+
+use std::collections::HashSet;
+
+use schedhost::core::{Action, Bio, Nomerges};
+use schedhost::device::DeviceSpec;
+use schedhost::policy::NativePolicy;
+use schedhost::sim::{self, SimOptions};
+use schedhost::workload::{Rng, parse_job_file};
+use schedhost_policy_noop::Noop;
+use schedhost_sdk::{Op, PrioClass};
+
+use crate::helpers::noop_core;
+
+#[test]
+fn every_bio_completes_exactly_once_under_random_merging_load() {
+    for nomerges in [Nomerges::All, Nomerges::OneHit, Nomerges::Off] {
+        let mut core = noop_core(8, 64, nomerges);
+        let mut rng = Rng::new(42);
+        let mut outstanding = HashSet::new();
+        let mut on_device: Vec<u64> = Vec::new();
+        let mut next_bio = 0u64;
+        for now in 0..5_000u64 {
+            for _ in 0..rng.below(4) {
+                let op = if rng.below(3) == 0 { Op::Write } else { Op::Read };
+                let bio = Bio {
+                    id: next_bio,
+                    ctx: rng.below(3) as u32,
+                    op,
+                    sector: rng.below(64) * 8,
+                    sectors: 8,
+                    sync: true,
+                    prio_class: PrioClass::None,
+                    prio_level: 4,
+                };
+                outstanding.insert(next_bio);
+                next_bio += 1;
+                core.submit(now, bio).unwrap();
+            }
+            core.run(now).unwrap();
+            while let Some(action) = core.poll_action() {
+                match action {
+                    Action::Dispatch { id, .. } => on_device.push(id),
+                    Action::Complete(done) => assert!(outstanding.remove(&done.bio), "bio {} completed twice", done.bio),
+                }
+            }
+            // The device finishes a random subset, out of order.
+            let mut i = 0;
+            while i < on_device.len() {
+                if rng.below(2) == 0 {
+                    let id = on_device.swap_remove(i);
+                    core.complete(now, id, 0).unwrap();
+                } else {
+                    i += 1;
+                }
+            }
+        }
+        // Drain.
+        let mut now = 5_000;
+        while !outstanding.is_empty() {
+            core.run(now).unwrap();
+            while let Some(action) = core.poll_action() {
+                match action {
+                    Action::Dispatch { id, .. } => on_device.push(id),
+                    Action::Complete(done) => assert!(outstanding.remove(&done.bio), "bio {} completed twice", done.bio),
+                }
+            }
+            for id in on_device.drain(..) {
+                core.complete(now, id, 0).unwrap();
+            }
+            now += 1;
+            assert!(now < 100_000, "{} bios never completed ({nomerges:?})", outstanding.len());
+        }
+        let stats = core.stats();
+        assert_eq!(stats.bios, next_bio);
+        assert_eq!(stats.dispatched, stats.completed);
+        assert_eq!(stats.requests, stats.dispatched + stats.coalesced, "{nomerges:?}: every request is dispatched once or absorbed");
+        assert_eq!(core.requests_in_flight(), 0);
+        if nomerges == Nomerges::All {
+            assert!(stats.back_merges + stats.front_merges > 0, "the load merges");
+        }
+    }
+}
+
+#[test]
+fn completing_an_unknown_request_is_an_error_not_a_panic() {
+    let mut core = noop_core(4, 2560, Nomerges::All);
+    let err = core.complete(0, 12345, 0).unwrap_err();
+    assert!(err.to_string().contains("not on the device"), "{err}");
+}
+
+#[test]
+fn simulated_jobs_complete_every_issued_bio_on_each_device() {
+    let jobs = parse_job_file(
+        "conservation.fio",
+        "[global]\nbs=4k\nsize=8m\n[seq]\nrw=read\niodepth=16\nnumjobs=2\n[mix]\nrw=randrw\niodepth=8\nnumber_ios=500\n[w]\nrw=write\niodepth=4\nstonewall\n",
+    )
+    .unwrap();
+    for device in ["sim:null", "sim:ssd", "sim:hdd"] {
+        let spec = DeviceSpec::parse(device).unwrap();
+        let outcome = sim::run(&jobs, &spec, Box::new(NativePolicy::<Noop>::default()), &[], SimOptions::default(), &mut |_| {}).unwrap();
+        for (s, stats) in outcome.submitters.iter().zip(&outcome.stats) {
+            let done: u64 = stats.dirs.iter().map(|d| d.ios).sum();
+            assert!(s.issued > 0, "{device}: ctx {} issued nothing", s.ctx);
+            assert_eq!(s.issued, s.completed, "{device}: ctx {}", s.ctx);
+            assert_eq!(done, s.issued, "{device}: ctx {}", s.ctx);
+        }
+        let c = outcome.core;
+        assert_eq!(c.completed, c.dispatched, "{device}");
+        assert_eq!(c.requests, c.dispatched + c.coalesced, "{device}");
+        assert!(c.back_merges > 0, "{device}: sequential iodepth 16 merges");
+    }
+}

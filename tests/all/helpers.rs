@@ -1,0 +1,37 @@
+//! Shared setup: finding the bundled components, building cores and jobs.
+
+use std::path::PathBuf;
+
+use schedhost::core::{Config, Core, Nomerges};
+use schedhost::policy::{NativePolicy, WasmRuntime};
+use schedhost_policy_noop::Noop;
+
+/// The component `target/policies/NAME.wasm`, built by `cargo xtask build`.
+///
+/// Returns `None` (and says so) when it is missing, so plain `cargo test` works for the host
+/// alone; under `cargo xtask test` (SCHEDHOST_REQUIRE_WASM=1) a missing component fails.
+pub fn component(name: &str) -> Option<PathBuf> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/policies").join(format!("{name}.wasm"));
+    if path.is_file() {
+        return Some(path);
+    }
+    assert!(
+        std::env::var_os("SCHEDHOST_REQUIRE_WASM").is_none(),
+        "{} is missing: `cargo xtask build` builds the policy components",
+        path.display()
+    );
+    eprintln!("skipping: {} not built (run `cargo xtask test` for the wasm tests)", path.display());
+    None
+}
+
+/// A wasmtime engine for tests.
+pub fn runtime() -> WasmRuntime {
+    WasmRuntime::new().expect("the engine starts")
+}
+
+/// A core over the native noop policy.
+pub fn noop_core(queue_depth: u32, max_sectors: u32, nomerges: Nomerges) -> Core {
+    let mut config = Config::for_device(1, queue_depth, max_sectors);
+    config.nomerges = nomerges;
+    Core::new(config, Box::new(NativePolicy::<Noop>::default()), &[]).expect("noop starts")
+}

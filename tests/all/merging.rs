@@ -1,0 +1,134 @@
+//! The merge engine: back and front merges, coalescing, size limits, nomerges modes and the
+//! per-submitter rule for requests the policy has not seen.
+
+use schedhost::core::{Action, Bio, Core, Nomerges};
+use schedhost_sdk::{Op, PrioClass};
+
+use crate::helpers::noop_core;
+
+fn read(id: u64, ctx: u32, sector: u64) -> Bio {
+    Bio { id, ctx, op: Op::Read, sector, sectors: 8, sync: true, prio_class: PrioClass::None, prio_level: 4 }
+}
+
+/// Runs the core at `now` and returns the (sector, sectors) of every request dispatched.
+fn dispatched(core: &mut Core, now: u64) -> Vec<(u64, u32)> {
+    core.run(now).expect("noop does not fault");
+    let mut out = Vec::new();
+    while let Some(action) = core.poll_action() {
+        if let Action::Dispatch { sector, sectors, .. } = action {
+            out.push((sector, sectors));
+        }
+    }
+    out
+}
+
+#[test]
+fn contiguous_bio_merges_at_the_back() {
+    let mut core = noop_core(4, 2560, Nomerges::All);
+    core.submit(0, read(1, 0, 0)).unwrap();
+    core.submit(0, read(2, 0, 8)).unwrap();
+    assert_eq!(dispatched(&mut core, 0), vec![(0, 16)]);
+    assert_eq!(core.stats().back_merges, 1);
+}
+
+#[test]
+fn preceding_bio_merges_at_the_front() {
+    let mut core = noop_core(4, 2560, Nomerges::All);
+    core.submit(0, read(1, 0, 8)).unwrap();
+    core.submit(0, read(2, 0, 0)).unwrap();
+    assert_eq!(dispatched(&mut core, 0), vec![(0, 16)]);
+    assert_eq!(core.stats().front_merges, 1);
+}
+
+#[test]
+fn bio_filling_a_gap_coalesces_both_neighbours() {
+    let mut core = noop_core(4, 2560, Nomerges::All);
+    core.submit(0, read(1, 0, 0)).unwrap();
+    core.submit(0, read(2, 0, 16)).unwrap();
+    core.submit(0, read(3, 0, 8)).unwrap();
+    assert_eq!(dispatched(&mut core, 0), vec![(0, 24)]);
+    assert_eq!(core.stats().coalesced, 1);
+}
+
+#[test]
+fn merges_stop_at_max_sectors() {
+    let mut core = noop_core(4, 16, Nomerges::All);
+    for (id, sector) in [(1, 0), (2, 8), (3, 16)] {
+        core.submit(0, read(id, 0, sector)).unwrap();
+    }
+    assert_eq!(dispatched(&mut core, 0), vec![(0, 16), (16, 8)]);
+}
+
+#[test]
+fn nomerges_2_never_merges() {
+    let mut core = noop_core(4, 2560, Nomerges::Off);
+    core.submit(0, read(1, 0, 0)).unwrap();
+    core.submit(0, read(2, 0, 8)).unwrap();
+    assert_eq!(dispatched(&mut core, 0), vec![(0, 8), (8, 8)]);
+}
+
+#[test]
+fn nomerges_1_tries_only_the_last_request() {
+    let bios = [read(1, 0, 0), read(2, 0, 1000), read(3, 0, 8)];
+    let mut all = noop_core(4, 2560, Nomerges::All);
+    let mut one_hit = noop_core(4, 2560, Nomerges::OneHit);
+    for bio in bios {
+        all.submit(0, bio).unwrap();
+        one_hit.submit(0, bio).unwrap();
+    }
+    assert_eq!(dispatched(&mut all, 0), vec![(0, 16), (1000, 8)]);
+    assert_eq!(dispatched(&mut one_hit, 0), vec![(0, 8), (1000, 8), (8, 8)]);
+    // The one-hit cache does catch the request that just arrived.
+    let mut one_hit = noop_core(4, 2560, Nomerges::OneHit);
+    one_hit.submit(0, read(1, 0, 0)).unwrap();
+    one_hit.submit(0, read(2, 0, 8)).unwrap();
+    assert_eq!(dispatched(&mut one_hit, 0), vec![(0, 16)]);
+}
+
+#[test]
+fn unseen_requests_merge_only_within_their_submitter() {
+    let mut core = noop_core(4, 2560, Nomerges::All);
+    core.submit(0, read(1, 0, 0)).unwrap();
+    core.submit(0, read(2, 1, 8)).unwrap();
+    assert_eq!(dispatched(&mut core, 0), vec![(0, 8), (8, 8)]);
+}
+
+#[test]
+fn queued_requests_merge_across_submitters() {
+    // Depth 1: the first request occupies the device, the second waits in the policy.
+    let mut core = noop_core(1, 2560, Nomerges::All);
+    core.submit(0, read(1, 0, 5000)).unwrap();
+    assert_eq!(dispatched(&mut core, 0), vec![(5000, 8)]);
+    core.submit(0, read(2, 0, 0)).unwrap();
+    assert!(dispatched(&mut core, 0).is_empty());
+    core.submit(1, read(3, 1, 8)).unwrap();
+    assert_eq!(core.stats().back_merges, 1);
+    let first = core.stats().dispatched;
+    assert_eq!(first, 1);
+}
+
+#[test]
+fn merged_bios_complete_with_their_request() {
+    let mut core = noop_core(4, 2560, Nomerges::All);
+    core.submit(0, read(1, 0, 0)).unwrap();
+    core.submit(10, read(2, 1, 8)).unwrap();
+    core.submit(20, read(3, 0, 8)).unwrap();
+    core.run(20).unwrap();
+    let mut ids = Vec::new();
+    while let Some(action) = core.poll_action() {
+        if let Action::Dispatch { id, .. } = action {
+            ids.push(id);
+        }
+    }
+    for id in ids {
+        core.complete(100, id, 0).unwrap();
+    }
+    let mut done = Vec::new();
+    while let Some(action) = core.poll_action() {
+        if let Action::Complete(bio) = action {
+            done.push((bio.bio, bio.ctx, bio.latency_ns));
+        }
+    }
+    done.sort_unstable();
+    assert_eq!(done, vec![(1, 0, 100), (2, 1, 90), (3, 0, 80)]);
+}
