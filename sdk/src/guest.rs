@@ -10,6 +10,7 @@
 use std::cell::RefCell;
 
 use crate::Policy;
+use crate::packed;
 use crate::runtime::Runtime;
 use crate::types as sdk;
 
@@ -69,8 +70,11 @@ pub fn set<P: Policy>(rt: &RefCell<Runtime<P>>, name: String, value: i64) -> Res
     rt.borrow_mut().set(&name, value)
 }
 
-pub fn insert<P: Policy>(rt: &RefCell<Runtime<P>>, now_ns: u64, requests: Vec<wit::Request>) {
-    let requests: Vec<sdk::Request> = requests.into_iter().map(request).collect();
+pub fn insert<P: Policy>(rt: &RefCell<Runtime<P>>, now_ns: u64, words: Vec<u64>) {
+    let requests: Vec<sdk::Request> = words
+        .chunks_exact(packed::WORDS)
+        .map(packed::unpack_request)
+        .collect();
     rt.borrow_mut().insert(now_ns, &requests);
 }
 
@@ -115,18 +119,10 @@ pub fn merged<P: Policy>(rt: &RefCell<Runtime<P>>, now_ns: u64, events: Vec<wit:
     rt.borrow_mut().merged(now_ns, &events);
 }
 
-pub fn completed<P: Policy>(rt: &RefCell<Runtime<P>>, now_ns: u64, done: Vec<wit::Completion>) {
-    let done: Vec<sdk::Completion> = done
-        .into_iter()
-        .map(|c| sdk::Completion {
-            id: c.id,
-            ctx: c.ctx,
-            op: op(c.op),
-            sectors: c.sectors,
-            latency_ns: c.latency_ns,
-            service_ns: c.service_ns,
-            status: c.status,
-        })
+pub fn completed<P: Policy>(rt: &RefCell<Runtime<P>>, now_ns: u64, words: Vec<u64>) {
+    let done: Vec<sdk::Completion> = words
+        .chunks_exact(packed::WORDS)
+        .map(packed::unpack_completion)
         .collect();
     rt.borrow_mut().completed(now_ns, &done);
 }
@@ -141,25 +137,6 @@ pub fn save_state<P: Policy>(rt: &RefCell<Runtime<P>>) -> Vec<u8> {
 
 pub fn restore_state<P: Policy>(rt: &RefCell<Runtime<P>>, state: Vec<u8>) -> Result<(), String> {
     rt.borrow_mut().restore_state(&state)
-}
-
-fn request(r: wit::Request) -> sdk::Request {
-    sdk::Request {
-        id: r.id,
-        ctx: r.ctx,
-        op: op(r.op),
-        sector: r.sector,
-        sectors: r.sectors,
-        sync: r.sync,
-        prio_class: match r.prio_class {
-            wit::PrioClass::None => sdk::PrioClass::None,
-            wit::PrioClass::Rt => sdk::PrioClass::Rt,
-            wit::PrioClass::Be => sdk::PrioClass::Be,
-            wit::PrioClass::Idle => sdk::PrioClass::Idle,
-        },
-        prio_level: r.prio_level,
-        arrival_ns: r.arrival_ns,
-    }
 }
 
 fn op(o: wit::Op) -> sdk::Op {
@@ -210,11 +187,11 @@ macro_rules! __export_component {
                 fn set(name: String, value: i64) -> Result<(), String> {
                     RUNTIME.with(|rt| glue::set(rt, name, value))
                 }
-                fn insert(now_ns: u64, requests: Vec<wit::Request>) {
+                fn insert(now_ns: u64, requests: Vec<u64>) {
                     RUNTIME.with(|rt| glue::insert(rt, now_ns, requests))
                 }
                 fn dispatch(now_ns: u64, hw_queue: u32, budget: u32) -> wit::DispatchAnswer {
-            RUNTIME.with(|rt| glue::dispatch(rt, now_ns, hw_queue, budget))
+                    RUNTIME.with(|rt| glue::dispatch(rt, now_ns, hw_queue, budget))
                 }
                 fn allow_merge(query: wit::MergeQuery) -> bool {
                     RUNTIME.with(|rt| glue::allow_merge(rt, query))
@@ -222,7 +199,7 @@ macro_rules! __export_component {
                 fn merged(now_ns: u64, events: Vec<wit::MergeEvent>) {
                     RUNTIME.with(|rt| glue::merged(rt, now_ns, events))
                 }
-                fn completed(now_ns: u64, done: Vec<wit::Completion>) {
+                fn completed(now_ns: u64, done: Vec<u64>) {
                     RUNTIME.with(|rt| glue::completed(rt, now_ns, done))
                 }
                 fn limit_depth(op: wit::Op, sync: bool) -> u32 {
@@ -236,7 +213,7 @@ macro_rules! __export_component {
                 }
             }
 
-            $crate::__guest::__export_policy_world!(Component with_types_in $crate::__guest);
+    $crate::__guest::__export_policy_world!(Component with_types_in $crate::__guest);
         };
     };
 }

@@ -89,6 +89,8 @@
 #![deny(unsafe_code)]
 
 pub mod collections;
+#[doc(hidden)]
+pub mod packed;
 mod policy;
 mod runtime;
 mod types;

@@ -22,7 +22,11 @@ fn every_bio_completes_exactly_once_under_random_merging_load() {
         let mut next_bio = 0u64;
         for now in 0..5_000u64 {
             for _ in 0..rng.below(4) {
-                let op = if rng.below(3) == 0 { Op::Write } else { Op::Read };
+                let op = if rng.below(3) == 0 {
+                    Op::Write
+                } else {
+                    Op::Read
+                };
                 let bio = Bio {
                     id: next_bio,
                     ctx: rng.below(3) as u32,
@@ -41,7 +45,11 @@ fn every_bio_completes_exactly_once_under_random_merging_load() {
             while let Some(action) = core.poll_action() {
                 match action {
                     Action::Dispatch { id, .. } => on_device.push(id),
-                    Action::Complete(done) => assert!(outstanding.remove(&done.bio), "bio {} completed twice", done.bio),
+                    Action::Complete(done) => assert!(
+                        outstanding.remove(&done.bio),
+                        "bio {} completed twice",
+                        done.bio
+                    ),
                 }
             }
             // The device finishes a random subset, out of order.
@@ -62,22 +70,37 @@ fn every_bio_completes_exactly_once_under_random_merging_load() {
             while let Some(action) = core.poll_action() {
                 match action {
                     Action::Dispatch { id, .. } => on_device.push(id),
-                    Action::Complete(done) => assert!(outstanding.remove(&done.bio), "bio {} completed twice", done.bio),
+                    Action::Complete(done) => assert!(
+                        outstanding.remove(&done.bio),
+                        "bio {} completed twice",
+                        done.bio
+                    ),
                 }
             }
             for id in on_device.drain(..) {
                 core.complete(now, id, 0).unwrap();
             }
             now += 1;
-            assert!(now < 100_000, "{} bios never completed ({nomerges:?})", outstanding.len());
+            assert!(
+                now < 100_000,
+                "{} bios never completed ({nomerges:?})",
+                outstanding.len()
+            );
         }
         let stats = core.stats();
         assert_eq!(stats.bios, next_bio);
         assert_eq!(stats.dispatched, stats.completed);
-        assert_eq!(stats.requests, stats.dispatched + stats.coalesced, "{nomerges:?}: every request is dispatched once or absorbed");
+        assert_eq!(
+            stats.requests,
+            stats.dispatched + stats.coalesced,
+            "{nomerges:?}: every request is dispatched once or absorbed"
+        );
         assert_eq!(core.requests_in_flight(), 0);
         if nomerges == Nomerges::All {
-            assert!(stats.back_merges + stats.front_merges > 0, "the load merges");
+            assert!(
+                stats.back_merges + stats.front_merges > 0,
+                "the load merges"
+            );
         }
     }
 }
@@ -98,7 +121,15 @@ fn simulated_jobs_complete_every_issued_bio_on_each_device() {
     .unwrap();
     for device in ["sim:null", "sim:ssd", "sim:hdd"] {
         let spec = DeviceSpec::parse(device).unwrap();
-        let outcome = sim::run(&jobs, &spec, Box::new(NativePolicy::<Noop>::default()), &[], SimOptions::default(), &mut |_| {}).unwrap();
+        let outcome = sim::run(
+            &jobs,
+            &spec,
+            Box::new(NativePolicy::<Noop>::default()),
+            &[],
+            SimOptions::default(),
+            &mut |_| {},
+        )
+        .unwrap();
         for (s, stats) in outcome.submitters.iter().zip(&outcome.stats) {
             let done: u64 = stats.dirs.iter().map(|d| d.ios).sum();
             assert!(s.issued > 0, "{device}: ctx {} issued nothing", s.ctx);

@@ -13,15 +13,31 @@ const JOB: &str = "[global]\nbs=4k\nsize=32m\nruntime=500ms\n[rand]\nrw=randread
 fn json_for(policy: Box<dyn PolicyBackend>, seed: u64) -> String {
     let jobs = parse_job_file("det.fio", JOB).unwrap();
     let device = DeviceSpec::parse("sim:hdd").unwrap();
-    let options = SimOptions { seed, ..SimOptions::default() };
+    let options = SimOptions {
+        seed,
+        ..SimOptions::default()
+    };
     let outcome = sim::run(&jobs, &device, policy, &[], options, &mut |_| {}).unwrap();
-    let info = RunInfo { policy_source: "x".into(), device: "sim:hdd".into(), device_model: "hdd".into(), seed, settings: vec![] };
-    serde_json::to_string_pretty(&to_json(&Summary { info: &info, jobs: &jobs, outcome: &outcome })).unwrap()
+    let info = RunInfo {
+        policy_source: "x".into(),
+        device: "sim:hdd".into(),
+        device_model: "hdd".into(),
+        seed,
+        settings: vec![],
+    };
+    serde_json::to_string_pretty(&to_json(&Summary {
+        info: &info,
+        jobs: &jobs,
+        outcome: &outcome,
+    }))
+    .unwrap()
 }
 
 fn wasm_noop(runtime: &WasmRuntime) -> Option<Box<dyn PolicyBackend>> {
     let path = component("noop")?;
-    Some(Box::new(runtime.load(&path).unwrap().instantiate().unwrap()))
+    Some(Box::new(
+        runtime.load(&path).unwrap().instantiate().unwrap(),
+    ))
 }
 
 #[test]
@@ -39,7 +55,9 @@ fn same_seed_gives_byte_identical_json() {
 #[test]
 fn noop_component_and_native_noop_schedule_identically() {
     let runtime = runtime();
-    let Some(wasm) = wasm_noop(&runtime) else { return };
+    let Some(wasm) = wasm_noop(&runtime) else {
+        return;
+    };
     let native = schedhost::policy::native_policy("noop").unwrap();
     assert_eq!(json_for(wasm, 3), json_for(native, 3));
 }

@@ -11,7 +11,9 @@ use schedhost_policy_noop::Noop;
 /// Returns `None` (and says so) when it is missing, so plain `cargo test` works for the host
 /// alone; under `cargo xtask test` (SCHEDHOST_REQUIRE_WASM=1) a missing component fails.
 pub fn component(name: &str) -> Option<PathBuf> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/policies").join(format!("{name}.wasm"));
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../target/policies")
+        .join(format!("{name}.wasm"));
     if path.is_file() {
         return Some(path);
     }
@@ -20,7 +22,10 @@ pub fn component(name: &str) -> Option<PathBuf> {
         "{} is missing: `cargo xtask build` builds the policy components",
         path.display()
     );
-    eprintln!("skipping: {} not built (run `cargo xtask test` for the wasm tests)", path.display());
+    eprintln!(
+        "skipping: {} not built (run `cargo xtask test` for the wasm tests)",
+        path.display()
+    );
     None
 }
 

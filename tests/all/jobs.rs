@@ -11,9 +11,25 @@ fn job_file_sections_inherit_global_options() {
     .unwrap();
     assert_eq!(jobs.len(), 2);
     let (r, w) = (&jobs[0], &jobs[1]);
-    assert_eq!((r.name.as_str(), r.pattern, r.direction, r.bs, r.numjobs, r.iodepth), ("reader", Pattern::Random, Direction::Read, 65536, 3, 4));
-    assert_eq!((w.direction, w.rwmixread, w.read_pct(), w.bs), (Direction::Mixed, 70, 70, 8192));
-    assert_eq!((w.runtime_ns, w.time_based, w.prioclass, w.prio), (Some(2_000_000_000), true, Some(1), Some(2)));
+    assert_eq!(
+        (
+            r.name.as_str(),
+            r.pattern,
+            r.direction,
+            r.bs,
+            r.numjobs,
+            r.iodepth
+        ),
+        ("reader", Pattern::Random, Direction::Read, 65536, 3, 4)
+    );
+    assert_eq!(
+        (w.direction, w.rwmixread, w.read_pct(), w.bs),
+        (Direction::Mixed, 70, 70, 8192)
+    );
+    assert_eq!(
+        (w.runtime_ns, w.time_based, w.prioclass, w.prio),
+        (Some(2_000_000_000), true, Some(1), Some(2))
+    );
 }
 
 #[test]
@@ -24,7 +40,11 @@ fn rwmixread_applies_whichever_order_it_is_given() {
 
 #[test]
 fn accepted_engine_options_do_not_change_the_job() {
-    let jobs = parse_job_file("j.fio", "[a]\nsize=1m\nioengine=libaio\ndirect=1\ndirectory=/tmp\nfilename=x\n").unwrap();
+    let jobs = parse_job_file(
+        "j.fio",
+        "[a]\nsize=1m\nioengine=libaio\ndirect=1\ndirectory=/tmp\nfilename=x\n",
+    )
+    .unwrap();
     assert_eq!(jobs[0].filename.as_deref(), Some("x"));
     assert!(jobs[0].direct);
 }
@@ -38,39 +58,88 @@ fn unsupported_option_is_named_with_its_line() {
 #[test]
 fn bad_values_are_named_with_their_line() {
     let cases = [
-        ("[a]\nsize=1m\nbs=4q\n", "j.fio:3: `4q`: unknown size unit `q`"),
-        ("[a]\nsize=1m\nbs=1000\n", "j.fio:3: bs=1000: a block size is a positive multiple of 512 bytes"),
-        ("[a]\nsize=1m\nrw=trim\n", "j.fio:3: rw=trim is not supported"),
-        ("[a]\nsize=1m\niodepth=0\n", "j.fio:3: iodepth=0 is out of range 1..=65536"),
-        ("[a]\nsize=1m\nbs=4k,8k\n", "j.fio:3: bs=4k,8k: separate read/write block sizes"),
-        ("size=1m\n[a]\n", "j.fio:1: `size=1m` comes before any [section]"),
+        (
+            "[a]\nsize=1m\nbs=4q\n",
+            "j.fio:3: `4q`: unknown size unit `q`",
+        ),
+        (
+            "[a]\nsize=1m\nbs=1000\n",
+            "j.fio:3: bs=1000: a block size is a positive multiple of 512 bytes",
+        ),
+        (
+            "[a]\nsize=1m\nrw=trim\n",
+            "j.fio:3: rw=trim is not supported",
+        ),
+        (
+            "[a]\nsize=1m\niodepth=0\n",
+            "j.fio:3: iodepth=0 is out of range 1..=65536",
+        ),
+        (
+            "[a]\nsize=1m\nbs=4k,8k\n",
+            "j.fio:3: bs=4k,8k: separate read/write block sizes",
+        ),
+        (
+            "size=1m\n[a]\n",
+            "j.fio:1: `size=1m` comes before any [section]",
+        ),
         ("[a\nsize=1m\n", "j.fio:1: bad section header `[a`"),
         ("[a]\nrw=read\n", "j.fio:1: job 'a': set size="),
         ("[global]\nsize=1m\n", "j.fio: no job defined"),
-        ("[a]\nsize=1m\nruntime=5x\n", "j.fio:3: `5x`: unknown time unit `x`"),
+        (
+            "[a]\nsize=1m\nruntime=5x\n",
+            "j.fio:3: `5x`: unknown time unit `x`",
+        ),
     ];
     for (text, expected) in cases {
         let err = parse_job_file("j.fio", text).unwrap_err().to_string();
-        assert!(err.starts_with(expected), "for {text:?}: got {err:?}, expected it to start with {expected:?}");
+        assert!(
+            err.starts_with(expected),
+            "for {text:?}: got {err:?}, expected it to start with {expected:?}"
+        );
     }
 }
 
 #[test]
 fn command_line_options_make_jobs_like_fio() {
-    let opts: Vec<String> = ["--bs=8k", "--size=4m", "--name=a", "--rw=randwrite", "--name=b", "--iodepth=2"].iter().map(|s| s.to_string()).collect();
+    let opts: Vec<String> = [
+        "--bs=8k",
+        "--size=4m",
+        "--name=a",
+        "--rw=randwrite",
+        "--name=b",
+        "--iodepth=2",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
     let jobs = parse_cmdline(&opts).unwrap();
     assert_eq!(jobs.len(), 2);
-    assert_eq!((jobs[0].name.as_str(), jobs[0].bs, jobs[0].rw_name()), ("a", 8192, "randwrite"));
-    assert_eq!((jobs[1].name.as_str(), jobs[1].iodepth, jobs[1].rw_name()), ("b", 2, "read"));
+    assert_eq!(
+        (jobs[0].name.as_str(), jobs[0].bs, jobs[0].rw_name()),
+        ("a", 8192, "randwrite")
+    );
+    assert_eq!(
+        (jobs[1].name.as_str(), jobs[1].iodepth, jobs[1].rw_name()),
+        ("b", 2, "read")
+    );
     let anonymous = parse_cmdline(&["--rw=read".to_owned(), "--size=1m".to_owned()]).unwrap();
     assert_eq!(anonymous[0].name, "job");
-    let err = parse_cmdline(&["--size=1m".to_owned(), "--bogus=1".to_owned()]).unwrap_err().to_string();
-    assert_eq!(err, "command line option --bogus: unsupported fio option `bogus`");
+    let err = parse_cmdline(&["--size=1m".to_owned(), "--bogus=1".to_owned()])
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        err,
+        "command line option --bogus: unsupported fio option `bogus`"
+    );
 }
 
 #[test]
 fn clones_get_their_own_regions_unless_offset_increment_shares_a_file() {
-    let jobs = parse_job_file("j.fio", "[a]\nsize=1m\nnumjobs=3\n[b]\nsize=1m\nnumjobs=2\noffset_increment=1m\n").unwrap();
+    let jobs = parse_job_file(
+        "j.fio",
+        "[a]\nsize=1m\nnumjobs=3\n[b]\nsize=1m\nnumjobs=2\noffset_increment=1m\n",
+    )
+    .unwrap();
     let places = place(&jobs, 1 << 30).unwrap();
     let starts: Vec<u64> = places.iter().map(|p| p.region_start).collect();
     // Three files for a (1 MiB apart, aligned), one shared file for b with clones 1 MiB apart.
@@ -87,7 +156,11 @@ fn jobs_larger_than_the_device_are_refused_by_name() {
 
 #[test]
 fn stonewall_starts_a_new_phase_and_group() {
-    let jobs = parse_job_file("j.fio", "[a]\nsize=1m\n[b]\nsize=1m\nstonewall\n[c]\nsize=1m\nnew_group\n").unwrap();
+    let jobs = parse_job_file(
+        "j.fio",
+        "[a]\nsize=1m\n[b]\nsize=1m\nstonewall\n[c]\nsize=1m\nnew_group\n",
+    )
+    .unwrap();
     let places = place(&jobs, 1 << 30).unwrap();
     let shape: Vec<(u32, u32)> = places.iter().map(|p| (p.phase, p.group)).collect();
     assert_eq!(shape, vec![(0, 0), (1, 1), (1, 2)]);

@@ -7,7 +7,16 @@ use schedhost_sdk::{Op, PrioClass};
 use crate::helpers::noop_core;
 
 fn read(id: u64, ctx: u32, sector: u64) -> Bio {
-    Bio { id, ctx, op: Op::Read, sector, sectors: 8, sync: true, prio_class: PrioClass::None, prio_level: 4 }
+    Bio {
+        id,
+        ctx,
+        op: Op::Read,
+        sector,
+        sectors: 8,
+        sync: true,
+        prio_class: PrioClass::None,
+        prio_level: 4,
+    }
 }
 
 /// Runs the core at `now` and returns the (sector, sectors) of every request dispatched.
@@ -15,7 +24,10 @@ fn dispatched(core: &mut Core, now: u64) -> Vec<(u64, u32)> {
     core.run(now).expect("noop does not fault");
     let mut out = Vec::new();
     while let Some(action) = core.poll_action() {
-        if let Action::Dispatch { sector, sectors, .. } = action {
+        if let Action::Dispatch {
+            sector, sectors, ..
+        } = action
+        {
             out.push((sector, sectors));
         }
     }

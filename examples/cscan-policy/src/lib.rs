@@ -4,7 +4,9 @@
 
 #![forbid(unsafe_code)]
 
-use schedhost_sdk::{Dispatch, IdMap, MergeEvent, MergeKind, Policy, Request, SectorSet, Setup, TunableSpec};
+use schedhost_sdk::{
+    Dispatch, IdMap, MergeEvent, MergeKind, Policy, Request, SectorSet, Setup, TunableSpec,
+};
 
 /// The C-SCAN policy.
 #[derive(Debug, Default)]
@@ -54,7 +56,13 @@ impl Policy for Cscan {
     fn dispatch(&mut self, _now_ns: u64, _hw_queue: u32, budget: u32, out: &mut Dispatch) {
         let mut sent = 0;
         while out.ids.len() < budget as usize && sent < self.max_sweep_sectors {
-            let Some((sector, id)) = self.sorted.at_or_after(self.head).or_else(|| self.sorted.first()) else { break };
+            let Some((sector, id)) = self
+                .sorted
+                .at_or_after(self.head)
+                .or_else(|| self.sorted.first())
+            else {
+                break;
+            };
             self.sorted.remove(sector, id);
             let sectors = self.extent_of.remove(&id).map_or(0, |(_, n)| u64::from(n));
             out.ids.push(id);
@@ -69,7 +77,9 @@ impl Policy for Cscan {
         {
             self.sorted.remove(sector, gone);
         }
-        if let Some((old, _)) = self.extent_of.insert(event.target, (event.sector, event.sectors))
+        if let Some((old, _)) = self
+            .extent_of
+            .insert(event.target, (event.sector, event.sectors))
             && event.kind == MergeKind::Front
         {
             self.sorted.reposition(old, event.sector, event.target);
@@ -86,13 +96,31 @@ mod tests {
     use super::*;
 
     fn read(id: u64, sector: u64) -> Request {
-        Request { id, ctx: 0, op: Op::Read, sector, sectors: 8, sync: true, prio_class: PrioClass::None, prio_level: 4, arrival_ns: 0 }
+        Request {
+            id,
+            ctx: 0,
+            op: Op::Read,
+            sector,
+            sectors: 8,
+            sync: true,
+            prio_class: PrioClass::None,
+            prio_level: 4,
+            arrival_ns: 0,
+        }
     }
 
     #[test]
     fn cscan_sweeps_upward_then_wraps_to_lowest_sector() {
         let mut rt = Runtime::<Cscan>::new();
-        rt.init(&Setup { hw_queues: 1, queue_depth: 1, nr_requests: 8 }, &[]).unwrap();
+        rt.init(
+            &Setup {
+                hw_queues: 1,
+                queue_depth: 1,
+                nr_requests: 8,
+            },
+            &[],
+        )
+        .unwrap();
         rt.insert(0, &[read(1, 500), read(2, 100), read(3, 900)]);
         assert_eq!(rt.dispatch(0, 0, 1).ids, vec![2]);
         rt.insert(0, &[read(4, 50)]);

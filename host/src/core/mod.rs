@@ -23,7 +23,7 @@ use schedhost_sdk::{
 
 use crate::policy::{Fault, FaultKind, PolicyBackend};
 pub use merge::{MergeIndex, Nomerges, can_coalesce, can_merge};
-pub use request::{Bio, BioRef, Request, RequestTable, State};
+pub use request::{Bio, BioRef, Bios, Request, RequestTable, State};
 pub use routing::{CompletionSite, RqAffinity, site};
 
 /// Queue limits and attributes, as the kernel's queue sysfs directory.
@@ -297,7 +297,7 @@ impl Core {
             arrival_ns: now_ns,
             home_queue: home,
             state: State::Staged,
-            bios: vec![(
+            bios: smallvec::smallvec![(
                 bio.ctx,
                 BioRef {
                     id: bio.id,

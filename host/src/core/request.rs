@@ -1,6 +1,10 @@
 //! Bios as submitters hand them in, and requests as the scheduler sees them.
 
 use schedhost_sdk::{Op, PrioClass};
+use smallvec::SmallVec;
+
+/// The bios of a request: most requests hold one, so it lives inline without an allocation.
+pub type Bios = SmallVec<[(u32, BioRef); 1]>;
 
 /// One I/O from a submitter. Several contiguous bios may merge into one request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,7 +83,7 @@ pub struct Request {
     /// Where it is.
     pub state: State,
     /// Its bios, with their submitters.
-    pub bios: Vec<(u32, BioRef)>,
+    pub bios: Bios,
 }
 
 impl Request {

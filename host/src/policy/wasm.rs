@@ -6,9 +6,9 @@
 
 use std::path::{Path, PathBuf};
 
+use schedhost_sdk::packed;
 use schedhost_sdk::{
-    Completion, Dispatch, Info, MergeEvent, MergeKind, MergeQuery, Op, PrioClass, Request, Setup,
-    Tunable,
+    Completion, Dispatch, Info, MergeEvent, MergeKind, MergeQuery, Op, Request, Setup, Tunable,
 };
 use wasmtime::component::{Component, Linker, types::ComponentItem};
 use wasmtime::{
@@ -218,7 +218,11 @@ impl LoadedPolicy {
     pub fn instantiate(&self) -> anyhow::Result<WasmPolicy> {
         let mut store = Store::new(&self.engine, ());
         let instance = self.pre.instantiate(&mut store)?;
-        Ok(WasmPolicy { store, instance })
+        Ok(WasmPolicy {
+            store,
+            instance,
+            words: Vec::new(),
+        })
     }
 }
 
@@ -226,6 +230,8 @@ impl LoadedPolicy {
 pub struct WasmPolicy {
     store: Store<()>,
     instance: bindings::Policy,
+    /// Reused buffer for packed batches.
+    words: Vec<u64>,
 }
 
 impl std::fmt::Debug for WasmPolicy {
@@ -307,10 +313,13 @@ impl PolicyBackend for WasmPolicy {
     }
 
     fn insert(&mut self, now_ns: u64, requests: &[Request]) -> Result<(), Fault> {
-        let batch: Vec<wit::Request> = requests.iter().map(to_wit_request).collect();
+        self.words.clear();
+        for request in requests {
+            packed::pack_request(request, &mut self.words);
+        }
         self.instance
             .schedhost_policy_scheduler()
-            .call_insert(&mut self.store, now_ns, &batch)
+            .call_insert(&mut self.store, now_ns, &self.words)
             .map_err(|e| trap("insert", e))
     }
 
@@ -361,21 +370,13 @@ impl PolicyBackend for WasmPolicy {
     }
 
     fn completed(&mut self, now_ns: u64, done: &[Completion]) -> Result<(), Fault> {
-        let batch: Vec<wit::Completion> = done
-            .iter()
-            .map(|c| wit::Completion {
-                id: c.id,
-                ctx: c.ctx,
-                op: to_wit_op(c.op),
-                sectors: c.sectors,
-                latency_ns: c.latency_ns,
-                service_ns: c.service_ns,
-                status: c.status,
-            })
-            .collect();
+        self.words.clear();
+        for completion in done {
+            packed::pack_completion(completion, &mut self.words);
+        }
         self.instance
             .schedhost_policy_scheduler()
-            .call_completed(&mut self.store, now_ns, &batch)
+            .call_completed(&mut self.store, now_ns, &self.words)
             .map_err(|e| trap("completed", e))
     }
 
@@ -398,25 +399,6 @@ impl PolicyBackend for WasmPolicy {
             .schedhost_policy_scheduler()
             .call_restore_state(&mut self.store, state)
             .map_err(|e| trap("restore-state", e))
-    }
-}
-
-fn to_wit_request(r: &Request) -> wit::Request {
-    wit::Request {
-        id: r.id,
-        ctx: r.ctx,
-        op: to_wit_op(r.op),
-        sector: r.sector,
-        sectors: r.sectors,
-        sync: r.sync,
-        prio_class: match r.prio_class {
-            PrioClass::None => wit::PrioClass::None,
-            PrioClass::Rt => wit::PrioClass::Rt,
-            PrioClass::Be => wit::PrioClass::Be,
-            PrioClass::Idle => wit::PrioClass::Idle,
-        },
-        prio_level: r.prio_level,
-        arrival_ns: r.arrival_ns,
     }
 }
 

@@ -1,0 +1,116 @@
+//! The packed encoding of the two per-request calls, `insert` and `completed`: five u64 words
+//! per record. A list of scalars crosses the component boundary in one copy, a list of records
+//! field by field; `schedhost bench` measured the difference (BENCHMARKS.md). The layouts are
+//! documented in `wit/policy.wit`.
+
+use crate::types::{Completion, Op, PrioClass, Request};
+
+/// Words per packed request or completion.
+pub const WORDS: usize = 5;
+
+fn op_index(op: Op) -> u64 {
+    op as u64
+}
+
+fn op_from(index: u64) -> Op {
+    match index & 0xff {
+        0 => Op::Read,
+        1 => Op::Write,
+        2 => Op::Flush,
+        _ => Op::Discard,
+    }
+}
+
+/// Appends `r` to `out`.
+pub fn pack_request(r: &Request, out: &mut Vec<u64>) {
+    let flags = op_index(r.op)
+        | u64::from(r.sync) << 8
+        | (r.prio_class as u64) << 16
+        | u64::from(r.prio_level) << 24;
+    out.extend_from_slice(&[
+        r.id,
+        r.sector,
+        r.arrival_ns,
+        u64::from(r.sectors) | u64::from(r.ctx) << 32,
+        flags,
+    ]);
+}
+
+/// The request in five words.
+pub fn unpack_request(w: &[u64]) -> Request {
+    Request {
+        id: w[0],
+        sector: w[1],
+        arrival_ns: w[2],
+        sectors: w[3] as u32,
+        ctx: (w[3] >> 32) as u32,
+        op: op_from(w[4]),
+        sync: (w[4] >> 8) & 1 == 1,
+        prio_class: match (w[4] >> 16) & 0xff {
+            1 => PrioClass::Rt,
+            2 => PrioClass::Be,
+            3 => PrioClass::Idle,
+            _ => PrioClass::None,
+        },
+        prio_level: (w[4] >> 24) as u8,
+    }
+}
+
+/// Appends `c` to `out`.
+pub fn pack_completion(c: &Completion, out: &mut Vec<u64>) {
+    out.extend_from_slice(&[
+        c.id,
+        c.latency_ns,
+        c.service_ns,
+        u64::from(c.sectors) | u64::from(c.ctx) << 32,
+        op_index(c.op) | u64::from(c.status as u32) << 32,
+    ]);
+}
+
+/// The completion in five words.
+pub fn unpack_completion(w: &[u64]) -> Completion {
+    Completion {
+        id: w[0],
+        latency_ns: w[1],
+        service_ns: w[2],
+        sectors: w[3] as u32,
+        ctx: (w[3] >> 32) as u32,
+        op: op_from(w[4]),
+        status: (w[4] >> 32) as u32 as i32,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn packed_request_and_completion_round_trip() {
+        let r = Request {
+            id: u64::MAX - 3,
+            ctx: 77,
+            op: Op::Discard,
+            sector: 1 << 40,
+            sectors: 2560,
+            sync: true,
+            prio_class: PrioClass::Idle,
+            prio_level: 7,
+            arrival_ns: 123_456_789,
+        };
+        let c = Completion {
+            id: 9,
+            ctx: u32::MAX,
+            op: Op::Write,
+            sectors: 8,
+            latency_ns: 5,
+            service_ns: 4,
+            status: -5,
+        };
+        let mut words = Vec::new();
+        pack_request(&r, &mut words);
+        pack_completion(&c, &mut words);
+        assert_eq!(words.len(), 2 * WORDS);
+        assert_eq!(unpack_request(&words[..WORDS]), r);
+        assert_eq!(unpack_completion(&words[WORDS..]), c);
+    }
+}
