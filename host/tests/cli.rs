@@ -4,7 +4,10 @@ use std::path::PathBuf;
 use std::process::{Command, Output};
 
 fn schedhost(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_schedhost")).args(args).output().expect("schedhost starts")
+    Command::new(env!("CARGO_BIN_EXE_schedhost"))
+        .args(args)
+        .output()
+        .expect("schedhost starts")
 }
 
 fn stderr(out: &Output) -> String {
@@ -22,12 +25,25 @@ fn temp_file(name: &str, text: &str) -> PathBuf {
 /// Asserts a failed run: non-zero exit, one clear message, no panic.
 fn assert_fails_with(out: &Output, expected: &str) {
     let err = stderr(out);
-    assert!(!out.status.success(), "expected failure, got success; stderr: {err}");
+    assert!(
+        !out.status.success(),
+        "expected failure, got success; stderr: {err}"
+    );
     assert!(err.contains(expected), "stderr lacks {expected:?}:\n{err}");
-    assert!(!err.contains("panicked") && !err.contains("RUST_BACKTRACE"), "panic:\n{err}");
+    assert!(
+        !err.contains("panicked") && !err.contains("RUST_BACKTRACE"),
+        "panic:\n{err}"
+    );
 }
 
-const QUICK: [&str; 6] = ["--name=r", "--rw=randread", "--bs=4k", "--size=16m", "--iodepth=4", "--runtime=200ms"];
+const QUICK: [&str; 6] = [
+    "--name=r",
+    "--rw=randread",
+    "--bs=4k",
+    "--size=16m",
+    "--iodepth=4",
+    "--runtime=200ms",
+];
 
 #[test]
 fn json_report_has_fio_shape_and_schedhost_section() {
@@ -51,7 +67,14 @@ fn json_report_has_fio_shape_and_schedhost_section() {
 #[test]
 fn same_seed_gives_byte_identical_json_from_the_binary() {
     let run = |seed: &str| {
-        let mut args = vec!["--policy", "native:noop", "--output-format", "json", "--seed", seed];
+        let mut args = vec![
+            "--policy",
+            "native:noop",
+            "--output-format",
+            "json",
+            "--seed",
+            seed,
+        ];
         args.extend(QUICK);
         schedhost(&args).stdout
     };
@@ -76,7 +99,10 @@ fn text_report_shows_job_group_and_scheduler_summary() {
 fn missing_policy_file_is_named() {
     let mut args = vec!["--policy", "missing/policy.wasm"];
     args.extend(QUICK);
-    assert_fails_with(&schedhost(&args), "policy file missing/policy.wasm does not exist");
+    assert_fails_with(
+        &schedhost(&args),
+        "policy file missing/policy.wasm does not exist",
+    );
 }
 
 #[test]
@@ -98,7 +124,10 @@ fn broken_job_file_names_file_and_line() {
 fn unknown_tunable_is_refused_by_the_policy() {
     let mut args = vec!["--policy", "native:noop", "--set", "fifo_batch=4"];
     args.extend(QUICK);
-    assert_fails_with(&schedhost(&args), "noop has no tunables (asked for 'fifo_batch')");
+    assert_fails_with(
+        &schedhost(&args),
+        "noop has no tunables (asked for 'fifo_batch')",
+    );
 }
 
 #[test]
@@ -106,14 +135,21 @@ fn missing_job_and_bad_device_are_explained() {
     assert_fails_with(&schedhost(&["--policy", "native:noop"]), "no job given");
     let mut args = vec!["--policy", "native:noop", "--device", "sim:tape"];
     args.extend(QUICK);
-    assert_fails_with(&schedhost(&args), "--device sim:tape: not a simulated device");
+    assert_fails_with(
+        &schedhost(&args),
+        "--device sim:tape: not a simulated device",
+    );
 }
 
 #[test]
 fn inspect_lists_tunables_of_a_component() {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/policies/cscan.wasm");
     if !path.is_file() {
-        assert!(std::env::var_os("SCHEDHOST_REQUIRE_WASM").is_none(), "{} missing", path.display());
+        assert!(
+            std::env::var_os("SCHEDHOST_REQUIRE_WASM").is_none(),
+            "{} missing",
+            path.display()
+        );
         eprintln!("skipping: {} not built", path.display());
         return;
     }
@@ -121,6 +157,12 @@ fn inspect_lists_tunables_of_a_component() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(text.contains("policy:     cscan 0.1.0"), "{text}");
-    assert!(text.contains("interface:  schedhost:policy/scheduler@0.1.0"), "{text}");
-    assert!(text.contains("max_sweep_kb  default 4096 KiB, range 4..=1073741824"), "{text}");
+    assert!(
+        text.contains("interface:  schedhost:policy/scheduler@0.1.0"),
+        "{text}"
+    );
+    assert!(
+        text.contains("max_sweep_kb  default 4096 KiB, range 4..=1073741824"),
+        "{text}"
+    );
 }

@@ -10,7 +10,6 @@
 use std::cell::RefCell;
 
 use crate::Policy;
-use crate::packed;
 use crate::runtime::Runtime;
 use crate::types as sdk;
 
@@ -31,6 +30,7 @@ pub fn info<P: Policy>(rt: &RefCell<Runtime<P>>) -> wit::PolicyInfo {
         name: info.name,
         version: info.version,
         merge_veto: info.merge_veto,
+        completions: info.completions,
     }
 }
 
@@ -71,11 +71,7 @@ pub fn set<P: Policy>(rt: &RefCell<Runtime<P>>, name: String, value: i64) -> Res
 }
 
 pub fn insert<P: Policy>(rt: &RefCell<Runtime<P>>, now_ns: u64, words: Vec<u64>) {
-    let requests: Vec<sdk::Request> = words
-        .chunks_exact(packed::WORDS)
-        .map(packed::unpack_request)
-        .collect();
-    rt.borrow_mut().insert(now_ns, &requests);
+    rt.borrow_mut().insert_packed(now_ns, &words);
 }
 
 pub fn dispatch<P: Policy>(
@@ -120,11 +116,7 @@ pub fn merged<P: Policy>(rt: &RefCell<Runtime<P>>, now_ns: u64, events: Vec<wit:
 }
 
 pub fn completed<P: Policy>(rt: &RefCell<Runtime<P>>, now_ns: u64, words: Vec<u64>) {
-    let done: Vec<sdk::Completion> = words
-        .chunks_exact(packed::WORDS)
-        .map(packed::unpack_completion)
-        .collect();
-    rt.borrow_mut().completed(now_ns, &done);
+    rt.borrow_mut().completed_packed(now_ns, &words);
 }
 
 pub fn limit_depth<P: Policy>(rt: &RefCell<Runtime<P>>, o: wit::Op, sync: bool) -> u32 {

@@ -36,6 +36,8 @@ pub trait Policy: Sized + 'static {
     const TUNABLES: &'static [TunableSpec] = &[];
     /// Set to ask [`Policy::allow_merge`] before each merge into a queued request.
     const MERGE_VETO: bool = false;
+    /// Clear to tell the host not to call [`Policy::completed`] (saves a call per batch).
+    const COMPLETIONS: bool = true;
 
     /// Creates the policy for a device, before any tunable is set.
     fn new(setup: &Setup) -> Self;
@@ -67,7 +69,7 @@ pub trait Policy: Sized + 'static {
     /// A queued request grew, and perhaps absorbed another.
     fn merged(&mut self, now_ns: u64, event: &MergeEvent);
 
-    /// Dispatched requests finished.
+    /// Dispatched requests finished. Only called when `COMPLETIONS` is set (the default).
     fn completed(&mut self, now_ns: u64, done: &[Completion]) {
         let _ = (now_ns, done);
     }

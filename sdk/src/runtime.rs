@@ -14,6 +14,9 @@ use crate::types::{
 #[derive(Debug)]
 pub struct Runtime<P: Policy> {
     policy: Option<P>,
+    /// Reused for unpacking batches, so a component does not allocate per call.
+    requests: Vec<Request>,
+    done: Vec<Completion>,
 }
 
 impl<P: Policy> Default for Runtime<P> {
@@ -25,7 +28,11 @@ impl<P: Policy> Default for Runtime<P> {
 impl<P: Policy> Runtime<P> {
     /// A runtime whose policy is created by [`Runtime::init`].
     pub fn new() -> Self {
-        Self { policy: None }
+        Self {
+            policy: None,
+            requests: Vec::new(),
+            done: Vec::new(),
+        }
     }
 
     /// The policy's name, version and merge preference.
@@ -34,6 +41,7 @@ impl<P: Policy> Runtime<P> {
             name: P::NAME.to_owned(),
             version: P::VERSION.to_owned(),
             merge_veto: P::MERGE_VETO,
+            completions: P::COMPLETIONS,
         }
     }
 
@@ -83,6 +91,35 @@ impl<P: Policy> Runtime<P> {
     /// Forwards [`Policy::insert`].
     pub fn insert(&mut self, now_ns: u64, requests: &[Request]) {
         self.policy_mut().insert(now_ns, requests);
+    }
+
+    /// Unpacks a batch in the wire encoding ([`crate::packed`]) and forwards it to
+    /// [`Policy::insert`].
+    #[doc(hidden)]
+    pub fn insert_packed(&mut self, now_ns: u64, words: &[u64]) {
+        let mut requests = std::mem::take(&mut self.requests);
+        requests.clear();
+        requests.extend(
+            words
+                .chunks_exact(crate::packed::WORDS)
+                .map(crate::packed::unpack_request),
+        );
+        self.policy_mut().insert(now_ns, &requests);
+        self.requests = requests;
+    }
+
+    /// Unpacks completions in the wire encoding and forwards them to [`Policy::completed`].
+    #[doc(hidden)]
+    pub fn completed_packed(&mut self, now_ns: u64, words: &[u64]) {
+        let mut done = std::mem::take(&mut self.done);
+        done.clear();
+        done.extend(
+            words
+                .chunks_exact(crate::packed::WORDS)
+                .map(crate::packed::unpack_completion),
+        );
+        self.policy_mut().completed(now_ns, &done);
+        self.done = done;
     }
 
     /// Forwards [`Policy::dispatch`] with an empty answer.

@@ -194,6 +194,8 @@ pub struct Info {
     pub version: String,
     /// Whether to ask `allow_merge` before merges into queued requests.
     pub merge_veto: bool,
+    /// Whether to call `completed`.
+    pub completions: bool,
 }
 
 /// The device a policy schedules for.

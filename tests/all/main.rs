@@ -6,4 +6,5 @@ mod helpers;
 mod jobs;
 mod loading;
 mod merging;
+mod policy_rules;
 mod sdk_example;

@@ -30,6 +30,14 @@ impl InspectArgs {
                 "no"
             }
         );
+        println!(
+            "completions: {}",
+            if info.completions {
+                "yes"
+            } else {
+                "no (never told of finished requests)"
+            }
+        );
         if tunables.is_empty() {
             println!("tunables:   none");
             return Ok(());

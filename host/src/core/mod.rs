@@ -158,6 +158,8 @@ pub struct Core {
     config: Config,
     policy: Box<dyn PolicyBackend>,
     merge_veto: bool,
+    /// Whether the policy wants `completed` calls.
+    completions: bool,
     /// Scheduler tags a request of kind `[op][sync]` may hold per hardware queue.
     depth_limit: [[u32; 2]; 4],
     table: RequestTable,
@@ -193,7 +195,7 @@ impl Core {
         mut policy: Box<dyn PolicyBackend>,
         settings: &[(String, i64)],
     ) -> Result<Self, StartError> {
-        let merge_veto = policy.info()?.merge_veto;
+        let info = policy.info()?;
         let setup = Setup {
             hw_queues: config.hw_queues,
             queue_depth: config.queue_depth,
@@ -205,7 +207,8 @@ impl Core {
         let mut core = Self {
             config,
             policy,
-            merge_veto,
+            merge_veto: info.merge_veto,
+            completions: info.completions,
             depth_limit: [[u32::MAX; 2]; 4],
             table: RequestTable::default(),
             index: MergeIndex::default(),
@@ -344,15 +347,17 @@ impl Core {
                 site: site(self.config.rq_affinity, hw_queue, request.home_queue, ctx),
             }));
         }
-        self.pending_completions.push(Completion {
-            id,
-            ctx: request.ctx,
-            op: request.op,
-            sectors: request.sectors,
-            latency_ns: now_ns.saturating_sub(request.arrival_ns),
-            service_ns: now_ns.saturating_sub(at_ns),
-            status,
-        });
+        if self.completions {
+            self.pending_completions.push(Completion {
+                id,
+                ctx: request.ctx,
+                op: request.op,
+                sectors: request.sectors,
+                latency_ns: now_ns.saturating_sub(request.arrival_ns),
+                service_ns: now_ns.saturating_sub(at_ns),
+                status,
+            });
+        }
         self.release_tag(request.home_queue, request.op, request.sync);
         Ok(())
     }

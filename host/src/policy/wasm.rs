@@ -260,6 +260,7 @@ impl PolicyBackend for WasmPolicy {
             name: info.name,
             version: info.version,
             merge_veto: info.merge_veto,
+            completions: info.completions,
         })
     }
 

@@ -20,6 +20,7 @@ pub struct Noop {
 impl Policy for Noop {
     const NAME: &'static str = "noop";
     const VERSION: &'static str = env!("CARGO_PKG_VERSION");
+    const COMPLETIONS: bool = false;
 
     fn new(_setup: &Setup) -> Self {
         Self::default()
@@ -34,7 +35,7 @@ impl Policy for Noop {
             let Some(id) = self.queue.pop_front() else {
                 break;
             };
-            if !self.absorbed.remove(&id) {
+            if self.absorbed.is_empty() || !self.absorbed.remove(&id) {
                 out.ids.push(id);
             }
         }

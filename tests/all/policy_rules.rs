@@ -1,0 +1,162 @@
+//! The host holds policies to the interface's rules: answers that break them are faults
+//! naming the call, a policy that sits on requests stops a run instead of hanging it, and
+//! completions reach only policies that ask for them.
+
+use schedhost::core::{Action, Bio, Config, Core};
+use schedhost::device::DeviceSpec;
+use schedhost::policy::{FaultKind, NativePolicy};
+use schedhost::sim::{self, SimError, SimOptions};
+use schedhost::workload::parse_job_file;
+use schedhost_sdk::{Completion, Dispatch, MergeEvent, Op, Policy, PrioClass, Request, Setup};
+
+/// Answers dispatch according to `MODE`: 0 honest FIFO, 1 an invented id, 2 the same id
+/// twice, 3 more ids than the budget, 4 nothing ever; 5 honest FIFO that declines completions.
+#[derive(Debug, Default)]
+struct Rogue<const MODE: u8> {
+    queue: Vec<u64>,
+    completed: u64,
+}
+
+impl<const MODE: u8> Policy for Rogue<MODE> {
+    const NAME: &'static str = "rogue";
+    const VERSION: &'static str = "0";
+    const COMPLETIONS: bool = MODE != 5;
+
+    fn new(_: &Setup) -> Self {
+        Self::default()
+    }
+
+    fn insert(&mut self, _: u64, requests: &[Request]) {
+        self.queue.extend(requests.iter().map(|r| r.id));
+    }
+
+    fn dispatch(&mut self, _: u64, _: u32, budget: u32, out: &mut Dispatch) {
+        match MODE {
+            1 => out.ids.push(0xdead_beef),
+            2 => {
+                if let Some(&id) = self.queue.first() {
+                    out.ids.extend([id, id]);
+                }
+            }
+            3 => out
+                .ids
+                .extend(self.queue.drain(..).take(budget as usize + 1)),
+            4 => {}
+            _ => {
+                let n = self.queue.len().min(budget as usize);
+                out.ids.extend(self.queue.drain(..n));
+            }
+        }
+    }
+
+    fn merged(&mut self, _: u64, _: &MergeEvent) {}
+
+    fn completed(&mut self, _: u64, done: &[Completion]) {
+        self.completed += done.len() as u64;
+    }
+
+    fn save_state(&self) -> Vec<u8> {
+        self.completed.to_le_bytes().to_vec()
+    }
+}
+
+fn core_with<P: Policy + Send>(depth: u32) -> Core {
+    Core::new(
+        Config::for_device(1, depth, 2560),
+        Box::new(NativePolicy::<P>::default()),
+        &[],
+    )
+    .unwrap()
+}
+
+fn read(id: u64, sector: u64) -> Bio {
+    Bio {
+        id,
+        ctx: 0,
+        op: Op::Read,
+        sector,
+        sectors: 8,
+        sync: true,
+        prio_class: PrioClass::None,
+        prio_level: 4,
+    }
+}
+
+fn fault_of<P: Policy + Send>() -> schedhost::policy::Fault {
+    let mut core = core_with::<P>(2);
+    core.submit(0, read(1, 0)).unwrap();
+    core.submit(0, read(2, 800)).unwrap();
+    core.submit(0, read(3, 1600)).unwrap();
+    core.run(0).expect_err("the answer breaks the rules")
+}
+
+#[test]
+fn dispatching_an_unknown_id_is_a_fault() {
+    let fault = fault_of::<Rogue<1>>();
+    assert_eq!(
+        (fault.kind, fault.call),
+        (FaultKind::InvalidAnswer, "dispatch")
+    );
+    assert!(
+        fault.message.contains("0xdeadbeef, which is not queued"),
+        "{}",
+        fault.message
+    );
+}
+
+#[test]
+fn dispatching_an_id_twice_is_a_fault() {
+    let fault = fault_of::<Rogue<2>>();
+    assert!(
+        fault.message.contains("which is not queued"),
+        "{}",
+        fault.message
+    );
+}
+
+#[test]
+fn dispatching_beyond_the_budget_is_a_fault() {
+    let fault = fault_of::<Rogue<3>>();
+    assert_eq!(fault.message, "returned 3 ids for a budget of 2");
+}
+
+#[test]
+fn policy_that_never_dispatches_stops_the_run_instead_of_hanging() {
+    let jobs = parse_job_file("s.fio", "[a]\nsize=1m\n").unwrap();
+    let device = DeviceSpec::parse("sim:null").unwrap();
+    let err = sim::run(
+        &jobs,
+        &device,
+        Box::new(NativePolicy::<Rogue<4>>::default()),
+        &[],
+        SimOptions::default(),
+        &mut |_| {},
+    )
+    .unwrap_err();
+    assert!(matches!(err, SimError::Stalled { queued: 1, .. }), "{err}");
+    assert!(err.to_string().contains("cannot progress"), "{err}");
+}
+
+#[test]
+fn completions_reach_only_policies_that_ask_for_them() {
+    for (mut core, expected) in [
+        (core_with::<Rogue<0>>(4), 2u64),
+        (core_with::<Rogue<5>>(4), 0),
+    ] {
+        core.submit(0, read(1, 0)).unwrap();
+        core.submit(0, read(2, 800)).unwrap();
+        core.run(0).unwrap();
+        let mut ids = Vec::new();
+        while let Some(action) = core.poll_action() {
+            if let Action::Dispatch { id, .. } = action {
+                ids.push(id);
+            }
+        }
+        for id in ids {
+            core.complete(5, id, 0).unwrap();
+        }
+        core.run(5).unwrap();
+        let state = core.policy_mut().save_state().unwrap();
+        assert_eq!(u64::from_le_bytes(state.try_into().unwrap()), expected);
+    }
+}
