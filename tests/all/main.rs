@@ -1,6 +1,7 @@
 //! schedhost's integration tests: one binary, one module per feature.
 
 mod conservation;
+mod deadline;
 mod determinism;
 mod helpers;
 mod jobs;

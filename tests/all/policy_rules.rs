@@ -176,7 +176,8 @@ impl Policy for Patient {
     }
 
     fn insert(&mut self, _: u64, requests: &[Request]) {
-        self.queue.extend(requests.iter().map(|r| (r.id, r.arrival_ns + 1_000_000)));
+        self.queue
+            .extend(requests.iter().map(|r| (r.id, r.arrival_ns + 1_000_000)));
     }
 
     fn dispatch(&mut self, now: u64, _: u32, budget: u32, out: &mut Dispatch) {
@@ -202,12 +203,30 @@ impl Policy for Patient {
 fn policy_asking_to_be_woken_is_called_again_at_that_time() {
     let jobs = parse_job_file("w.fio", "[a]\nsize=64k\nrw=randread\niodepth=2\n").unwrap();
     let device = DeviceSpec::parse("sim:null").unwrap();
-    let outcome = sim::run(&jobs, &device, Box::new(NativePolicy::<Patient>::default()), &[], SimOptions::default(), &mut |_| {})
-        .expect("the timer keeps the run going");
+    let outcome = sim::run(
+        &jobs,
+        &device,
+        Box::new(NativePolicy::<Patient>::default()),
+        &[],
+        SimOptions::default(),
+        &mut |_| {},
+    )
+    .expect("the timer keeps the run going");
     let read = &outcome.stats[0].dirs[0];
     assert_eq!(read.ios, 16);
     // Each request waits its 1 ms on a zero-latency device (the histogram keeps 3 digits).
-    assert!(read.clat.equivalent(read.clat.min(), 1_000_000), "min {}", read.clat.min());
-    assert!(read.clat.equivalent(read.clat.max(), 1_000_000), "max {}", read.clat.max());
-    assert_eq!(outcome.end_ns, 8_000_000, "16 requests, two at a time, 1 ms each");
+    assert!(
+        read.clat.equivalent(read.clat.min(), 1_000_000),
+        "min {}",
+        read.clat.min()
+    );
+    assert!(
+        read.clat.equivalent(read.clat.max(), 1_000_000),
+        "max {}",
+        read.clat.max()
+    );
+    assert_eq!(
+        outcome.end_ns, 8_000_000,
+        "16 requests, two at a time, 1 ms each"
+    );
 }

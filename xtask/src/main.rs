@@ -20,7 +20,11 @@ cargo xtask <command>
 ";
 
 /// Policy crates of this repository, built by `build`.
-const POLICY_DIRS: &[&str] = &["policies/noop", "examples/cscan-policy"];
+const POLICY_DIRS: &[&str] = &[
+    "policies/noop",
+    "policies/deadline",
+    "examples/cscan-policy",
+];
 
 fn main() {
     if let Err(err) = run(env::args().skip(1).collect()) {

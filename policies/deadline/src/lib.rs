@@ -1,0 +1,366 @@
+//! deadline: the kernel's mq-deadline (block/mq-deadline.c) as a schedhost policy.
+//!
+//! Per priority class and direction, requests sit in a sector-sorted set and in a FIFO by
+//! deadline (`read_expire`, `write_expire`). Dispatch continues a batch in sector order from
+//! where the last request ended, up to `fifo_batch` requests; a new batch prefers reads, but
+//! serves writes once reads have been preferred `writes_starved` times while writes waited;
+//! it starts from the FIFO head when that has expired (or nothing lies ahead of the head
+//! position). Classes are served RT before BE before IDLE, except that a request of a lower
+//! class waiting longer than `prio_aging_expire` goes first. Async requests may hold at most
+//! `async_depth` scheduler tags. `front_merges=0` refuses merges in front of a request.
+
+#![forbid(unsafe_code)]
+
+use schedhost_sdk::{
+    Dispatch, ExpiryFifo, IdMap, MergeEvent, MergeKind, MergeQuery, Op, Policy, PrioClass, Request,
+    SectorSet, Setup, TunableSpec,
+};
+
+/// Directions, as the kernel's `enum dd_data_dir`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Dir {
+    Read = 0,
+    Write = 1,
+}
+
+const DIRS: [Dir; 2] = [Dir::Read, Dir::Write];
+
+/// Priority classes served in this order, as `enum dd_prio`.
+const PRIOS: usize = 3;
+
+const MS: i64 = 1_000_000;
+
+/// The tunables, with the kernel's names and defaults.
+const TUNABLES: &[TunableSpec] = &[
+    TunableSpec {
+        name: "read_expire",
+        default: 500,
+        min: 1,
+        max: 3_600_000,
+        unit: "ms",
+        help: "a read is served within this long",
+    },
+    TunableSpec {
+        name: "write_expire",
+        default: 5000,
+        min: 1,
+        max: 3_600_000,
+        unit: "ms",
+        help: "a write is served within this long",
+    },
+    TunableSpec {
+        name: "writes_starved",
+        default: 2,
+        min: 0,
+        max: 1024,
+        unit: "batches",
+        help: "how many times reads may be preferred while writes wait",
+    },
+    TunableSpec {
+        name: "fifo_batch",
+        default: 16,
+        min: 1,
+        max: 1024,
+        unit: "requests",
+        help: "requests per batch in sector order",
+    },
+    TunableSpec {
+        name: "front_merges",
+        default: 1,
+        min: 0,
+        max: 1,
+        unit: "",
+        help: "allow bios to merge in front of a queued request",
+    },
+    TunableSpec {
+        name: "async_depth",
+        default: 0,
+        min: 0,
+        max: 1 << 20,
+        unit: "requests",
+        help: "scheduler tags async requests may hold; 0 = 3/4 of nr_requests",
+    },
+    TunableSpec {
+        name: "prio_aging_expire",
+        default: 10_000,
+        min: 1,
+        max: 3_600_000,
+        unit: "ms",
+        help: "a lower-priority request waiting this long goes before higher classes",
+    },
+];
+
+/// Per priority class: a sort tree and a FIFO per direction.
+#[derive(Debug, Default)]
+struct PerPrio {
+    sorted: [SectorSet; 2],
+    fifo: [ExpiryFifo; 2],
+}
+
+impl PerPrio {
+    fn is_empty(&self) -> bool {
+        self.sorted.iter().all(SectorSet::is_empty)
+    }
+}
+
+/// What the policy remembers of a queued request.
+#[derive(Debug, Clone, Copy)]
+struct Queued {
+    sector: u64,
+    sectors: u32,
+    dir: Dir,
+    prio: usize,
+    arrival_ns: u64,
+}
+
+/// The mq-deadline policy.
+#[derive(Debug)]
+pub struct Deadline {
+    prios: [PerPrio; PRIOS],
+    queued: IdMap<Queued>,
+    /// Where the last dispatched request of each direction ended (`latest_pos`).
+    latest_pos: [u64; 2],
+    last_dir: Dir,
+    /// Requests dispatched in the current batch.
+    batching: u32,
+    /// Times reads were preferred while writes waited.
+    starved: u32,
+    expire_ns: [u64; 2],
+    writes_starved: u32,
+    fifo_batch: u32,
+    front_merges: bool,
+    async_depth: u32,
+    prio_aging_ns: u64,
+    nr_requests: u32,
+}
+
+fn dir_of(op: Op) -> Dir {
+    if op == Op::Read {
+        Dir::Read
+    } else {
+        Dir::Write
+    }
+}
+
+fn prio_index(class: PrioClass) -> usize {
+    match class.effective() {
+        PrioClass::Rt => 0,
+        PrioClass::Idle => 2,
+        _ => 1,
+    }
+}
+
+impl Policy for Deadline {
+    const NAME: &'static str = "deadline";
+    const VERSION: &'static str = env!("CARGO_PKG_VERSION");
+    const TUNABLES: &'static [TunableSpec] = TUNABLES;
+    const MERGE_VETO: bool = true;
+    const COMPLETIONS: bool = false;
+
+    fn new(setup: &Setup) -> Self {
+        Self {
+            prios: Default::default(),
+            queued: IdMap::default(),
+            latest_pos: [0; 2],
+            // As dd_init_sched: the first batch "continues" writes if any are queued.
+            last_dir: Dir::Write,
+            batching: 0,
+            starved: 0,
+            expire_ns: [0; 2],
+            writes_starved: 0,
+            fifo_batch: 1,
+            front_merges: true,
+            async_depth: 0,
+            prio_aging_ns: 0,
+            nr_requests: setup.nr_requests,
+        }
+    }
+
+    fn set(&mut self, name: &str, value: i64) {
+        let ms = (value * MS) as u64;
+        match name {
+            "read_expire" => self.expire_ns[Dir::Read as usize] = ms,
+            "write_expire" => self.expire_ns[Dir::Write as usize] = ms,
+            "writes_starved" => self.writes_starved = value as u32,
+            "fifo_batch" => self.fifo_batch = value as u32,
+            "front_merges" => self.front_merges = value != 0,
+            "async_depth" => self.async_depth = value as u32,
+            "prio_aging_expire" => self.prio_aging_ns = ms,
+            _ => {}
+        }
+    }
+
+    fn get(&self, name: &str) -> Option<i64> {
+        let ms = |ns: u64| (ns / MS as u64) as i64;
+        Some(match name {
+            "read_expire" => ms(self.expire_ns[Dir::Read as usize]),
+            "write_expire" => ms(self.expire_ns[Dir::Write as usize]),
+            "writes_starved" => i64::from(self.writes_starved),
+            "fifo_batch" => i64::from(self.fifo_batch),
+            "front_merges" => i64::from(self.front_merges),
+            "async_depth" => i64::from(self.async_depth),
+            "prio_aging_expire" => ms(self.prio_aging_ns),
+            _ => return None,
+        })
+    }
+
+    fn insert(&mut self, _now_ns: u64, requests: &[Request]) {
+        for r in requests {
+            let dir = dir_of(r.op);
+            let prio = prio_index(r.prio_class);
+            let per = &mut self.prios[prio];
+            per.sorted[dir as usize].insert(r.sector, r.id);
+            per.fifo[dir as usize].push(r.id, r.arrival_ns + self.expire_ns[dir as usize]);
+            self.queued.insert(
+                r.id,
+                Queued {
+                    sector: r.sector,
+                    sectors: r.sectors,
+                    dir,
+                    prio,
+                    arrival_ns: r.arrival_ns,
+                },
+            );
+        }
+    }
+
+    fn dispatch(&mut self, now_ns: u64, _hw_queue: u32, budget: u32, out: &mut Dispatch) {
+        while out.ids.len() < budget as usize {
+            let Some(id) = self
+                .aged_request(now_ns)
+                .or_else(|| (0..PRIOS).find_map(|p| self.next_in_prio(p, now_ns)))
+            else {
+                break;
+            };
+            self.remove(id, true);
+            out.ids.push(id);
+        }
+    }
+
+    fn allow_merge(&mut self, query: &MergeQuery) -> bool {
+        self.front_merges || query.kind != MergeKind::Front
+    }
+
+    fn merged(&mut self, _now_ns: u64, event: &MergeEvent) {
+        if let Some(gone) = event.absorbed
+            && let Some(q) = self.queued.remove(&gone)
+        {
+            let per = &mut self.prios[q.prio];
+            per.sorted[q.dir as usize].remove(q.sector, gone);
+            // The survivor inherits the earlier deadline, as dd_merged_requests does.
+            per.fifo[q.dir as usize].absorb(event.target, gone);
+        }
+        if let Some(q) = self.queued.get_mut(&event.target) {
+            if q.sector != event.sector {
+                self.prios[q.prio].sorted[q.dir as usize].reposition(
+                    q.sector,
+                    event.sector,
+                    event.target,
+                );
+            }
+            q.sector = event.sector;
+            q.sectors = event.sectors;
+        }
+    }
+
+    fn limit_depth(&self, _op: Op, sync: bool) -> Option<u32> {
+        if sync {
+            return None;
+        }
+        Some(if self.async_depth == 0 {
+            (3 * self.nr_requests / 4).max(1)
+        } else {
+            self.async_depth
+        })
+    }
+}
+
+impl Deadline {
+    /// The next request of priority class `prio` (`__dd_dispatch_request`), or None if the
+    /// class is empty. Updates batch and starvation state.
+    fn next_in_prio(&mut self, prio: usize, now_ns: u64) -> Option<u64> {
+        let per = &self.prios[prio];
+        if per.is_empty() {
+            return None;
+        }
+        // Continue the current batch in sector order while entitled to.
+        if self.batching < self.fifo_batch
+            && let Some((_, id)) = per.sorted[self.last_dir as usize]
+                .at_or_after(self.latest_pos[self.last_dir as usize])
+        {
+            self.batching += 1;
+            return Some(id);
+        }
+        let dir = self.choose_direction(prio)?;
+        let per = &self.prios[prio];
+        let ahead = per.sorted[dir as usize]
+            .at_or_after(self.latest_pos[dir as usize])
+            .map(|(_, id)| id);
+        let id = if per.fifo[dir as usize].expired(now_ns) || ahead.is_none() {
+            per.fifo[dir as usize].front().map(|(id, _)| id)
+        } else {
+            ahead
+        }?;
+        self.last_dir = dir;
+        self.batching = 1;
+        Some(id)
+    }
+
+    /// Which direction a new batch serves: reads, unless writes have been starved
+    /// `writes_starved` times (mq-deadline's `starved` counter).
+    fn choose_direction(&mut self, prio: usize) -> Option<Dir> {
+        let per = &self.prios[prio];
+        let [reads, writes] = DIRS.map(|d| !per.sorted[d as usize].is_empty());
+        if reads {
+            if writes {
+                let starved = self.starved;
+                self.starved += 1;
+                if starved >= self.writes_starved {
+                    self.starved = 0;
+                    return Some(Dir::Write);
+                }
+            }
+            return Some(Dir::Read);
+        }
+        if writes {
+            self.starved = 0;
+            return Some(Dir::Write);
+        }
+        None
+    }
+
+    /// A request of a lower class that has waited past `prio_aging_expire`, oldest class
+    /// last (`dd_dispatch_prio_aged_requests`).
+    fn aged_request(&mut self, now_ns: u64) -> Option<u64> {
+        for prio in 1..PRIOS {
+            let per = &self.prios[prio];
+            let oldest = DIRS
+                .iter()
+                .filter_map(|&d| per.fifo[d as usize].front())
+                .filter_map(|(id, _)| self.queued.get(&id).map(|q| (q.arrival_ns, id)))
+                .min();
+            if let Some((arrival, id)) = oldest
+                && now_ns.saturating_sub(arrival) >= self.prio_aging_ns
+                && self.prios[..prio].iter().any(|p| !p.is_empty())
+            {
+                return Some(id);
+            }
+        }
+        None
+    }
+
+    /// Forgets request `id`; when dispatched, remembers where it ended.
+    fn remove(&mut self, id: u64, dispatched: bool) {
+        let Some(q) = self.queued.remove(&id) else {
+            return;
+        };
+        let per = &mut self.prios[q.prio];
+        per.sorted[q.dir as usize].remove(q.sector, id);
+        per.fifo[q.dir as usize].remove(id);
+        if dispatched {
+            self.latest_pos[q.dir as usize] = q.sector + u64::from(q.sectors);
+        }
+    }
+}
+
+schedhost_sdk::export!(Deadline);
