@@ -9,3 +9,4 @@ mod loading;
 mod merging;
 mod policy_rules;
 mod sdk_example;
+mod time_slice;

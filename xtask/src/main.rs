@@ -19,12 +19,8 @@ cargo xtask <command>
   test                build, then run every test, the wasm ones included
 ";
 
-/// Policy crates of this repository, built by `build`.
-const POLICY_DIRS: &[&str] = &[
-    "policies/noop",
-    "policies/deadline",
-    "examples/cscan-policy",
-];
+/// Folders whose subfolders with a Cargo.toml are policy crates built by `build`.
+const POLICY_PARENTS: &[&str] = &["policies", "examples"];
 
 fn main() {
     if let Err(err) = run(env::args().skip(1).collect()) {
@@ -90,14 +86,31 @@ fn build_all(root: &Path) -> Result<()> {
 
 fn build_policies(root: &Path) -> Result<()> {
     toolchain::ensure()?;
-    for dir in POLICY_DIRS {
-        let out = build_policy(root, &root.join(dir))?;
+    for dir in policy_dirs(root)? {
+        let out = build_policy(root, &dir)?;
         eprintln!(
             "xtask: built {}",
             out.strip_prefix(root).unwrap_or(&out).display()
         );
     }
     Ok(())
+}
+
+/// Every policy crate in the repository, in a stable order.
+fn policy_dirs(root: &Path) -> Result<Vec<PathBuf>> {
+    let mut dirs = Vec::new();
+    for parent in POLICY_PARENTS {
+        for entry in
+            fs::read_dir(root.join(parent)).with_context(|| format!("listing {parent}/"))?
+        {
+            let path = entry?.path();
+            if path.join("Cargo.toml").is_file() {
+                dirs.push(path);
+            }
+        }
+    }
+    dirs.sort();
+    Ok(dirs)
 }
 
 /// Builds the policy crate in `dir` for wasm32 and wraps it as a component; returns its path.

@@ -70,7 +70,7 @@ impl<P: Policy + Send> PolicyBackend for NativePolicy<P> {
 
 /// Names of the policies built into the host natively.
 pub fn native_names() -> &'static [&'static str] {
-    &["noop", "deadline"]
+    &["noop", "deadline", "time-slice"]
 }
 
 /// A fresh native instance of the named built-in policy.

@@ -1,0 +1,145 @@
+//! time-slice: the 2016 blk-mq RFC "per software queue time slice" (Jens Axboe's series that
+//! preceded blk-mq schedulers) as a schedhost policy.
+//!
+//! Requests stay in their submitter's queue (ctx) in arrival order. With `time_slice_us=0`
+//! dispatch takes one request from each non-empty ctx in turn, as plain blk-mq drains its
+//! software queues. With a slice, one ctx is served exclusively until its slice ends; if it
+//! runs empty before then the device idles for it (a sequential reader's next request is
+//! usually a moment away), and when the slice ends the next non-empty ctx gets a fresh one.
+
+#![forbid(unsafe_code)]
+
+use std::collections::{BTreeMap, VecDeque};
+
+use schedhost_sdk::{Dispatch, IdSet, MergeEvent, Policy, Request, Setup, TunableSpec};
+
+const TUNABLES: &[TunableSpec] = &[TunableSpec {
+    name: "time_slice_us",
+    default: 0,
+    min: 0,
+    max: 10_000_000,
+    unit: "us",
+    help: "serve one submitter exclusively for this long; 0 = round robin per request (plain blk-mq)",
+}];
+
+/// The time-slice policy.
+#[derive(Debug, Default)]
+pub struct TimeSlice {
+    queues: BTreeMap<u32, VecDeque<u64>>,
+    /// Ids absorbed by merges while still queued; skipped when reached.
+    absorbed: IdSet,
+    slice_ns: u64,
+    /// The ctx being served and when its slice ends.
+    active: Option<(u32, u64)>,
+    /// Round-robin position for `time_slice_us=0` (`u32::MAX` before the first pick).
+    cursor: u32,
+}
+
+impl Policy for TimeSlice {
+    const NAME: &'static str = "time-slice";
+    const VERSION: &'static str = env!("CARGO_PKG_VERSION");
+    const TUNABLES: &'static [TunableSpec] = TUNABLES;
+    const COMPLETIONS: bool = false;
+
+    fn new(_setup: &Setup) -> Self {
+        Self {
+            cursor: u32::MAX,
+            ..Self::default()
+        }
+    }
+
+    fn set(&mut self, name: &str, value: i64) {
+        if name == "time_slice_us" {
+            self.slice_ns = value.unsigned_abs() * 1000;
+        }
+    }
+
+    fn get(&self, name: &str) -> Option<i64> {
+        (name == "time_slice_us").then(|| (self.slice_ns / 1000) as i64)
+    }
+
+    fn insert(&mut self, _now_ns: u64, requests: &[Request]) {
+        for r in requests {
+            self.queues.entry(r.ctx).or_default().push_back(r.id);
+        }
+    }
+
+    fn dispatch(&mut self, now_ns: u64, _hw_queue: u32, budget: u32, out: &mut Dispatch) {
+        while out.ids.len() < budget as usize {
+            if self.slice_ns == 0 {
+                let Some(ctx) = self.next_busy_ctx(self.cursor) else {
+                    break;
+                };
+                self.cursor = ctx;
+                if let Some(id) = self.pop(ctx) {
+                    out.ids.push(id);
+                }
+                continue;
+            }
+            match self.active {
+                Some((ctx, end)) if now_ns < end => match self.pop(ctx) {
+                    Some(id) => out.ids.push(id),
+                    None => {
+                        // Idle for the active submitter until its slice ends.
+                        out.wake_at_ns = Some(end);
+                        break;
+                    }
+                },
+                _ => {
+                    let after = self.active.map_or(u32::MAX, |(ctx, _)| ctx);
+                    match self.next_busy_ctx(after) {
+                        Some(ctx) => self.active = Some((ctx, now_ns + self.slice_ns)),
+                        None => {
+                            self.active = None;
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn merged(&mut self, _now_ns: u64, event: &MergeEvent) {
+        if let Some(gone) = event.absorbed {
+            self.absorbed.insert(gone);
+        }
+    }
+}
+
+impl TimeSlice {
+    /// The first ctx after `after` (wrapping) with a queued request.
+    fn next_busy_ctx(&mut self, after: u32) -> Option<u32> {
+        self.drop_absorbed_heads();
+        let busy = |(&ctx, q): (&u32, &VecDeque<u64>)| (!q.is_empty()).then_some(ctx);
+        let later = self.queues.range(after.saturating_add(1)..).find_map(busy);
+        later.or_else(|| self.queues.iter().find_map(busy))
+    }
+
+    /// The next live request of `ctx`.
+    fn pop(&mut self, ctx: u32) -> Option<u64> {
+        let queue = self.queues.get_mut(&ctx)?;
+        while let Some(id) = queue.pop_front() {
+            if self.absorbed.is_empty() || !self.absorbed.remove(&id) {
+                return Some(id);
+            }
+        }
+        None
+    }
+
+    /// Removes absorbed ids at queue heads so emptiness checks are exact.
+    fn drop_absorbed_heads(&mut self) {
+        if self.absorbed.is_empty() {
+            return;
+        }
+        for queue in self.queues.values_mut() {
+            while let Some(id) = queue.front() {
+                if !self.absorbed.remove(id) {
+                    break;
+                }
+                queue.pop_front();
+            }
+        }
+    }
+}
+
+schedhost_sdk::export!(TimeSlice);

@@ -1,0 +1,89 @@
+//! time-slice's behaviour, each scenario run on the native build and on the component.
+
+use schedhost::policy::{NativePolicy, PolicyBackend};
+use schedhost_policy_time_slice::TimeSlice;
+use schedhost_sdk::{Op, PrioClass, Request, Setup};
+
+use crate::helpers::{component, runtime};
+
+const US: u64 = 1_000;
+
+fn builds(slice_us: i64) -> Vec<(&'static str, Box<dyn PolicyBackend>)> {
+    let mut out: Vec<(&'static str, Box<dyn PolicyBackend>)> =
+        vec![("native", Box::new(NativePolicy::<TimeSlice>::default()))];
+    if let Some(path) = component("time-slice") {
+        out.push((
+            "wasm",
+            Box::new(runtime().load(&path).unwrap().instantiate().unwrap()),
+        ));
+    }
+    for (_, p) in &mut out {
+        p.init(
+            &Setup {
+                hw_queues: 1,
+                queue_depth: 1,
+                nr_requests: 64,
+            },
+            &[("time_slice_us".into(), slice_us)],
+        )
+        .unwrap()
+        .unwrap();
+    }
+    out
+}
+
+fn req(id: u64, ctx: u32) -> Request {
+    Request {
+        id,
+        ctx,
+        op: Op::Read,
+        sector: id * 8,
+        sectors: 8,
+        sync: true,
+        prio_class: PrioClass::None,
+        prio_level: 4,
+        arrival_ns: 0,
+    }
+}
+
+#[test]
+fn time_slice_zero_round_robins_one_request_per_ctx() {
+    for (build, mut p) in builds(0) {
+        p.insert(0, &[req(1, 0), req(2, 0), req(3, 1), req(4, 1), req(5, 2)])
+            .unwrap();
+        let ids = p.dispatch(0, 0, 8).unwrap().ids;
+        assert_eq!(ids, vec![1, 3, 5, 2, 4], "{build}");
+    }
+}
+
+#[test]
+fn time_slice_serves_one_ctx_and_idles_for_it_within_its_slice() {
+    for (build, mut p) in builds(250) {
+        p.insert(0, &[req(1, 0), req(2, 1)]).unwrap();
+        assert_eq!(p.dispatch(0, 0, 1).unwrap().ids, vec![1], "{build}");
+        // ctx 0 is empty but its slice runs until 250 µs: wait for it rather than switch.
+        let answer = p.dispatch(100 * US, 0, 1).unwrap();
+        assert!(answer.ids.is_empty(), "{build}");
+        assert_eq!(answer.wake_at_ns, Some(250 * US), "{build}");
+        p.insert(120 * US, &[req(3, 0)]).unwrap();
+        assert_eq!(p.dispatch(120 * US, 0, 1).unwrap().ids, vec![3], "{build}");
+    }
+}
+
+#[test]
+fn time_slice_switches_after_slice_expiry() {
+    for (build, mut p) in builds(250) {
+        p.insert(0, &[req(1, 0), req(2, 0), req(3, 0), req(4, 1)])
+            .unwrap();
+        assert_eq!(p.dispatch(0, 0, 1).unwrap().ids, vec![1], "{build}");
+        assert_eq!(p.dispatch(200 * US, 0, 1).unwrap().ids, vec![2], "{build}");
+        // The slice ended at 250 µs: ctx 1 gets the next one though ctx 0 still has work.
+        assert_eq!(p.dispatch(260 * US, 0, 1).unwrap().ids, vec![4], "{build}");
+        assert_eq!(
+            p.dispatch(300 * US, 0, 1).unwrap().wake_at_ns,
+            Some(510 * US),
+            "{build}: ctx 1's slice runs to 510 µs"
+        );
+        assert_eq!(p.dispatch(510 * US, 0, 1).unwrap().ids, vec![3], "{build}");
+    }
+}
