@@ -68,17 +68,26 @@ impl<P: Policy + Send> PolicyBackend for NativePolicy<P> {
     }
 }
 
+/// The policies built into the host natively, by name.
+const NATIVE: &[(&str, fn() -> Box<dyn PolicyBackend>)] = &[
+    ("noop", make::<schedhost_policy_noop::Noop>),
+    ("deadline", make::<schedhost_policy_deadline::Deadline>),
+    ("time-slice", make::<schedhost_policy_time_slice::TimeSlice>),
+];
+
+fn make<P: Policy + Send>() -> Box<dyn PolicyBackend> {
+    Box::new(NativePolicy::<P>::default())
+}
+
 /// Names of the policies built into the host natively.
-pub fn native_names() -> &'static [&'static str] {
-    &["noop", "deadline", "time-slice"]
+pub fn native_names() -> Vec<&'static str> {
+    NATIVE.iter().map(|(name, _)| *name).collect()
 }
 
 /// A fresh native instance of the named built-in policy.
 pub fn native_policy(name: &str) -> Option<Box<dyn PolicyBackend>> {
-    match name {
-        "noop" => Some(Box::new(
-            NativePolicy::<schedhost_policy_noop::Noop>::default(),
-        )),
-        _ => None,
-    }
+    NATIVE
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, make)| make())
 }
