@@ -2,7 +2,7 @@
 
 use std::collections::HashSet;
 
-use schedhost::core::{Action, Bio, Nomerges};
+use schedhost::core::{Action, Bio, Core, Nomerges};
 use schedhost::device::DeviceSpec;
 use schedhost::policy::NativePolicy;
 use schedhost::sim::{self, SimOptions};
@@ -11,6 +11,27 @@ use schedhost_policy_noop::Noop;
 use schedhost_sdk::{Op, PrioClass};
 
 use crate::helpers::noop_core;
+
+/// Runs the core and sorts its actions: dispatched ids onto the device, completed bios off
+/// the outstanding set (a bio completing twice fails the test).
+fn run_and_collect(
+    core: &mut Core,
+    now: u64,
+    outstanding: &mut HashSet<u64>,
+    on_device: &mut Vec<u64>,
+) {
+    core.run(now).unwrap();
+    while let Some(action) = core.poll_action() {
+        match action {
+            Action::Dispatch { id, .. } => on_device.push(id),
+            Action::Complete(done) => assert!(
+                outstanding.remove(&done.bio),
+                "bio {} completed twice",
+                done.bio
+            ),
+        }
+    }
+}
 
 #[test]
 fn every_bio_completes_exactly_once_under_random_merging_load() {
@@ -41,17 +62,7 @@ fn every_bio_completes_exactly_once_under_random_merging_load() {
                 next_bio += 1;
                 core.submit(now, bio).unwrap();
             }
-            core.run(now).unwrap();
-            while let Some(action) = core.poll_action() {
-                match action {
-                    Action::Dispatch { id, .. } => on_device.push(id),
-                    Action::Complete(done) => assert!(
-                        outstanding.remove(&done.bio),
-                        "bio {} completed twice",
-                        done.bio
-                    ),
-                }
-            }
+            run_and_collect(&mut core, now, &mut outstanding, &mut on_device);
             // The device finishes a random subset, out of order.
             let mut i = 0;
             while i < on_device.len() {
@@ -66,17 +77,7 @@ fn every_bio_completes_exactly_once_under_random_merging_load() {
         // Drain.
         let mut now = 5_000;
         while !outstanding.is_empty() {
-            core.run(now).unwrap();
-            while let Some(action) = core.poll_action() {
-                match action {
-                    Action::Dispatch { id, .. } => on_device.push(id),
-                    Action::Complete(done) => assert!(
-                        outstanding.remove(&done.bio),
-                        "bio {} completed twice",
-                        done.bio
-                    ),
-                }
-            }
+            run_and_collect(&mut core, now, &mut outstanding, &mut on_device);
             for id in on_device.drain(..) {
                 core.complete(now, id, 0).unwrap();
             }

@@ -116,19 +116,29 @@ fn bundled_noop_component_reports_its_identity() {
 #[test]
 fn every_native_name_constructs_that_policy() {
     for name in schedhost::policy::native_names() {
-        let mut policy = schedhost::policy::native_policy(name).unwrap_or_else(|| panic!("native:{name} is listed but not built"));
+        let mut policy = schedhost::policy::native_policy(name)
+            .unwrap_or_else(|| panic!("native:{name} is listed but not built"));
         assert_eq!(policy.info().unwrap().name, name);
-        assert!(matches!(resolve(&format!("native:{name}")), Ok(schedhost::policy::PolicySource::Native(_))));
+        assert!(matches!(
+            resolve(&format!("native:{name}")),
+            Ok(schedhost::policy::PolicySource::Native(_))
+        ));
     }
 }
 
 #[test]
 fn every_bundled_component_matches_its_native_twin() {
     for name in schedhost::policy::native_names() {
-        let Some(path) = component(name) else { continue };
+        let Some(path) = component(name) else {
+            continue;
+        };
         let mut wasm = runtime().load(&path).unwrap().instantiate().unwrap();
         let mut native = schedhost::policy::native_policy(name).unwrap();
         assert_eq!(wasm.info().unwrap(), native.info().unwrap(), "{name}");
-        assert_eq!(wasm.tunables().unwrap(), native.tunables().unwrap(), "{name}");
+        assert_eq!(
+            wasm.tunables().unwrap(),
+            native.tunables().unwrap(),
+            "{name}"
+        );
     }
 }

@@ -430,9 +430,7 @@ impl Core {
                 at_ns: now_ns,
             };
             let (op, sector, sectors) = (request.op, request.sector, request.sectors);
-            if let Some(request) = self.table.get(id) {
-                self.index.remove(id, request);
-            }
+            self.index.remove(id, request);
             self.queued -= 1;
             self.queues[hw_queue as usize].inflight += 1;
             self.stats.dispatched += 1;
