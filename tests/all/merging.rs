@@ -144,3 +144,33 @@ fn merged_bios_complete_with_their_request() {
     done.sort_unstable();
     assert_eq!(done, vec![(1, 0, 100), (2, 1, 90), (3, 0, 80)]);
 }
+
+#[test]
+fn software_queues_take_scheduler_tags_in_turn() {
+    let mut config = schedhost::core::Config::for_device(1, 1, 2560);
+    config.nr_requests = 1;
+    let policy = Box::new(schedhost::policy::NativePolicy::<schedhost_policy_noop::Noop>::default());
+    let mut core = Core::new(config, policy, &[]).unwrap();
+    // ctx 0 submits three reads, ctx 1 two; one scheduler tag: the rest wait per submitter.
+    for (id, ctx, sector) in [(1, 0, 0), (2, 0, 100), (3, 0, 200), (4, 1, 1000), (5, 1, 1100)] {
+        core.submit(0, read(id, ctx, sector)).unwrap();
+    }
+    let mut order = Vec::new();
+    for now in 0..5 {
+        core.run(now).unwrap();
+        let mut on_device = Vec::new();
+        while let Some(action) = core.poll_action() {
+            match action {
+                Action::Dispatch { id, sector, .. } => {
+                    order.push(sector);
+                    on_device.push(id);
+                }
+                Action::Complete(_) => {}
+            }
+        }
+        for id in on_device {
+            core.complete(now, id, 0).unwrap();
+        }
+    }
+    assert_eq!(order, vec![0, 100, 1000, 200, 1100]);
+}

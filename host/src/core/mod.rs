@@ -147,8 +147,8 @@ struct HwQueue {
     held: [[u32; 2]; 4],
     /// Scheduler tags in use in all.
     held_total: u32,
-    /// Requests waiting for a scheduler tag, sync and async apart (async waits on its limit).
-    staged: [VecDeque<u64>; 2],
+    /// Submitters with requests waiting for a scheduler tag, served round robin.
+    waiting: VecDeque<u32>,
     /// When the policy asked to be called again.
     timer: Option<u64>,
 }
@@ -165,6 +165,8 @@ pub struct Core {
     table: RequestTable,
     index: MergeIndex,
     queues: Vec<HwQueue>,
+    /// Software queues by ctx: each submitter's requests waiting for a scheduler tag.
+    software: Vec<VecDeque<u64>>,
     /// Requests with a scheduler tag, not yet shown to the policy.
     pending_insert: Vec<u64>,
     pending_merges: Vec<MergeEvent>,
@@ -213,6 +215,7 @@ impl Core {
             table: RequestTable::default(),
             index: MergeIndex::default(),
             queues: (0..config.hw_queues).map(|_| HwQueue::default()).collect(),
+            software: Vec::new(),
             pending_insert: Vec::new(),
             pending_merges: Vec::new(),
             pending_completions: Vec::new(),
@@ -317,7 +320,7 @@ impl Core {
         if admitted {
             self.admit(id);
         } else {
-            self.queues[home as usize].staged[usize::from(!bio.sync)].push_back(id);
+            self.stage(bio.ctx, home, id);
         }
         Ok(())
     }
@@ -590,8 +593,8 @@ impl Core {
     fn forget_waiting(&mut self, id: u64, gone: &Request) {
         match gone.state {
             State::Staged => {
-                for staged in &mut self.queues[gone.home_queue as usize].staged {
-                    staged.retain(|&s| s != id);
+                if let Some(queue) = self.software.get_mut(gone.ctx as usize) {
+                    queue.retain(|&s| s != id);
                 }
             }
             State::Pending => {
@@ -626,22 +629,47 @@ impl Core {
         self.pending_insert.push(id);
     }
 
-    /// Frees a scheduler tag on `home` and lets waiting requests in, sync first.
+    /// Puts request `id` at the tail of `ctx`'s software queue to wait for a scheduler tag.
+    fn stage(&mut self, ctx: u32, home: u32, id: u64) {
+        let ctx_index = ctx as usize;
+        if self.software.len() <= ctx_index {
+            self.software.resize_with(ctx_index + 1, VecDeque::new);
+        }
+        let queue = &mut self.software[ctx_index];
+        if queue.is_empty() {
+            self.queues[home as usize].waiting.push_back(ctx);
+        }
+        queue.push_back(id);
+    }
+
+    /// Frees a scheduler tag on `home` and lets waiting requests in: one from each waiting
+    /// software queue in turn, skipping a queue whose head is of a kind at its depth limit.
     fn release_tag(&mut self, home: u32, op: Op, sync: bool) {
         let queue = &mut self.queues[home as usize];
         queue.held[op as usize][usize::from(sync)] -= 1;
         queue.held_total -= 1;
-        for class in 0..2 {
-            while let Some(&id) = self.queues[home as usize].staged[class].front() {
-                let Some(request) = self.table.get(id) else {
-                    self.queues[home as usize].staged[class].pop_front();
-                    continue;
-                };
-                if !self.tag_free(home, request.op, request.sync) {
-                    break;
+        let mut fruitless = 0;
+        while fruitless < self.queues[home as usize].waiting.len()
+            && self.queues[home as usize].held_total < self.config.nr_requests
+        {
+            let Some(ctx) = self.queues[home as usize].waiting.pop_front() else {
+                break;
+            };
+            let software = &mut self.software[ctx as usize];
+            let head = software
+                .front()
+                .and_then(|&id| self.table.get(id).map(|r| (id, r.op, r.sync)));
+            let admitted = match head {
+                Some((id, op, sync)) if self.tag_free(home, op, sync) => {
+                    self.software[ctx as usize].pop_front();
+                    self.admit(id);
+                    true
                 }
-                self.queues[home as usize].staged[class].pop_front();
-                self.admit(id);
+                _ => false,
+            };
+            fruitless = if admitted { 0 } else { fruitless + 1 };
+            if !self.software[ctx as usize].is_empty() {
+                self.queues[home as usize].waiting.push_back(ctx);
             }
         }
     }
