@@ -3,7 +3,7 @@
 
 use std::ffi::OsString;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 
 use crate::commands;
 
@@ -22,6 +22,8 @@ pub enum Command {
     /// Work with policy components.
     #[command(subcommand)]
     Policy(PolicyCommand),
+    /// Run the same jobs under several policies and print a table (rows = sweep values).
+    Compare(commands::compare::CompareArgs),
     /// Measure the host's cost per request: noop as a component vs natively, on sim:null.
     Bench(commands::bench::BenchArgs),
 }
@@ -45,9 +47,10 @@ impl Command {
     pub fn execute(self, fio_options: Vec<String>) -> anyhow::Result<()> {
         match self {
             Command::Run(args) => args.execute(fio_options),
+            Command::Compare(args) => args.execute(fio_options),
             other if !fio_options.is_empty() => {
                 anyhow::bail!(
-                    "fio job options ({}) only apply to `run`; {other:?} takes none",
+                    "fio job options ({}) only apply to `run` and `compare`; {other:?} takes none",
                     fio_options.join(" ")
                 )
             }
@@ -57,21 +60,14 @@ impl Command {
     }
 }
 
-const SUBCOMMANDS: &[&str] = &[
-    "run",
-    "policy",
-    "bench",
-    "help",
-    "-h",
-    "--help",
-    "-V",
-    "--version",
-];
-
 /// Inserts `run` when the first argument is not a subcommand.
 pub fn with_default_subcommand(mut args: Vec<OsString>) -> Vec<OsString> {
     let first = args.get(1).and_then(|a| a.to_str());
-    if first.is_none_or(|a| !SUBCOMMANDS.contains(&a)) {
+    let known = |a: &str| {
+        matches!(a, "help" | "-h" | "--help" | "-V" | "--version")
+            || Cli::command().get_subcommands().any(|c| c.get_name() == a)
+    };
+    if first.is_none_or(|a| !known(a)) {
         args.insert(1.min(args.len()), "run".into());
     }
     args
@@ -140,8 +136,6 @@ pub fn parse_setting(s: &str) -> Result<(String, i64), String> {
 
 #[cfg(test)]
 mod tests {
-    use clap::CommandFactory;
-
     use super::*;
 
     #[test]

@@ -166,3 +166,47 @@ fn inspect_lists_tunables_of_a_component() {
         "{text}"
     );
 }
+
+#[test]
+fn compare_prints_a_table_and_writes_json_and_csv() {
+    let dir = std::env::temp_dir().join(format!("schedhost-compare-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (json, csv) = (dir.join("t.json"), dir.join("t.csv"));
+    let out = schedhost(&[
+        "compare",
+        "-p",
+        "native:noop",
+        "-p",
+        "native:time-slice:time_slice_us=100000",
+        "--sweep",
+        "numjobs=1..2",
+        "--repeat",
+        "2",
+        "--json",
+        json.to_str().unwrap(),
+        "--csv",
+        csv.to_str().unwrap(),
+        "--name=s",
+        "--rw=read",
+        "--size=64m",
+        "--runtime=200ms",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.starts_with("read IOPS (sum over jobs) on sim:hdd, 2 run(s) per cell"), "{table}");
+    assert_eq!(table.lines().count(), 4, "{table}");
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(v["rows"].as_array().unwrap().len(), 2);
+    assert_eq!(v["rows"][1]["cells"][1]["values"].as_array().unwrap().len(), 2);
+    let csv = std::fs::read_to_string(&csv).unwrap();
+    assert_eq!(csv.lines().count(), 5, "{csv}");
+    assert!(csv.starts_with("numjobs,policy,mean,stddev,values\n1,native:noop,"), "{csv}");
+}
+
+#[test]
+fn compare_names_a_bad_sweep_or_policy_setting() {
+    let bad_sweep = schedhost(&["compare", "-p", "native:noop", "--sweep", "numjobs=0..2", "--name=s", "--size=1m"]);
+    assert_fails_with(&bad_sweep, "--sweep numjobs=0: job 's': numjobs=0 is out of range 1..=4096");
+    let bad_setting = schedhost(&["compare", "-p", "native:deadline:fifo_batch=x", "--name=s", "--size=1m"]);
+    assert_fails_with(&bad_setting, "--policy native:deadline:fifo_batch=x");
+}

@@ -149,10 +149,17 @@ fn merged_bios_complete_with_their_request() {
 fn software_queues_take_scheduler_tags_in_turn() {
     let mut config = schedhost::core::Config::for_device(1, 1, 2560);
     config.nr_requests = 1;
-    let policy = Box::new(schedhost::policy::NativePolicy::<schedhost_policy_noop::Noop>::default());
+    let policy =
+        Box::new(schedhost::policy::NativePolicy::<schedhost_policy_noop::Noop>::default());
     let mut core = Core::new(config, policy, &[]).unwrap();
     // ctx 0 submits three reads, ctx 1 two; one scheduler tag: the rest wait per submitter.
-    for (id, ctx, sector) in [(1, 0, 0), (2, 0, 100), (3, 0, 200), (4, 1, 1000), (5, 1, 1100)] {
+    for (id, ctx, sector) in [
+        (1, 0, 0),
+        (2, 0, 100),
+        (3, 0, 200),
+        (4, 1, 1000),
+        (5, 1, 1100),
+    ] {
         core.submit(0, read(id, ctx, sector)).unwrap();
     }
     let mut order = Vec::new();

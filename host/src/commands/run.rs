@@ -46,7 +46,7 @@ pub struct RunArgs {
 
 impl RunArgs {
     pub fn execute(self, fio_options: Vec<String>) -> Result<()> {
-        let jobs = self.read_jobs(&fio_options)?;
+        let jobs = read_jobs(&self.jobs, &fio_options)?;
         let device = DeviceSpec::parse(&self.device)?;
         let runtime = WasmRuntime::new().context("setting up the WebAssembly engine")?;
         let (source, loaded) = load(&runtime, &self.policy)?;
@@ -99,24 +99,6 @@ impl RunArgs {
         Ok(())
     }
 
-    fn read_jobs(&self, fio_options: &[String]) -> Result<Vec<JobSpec>> {
-        let mut jobs = Vec::new();
-        for path in &self.jobs {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("reading job file {}", path.display()))?;
-            jobs.extend(parse_job_file(&path.display().to_string(), &text)?);
-        }
-        if !fio_options.is_empty() {
-            jobs.extend(parse_cmdline(fio_options)?);
-        }
-        if jobs.is_empty() {
-            bail!(
-                "no job given: pass a job file (schedhost --policy noop examples/jobs/demo.fio) or fio options (--name=r --rw=randread --bs=4k --size=1g)"
-            );
-        }
-        Ok(jobs)
-    }
-
     fn job_label(&self, fio_options: &[String]) -> String {
         let mut parts: Vec<String> = self.jobs.iter().map(|p| p.display().to_string()).collect();
         if !fio_options.is_empty() {
@@ -124,6 +106,25 @@ impl RunArgs {
         }
         parts.join(" + ")
     }
+}
+
+/// Jobs from job files, then from fio options given on the command line.
+pub fn read_jobs(paths: &[PathBuf], fio_options: &[String]) -> Result<Vec<JobSpec>> {
+    let mut jobs = Vec::new();
+    for path in paths {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading job file {}", path.display()))?;
+        jobs.extend(parse_job_file(&path.display().to_string(), &text)?);
+    }
+    if !fio_options.is_empty() {
+        jobs.extend(parse_cmdline(fio_options)?);
+    }
+    if jobs.is_empty() {
+        bail!(
+            "no job given: pass a job file (schedhost --policy noop examples/jobs/demo.fio) or fio options (--name=r --rw=randread --bs=4k --size=1g)"
+        );
+    }
+    Ok(jobs)
 }
 
 /// A one-line progress display on a terminal, for runs longer than two seconds.

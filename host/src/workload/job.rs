@@ -155,6 +155,15 @@ impl JobSpec {
         }
     }
 
+    /// Changes one option after parsing (a `compare --sweep` step), checking the job again.
+    ///
+    /// # Errors
+    /// The option's or the job's problem, as the parser would word it.
+    pub fn set_option(&mut self, key: &str, value: &str) -> Result<(), String> {
+        self.apply(key, value)?;
+        check(self)
+    }
+
     /// Applies one option.
     fn apply(&mut self, key: &str, value: &str) -> Result<(), String> {
         let key = key.trim();

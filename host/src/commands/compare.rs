@@ -1,0 +1,393 @@
+//! `schedhost compare`: the same jobs under several policies, optionally swept over a fio
+//! option and repeated with different seeds, as a table like the kernel community's
+//! (rows = sweep value, columns = policies, cells = mean (stddev) of one metric).
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, bail};
+use schedhost::core::Nomerges;
+use schedhost::device::DeviceSpec;
+use schedhost::policy::{Loaded, WasmRuntime, load};
+use schedhost::report::rates;
+use schedhost::sim::{self, SimOptions, SimOutcome};
+use schedhost::stats::OpStats;
+use schedhost::workload::JobSpec;
+use serde_json::json;
+
+use super::run::read_jobs;
+
+/// What a cell shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Metric {
+    /// Read IOPS summed over jobs.
+    ReadIops,
+    /// Write IOPS summed over jobs.
+    WriteIops,
+    /// Largest read completion latency, ms.
+    ReadMaxLat,
+    /// 99th percentile of read completion latency over all jobs, ms.
+    ReadP99Lat,
+    /// Largest write completion latency, ms.
+    WriteMaxLat,
+    /// 99th percentile of write completion latency over all jobs, ms.
+    WriteP99Lat,
+}
+
+impl Metric {
+    fn label(self) -> &'static str {
+        match self {
+            Metric::ReadIops => "read IOPS (sum over jobs)",
+            Metric::WriteIops => "write IOPS (sum over jobs)",
+            Metric::ReadMaxLat => "max read latency (ms)",
+            Metric::ReadP99Lat => "p99 read latency (ms)",
+            Metric::WriteMaxLat => "max write latency (ms)",
+            Metric::WriteP99Lat => "p99 write latency (ms)",
+        }
+    }
+
+    fn of(self, outcome: &SimOutcome) -> f64 {
+        let dir = usize::from(matches!(
+            self,
+            Metric::WriteIops | Metric::WriteMaxLat | Metric::WriteP99Lat
+        ));
+        match self {
+            Metric::ReadIops | Metric::WriteIops => outcome
+                .stats
+                .iter()
+                .zip(&outcome.submitters)
+                .map(|(s, sub)| {
+                    rates(&s.dirs[dir], sub.finished_ns.saturating_sub(sub.started_ns)).iops
+                })
+                .sum(),
+            _ => {
+                let mut all = OpStats::default();
+                for s in &outcome.stats {
+                    all.merge(&s.dirs[dir]);
+                }
+                if all.clat.is_empty() {
+                    return 0.0;
+                }
+                let ns = if matches!(self, Metric::ReadMaxLat | Metric::WriteMaxLat) {
+                    all.clat.max()
+                } else {
+                    all.clat.value_at_percentile(99.0)
+                };
+                ns as f64 / 1e6
+            }
+        }
+    }
+}
+
+#[derive(Debug, clap::Args)]
+pub struct CompareArgs {
+    /// A policy to compare, repeatable: NAME, PATH.wasm or native:NAME, with tunables after a
+    /// colon: --policy time-slice:time_slice_us=250.
+    #[arg(long = "policy", short = 'p', required = true)]
+    pub policies: Vec<String>,
+    /// fio job files; fio options may be given instead or as well.
+    pub jobs: Vec<PathBuf>,
+    /// Device: sim:hdd, sim:ssd, sim:null, or a spec file.
+    #[arg(long, default_value = "sim:hdd")]
+    pub device: String,
+    /// Sweep a fio option over every job: numjobs=1..8 or iodepth=1,32,2048.
+    #[arg(long, value_name = "OPTION=VALUES")]
+    pub sweep: Option<String>,
+    /// Runs per cell, with seeds seed, seed+1, …
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub repeat: u32,
+    /// First seed.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// What each cell shows.
+    #[arg(long, value_enum, default_value_t = Metric::ReadIops)]
+    pub metric: Metric,
+    /// Queue attribute nomerges for every run.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=2))]
+    pub nomerges: u8,
+    /// Also write the table as JSON.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Also write the table as CSV (sweep, policy, mean, stddev, values).
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
+}
+
+/// A policy column: how to build it and its settings.
+struct Column {
+    label: String,
+    loaded: Loaded,
+    settings: Vec<(String, i64)>,
+}
+
+impl CompareArgs {
+    pub fn execute(self, fio_options: Vec<String>) -> Result<()> {
+        let jobs = read_jobs(&self.jobs, &fio_options)?;
+        let device = DeviceSpec::parse(&self.device)?;
+        let runtime = WasmRuntime::new().context("setting up the WebAssembly engine")?;
+        let columns = self
+            .policies
+            .iter()
+            .map(|spec| column(&runtime, spec))
+            .collect::<Result<Vec<_>>>()?;
+        let (sweep_key, sweep_values) = match &self.sweep {
+            Some(sweep) => parse_sweep(sweep)?,
+            None => (String::new(), vec![String::new()]),
+        };
+        let mut rows = Vec::new();
+        for value in &sweep_values {
+            let mut jobs = jobs.clone();
+            if !sweep_key.is_empty() {
+                for job in &mut jobs {
+                    job.set_option(&sweep_key, value).map_err(|e| {
+                        anyhow::anyhow!("--sweep {sweep_key}={value}: job '{}': {e}", job.name)
+                    })?;
+                }
+            }
+            let mut cells = Vec::new();
+            for column in &columns {
+                cells.push(self.cell(&jobs, &device, column, value)?);
+            }
+            rows.push((value.clone(), cells));
+        }
+        print!("{}", self.table(&sweep_key, &columns, &rows));
+        if let Some(path) = &self.json {
+            std::fs::write(
+                path,
+                format!("{:#}\n", self.to_json(&sweep_key, &columns, &rows)),
+            )
+            .with_context(|| format!("writing {}", path.display()))?;
+        }
+        if let Some(path) = &self.csv {
+            std::fs::write(path, to_csv(&sweep_key, &columns, &rows))
+                .with_context(|| format!("writing {}", path.display()))?;
+        }
+        Ok(())
+    }
+
+    /// The metric over `repeat` seeded runs.
+    fn cell(
+        &self,
+        jobs: &[JobSpec],
+        device: &DeviceSpec,
+        column: &Column,
+        sweep_value: &str,
+    ) -> Result<Vec<f64>> {
+        (0..u64::from(self.repeat))
+            .map(|i| {
+                let options = SimOptions {
+                    seed: self.seed + i,
+                    nomerges: Nomerges::from_level(self.nomerges).unwrap_or_default(),
+                    nr_requests: None,
+                };
+                let outcome = sim::run(
+                    jobs,
+                    device,
+                    column.loaded.instantiate()?,
+                    &column.settings,
+                    options,
+                    &mut |_| {},
+                )
+                .with_context(|| {
+                    format!(
+                        "policy {} at sweep value {sweep_value:?}, seed {}",
+                        column.label, options.seed
+                    )
+                })?;
+                Ok(self.metric.of(&outcome))
+            })
+            .collect()
+    }
+
+    fn table(
+        &self,
+        sweep_key: &str,
+        columns: &[Column],
+        rows: &[(String, Vec<Vec<f64>>)],
+    ) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "{} on {}, {} run(s) per cell: mean (stddev)",
+            self.metric.label(),
+            self.device,
+            self.repeat
+        );
+        let first = if sweep_key.is_empty() { "" } else { sweep_key };
+        let width = columns
+            .iter()
+            .map(|c| c.label.len())
+            .max()
+            .unwrap_or(0)
+            .max(18);
+        let _ = write!(out, "{first:<10}");
+        for c in columns {
+            let _ = write!(out, " {:>width$}", c.label);
+        }
+        let _ = writeln!(out);
+        for (value, cells) in rows {
+            let _ = write!(out, "{value:<10}");
+            for values in cells {
+                let (mean, sd) = mean_stddev(values);
+                let _ = write!(
+                    out,
+                    " {:>width$}",
+                    format!("{} ({})", figure(mean), figure(sd))
+                );
+            }
+            let _ = writeln!(out);
+        }
+        out
+    }
+
+    fn to_json(
+        &self,
+        sweep_key: &str,
+        columns: &[Column],
+        rows: &[(String, Vec<Vec<f64>>)],
+    ) -> serde_json::Value {
+        json!({
+            "metric": format!("{:?}", self.metric),
+            "label": self.metric.label(),
+            "device": self.device,
+            "repeat": self.repeat,
+            "seed": self.seed,
+            "sweep": sweep_key,
+            "policies": columns.iter().map(|c| c.label.clone()).collect::<Vec<_>>(),
+            "rows": rows.iter().map(|(value, cells)| json!({
+                "value": value,
+                "cells": cells.iter().zip(columns).map(|(values, c)| {
+                    let (mean, stddev) = mean_stddev(values);
+                    json!({ "policy": c.label, "mean": mean, "stddev": stddev, "values": values })
+                }).collect::<Vec<_>>(),
+            })).collect::<Vec<_>>(),
+        })
+    }
+}
+
+fn to_csv(sweep_key: &str, columns: &[Column], rows: &[(String, Vec<Vec<f64>>)]) -> String {
+    let mut out = format!(
+        "{},policy,mean,stddev,values\n",
+        if sweep_key.is_empty() {
+            "sweep"
+        } else {
+            sweep_key
+        }
+    );
+    for (value, cells) in rows {
+        for (values, c) in cells.iter().zip(columns) {
+            let (mean, sd) = mean_stddev(values);
+            let list: Vec<String> = values.iter().map(|v| format!("{v:.3}")).collect();
+            let _ = writeln!(
+                out,
+                "{value},{},{mean:.3},{sd:.3},{}",
+                c.label,
+                list.join(" ")
+            );
+        }
+    }
+    out
+}
+
+/// `NAME[:k=v,k=v]` → a loaded policy with settings.
+fn column(runtime: &WasmRuntime, spec: &str) -> Result<Column> {
+    let (name, settings) = match spec.strip_prefix("native:") {
+        Some(rest) => {
+            let (n, s) = rest.split_once(':').unwrap_or((rest, ""));
+            (format!("native:{n}"), s)
+        }
+        None => {
+            let (n, s) = spec.split_once(':').unwrap_or((spec, ""));
+            (n.to_owned(), s)
+        }
+    };
+    let settings = settings
+        .split(',')
+        .filter(|s| !s.is_empty())
+        .map(|s| crate::cli::parse_setting(s).map_err(|e| anyhow::anyhow!("--policy {spec}: {e}")))
+        .collect::<Result<Vec<_>>>()?;
+    let (_, loaded) = load(runtime, &name).with_context(|| format!("--policy {spec}"))?;
+    Ok(Column {
+        label: spec.to_owned(),
+        loaded,
+        settings,
+    })
+}
+
+/// `key=a..b` (inclusive, step 1) or `key=a,b,c`.
+fn parse_sweep(sweep: &str) -> Result<(String, Vec<String>)> {
+    let Some((key, values)) = sweep.split_once('=') else {
+        bail!("--sweep {sweep}: expected OPTION=VALUES, e.g. numjobs=1..8 or iodepth=1,32,2048");
+    };
+    let values: Vec<String> = match values.split_once("..") {
+        Some((a, b)) => {
+            let (a, b): (u64, u64) = (
+                a.trim()
+                    .parse()
+                    .map_err(|_| anyhow::anyhow!("--sweep {sweep}: `{a}` is not an integer"))?,
+                b.trim()
+                    .parse()
+                    .map_err(|_| anyhow::anyhow!("--sweep {sweep}: `{b}` is not an integer"))?,
+            );
+            if a > b || b - a > 10_000 {
+                bail!(
+                    "--sweep {sweep}: a range runs from the smaller to the larger value, at most 10000 steps"
+                );
+            }
+            (a..=b).map(|v| v.to_string()).collect()
+        }
+        None => values
+            .split(',')
+            .map(|v| v.trim().to_owned())
+            .filter(|v| !v.is_empty())
+            .collect(),
+    };
+    if values.is_empty() {
+        bail!("--sweep {sweep}: no values");
+    }
+    Ok((key.trim().to_owned(), values))
+}
+
+fn mean_stddev(values: &[f64]) -> (f64, f64) {
+    let n = values.len().max(1) as f64;
+    let mean = values.iter().sum::<f64>() / n;
+    let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n;
+    (mean, var.sqrt())
+}
+
+/// A figure with as many decimals as its size deserves.
+fn figure(v: f64) -> String {
+    if v >= 100.0 {
+        format!("{v:.0}")
+    } else if v >= 1.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sweep_accepts_ranges_and_lists() {
+        assert_eq!(
+            parse_sweep("numjobs=1..3").unwrap(),
+            ("numjobs".into(), vec!["1".into(), "2".into(), "3".into()])
+        );
+        assert_eq!(parse_sweep("iodepth=1,32").unwrap().1, vec!["1", "32"]);
+        assert!(
+            parse_sweep("numjobs=3..1")
+                .unwrap_err()
+                .to_string()
+                .contains("smaller to the larger")
+        );
+        assert!(parse_sweep("numjobs").is_err());
+    }
+
+    #[test]
+    fn mean_and_population_stddev() {
+        assert_eq!(mean_stddev(&[2.0, 4.0]), (3.0, 1.0));
+    }
+}
