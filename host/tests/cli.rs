@@ -193,20 +193,46 @@ fn compare_prints_a_table_and_writes_json_and_csv() {
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
     let table = String::from_utf8_lossy(&out.stdout);
-    assert!(table.starts_with("read IOPS (sum over jobs) on sim:hdd, 2 run(s) per cell"), "{table}");
+    assert!(
+        table.starts_with("read IOPS (sum over jobs) on sim:hdd, 2 run(s) per cell"),
+        "{table}"
+    );
     assert_eq!(table.lines().count(), 4, "{table}");
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     assert_eq!(v["rows"].as_array().unwrap().len(), 2);
-    assert_eq!(v["rows"][1]["cells"][1]["values"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        v["rows"][1]["cells"][1]["values"].as_array().unwrap().len(),
+        2
+    );
     let csv = std::fs::read_to_string(&csv).unwrap();
     assert_eq!(csv.lines().count(), 5, "{csv}");
-    assert!(csv.starts_with("numjobs,policy,mean,stddev,values\n1,native:noop,"), "{csv}");
+    assert!(
+        csv.starts_with("numjobs,policy,mean,stddev,values\n1,native:noop,"),
+        "{csv}"
+    );
 }
 
 #[test]
 fn compare_names_a_bad_sweep_or_policy_setting() {
-    let bad_sweep = schedhost(&["compare", "-p", "native:noop", "--sweep", "numjobs=0..2", "--name=s", "--size=1m"]);
-    assert_fails_with(&bad_sweep, "--sweep numjobs=0: job 's': numjobs=0 is out of range 1..=4096");
-    let bad_setting = schedhost(&["compare", "-p", "native:deadline:fifo_batch=x", "--name=s", "--size=1m"]);
+    let bad_sweep = schedhost(&[
+        "compare",
+        "-p",
+        "native:noop",
+        "--sweep",
+        "numjobs=0..2",
+        "--name=s",
+        "--size=1m",
+    ]);
+    assert_fails_with(
+        &bad_sweep,
+        "--sweep numjobs=0: job 's': numjobs=0 is out of range 1..=4096",
+    );
+    let bad_setting = schedhost(&[
+        "compare",
+        "-p",
+        "native:deadline:fifo_batch=x",
+        "--name=s",
+        "--size=1m",
+    ]);
     assert_fails_with(&bad_setting, "--policy native:deadline:fifo_batch=x");
 }

@@ -73,6 +73,7 @@ const NATIVE: &[(&str, fn() -> Box<dyn PolicyBackend>)] = &[
     ("noop", make::<schedhost_policy_noop::Noop>),
     ("deadline", make::<schedhost_policy_deadline::Deadline>),
     ("time-slice", make::<schedhost_policy_time_slice::TimeSlice>),
+    ("cfq", make::<schedhost_policy_cfq::Cfq>),
 ];
 
 fn make<P: Policy + Send>() -> Box<dyn PolicyBackend> {

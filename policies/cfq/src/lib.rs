@@ -1,0 +1,563 @@
+//! cfq: Completely Fair Queueing (block/cfq-iosched.c, removed in Linux 5.0) as a schedhost
+//! policy.
+//!
+//! Sync requests queue per submitter; async requests share one queue per priority class and
+//! level. One queue at a time is active and owns the device for a time slice (`slice_sync`,
+//! `slice_async`, longer for higher priority levels, shortened under `low_latency` so that all
+//! busy queues get a turn within `target_latency`). Within its slice a queue dispatches in
+//! sector order from the head position (a backward seek of up to `back_seek_max` counts
+//! `back_seek_penalty` times its distance), checking its FIFO once per slice
+//! (`fifo_expire_sync/async`), with at most `quantum` requests on the device. When an active
+//! sync queue runs dry, cfq waits for its requests to complete and then idles `slice_idle`
+//! for the next one before giving the device away. Classes are served RT, then BE, then IDLE;
+//! a sync request preempts an async slice, and an RT request a lower class.
+
+#![forbid(unsafe_code)]
+
+use std::collections::{BTreeMap, VecDeque};
+
+use schedhost_sdk::{
+    Completion, Dispatch, ExpiryFifo, IdMap, MergeEvent, MergeKind, MergeQuery, Policy, PrioClass,
+    Request, SectorSet, Setup, TunableSpec,
+};
+
+const MS: u64 = 1_000_000;
+
+const fn tunable(
+    name: &'static str,
+    default: i64,
+    max: i64,
+    unit: &'static str,
+    help: &'static str,
+) -> TunableSpec {
+    TunableSpec {
+        name,
+        default,
+        min: 0,
+        max,
+        unit,
+        help,
+    }
+}
+
+/// The tunables, with the kernel's names and defaults.
+const TUNABLES: &[TunableSpec] = &[
+    tunable(
+        "quantum",
+        8,
+        1024,
+        "requests",
+        "most requests the active queue has on the device",
+    ),
+    tunable(
+        "fifo_expire_sync",
+        125,
+        3_600_000,
+        "ms",
+        "a sync request is served out of sector order after this long",
+    ),
+    tunable(
+        "fifo_expire_async",
+        250,
+        3_600_000,
+        "ms",
+        "an async request is served out of sector order after this long",
+    ),
+    tunable(
+        "back_seek_max",
+        16384,
+        1 << 30,
+        "KiB",
+        "longest backward seek taken in sector order",
+    ),
+    tunable(
+        "back_seek_penalty",
+        2,
+        1024,
+        "",
+        "a backward seek counts this many times its distance",
+    ),
+    tunable(
+        "slice_sync",
+        100,
+        3_600_000,
+        "ms",
+        "time slice of a sync queue at priority level 4",
+    ),
+    tunable(
+        "slice_async",
+        40,
+        3_600_000,
+        "ms",
+        "time slice of an async queue at priority level 4",
+    ),
+    tunable(
+        "slice_async_rq",
+        2,
+        1024,
+        "requests",
+        "async requests per slice at level 4 (scaled by level)",
+    ),
+    tunable(
+        "slice_idle",
+        8,
+        3_600_000,
+        "ms",
+        "how long an empty sync queue keeps the device",
+    ),
+    tunable(
+        "group_idle",
+        8,
+        3_600_000,
+        "ms",
+        "accepted for compatibility; schedhost has no cgroups",
+    ),
+    tunable(
+        "low_latency",
+        1,
+        1,
+        "",
+        "shorten slices so every busy queue is served within target_latency",
+    ),
+    tunable(
+        "target_latency",
+        300,
+        3_600_000,
+        "ms",
+        "with low_latency, the round of all busy sync queues",
+    ),
+];
+
+/// Which queue a request belongs to: its submitter's for sync I/O, a shared one per class and
+/// level for async I/O.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum QueueKey {
+    Sync(u32),
+    Async(u8, u8),
+}
+
+/// One cfq queue.
+#[derive(Debug, Default)]
+struct Queue {
+    sorted: SectorSet,
+    fifo: ExpiryFifo,
+    /// Requests of this queue on the device.
+    inflight: u32,
+    class: u8,
+    level: u8,
+    sync: bool,
+}
+
+/// The queue that owns the device.
+#[derive(Debug, Clone, Copy)]
+struct Active {
+    key: QueueKey,
+    slice_end: u64,
+    dispatched: u32,
+    fifo_checked: bool,
+    /// When idling for this queue ends, once it has started.
+    idle_until: Option<u64>,
+    /// A more deserving queue became busy: end the slice at the next decision.
+    preempt: bool,
+}
+
+/// What is remembered of a queued request.
+#[derive(Debug, Clone, Copy)]
+struct Queued {
+    key: QueueKey,
+    sector: u64,
+    sectors: u32,
+}
+
+/// The CFQ policy.
+#[derive(Debug, Default)]
+pub struct Cfq {
+    queues: BTreeMap<QueueKey, Queue>,
+    queued: IdMap<Queued>,
+    on_device: IdMap<QueueKey>,
+    /// Busy queues waiting for a slice, per class (RT, BE, IDLE), in round-robin order.
+    waiting: [VecDeque<QueueKey>; 3],
+    active: Option<Active>,
+    /// Where the last dispatched request ended.
+    head: u64,
+    t: Tunables,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct Tunables {
+    quantum: u32,
+    fifo_expire: [u64; 2],
+    back_seek_max_sectors: u64,
+    back_seek_penalty: u64,
+    slice_sync: u64,
+    slice_async: u64,
+    slice_async_rq: u32,
+    slice_idle: u64,
+    group_idle: u64,
+    low_latency: bool,
+    target_latency: u64,
+}
+
+fn class_index(class: PrioClass) -> u8 {
+    match class.effective() {
+        PrioClass::Rt => 0,
+        PrioClass::Idle => 2,
+        _ => 1,
+    }
+}
+
+fn key_of(r: &Request) -> QueueKey {
+    if r.sync {
+        QueueKey::Sync(r.ctx)
+    } else {
+        QueueKey::Async(class_index(r.prio_class), r.prio_level.min(7))
+    }
+}
+
+impl Policy for Cfq {
+    const NAME: &'static str = "cfq";
+    const VERSION: &'static str = env!("CARGO_PKG_VERSION");
+    const TUNABLES: &'static [TunableSpec] = TUNABLES;
+    const MERGE_VETO: bool = true;
+
+    fn new(_setup: &Setup) -> Self {
+        Self::default()
+    }
+
+    fn set(&mut self, name: &str, value: i64) {
+        let v = value.unsigned_abs();
+        let t = &mut self.t;
+        match name {
+            "quantum" => t.quantum = v as u32,
+            "fifo_expire_sync" => t.fifo_expire[1] = v * MS,
+            "fifo_expire_async" => t.fifo_expire[0] = v * MS,
+            "back_seek_max" => t.back_seek_max_sectors = v * 2,
+            "back_seek_penalty" => t.back_seek_penalty = v.max(1),
+            "slice_sync" => t.slice_sync = v * MS,
+            "slice_async" => t.slice_async = v * MS,
+            "slice_async_rq" => t.slice_async_rq = v as u32,
+            "slice_idle" => t.slice_idle = v * MS,
+            "group_idle" => t.group_idle = v * MS,
+            "low_latency" => t.low_latency = v != 0,
+            "target_latency" => t.target_latency = v * MS,
+            _ => {}
+        }
+    }
+
+    fn get(&self, name: &str) -> Option<i64> {
+        let t = &self.t;
+        let ms = |ns: u64| (ns / MS) as i64;
+        Some(match name {
+            "quantum" => i64::from(t.quantum),
+            "fifo_expire_sync" => ms(t.fifo_expire[1]),
+            "fifo_expire_async" => ms(t.fifo_expire[0]),
+            "back_seek_max" => (t.back_seek_max_sectors / 2) as i64,
+            "back_seek_penalty" => t.back_seek_penalty as i64,
+            "slice_sync" => ms(t.slice_sync),
+            "slice_async" => ms(t.slice_async),
+            "slice_async_rq" => i64::from(t.slice_async_rq),
+            "slice_idle" => ms(t.slice_idle),
+            "group_idle" => ms(t.group_idle),
+            "low_latency" => i64::from(t.low_latency),
+            "target_latency" => ms(t.target_latency),
+            _ => return None,
+        })
+    }
+
+    fn insert(&mut self, _now_ns: u64, requests: &[Request]) {
+        for r in requests {
+            let key = key_of(r);
+            let expires = r.arrival_ns + self.t.fifo_expire[usize::from(r.sync)];
+            let queue = self.queues.entry(key).or_insert_with(|| Queue {
+                class: class_index(r.prio_class),
+                level: r.prio_level.min(7),
+                sync: r.sync,
+                ..Queue::default()
+            });
+            let was_idle = queue.sorted.is_empty();
+            queue.sorted.insert(r.sector, r.id);
+            queue.fifo.push(r.id, expires);
+            self.queued.insert(
+                r.id,
+                Queued {
+                    key,
+                    sector: r.sector,
+                    sectors: r.sectors,
+                },
+            );
+            if was_idle {
+                self.became_busy(key);
+            }
+        }
+    }
+
+    fn dispatch(&mut self, now_ns: u64, _hw_queue: u32, budget: u32, out: &mut Dispatch) {
+        while out.ids.len() < budget as usize {
+            let Some(active) = self.active else {
+                if !self.activate_next(now_ns) {
+                    break;
+                }
+                continue;
+            };
+            if active.preempt || now_ns >= active.slice_end {
+                self.expire();
+                continue;
+            }
+            match self.step(active, now_ns) {
+                Step::Sent(id) => out.ids.push(id),
+                Step::Expire => self.expire(),
+                Step::WaitUntil(t) => {
+                    out.wake_at_ns = Some(t);
+                    break;
+                }
+            }
+        }
+    }
+
+    fn allow_merge(&mut self, query: &MergeQuery) -> bool {
+        // cfq_allow_bio_merge: a bio merges only into a request of the queue it would join.
+        let Some(target) = self.queued.get(&query.target) else {
+            return false;
+        };
+        match target.key {
+            QueueKey::Sync(ctx) => query.sync && query.ctx == ctx,
+            QueueKey::Async(..) => !query.sync,
+        }
+    }
+
+    fn merged(&mut self, _now_ns: u64, event: &MergeEvent) {
+        if let Some(gone) = event.absorbed
+            && let Some(q) = self.queued.remove(&gone)
+            && let Some(queue) = self.queues.get_mut(&q.key)
+        {
+            queue.sorted.remove(q.sector, gone);
+            queue.fifo.absorb(event.target, gone);
+        }
+        if let Some(q) = self.queued.get_mut(&event.target) {
+            if event.kind == MergeKind::Front
+                && let Some(queue) = self.queues.get_mut(&q.key)
+            {
+                queue
+                    .sorted
+                    .reposition(q.sector, event.sector, event.target);
+            }
+            q.sector = event.sector;
+            q.sectors = event.sectors;
+        }
+    }
+
+    fn completed(&mut self, _now_ns: u64, done: &[Completion]) {
+        for c in done {
+            if let Some(key) = self.on_device.remove(&c.id)
+                && let Some(queue) = self.queues.get_mut(&key)
+            {
+                queue.inflight = queue.inflight.saturating_sub(1);
+            }
+        }
+    }
+}
+
+/// What the active queue does next.
+enum Step {
+    Sent(u64),
+    Expire,
+    WaitUntil(u64),
+}
+
+impl Cfq {
+    /// One decision for the active queue.
+    fn step(&mut self, active: Active, now_ns: u64) -> Step {
+        let t = self.t;
+        let Some(queue) = self.queues.get(&active.key) else {
+            return Step::Expire;
+        };
+        if queue.sorted.is_empty() {
+            return self.when_dry(active, now_ns);
+        }
+        if queue.inflight >= t.quantum.max(1) {
+            // Its share of the device is on the device: wait for a completion.
+            return Step::WaitUntil(active.slice_end);
+        }
+        if !queue.sync && active.dispatched >= self.async_requests_per_slice(queue.level) {
+            return Step::Expire;
+        }
+        let id = self.choose(active.key, now_ns);
+        self.send(id);
+        Step::Sent(id)
+    }
+
+    /// The active queue has nothing queued: wait for its requests on the device, then idle
+    /// for `slice_idle` (sync queues only) before giving up the slice.
+    fn when_dry(&mut self, active: Active, now_ns: u64) -> Step {
+        let Some(queue) = self.queues.get(&active.key) else {
+            return Step::Expire;
+        };
+        if !queue.sync || self.t.slice_idle == 0 {
+            return Step::Expire;
+        }
+        if queue.inflight > 0 {
+            return Step::WaitUntil(active.slice_end);
+        }
+        let until = match active.idle_until {
+            Some(until) => until,
+            None => {
+                let until = (now_ns + self.t.slice_idle).min(active.slice_end);
+                if let Some(a) = &mut self.active {
+                    a.idle_until = Some(until);
+                }
+                until
+            }
+        };
+        if now_ns < until {
+            Step::WaitUntil(until)
+        } else {
+            Step::Expire
+        }
+    }
+
+    /// The next request of queue `key`: the expired FIFO head once per slice, otherwise the
+    /// nearest in sector order from the head, backward seeks penalised.
+    fn choose(&mut self, key: QueueKey, now_ns: u64) -> u64 {
+        let t = self.t;
+        let queue = &self.queues[&key];
+        if let Some(a) = &mut self.active
+            && !a.fifo_checked
+        {
+            a.fifo_checked = true;
+            if queue.fifo.expired(now_ns)
+                && let Some((id, _)) = queue.fifo.front()
+            {
+                return id;
+            }
+        }
+        let ahead = queue.sorted.at_or_after(self.head);
+        let behind = queue
+            .sorted
+            .before(self.head)
+            .filter(|(s, _)| self.head - s <= t.back_seek_max_sectors);
+        match (ahead, behind) {
+            (Some((a, ida)), Some((b, idb))) => {
+                if (self.head - b) * t.back_seek_penalty < a - self.head {
+                    idb
+                } else {
+                    ida
+                }
+            }
+            (Some((_, id)), None) | (None, Some((_, id))) => id,
+            (None, None) => queue.sorted.first().map_or(0, |(_, id)| id),
+        }
+    }
+
+    /// Moves request `id` from its queue to the device.
+    fn send(&mut self, id: u64) {
+        let Some(q) = self.queued.remove(&id) else {
+            return;
+        };
+        if let Some(queue) = self.queues.get_mut(&q.key) {
+            queue.sorted.remove(q.sector, id);
+            queue.fifo.remove(id);
+            queue.inflight += 1;
+        }
+        self.on_device.insert(id, q.key);
+        if let Some(a) = &mut self.active {
+            a.dispatched += 1;
+            a.idle_until = None;
+        }
+        self.head = q.sector + u64::from(q.sectors);
+    }
+
+    /// Ends the active slice; the queue waits for another turn if it still has requests.
+    fn expire(&mut self) {
+        let Some(active) = self.active.take() else {
+            return;
+        };
+        if let Some(queue) = self.queues.get(&active.key)
+            && !queue.sorted.is_empty()
+        {
+            self.waiting[queue.class as usize].push_back(active.key);
+        }
+    }
+
+    /// Gives the next waiting queue a slice; false iff none waits.
+    fn activate_next(&mut self, now_ns: u64) -> bool {
+        // A waiting queue may have been emptied by merges since it queued up: skip it.
+        let key = loop {
+            let Some(key) = self.waiting.iter_mut().find_map(VecDeque::pop_front) else {
+                return false;
+            };
+            if self.queues.get(&key).is_some_and(|q| !q.sorted.is_empty()) {
+                break key;
+            }
+        };
+        let slice = self.slice_for(key);
+        self.active = Some(Active {
+            key,
+            slice_end: now_ns + slice,
+            dispatched: 0,
+            fifo_checked: false,
+            idle_until: None,
+            preempt: false,
+        });
+        true
+    }
+
+    /// A queue got its first request: it waits for a slice, and may preempt the active one.
+    fn became_busy(&mut self, key: QueueKey) {
+        if self.active.is_some_and(|a| a.key == key)
+            || self.waiting.iter().any(|w| w.contains(&key))
+        {
+            return;
+        }
+        let queue = &self.queues[&key];
+        let (class, sync) = (queue.class, queue.sync);
+        if let Some(active) = self.active
+            && let Some(current) = self.queues.get(&active.key)
+        {
+            let sync_over_async = sync && !current.sync;
+            let higher_class = class < current.class;
+            if sync_over_async || higher_class {
+                if let Some(a) = &mut self.active {
+                    a.preempt = true;
+                }
+                self.waiting[class as usize].push_front(key);
+                return;
+            }
+        }
+        self.waiting[class as usize].push_back(key);
+    }
+
+    /// Slice length for queue `key` (cfq_prio_slice, then low_latency scaling).
+    fn slice_for(&self, key: QueueKey) -> u64 {
+        let t = self.t;
+        let queue = &self.queues[&key];
+        let base = if queue.sync {
+            t.slice_sync
+        } else {
+            t.slice_async
+        };
+        let level = i64::from(queue.level.min(7));
+        let slice = (base as i64 + base as i64 / 5 * (4 - level)).max(1) as u64;
+        if !(t.low_latency && queue.sync) {
+            return slice;
+        }
+        let busy = 1 + self
+            .waiting
+            .iter()
+            .flatten()
+            .filter(|k| matches!(k, QueueKey::Sync(_)))
+            .count() as u64;
+        let expected = t.slice_sync * busy;
+        if expected <= t.target_latency || expected == 0 {
+            return slice;
+        }
+        let low = slice.min((slice * t.slice_idle / t.slice_sync.max(1)).max(2 * t.slice_idle));
+        (slice * t.target_latency / expected).max(low)
+    }
+
+    /// Async requests the active async queue may send per slice (cfq_prio_to_maxrq).
+    fn async_requests_per_slice(&self, level: u8) -> u32 {
+        (2 * self.t.slice_async_rq * (8 - u32::from(level.min(7))) / 8).max(1)
+    }
+}
+
+schedhost_sdk::export!(Cfq);

@@ -1,0 +1,204 @@
+//! cfq's behaviour, each scenario run on the native build and on the component.
+
+use schedhost::policy::{NativePolicy, PolicyBackend};
+use schedhost_policy_cfq::Cfq;
+use schedhost_sdk::{Completion, MergeKind, MergeQuery, Op, PrioClass, Request, Setup};
+
+use crate::helpers::{component, runtime};
+
+const MS: u64 = 1_000_000;
+
+fn builds(settings: &[(&str, i64)]) -> Vec<(&'static str, Box<dyn PolicyBackend>)> {
+    let mut out: Vec<(&'static str, Box<dyn PolicyBackend>)> =
+        vec![("native", Box::new(NativePolicy::<Cfq>::default()))];
+    if let Some(path) = component("cfq") {
+        out.push((
+            "wasm",
+            Box::new(runtime().load(&path).unwrap().instantiate().unwrap()),
+        ));
+    }
+    let settings: Vec<(String, i64)> = settings
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), *v))
+        .collect();
+    for (_, p) in &mut out {
+        p.init(
+            &Setup {
+                hw_queues: 1,
+                queue_depth: 32,
+                nr_requests: 64,
+            },
+            &settings,
+        )
+        .unwrap()
+        .unwrap();
+    }
+    out
+}
+
+fn read(id: u64, ctx: u32, sector: u64, at_ms: u64) -> Request {
+    Request {
+        id,
+        ctx,
+        op: Op::Read,
+        sector,
+        sectors: 8,
+        sync: true,
+        prio_class: PrioClass::None,
+        prio_level: 4,
+        arrival_ns: at_ms * MS,
+    }
+}
+
+fn done(id: u64, ctx: u32) -> Completion {
+    Completion {
+        id,
+        ctx,
+        op: Op::Read,
+        sectors: 8,
+        latency_ns: MS,
+        service_ns: MS,
+        status: 0,
+    }
+}
+
+#[test]
+fn cfq_idles_for_same_ctx_within_slice_idle() {
+    for (build, mut p) in builds(&[]) {
+        p.insert(0, &[read(1, 0, 0, 0), read(2, 1, 100_000, 0)])
+            .unwrap();
+        assert_eq!(
+            p.dispatch(0, 0, 8).unwrap().ids,
+            vec![1],
+            "{build}: one queue owns the device"
+        );
+        // While ctx 0's request is on the device, ctx 1 waits.
+        assert!(p.dispatch(MS, 0, 8).unwrap().ids.is_empty(), "{build}");
+        p.completed(2 * MS, &[done(1, 0)]).unwrap();
+        // ctx 0 is empty: cfq idles 8 ms for its next request rather than seek to ctx 1.
+        let idle = p.dispatch(2 * MS, 0, 8).unwrap();
+        assert!(idle.ids.is_empty(), "{build}");
+        assert_eq!(idle.wake_at_ns, Some(10 * MS), "{build}");
+        p.insert(5 * MS, &[read(3, 0, 8, 5)]).unwrap();
+        assert_eq!(
+            p.dispatch(5 * MS, 0, 8).unwrap().ids,
+            vec![3],
+            "{build}: the reader came back within slice_idle"
+        );
+        p.completed(6 * MS, &[done(3, 0)]).unwrap();
+        assert!(
+            p.dispatch(6 * MS, 0, 8).unwrap().ids.is_empty(),
+            "{build}: idling again"
+        );
+        // Idling ran out at 14 ms: ctx 1 gets the device.
+        assert_eq!(p.dispatch(14 * MS, 0, 8).unwrap().ids, vec![2], "{build}");
+    }
+}
+
+#[test]
+fn cfq_rotates_after_slice() {
+    for (build, mut p) in builds(&[("slice_sync", 20), ("low_latency", 0)]) {
+        let reqs: Vec<Request> = (0..10)
+            .map(|i| read(i, 0, i * 8, 0))
+            .chain([read(100, 1, 900_000, 0)])
+            .collect();
+        p.insert(0, &reqs).unwrap();
+        let mut sent = Vec::new();
+        for ms in 0..10 {
+            let ids = p.dispatch(ms * MS, 0, 1).unwrap().ids;
+            for &id in &ids {
+                p.completed(ms * MS, &[done(id, 0)]).unwrap();
+            }
+            sent.extend(ids);
+        }
+        assert_eq!(
+            sent,
+            (0..10).collect::<Vec<_>>(),
+            "{build}: ctx 0 keeps its 20 ms slice"
+        );
+        p.insert(10 * MS, &[read(10, 0, 80, 10)]).unwrap();
+        assert_eq!(p.dispatch(15 * MS, 0, 1).unwrap().ids, vec![10], "{build}");
+        p.completed(15 * MS, &[done(10, 0)]).unwrap();
+        p.insert(15 * MS, &[read(11, 0, 88, 15)]).unwrap();
+        // The slice (0–20 ms) has ended: ctx 1's turn, though ctx 0 has work.
+        assert_eq!(p.dispatch(21 * MS, 0, 1).unwrap().ids, vec![100], "{build}");
+    }
+}
+
+#[test]
+fn cfq_sync_request_preempts_async_slice() {
+    for (build, mut p) in builds(&[]) {
+        let writes: Vec<Request> = (0..4)
+            .map(|i| Request {
+                op: Op::Write,
+                sync: false,
+                ..read(10 + i, 5, i * 8, 0)
+            })
+            .collect();
+        p.insert(0, &writes).unwrap();
+        assert_eq!(p.dispatch(0, 0, 1).unwrap().ids, vec![10], "{build}");
+        p.insert(MS, &[read(1, 0, 500_000, 1)]).unwrap();
+        assert_eq!(
+            p.dispatch(MS, 0, 1).unwrap().ids,
+            vec![1],
+            "{build}: the read does not wait for the async slice"
+        );
+    }
+}
+
+#[test]
+fn cfq_merges_only_within_the_queue_a_bio_would_join() {
+    for (build, mut p) in builds(&[]) {
+        p.insert(0, &[read(1, 0, 0, 0)]).unwrap();
+        let query = MergeQuery {
+            target: 1,
+            target_ctx: 0,
+            ctx: 0,
+            op: Op::Read,
+            sector: 8,
+            sectors: 8,
+            sync: true,
+            kind: MergeKind::Back,
+        };
+        assert!(p.allow_merge(&query).unwrap(), "{build}");
+        assert!(
+            !p.allow_merge(&MergeQuery { ctx: 1, ..query }).unwrap(),
+            "{build}: another submitter's sync queue"
+        );
+        assert!(
+            !p.allow_merge(&MergeQuery {
+                sync: false,
+                ..query
+            })
+            .unwrap(),
+            "{build}: an async bio"
+        );
+    }
+}
+
+#[test]
+fn cfq_tunables_have_kernel_defaults_and_ranges() {
+    for (build, mut p) in builds(&[]) {
+        let defaults: Vec<(String, i64)> = p
+            .tunables()
+            .unwrap()
+            .into_iter()
+            .map(|t| (t.name, t.default))
+            .collect();
+        for (name, value) in [
+            ("quantum", 8),
+            ("slice_sync", 100),
+            ("slice_idle", 8),
+            ("target_latency", 300),
+            ("back_seek_max", 16384),
+        ] {
+            assert!(
+                defaults.contains(&(name.to_owned(), value)),
+                "{build}: {name}"
+            );
+            assert_eq!(p.get(name).unwrap(), Some(value), "{build}: {name}");
+        }
+        let err = p.set("low_latency", 2).unwrap().unwrap_err();
+        assert_eq!(err, "cfq: low_latency=2 is out of range 0..=1", "{build}");
+    }
+}
