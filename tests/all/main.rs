@@ -6,6 +6,7 @@ mod deadline;
 mod determinism;
 mod helpers;
 mod jobs;
+mod kyber;
 mod loading;
 mod merging;
 mod policy_rules;

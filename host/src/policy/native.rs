@@ -74,6 +74,7 @@ const NATIVE: &[(&str, fn() -> Box<dyn PolicyBackend>)] = &[
     ("deadline", make::<schedhost_policy_deadline::Deadline>),
     ("time-slice", make::<schedhost_policy_time_slice::TimeSlice>),
     ("cfq", make::<schedhost_policy_cfq::Cfq>),
+    ("kyber", make::<schedhost_policy_kyber::Kyber>),
 ];
 
 fn make<P: Policy + Send>() -> Box<dyn PolicyBackend> {

@@ -1,0 +1,233 @@
+//! kyber: the kernel's Kyber scheduler (block/kyber-iosched.c) as a schedhost policy.
+//!
+//! Requests fall into domains — read, write, discard, other — each with a token pool that
+//! caps how many of its requests are on the device. Dispatch takes batches from the domains in
+//! turn (16 reads, 8 writes, 1 discard, 1 other). Every 100 ms window of completions, latency
+//! is bucketed against each domain's target (`read_lat_nsec`, `write_lat_nsec`; eight buckets
+//! of a quarter target each). If any domain's p90 reached its target the device is congested:
+//! every domain's depth is scaled by its p99 bucket — shrinking domains under target,
+//! growing those over it — between 1 and the domain's initial depth.
+
+#![forbid(unsafe_code)]
+
+use std::collections::VecDeque;
+
+use schedhost_sdk::{
+    Completion, Dispatch, IdMap, IdSet, MergeEvent, Op, Policy, Request, Setup, TunableSpec,
+};
+
+const TUNABLES: &[TunableSpec] = &[
+    TunableSpec {
+        name: "read_lat_nsec",
+        default: 2_000_000,
+        min: 1,
+        max: 1 << 40,
+        unit: "ns",
+        help: "target read latency",
+    },
+    TunableSpec {
+        name: "write_lat_nsec",
+        default: 10_000_000,
+        min: 1,
+        max: 1 << 40,
+        unit: "ns",
+        help: "target write latency",
+    },
+];
+
+/// Domains, as `enum kyber_sched_domain`.
+const READ: usize = 0;
+const WRITE: usize = 1;
+const DISCARD: usize = 2;
+const OTHER: usize = 3;
+const DOMAINS: usize = 4;
+
+/// Initial (and largest) token depth per domain (`kyber_depth`).
+const MAX_DEPTH: [u32; DOMAINS] = [256, 128, 64, 16];
+/// Requests taken from a domain per turn (`kyber_batch_size`).
+const BATCH: [u32; DOMAINS] = [16, 8, 1, 1];
+/// Latency buckets per domain; bucket i holds latencies in [i/4, (i+1)/4) of the target.
+const BUCKETS: usize = 8;
+/// The adjustment window (kyber's timer period).
+const WINDOW_NS: u64 = 100_000_000;
+/// Discard latency target (`kyber_latency_targets[KYBER_DISCARD]`: 5 s).
+const DISCARD_TARGET_NS: u64 = 5_000_000_000;
+
+fn domain_of(op: Op) -> usize {
+    match op {
+        Op::Read => READ,
+        Op::Write => WRITE,
+        Op::Discard => DISCARD,
+        Op::Flush => OTHER,
+    }
+}
+
+/// The Kyber policy.
+#[derive(Debug)]
+pub struct Kyber {
+    queues: [VecDeque<u64>; DOMAINS],
+    absorbed: IdSet,
+    on_device: IdMap<usize>,
+    inflight: [u32; DOMAINS],
+    depth: [u32; DOMAINS],
+    target_ns: [u64; DOMAINS],
+    /// Latency histogram of the current window, per domain.
+    window: [[u64; BUCKETS]; DOMAINS],
+    window_start: Option<u64>,
+    /// Last known p99 bucket per domain, kept for a congested window that lacks samples.
+    last_p99: [Option<usize>; DOMAINS],
+    current: usize,
+    batching: u32,
+}
+
+impl Policy for Kyber {
+    const NAME: &'static str = "kyber";
+    const VERSION: &'static str = env!("CARGO_PKG_VERSION");
+    const TUNABLES: &'static [TunableSpec] = TUNABLES;
+
+    fn new(_setup: &Setup) -> Self {
+        Self {
+            queues: Default::default(),
+            absorbed: IdSet::default(),
+            on_device: IdMap::default(),
+            inflight: [0; DOMAINS],
+            depth: MAX_DEPTH,
+            target_ns: [0, 0, DISCARD_TARGET_NS, 0],
+            window: [[0; BUCKETS]; DOMAINS],
+            window_start: None,
+            last_p99: [None; DOMAINS],
+            current: READ,
+            batching: 0,
+        }
+    }
+
+    fn set(&mut self, name: &str, value: i64) {
+        match name {
+            "read_lat_nsec" => self.target_ns[READ] = value.unsigned_abs(),
+            "write_lat_nsec" => self.target_ns[WRITE] = value.unsigned_abs(),
+            _ => {}
+        }
+    }
+
+    fn get(&self, name: &str) -> Option<i64> {
+        match name {
+            "read_lat_nsec" => Some(self.target_ns[READ] as i64),
+            "write_lat_nsec" => Some(self.target_ns[WRITE] as i64),
+            _ => None,
+        }
+    }
+
+    fn insert(&mut self, _now_ns: u64, requests: &[Request]) {
+        for r in requests {
+            self.queues[domain_of(r.op)].push_back(r.id);
+        }
+    }
+
+    fn dispatch(&mut self, _now_ns: u64, _hw_queue: u32, budget: u32, out: &mut Dispatch) {
+        let mut fruitless = 0;
+        while out.ids.len() < budget as usize && fruitless < DOMAINS {
+            let d = self.current;
+            let batch_done = self.batching >= BATCH[d];
+            let id = if !batch_done && self.inflight[d] < self.depth[d] {
+                self.pop(d)
+            } else {
+                None
+            };
+            match id {
+                Some(id) => {
+                    out.ids.push(id);
+                    self.on_device.insert(id, d);
+                    self.inflight[d] += 1;
+                    self.batching += 1;
+                    fruitless = 0;
+                }
+                None => {
+                    self.current = (d + 1) % DOMAINS;
+                    self.batching = 0;
+                    // A finished batch is a turn taken, not a domain with nothing to send.
+                    if !batch_done {
+                        fruitless += 1;
+                    }
+                }
+            }
+        }
+    }
+
+    fn merged(&mut self, _now_ns: u64, event: &MergeEvent) {
+        if let Some(gone) = event.absorbed {
+            self.absorbed.insert(gone);
+        }
+    }
+
+    fn completed(&mut self, now_ns: u64, done: &[Completion]) {
+        for c in done {
+            let Some(d) = self.on_device.remove(&c.id) else {
+                continue;
+            };
+            self.inflight[d] = self.inflight[d].saturating_sub(1);
+            if self.target_ns[d] > 0 {
+                let bucket = (c.latency_ns.saturating_mul(4) / self.target_ns[d])
+                    .min(BUCKETS as u64 - 1) as usize;
+                self.window[d][bucket] += 1;
+            }
+        }
+        let start = *self.window_start.get_or_insert(now_ns);
+        if now_ns >= start + WINDOW_NS {
+            self.adjust_depths();
+            self.window = [[0; BUCKETS]; DOMAINS];
+            self.window_start = Some(now_ns);
+        }
+    }
+}
+
+impl Kyber {
+    /// The token depth of each domain now (for tests and reports).
+    pub fn depths(&self) -> [u32; DOMAINS] {
+        self.depth
+    }
+
+    fn pop(&mut self, d: usize) -> Option<u64> {
+        while let Some(id) = self.queues[d].pop_front() {
+            if self.absorbed.is_empty() || !self.absorbed.remove(&id) {
+                return Some(id);
+            }
+        }
+        None
+    }
+
+    /// The bucket holding the `pct` percentile of domain `d`'s window, if it has samples.
+    fn percentile(&self, d: usize, pct: u64) -> Option<usize> {
+        let total: u64 = self.window[d].iter().sum();
+        if total == 0 {
+            return None;
+        }
+        let wanted = (total * pct).div_ceil(100);
+        let mut seen = 0;
+        self.window[d].iter().position(|&n| {
+            seen += n;
+            seen >= wanted
+        })
+    }
+
+    /// kyber_timer_fn: on congestion scale every domain's depth by its p99 bucket; otherwise
+    /// only give domains over target more room.
+    fn adjust_depths(&mut self) {
+        let bad = (0..OTHER).any(|d| self.percentile(d, 90).is_some_and(|b| b >= BUCKETS / 2));
+        for d in 0..OTHER {
+            let mut p99 = self.percentile(d, 99);
+            if bad {
+                p99 = p99.or(self.last_p99[d]);
+                self.last_p99[d] = None;
+            } else if p99.is_some() {
+                self.last_p99[d] = p99;
+            }
+            let Some(p99) = p99 else { continue };
+            if bad || p99 >= BUCKETS / 2 {
+                let depth = (self.depth[d] as usize * (p99 + 1)) >> 2;
+                self.depth[d] = (depth as u32).clamp(1, MAX_DEPTH[d]);
+            }
+        }
+    }
+}
+
+schedhost_sdk::export!(Kyber);
