@@ -1,5 +1,6 @@
 //! schedhost's integration tests: one binary, one module per feature.
 
+mod bfq;
 mod cfq;
 mod conservation;
 mod deadline;

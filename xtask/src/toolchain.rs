@@ -21,7 +21,7 @@ pub fn ensure() -> Result<()> {
     );
     let sudo = if is_root() { None } else { Some("sudo") };
     apt(sudo, &["update", "-q"])?;
-    let mut install = vec!["install", "-y", "-q", "--no-install-recommends"];
+    let mut install = vec!["install", "-y", "-q"];
     install.extend(&missing);
     apt(sudo, &install)
 }

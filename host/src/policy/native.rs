@@ -75,6 +75,7 @@ const NATIVE: &[(&str, fn() -> Box<dyn PolicyBackend>)] = &[
     ("time-slice", make::<schedhost_policy_time_slice::TimeSlice>),
     ("cfq", make::<schedhost_policy_cfq::Cfq>),
     ("kyber", make::<schedhost_policy_kyber::Kyber>),
+    ("bfq", make::<schedhost_policy_bfq::Bfq>),
 ];
 
 fn make<P: Policy + Send>() -> Box<dyn PolicyBackend> {

@@ -1,0 +1,418 @@
+//! bfq: Budget Fair Queueing (block/bfq-iosched.c) as a schedhost policy.
+//!
+//! Sync requests queue per submitter, async ones per priority class and level, as in cfq. A
+//! queue is served for a *budget* of sectors rather than a time slice, so service is shared
+//! by weight in sectors whatever the device's speed. Queues are picked by B-WF2Q+: each
+//! busy queue has a virtual start and finish time (finish = start + budget / weight); among
+//! queues whose start is not after the system's virtual time, the earliest finish goes next.
+//! Weights come from the priority level (`(8 − level) × 10`); RT queues go before BE, BE
+//! before IDLE. The in-service queue keeps the device until its budget is spent, it has
+//! been served for `timeout_sync`, or it has run dry and idled `slice_idle` for its next
+//! request. With `low_latency`, a submitter's queue is weight-raised ×30 for its first
+//! 3 s, as bfq raises new interactive queues. With `strict_guarantees`, bfq also idles
+//! for async queues.
+
+#![forbid(unsafe_code)]
+
+use std::collections::BTreeMap;
+
+use schedhost_sdk::{
+    Completion, Dispatch, ExpiryFifo, IdMap, MergeEvent, MergeKind, Policy, PrioClass, Request,
+    SectorSet, Setup, TunableSpec,
+};
+
+const MS: u64 = 1_000_000;
+/// `BFQ_DEFAULT_MAX_BUDGET`: the budget when `max_budget` is 0 (auto).
+const DEFAULT_MAX_BUDGET: u64 = 16 * 1024;
+/// Weight-raising factor and duration for new queues under `low_latency`.
+const WR_COEFF: u64 = 30;
+const WR_DURATION_NS: u64 = 3_000 * MS;
+/// Virtual time is kept in sectors × this / weight, so small budgets keep precision.
+const VT_SCALE: u128 = 1 << 20;
+/// FIFO expiry of sync and async requests (`bfq_fifo_expire`: 125 ms and 250 ms).
+const FIFO_EXPIRE_NS: [u64; 2] = [250 * MS, 125 * MS];
+
+const TUNABLES: &[TunableSpec] = &[
+    TunableSpec {
+        name: "slice_idle",
+        default: 8,
+        min: 0,
+        max: 3_600_000,
+        unit: "ms",
+        help: "how long an empty sync queue keeps the device",
+    },
+    TunableSpec {
+        name: "timeout_sync",
+        default: 125,
+        min: 1,
+        max: 3_600_000,
+        unit: "ms",
+        help: "longest service of one queue at a time",
+    },
+    TunableSpec {
+        name: "max_budget",
+        default: 0,
+        min: 0,
+        max: 1 << 30,
+        unit: "sectors",
+        help: "sectors a queue is served per turn; 0 = auto (16384)",
+    },
+    TunableSpec {
+        name: "low_latency",
+        default: 1,
+        min: 0,
+        max: 1,
+        unit: "",
+        help: "raise the weight of new submitters' queues for their first seconds",
+    },
+    TunableSpec {
+        name: "strict_guarantees",
+        default: 0,
+        min: 0,
+        max: 1,
+        unit: "",
+        help: "idle for async queues too, trading throughput for fairness",
+    },
+];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum QueueKey {
+    Sync(u32),
+    Async(u8, u8),
+}
+
+#[derive(Debug, Default)]
+struct Queue {
+    sorted: SectorSet,
+    fifo: ExpiryFifo,
+    inflight: u32,
+    class: usize,
+    weight: u64,
+    sync: bool,
+    /// Virtual start and finish of its current turn.
+    start: u128,
+    finish: u128,
+    /// Weight raising ends at this time.
+    raised_until: u64,
+    busy: bool,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct InService {
+    key: QueueKey,
+    served: u64,
+    budget: u64,
+    until: u64,
+    idle_until: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Queued {
+    key: QueueKey,
+    sector: u64,
+    sectors: u32,
+}
+
+/// The BFQ policy.
+#[derive(Debug, Default)]
+pub struct Bfq {
+    queues: BTreeMap<QueueKey, Queue>,
+    queued: IdMap<Queued>,
+    on_device: IdMap<QueueKey>,
+    in_service: Option<InService>,
+    /// System virtual time per class.
+    vtime: [u128; 3],
+    head: u64,
+    slice_idle: u64,
+    timeout: u64,
+    max_budget: u64,
+    low_latency: bool,
+    strict: bool,
+}
+
+fn class_index(class: PrioClass) -> usize {
+    match class.effective() {
+        PrioClass::Rt => 0,
+        PrioClass::Idle => 2,
+        _ => 1,
+    }
+}
+
+impl Policy for Bfq {
+    const NAME: &'static str = "bfq";
+    const VERSION: &'static str = env!("CARGO_PKG_VERSION");
+    const TUNABLES: &'static [TunableSpec] = TUNABLES;
+
+    fn new(_setup: &Setup) -> Self {
+        Self::default()
+    }
+
+    fn set(&mut self, name: &str, value: i64) {
+        let v = value.unsigned_abs();
+        match name {
+            "slice_idle" => self.slice_idle = v * MS,
+            "timeout_sync" => self.timeout = v * MS,
+            "max_budget" => self.max_budget = v,
+            "low_latency" => self.low_latency = v != 0,
+            "strict_guarantees" => self.strict = v != 0,
+            _ => {}
+        }
+    }
+
+    fn get(&self, name: &str) -> Option<i64> {
+        Some(match name {
+            "slice_idle" => (self.slice_idle / MS) as i64,
+            "timeout_sync" => (self.timeout / MS) as i64,
+            "max_budget" => self.max_budget as i64,
+            "low_latency" => i64::from(self.low_latency),
+            "strict_guarantees" => i64::from(self.strict),
+            _ => return None,
+        })
+    }
+
+    fn insert(&mut self, now_ns: u64, requests: &[Request]) {
+        for r in requests {
+            let key = if r.sync {
+                QueueKey::Sync(r.ctx)
+            } else {
+                QueueKey::Async(class_index(r.prio_class) as u8, r.prio_level.min(7))
+            };
+            let low_latency = self.low_latency;
+            let queue = self.queues.entry(key).or_insert_with(|| Queue {
+                class: class_index(r.prio_class),
+                weight: (8 - u64::from(r.prio_level.min(7))) * 10,
+                sync: r.sync,
+                raised_until: if low_latency && r.sync {
+                    now_ns + WR_DURATION_NS
+                } else {
+                    0
+                },
+                ..Queue::default()
+            });
+            queue.sorted.insert(r.sector, r.id);
+            queue
+                .fifo
+                .push(r.id, r.arrival_ns + FIFO_EXPIRE_NS[usize::from(r.sync)]);
+            self.queued.insert(
+                r.id,
+                Queued {
+                    key,
+                    sector: r.sector,
+                    sectors: r.sectors,
+                },
+            );
+            if !queue.busy && self.in_service.is_none_or(|s| s.key != key) {
+                self.activate(key, now_ns);
+            }
+        }
+    }
+
+    fn dispatch(&mut self, now_ns: u64, _hw_queue: u32, budget: u32, out: &mut Dispatch) {
+        while out.ids.len() < budget as usize {
+            let Some(service) = self.in_service else {
+                if !self.select(now_ns) {
+                    break;
+                }
+                continue;
+            };
+            if service.served >= service.budget || now_ns >= service.until {
+                self.expire(now_ns);
+                continue;
+            }
+            let Some(queue) = self.queues.get(&service.key) else {
+                self.in_service = None;
+                continue;
+            };
+            if queue.sorted.is_empty() {
+                let may_idle = (queue.sync || self.strict) && self.slice_idle > 0;
+                if !may_idle {
+                    self.expire(now_ns);
+                    continue;
+                }
+                if queue.inflight > 0 {
+                    out.wake_at_ns = Some(service.until);
+                    break;
+                }
+                let until = match service.idle_until {
+                    Some(until) => until,
+                    None => {
+                        let until = (now_ns + self.slice_idle).min(service.until);
+                        if let Some(s) = &mut self.in_service {
+                            s.idle_until = Some(until);
+                        }
+                        until
+                    }
+                };
+                if now_ns < until {
+                    out.wake_at_ns = Some(until);
+                    break;
+                }
+                self.expire(now_ns);
+                continue;
+            }
+            let id = self.choose(service.key, now_ns);
+            out.ids.push(id);
+            self.send(id);
+        }
+    }
+
+    fn merged(&mut self, _now_ns: u64, event: &MergeEvent) {
+        if let Some(gone) = event.absorbed
+            && let Some(q) = self.queued.remove(&gone)
+            && let Some(queue) = self.queues.get_mut(&q.key)
+        {
+            queue.sorted.remove(q.sector, gone);
+            queue.fifo.absorb(event.target, gone);
+        }
+        if let Some(q) = self.queued.get_mut(&event.target) {
+            if event.kind == MergeKind::Front
+                && let Some(queue) = self.queues.get_mut(&q.key)
+            {
+                queue
+                    .sorted
+                    .reposition(q.sector, event.sector, event.target);
+            }
+            q.sector = event.sector;
+            q.sectors = event.sectors;
+        }
+    }
+
+    fn completed(&mut self, _now_ns: u64, done: &[Completion]) {
+        for c in done {
+            if let Some(key) = self.on_device.remove(&c.id)
+                && let Some(queue) = self.queues.get_mut(&key)
+            {
+                queue.inflight = queue.inflight.saturating_sub(1);
+            }
+        }
+    }
+}
+
+impl Bfq {
+    fn budget(&self) -> u64 {
+        if self.max_budget == 0 {
+            DEFAULT_MAX_BUDGET
+        } else {
+            self.max_budget
+        }
+    }
+
+    fn weight(&self, queue: &Queue, now_ns: u64) -> u64 {
+        if now_ns < queue.raised_until {
+            queue.weight * WR_COEFF
+        } else {
+            queue.weight
+        }
+    }
+
+    /// A queue becomes busy: its turn starts at max(system virtual time, its last finish).
+    fn activate(&mut self, key: QueueKey, now_ns: u64) {
+        let budget = self.budget();
+        let Some(queue) = self.queues.get(&key) else {
+            return;
+        };
+        let weight = self.weight(queue, now_ns).max(1);
+        let start = self.vtime[queue.class].max(queue.finish);
+        if let Some(queue) = self.queues.get_mut(&key) {
+            queue.start = start;
+            queue.finish = start + u128::from(budget) * VT_SCALE / u128::from(weight);
+            queue.busy = true;
+        }
+    }
+
+    /// Picks the next queue by B-WF2Q+ in the highest class with a busy queue.
+    fn select(&mut self, now_ns: u64) -> bool {
+        for class in 0..3 {
+            let busy = || {
+                self.queues
+                    .iter()
+                    .filter(move |(_, q)| q.busy && q.class == class)
+            };
+            let Some(min_start) = busy().map(|(_, q)| q.start).min() else {
+                continue;
+            };
+            // The system virtual time jumps to the earliest start if no queue is eligible.
+            let v = self.vtime[class].max(min_start);
+            self.vtime[class] = v;
+            let Some((&key, _)) = busy()
+                .filter(|(_, q)| q.start <= v)
+                .min_by_key(|(k, q)| (q.finish, **k))
+            else {
+                continue;
+            };
+            self.in_service = Some(InService {
+                key,
+                served: 0,
+                budget: self.budget(),
+                until: now_ns + self.timeout,
+                idle_until: None,
+            });
+            return true;
+        }
+        false
+    }
+
+    /// Ends the in-service turn, charging the service received; the queue starts a new
+    /// turn if it still has requests.
+    fn expire(&mut self, now_ns: u64) {
+        let Some(service) = self.in_service.take() else {
+            return;
+        };
+        let Some(queue) = self.queues.get(&service.key) else {
+            return;
+        };
+        let (class, weight) = (queue.class, self.weight(queue, now_ns).max(1));
+        let total_weight: u128 = self
+            .queues
+            .values()
+            .filter(|q| q.busy && q.class == class)
+            .map(|q| u128::from(self.weight(q, now_ns).max(1)))
+            .sum();
+        let served = u128::from(service.served.max(1)) * VT_SCALE;
+        let Some(queue) = self.queues.get_mut(&service.key) else {
+            return;
+        };
+        // The turn finishes where its actual service, not its budget, says.
+        queue.finish = queue.start + served / u128::from(weight);
+        queue.busy = false;
+        let backlogged = !queue.sorted.is_empty();
+        self.vtime[class] += served / total_weight.max(1);
+        if backlogged {
+            self.activate(service.key, now_ns);
+        }
+    }
+
+    /// The next request of queue `key`: an expired FIFO head, else the next in sector order.
+    fn choose(&self, key: QueueKey, now_ns: u64) -> u64 {
+        let queue = &self.queues[&key];
+        if queue.fifo.expired(now_ns)
+            && let Some((id, _)) = queue.fifo.front()
+        {
+            return id;
+        }
+        queue
+            .sorted
+            .at_or_after(self.head)
+            .or_else(|| queue.sorted.first())
+            .map_or(0, |(_, id)| id)
+    }
+
+    fn send(&mut self, id: u64) {
+        let Some(q) = self.queued.remove(&id) else {
+            return;
+        };
+        if let Some(queue) = self.queues.get_mut(&q.key) {
+            queue.sorted.remove(q.sector, id);
+            queue.fifo.remove(id);
+            queue.inflight += 1;
+        }
+        self.on_device.insert(id, q.key);
+        self.head = q.sector + u64::from(q.sectors);
+        if let Some(s) = &mut self.in_service {
+            s.served += u64::from(q.sectors);
+            s.idle_until = None;
+        }
+    }
+}
+
+schedhost_sdk::export!(Bfq);

@@ -1,0 +1,149 @@
+//! bfq's behaviour, each scenario run on the native build and on the component.
+
+use schedhost::policy::{NativePolicy, PolicyBackend};
+use schedhost_policy_bfq::Bfq;
+use schedhost_sdk::{Completion, Op, PrioClass, Request, Setup};
+
+use crate::helpers::{component, runtime};
+
+const MS: u64 = 1_000_000;
+
+fn builds(settings: &[(&str, i64)]) -> Vec<(&'static str, Box<dyn PolicyBackend>)> {
+    let mut out: Vec<(&'static str, Box<dyn PolicyBackend>)> =
+        vec![("native", Box::new(NativePolicy::<Bfq>::default()))];
+    if let Some(path) = component("bfq") {
+        out.push((
+            "wasm",
+            Box::new(runtime().load(&path).unwrap().instantiate().unwrap()),
+        ));
+    }
+    let settings: Vec<(String, i64)> = settings
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), *v))
+        .collect();
+    for (_, p) in &mut out {
+        p.init(
+            &Setup {
+                hw_queues: 1,
+                queue_depth: 32,
+                nr_requests: 64,
+            },
+            &settings,
+        )
+        .unwrap()
+        .unwrap();
+    }
+    out
+}
+
+fn read(id: u64, ctx: u32, level: u8, sector: u64) -> Request {
+    Request {
+        id,
+        ctx,
+        op: Op::Read,
+        sector,
+        sectors: 8,
+        sync: true,
+        prio_class: PrioClass::Be,
+        prio_level: level,
+        arrival_ns: 0,
+    }
+}
+
+#[test]
+fn bfq_shares_sectors_in_proportion_to_weight() {
+    for (build, mut p) in builds(&[("max_budget", 64), ("low_latency", 0), ("slice_idle", 0)]) {
+        // ctx 0 at level 0 (weight 80) and ctx 1 at level 6 (weight 20), both always backlogged.
+        let mut next = 0u64;
+        let mut served = [0u64; 2];
+        let mut requests = Vec::new();
+        for ctx in 0..2u32 {
+            for _ in 0..1000 {
+                requests.push(read(next, ctx, if ctx == 0 { 0 } else { 6 }, next * 8));
+                next += 1;
+            }
+        }
+        p.insert(0, &requests).unwrap();
+        for step in 0..800u64 {
+            let ids = p.dispatch(step * MS, 0, 1).unwrap().ids;
+            for &id in &ids {
+                served[usize::from(id >= 1000)] += 8;
+                p.completed(
+                    step * MS,
+                    &[Completion {
+                        id,
+                        ctx: 0,
+                        op: Op::Read,
+                        sectors: 8,
+                        latency_ns: MS,
+                        service_ns: MS,
+                        status: 0,
+                    }],
+                )
+                .unwrap();
+            }
+        }
+        let ratio = served[0] as f64 / served[1] as f64;
+        assert!(
+            (3.5..=4.5).contains(&ratio),
+            "{build}: served {served:?}, ratio {ratio:.2} (weights 80:20)"
+        );
+    }
+}
+
+#[test]
+fn bfq_idles_for_empty_sync_queue_then_moves_on() {
+    for (build, mut p) in builds(&[]) {
+        p.insert(0, &[read(1, 0, 4, 0), read(2, 1, 4, 100_000)])
+            .unwrap();
+        let first = p.dispatch(0, 0, 4).unwrap().ids;
+        assert_eq!(first.len(), 1, "{build}: one queue in service");
+        p.completed(
+            MS,
+            &[Completion {
+                id: first[0],
+                ctx: 0,
+                op: Op::Read,
+                sectors: 8,
+                latency_ns: MS,
+                service_ns: MS,
+                status: 0,
+            }],
+        )
+        .unwrap();
+        let idle = p.dispatch(MS, 0, 4).unwrap();
+        assert!(idle.ids.is_empty(), "{build}");
+        assert_eq!(
+            idle.wake_at_ns,
+            Some(9 * MS),
+            "{build}: slice_idle 8 ms after the completion"
+        );
+        assert_eq!(
+            p.dispatch(9 * MS, 0, 4).unwrap().ids.len(),
+            1,
+            "{build}: then the other queue"
+        );
+    }
+}
+
+#[test]
+fn bfq_serves_realtime_before_best_effort() {
+    for (build, mut p) in builds(&[]) {
+        let mut rt = read(2, 1, 4, 50_000);
+        rt.prio_class = PrioClass::Rt;
+        p.insert(0, &[read(1, 0, 0, 0), rt]).unwrap();
+        assert_eq!(p.dispatch(0, 0, 1).unwrap().ids, vec![2], "{build}");
+    }
+}
+
+#[test]
+fn bfq_rejects_out_of_range_tunables_by_name() {
+    for (build, mut p) in builds(&[]) {
+        assert_eq!(
+            p.set("strict_guarantees", 3).unwrap().unwrap_err(),
+            "bfq: strict_guarantees=3 is out of range 0..=1",
+            "{build}"
+        );
+        assert_eq!(p.get("timeout_sync").unwrap(), Some(125), "{build}");
+    }
+}
