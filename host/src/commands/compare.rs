@@ -214,24 +214,19 @@ impl CompareArgs {
             self.repeat
         );
         let first = if sweep_key.is_empty() { "" } else { sweep_key };
-        let width = columns
-            .iter()
-            .map(|c| c.label.len())
-            .max()
-            .unwrap_or(0)
-            .max(18);
+        let widths: Vec<usize> = columns.iter().map(|c| c.label.len().max(16)).collect();
         let _ = write!(out, "{first:<10}");
-        for c in columns {
-            let _ = write!(out, " {:>width$}", c.label);
+        for (c, width) in columns.iter().zip(&widths) {
+            let _ = write!(out, "  {:>width$}", c.label);
         }
         let _ = writeln!(out);
         for (value, cells) in rows {
             let _ = write!(out, "{value:<10}");
-            for values in cells {
+            for (values, width) in cells.iter().zip(&widths) {
                 let (mean, sd) = mean_stddev(values);
                 let _ = write!(
                     out,
-                    " {:>width$}",
+                    "  {:>width$}",
                     format!("{} ({})", figure(mean), figure(sd))
                 );
             }
