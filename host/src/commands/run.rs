@@ -33,7 +33,7 @@ pub struct RunArgs {
     /// Queue attribute nomerges: 0 all merges, 1 one-hit cache only, 2 none.
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=2))]
     pub nomerges: u8,
-    /// Queue attribute nr_requests (scheduler tags per hardware queue); default 2 × min(depth, 128).
+    /// Queue attribute nr_requests (scheduler tags per hardware queue); default max(2 × min(depth, 128), 128).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub nr_requests: Option<u32>,
     /// Report format.

@@ -26,6 +26,12 @@ pub use merge::{MergeIndex, Nomerges, can_coalesce, can_merge};
 pub use request::{Bio, BioRef, Bios, Request, RequestTable, State};
 pub use routing::{CompletionSite, RqAffinity, site};
 
+/// The legacy block layer's nr_requests (BLKDEV_MAX_RQ), which cfq and the seed experiments
+/// ran with. blk-mq's 2 × depth would leave a depth-1 disk two scheduler tags, so a policy
+/// idling for one submitter would find that submitter's next request stuck behind
+/// another's tag.
+pub const LEGACY_NR_REQUESTS: u32 = 128;
+
 /// Queue limits and attributes, as the kernel's queue sysfs directory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Config {
@@ -44,12 +50,12 @@ pub struct Config {
 }
 
 impl Config {
-    /// The kernel's default for a device of this depth: nr_requests = 2 × min(depth, 128).
+    /// Defaults for a device of this depth: nr_requests = max(2 × min(depth, 128), 128).
     pub fn for_device(hw_queues: u32, queue_depth: u32, max_sectors: u32) -> Self {
         Self {
             hw_queues: hw_queues.max(1),
             queue_depth: queue_depth.max(1),
-            nr_requests: 2 * queue_depth.clamp(1, 128),
+            nr_requests: (2 * queue_depth.clamp(1, 128)).max(LEGACY_NR_REQUESTS),
             max_sectors: max_sectors.max(1),
             nomerges: Nomerges::All,
             rq_affinity: RqAffinity::Group,
