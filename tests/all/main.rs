@@ -11,5 +11,6 @@ mod kyber;
 mod loading;
 mod merging;
 mod policy_rules;
+mod reproduction;
 mod sdk_example;
 mod time_slice;
