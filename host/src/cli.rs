@@ -48,9 +48,9 @@ impl Command {
         match self {
             Command::Run(args) => args.execute(fio_options),
             Command::Compare(args) => args.execute(fio_options),
-            other if !fio_options.is_empty() => {
+            _ if !fio_options.is_empty() => {
                 anyhow::bail!(
-                    "fio job options ({}) only apply to `run` and `compare`; {other:?} takes none",
+                    "fio job options ({}) only apply to `run` and `compare`",
                     fio_options.join(" ")
                 )
             }

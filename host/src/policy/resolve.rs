@@ -27,17 +27,29 @@ impl PolicySource {
     }
 }
 
-/// Directories searched for bundled components, in order: `$SCHEDHOST_POLICY_DIR`, then
-/// `policies/` beside the binary's profile directory (`target/policies` for
-/// `target/release/schedhost`, and for test binaries in `target/debug/deps`).
+/// Directories searched for bundled components, in order: `$SCHEDHOST_POLICY_DIR`; for a
+/// binary inside a cargo `target/` directory, `target/policies` (where `cargo xtask build`
+/// puts them); then `share/schedhost/policies` beside an installed binary's `bin/`.
 pub fn bundled_dirs() -> Vec<PathBuf> {
     let mut dirs = Vec::new();
     if let Some(dir) = std::env::var_os("SCHEDHOST_POLICY_DIR") {
         dirs.push(PathBuf::from(dir));
     }
     if let Ok(exe) = std::env::current_exe() {
-        for up in exe.ancestors().skip(2).take(2) {
-            dirs.push(up.join("policies"));
+        let bin_dir = exe.parent();
+        // target/release/schedhost → target; target/debug/deps/test-binary → target.
+        let target = [
+            bin_dir.and_then(Path::parent),
+            bin_dir.and_then(Path::parent).and_then(Path::parent),
+        ]
+        .into_iter()
+        .flatten()
+        .find(|dir| dir.file_name().is_some_and(|name| name == "target"));
+        match (target, bin_dir.and_then(Path::parent)) {
+            (Some(target), _) => dirs.push(target.join("policies")),
+            // An installed binary (…/bin/schedhost) finds …/share/schedhost/policies.
+            (None, Some(prefix)) => dirs.push(prefix.join("share/schedhost/policies")),
+            (None, None) => {}
         }
     }
     dirs
