@@ -87,6 +87,22 @@ pub fn dispatch<P: Policy>(
     }
 }
 
+pub fn insert_and_dispatch<P: Policy>(
+    rt: &RefCell<Runtime<P>>,
+    now_ns: u64,
+    words: Vec<u64>,
+    hw_queue: u32,
+    budget: u32,
+) -> wit::DispatchAnswer {
+    let answer = rt
+        .borrow_mut()
+        .insert_and_dispatch_packed(now_ns, &words, hw_queue, budget);
+    wit::DispatchAnswer {
+        ids: answer.ids,
+        wake_at_ns: answer.wake_at_ns,
+    }
+}
+
 pub fn allow_merge<P: Policy>(rt: &RefCell<Runtime<P>>, q: wit::MergeQuery) -> bool {
     let query = sdk::MergeQuery {
         target: q.target,
@@ -184,6 +200,16 @@ macro_rules! __export_component {
                 }
                 fn dispatch(now_ns: u64, hw_queue: u32, budget: u32) -> wit::DispatchAnswer {
                     RUNTIME.with(|rt| glue::dispatch(rt, now_ns, hw_queue, budget))
+                }
+                fn insert_and_dispatch(
+                    now_ns: u64,
+                    requests: Vec<u64>,
+                    hw_queue: u32,
+                    budget: u32,
+                ) -> wit::DispatchAnswer {
+                    RUNTIME.with(|rt| {
+                        glue::insert_and_dispatch(rt, now_ns, requests, hw_queue, budget)
+                    })
                 }
                 fn allow_merge(query: wit::MergeQuery) -> bool {
                     RUNTIME.with(|rt| glue::allow_merge(rt, query))

@@ -108,6 +108,19 @@ impl<P: Policy> Runtime<P> {
         self.requests = requests;
     }
 
+    /// [`Runtime::insert_packed`] then [`Runtime::dispatch`].
+    #[doc(hidden)]
+    pub fn insert_and_dispatch_packed(
+        &mut self,
+        now_ns: u64,
+        words: &[u64],
+        hw_queue: u32,
+        budget: u32,
+    ) -> Dispatch {
+        self.insert_packed(now_ns, words);
+        self.dispatch(now_ns, hw_queue, budget)
+    }
+
     /// Unpacks completions in the wire encoding and forwards them to [`Policy::completed`].
     #[doc(hidden)]
     pub fn completed_packed(&mut self, now_ns: u64, words: &[u64]) {

@@ -93,9 +93,10 @@ fn fault_of<P: Policy + Send>() -> schedhost::policy::Fault {
 #[test]
 fn dispatching_an_unknown_id_is_a_fault() {
     let fault = fault_of::<Rogue<1>>();
+    // New requests and the first dispatch of a round travel in one call.
     assert_eq!(
         (fault.kind, fault.call),
-        (FaultKind::InvalidAnswer, "dispatch")
+        (FaultKind::InvalidAnswer, "insert-and-dispatch")
     );
     assert!(
         fault.message.contains("0xdeadbeef, which is not queued"),

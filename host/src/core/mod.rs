@@ -18,7 +18,7 @@ mod routing;
 use std::collections::VecDeque;
 
 use schedhost_sdk::{
-    Completion, MergeEvent, MergeKind, MergeQuery, Op, Request as PolicyRequest, Setup,
+    Completion, Dispatch, MergeEvent, MergeKind, MergeQuery, Op, Request as PolicyRequest, Setup,
 };
 
 use crate::policy::{Fault, FaultKind, PolicyBackend};
@@ -377,21 +377,46 @@ impl Core {
     /// # Errors
     /// A fault in any policy call, including an invalid dispatch answer.
     pub fn run(&mut self, now_ns: u64) -> Result<(), Fault> {
-        self.flush_to_policy(now_ns)?;
-        for hw_queue in 0..self.config.hw_queues {
-            let queue = &mut self.queues[hw_queue as usize];
+        self.flush_notices(now_ns)?;
+        for queue in &mut self.queues {
             if queue.timer.is_some_and(|t| t <= now_ns) {
                 queue.timer = None;
             }
-            let budget = self.config.queue_depth - queue.inflight;
-            if budget > 0 && self.queued > 0 {
-                self.dispatch(now_ns, hw_queue, budget)?;
+        }
+        // New requests and the first hardware queue with free tags share one call.
+        let mut served = None;
+        if self.take_inserts() {
+            self.stats.policy_calls += 1;
+            served = (0..self.config.hw_queues).find(|&q| self.budget(q) > 0);
+            match served {
+                Some(hw_queue) => {
+                    let budget = self.budget(hw_queue);
+                    let answer =
+                        self.policy
+                            .insert_and_dispatch(now_ns, &self.scratch, hw_queue, budget)?;
+                    self.send(now_ns, hw_queue, budget, answer, "insert-and-dispatch")?;
+                }
+                None => self.policy.insert(now_ns, &self.scratch)?,
+            }
+        }
+        for hw_queue in 0..self.config.hw_queues {
+            let budget = self.budget(hw_queue);
+            if served != Some(hw_queue) && budget > 0 && self.queued > 0 {
+                self.stats.policy_calls += 1;
+                let answer = self.policy.dispatch(now_ns, hw_queue, budget)?;
+                self.send(now_ns, hw_queue, budget, answer, "dispatch")?;
             }
         }
         Ok(())
     }
 
-    fn flush_to_policy(&mut self, now_ns: u64) -> Result<(), Fault> {
+    /// Free driver tags on `hw_queue`.
+    fn budget(&self, hw_queue: u32) -> u32 {
+        self.config.queue_depth - self.queues[hw_queue as usize].inflight
+    }
+
+    /// Reports completions and merges to the policy, each kind in one batch.
+    fn flush_notices(&mut self, now_ns: u64) -> Result<(), Fault> {
         if !self.pending_completions.is_empty() {
             self.stats.policy_calls += 1;
             self.policy.completed(now_ns, &self.pending_completions)?;
@@ -402,37 +427,49 @@ impl Core {
             self.policy.merged(now_ns, &self.pending_merges)?;
             self.pending_merges.clear();
         }
-        if !self.pending_insert.is_empty() {
-            self.scratch.clear();
-            for &id in &self.pending_insert {
-                if let Some(request) = self.table.get_mut(id) {
-                    request.state = State::Queued;
-                    self.scratch.push(policy_view(id, request));
-                }
-            }
-            self.pending_insert.clear();
-            self.queued += self.scratch.len();
-            self.stats.policy_calls += 1;
-            self.policy.insert(now_ns, &self.scratch)?;
-        }
         Ok(())
     }
 
-    /// Asks the policy for up to `budget` requests for `hw_queue` and sends them.
-    fn dispatch(&mut self, now_ns: u64, hw_queue: u32, budget: u32) -> Result<(), Fault> {
-        self.stats.policy_calls += 1;
-        let answer = self.policy.dispatch(now_ns, hw_queue, budget)?;
+    /// Moves requests waiting for the insert batch into `scratch`, as queued; true iff any.
+    fn take_inserts(&mut self) -> bool {
+        if self.pending_insert.is_empty() {
+            return false;
+        }
+        self.scratch.clear();
+        for &id in &self.pending_insert {
+            if let Some(request) = self.table.get_mut(id) {
+                request.state = State::Queued;
+                self.scratch.push(policy_view(id, request));
+            }
+        }
+        self.pending_insert.clear();
+        self.queued += self.scratch.len();
+        !self.scratch.is_empty()
+    }
+
+    /// Checks the policy's answer to `call` and sends its requests on `hw_queue`.
+    fn send(
+        &mut self,
+        now_ns: u64,
+        hw_queue: u32,
+        budget: u32,
+        answer: Dispatch,
+        call: &'static str,
+    ) -> Result<(), Fault> {
         if answer.ids.len() > budget as usize {
-            return Err(invalid(format!(
-                "returned {} ids for a budget of {budget}",
-                answer.ids.len()
-            )));
+            return Err(invalid(
+                call,
+                format!("returned {} ids for a budget of {budget}", answer.ids.len()),
+            ));
         }
         for &id in &answer.ids {
             let Some(request) = self.table.get_mut(id).filter(|r| r.is_queued()) else {
-                return Err(invalid(format!(
-                    "returned id {id:#x}, which is not queued (unknown, absorbed or already dispatched)"
-                )));
+                return Err(invalid(
+                    call,
+                    format!(
+                        "returned id {id:#x}, which is not queued (unknown, absorbed or already dispatched)"
+                    ),
+                ));
             };
             request.state = State::Dispatched {
                 hw_queue,
@@ -706,10 +743,10 @@ fn policy_view(id: u64, r: &Request) -> PolicyRequest {
     }
 }
 
-fn invalid(message: String) -> Fault {
+fn invalid(call: &'static str, message: String) -> Fault {
     Fault {
         kind: FaultKind::InvalidAnswer,
-        call: "dispatch",
+        call,
         message,
     }
 }

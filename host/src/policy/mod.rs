@@ -69,6 +69,17 @@ pub trait PolicyBackend: Send {
     fn insert(&mut self, now_ns: u64, requests: &[Request]) -> Result<(), Fault>;
     /// Up to `budget` requests for `hw_queue`.
     fn dispatch(&mut self, now_ns: u64, hw_queue: u32, budget: u32) -> Result<Dispatch, Fault>;
+    /// `insert` then `dispatch`, in one call where the backend can do that.
+    fn insert_and_dispatch(
+        &mut self,
+        now_ns: u64,
+        requests: &[Request],
+        hw_queue: u32,
+        budget: u32,
+    ) -> Result<Dispatch, Fault> {
+        self.insert(now_ns, requests)?;
+        self.dispatch(now_ns, hw_queue, budget)
+    }
     /// May a bio join a queued request?
     fn allow_merge(&mut self, query: &MergeQuery) -> Result<bool, Fault>;
     /// Queued requests grew or were absorbed.

@@ -336,6 +336,28 @@ impl PolicyBackend for WasmPolicy {
         })
     }
 
+    fn insert_and_dispatch(
+        &mut self,
+        now_ns: u64,
+        requests: &[Request],
+        hw_queue: u32,
+        budget: u32,
+    ) -> Result<Dispatch, Fault> {
+        self.words.clear();
+        for request in requests {
+            packed::pack_request(request, &mut self.words);
+        }
+        let answer = self
+            .instance
+            .schedhost_policy_scheduler()
+            .call_insert_and_dispatch(&mut self.store, now_ns, &self.words, hw_queue, budget)
+            .map_err(|e| trap("insert-and-dispatch", e))?;
+        Ok(Dispatch {
+            ids: answer.ids,
+            wake_at_ns: answer.wake_at_ns,
+        })
+    }
+
     fn allow_merge(&mut self, q: &MergeQuery) -> Result<bool, Fault> {
         let query = wit::MergeQuery {
             target: q.target,
