@@ -1,39 +1,23 @@
 //! bfq's behaviour, each scenario run on the native build and on the component.
 
-use schedhost::policy::{NativePolicy, PolicyBackend};
+use schedhost::policy::PolicyBackend;
 use schedhost_policy_bfq::Bfq;
 use schedhost_sdk::{Completion, Op, PrioClass, Request, Setup};
 
-use crate::helpers::{component, runtime};
+use crate::helpers::both_builds;
 
 const MS: u64 = 1_000_000;
 
 fn builds(settings: &[(&str, i64)]) -> Vec<(&'static str, Box<dyn PolicyBackend>)> {
-    let mut out: Vec<(&'static str, Box<dyn PolicyBackend>)> =
-        vec![("native", Box::new(NativePolicy::<Bfq>::default()))];
-    if let Some(path) = component("bfq") {
-        out.push((
-            "wasm",
-            Box::new(runtime().load(&path).unwrap().instantiate().unwrap()),
-        ));
-    }
-    let settings: Vec<(String, i64)> = settings
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), *v))
-        .collect();
-    for (_, p) in &mut out {
-        p.init(
-            &Setup {
-                hw_queues: 1,
-                queue_depth: 32,
-                nr_requests: 64,
-            },
-            &settings,
-        )
-        .unwrap()
-        .unwrap();
-    }
-    out
+    both_builds::<Bfq>(
+        "bfq",
+        Setup {
+            hw_queues: 1,
+            queue_depth: 32,
+            nr_requests: 64,
+        },
+        settings,
+    )
 }
 
 fn read(id: u64, ctx: u32, level: u8, sector: u64) -> Request {

@@ -3,8 +3,9 @@
 use std::path::PathBuf;
 
 use schedhost::core::{Config, Core, Nomerges};
-use schedhost::policy::{NativePolicy, WasmRuntime};
+use schedhost::policy::{NativePolicy, PolicyBackend, WasmRuntime};
 use schedhost_policy_noop::Noop;
+use schedhost_sdk::{Policy, Setup};
 
 /// The component `target/policies/NAME.wasm`, built by `cargo xtask build`.
 ///
@@ -39,4 +40,38 @@ pub fn noop_core(queue_depth: u32, max_sectors: u32, nomerges: Nomerges) -> Core
     let mut config = Config::for_device(1, queue_depth, max_sectors);
     config.nomerges = nomerges;
     Core::new(config, Box::new(NativePolicy::<Noop>::default()), &[]).expect("noop starts")
+}
+
+/// Policy `P` built natively and, when its component `name` is built, as that component;
+/// each initialised for `setup` with `settings`. Behaviour tests run every scenario on both.
+pub fn both_builds<P: Policy + Send>(
+    name: &str,
+    setup: Setup,
+    settings: &[(&str, i64)],
+) -> Vec<(&'static str, Box<dyn PolicyBackend>)> {
+    let mut out: Vec<(&'static str, Box<dyn PolicyBackend>)> =
+        vec![("native", Box::new(NativePolicy::<P>::default()))];
+    if let Some(path) = component(name) {
+        out.push((
+            "wasm",
+            Box::new(
+                runtime()
+                    .load(&path)
+                    .expect("component loads")
+                    .instantiate()
+                    .expect("instantiates"),
+            ),
+        ));
+    }
+    let settings: Vec<(String, i64)> = settings
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), *v))
+        .collect();
+    for (build, policy) in &mut out {
+        policy
+            .init(&setup, &settings)
+            .expect("init does not trap")
+            .unwrap_or_else(|e| panic!("{build}: {e}"));
+    }
+    out
 }

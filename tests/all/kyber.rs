@@ -1,35 +1,23 @@
 //! kyber's behaviour, each scenario run on the native build and on the component.
 
-use schedhost::policy::{NativePolicy, PolicyBackend};
+use schedhost::policy::PolicyBackend;
 use schedhost_policy_kyber::Kyber;
 use schedhost_sdk::{Completion, Op, PrioClass, Request, Setup};
 
-use crate::helpers::{component, runtime};
+use crate::helpers::both_builds;
 
 const MS: u64 = 1_000_000;
 
 fn builds() -> Vec<(&'static str, Box<dyn PolicyBackend>)> {
-    let mut out: Vec<(&'static str, Box<dyn PolicyBackend>)> =
-        vec![("native", Box::new(NativePolicy::<Kyber>::default()))];
-    if let Some(path) = component("kyber") {
-        out.push((
-            "wasm",
-            Box::new(runtime().load(&path).unwrap().instantiate().unwrap()),
-        ));
-    }
-    for (_, p) in &mut out {
-        p.init(
-            &Setup {
-                hw_queues: 1,
-                queue_depth: 1024,
-                nr_requests: 2048,
-            },
-            &[],
-        )
-        .unwrap()
-        .unwrap();
-    }
-    out
+    both_builds::<Kyber>(
+        "kyber",
+        Setup {
+            hw_queues: 1,
+            queue_depth: 1024,
+            nr_requests: 2048,
+        },
+        &[],
+    )
 }
 
 fn request(id: u64, op: Op) -> Request {

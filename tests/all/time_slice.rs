@@ -1,35 +1,23 @@
 //! time-slice's behaviour, each scenario run on the native build and on the component.
 
-use schedhost::policy::{NativePolicy, PolicyBackend};
+use schedhost::policy::PolicyBackend;
 use schedhost_policy_time_slice::TimeSlice;
 use schedhost_sdk::{Op, PrioClass, Request, Setup};
 
-use crate::helpers::{component, runtime};
+use crate::helpers::both_builds;
 
 const US: u64 = 1_000;
 
 fn builds(slice_us: i64) -> Vec<(&'static str, Box<dyn PolicyBackend>)> {
-    let mut out: Vec<(&'static str, Box<dyn PolicyBackend>)> =
-        vec![("native", Box::new(NativePolicy::<TimeSlice>::default()))];
-    if let Some(path) = component("time-slice") {
-        out.push((
-            "wasm",
-            Box::new(runtime().load(&path).unwrap().instantiate().unwrap()),
-        ));
-    }
-    for (_, p) in &mut out {
-        p.init(
-            &Setup {
-                hw_queues: 1,
-                queue_depth: 1,
-                nr_requests: 64,
-            },
-            &[("time_slice_us".into(), slice_us)],
-        )
-        .unwrap()
-        .unwrap();
-    }
-    out
+    both_builds::<TimeSlice>(
+        "time-slice",
+        Setup {
+            hw_queues: 1,
+            queue_depth: 1,
+            nr_requests: 64,
+        },
+        &[("time_slice_us", slice_us)],
+    )
 }
 
 fn req(id: u64, ctx: u32) -> Request {
