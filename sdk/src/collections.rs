@@ -179,6 +179,106 @@ impl ExpiryFifo {
     }
 }
 
+/// Queued requests kept the two ways every elevator needs — in sector order and in deadline
+/// order — with the extents merges change. deadline keeps one per direction and class, cfq
+/// and bfq one per queue.
+#[derive(Debug, Default, Clone)]
+pub struct ElevatorQueue {
+    sorted: SectorSet,
+    fifo: ExpiryFifo,
+    extents: IdMap<(u64, u32)>,
+}
+
+impl ElevatorQueue {
+    /// An empty queue.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Queues `request`, due by `expires_ns`.
+    pub fn push(&mut self, request: &crate::Request, expires_ns: u64) {
+        self.sorted.insert(request.sector, request.id);
+        self.fifo.push(request.id, expires_ns);
+        self.extents
+            .insert(request.id, (request.sector, request.sectors));
+    }
+
+    /// Removes `id`; returns its start sector and length if it was queued here.
+    pub fn take(&mut self, id: u64) -> Option<(u64, u32)> {
+        let (sector, sectors) = self.extents.remove(&id)?;
+        self.sorted.remove(sector, id);
+        self.fifo.remove(id);
+        Some((sector, sectors))
+    }
+
+    /// `absorbed` merged into `target`: drops `absorbed`; `target`, if queued here, inherits
+    /// the earlier deadline of the two.
+    pub fn absorb(&mut self, target: u64, absorbed: u64) {
+        if let Some((sector, _)) = self.extents.remove(&absorbed) {
+            self.sorted.remove(sector, absorbed);
+            self.fifo.absorb(target, absorbed);
+        }
+    }
+
+    /// Request `id` now covers `sector` + `sectors` (it grew by a merge).
+    pub fn resize(&mut self, id: u64, sector: u64, sectors: u32) {
+        if let Some(extent) = self.extents.get_mut(&id) {
+            if extent.0 != sector {
+                self.sorted.reposition(extent.0, sector, id);
+            }
+            *extent = (sector, sectors);
+        }
+    }
+
+    /// Applies a merge event to whichever of its requests are queued here.
+    pub fn merged(&mut self, event: &crate::MergeEvent) {
+        if let Some(gone) = event.absorbed {
+            self.absorb(event.target, gone);
+        }
+        self.resize(event.target, event.sector, event.sectors);
+    }
+
+    /// The first request starting at or after `sector`, as `(sector, id)`.
+    pub fn at_or_after(&self, sector: u64) -> Option<(u64, u64)> {
+        self.sorted.at_or_after(sector)
+    }
+
+    /// The last request starting before `sector`, as `(sector, id)`.
+    pub fn before(&self, sector: u64) -> Option<(u64, u64)> {
+        self.sorted.before(sector)
+    }
+
+    /// The request with the lowest start sector, as `(sector, id)`.
+    pub fn lowest(&self) -> Option<(u64, u64)> {
+        self.sorted.first()
+    }
+
+    /// The request due first, as `(id, expires_ns)`.
+    pub fn fifo_front(&self) -> Option<(u64, u64)> {
+        self.fifo.front()
+    }
+
+    /// True iff the request due first is due at or before `now_ns`.
+    pub fn expired(&self, now_ns: u64) -> bool {
+        self.fifo.expired(now_ns)
+    }
+
+    /// Start sector and length of queued request `id`.
+    pub fn extent(&self, id: u64) -> Option<(u64, u32)> {
+        self.extents.get(&id).copied()
+    }
+
+    /// Number of queued requests.
+    pub fn len(&self) -> usize {
+        self.extents.len()
+    }
+
+    /// True iff nothing is queued.
+    pub fn is_empty(&self) -> bool {
+        self.extents.is_empty()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -210,6 +310,43 @@ mod tests {
         assert_eq!(fifo.pop_front(), Some(1));
         assert!(fifo.remove(2));
         assert!(fifo.is_empty());
+    }
+
+    #[test]
+    fn elevator_queue_follows_merges_in_both_orders() {
+        let req = |id, sector| crate::Request {
+            id,
+            ctx: 0,
+            op: crate::Op::Read,
+            sector,
+            sectors: 8,
+            sync: true,
+            prio_class: crate::PrioClass::None,
+            prio_level: 4,
+            arrival_ns: 0,
+        };
+        let mut q = ElevatorQueue::new();
+        q.push(&req(1, 100), 900);
+        q.push(&req(2, 108), 500);
+        q.push(&req(3, 300), 700);
+        // A bio before 100 grew request 1 at the front, and it absorbed request 2.
+        q.merged(&crate::MergeEvent {
+            target: 1,
+            sector: 92,
+            sectors: 24,
+            kind: crate::MergeKind::Front,
+            absorbed: Some(2),
+        });
+        assert_eq!(q.len(), 2);
+        assert_eq!(q.at_or_after(0), Some((92, 1)));
+        assert_eq!(
+            q.fifo_front(),
+            Some((1, 500)),
+            "the survivor inherits the earlier deadline"
+        );
+        assert_eq!(q.take(1), Some((92, 24)));
+        assert_eq!(q.lowest(), Some((300, 3)));
+        assert_eq!(q.take(2), None);
     }
 
     #[test]

@@ -103,7 +103,7 @@ pub mod guest;
 #[doc(hidden)]
 pub use guest as __guest;
 
-pub use collections::{ExpiryFifo, IdMap, IdSet, SectorSet};
+pub use collections::{ElevatorQueue, ExpiryFifo, IdMap, IdSet, SectorSet};
 pub use policy::{Policy, TunableSpec};
 pub use runtime::Runtime;
 pub use types::{

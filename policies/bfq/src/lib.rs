@@ -17,8 +17,8 @@
 use std::collections::BTreeMap;
 
 use schedhost_sdk::{
-    Completion, Dispatch, ExpiryFifo, IdMap, MergeEvent, MergeKind, Policy, PrioClass, Request,
-    SectorSet, Setup, TunableSpec,
+    Completion, Dispatch, ElevatorQueue, IdMap, MergeEvent, Policy, PrioClass, Request, Setup,
+    TunableSpec,
 };
 
 const MS: u64 = 1_000_000;
@@ -83,8 +83,7 @@ enum QueueKey {
 
 #[derive(Debug, Default)]
 struct Queue {
-    sorted: SectorSet,
-    fifo: ExpiryFifo,
+    requests: ElevatorQueue,
     inflight: u32,
     class: usize,
     weight: u64,
@@ -106,18 +105,12 @@ struct InService {
     idle_until: Option<u64>,
 }
 
-#[derive(Debug, Clone, Copy)]
-struct Queued {
-    key: QueueKey,
-    sector: u64,
-    sectors: u32,
-}
-
 /// The BFQ policy.
 #[derive(Debug, Default)]
 pub struct Bfq {
     queues: BTreeMap<QueueKey, Queue>,
-    queued: IdMap<Queued>,
+    /// The queue each queued request is in.
+    queued: IdMap<QueueKey>,
     on_device: IdMap<QueueKey>,
     in_service: Option<InService>,
     /// System virtual time per class.
@@ -189,18 +182,10 @@ impl Policy for Bfq {
                 },
                 ..Queue::default()
             });
-            queue.sorted.insert(r.sector, r.id);
             queue
-                .fifo
-                .push(r.id, r.arrival_ns + FIFO_EXPIRE_NS[usize::from(r.sync)]);
-            self.queued.insert(
-                r.id,
-                Queued {
-                    key,
-                    sector: r.sector,
-                    sectors: r.sectors,
-                },
-            );
+                .requests
+                .push(r, r.arrival_ns + FIFO_EXPIRE_NS[usize::from(r.sync)]);
+            self.queued.insert(r.id, key);
             if !queue.busy && self.in_service.is_none_or(|s| s.key != key) {
                 self.activate(key, now_ns);
             }
@@ -223,7 +208,7 @@ impl Policy for Bfq {
                 self.in_service = None;
                 continue;
             };
-            if queue.sorted.is_empty() {
+            if queue.requests.is_empty() {
                 let may_idle = (queue.sync || self.strict) && self.slice_idle > 0;
                 if !may_idle {
                     self.expire(now_ns);
@@ -257,23 +242,23 @@ impl Policy for Bfq {
     }
 
     fn merged(&mut self, _now_ns: u64, event: &MergeEvent) {
+        // bfq vetoes no merge, so the absorbed request may sit in another queue.
         if let Some(gone) = event.absorbed
-            && let Some(q) = self.queued.remove(&gone)
-            && let Some(queue) = self.queues.get_mut(&q.key)
+            && let Some(queue) = self
+                .queued
+                .remove(&gone)
+                .and_then(|key| self.queues.get_mut(&key))
         {
-            queue.sorted.remove(q.sector, gone);
-            queue.fifo.absorb(event.target, gone);
+            queue.requests.absorb(event.target, gone);
         }
-        if let Some(q) = self.queued.get_mut(&event.target) {
-            if event.kind == MergeKind::Front
-                && let Some(queue) = self.queues.get_mut(&q.key)
-            {
-                queue
-                    .sorted
-                    .reposition(q.sector, event.sector, event.target);
-            }
-            q.sector = event.sector;
-            q.sectors = event.sectors;
+        if let Some(queue) = self
+            .queued
+            .get(&event.target)
+            .and_then(|key| self.queues.get_mut(key))
+        {
+            queue
+                .requests
+                .resize(event.target, event.sector, event.sectors);
         }
     }
 
@@ -375,7 +360,7 @@ impl Bfq {
         // The turn finishes where its actual service, not its budget, says.
         queue.finish = queue.start + served / u128::from(weight);
         queue.busy = false;
-        let backlogged = !queue.sorted.is_empty();
+        let backlogged = !queue.requests.is_empty();
         self.vtime[class] += served / total_weight.max(1);
         if backlogged {
             self.activate(service.key, now_ns);
@@ -385,31 +370,33 @@ impl Bfq {
     /// The next request of queue `key`: an expired FIFO head, else the next in sector order.
     fn choose(&self, key: QueueKey, now_ns: u64) -> u64 {
         let queue = &self.queues[&key];
-        if queue.fifo.expired(now_ns)
-            && let Some((id, _)) = queue.fifo.front()
+        if queue.requests.expired(now_ns)
+            && let Some((id, _)) = queue.requests.fifo_front()
         {
             return id;
         }
         queue
-            .sorted
+            .requests
             .at_or_after(self.head)
-            .or_else(|| queue.sorted.first())
+            .or_else(|| queue.requests.lowest())
             .map_or(0, |(_, id)| id)
     }
 
     fn send(&mut self, id: u64) {
-        let Some(q) = self.queued.remove(&id) else {
+        let Some(key) = self.queued.remove(&id) else {
             return;
         };
-        if let Some(queue) = self.queues.get_mut(&q.key) {
-            queue.sorted.remove(q.sector, id);
-            queue.fifo.remove(id);
-            queue.inflight += 1;
-        }
-        self.on_device.insert(id, q.key);
-        self.head = q.sector + u64::from(q.sectors);
+        let Some(queue) = self.queues.get_mut(&key) else {
+            return;
+        };
+        let Some((sector, sectors)) = queue.requests.take(id) else {
+            return;
+        };
+        queue.inflight += 1;
+        self.on_device.insert(id, key);
+        self.head = sector + u64::from(sectors);
         if let Some(s) = &mut self.in_service {
-            s.served += u64::from(q.sectors);
+            s.served += u64::from(sectors);
             s.idle_until = None;
         }
     }

@@ -17,8 +17,8 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use schedhost_sdk::{
-    Completion, Dispatch, ExpiryFifo, IdMap, MergeEvent, MergeKind, MergeQuery, Policy, PrioClass,
-    Request, SectorSet, Setup, TunableSpec,
+    Completion, Dispatch, ElevatorQueue, IdMap, MergeEvent, MergeQuery, Policy, PrioClass, Request,
+    Setup, TunableSpec,
 };
 
 const MS: u64 = 1_000_000;
@@ -139,8 +139,7 @@ enum QueueKey {
 /// One cfq queue.
 #[derive(Debug, Default)]
 struct Queue {
-    sorted: SectorSet,
-    fifo: ExpiryFifo,
+    requests: ElevatorQueue,
     /// Requests of this queue on the device.
     inflight: u32,
     class: u8,
@@ -161,19 +160,12 @@ struct Active {
     preempt: bool,
 }
 
-/// What is remembered of a queued request.
-#[derive(Debug, Clone, Copy)]
-struct Queued {
-    key: QueueKey,
-    sector: u64,
-    sectors: u32,
-}
-
 /// The CFQ policy.
 #[derive(Debug, Default)]
 pub struct Cfq {
     queues: BTreeMap<QueueKey, Queue>,
-    queued: IdMap<Queued>,
+    /// The queue each queued request is in.
+    queued: IdMap<QueueKey>,
     on_device: IdMap<QueueKey>,
     /// Busy queues waiting for a slice, per class (RT, BE, IDLE), in round-robin order.
     waiting: [VecDeque<QueueKey>; 3],
@@ -274,17 +266,9 @@ impl Policy for Cfq {
                 sync: r.sync,
                 ..Queue::default()
             });
-            let was_idle = queue.sorted.is_empty();
-            queue.sorted.insert(r.sector, r.id);
-            queue.fifo.push(r.id, expires);
-            self.queued.insert(
-                r.id,
-                Queued {
-                    key,
-                    sector: r.sector,
-                    sectors: r.sectors,
-                },
-            );
+            let was_idle = queue.requests.is_empty();
+            queue.requests.push(r, expires);
+            self.queued.insert(r.id, key);
             if was_idle {
                 self.became_busy(key);
             }
@@ -319,30 +303,23 @@ impl Policy for Cfq {
         let Some(target) = self.queued.get(&query.target) else {
             return false;
         };
-        match target.key {
-            QueueKey::Sync(ctx) => query.sync && query.ctx == ctx,
+        match target {
+            QueueKey::Sync(ctx) => query.sync && query.ctx == *ctx,
             QueueKey::Async(..) => !query.sync,
         }
     }
 
     fn merged(&mut self, _now_ns: u64, event: &MergeEvent) {
-        if let Some(gone) = event.absorbed
-            && let Some(q) = self.queued.remove(&gone)
-            && let Some(queue) = self.queues.get_mut(&q.key)
-        {
-            queue.sorted.remove(q.sector, gone);
-            queue.fifo.absorb(event.target, gone);
+        // Merges stay within a queue (allow_merge), so one queue holds both requests.
+        if let Some(gone) = event.absorbed {
+            self.queued.remove(&gone);
         }
-        if let Some(q) = self.queued.get_mut(&event.target) {
-            if event.kind == MergeKind::Front
-                && let Some(queue) = self.queues.get_mut(&q.key)
-            {
-                queue
-                    .sorted
-                    .reposition(q.sector, event.sector, event.target);
-            }
-            q.sector = event.sector;
-            q.sectors = event.sectors;
+        if let Some(queue) = self
+            .queued
+            .get(&event.target)
+            .and_then(|key| self.queues.get_mut(key))
+        {
+            queue.requests.merged(event);
         }
     }
 
@@ -371,7 +348,7 @@ impl Cfq {
         let Some(queue) = self.queues.get(&active.key) else {
             return Step::Expire;
         };
-        if queue.sorted.is_empty() {
+        if queue.requests.is_empty() {
             return self.when_dry(active, now_ns);
         }
         if queue.inflight >= t.quantum.max(1) {
@@ -424,15 +401,15 @@ impl Cfq {
             && !a.fifo_checked
         {
             a.fifo_checked = true;
-            if queue.fifo.expired(now_ns)
-                && let Some((id, _)) = queue.fifo.front()
+            if queue.requests.expired(now_ns)
+                && let Some((id, _)) = queue.requests.fifo_front()
             {
                 return id;
             }
         }
-        let ahead = queue.sorted.at_or_after(self.head);
+        let ahead = queue.requests.at_or_after(self.head);
         let behind = queue
-            .sorted
+            .requests
             .before(self.head)
             .filter(|(s, _)| self.head - s <= t.back_seek_max_sectors);
         match (ahead, behind) {
@@ -444,26 +421,28 @@ impl Cfq {
                 }
             }
             (Some((_, id)), None) | (None, Some((_, id))) => id,
-            (None, None) => queue.sorted.first().map_or(0, |(_, id)| id),
+            (None, None) => queue.requests.lowest().map_or(0, |(_, id)| id),
         }
     }
 
     /// Moves request `id` from its queue to the device.
     fn send(&mut self, id: u64) {
-        let Some(q) = self.queued.remove(&id) else {
+        let Some(key) = self.queued.remove(&id) else {
             return;
         };
-        if let Some(queue) = self.queues.get_mut(&q.key) {
-            queue.sorted.remove(q.sector, id);
-            queue.fifo.remove(id);
-            queue.inflight += 1;
-        }
-        self.on_device.insert(id, q.key);
+        let Some(queue) = self.queues.get_mut(&key) else {
+            return;
+        };
+        let Some((sector, sectors)) = queue.requests.take(id) else {
+            return;
+        };
+        queue.inflight += 1;
+        self.on_device.insert(id, key);
         if let Some(a) = &mut self.active {
             a.dispatched += 1;
             a.idle_until = None;
         }
-        self.head = q.sector + u64::from(q.sectors);
+        self.head = sector + u64::from(sectors);
     }
 
     /// Ends the active slice; the queue waits for another turn if it still has requests.
@@ -472,7 +451,7 @@ impl Cfq {
             return;
         };
         if let Some(queue) = self.queues.get(&active.key)
-            && !queue.sorted.is_empty()
+            && !queue.requests.is_empty()
         {
             self.waiting[queue.class as usize].push_back(active.key);
         }
@@ -485,7 +464,11 @@ impl Cfq {
             let Some(key) = self.waiting.iter_mut().find_map(VecDeque::pop_front) else {
                 return false;
             };
-            if self.queues.get(&key).is_some_and(|q| !q.sorted.is_empty()) {
+            if self
+                .queues
+                .get(&key)
+                .is_some_and(|q| !q.requests.is_empty())
+            {
                 break key;
             }
         };

@@ -12,8 +12,8 @@
 #![forbid(unsafe_code)]
 
 use schedhost_sdk::{
-    Dispatch, ExpiryFifo, IdMap, MergeEvent, MergeKind, MergeQuery, Op, Policy, PrioClass, Request,
-    SectorSet, Setup, TunableSpec,
+    Dispatch, ElevatorQueue, IdMap, MergeEvent, MergeKind, MergeQuery, Op, Policy, PrioClass,
+    Request, Setup, TunableSpec,
 };
 
 /// Directions, as the kernel's `enum dd_data_dir`.
@@ -90,24 +90,21 @@ const TUNABLES: &[TunableSpec] = &[
     },
 ];
 
-/// Per priority class: a sort tree and a FIFO per direction.
+/// Per priority class: a sort tree and a FIFO per direction (`dd_per_prio`).
 #[derive(Debug, Default)]
 struct PerPrio {
-    sorted: [SectorSet; 2],
-    fifo: [ExpiryFifo; 2],
+    dirs: [ElevatorQueue; 2],
 }
 
 impl PerPrio {
     fn is_empty(&self) -> bool {
-        self.sorted.iter().all(SectorSet::is_empty)
+        self.dirs.iter().all(ElevatorQueue::is_empty)
     }
 }
 
-/// What the policy remembers of a queued request.
+/// Where a queued request is, and when it arrived (for priority aging).
 #[derive(Debug, Clone, Copy)]
 struct Queued {
-    sector: u64,
-    sectors: u32,
     dir: Dir,
     prio: usize,
     arrival_ns: u64,
@@ -209,13 +206,10 @@ impl Policy for Deadline {
             let dir = dir_of(r.op);
             let prio = prio_index(r.prio_class);
             let per = &mut self.prios[prio];
-            per.sorted[dir as usize].insert(r.sector, r.id);
-            per.fifo[dir as usize].push(r.id, r.arrival_ns + self.expire_ns[dir as usize]);
+            per.dirs[dir as usize].push(r, r.arrival_ns + self.expire_ns[dir as usize]);
             self.queued.insert(
                 r.id,
                 Queued {
-                    sector: r.sector,
-                    sectors: r.sectors,
                     dir,
                     prio,
                     arrival_ns: r.arrival_ns,
@@ -242,24 +236,13 @@ impl Policy for Deadline {
     }
 
     fn merged(&mut self, _now_ns: u64, event: &MergeEvent) {
-        if let Some(gone) = event.absorbed
-            && let Some(q) = self.queued.remove(&gone)
-        {
-            let per = &mut self.prios[q.prio];
-            per.sorted[q.dir as usize].remove(q.sector, gone);
-            // The survivor inherits the earlier deadline, as dd_merged_requests does.
-            per.fifo[q.dir as usize].absorb(event.target, gone);
+        // Merged requests share operation and priority, so one queue holds both; the survivor
+        // inherits the earlier deadline, as dd_merged_requests does.
+        if let Some(gone) = event.absorbed {
+            self.queued.remove(&gone);
         }
-        if let Some(q) = self.queued.get_mut(&event.target) {
-            if q.sector != event.sector {
-                self.prios[q.prio].sorted[q.dir as usize].reposition(
-                    q.sector,
-                    event.sector,
-                    event.target,
-                );
-            }
-            q.sector = event.sector;
-            q.sectors = event.sectors;
+        if let Some(q) = self.queued.get(&event.target) {
+            self.prios[q.prio].dirs[q.dir as usize].merged(event);
         }
     }
 
@@ -285,7 +268,7 @@ impl Deadline {
         }
         // Continue the current batch in sector order while entitled to.
         if self.batching < self.fifo_batch
-            && let Some((_, id)) = per.sorted[self.last_dir as usize]
+            && let Some((_, id)) = per.dirs[self.last_dir as usize]
                 .at_or_after(self.latest_pos[self.last_dir as usize])
         {
             self.batching += 1;
@@ -293,11 +276,11 @@ impl Deadline {
         }
         let dir = self.choose_direction(prio)?;
         let per = &self.prios[prio];
-        let ahead = per.sorted[dir as usize]
+        let ahead = per.dirs[dir as usize]
             .at_or_after(self.latest_pos[dir as usize])
             .map(|(_, id)| id);
-        let id = if per.fifo[dir as usize].expired(now_ns) || ahead.is_none() {
-            per.fifo[dir as usize].front().map(|(id, _)| id)
+        let id = if per.dirs[dir as usize].expired(now_ns) || ahead.is_none() {
+            per.dirs[dir as usize].fifo_front().map(|(id, _)| id)
         } else {
             ahead
         }?;
@@ -310,7 +293,7 @@ impl Deadline {
     /// `writes_starved` times (mq-deadline's `starved` counter).
     fn choose_direction(&mut self, prio: usize) -> Option<Dir> {
         let per = &self.prios[prio];
-        let [reads, writes] = DIRS.map(|d| !per.sorted[d as usize].is_empty());
+        let [reads, writes] = DIRS.map(|d| !per.dirs[d as usize].is_empty());
         if reads {
             if writes {
                 let starved = self.starved;
@@ -336,7 +319,7 @@ impl Deadline {
             let per = &self.prios[prio];
             let oldest = DIRS
                 .iter()
-                .filter_map(|&d| per.fifo[d as usize].front())
+                .filter_map(|&d| per.dirs[d as usize].fifo_front())
                 .filter_map(|(id, _)| self.queued.get(&id).map(|q| (q.arrival_ns, id)))
                 .min();
             if let Some((arrival, id)) = oldest
@@ -354,11 +337,9 @@ impl Deadline {
         let Some(q) = self.queued.remove(&id) else {
             return;
         };
-        let per = &mut self.prios[q.prio];
-        per.sorted[q.dir as usize].remove(q.sector, id);
-        per.fifo[q.dir as usize].remove(id);
-        if dispatched {
-            self.latest_pos[q.dir as usize] = q.sector + u64::from(q.sectors);
+        let taken = self.prios[q.prio].dirs[q.dir as usize].take(id);
+        if dispatched && let Some((sector, sectors)) = taken {
+            self.latest_pos[q.dir as usize] = sector + u64::from(sectors);
         }
     }
 }
