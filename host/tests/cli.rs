@@ -1,5 +1,10 @@
 //! The `schedhost` binary: reports, determinism and error messages as a user sees them.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "a failed unwrap is a failed test, with its location"
+)]
+
 use std::path::PathBuf;
 use std::process::{Command, Output};
 

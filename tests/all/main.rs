@@ -1,5 +1,10 @@
 //! schedhost's integration tests: one binary, one module per feature.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "a failed unwrap is a failed test, with its location"
+)]
+
 mod bfq;
 mod cfq;
 mod conservation;

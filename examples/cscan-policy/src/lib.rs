@@ -43,7 +43,7 @@ impl Policy for Cscan {
     }
 
     fn get(&self, name: &str) -> Option<i64> {
-        (name == "max_sweep_kb").then(|| (self.max_sweep_sectors / 2) as i64)
+        (name == "max_sweep_kb").then_some((self.max_sweep_sectors / 2) as i64)
     }
 
     fn insert(&mut self, _now_ns: u64, requests: &[Request]) {

@@ -69,7 +69,10 @@ impl<P: Policy + Send> PolicyBackend for NativePolicy<P> {
 }
 
 /// The policies built into the host natively, by name.
-const NATIVE: &[(&str, fn() -> Box<dyn PolicyBackend>)] = &[
+/// Makes a fresh instance.
+type Constructor = fn() -> Box<dyn PolicyBackend>;
+
+const NATIVE: &[(&str, Constructor)] = &[
     ("noop", make::<schedhost_policy_noop::Noop>),
     ("deadline", make::<schedhost_policy_deadline::Deadline>),
     ("time-slice", make::<schedhost_policy_time_slice::TimeSlice>),

@@ -99,7 +99,7 @@ pub fn resolve(arg: &str) -> Result<PolicySource> {
 #[derive(Debug, Clone)]
 pub enum Loaded {
     /// A compiled component.
-    Wasm(LoadedPolicy),
+    Wasm(Box<LoadedPolicy>),
     /// A native policy by name.
     Native(String),
 }
@@ -130,7 +130,7 @@ impl Loaded {
 pub fn load(runtime: &WasmRuntime, arg: &str) -> Result<(PolicySource, Loaded)> {
     let source = resolve(arg)?;
     let loaded = match &source {
-        PolicySource::Wasm(path) => Loaded::Wasm(runtime.load(path)?),
+        PolicySource::Wasm(path) => Loaded::Wasm(Box::new(runtime.load(path)?)),
         PolicySource::Native(name) => Loaded::Native(name.clone()),
     };
     Ok((source, loaded))

@@ -165,10 +165,13 @@ impl Policy for Kyber {
                 continue;
             };
             self.inflight[d] = self.inflight[d].saturating_sub(1);
-            if self.target_ns[d] > 0 {
-                let bucket = (c.latency_ns.saturating_mul(4) / self.target_ns[d])
-                    .min(BUCKETS as u64 - 1) as usize;
-                self.window[d][bucket] += 1;
+            // Domains without a target (other) keep no histogram.
+            if let Some(quarters) = c
+                .latency_ns
+                .saturating_mul(4)
+                .checked_div(self.target_ns[d])
+            {
+                self.window[d][quarters.min(BUCKETS as u64 - 1) as usize] += 1;
             }
         }
         let start = *self.window_start.get_or_insert(now_ns);
@@ -211,6 +214,10 @@ impl Kyber {
 
     /// kyber_timer_fn: on congestion scale every domain's depth by its p99 bucket; otherwise
     /// only give domains over target more room.
+    #[expect(
+        clippy::needless_range_loop,
+        reason = "the domain index addresses four per-domain arrays"
+    )]
     fn adjust_depths(&mut self) {
         let bad = (0..OTHER).any(|d| self.percentile(d, 90).is_some_and(|b| b >= BUCKETS / 2));
         for d in 0..OTHER {

@@ -113,7 +113,7 @@ mod tests {
     #[test]
     fn noop_rejects_any_tunable_by_name() {
         let mut rt = runtime();
-        let err = rt.set("quantum", 4).unwrap_err();
+        let err = rt.set("quantum", 4).expect_err("noop has no tunables");
         assert!(err.contains("noop has no tunables"), "{err}");
     }
 }

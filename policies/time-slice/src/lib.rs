@@ -55,7 +55,7 @@ impl Policy for TimeSlice {
     }
 
     fn get(&self, name: &str) -> Option<i64> {
-        (name == "time_slice_us").then(|| (self.slice_ns / 1000) as i64)
+        (name == "time_slice_us").then_some((self.slice_ns / 1000) as i64)
     }
 
     fn insert(&mut self, _now_ns: u64, requests: &[Request]) {
