@@ -143,3 +143,56 @@ fn simulated_jobs_complete_every_issued_bio_on_each_device() {
         assert!(c.back_merges > 0, "{device}: sequential iodepth 16 merges");
     }
 }
+
+/// Runs a job file on sim:null with native noop.
+fn run_null(text: &str) -> schedhost::sim::SimOutcome {
+    let jobs = parse_job_file("pace.fio", text).unwrap();
+    let device = DeviceSpec::parse("sim:null").unwrap();
+    sim::run(
+        &jobs,
+        &device,
+        Box::new(NativePolicy::<Noop>::default()),
+        &[],
+        SimOptions::default(),
+        &mut |_| {},
+    )
+    .unwrap()
+}
+
+#[test]
+fn rate_iops_paces_a_job_on_a_free_device() {
+    let outcome =
+        run_null("[r]\nrw=randread\nsize=64m\niodepth=8\nruntime=2s\ntime_based\nrate_iops=500\n");
+    assert_eq!(outcome.submitters[0].issued, 1000, "500 IOPS for 2 s");
+}
+
+#[test]
+fn thinktime_pauses_after_each_completion() {
+    let outcome =
+        run_null("[r]\nrw=read\nsize=64m\niodepth=1\nruntime=100ms\ntime_based\nthinktime=1ms\n");
+    assert_eq!(
+        outcome.submitters[0].issued, 100,
+        "one I/O per millisecond of think time"
+    );
+}
+
+#[test]
+fn number_ios_and_size_stop_a_job() {
+    assert_eq!(
+        run_null("[r]\nrw=read\nsize=64m\nnumber_ios=123\n").submitters[0].issued,
+        123
+    );
+    assert_eq!(
+        run_null("[r]\nrw=randwrite\nbs=8k\nsize=1m\niodepth=4\n").submitters[0].issued,
+        128
+    );
+}
+
+#[test]
+fn stonewall_starts_a_job_after_the_previous_ones_finish() {
+    let outcome =
+        run_null("[a]\nrw=read\nsize=1m\nthinktime=10us\n[b]\nrw=read\nsize=1m\nstonewall\n");
+    let (a, b) = (&outcome.submitters[0], &outcome.submitters[1]);
+    assert!(a.finished_ns > 0);
+    assert_eq!(b.started_ns, a.finished_ns);
+}
