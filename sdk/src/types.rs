@@ -3,10 +3,8 @@
 //! They mirror the records of `wit/policy.wit` one for one; the wasm glue converts between the
 //! two so policy code never sees generated bindings.
 
-use serde::{Deserialize, Serialize};
-
 /// What a request does to the device.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Op {
     /// Read data.
     Read,
@@ -39,9 +37,7 @@ impl Op {
 }
 
 /// I/O priority class (ioprio_class): `Rt` before `Be` before `Idle`.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, Serialize, Deserialize,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub enum PrioClass {
     /// No class given; schedulers treat it as best effort.
     #[default]
@@ -65,7 +61,7 @@ impl PrioClass {
 }
 
 /// A request queued for scheduling.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Request {
     /// Unique for the life of the host.
     pub id: u64,
@@ -95,7 +91,7 @@ impl Request {
 }
 
 /// Which end of a queued request grew.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MergeKind {
     /// The bio continued the request: its end moved.
     Back,
