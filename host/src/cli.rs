@@ -9,7 +9,13 @@ use crate::commands;
 
 /// A user-space block I/O scheduler whose policies are sandboxed WebAssembly components.
 #[derive(Debug, Parser)]
-#[command(name = "schedhost", version, about, long_about = None)]
+#[command(
+    name = "schedhost",
+    version,
+    about,
+    long_about = None,
+    after_help = "Without a subcommand, `run` is assumed:\n  schedhost --policy deadline JOB.fio\n  schedhost --policy cfq --name=r --rw=randread --bs=4k --size=1g --numjobs=4"
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
