@@ -272,11 +272,6 @@ impl Core {
         self.queued
     }
 
-    /// Requests on the device.
-    pub fn on_device(&self) -> u32 {
-        self.queues.iter().map(|q| q.inflight).sum()
-    }
-
     /// The earliest time the policy asked to be called again, if any.
     pub fn poll_timeout(&self) -> Option<u64> {
         self.queues.iter().filter_map(|q| q.timer).min()

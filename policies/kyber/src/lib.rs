@@ -184,11 +184,6 @@ impl Policy for Kyber {
 }
 
 impl Kyber {
-    /// The token depth of each domain now (for tests and reports).
-    pub fn depths(&self) -> [u32; DOMAINS] {
-        self.depth
-    }
-
     fn pop(&mut self, d: usize) -> Option<u64> {
         while let Some(id) = self.queues[d].pop_front() {
             if self.absorbed.is_empty() || !self.absorbed.remove(&id) {
