@@ -60,7 +60,8 @@ fn run(args: Vec<String>) -> Result<()> {
             let mut test = Command::new(env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
             test.args(["test", "--workspace", "--exclude", "xtask"])
                 .env("SCHEDHOST_REQUIRE_WASM", "1");
-            cargo_status(&root, &mut test)
+            cargo_status(&root, &mut test)?;
+            test_examples(&root)
         }
         ["help"] | ["--help"] | ["-h"] | [] => {
             print!("{USAGE}");
@@ -68,6 +69,24 @@ fn run(args: Vec<String>) -> Result<()> {
         }
         other => bail!("unknown command {:?}\n\n{USAGE}", other.join(" ")),
     }
+}
+
+/// Runs the native tests of the out-of-tree policies in examples/. Each has its own
+/// workspace and lockfile, so it gets its own target dir: sharing the main one would let the
+/// two workspaces overwrite each other's builds of the same crates.
+fn test_examples(root: &Path) -> Result<()> {
+    for dir in policy_dirs(root)?
+        .into_iter()
+        .filter(|d| d.starts_with(root.join("examples")))
+    {
+        let mut test = Command::new(env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+        test.arg("test")
+            .arg("--manifest-path")
+            .arg(dir.join("Cargo.toml"))
+            .env("CARGO_TARGET_DIR", root.join("target/examples"));
+        cargo_status(root, &mut test).with_context(|| format!("testing {}", dir.display()))?;
+    }
+    Ok(())
 }
 
 fn workspace_root() -> PathBuf {
