@@ -104,6 +104,7 @@ pub const FIO_OPTIONS: &[&str] = &[
     "prio",
     "prioclass",
     "direct",
+    "verify",
     "ioengine",
     "filename",
     "directory",

@@ -5,6 +5,9 @@
 //! - [`policy`]: running policies as components or natively, and finding them.
 //! - [`device`]: simulated device models (`null`, `ssd`, `hdd`) and their spec files.
 //! - [`sim`]: the virtual-time driver that runs a workload on a core and a device model.
+//! - [`uring`]: the real driver: io_uring on files and block devices.
+//! - [`verify`]: fio-style data verification (`verify=crc32c`).
+//! - [`outcome`]: what a finished run hands to the reports.
 //! - [`workload`]: fio job files and command-line options, and the I/O they generate.
 //! - [`stats`]: latency histograms per submitter and operation.
 //! - [`report`]: fio-like text and JSON reports.
@@ -13,8 +16,11 @@
 
 pub mod core;
 pub mod device;
+pub mod outcome;
 pub mod policy;
 pub mod report;
 pub mod sim;
 pub mod stats;
+pub mod uring;
+pub mod verify;
 pub mod workload;

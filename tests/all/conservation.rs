@@ -145,7 +145,7 @@ fn simulated_jobs_complete_every_issued_bio_on_each_device() {
 }
 
 /// Runs a job file on sim:null with native noop.
-fn run_null(text: &str) -> schedhost::sim::SimOutcome {
+fn run_null(text: &str) -> schedhost::outcome::Outcome {
     let jobs = parse_job_file("pace.fio", text).unwrap();
     let device = DeviceSpec::parse("sim:null").unwrap();
     sim::run(

@@ -24,6 +24,7 @@ fn json_for(policy: Box<dyn PolicyBackend>, seed: u64) -> String {
         device_model: "hdd".into(),
         seed,
         settings: vec![],
+        real: None,
     };
     serde_json::to_string_pretty(&to_json(&Summary {
         info: &info,

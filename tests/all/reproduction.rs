@@ -2,8 +2,9 @@
 //! by absolute figures. Each runs the examples/jobs file with a shorter runtime.
 
 use schedhost::device::DeviceSpec;
+use schedhost::outcome::Outcome;
 use schedhost::policy::native_policy;
-use schedhost::sim::{self, SimOptions, SimOutcome};
+use schedhost::sim::{self, SimOptions};
 use schedhost::workload::{JobSpec, parse_job_file};
 
 fn jobs(file: &str, overrides: &[(&str, &str)]) -> Vec<JobSpec> {
@@ -17,7 +18,7 @@ fn jobs(file: &str, overrides: &[(&str, &str)]) -> Vec<JobSpec> {
     jobs
 }
 
-fn run(policy: &str, settings: &[(&str, i64)], jobs: &[JobSpec]) -> SimOutcome {
+fn run(policy: &str, settings: &[(&str, i64)], jobs: &[JobSpec]) -> Outcome {
     let settings: Vec<(String, i64)> = settings
         .iter()
         .map(|(k, v)| ((*k).to_owned(), *v))
@@ -34,7 +35,7 @@ fn run(policy: &str, settings: &[(&str, i64)], jobs: &[JobSpec]) -> SimOutcome {
     .unwrap()
 }
 
-fn read_iops(o: &SimOutcome) -> f64 {
+fn read_iops(o: &Outcome) -> f64 {
     o.stats
         .iter()
         .zip(&o.submitters)
@@ -42,7 +43,7 @@ fn read_iops(o: &SimOutcome) -> f64 {
         .sum()
 }
 
-fn max_read_latency(o: &SimOutcome) -> u64 {
+fn max_read_latency(o: &Outcome) -> u64 {
     o.stats
         .iter()
         .map(|s| s.dirs[0].clat.max())

@@ -33,6 +33,7 @@ fn run(policy: Box<dyn PolicyBackend>, settings: &[(String, i64)]) -> String {
         device_model: "hdd".into(),
         seed: 1,
         settings: settings.to_vec(),
+        real: None,
     };
     serde_json::to_string(&to_json(&Summary {
         info: &info,

@@ -8,9 +8,10 @@ use std::path::PathBuf;
 use anyhow::{Context, Result, bail};
 use schedhost::core::Nomerges;
 use schedhost::device::DeviceSpec;
+use schedhost::outcome::Outcome;
 use schedhost::policy::{Loaded, WasmRuntime, load};
 use schedhost::report::rates;
-use schedhost::sim::{self, SimOptions, SimOutcome};
+use schedhost::sim::{self, SimOptions};
 use schedhost::stats::OpStats;
 use schedhost::workload::JobSpec;
 use serde_json::json;
@@ -46,7 +47,7 @@ impl Metric {
         }
     }
 
-    fn of(self, outcome: &SimOutcome) -> f64 {
+    fn of(self, outcome: &Outcome) -> f64 {
         let dir = usize::from(matches!(
             self,
             Metric::WriteIops | Metric::WriteMaxLat | Metric::WriteP99Lat

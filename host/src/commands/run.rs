@@ -1,4 +1,5 @@
-//! `schedhost run`: parse jobs, load the policy, simulate, report.
+//! `schedhost run`: parse jobs, load the policy, run them on a simulated or real device,
+//! report.
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -7,9 +8,11 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use schedhost::core::Nomerges;
 use schedhost::device::DeviceSpec;
+use schedhost::outcome::Outcome;
 use schedhost::policy::{WasmRuntime, load};
-use schedhost::report::{RunInfo, Summary, to_json, to_text};
+use schedhost::report::{RealDetails, RunInfo, Summary, to_json, to_text};
 use schedhost::sim::{self, SimOptions};
+use schedhost::uring::{self, DEFAULT_QUEUE_DEPTH, RealOptions};
 use schedhost::workload::{JobSpec, parse_cmdline, parse_job_file};
 
 use crate::cli::{OutputFormat, parse_setting};
@@ -21,9 +24,19 @@ pub struct RunArgs {
     pub policy: String,
     /// fio job files; fio options such as --rw=randread --bs=4k may be given instead or as well.
     pub jobs: Vec<PathBuf>,
-    /// Device: sim:hdd, sim:ssd, sim:null, or a device spec file.
+    /// Device: sim:hdd, sim:ssd, sim:null, a device spec file (NAME.spec), or real files and
+    /// block devices (PATH[:PATH…]), driven through io_uring.
     #[arg(long, default_value = "sim:hdd")]
     pub device: String,
+    /// Allow jobs that write to write over an existing file or a block device.
+    #[arg(long)]
+    pub allow_overwrite: bool,
+    /// Real devices: requests on the kernel at once per device (driver tags).
+    #[arg(long, default_value_t = DEFAULT_QUEUE_DEPTH, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub queue_depth: u32,
+    /// Real devices: a kernel thread polls the submission queue (SQPOLL), idling after MS.
+    #[arg(long, value_name = "MS")]
+    pub sqpoll: Option<u32>,
     /// Set a policy tunable (repeatable): --set fifo_batch=8.
     #[arg(long = "set", value_name = "NAME=VALUE", value_parser = parse_setting)]
     pub settings: Vec<(String, i64)>,
@@ -47,43 +60,80 @@ pub struct RunArgs {
 impl RunArgs {
     pub fn execute(self, fio_options: Vec<String>) -> Result<()> {
         let jobs = read_jobs(&self.jobs, &fio_options)?;
-        let device = DeviceSpec::parse(&self.device)?;
+        let device = DeviceArg::parse(&self.device)?;
         let runtime = WasmRuntime::new().context("setting up the WebAssembly engine")?;
         let (source, loaded) = load(&runtime, &self.policy)?;
-        let policy = loaded.instantiate()?;
+        let context = || {
+            format!(
+                "running {} with policy {}",
+                self.job_label(&fio_options),
+                source.label()
+            )
+        };
+        let (outcome, device_model, real) = match &device {
+            DeviceArg::Sim(spec) => {
+                let outcome = self
+                    .simulate(&jobs, spec, loaded.instantiate()?)
+                    .with_context(context)?;
+                (outcome, spec.name().to_owned(), None)
+            }
+            DeviceArg::Real(paths) => {
+                let policies = paths
+                    .iter()
+                    .map(|_| loaded.instantiate())
+                    .collect::<Result<Vec<_>>>()?;
+                let options = RealOptions {
+                    seed: self.seed,
+                    nomerges: Nomerges::from_level(self.nomerges).unwrap_or_default(),
+                    nr_requests: self.nr_requests,
+                    queue_depth: self.queue_depth,
+                    allow_overwrite: self.allow_overwrite,
+                    sqpoll_idle_ms: self.sqpoll,
+                };
+                let done = uring::run(&jobs, paths, policies, &self.settings, options)
+                    .with_context(context)?;
+                let details = RealDetails {
+                    targets: done.targets,
+                    fixed_buffers: done.fixed_buffers,
+                };
+                (done.outcome, "io_uring".to_owned(), Some(details))
+            }
+        };
+        let info = RunInfo {
+            policy_source: source.label(),
+            device: self.device.clone(),
+            device_model,
+            seed: self.seed,
+            settings: self.settings.clone(),
+            real,
+        };
+        self.report(&info, &jobs, &outcome)
+    }
+
+    fn simulate(
+        &self,
+        jobs: &[JobSpec],
+        device: &DeviceSpec,
+        policy: Box<dyn schedhost::policy::PolicyBackend>,
+    ) -> Result<Outcome, sim::SimError> {
         let options = SimOptions {
             seed: self.seed,
             nomerges: Nomerges::from_level(self.nomerges).unwrap_or_default(),
             nr_requests: self.nr_requests,
         };
         let mut progress = Progress::new();
-        let outcome = sim::run(
-            &jobs,
-            &device,
-            policy,
-            &self.settings,
-            options,
-            &mut |now| progress.update(now),
-        )
-        .with_context(|| {
-            format!(
-                "running {} with policy {}",
-                self.job_label(&fio_options),
-                source.label()
-            )
-        })?;
+        let outcome = sim::run(jobs, device, policy, &self.settings, options, &mut |now| {
+            progress.update(now)
+        });
         progress.finish();
-        let info = RunInfo {
-            policy_source: source.label(),
-            device: self.device.clone(),
-            device_model: device.name().to_owned(),
-            seed: self.seed,
-            settings: self.settings.clone(),
-        };
+        outcome
+    }
+
+    fn report(&self, info: &RunInfo, jobs: &[JobSpec], outcome: &Outcome) -> Result<()> {
         let summary = Summary {
-            info: &info,
-            jobs: &jobs,
-            outcome: &outcome,
+            info,
+            jobs,
+            outcome,
         };
         let text = match self.output_format {
             OutputFormat::Normal => to_text(&summary),
@@ -105,6 +155,33 @@ impl RunArgs {
             parts.push("command-line jobs".into());
         }
         parts.join(" + ")
+    }
+}
+
+/// What `--device` names: a simulated device, or real files and block devices.
+enum DeviceArg {
+    Sim(DeviceSpec),
+    Real(Vec<PathBuf>),
+}
+
+impl DeviceArg {
+    /// `sim:NAME` and `*.spec` are simulated; anything else is a colon-separated list of
+    /// paths, as fio's `filename=a:b`.
+    fn parse(arg: &str) -> Result<Self> {
+        if arg.starts_with("sim:") || arg.ends_with(".spec") {
+            return Ok(Self::Sim(DeviceSpec::parse(arg)?));
+        }
+        let paths: Vec<PathBuf> = arg
+            .split(':')
+            .filter(|p| !p.is_empty())
+            .map(PathBuf::from)
+            .collect();
+        if paths.is_empty() {
+            bail!(
+                "--device {arg:?}: name sim:hdd, sim:ssd, sim:null, a NAME.spec file, or file and block device paths"
+            );
+        }
+        Ok(Self::Real(paths))
     }
 }
 

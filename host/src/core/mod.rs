@@ -125,6 +125,21 @@ pub struct CoreStats {
     pub policy_calls: u64,
 }
 
+impl CoreStats {
+    /// Adds another core's counters (several devices in one run).
+    pub fn add(&mut self, other: &CoreStats) {
+        self.bios += other.bios;
+        self.requests += other.requests;
+        self.back_merges += other.back_merges;
+        self.front_merges += other.front_merges;
+        self.coalesced += other.coalesced;
+        self.dispatched += other.dispatched;
+        self.completed += other.completed;
+        self.merges_vetoed += other.merges_vetoed;
+        self.policy_calls += other.policy_calls;
+    }
+}
+
 /// Why the core could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -265,6 +280,11 @@ impl Core {
     /// Requests anywhere in the host: software queues, scheduler, device.
     pub fn requests_in_flight(&self) -> usize {
         self.table.len()
+    }
+
+    /// A live request: a driver reads a dispatched request's bios to build its I/O.
+    pub fn request(&self, id: u64) -> Option<&Request> {
+        self.table.get(id)
     }
 
     /// Requests the policy holds.

@@ -41,7 +41,7 @@ pub fn to_json(summary: &Summary<'_>) -> Value {
         })
         .collect();
     let info = summary.info;
-    json!({
+    let mut doc = json!({
         "fio version": concat!("schedhost-", env!("CARGO_PKG_VERSION")),
         "jobs": jobs,
         "schedhost": {
@@ -60,10 +60,24 @@ pub fn to_json(summary: &Summary<'_>) -> Value {
                 "nomerges": match outcome.config.nomerges { crate::core::Nomerges::All => 0, crate::core::Nomerges::OneHit => 1, crate::core::Nomerges::Off => 2 },
             },
             "seed": info.seed,
-            "virtual_time_ns": outcome.end_ns,
             "requests": outcome.core,
         }
-    })
+    });
+    let clock = match &info.real {
+        None => json!({ "virtual_time_ns": outcome.end_ns }),
+        Some(real) => json!({
+            "elapsed_ns": outcome.end_ns,
+            "verified_blocks": outcome.verified_blocks,
+            "fixed_buffers": real.fixed_buffers,
+            "targets": real.targets,
+        }),
+    };
+    if let (Some(section), Value::Object(extra)) = (doc.get_mut("schedhost"), clock)
+        && let Value::Object(section) = section
+    {
+        section.extend(extra);
+    }
+    doc
 }
 
 fn direction(op: &OpStats, runtime_ns: u64) -> Value {

@@ -5,7 +5,7 @@
 mod json;
 mod text;
 
-use crate::sim::SimOutcome;
+use crate::outcome::Outcome;
 use crate::stats::OpStats;
 use crate::workload::JobSpec;
 
@@ -31,6 +31,17 @@ pub struct RunInfo {
     pub seed: u64,
     /// Tunables set on the command line.
     pub settings: Vec<(String, i64)>,
+    /// Set for runs on real devices: the clock was the wall clock.
+    pub real: Option<RealDetails>,
+}
+
+/// What a run on real devices adds to the report.
+#[derive(Debug, Clone)]
+pub struct RealDetails {
+    /// The devices.
+    pub targets: Vec<crate::uring::TargetSummary>,
+    /// The buffer arena was registered with the ring.
+    pub fixed_buffers: bool,
 }
 
 /// A run, ready to print.
@@ -41,7 +52,7 @@ pub struct Summary<'a> {
     /// The jobs as parsed.
     pub jobs: &'a [JobSpec],
     /// What happened.
-    pub outcome: &'a SimOutcome,
+    pub outcome: &'a Outcome,
 }
 
 /// One direction's numbers over a time span.

@@ -105,7 +105,36 @@ pub fn to_text(summary: &Summary<'_>) -> String {
         c.completed,
         c.policy_calls
     );
-    let _ = writeln!(out, "  virtual time: {:.3} s", outcome.end_ns as f64 / 1e9);
+    match &info.real {
+        None => {
+            let _ = writeln!(out, "  virtual time: {:.3} s", outcome.end_ns as f64 / 1e9);
+        }
+        Some(real) => {
+            for t in &real.targets {
+                let _ = writeln!(
+                    out,
+                    "  device {}: {:?}, {} bytes{}; requests={} merges={}",
+                    t.path,
+                    t.kind,
+                    t.capacity,
+                    if t.created {
+                        ", created by this run"
+                    } else {
+                        ""
+                    },
+                    t.core.requests,
+                    t.core.back_merges + t.core.front_merges
+                );
+            }
+            let _ = writeln!(
+                out,
+                "  elapsed: {:.3} s; verified blocks: {}; io_uring fixed buffers: {}",
+                outcome.end_ns as f64 / 1e9,
+                outcome.verified_blocks,
+                if real.fixed_buffers { "yes" } else { "no" }
+            );
+        }
+    }
     out
 }
 

@@ -1,13 +1,12 @@
 //! The simulator: a discrete-event loop in virtual time that runs a workload's submitters
 //! against the core and a device model. Nothing reads a clock, so a seed fixes the result.
 
-use schedhost_sdk::Info;
-
-use crate::core::{Action, Config, Core, CoreStats, Nomerges, StartError, UnknownCompletion};
-use crate::device::{DeviceModel, DeviceRequest, DeviceSpec, Geometry};
+use crate::core::{Action, Config, Core, Nomerges, StartError, UnknownCompletion};
+use crate::device::{DeviceModel, DeviceRequest, DeviceSpec};
+use crate::outcome::{Outcome, SubmitterSummary};
 use crate::policy::{Fault, PolicyBackend};
 use crate::stats::CtxStats;
-use crate::workload::{JobSpec, Next, Placement, Submitter, place};
+use crate::workload::{JobSpec, Next, Submitter, place};
 
 /// Knobs of a simulated run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,42 +61,6 @@ pub enum SimError {
     Driver(#[from] UnknownCompletion),
 }
 
-/// Everything a report needs from a finished run.
-#[derive(Debug)]
-pub struct SimOutcome {
-    /// Per submitter, indexed by ctx.
-    pub stats: Vec<CtxStats>,
-    /// Per submitter: where it ran, when it started and finished, bios issued.
-    pub submitters: Vec<SubmitterSummary>,
-    /// The core's counters.
-    pub core: CoreStats,
-    /// The device's geometry.
-    pub geometry: Geometry,
-    /// The queue configuration used.
-    pub config: Config,
-    /// The policy's description.
-    pub policy: Info,
-    /// Virtual time at the end.
-    pub end_ns: u64,
-}
-
-/// One submitter's life.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct SubmitterSummary {
-    /// Its ctx.
-    pub ctx: u32,
-    /// Where and when.
-    pub placement: Placement,
-    /// Virtual start.
-    pub started_ns: u64,
-    /// Virtual end.
-    pub finished_ns: u64,
-    /// Bios issued.
-    pub issued: u64,
-    /// Bios completed.
-    pub completed: u64,
-}
-
 /// Runs `jobs` on a fresh device from `device` with `policy`.
 ///
 /// `progress` is called now and then with the virtual time, for progress displays.
@@ -111,7 +74,7 @@ pub fn run(
     settings: &[(String, i64)],
     options: SimOptions,
     progress: &mut dyn FnMut(u64),
-) -> Result<SimOutcome, SimError> {
+) -> Result<Outcome, SimError> {
     let mut model = device.build();
     let geometry = model.geometry();
     let mut config = Config::for_device(
@@ -157,7 +120,7 @@ pub fn run(
             completed: s.completed,
         })
         .collect();
-    Ok(SimOutcome {
+    Ok(Outcome {
         stats: sim.stats,
         submitters,
         core: sim.core.stats(),
@@ -165,6 +128,7 @@ pub fn run(
         config,
         policy: info,
         end_ns: sim.now,
+        verified_blocks: 0,
     })
 }
 

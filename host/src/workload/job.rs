@@ -101,6 +101,9 @@ pub struct JobSpec {
     /// `direct=1`: writes are synchronous. With `direct=0` writes are submitted as async
     /// (writeback) bios; there is no page cache, so reads still reach the device.
     pub direct: bool,
+    /// `verify=crc32c`: writes carry a checksummed header, reads check it, and a verify pass
+    /// reads back every block the job wrote.
+    pub verify: bool,
     /// Where the job section began.
     #[serde(skip)]
     pub location: Location,
@@ -130,6 +133,7 @@ impl JobSpec {
             prioclass: None,
             filename: None,
             direct: true,
+            verify: false,
             location,
         }
     }
@@ -223,6 +227,17 @@ impl JobSpec {
             "prioclass" => self.prioclass = Some(range(key, value, 0, 3)? as u8),
             "direct" => self.direct = value::boolean(value)?,
             "filename" => self.filename = Some(value.to_owned()),
+            "verify" => {
+                self.verify = match value {
+                    "crc32c" | "crc32c-intel" => true,
+                    "0" | "none" => false,
+                    other => {
+                        return Err(format!(
+                            "verify={other} is not supported (crc32c, or 0 for none)"
+                        ));
+                    }
+                };
+            }
             "ioengine" | "directory" | "group_reporting" | "description" => {}
             other => return Err(format!("unsupported fio option `{other}`")),
         }

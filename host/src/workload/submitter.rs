@@ -56,11 +56,17 @@ pub struct Submitter {
     write_sync: bool,
     prio_class: PrioClass,
     prio_level: u8,
+    /// Blocks written, one bit each, when the job verifies.
+    written: Option<Vec<u64>>,
+    /// The verify pass's position, once the job's own I/O is done.
+    verify_next: Option<u64>,
     rng: Rng,
     order: Option<Permutation>,
     next_block: u64,
     /// Bios issued.
     pub issued: u64,
+    /// Of those, reads of the verify pass.
+    pub issued_verify: u64,
     /// Bios completed.
     pub completed: u64,
     inflight: u32,
@@ -107,10 +113,14 @@ impl Submitter {
             write_sync: job.direct,
             prio_class,
             prio_level: job.prio.unwrap_or(4),
+            written: (job.verify && job.read_pct() < 100)
+                .then(|| vec![0; blocks.div_ceil(64) as usize]),
+            verify_next: None,
             rng,
             order,
             next_block: 0,
             issued: 0,
+            issued_verify: 0,
             completed: 0,
             inflight: 0,
             start_ns: 0,
@@ -135,7 +145,7 @@ impl Submitter {
     /// What to do at `now_ns`; `bio_id` is used if a bio is issued.
     pub fn next(&mut self, now_ns: u64, bio_id: u64) -> Next {
         if self.out_of_work(now_ns) {
-            return Next::Draining;
+            return self.next_verify(bio_id);
         }
         if self.inflight >= self.iodepth {
             return Next::Full;
@@ -145,6 +155,50 @@ impl Submitter {
             return Next::WaitUntil(ready);
         }
         Next::Issue(self.make_bio(bio_id))
+    }
+
+    /// After its own I/O: once every write has completed, a read of each block it wrote, as
+    /// fio's verify phase.
+    fn next_verify(&mut self, bio_id: u64) -> Next {
+        if self.written.is_none() || (self.verify_next.is_none() && self.inflight > 0) {
+            return Next::Draining;
+        }
+        if self.inflight >= self.iodepth {
+            return Next::Full;
+        }
+        let from = self.verify_next.unwrap_or(0);
+        match self.next_written(from) {
+            Some(block) => {
+                self.verify_next = Some(block + 1);
+                self.issued += 1;
+                self.issued_verify += 1;
+                self.inflight += 1;
+                Next::Issue(self.bio(bio_id, Op::Read, block))
+            }
+            None => {
+                self.verify_next = Some(self.blocks);
+                Next::Draining
+            }
+        }
+    }
+
+    /// The first written block at or after `from`.
+    fn next_written(&self, from: u64) -> Option<u64> {
+        let words = self.written.as_ref()?;
+        let mut word = (from / 64) as usize;
+        let mut bits = words.get(word)? & (!0u64 << (from % 64));
+        loop {
+            if bits != 0 {
+                return Some(word as u64 * 64 + u64::from(bits.trailing_zeros()));
+            }
+            word += 1;
+            bits = *words.get(word)?;
+        }
+    }
+
+    /// True iff a verify pass is due or running.
+    fn verify_pending(&self) -> bool {
+        self.written.is_some() && self.verify_next.is_none_or(|next| next < self.blocks)
     }
 
     /// When pacing next allows an I/O, if it is waiting only for that after `now_ns`.
@@ -170,14 +224,18 @@ impl Submitter {
         if self.thinktime_ns > 0 {
             self.ready_at_ns = self.ready_at_ns.max(now_ns + self.thinktime_ns);
         }
-        if self.inflight == 0 && self.out_of_work(now_ns) {
+        if self.inflight == 0 && self.out_of_work(now_ns) && !self.verify_pending() {
             self.finished_ns = Some(now_ns);
         }
     }
 
     /// Marks it finished if it never had anything to do, or its runtime ended while idle.
     pub fn settle(&mut self, now_ns: u64) {
-        if self.finished_ns.is_none() && self.inflight == 0 && self.out_of_work(now_ns) {
+        if self.finished_ns.is_none()
+            && self.inflight == 0
+            && self.out_of_work(now_ns)
+            && !self.verify_pending()
+        {
             self.finished_ns = Some(now_ns);
         }
     }
@@ -214,6 +272,15 @@ impl Submitter {
         };
         self.issued += 1;
         self.inflight += 1;
+        if op == Op::Write
+            && let Some(words) = &mut self.written
+        {
+            words[(block / 64) as usize] |= 1 << (block % 64);
+        }
+        self.bio(id, op, block)
+    }
+
+    fn bio(&self, id: u64, op: Op, block: u64) -> Bio {
         Bio {
             id,
             ctx: self.ctx,

@@ -1,0 +1,46 @@
+//! What a finished run hands to the reports, whichever driver ran it.
+
+use schedhost_sdk::Info;
+
+use crate::core::{Config, CoreStats};
+use crate::device::Geometry;
+use crate::stats::CtxStats;
+use crate::workload::Placement;
+
+/// Everything a report needs from a finished run.
+#[derive(Debug)]
+pub struct Outcome {
+    /// Per submitter, indexed by ctx.
+    pub stats: Vec<CtxStats>,
+    /// Per submitter: where it ran, when it started and finished, bios issued.
+    pub submitters: Vec<SubmitterSummary>,
+    /// The core's counters.
+    pub core: CoreStats,
+    /// The device's geometry.
+    pub geometry: Geometry,
+    /// The queue configuration used.
+    pub config: Config,
+    /// The policy's description.
+    pub policy: Info,
+    /// Time at the end: virtual in a simulation, since the start on a real device.
+    pub end_ns: u64,
+    /// Blocks whose data was checked (`verify=crc32c` on a real device).
+    pub verified_blocks: u64,
+}
+
+/// One submitter's life.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SubmitterSummary {
+    /// Its ctx.
+    pub ctx: u32,
+    /// Where and when.
+    pub placement: Placement,
+    /// Start, on the run's clock.
+    pub started_ns: u64,
+    /// End, on the run's clock.
+    pub finished_ns: u64,
+    /// Bios issued.
+    pub issued: u64,
+    /// Bios completed.
+    pub completed: u64,
+}

@@ -1,0 +1,110 @@
+//! The I/O buffers: one page-aligned arena cut into fixed slots, so O_DIRECT's alignment holds
+//! for every slot and the whole arena can be registered with the ring once.
+
+use std::alloc::{Layout, alloc_zeroed, dealloc};
+use std::ptr::NonNull;
+
+/// Page alignment satisfies O_DIRECT on every logical block size Linux supports.
+const ALIGN: usize = 4096;
+
+/// A slot: where it starts in the arena and how long it is.
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    offset: usize,
+    len: usize,
+}
+
+/// Page-aligned memory divided into slots, each lent to one in-flight bio at a time.
+#[derive(Debug)]
+pub struct Arena {
+    base: NonNull<u8>,
+    layout: Layout,
+    slots: Vec<Slot>,
+}
+
+// SAFETY: the arena owns its allocation outright; moving it to another thread moves that
+// ownership, as for a Vec<u8>.
+unsafe impl Send for Arena {}
+
+impl Arena {
+    /// An arena with one slot per entry of `lens`, each rounded up to whole pages.
+    ///
+    /// # Panics
+    /// Never in practice: only if the total overflows `isize`, which no job can ask for.
+    pub fn new(lens: &[usize]) -> Self {
+        let mut slots = Vec::with_capacity(lens.len());
+        let mut total = 0usize;
+        for &len in lens {
+            slots.push(Slot { offset: total, len });
+            total += len.next_multiple_of(ALIGN);
+        }
+        let layout = Layout::from_size_align(total.max(ALIGN), ALIGN)
+            .expect("arena size fits isize: jobs are bounded by iodepth × bs");
+        // SAFETY: the layout has a non-zero size.
+        let raw = unsafe { alloc_zeroed(layout) };
+        let Some(base) = NonNull::new(raw) else {
+            std::alloc::handle_alloc_error(layout);
+        };
+        Self {
+            base,
+            layout,
+            slots,
+        }
+    }
+
+    /// Start and length of the whole arena, for registering it with the ring.
+    pub fn region(&self) -> (*mut u8, usize) {
+        (self.base.as_ptr(), self.layout.size())
+    }
+
+    /// Where slot `i` starts and its length, for handing to the kernel.
+    pub fn raw(&self, i: usize) -> (*mut u8, usize) {
+        let slot = self.slots[i];
+        // SAFETY: every slot lies inside the allocation (built from the same lengths).
+        (unsafe { self.base.as_ptr().add(slot.offset) }, slot.len)
+    }
+
+    /// Slot `i` to fill before a write. The caller must not lend it to the kernel meanwhile;
+    /// `&mut self` keeps two slices of the arena from coexisting.
+    pub fn slot_mut(&mut self, i: usize) -> &mut [u8] {
+        let (ptr, len) = self.raw(i);
+        // SAFETY: in bounds (see `raw`), and the exclusive borrow of the arena means no other
+        // slice of it exists; the driver touches a slot only while no I/O uses it.
+        unsafe { std::slice::from_raw_parts_mut(ptr, len) }
+    }
+
+    /// Slot `i` to check after a read completed.
+    pub fn slot(&self, i: usize) -> &[u8] {
+        let (ptr, len) = self.raw(i);
+        // SAFETY: in bounds, and no I/O uses the slot while the driver reads it.
+        unsafe { std::slice::from_raw_parts(ptr, len) }
+    }
+}
+
+impl Drop for Arena {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with this layout. The ring that borrowed slots is dropped
+        // first and waits for its I/O (see `Ring`'s drop).
+        unsafe { dealloc(self.base.as_ptr(), self.layout) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Arena;
+
+    #[test]
+    fn arena_slots_are_page_aligned_and_disjoint() {
+        let mut arena = Arena::new(&[512, 4096, 131072, 512]);
+        let (base, size) = arena.region();
+        assert_eq!(base as usize % 4096, 0);
+        assert_eq!(size, 4096 + 4096 + 131072 + 4096);
+        for i in 0..4 {
+            assert_eq!(arena.raw(i).0 as usize % 4096, 0);
+        }
+        arena.slot_mut(1).fill(7);
+        assert!(arena.slot(0).iter().all(|&b| b == 0));
+        assert!(arena.slot(2).iter().all(|&b| b == 0));
+        assert_eq!(arena.slot(1).len(), 4096);
+    }
+}

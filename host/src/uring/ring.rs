@@ -1,0 +1,369 @@
+//! A thin owner of one io_uring: it starts reads, writes and flushes on registered files,
+//! finishes short transfers and `EAGAIN` itself, and reports each I/O once, with 0 or a
+//! negative errno. All io_uring `unsafe` lives here.
+
+use std::io;
+use std::os::fd::RawFd;
+use std::time::Duration;
+
+use io_uring::types::{Fixed, SubmitArgs, Timespec};
+use io_uring::{IoUring, opcode, squeue};
+use smallvec::SmallVec;
+
+/// Retries of an I/O the kernel answered with `EAGAIN` before it is failed.
+const MAX_EAGAIN: u32 = 64;
+
+/// What an I/O does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IoKind {
+    /// Read into the segments.
+    Read,
+    /// Write the segments.
+    Write,
+    /// Flush the file (fdatasync).
+    Flush,
+}
+
+/// Memory an I/O reads into or writes from.
+pub type Segments = SmallVec<[(*mut u8, usize); 1]>;
+
+/// One I/O as the driver asks for it.
+#[derive(Debug, Clone)]
+pub struct Io {
+    /// Index of the file among those registered.
+    pub file: u32,
+    /// What it does.
+    pub kind: IoKind,
+    /// Byte offset in the file.
+    pub offset: u64,
+    /// Buffers in file order.
+    pub segments: Segments,
+    /// Reported back with the result: (device lane, request id).
+    pub tag: (u32, u64),
+}
+
+#[derive(Debug)]
+struct InFlight {
+    io: Io,
+    /// Bytes already transferred (short transfers are continued).
+    done: usize,
+    eagain: u32,
+    /// The iovec array of a vectored I/O: the kernel reads it while the I/O runs.
+    iovecs: Box<[libc::iovec]>,
+}
+
+/// One ring and the I/O it carries.
+pub struct Ring {
+    ring: IoUring,
+    slots: Vec<Option<InFlight>>,
+    free: Vec<u32>,
+    inflight: usize,
+    /// The registered buffer region, for `*_FIXED` I/O inside it.
+    fixed: Option<(usize, usize)>,
+}
+
+impl std::fmt::Debug for Ring {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ring")
+            .field("inflight", &self.inflight)
+            .field("fixed", &self.fixed.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Ring {
+    /// A ring with room for `entries` submissions, over `files`; `sqpoll_idle_ms` starts a
+    /// kernel submission thread.
+    ///
+    /// # Errors
+    /// The kernel refused the ring (io_uring disabled, or too old) or the files.
+    pub fn new(entries: u32, files: &[RawFd], sqpoll_idle_ms: Option<u32>) -> io::Result<Self> {
+        let mut builder = IoUring::builder();
+        if let Some(idle) = sqpoll_idle_ms {
+            builder.setup_sqpoll(idle);
+        }
+        let ring = builder.setup_cqsize(entries * 2).build(entries)?;
+        ring.submitter().register_files(files)?;
+        Ok(Self {
+            ring,
+            slots: Vec::new(),
+            free: Vec::new(),
+            inflight: 0,
+            fixed: None,
+        })
+    }
+
+    /// Registers `len` bytes at `base` as fixed buffer 0; false if the kernel refused (a
+    /// locked-memory limit, say), in which case plain reads and writes are used.
+    ///
+    /// # Safety
+    /// The memory must stay allocated for the life of the ring.
+    pub unsafe fn register_buffer(&mut self, base: *mut u8, len: usize) -> bool {
+        let iovec = libc::iovec {
+            iov_base: base.cast(),
+            iov_len: len,
+        };
+        // SAFETY: the caller keeps the region alive as long as the ring.
+        let ok = unsafe { self.ring.submitter().register_buffers(&[iovec]) }.is_ok();
+        if ok {
+            self.fixed = Some((base as usize, len));
+        }
+        ok
+    }
+
+    /// True iff buffers are registered.
+    pub fn has_fixed_buffers(&self) -> bool {
+        self.fixed.is_some()
+    }
+
+    /// I/Os started and not yet reported.
+    pub fn inflight(&self) -> usize {
+        self.inflight
+    }
+
+    /// Starts `io`.
+    ///
+    /// # Safety
+    /// Its segments must stay valid, and untouched by the caller, until [`Ring::reap`] reports
+    /// its tag or the ring is dropped.
+    ///
+    /// # Errors
+    /// The kernel refused a submission while making room.
+    pub unsafe fn start(&mut self, io: Io) -> io::Result<()> {
+        let index = match self.free.pop() {
+            Some(i) => i,
+            None => {
+                self.slots.push(None);
+                (self.slots.len() - 1) as u32
+            }
+        };
+        self.slots[index as usize] = Some(InFlight {
+            io,
+            done: 0,
+            eagain: 0,
+            iovecs: Box::new([]),
+        });
+        self.inflight += 1;
+        self.push(index)
+    }
+
+    /// Builds and queues the submission for slot `index`, from where it got to.
+    fn push(&mut self, index: u32) -> io::Result<()> {
+        let fixed = self.fixed;
+        let Some(entry) = self.slots[index as usize].as_mut() else {
+            return Ok(());
+        };
+        let rest = remaining(&entry.io.segments, entry.done);
+        let file = Fixed(entry.io.file);
+        let offset = entry.io.offset + entry.done as u64;
+        let in_fixed = |(ptr, len): (*mut u8, usize)| {
+            fixed.is_some_and(|(base, size)| {
+                ptr as usize >= base && ptr as usize + len <= base + size
+            })
+        };
+        let sqe = match (entry.io.kind, rest.as_slice()) {
+            (IoKind::Flush, _) => opcode::Fsync::new(file)
+                .flags(io_uring::types::FsyncFlags::DATASYNC)
+                .build(),
+            (kind, &[single]) if in_fixed(single) => match kind {
+                IoKind::Read => opcode::ReadFixed::new(file, single.0, single.1 as u32, 0)
+                    .offset(offset)
+                    .build(),
+                _ => opcode::WriteFixed::new(file, single.0, single.1 as u32, 0)
+                    .offset(offset)
+                    .build(),
+            },
+            (kind, &[single]) => match kind {
+                IoKind::Read => opcode::Read::new(file, single.0, single.1 as u32)
+                    .offset(offset)
+                    .build(),
+                _ => opcode::Write::new(file, single.0, single.1 as u32)
+                    .offset(offset)
+                    .build(),
+            },
+            (kind, many) => {
+                entry.iovecs = many
+                    .iter()
+                    .map(|&(ptr, len)| libc::iovec {
+                        iov_base: ptr.cast(),
+                        iov_len: len,
+                    })
+                    .collect();
+                let (ptr, count) = (entry.iovecs.as_ptr(), entry.iovecs.len() as u32);
+                match kind {
+                    IoKind::Read => opcode::Readv::new(file, ptr, count).offset(offset).build(),
+                    _ => opcode::Writev::new(file, ptr, count).offset(offset).build(),
+                }
+            }
+        };
+        self.queue(sqe.user_data(u64::from(index)))
+    }
+
+    /// Puts `sqe` on the submission queue, submitting first if it is full.
+    fn queue(&mut self, sqe: squeue::Entry) -> io::Result<()> {
+        loop {
+            // SAFETY: every buffer and iovec array the entry points to is owned by an in-flight
+            // slot (iovecs) or by the caller under `start`'s contract (segments), and stays put
+            // until the completion is reaped; the ring is drained before it is dropped.
+            if unsafe { self.ring.submission().push(&sqe) }.is_ok() {
+                return Ok(());
+            }
+            self.submit_retrying(0)?;
+        }
+    }
+
+    fn submit_retrying(&mut self, want: usize) -> io::Result<()> {
+        loop {
+            match self.ring.submit_and_wait(want) {
+                Ok(_) => return Ok(()),
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EINTR | libc::EBUSY)) => {
+                    if want > 0 {
+                        return Ok(());
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Submits what is queued and waits for a completion, at most `timeout` (forever if
+    /// `None`). Returns at once if nothing is in flight.
+    ///
+    /// # Errors
+    /// The kernel refused the submission.
+    pub fn wait(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        if self.inflight == 0 {
+            return self.submit_retrying(0);
+        }
+        if !self.ring.completion().is_empty() {
+            return self.submit_retrying(0);
+        }
+        let Some(timeout) = timeout else {
+            return self.submit_retrying(1);
+        };
+        let ts = Timespec::from(timeout);
+        let args = SubmitArgs::new().timespec(&ts);
+        match self.ring.submitter().submit_with_args(1, &args) {
+            Ok(_) => Ok(()),
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::ETIME | libc::EINTR | libc::EBUSY)
+                ) =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Hands every finished I/O to `done` as (tag, 0 or −errno); continues short transfers
+    /// and retries `EAGAIN` instead.
+    ///
+    /// # Errors
+    /// The kernel refused a resubmission.
+    pub fn reap(&mut self, done: &mut impl FnMut((u32, u64), i32)) -> io::Result<()> {
+        loop {
+            let batch: SmallVec<[(u64, i32); 32]> = self
+                .ring
+                .completion()
+                .take(32)
+                .map(|cqe| (cqe.user_data(), cqe.result()))
+                .collect();
+            if batch.is_empty() {
+                return Ok(());
+            }
+            for (index, result) in batch {
+                if let Some(status) = self.settle(index as u32, result)? {
+                    let entry = self.slots[index as usize].take();
+                    self.free.push(index as u32);
+                    self.inflight -= 1;
+                    if let Some(entry) = entry {
+                        done(entry.io.tag, status);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The final status of slot `index` after a completion with `result`, or `None` if it was
+    /// resubmitted.
+    fn settle(&mut self, index: u32, result: i32) -> io::Result<Option<i32>> {
+        let Some(entry) = self.slots.get_mut(index as usize).and_then(Option::as_mut) else {
+            return Ok(None);
+        };
+        if result == -libc::EAGAIN && entry.eagain < MAX_EAGAIN {
+            entry.eagain += 1;
+            self.push(index)?;
+            return Ok(None);
+        }
+        if result < 0 {
+            return Ok(Some(result));
+        }
+        if entry.io.kind == IoKind::Flush {
+            return Ok(Some(0));
+        }
+        let total: usize = entry.io.segments.iter().map(|s| s.1).sum();
+        entry.done += result as usize;
+        if entry.done >= total {
+            return Ok(Some(0));
+        }
+        if result == 0 {
+            // Nothing more to read: the file ended inside the request.
+            return Ok(Some(-libc::EIO));
+        }
+        self.push(index)?;
+        Ok(None)
+    }
+}
+
+/// The part of `segments` after the first `done` bytes.
+fn remaining(segments: &Segments, mut done: usize) -> Segments {
+    let mut rest = Segments::new();
+    for &(ptr, len) in segments {
+        if done >= len {
+            done -= len;
+            continue;
+        }
+        // SAFETY: `done < len`, so the pointer stays inside this segment.
+        rest.push((unsafe { ptr.add(done) }, len - done));
+        done = 0;
+    }
+    rest
+}
+
+impl Ring {
+    /// Waits for every I/O in flight, discarding results; true iff none is left. The kernel
+    /// may write into buffers until then, so memory lent to the ring may be freed only after
+    /// this returned true.
+    pub fn drain(&mut self) -> bool {
+        while self.inflight > 0 {
+            if self.ring.submit_and_wait(1).is_err() && self.ring.completion().is_empty() {
+                return false;
+            }
+            let mut ignore = |_: (u32, u64), _: i32| {};
+            if self.reap(&mut ignore).is_err() {
+                return false;
+            }
+        }
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn remaining_skips_transferred_bytes_across_segments() {
+        let mut a = [0u8; 8];
+        let mut b = [0u8; 8];
+        let segs: Segments = smallvec::smallvec![(a.as_mut_ptr(), 8), (b.as_mut_ptr(), 8)];
+        let rest = remaining(&segs, 10);
+        assert_eq!(rest.len(), 1);
+        assert_eq!(rest[0].1, 6);
+        assert_eq!(rest[0].0 as usize, b.as_ptr() as usize + 2);
+        assert_eq!(remaining(&segs, 0).len(), 2);
+        assert!(remaining(&segs, 16).is_empty());
+    }
+}
