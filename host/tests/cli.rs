@@ -241,3 +241,62 @@ fn compare_names_a_bad_sweep_or_policy_setting() {
     ]);
     assert_fails_with(&bad_setting, "--policy native:deadline:fifo_batch=x");
 }
+
+/// A scratch directory on the target dir's filesystem, which takes O_DIRECT.
+fn real_dir(test: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join("cli")
+        .join(test);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn real_file_run_verifies_and_a_second_write_needs_allow_overwrite() {
+    let path = real_dir("real_file").join("data.dat");
+    let file = path.to_str().unwrap();
+    let write = [
+        "--policy",
+        "native:deadline",
+        "--device",
+        file,
+        "--output-format",
+        "json",
+        "--name=w",
+        "--rw=randwrite",
+        "--bs=4k",
+        "--size=1m",
+        "--iodepth=8",
+        "--verify=crc32c",
+    ];
+    let out = schedhost(&write);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
+    assert_eq!(v["schedhost"]["verified_blocks"], 256);
+    assert_eq!(v["schedhost"]["targets"][0]["created"], true);
+    assert!(v["schedhost"]["elapsed_ns"].as_u64().unwrap() > 0);
+
+    assert_fails_with(&schedhost(&write), "pass --allow-overwrite");
+    let mut again = write.to_vec();
+    again.push("--allow-overwrite");
+    let out = schedhost(&again);
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+#[test]
+fn real_read_of_a_missing_file_fails_without_creating_it() {
+    let path = real_dir("missing").join("nothing.dat");
+    let out = schedhost(&[
+        "--device",
+        path.to_str().unwrap(),
+        "--name=r",
+        "--rw=read",
+        "--size=1m",
+    ]);
+    assert_fails_with(
+        &out,
+        "does not exist; jobs that only read do not create files",
+    );
+    assert!(!path.exists());
+}

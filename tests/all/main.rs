@@ -19,3 +19,4 @@ mod policy_rules;
 mod reproduction;
 mod sdk_example;
 mod time_slice;
+mod uring;

@@ -7,6 +7,7 @@ use std::{env, fs};
 
 use anyhow::{Context, Result, bail, ensure};
 
+mod bench_fio;
 mod toolchain;
 
 const USAGE: &str = "\
@@ -17,6 +18,8 @@ cargo xtask <command>
   build-policy DIR    build the policy crate in DIR (out of tree is fine) into target/policies/NAME.wasm
   demo                build, then run the bundled job on the simulated HDD with the noop policy
   test                build, then run every test, the wasm ones included
+  bench-fio [--file PATH] [--rounds N] [--seconds S]
+                      raw fio against schedhost's noop, deadline and cfq on one file (needs fio)
 ";
 
 /// Folders whose subfolders with a Cargo.toml are policy crates built by `build`.
@@ -62,6 +65,19 @@ fn run(args: Vec<String>) -> Result<()> {
                 .env("SCHEDHOST_REQUIRE_WASM", "1");
             cargo_status(&root, &mut test)?;
             test_examples(&root)
+        }
+        ["bench-fio", rest @ ..] => {
+            build_all(&root)?;
+            let (mut file, mut rounds, mut seconds) = (None, 3, 5);
+            for pair in rest.chunks(2) {
+                match pair {
+                    ["--file", path] => file = Some(PathBuf::from(path)),
+                    ["--rounds", n] => rounds = n.parse().context("--rounds takes a number")?,
+                    ["--seconds", n] => seconds = n.parse().context("--seconds takes a number")?,
+                    other => bail!("bench-fio: unknown option {:?}\n\n{USAGE}", other.join(" ")),
+                }
+            }
+            bench_fio::run(&root, file, rounds, seconds)
         }
         ["help"] | ["--help"] | ["-h"] | [] => {
             print!("{USAGE}");

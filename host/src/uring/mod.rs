@@ -503,9 +503,11 @@ impl<'a> Driver<'a> {
         Ok(())
     }
 
-    /// Sleeps until a completion or the next timer.
+    /// Sleeps until a completion or the next timer. While I/O is in flight, runtime ends
+    /// do not set a timeout: the next completion notices them, and an unarmed wait is the
+    /// cheaper syscall.
     fn wait(&mut self) -> Result<(), RealError> {
-        let next = self.next_time();
+        let next = self.next_time(self.ring.inflight() == 0);
         let now = self.clock.elapsed().as_nanos() as u64;
         let timeout = next.map(|t| Duration::from_nanos(t.saturating_sub(now)));
         if self.ring.inflight() > 0 {
@@ -526,14 +528,17 @@ impl<'a> Driver<'a> {
         }
     }
 
-    /// The earliest policy timer, paced submitter or runtime end.
-    fn next_time(&self) -> Option<u64> {
+    /// The earliest policy timer, paced submitter or (with `deadlines`) runtime end.
+    fn next_time(&self, deadlines: bool) -> Option<u64> {
         let timers = self.lanes.iter().filter_map(|l| l.core.poll_timeout());
         let submitters = self
             .submitters
             .iter()
             .filter(|s| s.placement.phase == self.phase && !s.is_finished())
-            .flat_map(|s| [s.wake_at(self.now), s.deadline().filter(|&d| d > self.now)])
+            .flat_map(|s| {
+                let end = s.deadline().filter(|&d| deadlines && d > self.now);
+                [s.wake_at(self.now), end]
+            })
             .flatten();
         timers.chain(submitters).min()
     }

@@ -1,0 +1,278 @@
+//! The io_uring driver on temp files: data verification through every policy, merged
+//! requests in both directions, several devices, exactly-once completion, and the error
+//! paths a user meets (existing files, missing files, short files, corrupt data).
+
+use std::path::{Path, PathBuf};
+
+use schedhost::core::Nomerges;
+use schedhost::policy::{PolicyBackend, native_policy};
+use schedhost::uring::{self, RealError, RealOptions, RealOutcome, TargetError};
+use schedhost::workload::{JobSpec, parse_job_file};
+
+use crate::helpers::{component, runtime};
+
+const POLICIES: [&str; 6] = ["noop", "deadline", "cfq", "time-slice", "kyber", "bfq"];
+
+/// A fresh scratch directory under the target dir (a real filesystem with O_DIRECT, unlike
+/// a tmpfs /tmp on some machines).
+fn scratch(test: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("uring")
+        .join(test);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn jobs(text: &str) -> Vec<JobSpec> {
+    parse_job_file("test.fio", text).unwrap()
+}
+
+/// Policy `name` natively and, when built, as its component.
+fn builds(name: &str) -> Vec<(&'static str, Box<dyn PolicyBackend>)> {
+    let mut out: Vec<(&'static str, Box<dyn PolicyBackend>)> =
+        vec![("native", native_policy(name).unwrap())];
+    if let Some(path) = component(name) {
+        let policy = runtime().load(&path).unwrap().instantiate().unwrap();
+        out.push(("wasm", Box::new(policy)));
+    }
+    out
+}
+
+fn run(
+    jobs: &[JobSpec],
+    paths: &[PathBuf],
+    policy: &str,
+    options: RealOptions,
+) -> Result<RealOutcome, RealError> {
+    let policies = paths
+        .iter()
+        .map(|_| native_policy(policy).unwrap())
+        .collect();
+    uring::run(jobs, paths, policies, &[], options)
+}
+
+/// Every bio issued completed once, every request dispatched completed once.
+fn assert_exactly_once(done: &RealOutcome) {
+    let o = &done.outcome;
+    for (s, stats) in o.submitters.iter().zip(&o.stats) {
+        let ios: u64 = stats.dirs.iter().map(|d| d.ios).sum();
+        assert_eq!(s.issued, s.completed, "ctx {}: issued vs completed", s.ctx);
+        assert_eq!(ios, s.completed, "ctx {}: recorded vs completed", s.ctx);
+        assert_eq!(stats.dirs.iter().map(|d| d.errors).sum::<u64>(), 0);
+    }
+    assert_eq!(o.core.dispatched, o.core.completed);
+    assert_eq!(
+        o.core.bios,
+        o.submitters.iter().map(|s| s.issued).sum::<u64>()
+    );
+}
+
+const RANDWRITE_VERIFY: &str = "
+[w]
+rw=randwrite
+bs=4k
+size=2m
+iodepth=16
+verify=crc32c
+";
+
+#[test]
+fn uring_verifies_random_writes_through_every_policy_in_both_builds() {
+    let dir = scratch("every_policy");
+    let jobs = jobs(RANDWRITE_VERIFY);
+    for name in POLICIES {
+        for (build, policy) in builds(name) {
+            let path = dir.join(format!("{name}-{build}.dat"));
+            let done = uring::run(&jobs, &[path], vec![policy], &[], RealOptions::default())
+                .unwrap_or_else(|e| panic!("{name} ({build}): {e}"));
+            assert_exactly_once(&done);
+            assert_eq!(
+                done.outcome.verified_blocks, 512,
+                "{name} ({build}): the verify pass reads back every block written"
+            );
+        }
+    }
+}
+
+#[test]
+fn uring_merges_sequential_bios_and_verifies_both_directions() {
+    let dir = scratch("merges");
+    let path = dir.join("seq.dat");
+    let jobs = jobs(
+        "
+[w]
+rw=write
+bs=4k
+size=4m
+iodepth=32
+verify=crc32c
+",
+    );
+    let done = run(&jobs, &[path.clone()], "deadline", RealOptions::default()).unwrap();
+    assert_exactly_once(&done);
+    let c = done.outcome.core;
+    assert!(
+        c.back_merges > 0,
+        "sequential writes and verify reads merge: {c:?}"
+    );
+    assert!(c.requests < c.bios);
+    assert_eq!(done.outcome.verified_blocks, 1024);
+
+    // Later read-only runs check what the first one wrote: one bio per request, so a
+    // misplaced buffer in a merged write cannot cancel out in a merged read; then merged.
+    let read = jobs_text_read(32);
+    for nomerges in [Nomerges::Off, Nomerges::All] {
+        let options = RealOptions {
+            nomerges,
+            ..RealOptions::default()
+        };
+        let done = run(&read, &[path.clone()], "noop", options).unwrap();
+        assert_exactly_once(&done);
+        assert_eq!(done.outcome.core.back_merges > 0, nomerges == Nomerges::All);
+        assert_eq!(done.outcome.verified_blocks, 1024);
+    }
+}
+
+fn jobs_text_read(iodepth: u32) -> Vec<JobSpec> {
+    jobs(&format!(
+        "[r]\nrw=read\nbs=4k\nsize=4m\niodepth={iodepth}\nverify=crc32c\n"
+    ))
+}
+
+#[test]
+fn uring_mixed_reads_check_blocks_written_earlier_in_the_run() {
+    let dir = scratch("mixed");
+    let jobs = jobs(
+        "
+[m]
+rw=randrw
+bs=8k
+size=1m
+number_ios=2000
+runtime=60s
+time_based
+iodepth=4
+verify=crc32c
+",
+    );
+    let done = run(&jobs, &[dir.join("m.dat")], "cfq", RealOptions::default()).unwrap();
+    assert_exactly_once(&done);
+    let reads = done.outcome.stats[0].dirs[0].ios;
+    assert!(
+        done.outcome.verified_blocks > 128,
+        "reads of written blocks are checked during the run and in the verify pass: {} of {reads}",
+        done.outcome.verified_blocks
+    );
+}
+
+#[test]
+fn uring_stripes_blocks_over_several_devices_and_verifies_each() {
+    let dir = scratch("stripes");
+    let paths = [dir.join("a.dat"), dir.join("b.dat")];
+    let jobs = jobs(RANDWRITE_VERIFY);
+    let done = run(&jobs, &paths, "deadline", RealOptions::default()).unwrap();
+    assert_exactly_once(&done);
+    assert_eq!(done.targets.len(), 2);
+    for t in &done.targets {
+        assert!(t.created);
+        assert!(t.core.requests > 100, "{}: {:?}", t.path, t.core);
+    }
+    assert_eq!(done.outcome.verified_blocks, 512);
+}
+
+#[test]
+fn uring_detects_a_corrupt_block_and_names_its_offset() {
+    let dir = scratch("corrupt");
+    let path = dir.join("c.dat");
+    let write = jobs("[w]\nrw=write\nbs=4k\nsize=4m\niodepth=8\nverify=crc32c\n");
+    run(&write, &[path.clone()], "noop", RealOptions::default()).unwrap();
+    let mut data = std::fs::read(&path).unwrap();
+    data[100 * 4096 + 2000] ^= 0x40;
+    std::fs::write(&path, &data).unwrap();
+    let err = run(&jobs_text_read(4), &[path], "noop", RealOptions::default()).unwrap_err();
+    match &err {
+        RealError::Verify { mismatch, .. } => {
+            assert_eq!(mismatch.offset, 100 * 4096);
+            assert!(mismatch.problem.contains("corrupt"), "{err}");
+        }
+        other => panic!("expected a verify failure, got {other}"),
+    }
+}
+
+#[test]
+fn uring_refuses_to_overwrite_an_existing_file_without_the_flag() {
+    let dir = scratch("overwrite");
+    let path = dir.join("keep.dat");
+    std::fs::write(&path, vec![7u8; 1 << 20]).unwrap();
+    let write = jobs("[w]\nrw=write\nbs=4k\nsize=1m\n");
+    let err = run(&write, &[path.clone()], "noop", RealOptions::default()).unwrap_err();
+    assert!(
+        matches!(err, RealError::Target(TargetError::WouldOverwrite { .. })),
+        "{err}"
+    );
+    assert!(err.to_string().contains("--allow-overwrite"));
+    assert!(
+        std::fs::read(&path).unwrap().iter().all(|&b| b == 7),
+        "the file is untouched"
+    );
+    let allowed = RealOptions {
+        allow_overwrite: true,
+        ..RealOptions::default()
+    };
+    let done = run(&write, &[path.clone()], "noop", allowed).unwrap();
+    assert_exactly_once(&done);
+    assert!(!std::fs::read(&path).unwrap().iter().all(|&b| b == 7));
+}
+
+#[test]
+fn uring_read_only_jobs_neither_create_nor_outgrow_files() {
+    let dir = scratch("readonly");
+    let missing = dir.join("missing.dat");
+    let read = jobs("[r]\nrw=randread\nbs=4k\nsize=1m\n");
+    let err = run(&read, &[missing.clone()], "noop", RealOptions::default()).unwrap_err();
+    assert!(
+        matches!(err, RealError::Target(TargetError::Missing { .. })),
+        "{err}"
+    );
+    assert!(!missing.exists());
+
+    let short = dir.join("short.dat");
+    std::fs::write(&short, vec![0u8; 64 << 10]).unwrap();
+    let err = run(&read, &[short.clone()], "noop", RealOptions::default()).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("holds 65536 bytes but the jobs need 1048576"),
+        "{err}"
+    );
+    assert_eq!(std::fs::metadata(&short).unwrap().len(), 64 << 10);
+}
+
+#[test]
+fn uring_refuses_a_directory_as_a_device() {
+    let dir = scratch("directory");
+    let read = jobs("[r]\nrw=read\nbs=4k\nsize=1m\n");
+    let err = run(&read, &[dir], "noop", RealOptions::default()).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("not a regular file or a block device"),
+        "{err}"
+    );
+}
+
+#[test]
+fn uring_runs_time_based_jobs_to_their_runtime() {
+    let dir = scratch("runtime");
+    let jobs = jobs("[r]\nrw=randwrite\nbs=4k\nsize=1m\niodepth=2\nruntime=200ms\ntime_based\n");
+    let done = run(
+        &jobs,
+        &[dir.join("t.dat")],
+        "time-slice",
+        RealOptions::default(),
+    )
+    .unwrap();
+    assert_exactly_once(&done);
+    let s = &done.outcome.submitters[0];
+    let ran = s.finished_ns - s.started_ns;
+    assert!(ran >= 200_000_000, "ran {ran} ns");
+}

@@ -1,0 +1,183 @@
+//! `cargo xtask bench-fio`: raw fio (io_uring, O_DIRECT) against schedhost's policies on the
+//! same file, same jobs, interleaved round by round so drift on a noisy machine hits every
+//! column alike. Prints medians of IOPS and p99 latency (from submission by the job to
+//! completion, on both sides), and ratios to fio.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result, bail, ensure};
+use serde_json::Value;
+
+/// One row of the table: a job as fio options, and the policies to run it under.
+struct Case {
+    label: &'static str,
+    options: &'static [&'static str],
+    policies: &'static [&'static str],
+}
+
+const CASES: &[Case] = &[
+    Case {
+        label: "4k randread QD1",
+        options: &["--rw=randread", "--bs=4k", "--iodepth=1"],
+        policies: &["noop", "deadline", "cfq"],
+    },
+    Case {
+        label: "4k randread QD32",
+        options: &["--rw=randread", "--bs=4k", "--iodepth=32"],
+        policies: &["noop", "deadline", "cfq"],
+    },
+    Case {
+        label: "128k read QD8",
+        options: &["--rw=read", "--bs=128k", "--iodepth=8"],
+        policies: &["noop", "deadline", "cfq"],
+    },
+    Case {
+        label: "4k randread QD2048",
+        options: &["--rw=randread", "--bs=4k", "--iodepth=2048"],
+        policies: &["noop", "deadline"],
+    },
+];
+
+/// IOPS and p99 completion latency (µs) of one run.
+#[derive(Debug, Clone, Copy)]
+struct Sample {
+    iops: f64,
+    p99_us: f64,
+}
+
+/// Runs the comparison. `file` is created and filled (1 GiB) if missing.
+pub fn run(root: &Path, file: Option<PathBuf>, rounds: usize, seconds: u32) -> Result<()> {
+    ensure!(
+        Command::new("fio").arg("--version").output().is_ok(),
+        "fio is not installed (apt-get install fio)"
+    );
+    let schedhost = root.join("target/release/schedhost");
+    let file = file.unwrap_or_else(|| root.join("target/bench/fio-compare.dat"));
+    prepare(&schedhost, &file)?;
+    let runtime = format!("--runtime={seconds}");
+    let common = [
+        "--name=bench",
+        "--size=1g",
+        "--time_based",
+        runtime.as_str(),
+        "--direct=1",
+    ];
+    println!(
+        "{} rounds of {seconds} s per cell on {}; medians, ratios to fio",
+        rounds,
+        file.display()
+    );
+    println!(
+        "{:<20} {:<10} {:>10} {:>8} {:>10} {:>8}",
+        "job", "runner", "IOPS", "ratio", "p99 µs", "ratio"
+    );
+    for case in CASES {
+        let mut columns: Vec<(String, Vec<Sample>)> = std::iter::once("fio")
+            .chain(case.policies.iter().copied())
+            .map(|name| (name.to_owned(), Vec::new()))
+            .collect();
+        for _ in 0..rounds {
+            for (name, samples) in &mut columns {
+                let mut cmd = if name == "fio" {
+                    let mut c = Command::new("fio");
+                    c.args([
+                        "--ioengine=io_uring",
+                        "--output-format=json",
+                        "--lat_percentiles=1",
+                    ])
+                    .arg(format!("--filename={}", file.display()));
+                    c
+                } else {
+                    let mut c = Command::new(&schedhost);
+                    c.args(["--policy", name.as_str(), "--output-format", "json"])
+                        .arg("--device")
+                        .arg(&file);
+                    c
+                };
+                cmd.args(common).args(case.options);
+                samples.push(
+                    sample(&mut cmd).with_context(|| format!("{} under {name}", case.label))?,
+                );
+            }
+        }
+        let fio = median(&columns[0].1);
+        for (name, samples) in &columns {
+            let m = median(samples);
+            println!(
+                "{:<20} {:<10} {:>10.0} {:>8.3} {:>10.1} {:>8.3}",
+                case.label,
+                name,
+                m.iops,
+                m.iops / fio.iops,
+                m.p99_us,
+                m.p99_us / fio.p99_us
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Creates and fills the file with schedhost itself, so reads hit written blocks.
+fn prepare(schedhost: &Path, file: &Path) -> Result<()> {
+    if file.exists() {
+        return Ok(());
+    }
+    if let Some(dir) = file.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let status = Command::new(schedhost)
+        .arg("--device")
+        .arg(file)
+        .args([
+            "--name=fill",
+            "--rw=write",
+            "--bs=1m",
+            "--iodepth=8",
+            "--size=1g",
+            "--output-format=json",
+        ])
+        .stdout(std::process::Stdio::null())
+        .status()
+        .context("running schedhost to fill the benchmark file")?;
+    ensure!(status.success(), "filling {} failed", file.display());
+    Ok(())
+}
+
+fn sample(cmd: &mut Command) -> Result<Sample> {
+    let out = cmd.output().context("starting the runner")?;
+    if !out.status.success() {
+        bail!("{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    // fio may print notes before its JSON.
+    let json: Value = serde_json::from_str(&text[text.find('{').unwrap_or(0)..])
+        .context("parsing the JSON report")?;
+    let read = &json["jobs"][0]["read"];
+    let iops = read["iops"].as_f64().context("no read.iops")?;
+    // schedhost's clat runs from the bio's arrival at the host to its completion, so it
+    // compares with fio's total latency (slat + clat), reported with --lat_percentiles=1.
+    let latency = if read["lat_ns"]["percentile"].is_object() {
+        &read["lat_ns"]
+    } else {
+        &read["clat_ns"]
+    };
+    let p99 = latency["percentile"]["99.000000"]
+        .as_f64()
+        .context("no 99th latency percentile")?;
+    Ok(Sample {
+        iops,
+        p99_us: p99 / 1000.0,
+    })
+}
+
+fn median(samples: &[Sample]) -> Sample {
+    let mid = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    Sample {
+        iops: mid(samples.iter().map(|s| s.iops).collect()),
+        p99_us: mid(samples.iter().map(|s| s.p99_us).collect()),
+    }
+}
