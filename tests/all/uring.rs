@@ -109,7 +109,7 @@ iodepth=32
 verify=crc32c
 ",
     );
-    let done = run(&jobs, &[path.clone()], "deadline", RealOptions::default()).unwrap();
+    let done = run(&jobs, std::slice::from_ref(&path), "deadline", RealOptions::default()).unwrap();
     assert_exactly_once(&done);
     let c = done.outcome.core;
     assert!(
@@ -127,7 +127,7 @@ verify=crc32c
             nomerges,
             ..RealOptions::default()
         };
-        let done = run(&read, &[path.clone()], "noop", options).unwrap();
+        let done = run(&read, std::slice::from_ref(&path), "noop", options).unwrap();
         assert_exactly_once(&done);
         assert_eq!(done.outcome.core.back_merges > 0, nomerges == Nomerges::All);
         assert_eq!(done.outcome.verified_blocks, 1024);
@@ -186,7 +186,7 @@ fn uring_detects_a_corrupt_block_and_names_its_offset() {
     let dir = scratch("corrupt");
     let path = dir.join("c.dat");
     let write = jobs("[w]\nrw=write\nbs=4k\nsize=4m\niodepth=8\nverify=crc32c\n");
-    run(&write, &[path.clone()], "noop", RealOptions::default()).unwrap();
+    run(&write, std::slice::from_ref(&path), "noop", RealOptions::default()).unwrap();
     let mut data = std::fs::read(&path).unwrap();
     data[100 * 4096 + 2000] ^= 0x40;
     std::fs::write(&path, &data).unwrap();
@@ -206,7 +206,7 @@ fn uring_refuses_to_overwrite_an_existing_file_without_the_flag() {
     let path = dir.join("keep.dat");
     std::fs::write(&path, vec![7u8; 1 << 20]).unwrap();
     let write = jobs("[w]\nrw=write\nbs=4k\nsize=1m\n");
-    let err = run(&write, &[path.clone()], "noop", RealOptions::default()).unwrap_err();
+    let err = run(&write, std::slice::from_ref(&path), "noop", RealOptions::default()).unwrap_err();
     assert!(
         matches!(err, RealError::Target(TargetError::WouldOverwrite { .. })),
         "{err}"
@@ -220,7 +220,7 @@ fn uring_refuses_to_overwrite_an_existing_file_without_the_flag() {
         allow_overwrite: true,
         ..RealOptions::default()
     };
-    let done = run(&write, &[path.clone()], "noop", allowed).unwrap();
+    let done = run(&write, std::slice::from_ref(&path), "noop", allowed).unwrap();
     assert_exactly_once(&done);
     assert!(!std::fs::read(&path).unwrap().iter().all(|&b| b == 7));
 }
