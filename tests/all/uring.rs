@@ -230,7 +230,7 @@ fn uring_read_only_jobs_neither_create_nor_outgrow_files() {
     let dir = scratch("readonly");
     let missing = dir.join("missing.dat");
     let read = jobs("[r]\nrw=randread\nbs=4k\nsize=1m\n");
-    let err = run(&read, &[missing.clone()], "noop", RealOptions::default()).unwrap_err();
+    let err = run(&read, std::slice::from_ref(&missing), "noop", RealOptions::default()).unwrap_err();
     assert!(
         matches!(err, RealError::Target(TargetError::Missing { .. })),
         "{err}"
@@ -239,7 +239,7 @@ fn uring_read_only_jobs_neither_create_nor_outgrow_files() {
 
     let short = dir.join("short.dat");
     std::fs::write(&short, vec![0u8; 64 << 10]).unwrap();
-    let err = run(&read, &[short.clone()], "noop", RealOptions::default()).unwrap_err();
+    let err = run(&read, std::slice::from_ref(&short), "noop", RealOptions::default()).unwrap_err();
     assert!(
         err.to_string()
             .contains("holds 65536 bytes but the jobs need 1048576"),
