@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use schedhost::core::Nomerges;
+use schedhost::core::{Nomerges, RqAffinity};
 use schedhost::policy::{PolicyBackend, native_policy};
 use schedhost::uring::{self, RealError, RealOptions, RealOutcome, TargetError};
 use schedhost::workload::{JobSpec, parse_job_file};
@@ -109,7 +109,13 @@ iodepth=32
 verify=crc32c
 ",
     );
-    let done = run(&jobs, std::slice::from_ref(&path), "deadline", RealOptions::default()).unwrap();
+    let done = run(
+        &jobs,
+        std::slice::from_ref(&path),
+        "deadline",
+        RealOptions::default(),
+    )
+    .unwrap();
     assert_exactly_once(&done);
     let c = done.outcome.core;
     assert!(
@@ -186,7 +192,13 @@ fn uring_detects_a_corrupt_block_and_names_its_offset() {
     let dir = scratch("corrupt");
     let path = dir.join("c.dat");
     let write = jobs("[w]\nrw=write\nbs=4k\nsize=4m\niodepth=8\nverify=crc32c\n");
-    run(&write, std::slice::from_ref(&path), "noop", RealOptions::default()).unwrap();
+    run(
+        &write,
+        std::slice::from_ref(&path),
+        "noop",
+        RealOptions::default(),
+    )
+    .unwrap();
     let mut data = std::fs::read(&path).unwrap();
     data[100 * 4096 + 2000] ^= 0x40;
     std::fs::write(&path, &data).unwrap();
@@ -206,7 +218,13 @@ fn uring_refuses_to_overwrite_an_existing_file_without_the_flag() {
     let path = dir.join("keep.dat");
     std::fs::write(&path, vec![7u8; 1 << 20]).unwrap();
     let write = jobs("[w]\nrw=write\nbs=4k\nsize=1m\n");
-    let err = run(&write, std::slice::from_ref(&path), "noop", RealOptions::default()).unwrap_err();
+    let err = run(
+        &write,
+        std::slice::from_ref(&path),
+        "noop",
+        RealOptions::default(),
+    )
+    .unwrap_err();
     assert!(
         matches!(err, RealError::Target(TargetError::WouldOverwrite { .. })),
         "{err}"
@@ -230,7 +248,13 @@ fn uring_read_only_jobs_neither_create_nor_outgrow_files() {
     let dir = scratch("readonly");
     let missing = dir.join("missing.dat");
     let read = jobs("[r]\nrw=randread\nbs=4k\nsize=1m\n");
-    let err = run(&read, std::slice::from_ref(&missing), "noop", RealOptions::default()).unwrap_err();
+    let err = run(
+        &read,
+        std::slice::from_ref(&missing),
+        "noop",
+        RealOptions::default(),
+    )
+    .unwrap_err();
     assert!(
         matches!(err, RealError::Target(TargetError::Missing { .. })),
         "{err}"
@@ -239,7 +263,13 @@ fn uring_read_only_jobs_neither_create_nor_outgrow_files() {
 
     let short = dir.join("short.dat");
     std::fs::write(&short, vec![0u8; 64 << 10]).unwrap();
-    let err = run(&read, std::slice::from_ref(&short), "noop", RealOptions::default()).unwrap_err();
+    let err = run(
+        &read,
+        std::slice::from_ref(&short),
+        "noop",
+        RealOptions::default(),
+    )
+    .unwrap_err();
     assert!(
         err.to_string()
             .contains("holds 65536 bytes but the jobs need 1048576"),
@@ -275,4 +305,78 @@ fn uring_runs_time_based_jobs_to_their_runtime() {
     let s = &done.outcome.submitters[0];
     let ran = s.finished_ns - s.started_ns;
     assert!(ran >= 200_000_000, "ran {ran} ns");
+}
+
+#[test]
+fn uring_threads_complete_every_bio_once_under_each_rq_affinity() {
+    let dir = scratch("rq_affinity");
+    let jobs = jobs(
+        "
+[w]
+rw=randwrite
+bs=4k
+size=1m
+iodepth=8
+numjobs=3
+verify=crc32c
+
+[m]
+rw=randrw
+bs=4k
+size=1m
+iodepth=4
+numjobs=2
+verify=crc32c
+",
+    );
+    for (level, mode) in [
+        (0, RqAffinity::Device),
+        (1, RqAffinity::Group),
+        (2, RqAffinity::Submitter),
+    ] {
+        for policy in ["noop", "cfq"] {
+            let options = RealOptions {
+                threads: Some(mode),
+                ..RealOptions::default()
+            };
+            let path = dir.join(format!("{policy}-{level}.dat"));
+            let done = run(&jobs, &[path], policy, options)
+                .unwrap_or_else(|e| panic!("rq_affinity={level} {policy}: {e}"));
+            assert_exactly_once(&done);
+            assert_eq!(done.outcome.submitters.len(), 5);
+            assert!(
+                done.outcome.verified_blocks >= 3 * 256,
+                "rq_affinity={level} {policy}: every written block is read back: {}",
+                done.outcome.verified_blocks
+            );
+        }
+    }
+}
+
+#[test]
+fn uring_threads_report_a_corrupt_block_checked_on_the_submitting_thread() {
+    let dir = scratch("threads_corrupt");
+    let path = dir.join("c.dat");
+    let write = jobs("[w]\nrw=write\nbs=4k\nsize=1m\niodepth=4\nverify=crc32c\n");
+    run(
+        &write,
+        std::slice::from_ref(&path),
+        "noop",
+        RealOptions::default(),
+    )
+    .unwrap();
+    let mut data = std::fs::read(&path).unwrap();
+    data[7 * 4096 + 100] ^= 1;
+    std::fs::write(&path, &data).unwrap();
+    let read =
+        jobs("[r]\nrw=read\nbs=4k\nsize=1m\niodepth=4\nnumjobs=2\nfilename=f\nverify=crc32c\n");
+    let options = RealOptions {
+        threads: Some(RqAffinity::Submitter),
+        ..RealOptions::default()
+    };
+    let err = run(&read, &[path], "noop", options).unwrap_err();
+    match err {
+        RealError::Verify { mismatch, .. } => assert_eq!(mismatch.offset, 7 * 4096),
+        other => panic!("expected a verify failure, got {other}"),
+    }
 }

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use schedhost::core::Nomerges;
+use schedhost::core::{Nomerges, RqAffinity};
 use schedhost::device::DeviceSpec;
 use schedhost::outcome::Outcome;
 use schedhost::policy::{WasmRuntime, load};
@@ -37,6 +37,12 @@ pub struct RunArgs {
     /// Real devices: a kernel thread polls the submission queue (SQPOLL), idling after MS.
     #[arg(long, value_name = "MS")]
     pub sqpoll: Option<u32>,
+    /// Real devices: run each job clone on its own thread, with completion work where the
+    /// kernel's rq_affinity would put it: 0 the ring's thread, 1 a thread of the
+    /// submitter's group, 2 the submitting thread. Without it, submitters run on the
+    /// ring's thread.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(0..=2))]
+    pub rq_affinity: Option<u8>,
     /// Set a policy tunable (repeatable): --set fifo_batch=8.
     #[arg(long = "set", value_name = "NAME=VALUE", value_parser = parse_setting)]
     pub settings: Vec<(String, i64)>,
@@ -89,6 +95,7 @@ impl RunArgs {
                     queue_depth: self.queue_depth,
                     allow_overwrite: self.allow_overwrite,
                     sqpoll_idle_ms: self.sqpoll,
+                    threads: self.rq_affinity.and_then(RqAffinity::from_level),
                 };
                 let done = uring::run(&jobs, paths, policies, &self.settings, options)
                     .with_context(context)?;

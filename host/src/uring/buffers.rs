@@ -3,6 +3,7 @@
 
 use std::alloc::{Layout, alloc_zeroed, dealloc};
 use std::ptr::NonNull;
+use std::sync::Arc;
 
 /// Page alignment satisfies O_DIRECT on every logical block size Linux supports.
 const ALIGN: usize = 4096;
@@ -19,7 +20,7 @@ struct Slot {
 pub struct Arena {
     base: NonNull<u8>,
     layout: Layout,
-    slots: Vec<Slot>,
+    slots: Arc<[Slot]>,
 }
 
 // SAFETY: the arena owns its allocation outright; moving it to another thread moves that
@@ -32,7 +33,7 @@ impl Arena {
     /// # Panics
     /// Never in practice: only if the total overflows `isize`, which no job can ask for.
     pub fn new(lens: &[usize]) -> Self {
-        let mut slots = Vec::with_capacity(lens.len());
+        let mut slots: Vec<Slot> = Vec::with_capacity(lens.len());
         let mut total = 0usize;
         for &len in lens {
             slots.push(Slot { offset: total, len });
@@ -48,7 +49,29 @@ impl Arena {
         Self {
             base,
             layout,
-            slots,
+            slots: slots.into(),
+        }
+    }
+
+    /// Fills every slot with pseudo-random bytes, so unverified writes do not send zero
+    /// pages (which some devices compress or skip).
+    pub fn fill_random(&mut self, seed: u64) {
+        let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        for i in 0..self.slots.len() {
+            for chunk in self.slot_mut(i).chunks_mut(8) {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                chunk.copy_from_slice(&x.to_le_bytes()[..chunk.len()]);
+            }
+        }
+    }
+
+    /// A view other threads use to fill and check the slots they hold.
+    pub fn access(&self) -> SlotAccess {
+        SlotAccess {
+            base: self.base,
+            slots: Arc::clone(&self.slots),
         }
     }
 
@@ -78,6 +101,48 @@ impl Arena {
         let (ptr, len) = self.raw(i);
         // SAFETY: in bounds, and no I/O uses the slot while the driver reads it.
         unsafe { std::slice::from_raw_parts(ptr, len) }
+    }
+}
+
+/// Slot contents for the threads that borrow slots: a submitter fills its write buffer and
+/// checks a finished read in its own slot while the ring thread does other I/O.
+#[derive(Debug, Clone)]
+pub struct SlotAccess {
+    base: NonNull<u8>,
+    slots: Arc<[Slot]>,
+}
+
+// SAFETY: the view is a pointer into the arena; `slot`/`slot_mut` are unsafe and make the
+// caller prove exclusive use of the slot, which is what makes sharing the view sound.
+unsafe impl Send for SlotAccess {}
+// SAFETY: as for Send.
+unsafe impl Sync for SlotAccess {}
+
+impl SlotAccess {
+    /// Slot `i`, to fill before its bio is submitted.
+    ///
+    /// # Safety
+    /// The caller holds slot `i`: no I/O uses it and no other thread touches it until the
+    /// caller hands it on (a channel send, which orders the writes before the receiver's
+    /// use), and the arena outlives the returned slice.
+    #[expect(
+        clippy::mut_from_ref,
+        reason = "exclusive use of the slot is the caller's contract"
+    )]
+    pub unsafe fn slot_mut(&self, i: usize) -> &mut [u8] {
+        let slot = self.slots[i];
+        // SAFETY: in bounds (built with the arena) and exclusively held per the contract.
+        unsafe { std::slice::from_raw_parts_mut(self.base.as_ptr().add(slot.offset), slot.len) }
+    }
+
+    /// Slot `i`, to check after its bio finished.
+    ///
+    /// # Safety
+    /// As for [`SlotAccess::slot_mut`].
+    pub unsafe fn slot(&self, i: usize) -> &[u8] {
+        let slot = self.slots[i];
+        // SAFETY: as above.
+        unsafe { std::slice::from_raw_parts(self.base.as_ptr().add(slot.offset), slot.len) }
     }
 }
 

@@ -1,36 +1,41 @@
 //! The real driver: the same core and submitters as the simulator, on the monotonic clock,
 //! dispatching to files and block devices through io_uring with O_DIRECT.
 //!
-//! One thread runs the loop, as one fio job thread runs its own I/O: submitters are state
-//! machines on it, so a bio costs no cross-thread hand-off. Each device (`--device a:b`) has
-//! its own core and policy instance; blocks are striped across devices by block number. The
-//! thread's single ring carries every device's I/O, with registered files and, where the
-//! kernel allows, one registered buffer arena for `READ_FIXED`/`WRITE_FIXED`. Merged requests
-//! go out as vectored I/O over their bios' buffers.
+//! Each device (`--device a:b`) has its own core and policy instance; blocks are striped
+//! across devices by block number. One ring carries every device's I/O, with registered
+//! files and, where the kernel allows, one registered buffer arena for
+//! `READ_FIXED`/`WRITE_FIXED`. Merged requests go out as vectored I/O over their bios'
+//! buffers.
+//!
+//! Two ways to run the submitters:
+//! - inline (the default): they are state machines on the ring's thread, as one fio job
+//!   thread runs its own I/O, so a bio costs no cross-thread hand-off;
+//! - threads (`--rq-affinity N`): each clone is a thread that pushes bios to the ring's
+//!   thread, and the kernel's rq_affinity decides where completion work runs
+//!   ([`crate::core::RqAffinity`]).
 
 mod buffers;
+mod devices;
+mod inline;
 mod ring;
 mod target;
+mod threads;
+mod work;
 
 use std::io;
-use std::mem::ManuallyDrop;
+use std::ops::Range;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::sync::Mutex;
 
-use schedhost_sdk::Op;
-
-use crate::core::{
-    Action, BioDone, Config, Core, CoreStats, Nomerges, StartError, UnknownCompletion,
-};
+use crate::core::{Config, Core, CoreStats, Nomerges, RqAffinity, StartError, UnknownCompletion};
 use crate::device::Geometry;
 use crate::outcome::{Outcome, SubmitterSummary};
 use crate::policy::{Fault, PolicyBackend};
 use crate::stats::CtxStats;
-use crate::verify::{Expect, Ledger, Mismatch, check, stamp};
-use crate::workload::{Direction, JobSpec, Next, Placement, Submitter, place};
+use crate::verify::{Ledger, Mismatch};
+use crate::workload::{Direction, JobSpec, Placement, Submitter, place};
 
-use buffers::Arena;
-use ring::{Io, IoKind, Ring, Segments};
+use devices::{Devices, Lane};
 pub use target::{OpenRules, Target, TargetError, TargetKind};
 
 /// Driver tags per device unless `--queue-depth` says otherwise: deep enough for any
@@ -55,6 +60,9 @@ pub struct RealOptions {
     pub allow_overwrite: bool,
     /// A kernel thread polls the submission queue (idle timeout, ms).
     pub sqpoll_idle_ms: Option<u32>,
+    /// Run each clone on its own thread, with completion work placed by this rq_affinity;
+    /// `None` runs the submitters on the ring's thread.
+    pub threads: Option<RqAffinity>,
 }
 
 impl Default for RealOptions {
@@ -66,6 +74,7 @@ impl Default for RealOptions {
             queue_depth: DEFAULT_QUEUE_DEPTH,
             allow_overwrite: false,
             sqpoll_idle_ms: None,
+            threads: None,
         }
     }
 }
@@ -185,14 +194,12 @@ pub fn run(
     }
     let mut info = None;
     let mut lanes = Vec::new();
-    for (i, (mut policy, target)) in policies.into_iter().zip(&targets).enumerate() {
+    for (mut policy, target) in policies.into_iter().zip(&targets) {
         if info.is_none() {
             info = Some(policy.info().map_err(StartError::Fault)?);
         }
         lanes.push(Lane {
             core: Core::new(config, policy, settings)?,
-            file: i as u32,
-            ledger: Ledger::default(),
             name: target.path.display().to_string(),
         });
     }
@@ -206,9 +213,112 @@ pub fn run(
             Submitter::new(ctx as u32, &jobs[placement.job], placement, options.seed)
         })
         .collect();
-    let mut driver = Driver::new(jobs, &targets, lanes, submitters, config, options)?;
-    driver.run_to_end()?;
-    driver.finish(&targets, config, policy)
+    let (slot_lens, slots) = buffer_slots(jobs, &submitters);
+    let mut devices = Devices::new(&targets, lanes, &slot_lens, config, options)?;
+    let run = Run {
+        jobs,
+        names: targets
+            .iter()
+            .map(|t| t.path.display().to_string())
+            .collect(),
+        ledgers: targets
+            .iter()
+            .map(|_| Mutex::new(Ledger::default()))
+            .collect(),
+        slots,
+        ctx_jobs: submitters.iter().map(|s| s.placement.job).collect(),
+    };
+    let ran = match options.threads {
+        None => inline::run(&run, &mut devices, submitters)?,
+        Some(mode) => threads::run(&run, &mut devices, submitters, mode)?,
+    };
+    Ok(outcome(ran, &devices, &targets, config, policy))
+}
+
+/// What both ways of running share: the jobs, the devices' names and ledgers, and which
+/// buffer slots belong to which submitter.
+struct Run<'a> {
+    jobs: &'a [JobSpec],
+    names: Vec<String>,
+    ledgers: Vec<Mutex<Ledger>>,
+    /// Per submitter, its slots: one per bio it may have in flight.
+    slots: Vec<Range<u32>>,
+    /// Per submitter, the index of its job.
+    ctx_jobs: Vec<usize>,
+}
+
+/// What a way of running hands back.
+struct Ran {
+    stats: Vec<CtxStats>,
+    submitters: Vec<SubmitterSummary>,
+    verified: u64,
+    end_ns: u64,
+}
+
+/// One buffer slot of `bs` bytes per bio each submitter may have in flight.
+fn buffer_slots(jobs: &[JobSpec], submitters: &[Submitter]) -> (Vec<usize>, Vec<Range<u32>>) {
+    let mut lens = Vec::new();
+    let mut ranges = Vec::new();
+    for s in submitters {
+        let job = &jobs[s.placement.job];
+        let first = lens.len() as u32;
+        lens.extend(std::iter::repeat_n(job.bs as usize, job.iodepth as usize));
+        ranges.push(first..lens.len() as u32);
+    }
+    (lens, ranges)
+}
+
+/// A submitter's summary at the end of the run.
+fn summary(s: &Submitter, end_ns: u64) -> SubmitterSummary {
+    SubmitterSummary {
+        ctx: s.ctx,
+        placement: s.placement.clone(),
+        started_ns: s.started_ns.unwrap_or(0),
+        finished_ns: s.finished_ns.unwrap_or(end_ns),
+        issued: s.issued,
+        completed: s.completed,
+    }
+}
+
+fn outcome(
+    ran: Ran,
+    devices: &Devices,
+    targets: &[Target],
+    config: Config,
+    policy: schedhost_sdk::Info,
+) -> RealOutcome {
+    let mut core = CoreStats::default();
+    let mut summaries = Vec::new();
+    for (stats, target) in devices.stats().into_iter().zip(targets) {
+        core.add(&stats);
+        summaries.push(TargetSummary {
+            path: target.path.display().to_string(),
+            kind: target.kind,
+            capacity: target.capacity,
+            created: target.created,
+            core: stats,
+        });
+    }
+    let geometry = Geometry {
+        capacity_sectors: targets.iter().map(|t| t.capacity / 512).min().unwrap_or(0),
+        hw_queues: 1,
+        queue_depth: config.queue_depth,
+        max_sectors: config.max_sectors,
+    };
+    RealOutcome {
+        outcome: Outcome {
+            stats: ran.stats,
+            submitters: ran.submitters,
+            core,
+            geometry,
+            config,
+            policy,
+            end_ns: ran.end_ns,
+            verified_blocks: ran.verified,
+        },
+        targets: summaries,
+        fixed_buffers: devices.fixed_buffers(),
+    }
 }
 
 /// Every job's blocks and regions must be whole logical blocks of every device (O_DIRECT).
@@ -232,410 +342,4 @@ fn check_alignment(
         }
     }
     Ok(())
-}
-
-/// One device: its scheduler and what was written to it.
-struct Lane {
-    core: Core,
-    /// Its index among the ring's registered files.
-    file: u32,
-    ledger: Ledger,
-    name: String,
-}
-
-/// The bio lent a buffer slot.
-#[derive(Debug, Clone, Copy, Default)]
-struct SlotUse {
-    offset: u64,
-    generation: u32,
-}
-
-struct Driver<'a> {
-    // Field order matters: the ring is dropped before the arena whose memory it lends to the
-    // kernel, after `Drop` drained it.
-    ring: Ring,
-    /// Freed by `Drop` only once the ring holds no I/O.
-    arena: ManuallyDrop<Arena>,
-    jobs: &'a [JobSpec],
-    lanes: Vec<Lane>,
-    submitters: Vec<Submitter>,
-    /// Per arena slot, the bio using it.
-    slots: Vec<SlotUse>,
-    /// Per submitter, its free slots.
-    free: Vec<Vec<u32>>,
-    stats: Vec<CtxStats>,
-    clock: Instant,
-    now: u64,
-    phase: u32,
-    verified: u64,
-    finished: Vec<((u32, u64), i32)>,
-}
-
-impl Drop for Driver<'_> {
-    fn drop(&mut self) {
-        // Until the ring is drained the kernel may still write into the arena; if it cannot
-        // be drained, leaking the arena is the only safe choice.
-        if self.ring.drain() {
-            // SAFETY: dropped exactly once, here, and never used after.
-            unsafe { ManuallyDrop::drop(&mut self.arena) }
-        }
-    }
-}
-
-impl<'a> Driver<'a> {
-    fn new(
-        jobs: &'a [JobSpec],
-        targets: &[Target],
-        lanes: Vec<Lane>,
-        submitters: Vec<Submitter>,
-        config: Config,
-        options: RealOptions,
-    ) -> Result<Self, RealError> {
-        let mut lens = Vec::new();
-        let mut free = Vec::new();
-        for s in &submitters {
-            let job = &jobs[s.placement.job];
-            let first = lens.len() as u32;
-            lens.extend(std::iter::repeat_n(job.bs as usize, job.iodepth as usize));
-            free.push((first..lens.len() as u32).rev().collect());
-        }
-        let mut arena = Arena::new(&lens);
-        fill_write_pattern(&mut arena, lens.len(), options.seed);
-        let fds: Vec<_> = targets.iter().map(Target::raw_fd).collect();
-        let depth = config.queue_depth * lanes.len() as u32;
-        let entries = depth.clamp(8, 4096).next_power_of_two();
-        let mut ring =
-            Ring::new(entries, &fds, options.sqpoll_idle_ms).map_err(|source| RealError::Ring {
-                action: "setting up the ring",
-                source,
-            })?;
-        let (base, len) = arena.region();
-        // SAFETY: the arena outlives the ring's use of it: `Driver::drop` drains the ring
-        // before the arena can be freed, and leaks it if the ring cannot be drained.
-        let fixed = unsafe { ring.register_buffer(base, len) };
-        tracing::debug!(fixed, entries, "io_uring ready");
-        let stats = vec![CtxStats::default(); submitters.len()];
-        Ok(Self {
-            ring,
-            arena: ManuallyDrop::new(arena),
-            jobs,
-            lanes,
-            slots: vec![SlotUse::default(); lens.len()],
-            free,
-            submitters,
-            stats,
-            clock: Instant::now(),
-            now: 0,
-            phase: 0,
-            verified: 0,
-            finished: Vec::new(),
-        })
-    }
-
-    fn run_to_end(&mut self) -> Result<(), RealError> {
-        self.clock = Instant::now();
-        self.start_phase(0);
-        loop {
-            self.now = self.clock.elapsed().as_nanos() as u64;
-            self.step()?;
-            if self.phase_finished() {
-                self.phase += 1;
-                if !self.start_phase(self.phase) {
-                    return Ok(());
-                }
-                continue;
-            }
-            self.wait()?;
-        }
-    }
-
-    /// Everything due now: completions, new bios, policy dispatch.
-    fn step(&mut self) -> Result<(), RealError> {
-        self.reap()?;
-        let now = self.now;
-        for i in 0..self.submitters.len() {
-            let s = &self.submitters[i];
-            if s.placement.phase != self.phase || s.is_finished() {
-                continue;
-            }
-            loop {
-                let slot = self.free[i].last().copied().unwrap_or(u32::MAX);
-                let Next::Issue(bio) = self.submitters[i].next(now, u64::from(slot)) else {
-                    break;
-                };
-                self.free[i].pop();
-                self.issue(slot, bio)?;
-            }
-        }
-        for l in 0..self.lanes.len() {
-            let result = self.lanes[l].core.run(now);
-            result.map_err(|fault| self.fault(l, fault))?;
-            self.drain_actions(l)?;
-        }
-        for s in &mut self.submitters {
-            if s.placement.phase == self.phase {
-                s.settle(now);
-            }
-        }
-        Ok(())
-    }
-
-    /// Hands `bio` (using buffer `slot`) to its device's core.
-    fn issue(&mut self, slot: u32, bio: crate::core::Bio) -> Result<(), RealError> {
-        let lanes = self.lanes.len() as u64;
-        let lane = ((bio.sector / u64::from(bio.sectors.max(1))) % lanes) as usize;
-        let offset = bio.sector * 512;
-        let verify = self.jobs[self.submitters[bio.ctx as usize].placement.job].verify;
-        let mut generation = 0;
-        if bio.op == Op::Write && verify {
-            generation = self.lanes[lane].ledger.begin_write(offset);
-            stamp(self.arena.slot_mut(slot as usize), offset, generation);
-        }
-        self.slots[slot as usize] = SlotUse { offset, generation };
-        let now = self.now;
-        let result = self.lanes[lane].core.submit(now, bio);
-        result.map_err(|fault| self.fault(lane, fault))?;
-        self.drain_actions(lane)
-    }
-
-    /// Carries out lane `l`'s actions: dispatches go to the ring, completions to submitters.
-    fn drain_actions(&mut self, l: usize) -> Result<(), RealError> {
-        while let Some(action) = self.lanes[l].core.poll_action() {
-            match action {
-                Action::Dispatch { id, op, sector, .. } => self.dispatch(l, id, op, sector)?,
-                Action::Complete(done) => self.complete_bio(l, done)?,
-            }
-        }
-        Ok(())
-    }
-
-    /// Sends request `id` of lane `l` to the kernel over its bios' buffers, in file order.
-    fn dispatch(&mut self, l: usize, id: u64, op: Op, sector: u64) -> Result<(), RealError> {
-        let kind = match op {
-            Op::Read => IoKind::Read,
-            Op::Write => IoKind::Write,
-            Op::Flush => IoKind::Flush,
-            Op::Discard => {
-                // Jobs never issue discards; answer as a device without TRIM would.
-                let now = self.now;
-                self.lanes[l].core.complete(now, id, -libc::EOPNOTSUPP)?;
-                return Ok(());
-            }
-        };
-        let mut bios: smallvec::SmallVec<[u32; 4]> = self.lanes[l]
-            .core
-            .request(id)
-            .map(|r| r.bios.iter().map(|(_, b)| b.id as u32).collect())
-            .unwrap_or_default();
-        bios.sort_unstable_by_key(|&slot| self.slots[slot as usize].offset);
-        let segments: Segments = bios
-            .iter()
-            .map(|&slot| self.arena.raw(slot as usize))
-            .collect();
-        let io = Io {
-            file: self.lanes[l].file,
-            kind,
-            offset: sector * 512,
-            segments,
-            tag: (l as u32, id),
-        };
-        // SAFETY: the segments are arena slots lent to this request's bios; the driver touches
-        // a slot again only after the request completed (reap), and the arena outlives the
-        // ring's I/O (see `Drop`).
-        unsafe { self.ring.start(io) }.map_err(|source| RealError::Ring {
-            action: "submitting",
-            source,
-        })
-    }
-
-    /// Completions from the kernel, into their cores.
-    fn reap(&mut self) -> Result<(), RealError> {
-        let mut finished = std::mem::take(&mut self.finished);
-        finished.clear();
-        self.ring
-            .reap(&mut |tag, status| finished.push((tag, status)))
-            .map_err(|source| RealError::Ring {
-                action: "resubmitting a short transfer",
-                source,
-            })?;
-        self.now = self.clock.elapsed().as_nanos() as u64;
-        for &((lane, id), status) in &finished {
-            let now = self.now;
-            self.lanes[lane as usize].core.complete(now, id, status)?;
-            self.drain_actions(lane as usize)?;
-        }
-        self.finished = finished;
-        Ok(())
-    }
-
-    /// A bio finished: check its data, count it, free its buffer, tell its submitter.
-    fn complete_bio(&mut self, l: usize, done: BioDone) -> Result<(), RealError> {
-        let slot = done.bio as usize;
-        let ctx = done.ctx as usize;
-        let use_ = self.slots[slot];
-        let job = &self.jobs[self.submitters[ctx].placement.job];
-        if job.verify {
-            match done.op {
-                Op::Write => {
-                    self.lanes[l]
-                        .ledger
-                        .end_write(use_.offset, use_.generation, done.status == 0);
-                }
-                Op::Read if done.status == 0 => {
-                    let trust = job.direction == Direction::Read;
-                    let expect = self.lanes[l].ledger.expect(use_.offset, trust);
-                    check(self.arena.slot(slot), use_.offset, expect).map_err(|mismatch| {
-                        RealError::Verify {
-                            path: self.lanes[l].name.clone(),
-                            mismatch,
-                        }
-                    })?;
-                    self.verified += u64::from(expect != Expect::Nothing);
-                }
-                _ => {}
-            }
-        }
-        self.stats[ctx]
-            .dir_mut(done.op)
-            .record(done.sectors, done.latency_ns, done.status);
-        self.submitters[ctx].on_complete(self.now);
-        self.free[ctx].push(slot as u32);
-        Ok(())
-    }
-
-    /// Sleeps until a completion or the next timer. While I/O is in flight, runtime ends
-    /// do not set a timeout: the next completion notices them, and an unarmed wait is the
-    /// cheaper syscall.
-    fn wait(&mut self) -> Result<(), RealError> {
-        let next = self.next_time(self.ring.inflight() == 0);
-        let now = self.clock.elapsed().as_nanos() as u64;
-        let timeout = next.map(|t| Duration::from_nanos(t.saturating_sub(now)));
-        if self.ring.inflight() > 0 {
-            return self.ring.wait(timeout).map_err(|source| RealError::Ring {
-                action: "waiting for completions",
-                source,
-            });
-        }
-        match timeout {
-            Some(t) => {
-                std::thread::sleep(t);
-                Ok(())
-            }
-            None => Err(RealError::Stalled {
-                at_ms: now as f64 / 1e6,
-                queued: self.lanes.iter().map(|l| l.core.queued_in_policy()).sum(),
-            }),
-        }
-    }
-
-    /// The earliest policy timer, paced submitter or (with `deadlines`) runtime end.
-    fn next_time(&self, deadlines: bool) -> Option<u64> {
-        let timers = self.lanes.iter().filter_map(|l| l.core.poll_timeout());
-        let submitters = self
-            .submitters
-            .iter()
-            .filter(|s| s.placement.phase == self.phase && !s.is_finished())
-            .flat_map(|s| {
-                let end = s.deadline().filter(|&d| deadlines && d > self.now);
-                [s.wake_at(self.now), end]
-            })
-            .flatten();
-        timers.chain(submitters).min()
-    }
-
-    fn phase_finished(&self) -> bool {
-        self.submitters
-            .iter()
-            .filter(|s| s.placement.phase == self.phase)
-            .all(Submitter::is_finished)
-    }
-
-    fn start_phase(&mut self, phase: u32) -> bool {
-        let now = self.clock.elapsed().as_nanos() as u64;
-        let mut any = false;
-        for s in self
-            .submitters
-            .iter_mut()
-            .filter(|s| s.placement.phase == phase)
-        {
-            s.start(now);
-            any = true;
-        }
-        any
-    }
-
-    fn fault(&self, lane: usize, fault: Fault) -> RealError {
-        RealError::Fault {
-            at_ms: self.now as f64 / 1e6,
-            device: self.lanes[lane].name.clone(),
-            fault,
-        }
-    }
-
-    fn finish(
-        self,
-        targets: &[Target],
-        config: Config,
-        policy: schedhost_sdk::Info,
-    ) -> Result<RealOutcome, RealError> {
-        let mut core = CoreStats::default();
-        let mut summaries = Vec::new();
-        for (lane, target) in self.lanes.iter().zip(targets) {
-            let stats = lane.core.stats();
-            core.add(&stats);
-            summaries.push(TargetSummary {
-                path: target.path.display().to_string(),
-                kind: target.kind,
-                capacity: target.capacity,
-                created: target.created,
-                core: stats,
-            });
-        }
-        let submitters = self
-            .submitters
-            .iter()
-            .map(|s| SubmitterSummary {
-                ctx: s.ctx,
-                placement: s.placement.clone(),
-                started_ns: s.started_ns.unwrap_or(0),
-                finished_ns: s.finished_ns.unwrap_or(self.now),
-                issued: s.issued,
-                completed: s.completed,
-            })
-            .collect();
-        let geometry = Geometry {
-            capacity_sectors: targets.iter().map(|t| t.capacity / 512).min().unwrap_or(0),
-            hw_queues: 1,
-            queue_depth: config.queue_depth,
-            max_sectors: config.max_sectors,
-        };
-        Ok(RealOutcome {
-            outcome: Outcome {
-                stats: self.stats.clone(),
-                submitters,
-                core,
-                geometry,
-                config,
-                policy,
-                end_ns: self.now,
-                verified_blocks: self.verified,
-            },
-            targets: summaries,
-            fixed_buffers: self.ring.has_fixed_buffers(),
-        })
-    }
-}
-
-/// Fills every buffer with pseudo-random bytes once, so unverified writes do not send zero
-/// pages (which some devices compress or skip).
-fn fill_write_pattern(arena: &mut Arena, slots: usize, seed: u64) {
-    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    for i in 0..slots {
-        for chunk in arena.slot_mut(i).chunks_mut(8) {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            chunk.copy_from_slice(&x.to_le_bytes()[..chunk.len()]);
-        }
-    }
 }

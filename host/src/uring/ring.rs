@@ -2,16 +2,58 @@
 //! finishes short transfers and `EAGAIN` itself, and reports each I/O once, with 0 or a
 //! negative errno. All io_uring `unsafe` lives here.
 
-use std::io;
-use std::os::fd::RawFd;
+use std::fs::File;
+use std::io::{self, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::Arc;
 use std::time::Duration;
 
-use io_uring::types::{Fixed, SubmitArgs, Timespec};
+use io_uring::types::{Fd, Fixed, SubmitArgs, Timespec};
 use io_uring::{IoUring, opcode, squeue};
 use smallvec::SmallVec;
 
 /// Retries of an I/O the kernel answered with `EAGAIN` before it is failed.
 const MAX_EAGAIN: u32 = 64;
+
+/// `user_data` of the read that watches a [`Notifier`].
+const WATCH: u64 = u64::MAX;
+
+/// An eventfd other threads write to wake a ring's [`Ring::wait`].
+#[derive(Debug)]
+pub struct Notifier {
+    file: File,
+}
+
+impl Notifier {
+    /// A new eventfd.
+    ///
+    /// # Errors
+    /// The kernel refused an eventfd.
+    pub fn new() -> io::Result<Arc<Self>> {
+        // SAFETY: eventfd takes no pointers; the result is checked before use.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `fd` is a fresh descriptor owned by nothing else.
+        let file = File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+        Ok(Arc::new(Self { file }))
+    }
+
+    /// Wakes the ring watching it.
+    pub fn notify(&self) {
+        // An eventfd write of 8 bytes fails only if the counter would overflow, which means
+        // the ring has a wake-up pending anyway.
+        let _ = (&self.file).write(&1u64.to_ne_bytes());
+    }
+}
+
+/// The watch on a notifier: its read lands in `buf` while armed.
+struct Watch {
+    notifier: Arc<Notifier>,
+    buf: Box<[u8; 8]>,
+    armed: bool,
+}
 
 /// What an I/O does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,6 +102,7 @@ pub struct Ring {
     inflight: usize,
     /// The registered buffer region, for `*_FIXED` I/O inside it.
     fixed: Option<(usize, usize)>,
+    watch: Option<Watch>,
 }
 
 impl std::fmt::Debug for Ring {
@@ -90,6 +133,7 @@ impl Ring {
             free: Vec::new(),
             inflight: 0,
             fixed: None,
+            watch: None,
         })
     }
 
@@ -109,6 +153,34 @@ impl Ring {
             self.fixed = Some((base as usize, len));
         }
         ok
+    }
+
+    /// Makes [`Ring::wait`] return when `notifier` is written, even with no I/O in flight.
+    ///
+    /// # Errors
+    /// The kernel refused the submission.
+    pub fn watch(&mut self, notifier: Arc<Notifier>) -> io::Result<()> {
+        self.watch = Some(Watch {
+            notifier,
+            buf: Box::new([0; 8]),
+            armed: false,
+        });
+        self.arm_watch()
+    }
+
+    fn arm_watch(&mut self) -> io::Result<()> {
+        let Some(watch) = self.watch.as_mut() else {
+            return Ok(());
+        };
+        let sqe = opcode::Read::new(
+            Fd(watch.notifier.file.as_raw_fd()),
+            watch.buf.as_mut_ptr(),
+            8,
+        )
+        .build()
+        .user_data(WATCH);
+        watch.armed = true;
+        self.queue(sqe)
     }
 
     /// True iff buffers are registered.
@@ -239,7 +311,11 @@ impl Ring {
     /// # Errors
     /// The kernel refused the submission.
     pub fn wait(&mut self, timeout: Option<Duration>) -> io::Result<()> {
-        if self.inflight == 0 || !self.ring.completion().is_empty() {
+        if self.watch.as_ref().is_some_and(|w| !w.armed) {
+            self.arm_watch()?;
+        }
+        let watching = self.watch.is_some();
+        if (self.inflight == 0 && !watching) || !self.ring.completion().is_empty() {
             return self.submit_retrying(0);
         }
 
@@ -279,6 +355,13 @@ impl Ring {
                 return Ok(());
             }
             for (index, result) in batch {
+                if index == WATCH {
+                    // Woken by the notifier: the caller looks at its inbox after any wait.
+                    if let Some(watch) = self.watch.as_mut() {
+                        watch.armed = false;
+                    }
+                    continue;
+                }
                 if let Some(status) = self.settle(index as u32, result)? {
                     let entry = self.slots[index as usize].take();
                     self.free.push(index as u32);
@@ -342,7 +425,14 @@ impl Ring {
     /// may write into buffers until then, so memory lent to the ring may be freed only after
     /// this returned true.
     pub fn drain(&mut self) -> bool {
-        while self.inflight > 0 {
+        if let Some(watch) = &self.watch
+            && watch.armed
+        {
+            // Complete the watch's read so its buffer can go.
+            watch.notifier.notify();
+        }
+        let watch_armed = |ring: &Self| ring.watch.as_ref().is_some_and(|w| w.armed);
+        while self.inflight > 0 || watch_armed(self) {
             if self.ring.submit_and_wait(1).is_err() && self.ring.completion().is_empty() {
                 return false;
             }

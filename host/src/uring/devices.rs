@@ -1,0 +1,286 @@
+//! The device side of a real run, whichever thread the submitters live on: one core and
+//! policy per device, the ring, and the buffer arena whose slots the bios borrow. Bios go in
+//! with [`Devices::submit`]; finished bios come out of [`Devices::done`].
+
+use std::mem::ManuallyDrop;
+use std::os::fd::RawFd;
+use std::sync::Arc;
+use std::time::Duration;
+
+use schedhost_sdk::Op;
+
+use super::buffers::{Arena, SlotAccess};
+use super::ring::{Io, IoKind, Notifier, Ring, Segments};
+use super::{RealError, RealOptions, Target};
+use crate::core::{Action, Bio, BioDone, Config, Core, CoreStats};
+use crate::policy::Fault;
+
+/// One device: its scheduler.
+pub(super) struct Lane {
+    pub core: Core,
+    pub name: String,
+}
+
+/// Where a bio's buffer goes on its device.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct SlotUse {
+    pub offset: u64,
+    pub generation: u32,
+}
+
+/// A finished bio and the device it went to.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Finished {
+    pub lane: u32,
+    pub done: BioDone,
+    pub slot: SlotUse,
+}
+
+/// Which of `lanes` devices a bio goes to: blocks are striped by block number, so a block
+/// is always on the same device and the verify pass finds it there.
+pub(super) fn stripe(bio: &Bio, lanes: usize) -> usize {
+    let block = bio.sector / u64::from(bio.sectors.max(1));
+    (block % lanes.max(1) as u64) as usize
+}
+
+pub(super) struct Devices {
+    // Field order matters: the ring is dropped before the arena whose memory it lends to the
+    // kernel, after `Drop` drained it.
+    ring: Ring,
+    /// Freed by `Drop` only once the ring holds no I/O.
+    arena: ManuallyDrop<Arena>,
+    pub lanes: Vec<Lane>,
+    /// Per arena slot, the bio using it.
+    slots: Vec<SlotUse>,
+    /// Bios finished since the caller last took them.
+    pub done: Vec<Finished>,
+    reaped: Vec<((u32, u64), i32)>,
+}
+
+impl Drop for Devices {
+    fn drop(&mut self) {
+        // Until the ring is drained the kernel may still write into the arena; if it cannot
+        // be drained, leaking the arena is the only safe choice.
+        if self.ring.drain() {
+            // SAFETY: dropped exactly once, here, and never used after.
+            unsafe { ManuallyDrop::drop(&mut self.arena) }
+        }
+    }
+}
+
+impl Devices {
+    /// Devices over `targets` with `lanes`, and one buffer slot per entry of `slot_lens`.
+    pub fn new(
+        targets: &[Target],
+        lanes: Vec<Lane>,
+        slot_lens: &[usize],
+        config: Config,
+        options: RealOptions,
+    ) -> Result<Self, RealError> {
+        let mut arena = Arena::new(slot_lens);
+        arena.fill_random(options.seed);
+        let fds: Vec<RawFd> = targets.iter().map(Target::raw_fd).collect();
+        let depth = config.queue_depth * lanes.len() as u32;
+        let entries = depth.clamp(8, 4096).next_power_of_two();
+        let mut ring =
+            Ring::new(entries, &fds, options.sqpoll_idle_ms).map_err(|source| RealError::Ring {
+                action: "setting up the ring",
+                source,
+            })?;
+        let (base, len) = arena.region();
+        // SAFETY: the arena outlives the ring's use of it: `Drop` drains the ring before the
+        // arena can be freed, and leaks it if the ring cannot be drained.
+        let fixed = unsafe { ring.register_buffer(base, len) };
+        tracing::debug!(fixed, entries, "io_uring ready");
+        Ok(Self {
+            ring,
+            arena: ManuallyDrop::new(arena),
+            lanes,
+            slots: vec![SlotUse::default(); slot_lens.len()],
+            done: Vec::new(),
+            reaped: Vec::new(),
+        })
+    }
+
+    /// The device a bio goes to.
+    pub fn lane_of(&self, bio: &Bio) -> usize {
+        stripe(bio, self.lanes.len())
+    }
+
+    /// Access to slot contents for whoever holds a slot (see [`SlotAccess`]).
+    pub fn slots(&self) -> SlotAccess {
+        self.arena.access()
+    }
+
+    /// Slot `slot` to fill before its write goes in.
+    pub fn slot_mut(&mut self, slot: u32) -> &mut [u8] {
+        self.arena.slot_mut(slot as usize)
+    }
+
+    /// Slot `slot` after its bio finished.
+    pub fn slot(&self, slot: u32) -> &[u8] {
+        self.arena.slot(slot as usize)
+    }
+
+    /// `bio`, using buffer `slot` (written with `generation` when verified), enters its
+    /// device's core.
+    pub fn submit(
+        &mut self,
+        now: u64,
+        slot: u32,
+        bio: Bio,
+        generation: u32,
+    ) -> Result<(), RealError> {
+        let lane = self.lane_of(&bio);
+        self.slots[slot as usize] = SlotUse {
+            offset: bio.sector * 512,
+            generation,
+        };
+        let result = self.lanes[lane].core.submit(now, bio);
+        result.map_err(|fault| self.fault(lane, now, fault))?;
+        self.drain_actions(lane, now)
+    }
+
+    /// Lets every policy dispatch.
+    pub fn run(&mut self, now: u64) -> Result<(), RealError> {
+        for l in 0..self.lanes.len() {
+            let result = self.lanes[l].core.run(now);
+            result.map_err(|fault| self.fault(l, now, fault))?;
+            self.drain_actions(l, now)?;
+        }
+        Ok(())
+    }
+
+    /// Takes the kernel's completions into the cores; `now` reads the clock after reaping.
+    pub fn reap(&mut self, now: impl Fn() -> u64) -> Result<(), RealError> {
+        let mut reaped = std::mem::take(&mut self.reaped);
+        reaped.clear();
+        self.ring
+            .reap(&mut |tag, status| reaped.push((tag, status)))
+            .map_err(|source| RealError::Ring {
+                action: "resubmitting a short transfer",
+                source,
+            })?;
+        if !reaped.is_empty() {
+            let now = now();
+            for &((lane, id), status) in &reaped {
+                self.lanes[lane as usize].core.complete(now, id, status)?;
+                self.drain_actions(lane as usize, now)?;
+            }
+        }
+        self.reaped = reaped;
+        Ok(())
+    }
+
+    /// Sleeps until a completion, at most `timeout`.
+    pub fn wait(&mut self, timeout: Option<Duration>) -> Result<(), RealError> {
+        self.ring.wait(timeout).map_err(|source| RealError::Ring {
+            action: "waiting for completions",
+            source,
+        })
+    }
+
+    /// I/Os on the kernel.
+    pub fn inflight(&self) -> usize {
+        self.ring.inflight()
+    }
+
+    /// The earliest wake-up a policy asked for.
+    pub fn next_timer(&self) -> Option<u64> {
+        self.lanes
+            .iter()
+            .filter_map(|l| l.core.poll_timeout())
+            .min()
+    }
+
+    /// Requests the policies hold.
+    pub fn queued(&self) -> usize {
+        self.lanes.iter().map(|l| l.core.queued_in_policy()).sum()
+    }
+
+    /// True iff buffers are registered with the ring.
+    pub fn fixed_buffers(&self) -> bool {
+        self.ring.has_fixed_buffers()
+    }
+
+    /// The cores' counters, per device.
+    pub fn stats(&self) -> Vec<CoreStats> {
+        self.lanes.iter().map(|l| l.core.stats()).collect()
+    }
+
+    /// Makes the ring's waits return when `notifier` is written.
+    pub fn watch(&mut self, notifier: Arc<Notifier>) -> Result<(), RealError> {
+        self.ring.watch(notifier).map_err(|source| RealError::Ring {
+            action: "watching the submitters' eventfd",
+            source,
+        })
+    }
+
+    /// Carries out lane `l`'s actions: dispatches go to the ring, finished bios to `done`.
+    fn drain_actions(&mut self, l: usize, now: u64) -> Result<(), RealError> {
+        while let Some(action) = self.lanes[l].core.poll_action() {
+            match action {
+                Action::Dispatch { id, op, sector, .. } => self.dispatch(l, id, op, sector, now)?,
+                Action::Complete(done) => self.done.push(Finished {
+                    lane: l as u32,
+                    done,
+                    slot: self.slots[done.bio as usize],
+                }),
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends request `id` of lane `l` to the kernel over its bios' buffers, in file order.
+    fn dispatch(
+        &mut self,
+        l: usize,
+        id: u64,
+        op: Op,
+        sector: u64,
+        now: u64,
+    ) -> Result<(), RealError> {
+        let kind = match op {
+            Op::Read => IoKind::Read,
+            Op::Write => IoKind::Write,
+            Op::Flush => IoKind::Flush,
+            Op::Discard => {
+                // Jobs never issue discards; answer as a device without TRIM would.
+                self.lanes[l].core.complete(now, id, -libc::EOPNOTSUPP)?;
+                return Ok(());
+            }
+        };
+        let mut bios: smallvec::SmallVec<[u32; 4]> = self.lanes[l]
+            .core
+            .request(id)
+            .map(|r| r.bios.iter().map(|(_, b)| b.id as u32).collect())
+            .unwrap_or_default();
+        bios.sort_unstable_by_key(|&slot| self.slots[slot as usize].offset);
+        let segments: Segments = bios
+            .iter()
+            .map(|&slot| self.arena.raw(slot as usize))
+            .collect();
+        let io = Io {
+            file: l as u32,
+            kind,
+            offset: sector * 512,
+            segments,
+            tag: (l as u32, id),
+        };
+        // SAFETY: the segments are arena slots lent to this request's bios; nobody touches a
+        // slot again until its bio finished (after the reap), and the arena outlives the
+        // ring's I/O (see `Drop`).
+        unsafe { self.ring.start(io) }.map_err(|source| RealError::Ring {
+            action: "submitting",
+            source,
+        })
+    }
+
+    fn fault(&self, lane: usize, now: u64, fault: Fault) -> RealError {
+        RealError::Fault {
+            at_ms: now as f64 / 1e6,
+            device: self.lanes[lane].name.clone(),
+            fault,
+        }
+    }
+}

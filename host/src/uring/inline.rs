@@ -1,0 +1,214 @@
+//! Submitters as state machines on the ring's thread: the simulator's loop with the
+//! monotonic clock for virtual time and io_uring for the device model. Completion work runs
+//! here too, so rq_affinity has nothing to move.
+
+use std::time::{Duration, Instant};
+
+use schedhost_sdk::Op;
+
+use super::devices::Devices;
+use super::{Ran, RealError, Run, summary, work};
+use crate::core::Bio;
+use crate::stats::CtxStats;
+use crate::workload::{Next, Submitter};
+
+pub(super) fn run(
+    run: &Run<'_>,
+    devices: &mut Devices,
+    submitters: Vec<Submitter>,
+) -> Result<Ran, RealError> {
+    let mut driver = Inline {
+        free: run
+            .slots
+            .iter()
+            .map(|r| r.clone().rev().collect())
+            .collect(),
+        stats: vec![CtxStats::default(); submitters.len()],
+        run,
+        devices,
+        submitters,
+        clock: Instant::now(),
+        now: 0,
+        phase: 0,
+        verified: 0,
+    };
+    driver.run_to_end()?;
+    let end_ns = driver.now;
+    Ok(Ran {
+        submitters: driver
+            .submitters
+            .iter()
+            .map(|s| summary(s, end_ns))
+            .collect(),
+        stats: driver.stats,
+        verified: driver.verified,
+        end_ns,
+    })
+}
+
+struct Inline<'a, 'r> {
+    run: &'a Run<'r>,
+    devices: &'a mut Devices,
+    submitters: Vec<Submitter>,
+    /// Per submitter, its free buffer slots.
+    free: Vec<Vec<u32>>,
+    stats: Vec<CtxStats>,
+    clock: Instant,
+    now: u64,
+    phase: u32,
+    verified: u64,
+}
+
+impl Inline<'_, '_> {
+    fn elapsed(&self) -> u64 {
+        self.clock.elapsed().as_nanos() as u64
+    }
+
+    fn run_to_end(&mut self) -> Result<(), RealError> {
+        self.clock = Instant::now();
+        self.start_phase(0);
+        loop {
+            self.now = self.elapsed();
+            self.step()?;
+            if self.phase_finished() {
+                self.phase += 1;
+                if !self.start_phase(self.phase) {
+                    return Ok(());
+                }
+                continue;
+            }
+            self.wait()?;
+        }
+    }
+
+    /// Everything due now: completions, new bios, policy dispatch.
+    fn step(&mut self) -> Result<(), RealError> {
+        let clock = self.clock;
+        self.devices.reap(|| clock.elapsed().as_nanos() as u64)?;
+        self.now = self.elapsed();
+        self.complete_finished()?;
+        let now = self.now;
+        for i in 0..self.submitters.len() {
+            let s = &self.submitters[i];
+            if s.placement.phase != self.phase || s.is_finished() {
+                continue;
+            }
+            loop {
+                let slot = self.free[i].last().copied().unwrap_or(u32::MAX);
+                let Next::Issue(bio) = self.submitters[i].next(now, u64::from(slot)) else {
+                    break;
+                };
+                self.free[i].pop();
+                self.issue(slot, bio)?;
+            }
+        }
+        self.devices.run(now)?;
+        self.complete_finished()?;
+        for s in &mut self.submitters {
+            if s.placement.phase == self.phase {
+                s.settle(now);
+            }
+        }
+        Ok(())
+    }
+
+    /// Hands `bio` (using buffer `slot`) to its device.
+    fn issue(&mut self, slot: u32, bio: Bio) -> Result<(), RealError> {
+        let job = &self.run.jobs[self.submitters[bio.ctx as usize].placement.job];
+        let mut generation = 0;
+        if bio.op == Op::Write && job.verify {
+            let ledger = &self.run.ledgers[self.devices.lane_of(&bio)];
+            generation = work::prepare_write(ledger, self.devices.slot_mut(slot), bio.sector * 512);
+        }
+        self.devices.submit(self.now, slot, bio, generation)?;
+        self.complete_finished()
+    }
+
+    /// Completion work for every finished bio, then its submitter hears of it.
+    fn complete_finished(&mut self) -> Result<(), RealError> {
+        let done = std::mem::take(&mut self.devices.done);
+        for finished in &done {
+            let ctx = finished.done.ctx as usize;
+            let lane = finished.lane as usize;
+            let job = &self.run.jobs[self.submitters[ctx].placement.job];
+            let data = self.devices.slot(finished.done.bio as u32);
+            let checked = work::complete(
+                job,
+                &self.run.ledgers,
+                &self.run.names[lane],
+                finished,
+                data,
+                &mut self.stats[ctx],
+            )?;
+            self.verified += u64::from(checked);
+            self.submitters[ctx].on_complete(self.now);
+            self.free[ctx].push(finished.done.bio as u32);
+        }
+        let mut done = done;
+        done.clear();
+        self.devices.done = done;
+        Ok(())
+    }
+
+    /// Sleeps until a completion or the next timer. While I/O is in flight, runtime ends do
+    /// not set a timeout: the next completion notices them, and an unarmed wait is the
+    /// cheaper syscall.
+    fn wait(&mut self) -> Result<(), RealError> {
+        let inflight = self.devices.inflight() > 0;
+        let next = self.next_time(!inflight);
+        let now = self.elapsed();
+        let timeout = next.map(|t| Duration::from_nanos(t.saturating_sub(now)));
+        if inflight {
+            return self.devices.wait(timeout);
+        }
+        match timeout {
+            Some(t) => {
+                std::thread::sleep(t);
+                Ok(())
+            }
+            None => Err(RealError::Stalled {
+                at_ms: now as f64 / 1e6,
+                queued: self.devices.queued(),
+            }),
+        }
+    }
+
+    /// The earliest policy timer, paced submitter or (with `deadlines`) runtime end.
+    fn next_time(&self, deadlines: bool) -> Option<u64> {
+        let submitters = self
+            .submitters
+            .iter()
+            .filter(|s| s.placement.phase == self.phase && !s.is_finished())
+            .flat_map(|s| {
+                let end = s.deadline().filter(|&d| deadlines && d > self.now);
+                [s.wake_at(self.now), end]
+            })
+            .flatten();
+        self.devices
+            .next_timer()
+            .into_iter()
+            .chain(submitters)
+            .min()
+    }
+
+    fn phase_finished(&self) -> bool {
+        self.submitters
+            .iter()
+            .filter(|s| s.placement.phase == self.phase)
+            .all(Submitter::is_finished)
+    }
+
+    fn start_phase(&mut self, phase: u32) -> bool {
+        let now = self.elapsed();
+        let mut any = false;
+        for s in self
+            .submitters
+            .iter_mut()
+            .filter(|s| s.placement.phase == phase)
+        {
+            s.start(now);
+            any = true;
+        }
+        any
+    }
+}

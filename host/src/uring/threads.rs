@@ -1,0 +1,399 @@
+//! Submitters on their own threads, and completion work placed by rq_affinity.
+//!
+//! Each clone is a thread running its submitter: it fills its write buffers (stamping
+//! verified blocks), pushes bios into the ring thread's inbox and wakes it through an
+//! eventfd the ring watches. The ring thread owns the cores and the ring. When a bio
+//! finishes, its completion work (checking the data, recording the latency) runs:
+//! - `rq_affinity=0`: on the ring thread, which then wakes the submitter;
+//! - `rq_affinity=1`: on a thread of the submitter's group (those sharing its hardware
+//!   queue, taken in turn), which then wakes the submitter if it is another;
+//! - `rq_affinity=2`: on the submitting thread itself.
+//!
+//! The policy's `completed` call is the core's and always runs on the ring thread.
+
+use std::collections::VecDeque;
+use std::ops::Range;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use schedhost_sdk::Op;
+
+use super::buffers::SlotAccess;
+use super::devices::{Devices, Finished, stripe};
+use super::ring::Notifier;
+use super::{Ran, RealError, Run, summary, work};
+use crate::core::{Bio, RqAffinity};
+use crate::stats::CtxStats;
+use crate::workload::{Next, Submitter};
+
+/// How long the policies may hold requests with nothing on the device, no timer and no new
+/// bios before the run is declared stalled.
+const STALL_LIMIT: Duration = Duration::from_secs(2);
+
+pub(super) fn run(
+    run: &Run<'_>,
+    devices: &mut Devices,
+    submitters: Vec<Submitter>,
+    mode: RqAffinity,
+) -> Result<Ran, RealError> {
+    let notifier = Notifier::new().map_err(|source| RealError::Ring {
+        action: "creating the submitters' eventfd",
+        source,
+    })?;
+    devices.watch(Arc::clone(&notifier))?;
+    let shared = Shared {
+        run,
+        clock: Instant::now(),
+        inbox: Mutex::new(Vec::new()),
+        notifier,
+        slots: devices.slots(),
+        lanes: devices.lanes.len(),
+        mailboxes: submitters.iter().map(|_| Mailbox::default()).collect(),
+        stats: submitters.iter().map(|_| Mutex::default()).collect(),
+        failure: Mutex::new(None),
+        stop: AtomicBool::new(false),
+        finished: AtomicUsize::new(0),
+        verified: AtomicU64::new(0),
+    };
+    let mut waiting: Vec<Option<Submitter>> = submitters.into_iter().map(Some).collect();
+    let mut done: Vec<Option<Submitter>> = waiting.iter().map(|_| None).collect();
+    let mut phase = 0;
+    let mut end_ns = 0;
+    loop {
+        let members: Vec<usize> = (0..waiting.len())
+            .filter(|&i| {
+                waiting[i]
+                    .as_ref()
+                    .is_some_and(|s| s.placement.phase == phase)
+            })
+            .collect();
+        if members.is_empty() {
+            break;
+        }
+        let result = run_phase(&shared, devices, &mut waiting, &members, mode);
+        end_ns = shared.now();
+        for (i, s) in result.finished {
+            done[i] = Some(s);
+        }
+        result.outcome?;
+        phase += 1;
+    }
+    let stats = shared
+        .stats
+        .iter()
+        .map(|m| m.lock().unwrap_or_else(PoisonError::into_inner).clone())
+        .collect();
+    Ok(Ran {
+        submitters: done.iter().flatten().map(|s| summary(s, end_ns)).collect(),
+        stats,
+        verified: shared.verified.load(Ordering::Relaxed),
+        end_ns,
+    })
+}
+
+/// What a submitter thread is told.
+enum Letter {
+    /// Do the completion work of this bio (which may be another thread's).
+    Work(Finished),
+    /// Your bio using this slot finished and its completion work is done.
+    Credit(u32),
+    /// The phase is over: exit.
+    Stop,
+}
+
+#[derive(Default)]
+struct Mailbox {
+    letters: Mutex<VecDeque<Letter>>,
+    ready: Condvar,
+}
+
+impl Mailbox {
+    fn send(&self, letter: Letter) {
+        self.letters
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push_back(letter);
+        self.ready.notify_one();
+    }
+
+    /// Every letter waiting, after waiting up to `timeout` (forever if `None`) for one.
+    fn receive(&self, timeout: Option<Duration>) -> VecDeque<Letter> {
+        let mut letters = self.letters.lock().unwrap_or_else(PoisonError::into_inner);
+        if letters.is_empty() {
+            letters = match timeout {
+                Some(t) => {
+                    self.ready
+                        .wait_timeout(letters, t)
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .0
+                }
+                None => self
+                    .ready
+                    .wait(letters)
+                    .unwrap_or_else(PoisonError::into_inner),
+            };
+        }
+        std::mem::take(&mut *letters)
+    }
+}
+
+/// What the ring thread and the submitter threads share.
+struct Shared<'a, 'r> {
+    run: &'a Run<'r>,
+    clock: Instant,
+    /// Bios pushed by submitters: (slot, bio, write generation).
+    inbox: Mutex<Vec<(u32, Bio, u32)>>,
+    notifier: Arc<Notifier>,
+    slots: SlotAccess,
+    lanes: usize,
+    mailboxes: Vec<Mailbox>,
+    stats: Vec<Mutex<CtxStats>>,
+    failure: Mutex<Option<RealError>>,
+    stop: AtomicBool,
+    /// Submitters of the running phase that finished.
+    finished: AtomicUsize,
+    verified: AtomicU64,
+}
+
+impl Shared<'_, '_> {
+    fn now(&self) -> u64 {
+        self.clock.elapsed().as_nanos() as u64
+    }
+
+    /// Records the first failure and stops everyone.
+    fn fail(&self, error: RealError) {
+        let mut failure = self.failure.lock().unwrap_or_else(PoisonError::into_inner);
+        failure.get_or_insert(error);
+        self.stop.store(true, Ordering::Release);
+        self.notifier.notify();
+    }
+
+    /// The completion work of `finished`, on whichever thread calls it.
+    fn complete(&self, finished: &Finished) -> Result<(), RealError> {
+        let ctx = finished.done.ctx as usize;
+        let lane = finished.lane as usize;
+        let job = &self.run.jobs[self.run.ctx_jobs[ctx]];
+        // SAFETY: the bio finished, so no I/O uses its slot, and its owner does not touch it
+        // until it is credited after this work.
+        let data = unsafe { self.slots.slot(finished.done.bio as usize) };
+        let mut stats = self.stats[ctx]
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let checked = work::complete(
+            job,
+            &self.run.ledgers,
+            &self.run.names[lane],
+            finished,
+            data,
+            &mut stats,
+        )?;
+        self.verified
+            .fetch_add(u64::from(checked), Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+struct PhaseResult {
+    finished: Vec<(usize, Submitter)>,
+    outcome: Result<(), RealError>,
+}
+
+/// Runs the submitters `members` (indices into `waiting`) to the end of their phase.
+fn run_phase(
+    shared: &Shared<'_, '_>,
+    devices: &mut Devices,
+    waiting: &mut [Option<Submitter>],
+    members: &[usize],
+    mode: RqAffinity,
+) -> PhaseResult {
+    shared.finished.store(0, Ordering::Release);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = members
+            .iter()
+            .filter_map(|&i| {
+                let submitter = waiting[i].take()?;
+                let slots = shared.run.slots[i].clone();
+                Some((
+                    i,
+                    scope.spawn(move || submitter_thread(shared, submitter, slots)),
+                ))
+            })
+            .collect();
+        let outcome = ring_loop(shared, devices, members, mode);
+        if outcome.is_err() {
+            shared.stop.store(true, Ordering::Release);
+        }
+        for &i in members {
+            shared.mailboxes[i].send(Letter::Stop);
+        }
+        let finished = handles
+            .into_iter()
+            .filter_map(|(i, h)| h.join().ok().map(|s| (i, s)))
+            .collect();
+        let failure = shared
+            .failure
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        PhaseResult {
+            finished,
+            outcome: match failure {
+                Some(error) => Err(error),
+                None => outcome,
+            },
+        }
+    })
+}
+
+/// The ring thread: bios in, dispatch, completions routed by `mode`, until every member
+/// finished or something failed.
+fn ring_loop(
+    shared: &Shared<'_, '_>,
+    devices: &mut Devices,
+    members: &[usize],
+    mode: RqAffinity,
+) -> Result<(), RealError> {
+    let mut turn = 0usize;
+    let mut idle_since: Option<Instant> = None;
+    let mut bios = Vec::new();
+    loop {
+        if shared.stop.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        std::mem::swap(
+            &mut bios,
+            &mut *shared.inbox.lock().unwrap_or_else(PoisonError::into_inner),
+        );
+        let now = shared.now();
+        for (slot, bio, generation) in bios.drain(..) {
+            devices.submit(now, slot, bio, generation)?;
+        }
+        devices.reap(|| shared.now())?;
+        devices.run(shared.now())?;
+        for finished in devices.done.drain(..) {
+            let owner = finished.done.ctx as usize;
+            match mode {
+                RqAffinity::Device => {
+                    shared.complete(&finished)?;
+                    shared.mailboxes[owner].send(Letter::Credit(finished.done.bio as u32));
+                }
+                RqAffinity::Submitter => shared.mailboxes[owner].send(Letter::Work(finished)),
+                RqAffinity::Group => {
+                    turn = (turn + 1) % members.len();
+                    shared.mailboxes[members[turn]].send(Letter::Work(finished));
+                }
+            }
+        }
+        if shared.finished.load(Ordering::Acquire) == members.len() {
+            return Ok(());
+        }
+        let timer = devices.next_timer();
+        let stuck = devices.inflight() == 0 && timer.is_none() && devices.queued() > 0;
+        idle_since = match (stuck, idle_since) {
+            (false, _) => None,
+            (true, None) => Some(Instant::now()),
+            (true, Some(since)) if since.elapsed() > STALL_LIMIT => {
+                return Err(RealError::Stalled {
+                    at_ms: shared.now() as f64 / 1e6,
+                    queued: devices.queued(),
+                });
+            }
+            (true, since) => since,
+        };
+        let now = shared.now();
+        let timeout = match (timer, idle_since) {
+            (Some(t), _) => Some(Duration::from_nanos(t.saturating_sub(now))),
+            (None, Some(_)) => Some(STALL_LIMIT / 4),
+            (None, None) => None,
+        };
+        devices.wait(timeout)?;
+    }
+}
+
+/// A submitter's thread: issue, wait for letters, do completion work it is handed, until
+/// its phase ends. Returns the submitter for the report.
+fn submitter_thread(shared: &Shared<'_, '_>, mut s: Submitter, slots: Range<u32>) -> Submitter {
+    let me = s.ctx as usize;
+    let mut free: Vec<u32> = slots.rev().collect();
+    s.start(shared.now());
+    let mut counted = false;
+    loop {
+        if shared.stop.load(Ordering::Acquire) {
+            return s;
+        }
+        let now = shared.now();
+        if !s.is_finished() && issue(shared, &mut s, &mut free, now) {
+            shared.notifier.notify();
+        }
+        s.settle(now);
+        if s.is_finished() && !counted {
+            counted = true;
+            shared.finished.fetch_add(1, Ordering::AcqRel);
+            shared.notifier.notify();
+        }
+        let timeout = if s.is_finished() {
+            None
+        } else {
+            let next = [s.wake_at(now), s.deadline().filter(|&d| d > now)]
+                .into_iter()
+                .flatten()
+                .min();
+            next.map(|t| Duration::from_nanos(t.saturating_sub(now)))
+        };
+        for letter in shared.mailboxes[me].receive(timeout) {
+            match letter {
+                Letter::Stop => return s,
+                Letter::Credit(slot) => {
+                    s.on_complete(shared.now());
+                    free.push(slot);
+                }
+                Letter::Work(finished) => {
+                    if let Err(error) = shared.complete(&finished) {
+                        shared.fail(error);
+                        return s;
+                    }
+                    let owner = finished.done.ctx as usize;
+                    let slot = finished.done.bio as u32;
+                    if owner == me {
+                        s.on_complete(shared.now());
+                        free.push(slot);
+                    } else {
+                        shared.mailboxes[owner].send(Letter::Credit(slot));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Pushes every bio `s` wants to issue now; true iff it pushed any.
+fn issue(shared: &Shared<'_, '_>, s: &mut Submitter, free: &mut Vec<u32>, now: u64) -> bool {
+    let job = &shared.run.jobs[s.placement.job];
+    let mut pushed = Vec::new();
+    loop {
+        let slot = free.last().copied().unwrap_or(u32::MAX);
+        let Next::Issue(bio) = s.next(now, u64::from(slot)) else {
+            break;
+        };
+        free.pop();
+        let mut generation = 0;
+        if bio.op == Op::Write && job.verify {
+            let lane = stripe(&bio, shared.lanes);
+            // SAFETY: the slot came off this submitter's free list: no I/O and no other
+            // thread uses it until the bio is pushed below.
+            let buf = unsafe { shared.slots.slot_mut(slot as usize) };
+            generation = work::prepare_write(&shared.run.ledgers[lane], buf, bio.sector * 512);
+        }
+        pushed.push((slot, bio, generation));
+    }
+    if pushed.is_empty() {
+        return false;
+    }
+    shared
+        .inbox
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .extend(pushed);
+    true
+}
