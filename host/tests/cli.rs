@@ -120,9 +120,9 @@ fn non_wasm_policy_file_is_named() {
 
 #[test]
 fn broken_job_file_names_file_and_line() {
-    let path = temp_file("broken.fio", "[a]\nsize=1m\nverify=crc32c\n");
+    let path = temp_file("broken.fio", "[a]\nsize=1m\nzonemode=zbd\n");
     let out = schedhost(&["--policy", "native:noop", path.to_str().unwrap()]);
-    assert_fails_with(&out, "broken.fio:3: unsupported fio option `verify`");
+    assert_fails_with(&out, "broken.fio:3: unsupported fio option `zonemode`");
 }
 
 #[test]

@@ -51,8 +51,19 @@ fn accepted_engine_options_do_not_change_the_job() {
 
 #[test]
 fn unsupported_option_is_named_with_its_line() {
+    let err = parse_job_file("j.fio", "[a]\nsize=1m\nzonemode=zbd\n").unwrap_err();
+    assert_eq!(err.to_string(), "j.fio:3: unsupported fio option `zonemode`");
+}
+
+#[test]
+fn verify_accepts_crc32c_and_names_the_methods_it_lacks() {
+    let jobs = parse_job_file("j.fio", "[a]\nsize=1m\nverify=crc32c\n").unwrap();
+    assert!(jobs[0].verify);
     let err = parse_job_file("j.fio", "[a]\nsize=1m\nverify=md5\n").unwrap_err();
-    assert_eq!(err.to_string(), "j.fio:3: unsupported fio option `verify`");
+    assert_eq!(
+        err.to_string(),
+        "j.fio:3: verify=md5 is not supported (crc32c, or 0 for none)"
+    );
 }
 
 #[test]
