@@ -52,7 +52,10 @@ fn accepted_engine_options_do_not_change_the_job() {
 #[test]
 fn unsupported_option_is_named_with_its_line() {
     let err = parse_job_file("j.fio", "[a]\nsize=1m\nzonemode=zbd\n").unwrap_err();
-    assert_eq!(err.to_string(), "j.fio:3: unsupported fio option `zonemode`");
+    assert_eq!(
+        err.to_string(),
+        "j.fio:3: unsupported fio option `zonemode`"
+    );
 }
 
 #[test]

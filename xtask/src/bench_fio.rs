@@ -181,3 +181,77 @@ fn median(samples: &[Sample]) -> Sample {
         p99_us: mid(samples.iter().map(|s| s.p99_us).collect()),
     }
 }
+
+/// `cargo xtask bench-affinity`: seed 2, completion placement. Four submitter threads read
+/// back 128 KiB verified blocks; the elapsed time of each rq_affinity mode (and of the
+/// inline submitters, for reference), interleaved round by round, as mean and standard
+/// deviation.
+pub fn affinity(root: &Path, file: Option<PathBuf>, rounds: usize) -> Result<()> {
+    let schedhost = root.join("target/release/schedhost");
+    let file = file.unwrap_or_else(|| root.join("target/bench/affinity.dat"));
+    let job = [
+        "--name=r",
+        "--bs=128k",
+        "--size=64m",
+        "--numjobs=4",
+        "--iodepth=8",
+        "--verify=crc32c",
+    ];
+    if !file.exists() {
+        if let Some(dir) = file.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let status = Command::new(&schedhost)
+            .arg("--device")
+            .arg(&file)
+            .args(job)
+            .args(["--rw=write", "--output-format=json"])
+            .stdout(std::process::Stdio::null())
+            .status()
+            .context("writing the verified data")?;
+        ensure!(status.success(), "writing {} failed", file.display());
+    }
+    let modes = ["0", "1", "2", "inline"];
+    let mut elapsed: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
+    for _ in 0..rounds {
+        for (i, mode) in modes.iter().enumerate() {
+            let mut cmd = Command::new(&schedhost);
+            cmd.arg("--device")
+                .arg(&file)
+                .args(["--output-format=json", "--rw=read"])
+                .args(job);
+            if *mode != "inline" {
+                cmd.args(["--rq-affinity", mode]);
+            }
+            let out = cmd.output().context("running schedhost")?;
+            if !out.status.success() {
+                bail!("{}", String::from_utf8_lossy(&out.stderr));
+            }
+            let json: Value = serde_json::from_slice(&out.stdout).context("parsing the report")?;
+            let ns = json["schedhost"]["elapsed_ns"]
+                .as_f64()
+                .context("no schedhost.elapsed_ns")?;
+            elapsed[i].push(ns / 1e6);
+        }
+    }
+    println!(
+        "{rounds} rounds, 4 threads reading 4 × 64 MiB of verified 128k blocks from {}",
+        file.display()
+    );
+    println!(
+        "{:<14} {:>10} {:>10} {:>10}",
+        "rq_affinity", "mean ms", "stddev", "vs 0"
+    );
+    let base = mean(&elapsed[0]);
+    for (mode, samples) in modes.iter().zip(&elapsed) {
+        let m = mean(samples);
+        let sd =
+            (samples.iter().map(|x| (x - m).powi(2)).sum::<f64>() / samples.len() as f64).sqrt();
+        println!("{mode:<14} {m:>10.1} {sd:>10.1} {:>10.3}", m / base);
+    }
+    Ok(())
+}
+
+fn mean(v: &[f64]) -> f64 {
+    v.iter().sum::<f64>() / v.len().max(1) as f64
+}

@@ -20,6 +20,8 @@ cargo xtask <command>
   test                build, then run every test, the wasm ones included
   bench-fio [--file PATH] [--rounds N] [--seconds S]
                       raw fio against schedhost's noop, deadline and cfq on one file (needs fio)
+  bench-affinity [--file PATH] [--rounds N]
+                      elapsed time under rq_affinity 0, 1 and 2 with submitter threads (seed 2)
 ";
 
 /// Folders whose subfolders with a Cargo.toml are policy crates built by `build`.
@@ -78,6 +80,21 @@ fn run(args: Vec<String>) -> Result<()> {
                 }
             }
             bench_fio::run(&root, file, rounds, seconds)
+        }
+        ["bench-affinity", rest @ ..] => {
+            build_all(&root)?;
+            let (mut file, mut rounds) = (None, 5);
+            for pair in rest.chunks(2) {
+                match pair {
+                    ["--file", path] => file = Some(PathBuf::from(path)),
+                    ["--rounds", n] => rounds = n.parse().context("--rounds takes a number")?,
+                    other => bail!(
+                        "bench-affinity: unknown option {:?}\n\n{USAGE}",
+                        other.join(" ")
+                    ),
+                }
+            }
+            bench_fio::affinity(&root, file, rounds)
         }
         ["help"] | ["--help"] | ["-h"] | [] => {
             print!("{USAGE}");
