@@ -255,3 +255,141 @@ pub fn affinity(root: &Path, file: Option<PathBuf>, rounds: usize) -> Result<()>
 fn mean(v: &[f64]) -> f64 {
     v.iter().sum::<f64>() / v.len().max(1) as f64
 }
+
+/// `cargo xtask bench-loop`: the kernel's schedulers under fio against schedhost's policies
+/// over the kernel's `none`, on one loop device (needs root). The loop device is created
+/// over the benchmark file with direct I/O, and detached at the end.
+pub fn loop_device(root: &Path, rounds: usize, seconds: u32) -> Result<()> {
+    let schedhost = root.join("target/release/schedhost");
+    let file = root.join("target/bench/fio-compare.dat");
+    prepare(&schedhost, &file)?;
+    let dev = LoopDevice::attach(&file)?;
+    let runtime = format!("--runtime={seconds}");
+    let filename = format!("--filename={}", dev.path);
+    // (the kernel's scheduler under fio, schedhost's policy over none)
+    let pairs = [
+        ("none", "noop"),
+        ("mq-deadline", "deadline"),
+        ("bfq", "bfq"),
+        ("kyber", "kyber"),
+    ];
+    let jobs: [(&str, &[&str]); 2] = [
+        (
+            "4k randread QD32",
+            &["--rw=randread", "--bs=4k", "--iodepth=32"],
+        ),
+        (
+            "4k randrw QD16",
+            &["--rw=randrw", "--bs=4k", "--iodepth=16"],
+        ),
+    ];
+    println!(
+        "{rounds} rounds of {seconds} s on {} over {}; medians; read IOPS and read p99",
+        dev.path,
+        file.display()
+    );
+    println!(
+        "{:<18} {:<12} {:>9} {:>9} {:<10} {:>9} {:>9} {:>7}",
+        "job", "kernel", "IOPS", "p99 µs", "schedhost", "IOPS", "p99 µs", "ratio"
+    );
+    for (label, options) in jobs {
+        for (kernel, policy) in pairs {
+            let (mut theirs, mut ours) = (Vec::new(), Vec::new());
+            for _ in 0..rounds {
+                dev.set_scheduler(kernel)?;
+                let mut fio = Command::new("fio");
+                fio.args([
+                    "--name=bench",
+                    "--ioengine=io_uring",
+                    "--direct=1",
+                    "--size=1g",
+                    "--time_based",
+                    "--output-format=json",
+                    "--lat_percentiles=1",
+                ])
+                .args([runtime.as_str(), filename.as_str()])
+                .args(options);
+                theirs.push(sample(&mut fio).with_context(|| format!("fio with {kernel}"))?);
+                dev.set_scheduler("none")?;
+                let mut ours_cmd = Command::new(&schedhost);
+                ours_cmd
+                    .args([
+                        "--policy",
+                        policy,
+                        "--output-format",
+                        "json",
+                        "--device",
+                        &dev.path,
+                    ])
+                    .args([
+                        "--name=bench",
+                        "--size=1g",
+                        "--time_based",
+                        runtime.as_str(),
+                    ])
+                    .args(options);
+                ours.push(sample(&mut ours_cmd).with_context(|| format!("schedhost {policy}"))?);
+            }
+            let (k, s) = (median(&theirs), median(&ours));
+            println!(
+                "{label:<18} {kernel:<12} {:>9.0} {:>9.1} {policy:<10} {:>9.0} {:>9.1} {:>7.3}",
+                k.iops,
+                k.p99_us,
+                s.iops,
+                s.p99_us,
+                s.iops / k.iops
+            );
+        }
+    }
+    Ok(())
+}
+
+/// A loop device over a file, detached (and its scheduler put back) when dropped.
+struct LoopDevice {
+    path: String,
+    scheduler: PathBuf,
+    original: String,
+}
+
+impl LoopDevice {
+    fn attach(file: &Path) -> Result<Self> {
+        let out = Command::new("losetup")
+            .args(["--find", "--show", "--direct-io=on"])
+            .arg(file)
+            .output()
+            .context("running losetup (util-linux)")?;
+        ensure!(
+            out.status.success(),
+            "losetup failed (root is needed): {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+        let path = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+        let name = path.trim_start_matches("/dev/");
+        let scheduler = PathBuf::from(format!("/sys/block/{name}/queue/scheduler"));
+        let current = std::fs::read_to_string(&scheduler).unwrap_or_default();
+        let original = current
+            .split_whitespace()
+            .find(|s| s.starts_with('['))
+            .map(|s| s.trim_matches(['[', ']']).to_owned())
+            .unwrap_or_else(|| "none".into());
+        Ok(Self {
+            path,
+            scheduler,
+            original,
+        })
+    }
+
+    fn set_scheduler(&self, name: &str) -> Result<()> {
+        std::fs::write(&self.scheduler, name)
+            .with_context(|| format!("setting {} to {name}", self.scheduler.display()))
+    }
+}
+
+impl Drop for LoopDevice {
+    fn drop(&mut self) {
+        let _ = std::fs::write(&self.scheduler, &self.original);
+        let _ = Command::new("losetup")
+            .args(["--detach", &self.path])
+            .status();
+    }
+}

@@ -22,6 +22,9 @@ cargo xtask <command>
                       raw fio against schedhost's noop, deadline and cfq on one file (needs fio)
   bench-affinity [--file PATH] [--rounds N]
                       elapsed time under rq_affinity 0, 1 and 2 with submitter threads (seed 2)
+  bench-loop [--rounds N] [--seconds S]
+                      on a loop device (root): the kernel's mq-deadline, bfq and kyber under fio
+                      against schedhost's deadline, bfq and kyber over the kernel's none
 ";
 
 /// Folders whose subfolders with a Cargo.toml are policy crates built by `build`.
@@ -95,6 +98,21 @@ fn run(args: Vec<String>) -> Result<()> {
                 }
             }
             bench_fio::affinity(&root, file, rounds)
+        }
+        ["bench-loop", rest @ ..] => {
+            build_all(&root)?;
+            let (mut rounds, mut seconds) = (3, 4);
+            for pair in rest.chunks(2) {
+                match pair {
+                    ["--rounds", n] => rounds = n.parse().context("--rounds takes a number")?,
+                    ["--seconds", n] => seconds = n.parse().context("--seconds takes a number")?,
+                    other => bail!(
+                        "bench-loop: unknown option {:?}\n\n{USAGE}",
+                        other.join(" ")
+                    ),
+                }
+            }
+            bench_fio::loop_device(&root, rounds, seconds)
         }
         ["help"] | ["--help"] | ["-h"] | [] => {
             print!("{USAGE}");
