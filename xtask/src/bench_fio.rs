@@ -320,6 +320,8 @@ pub fn loop_device(root: &Path, rounds: usize, seconds: u32) -> Result<()> {
                         "json",
                         "--device",
                         &dev.path,
+                        // The loop device is over this benchmark's own file.
+                        "--allow-overwrite",
                     ])
                     .args([
                         "--name=bench",
