@@ -380,3 +380,37 @@ fn uring_threads_report_a_corrupt_block_checked_on_the_submitting_thread() {
         other => panic!("expected a verify failure, got {other}"),
     }
 }
+
+#[test]
+fn uring_names_the_path_when_opening_is_not_permitted() {
+    let dir = scratch("permission");
+    let path = dir.join("locked.dat");
+    std::fs::write(&path, vec![0u8; 1 << 20]).unwrap();
+    let mut perms = std::fs::metadata(&path).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o444);
+    std::fs::set_permissions(&path, perms).unwrap();
+    // Root ignores the mode bits; the immutable attribute stops root too.
+    let immutable = std::process::Command::new("chattr")
+        .arg("+i")
+        .arg(&path)
+        .status()
+        .is_ok_and(|s| s.success());
+    let write = jobs("[w]\nrw=write\nbs=4k\nsize=1m\n");
+    let allowed = RealOptions {
+        allow_overwrite: true,
+        ..RealOptions::default()
+    };
+    let result = run(&write, std::slice::from_ref(&path), "noop", allowed);
+    if immutable {
+        let _ = std::process::Command::new("chattr")
+            .arg("-i")
+            .arg(&path)
+            .status();
+    }
+    let err = result.unwrap_err().to_string();
+    assert!(err.contains("locked.dat: opening it:"), "{err}");
+    assert!(
+        err.contains("Permission denied") || err.contains("Operation not permitted"),
+        "{err}"
+    );
+}

@@ -328,18 +328,50 @@ fn check_alignment(
     targets: &[Target],
 ) -> Result<(), RealError> {
     for target in targets {
-        let lb = u64::from(target.logical_block);
-        for p in placements {
-            let job = &jobs[p.job];
-            if u64::from(job.bs) % lb != 0 || (p.region_start * 512) % lb != 0 {
-                return Err(RealError::Layout(format!(
-                    "job '{}': bs={} and its offsets must be multiples of {}'s logical block size, {lb} bytes, for O_DIRECT",
-                    job.name,
-                    job.bs,
-                    target.path.display()
-                )));
-            }
+        let name = target.path.display().to_string();
+        check_blocks(jobs, placements, &name, target.logical_block).map_err(RealError::Layout)?;
+    }
+    Ok(())
+}
+
+/// The O_DIRECT rule for one device with logical block `lb` bytes.
+fn check_blocks(
+    jobs: &[JobSpec],
+    placements: &[Placement],
+    device: &str,
+    lb: u32,
+) -> Result<(), String> {
+    let lb = u64::from(lb.max(1));
+    for p in placements {
+        let job = &jobs[p.job];
+        if u64::from(job.bs) % lb != 0 || (p.region_start * 512) % lb != 0 {
+            return Err(format!(
+                "job '{}': bs={} and its offsets must be multiples of {device}'s logical block size, {lb} bytes, for O_DIRECT",
+                job.name, job.bs
+            ));
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::parse_job_file;
+
+    #[test]
+    fn direct_io_refuses_blocks_smaller_than_the_logical_block() {
+        let jobs = parse_job_file("t.fio", "[a]\nbs=512\nsize=1m\n").unwrap();
+        let placements = place(&jobs, u64::MAX).unwrap();
+        assert_eq!(check_blocks(&jobs, &placements, "/dev/x", 512), Ok(()));
+        let err = check_blocks(&jobs, &placements, "/dev/x", 4096).unwrap_err();
+        assert!(err.contains("job 'a': bs=512"), "{err}");
+        assert!(
+            err.contains("/dev/x's logical block size, 4096 bytes"),
+            "{err}"
+        );
+        let offset = parse_job_file("t.fio", "[b]\nbs=4k\noffset=2k\nsize=1m\n").unwrap();
+        let placements = place(&offset, u64::MAX).unwrap();
+        assert!(check_blocks(&offset, &placements, "/dev/x", 4096).is_err());
+    }
 }
