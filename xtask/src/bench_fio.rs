@@ -46,8 +46,15 @@ struct Sample {
     p99_us: f64,
 }
 
-/// Runs the comparison. `file` is created and filled (1 GiB) if missing.
-pub fn run(root: &Path, file: Option<PathBuf>, rounds: usize, seconds: u32) -> Result<()> {
+/// Runs the comparison on the jobs whose label contains `only` (all if empty). `file` is
+/// created and filled (1 GiB) if missing.
+pub fn run(
+    root: &Path,
+    file: Option<PathBuf>,
+    rounds: usize,
+    seconds: u32,
+    only: &str,
+) -> Result<()> {
     ensure!(
         Command::new("fio").arg("--version").output().is_ok(),
         "fio is not installed (apt-get install fio)"
@@ -72,7 +79,7 @@ pub fn run(root: &Path, file: Option<PathBuf>, rounds: usize, seconds: u32) -> R
         "{:<20} {:<10} {:>10} {:>8} {:>10} {:>8}",
         "job", "runner", "IOPS", "ratio", "p99 µs", "ratio"
     );
-    for case in CASES {
+    for case in CASES.iter().filter(|c| c.label.contains(only)) {
         let mut columns: Vec<(String, Vec<Sample>)> = std::iter::once("fio")
             .chain(case.policies.iter().copied())
             .map(|name| (name.to_owned(), Vec::new()))

@@ -18,7 +18,7 @@ cargo xtask <command>
   build-policy DIR    build the policy crate in DIR (out of tree is fine) into target/policies/NAME.wasm
   demo                build, then run the bundled job on the simulated HDD with the noop policy
   test                build, then run every test, the wasm ones included
-  bench-fio [--file PATH] [--rounds N] [--seconds S]
+  bench-fio [--file PATH] [--rounds N] [--seconds S] [--only LABEL]
                       raw fio against schedhost's noop, deadline and cfq on one file (needs fio)
   bench-affinity [--file PATH] [--rounds N]
                       elapsed time under rq_affinity 0, 1 and 2 with submitter threads (seed 2)
@@ -73,16 +73,17 @@ fn run(args: Vec<String>) -> Result<()> {
         }
         ["bench-fio", rest @ ..] => {
             build_all(&root)?;
-            let (mut file, mut rounds, mut seconds) = (None, 3, 5);
+            let (mut file, mut rounds, mut seconds, mut only) = (None, 3, 5, "");
             for pair in rest.chunks(2) {
                 match pair {
                     ["--file", path] => file = Some(PathBuf::from(path)),
                     ["--rounds", n] => rounds = n.parse().context("--rounds takes a number")?,
                     ["--seconds", n] => seconds = n.parse().context("--seconds takes a number")?,
+                    ["--only", label] => only = label,
                     other => bail!("bench-fio: unknown option {:?}\n\n{USAGE}", other.join(" ")),
                 }
             }
-            bench_fio::run(&root, file, rounds, seconds)
+            bench_fio::run(&root, file, rounds, seconds, only)
         }
         ["bench-affinity", rest @ ..] => {
             build_all(&root)?;
