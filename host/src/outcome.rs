@@ -2,7 +2,7 @@
 
 use schedhost_sdk::Info;
 
-use crate::core::{Config, CoreStats};
+use crate::core::{Config, CoreStats, Ejection};
 use crate::device::Geometry;
 use crate::stats::CtxStats;
 use crate::workload::Placement;
@@ -26,6 +26,8 @@ pub struct Outcome {
     pub end_ns: u64,
     /// Blocks whose data was checked (`verify=crc32c` on a real device).
     pub verified_blocks: u64,
+    /// Policy faults and what the host did about them.
+    pub ejections: Vec<Ejection>,
 }
 
 /// One submitter's life.

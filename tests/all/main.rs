@@ -17,6 +17,7 @@ mod loading;
 mod merging;
 mod policy_rules;
 mod reproduction;
+mod sandbox;
 mod sdk_example;
 mod time_slice;
 mod uring;

@@ -2,7 +2,7 @@
 //! naming the call, a policy that sits on requests stops a run instead of hanging it, and
 //! completions reach only policies that ask for them.
 
-use schedhost::core::{Action, Bio, Config, Core};
+use schedhost::core::{Action, Bio, Config, Core, OnFault, Supervision};
 use schedhost::device::DeviceSpec;
 use schedhost::policy::{FaultKind, NativePolicy};
 use schedhost::sim::{self, SimError, SimOptions};
@@ -82,8 +82,13 @@ fn read(id: u64, sector: u64) -> Bio {
     }
 }
 
+/// The fault of a rule-breaking answer, with faults set to stop the run (`--on-fault abort`).
 fn fault_of<P: Policy + Send>() -> schedhost::policy::Fault {
     let mut core = core_with::<P>(2);
+    core.supervise(Supervision {
+        on_fault: OnFault::Abort,
+        ..Supervision::default()
+    });
     core.submit(0, read(1, 0)).unwrap();
     core.submit(0, read(2, 800)).unwrap();
     core.submit(0, read(3, 1600)).unwrap();
@@ -122,15 +127,42 @@ fn dispatching_beyond_the_budget_is_a_fault() {
 }
 
 #[test]
-fn policy_that_never_dispatches_stops_the_run_instead_of_hanging() {
+fn policy_that_never_dispatches_is_ejected_and_its_requests_served() {
     let jobs = parse_job_file("s.fio", "[a]\nsize=1m\n").unwrap();
     let device = DeviceSpec::parse("sim:null").unwrap();
-    let err = sim::run(
+    let outcome = sim::run(
         &jobs,
         &device,
         Box::new(NativePolicy::<Rogue<4>>::default()),
         &[],
         SimOptions::default(),
+        &mut |_| {},
+    )
+    .unwrap();
+    assert_eq!(outcome.ejections.len(), 1);
+    assert_eq!(outcome.ejections[0].kind, "starved");
+    assert_eq!(outcome.ejections[0].requeued, 1);
+    let s = &outcome.submitters[0];
+    assert_eq!((s.issued, s.completed), (256, 256));
+}
+
+#[test]
+fn policy_that_never_dispatches_stops_an_aborting_run_instead_of_hanging() {
+    let jobs = parse_job_file("s.fio", "[a]\nsize=1m\n").unwrap();
+    let device = DeviceSpec::parse("sim:null").unwrap();
+    let options = SimOptions {
+        supervision: Supervision {
+            on_fault: OnFault::Abort,
+            ..Supervision::default()
+        },
+        ..SimOptions::default()
+    };
+    let err = sim::run(
+        &jobs,
+        &device,
+        Box::new(NativePolicy::<Rogue<4>>::default()),
+        &[],
+        options,
         &mut |_| {},
     )
     .unwrap_err();

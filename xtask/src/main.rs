@@ -27,8 +27,9 @@ cargo xtask <command>
                       against schedhost's deadline, bfq and kyber over the kernel's none
 ";
 
-/// Folders whose subfolders with a Cargo.toml are policy crates built by `build`.
-const POLICY_PARENTS: &[&str] = &["policies", "examples"];
+/// Folders whose subfolders with a Cargo.toml are policy crates built by `build` (tests/ has
+/// the chaos policy the sandbox tests run).
+const POLICY_PARENTS: &[&str] = &["policies", "examples", "tests"];
 
 fn main() {
     if let Err(err) = run(env::args().skip(1).collect()) {

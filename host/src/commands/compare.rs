@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
-use schedhost::core::Nomerges;
+use schedhost::core::{Nomerges, Supervision};
 use schedhost::device::DeviceSpec;
 use schedhost::outcome::Outcome;
 use schedhost::policy::{Loaded, WasmRuntime, load};
@@ -180,6 +180,7 @@ impl CompareArgs {
                     seed: self.seed + i,
                     nomerges: Nomerges::from_level(self.nomerges).unwrap_or_default(),
                     nr_requests: None,
+                    supervision: Supervision::default(),
                 };
                 let outcome = sim::run(
                     jobs,

@@ -6,10 +6,10 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use schedhost::core::{Nomerges, RqAffinity};
+use schedhost::core::{Nomerges, OnFault, RqAffinity, Supervision};
 use schedhost::device::DeviceSpec;
 use schedhost::outcome::Outcome;
-use schedhost::policy::{WasmRuntime, load};
+use schedhost::policy::{DEFAULT_CALL_DEADLINE_MS, DEFAULT_MEMORY_MIB, Limits, WasmRuntime, load};
 use schedhost::report::{RealDetails, RunInfo, Summary, to_json, to_text};
 use schedhost::sim::{self, SimOptions};
 use schedhost::uring::{self, DEFAULT_QUEUE_DEPTH, RealOptions};
@@ -43,6 +43,24 @@ pub struct RunArgs {
     /// ring's thread.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(0..=2))]
     pub rq_affinity: Option<u8>,
+    /// After a policy fault: `fallback` to the built-in FIFO, `restart[:N]` a new instance
+    /// (at most N times, default 3, then fall back), or `abort` the run.
+    #[arg(long, value_name = "ACTION", default_value = "fallback", value_parser = parse_on_fault)]
+    pub on_fault: OnFault,
+    /// Eject a policy that holds requests and dispatches nothing for this long while the
+    /// device has free tags (0: never).
+    #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
+    pub watchdog: f64,
+    /// Wall-clock time a policy call may take before the policy is ejected.
+    #[arg(long, value_name = "MS", default_value_t = DEFAULT_CALL_DEADLINE_MS, value_parser = clap::value_parser!(u64).range(1..))]
+    pub call_deadline: u64,
+    /// Linear memory a policy instance may use.
+    #[arg(long, value_name = "MIB", default_value_t = DEFAULT_MEMORY_MIB as u64, value_parser = clap::value_parser!(u64).range(1..=256))]
+    pub policy_memory: u64,
+    /// Fuel per policy call (about one unit per wasm instruction): a deadline that does not
+    /// depend on the machine, so a simulated run ejects at the same point every time.
+    #[arg(long, value_name = "UNITS")]
+    pub fuel: Option<u64>,
     /// Set a policy tunable (repeatable): --set fifo_batch=8.
     #[arg(long = "set", value_name = "NAME=VALUE", value_parser = parse_setting)]
     pub settings: Vec<(String, i64)>,
@@ -67,7 +85,13 @@ impl RunArgs {
     pub fn execute(self, fio_options: Vec<String>) -> Result<()> {
         let jobs = read_jobs(&self.jobs, &fio_options)?;
         let device = DeviceArg::parse(&self.device)?;
-        let runtime = WasmRuntime::new().context("setting up the WebAssembly engine")?;
+        let limits = Limits {
+            call_deadline: Duration::from_millis(self.call_deadline),
+            memory_bytes: (self.policy_memory as usize) << 20,
+            fuel: self.fuel,
+        };
+        let runtime =
+            WasmRuntime::with_limits(limits).context("setting up the WebAssembly engine")?;
         let (source, loaded) = load(&runtime, &self.policy)?;
         let context = || {
             format!(
@@ -96,6 +120,7 @@ impl RunArgs {
                     allow_overwrite: self.allow_overwrite,
                     sqpoll_idle_ms: self.sqpoll,
                     threads: self.rq_affinity.and_then(RqAffinity::from_level),
+                    supervision: self.supervision(),
                 };
                 let done = uring::run(&jobs, paths, policies, &self.settings, options)
                     .with_context(context)?;
@@ -127,6 +152,7 @@ impl RunArgs {
             seed: self.seed,
             nomerges: Nomerges::from_level(self.nomerges).unwrap_or_default(),
             nr_requests: self.nr_requests,
+            supervision: self.supervision(),
         };
         let mut progress = Progress::new();
         let outcome = sim::run(jobs, device, policy, &self.settings, options, &mut |now| {
@@ -156,12 +182,35 @@ impl RunArgs {
         Ok(())
     }
 
+    fn supervision(&self) -> Supervision {
+        Supervision {
+            on_fault: self.on_fault,
+            watchdog_ns: (self.watchdog > 0.0).then_some((self.watchdog * 1e9) as u64),
+        }
+    }
+
     fn job_label(&self, fio_options: &[String]) -> String {
         let mut parts: Vec<String> = self.jobs.iter().map(|p| p.display().to_string()).collect();
         if !fio_options.is_empty() {
             parts.push("command-line jobs".into());
         }
         parts.join(" + ")
+    }
+}
+
+/// `fallback`, `abort`, `restart` or `restart:N`.
+fn parse_on_fault(text: &str) -> Result<OnFault, String> {
+    match text.split_once(':') {
+        None if text == "fallback" => Ok(OnFault::Fallback),
+        None if text == "abort" => Ok(OnFault::Abort),
+        None if text == "restart" => Ok(OnFault::Restart(3)),
+        Some(("restart", n)) => n
+            .parse()
+            .map(OnFault::Restart)
+            .map_err(|_| format!("restart:{n}: N is a number of restarts")),
+        _ => Err(format!(
+            "{text}: expected fallback, restart, restart:N or abort"
+        )),
     }
 }
 

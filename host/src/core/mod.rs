@@ -12,6 +12,7 @@
 //! [`Action::Complete`] and the policy hears of it at the next `run`.
 
 mod merge;
+mod recovery;
 mod request;
 mod routing;
 
@@ -23,6 +24,7 @@ use schedhost_sdk::{
 
 use crate::policy::{Fault, FaultKind, PolicyBackend};
 pub use merge::{MergeIndex, Nomerges, can_coalesce, can_merge};
+pub use recovery::{DEFAULT_WATCHDOG_NS, Ejection, OnFault, Recovery, Supervision};
 pub use request::{Bio, BioRef, Bios, Request, RequestTable, State};
 pub use routing::{CompletionSite, RqAffinity, site};
 
@@ -197,6 +199,22 @@ pub struct Core {
     actions: VecDeque<Action>,
     stats: CoreStats,
     scratch: Vec<PolicyRequest>,
+    /// Which policy instance requests were shown to: bumped by every replacement, so a new
+    /// policy never hears of requests it did not see.
+    epoch: u32,
+    /// A policy call failed during the current operation; the policy is not called again
+    /// until recovery replaced it.
+    fault: Option<Fault>,
+    supervision: Supervision,
+    ejections: Vec<Ejection>,
+    /// Restarts used of [`OnFault::Restart`]'s allowance.
+    restarts: u32,
+    /// The tunables the policy started with, for restarts.
+    settings: Vec<(String, i64)>,
+    /// The last time the policy dispatched something or held nothing (for the watchdog).
+    last_progress_ns: u64,
+    /// Consecutive empty answers that asked to be woken in the past.
+    past_wakes: u32,
 }
 
 impl std::fmt::Debug for Core {
@@ -244,8 +262,16 @@ impl Core {
             actions: VecDeque::new(),
             stats: CoreStats::default(),
             scratch: Vec::new(),
+            epoch: 0,
+            fault: None,
+            supervision: Supervision::default(),
+            ejections: Vec::new(),
+            restarts: 0,
+            settings: settings.to_vec(),
+            last_progress_ns: 0,
+            past_wakes: 0,
         };
-        core.refresh_depth_limits()?;
+        core.depth_limit = depth_limits(core.policy.as_mut(), &mut core.stats)?;
         Ok(core)
     }
 
@@ -270,10 +296,15 @@ impl Core {
     /// A fault; the policy's refusal comes back as `Ok(Err(message))`.
     pub fn set_tunable(&mut self, name: &str, value: i64) -> Result<Result<(), String>, Fault> {
         self.stats.policy_calls += 1;
-        let answer = self.policy.set(name, value)?;
-        if answer.is_ok() {
-            self.refresh_depth_limits()?;
+        let answer = self.policy.set(name, value);
+        let answer = self.guard(answer, Ok(()));
+        if answer.is_ok() && self.alive() {
+            self.refresh_depth_limits();
+            // A restarted instance starts with the tunables as they are now.
+            self.settings.retain(|(n, _)| n != name);
+            self.settings.push((name.to_owned(), value));
         }
+        self.settle(0)?;
         Ok(answer)
     }
 
@@ -307,9 +338,17 @@ impl Core {
     /// # Errors
     /// A fault in the policy's merge veto.
     pub fn submit(&mut self, now_ns: u64, bio: Bio) -> Result<(), Fault> {
+        self.place_bio(now_ns, bio);
+        self.settle(now_ns)?;
+        Ok(())
+    }
+
+    /// Merges `bio` or makes it a request. Never fails: a policy fault is latched, and the
+    /// bio is placed all the same.
+    fn place_bio(&mut self, now_ns: u64, bio: Bio) {
         self.stats.bios += 1;
-        if self.try_merge(now_ns, &bio)? {
-            return Ok(());
+        if self.try_merge(now_ns, &bio) {
+            return;
         }
         self.stats.requests += 1;
         let home = bio.ctx % self.config.hw_queues;
@@ -324,6 +363,7 @@ impl Core {
             arrival_ns: now_ns,
             home_queue: home,
             state: State::Staged,
+            epoch: self.epoch,
             bios: smallvec::smallvec![(
                 bio.ctx,
                 BioRef {
@@ -343,7 +383,6 @@ impl Core {
         } else {
             self.stage(bio.ctx, home, id);
         }
-        Ok(())
     }
 
     /// The device finished request `id` with `status` (0 or a negative errno).
@@ -371,7 +410,7 @@ impl Core {
                 site: site(self.config.rq_affinity, hw_queue, request.home_queue, ctx),
             }));
         }
-        if self.completions {
+        if self.completions && request.epoch == self.epoch {
             self.pending_completions.push(Completion {
                 id,
                 ctx: request.ctx,
@@ -392,7 +431,17 @@ impl Core {
     /// # Errors
     /// A fault in any policy call, including an invalid dispatch answer.
     pub fn run(&mut self, now_ns: u64) -> Result<(), Fault> {
-        self.flush_notices(now_ns)?;
+        self.run_policy(now_ns);
+        // After a recovery the new policy holds the requests: let it dispatch at once.
+        while self.settle(now_ns)? {
+            self.run_policy(now_ns);
+        }
+        Ok(())
+    }
+
+    /// One round of policy calls. Never fails: a fault is latched for [`Core::settle`].
+    fn run_policy(&mut self, now_ns: u64) {
+        self.flush_notices(now_ns);
         for queue in &mut self.queues {
             if queue.timer.is_some_and(|t| t <= now_ns) {
                 queue.timer = None;
@@ -400,7 +449,7 @@ impl Core {
         }
         // New requests and the first hardware queue with free tags share one call.
         let mut served = None;
-        if self.take_inserts() {
+        if self.alive() && self.take_inserts() {
             self.stats.policy_calls += 1;
             served = (0..self.config.hw_queues).find(|&q| self.budget(q) > 0);
             match served {
@@ -408,21 +457,28 @@ impl Core {
                     let budget = self.budget(hw_queue);
                     let answer =
                         self.policy
-                            .insert_and_dispatch(now_ns, &self.scratch, hw_queue, budget)?;
-                    self.send(now_ns, hw_queue, budget, answer, "insert-and-dispatch")?;
+                            .insert_and_dispatch(now_ns, &self.scratch, hw_queue, budget);
+                    if let Some(answer) = self.guard(answer.map(Some), None) {
+                        self.send(now_ns, hw_queue, budget, answer, "insert-and-dispatch");
+                    }
                 }
-                None => self.policy.insert(now_ns, &self.scratch)?,
+                None => {
+                    let result = self.policy.insert(now_ns, &self.scratch);
+                    self.guard(result, ());
+                }
             }
         }
         for hw_queue in 0..self.config.hw_queues {
             let budget = self.budget(hw_queue);
-            if served != Some(hw_queue) && budget > 0 && self.queued > 0 {
+            if served != Some(hw_queue) && budget > 0 && self.queued > 0 && self.alive() {
                 self.stats.policy_calls += 1;
-                let answer = self.policy.dispatch(now_ns, hw_queue, budget)?;
-                self.send(now_ns, hw_queue, budget, answer, "dispatch")?;
+                let answer = self.policy.dispatch(now_ns, hw_queue, budget);
+                if let Some(answer) = self.guard(answer.map(Some), None) {
+                    self.send(now_ns, hw_queue, budget, answer, "dispatch");
+                }
             }
         }
-        Ok(())
+        self.watch(now_ns);
     }
 
     /// Free driver tags on `hw_queue`.
@@ -431,18 +487,19 @@ impl Core {
     }
 
     /// Reports completions and merges to the policy, each kind in one batch.
-    fn flush_notices(&mut self, now_ns: u64) -> Result<(), Fault> {
-        if !self.pending_completions.is_empty() {
+    fn flush_notices(&mut self, now_ns: u64) {
+        if !self.pending_completions.is_empty() && self.alive() {
             self.stats.policy_calls += 1;
-            self.policy.completed(now_ns, &self.pending_completions)?;
+            let result = self.policy.completed(now_ns, &self.pending_completions);
+            self.guard(result, ());
             self.pending_completions.clear();
         }
-        if !self.pending_merges.is_empty() {
+        if !self.pending_merges.is_empty() && self.alive() {
             self.stats.policy_calls += 1;
-            self.policy.merged(now_ns, &self.pending_merges)?;
+            let result = self.policy.merged(now_ns, &self.pending_merges);
+            self.guard(result, ());
             self.pending_merges.clear();
         }
-        Ok(())
     }
 
     /// Moves requests waiting for the insert batch into `scratch`, as queued; true iff any.
@@ -454,6 +511,7 @@ impl Core {
         for &id in &self.pending_insert {
             if let Some(request) = self.table.get_mut(id) {
                 request.state = State::Queued;
+                request.epoch = self.epoch;
                 self.scratch.push(policy_view(id, request));
             }
         }
@@ -470,21 +528,24 @@ impl Core {
         budget: u32,
         answer: Dispatch,
         call: &'static str,
-    ) -> Result<(), Fault> {
+    ) {
         if answer.ids.len() > budget as usize {
-            return Err(invalid(
-                call,
-                format!("returned {} ids for a budget of {budget}", answer.ids.len()),
-            ));
+            let message = format!("returned {} ids for a budget of {budget}", answer.ids.len());
+            self.latch(invalid(call, message));
+            return;
+        }
+        if !answer.ids.is_empty() {
+            self.last_progress_ns = now_ns;
         }
         for &id in &answer.ids {
             let Some(request) = self.table.get_mut(id).filter(|r| r.is_queued()) else {
-                return Err(invalid(
+                self.latch(invalid(
                     call,
                     format!(
                         "returned id {id:#x}, which is not queued (unknown, absorbed or already dispatched)"
                     ),
                 ));
+                return;
             };
             request.state = State::Dispatched {
                 hw_queue,
@@ -504,15 +565,29 @@ impl Core {
             });
         }
         if let Some(wake) = answer.wake_at_ns {
-            // A wake in the past means "as soon as possible": the next nanosecond.
+            // A wake in the past means "as soon as possible": the next nanosecond. Asked for
+            // again and again with nothing dispatched, it would spin the host forever.
+            if wake <= now_ns && answer.ids.is_empty() {
+                self.past_wakes += 1;
+                if self.past_wakes > MAX_PAST_WAKES {
+                    let message = format!(
+                        "asked {} times in a row to be woken in the past while dispatching nothing",
+                        self.past_wakes
+                    );
+                    self.past_wakes = 0;
+                    self.latch(invalid(call, message));
+                    return;
+                }
+            } else {
+                self.past_wakes = 0;
+            }
             self.queues[hw_queue as usize].timer = Some(wake.max(now_ns + 1));
         }
-        Ok(())
     }
 
     /// Merges `bio` into a request if the mode, the limits and the policy allow.
-    /// Returns true iff it merged.
-    fn try_merge(&mut self, now_ns: u64, bio: &Bio) -> Result<bool, Fault> {
+    /// Returns true iff it merged. A failing veto counts as a refusal.
+    fn try_merge(&mut self, now_ns: u64, bio: &Bio) -> bool {
         for (id, kind) in self
             .index
             .candidates(bio, self.config.nomerges, &self.table)
@@ -536,15 +611,13 @@ impl Core {
                     sync: bio.sync,
                     kind,
                 };
-                self.stats.policy_calls += 1;
-                if !self.policy.allow_merge(&query)? {
-                    self.stats.merges_vetoed += 1;
+                if !self.ask_merge(&query) {
                     continue;
                 }
             }
             self.grow(id, kind, bio, now_ns);
             let survivor = match self.config.nomerges {
-                Nomerges::All => self.coalesce(id, kind)?,
+                Nomerges::All => self.coalesce(id, kind),
                 _ => None,
             };
             let (target, absorbed) = survivor.map_or((id, None), |(s, a)| (s, Some(a)));
@@ -563,9 +636,23 @@ impl Core {
                     absorbed,
                 });
             }
-            return Ok(true);
+            return true;
         }
-        Ok(false)
+        false
+    }
+
+    /// The policy's merge veto; a fault (or a dead policy) refuses.
+    fn ask_merge(&mut self, query: &MergeQuery) -> bool {
+        if !self.alive() {
+            return false;
+        }
+        self.stats.policy_calls += 1;
+        let answer = self.policy.allow_merge(query);
+        let allowed = self.guard(answer, false);
+        if !allowed {
+            self.stats.merges_vetoed += 1;
+        }
+        allowed
     }
 
     /// Adds `bio` to request `id` at the `kind` end.
@@ -594,25 +681,23 @@ impl Core {
 
     /// After request `id` grew at its `kind` end, absorbs the neighbour it now touches, if
     /// allowed. Returns `(survivor, absorbed)`.
-    fn coalesce(&mut self, id: u64, kind: MergeKind) -> Result<Option<(u64, u64)>, Fault> {
-        let Some(request) = self.table.get(id) else {
-            return Ok(None);
-        };
+    fn coalesce(&mut self, id: u64, kind: MergeKind) -> Option<(u64, u64)> {
+        let request = self.table.get(id)?;
         let (survivor, absorbed) = match kind {
             MergeKind::Back => match self.index.successor(request) {
                 Some(next) => (id, next),
-                None => return Ok(None),
+                None => return None,
             },
             MergeKind::Front => match self.index.predecessor(request) {
                 Some(prev) => (prev, id),
-                None => return Ok(None),
+                None => return None,
             },
         };
         let (Some(s), Some(a)) = (self.table.get(survivor), self.table.get(absorbed)) else {
-            return Ok(None);
+            return None;
         };
         if survivor == absorbed || !can_coalesce(s, a, self.config.max_sectors) {
-            return Ok(None);
+            return None;
         }
         if self.merge_veto && s.is_queued() {
             let query = MergeQuery {
@@ -625,15 +710,11 @@ impl Core {
                 sync: a.sync,
                 kind: MergeKind::Back,
             };
-            self.stats.policy_calls += 1;
-            if !self.policy.allow_merge(&query)? {
-                self.stats.merges_vetoed += 1;
-                return Ok(None);
+            if !self.ask_merge(&query) {
+                return None;
             }
         }
-        let Some(gone) = self.table.remove(absorbed) else {
-            return Ok(None);
-        };
+        let gone = self.table.remove(absorbed)?;
         self.index.remove(absorbed, &gone);
         self.forget_waiting(absorbed, &gone);
         if let Some(s) = self.table.get_mut(survivor) {
@@ -644,7 +725,7 @@ impl Core {
             self.index.add(survivor, s);
         }
         self.stats.coalesced += 1;
-        Ok(Some((survivor, absorbed)))
+        Some((survivor, absorbed))
     }
 
     /// Drops an absorbed request from wherever it waited, and frees its scheduler tag.
@@ -732,16 +813,30 @@ impl Core {
         }
     }
 
-    fn refresh_depth_limits(&mut self) -> Result<(), Fault> {
-        for op in Op::ALL {
-            for sync in [false, true] {
-                self.stats.policy_calls += 1;
-                let limit = self.policy.limit_depth(op, sync)?;
-                self.depth_limit[op as usize][usize::from(sync)] = limit.max(1);
-            }
+    fn refresh_depth_limits(&mut self) {
+        let limits = depth_limits(self.policy.as_mut(), &mut self.stats);
+        if let Some(limits) = self.guard(limits.map(Some), None) {
+            self.depth_limit = limits;
         }
-        Ok(())
     }
+}
+
+/// Empty answers with a wake-up in the past tolerated in a row before the policy is at fault.
+const MAX_PAST_WAKES: u32 = 10_000;
+
+/// Scheduler tags each kind of request may hold, as `policy` says.
+fn depth_limits(
+    policy: &mut dyn PolicyBackend,
+    stats: &mut CoreStats,
+) -> Result<[[u32; 2]; 4], Fault> {
+    let mut limits = [[u32::MAX; 2]; 4];
+    for op in Op::ALL {
+        for sync in [false, true] {
+            stats.policy_calls += 1;
+            limits[op as usize][usize::from(sync)] = policy.limit_depth(op, sync)?.max(1);
+        }
+    }
+    Ok(limits)
 }
 
 fn policy_view(id: u64, r: &Request) -> PolicyRequest {

@@ -82,6 +82,8 @@ pub struct Request {
     pub home_queue: u32,
     /// Where it is.
     pub state: State,
+    /// The policy instance (see [`crate::core::Core`]'s replacements) it was shown to.
+    pub epoch: u32,
     /// Its bios, with their submitters.
     pub bios: Bios,
 }
@@ -166,6 +168,14 @@ impl RequestTable {
         self.free.push(index);
         self.live -= 1;
         Some(request)
+    }
+
+    /// Every live request with its id, in slot order.
+    pub fn iter(&self) -> impl Iterator<Item = (u64, &Request)> {
+        self.slots.iter().enumerate().filter_map(|(index, slot)| {
+            let id = (u64::from(slot.generation) << 32) | index as u64;
+            slot.request.as_ref().map(|r| (id, r))
+        })
     }
 
     /// Number of live requests.

@@ -14,7 +14,10 @@ use schedhost_sdk::{
 
 pub use native::{NativePolicy, native_names, native_policy};
 pub use resolve::{Loaded, PolicySource, bundled_dirs, load, resolve};
-pub use wasm::{LoadError, LoadedPolicy, WasmPolicy, WasmRuntime};
+pub use wasm::{
+    DEFAULT_CALL_DEADLINE_MS, DEFAULT_MEMORY_MIB, Limits, LoadError, LoadedPolicy, WasmPolicy,
+    WasmRuntime,
+};
 
 /// Why a policy call failed: the policy, not the host, is at fault.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,15 +35,24 @@ pub struct Fault {
 pub enum FaultKind {
     /// The policy trapped (a panic, an out-of-bounds access, `unreachable`).
     Trap,
+    /// A call ran past its deadline (or out of fuel).
+    Timeout,
+    /// The policy's memory would have grown past its cap.
+    Memory,
     /// The policy answered something the interface forbids.
     InvalidAnswer,
+    /// The policy held requests and dispatched nothing for longer than the watchdog allows.
+    Starved,
 }
 
 impl fmt::Display for Fault {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let kind = match self.kind {
             FaultKind::Trap => "trapped",
+            FaultKind::Timeout => "ran past its deadline",
+            FaultKind::Memory => "ran out of memory",
             FaultKind::InvalidAnswer => "gave an invalid answer",
+            FaultKind::Starved => "starved its requests",
         };
         write!(f, "policy {kind} in `{}`: {}", self.call, self.message)
     }
@@ -92,4 +104,9 @@ pub trait PolicyBackend: Send {
     fn save_state(&mut self) -> Result<Vec<u8>, Fault>;
     /// Continues from saved state.
     fn restore_state(&mut self, state: &[u8]) -> Result<Result<(), String>, Fault>;
+    /// A new, uninitialised instance of the same policy (for restarts after a fault), if
+    /// the backend can make one.
+    fn fresh(&self) -> Option<Box<dyn PolicyBackend>> {
+        None
+    }
 }

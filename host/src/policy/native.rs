@@ -19,7 +19,10 @@ impl<P: Policy> Default for NativePolicy<P> {
     }
 }
 
-impl<P: Policy + Send> PolicyBackend for NativePolicy<P> {
+impl<P: Policy + Send + 'static> PolicyBackend for NativePolicy<P> {
+    fn fresh(&self) -> Option<Box<dyn PolicyBackend>> {
+        Some(Box::new(Self::default()))
+    }
     fn info(&mut self) -> Result<Info, Fault> {
         Ok(self.0.info())
     }

@@ -3,8 +3,14 @@
 //! The engine is set up for the hot path: Cranelift at `speed`, the pooling allocator so an
 //! instance is ~5 µs from its `InstancePre`, and no `component-model-async` (it triples the
 //! cost of every call). The world has no imports, so the linker is empty.
+//!
+//! Every call runs under [`Limits`]: a deadline by epoch interruption (a thread ticks the
+//! engine's epoch every millisecond), a cap on the instance's memory, and optionally fuel.
+//! A call that breaks one fails with a [`FaultKind::Timeout`] or [`FaultKind::Memory`]
+//! fault, and the core ejects the policy.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use schedhost_sdk::packed;
 use schedhost_sdk::{
@@ -12,7 +18,8 @@ use schedhost_sdk::{
 };
 use wasmtime::component::{Component, Linker, types::ComponentItem};
 use wasmtime::{
-    Config, Engine, InstanceAllocationStrategy, OptLevel, PoolingAllocationConfig, Store,
+    Config, Engine, InstanceAllocationStrategy, OptLevel, PoolingAllocationConfig, ResourceLimiter,
+    Store, Trap, WasmBacktrace,
 };
 
 use super::{Fault, FaultKind, PolicyBackend};
@@ -66,10 +73,40 @@ pub enum LoadError {
     Imports { path: PathBuf, imports: String },
 }
 
+/// What a policy call may use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Wall-clock time per call (rounded up to the epoch tick, 1 ms).
+    pub call_deadline: Duration,
+    /// Linear memory per instance.
+    pub memory_bytes: usize,
+    /// Fuel per call (about one unit per wasm instruction), for a deadline that does not
+    /// depend on the machine; `None` leaves fuel off (it costs every call a little).
+    pub fuel: Option<u64>,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            call_deadline: Duration::from_millis(DEFAULT_CALL_DEADLINE_MS),
+            memory_bytes: DEFAULT_MEMORY_MIB << 20,
+            fuel: None,
+        }
+    }
+}
+
+/// A policy call that takes this long is stuck: real calls take microseconds.
+pub const DEFAULT_CALL_DEADLINE_MS: u64 = 100;
+/// Memory per policy instance: the bundled policies use well under 1 MiB at QD 2048.
+pub const DEFAULT_MEMORY_MIB: usize = 64;
+/// How often the epoch advances.
+const EPOCH_TICK: Duration = Duration::from_millis(1);
+
 /// The wasmtime engine, shared by every policy of a host.
 #[derive(Clone)]
 pub struct WasmRuntime {
     engine: Engine,
+    limits: Limits,
 }
 
 impl std::fmt::Debug for WasmRuntime {
@@ -81,8 +118,9 @@ impl std::fmt::Debug for WasmRuntime {
 /// A compiled, checked policy component, ready to instantiate per device.
 #[derive(Clone)]
 pub struct LoadedPolicy {
-    pre: bindings::PolicyPre<()>,
+    pre: bindings::PolicyPre<Caps>,
     engine: Engine,
+    limits: Limits,
     /// Where it came from.
     pub path: PathBuf,
 }
@@ -101,9 +139,19 @@ impl WasmRuntime {
     /// # Errors
     /// If wasmtime rejects the configuration (for instance, no virtual memory for the pool).
     pub fn new() -> anyhow::Result<Self> {
+        Self::with_limits(Limits::default())
+    }
+
+    /// An engine whose policy calls run under `limits`.
+    ///
+    /// # Errors
+    /// As [`WasmRuntime::new`].
+    pub fn with_limits(limits: Limits) -> anyhow::Result<Self> {
         let mut config = Config::new();
         config.wasm_component_model(true);
         config.cranelift_opt_level(OptLevel::Speed);
+        config.epoch_interruption(true);
+        config.consume_fuel(limits.fuel.is_some());
         let mut pool = PoolingAllocationConfig::default();
         // A host runs one instance per device plus spares for swaps. Each memory keeps the
         // default 4 GiB reservation (virtual address space only): with it, Cranelift elides
@@ -114,9 +162,14 @@ impl WasmRuntime {
         pool.total_tables(64);
         pool.max_memory_size(256 << 20);
         config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
-        Ok(Self {
-            engine: Engine::new(&config)?,
-        })
+        let engine = Engine::new(&config)?;
+        start_epoch_ticker(&engine)?;
+        Ok(Self { engine, limits })
+    }
+
+    /// The limits every call runs under.
+    pub fn limits(&self) -> Limits {
+        self.limits
     }
 
     /// Reads, compiles and checks a policy component.
@@ -148,7 +201,7 @@ impl WasmRuntime {
                 message: format!("{e:#}"),
             })?;
         check_shape(&self.engine, &component, &path)?;
-        let linker = Linker::<()>::new(&self.engine);
+        let linker = Linker::<Caps>::new(&self.engine);
         let pre = linker
             .instantiate_pre(&component)
             .and_then(bindings::PolicyPre::new)
@@ -159,8 +212,58 @@ impl WasmRuntime {
         Ok(LoadedPolicy {
             pre,
             engine: self.engine.clone(),
+            limits: self.limits,
             path,
         })
+    }
+}
+
+/// Advances the engine's epoch every tick for as long as the engine lives.
+fn start_epoch_ticker(engine: &Engine) -> std::io::Result<()> {
+    let weak = engine.weak();
+    std::thread::Builder::new()
+        .name("schedhost-epoch".into())
+        .spawn(move || {
+            while let Some(engine) = weak.upgrade() {
+                engine.increment_epoch();
+                drop(engine);
+                std::thread::sleep(EPOCH_TICK);
+            }
+        })
+        .map(drop)
+}
+
+/// A store's memory cap, remembering whether the policy hit it.
+#[derive(Debug)]
+struct Caps {
+    memory_bytes: usize,
+    hit: bool,
+}
+
+impl ResourceLimiter for Caps {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired > self.memory_bytes {
+            self.hit = true;
+            return Err(wasmtime::Error::msg(format!(
+                "memory would grow to {desired} bytes, past the policy's cap of {} bytes",
+                self.memory_bytes
+            )));
+        }
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(desired <= 100_000)
     }
 }
 
@@ -216,22 +319,48 @@ impl LoadedPolicy {
     /// # Errors
     /// If instantiation fails (the pool is exhausted, or the component's start traps).
     pub fn instantiate(&self) -> anyhow::Result<WasmPolicy> {
-        let mut store = Store::new(&self.engine, ());
+        let caps = Caps {
+            memory_bytes: self.limits.memory_bytes,
+            hit: false,
+        };
+        let mut store = Store::new(&self.engine, caps);
+        store.limiter(|caps| caps);
+        store.epoch_deadline_trap();
+        // The deadline counts whole ticks from now: one more covers the tick in progress.
+        let ticks = self.limits.call_deadline.as_millis().max(1) as u64 + 1;
+        arm(&mut store, ticks, self.limits.fuel);
         let instance = self.pre.instantiate(&mut store)?;
         Ok(WasmPolicy {
             store,
             instance,
             words: Vec::new(),
+            ticks,
+            fuel: self.limits.fuel,
+            loaded: self.clone(),
         })
+    }
+}
+
+/// Gives the next call its deadline and fuel.
+fn arm(store: &mut Store<Caps>, ticks: u64, fuel: Option<u64>) {
+    store.set_epoch_deadline(ticks);
+    if let Some(fuel) = fuel {
+        // Fails only when fuel is off in the engine, which `fuel` being set rules out.
+        let _ = store.set_fuel(fuel);
     }
 }
 
 /// One instance of a policy component.
 pub struct WasmPolicy {
-    store: Store<()>,
+    store: Store<Caps>,
     instance: bindings::Policy,
     /// Reused buffer for packed batches.
     words: Vec<u64>,
+    /// Epoch ticks each call may run.
+    ticks: u64,
+    fuel: Option<u64>,
+    /// Where fresh instances come from.
+    loaded: LoadedPolicy,
 }
 
 impl std::fmt::Debug for WasmPolicy {
@@ -240,22 +369,51 @@ impl std::fmt::Debug for WasmPolicy {
     }
 }
 
-/// A trap or host-side error in `call`, with the wasm backtrace wasmtime attached.
-fn trap(call: &'static str, err: wasmtime::Error) -> Fault {
-    Fault {
-        kind: FaultKind::Trap,
-        call,
-        message: format!("{err:?}"),
+impl WasmPolicy {
+    /// The failure of `call`, classified, with the wasm backtrace wasmtime attached.
+    fn fault(&self, call: &'static str, err: wasmtime::Error) -> Fault {
+        let kind = match err.downcast_ref::<Trap>() {
+            Some(Trap::Interrupt | Trap::OutOfFuel) => FaultKind::Timeout,
+            _ if self.store.data().hit => FaultKind::Memory,
+            _ => FaultKind::Trap,
+        };
+        // The cause first, then the guest's frames: the report shows the first line.
+        let cause = err.root_cause().to_string();
+        let frames = err
+            .downcast_ref::<WasmBacktrace>()
+            .map(|trace| format!("\n{trace}"))
+            .unwrap_or_default();
+        let message = match (kind, self.fuel) {
+            (FaultKind::Timeout, Some(fuel)) => format!(
+                "ran past its deadline ({} ms) or its fuel ({fuel}){frames}",
+                self.ticks - 1
+            ),
+            (FaultKind::Timeout, None) => {
+                format!("ran past its deadline ({} ms){frames}", self.ticks - 1)
+            }
+            _ => format!("{cause}{frames}"),
+        };
+        Fault {
+            kind,
+            call,
+            message,
+        }
     }
 }
 
 impl PolicyBackend for WasmPolicy {
+    fn fresh(&self) -> Option<Box<dyn PolicyBackend>> {
+        let policy = self.loaded.instantiate().ok()?;
+        Some(Box::new(policy))
+    }
+
     fn info(&mut self) -> Result<Info, Fault> {
+        arm(&mut self.store, self.ticks, self.fuel);
         let info = self
             .instance
             .schedhost_policy_scheduler()
             .call_info(&mut self.store)
-            .map_err(|e| trap("info", e))?;
+            .map_err(|e| self.fault("info", e))?;
         Ok(Info {
             name: info.name,
             version: info.version,
@@ -265,11 +423,12 @@ impl PolicyBackend for WasmPolicy {
     }
 
     fn tunables(&mut self) -> Result<Vec<Tunable>, Fault> {
+        arm(&mut self.store, self.ticks, self.fuel);
         let list = self
             .instance
             .schedhost_policy_scheduler()
             .call_tunables(&mut self.store)
-            .map_err(|e| trap("tunables", e))?;
+            .map_err(|e| self.fault("tunables", e))?;
         Ok(list
             .into_iter()
             .map(|t| Tunable {
@@ -288,6 +447,7 @@ impl PolicyBackend for WasmPolicy {
         setup: &Setup,
         settings: &[(String, i64)],
     ) -> Result<Result<(), String>, Fault> {
+        arm(&mut self.store, self.ticks, self.fuel);
         let setup = wit::Setup {
             hw_queues: setup.hw_queues,
             queue_depth: setup.queue_depth,
@@ -296,24 +456,27 @@ impl PolicyBackend for WasmPolicy {
         self.instance
             .schedhost_policy_scheduler()
             .call_init(&mut self.store, setup, settings)
-            .map_err(|e| trap("init", e))
+            .map_err(|e| self.fault("init", e))
     }
 
     fn get(&mut self, name: &str) -> Result<Option<i64>, Fault> {
+        arm(&mut self.store, self.ticks, self.fuel);
         self.instance
             .schedhost_policy_scheduler()
             .call_get(&mut self.store, name)
-            .map_err(|e| trap("get", e))
+            .map_err(|e| self.fault("get", e))
     }
 
     fn set(&mut self, name: &str, value: i64) -> Result<Result<(), String>, Fault> {
+        arm(&mut self.store, self.ticks, self.fuel);
         self.instance
             .schedhost_policy_scheduler()
             .call_set(&mut self.store, name, value)
-            .map_err(|e| trap("set", e))
+            .map_err(|e| self.fault("set", e))
     }
 
     fn insert(&mut self, now_ns: u64, requests: &[Request]) -> Result<(), Fault> {
+        arm(&mut self.store, self.ticks, self.fuel);
         self.words.clear();
         for request in requests {
             packed::pack_request(request, &mut self.words);
@@ -321,15 +484,16 @@ impl PolicyBackend for WasmPolicy {
         self.instance
             .schedhost_policy_scheduler()
             .call_insert(&mut self.store, now_ns, &self.words)
-            .map_err(|e| trap("insert", e))
+            .map_err(|e| self.fault("insert", e))
     }
 
     fn dispatch(&mut self, now_ns: u64, hw_queue: u32, budget: u32) -> Result<Dispatch, Fault> {
+        arm(&mut self.store, self.ticks, self.fuel);
         let answer = self
             .instance
             .schedhost_policy_scheduler()
             .call_dispatch(&mut self.store, now_ns, hw_queue, budget)
-            .map_err(|e| trap("dispatch", e))?;
+            .map_err(|e| self.fault("dispatch", e))?;
         Ok(Dispatch {
             ids: answer.ids,
             wake_at_ns: answer.wake_at_ns,
@@ -343,6 +507,7 @@ impl PolicyBackend for WasmPolicy {
         hw_queue: u32,
         budget: u32,
     ) -> Result<Dispatch, Fault> {
+        arm(&mut self.store, self.ticks, self.fuel);
         self.words.clear();
         for request in requests {
             packed::pack_request(request, &mut self.words);
@@ -351,7 +516,7 @@ impl PolicyBackend for WasmPolicy {
             .instance
             .schedhost_policy_scheduler()
             .call_insert_and_dispatch(&mut self.store, now_ns, &self.words, hw_queue, budget)
-            .map_err(|e| trap("insert-and-dispatch", e))?;
+            .map_err(|e| self.fault("insert-and-dispatch", e))?;
         Ok(Dispatch {
             ids: answer.ids,
             wake_at_ns: answer.wake_at_ns,
@@ -359,6 +524,7 @@ impl PolicyBackend for WasmPolicy {
     }
 
     fn allow_merge(&mut self, q: &MergeQuery) -> Result<bool, Fault> {
+        arm(&mut self.store, self.ticks, self.fuel);
         let query = wit::MergeQuery {
             target: q.target,
             target_ctx: q.target_ctx,
@@ -372,10 +538,11 @@ impl PolicyBackend for WasmPolicy {
         self.instance
             .schedhost_policy_scheduler()
             .call_allow_merge(&mut self.store, query)
-            .map_err(|e| trap("allow-merge", e))
+            .map_err(|e| self.fault("allow-merge", e))
     }
 
     fn merged(&mut self, now_ns: u64, events: &[MergeEvent]) -> Result<(), Fault> {
+        arm(&mut self.store, self.ticks, self.fuel);
         let batch: Vec<wit::MergeEvent> = events
             .iter()
             .map(|e| wit::MergeEvent {
@@ -389,10 +556,11 @@ impl PolicyBackend for WasmPolicy {
         self.instance
             .schedhost_policy_scheduler()
             .call_merged(&mut self.store, now_ns, &batch)
-            .map_err(|e| trap("merged", e))
+            .map_err(|e| self.fault("merged", e))
     }
 
     fn completed(&mut self, now_ns: u64, done: &[Completion]) -> Result<(), Fault> {
+        arm(&mut self.store, self.ticks, self.fuel);
         self.words.clear();
         for completion in done {
             packed::pack_completion(completion, &mut self.words);
@@ -400,28 +568,31 @@ impl PolicyBackend for WasmPolicy {
         self.instance
             .schedhost_policy_scheduler()
             .call_completed(&mut self.store, now_ns, &self.words)
-            .map_err(|e| trap("completed", e))
+            .map_err(|e| self.fault("completed", e))
     }
 
     fn limit_depth(&mut self, op: Op, sync: bool) -> Result<u32, Fault> {
+        arm(&mut self.store, self.ticks, self.fuel);
         self.instance
             .schedhost_policy_scheduler()
             .call_limit_depth(&mut self.store, to_wit_op(op), sync)
-            .map_err(|e| trap("limit-depth", e))
+            .map_err(|e| self.fault("limit-depth", e))
     }
 
     fn save_state(&mut self) -> Result<Vec<u8>, Fault> {
+        arm(&mut self.store, self.ticks, self.fuel);
         self.instance
             .schedhost_policy_scheduler()
             .call_save_state(&mut self.store)
-            .map_err(|e| trap("save-state", e))
+            .map_err(|e| self.fault("save-state", e))
     }
 
     fn restore_state(&mut self, state: &[u8]) -> Result<Result<(), String>, Fault> {
+        arm(&mut self.store, self.ticks, self.fuel);
         self.instance
             .schedhost_policy_scheduler()
             .call_restore_state(&mut self.store, state)
-            .map_err(|e| trap("restore-state", e))
+            .map_err(|e| self.fault("restore-state", e))
     }
 }
 

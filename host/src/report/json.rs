@@ -61,6 +61,7 @@ pub fn to_json(summary: &Summary<'_>) -> Value {
             },
             "seed": info.seed,
             "requests": outcome.core,
+            "ejections": outcome.ejections,
         }
     });
     let clock = match &info.real {

@@ -105,6 +105,21 @@ pub fn to_text(summary: &Summary<'_>) -> String {
         c.completed,
         c.policy_calls
     );
+    for e in &outcome.ejections {
+        let _ = writeln!(
+            out,
+            "  ejected at {:.3} ms: {} in `{}`; {} ({} requests handed over): {}",
+            e.at_ns as f64 / 1e6,
+            e.kind,
+            e.call,
+            match e.recovery {
+                crate::core::Recovery::Fallback => "fell back to the built-in FIFO",
+                crate::core::Recovery::Restarted => "restarted the policy",
+            },
+            e.requeued,
+            e.message.lines().next().unwrap_or_default()
+        );
+    }
     match &info.real {
         None => {
             let _ = writeln!(out, "  virtual time: {:.3} s", outcome.end_ns as f64 / 1e9);

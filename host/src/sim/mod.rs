@@ -1,7 +1,7 @@
 //! The simulator: a discrete-event loop in virtual time that runs a workload's submitters
 //! against the core and a device model. Nothing reads a clock, so a seed fixes the result.
 
-use crate::core::{Action, Config, Core, Nomerges, StartError, UnknownCompletion};
+use crate::core::{Action, Config, Core, Nomerges, StartError, Supervision, UnknownCompletion};
 use crate::device::{DeviceModel, DeviceRequest, DeviceSpec};
 use crate::outcome::{Outcome, SubmitterSummary};
 use crate::policy::{Fault, PolicyBackend};
@@ -17,6 +17,8 @@ pub struct SimOptions {
     pub nomerges: Nomerges,
     /// Overrides nr_requests (scheduler tags per hardware queue).
     pub nr_requests: Option<u32>,
+    /// What happens when the policy fails.
+    pub supervision: Supervision,
 }
 
 impl Default for SimOptions {
@@ -25,6 +27,7 @@ impl Default for SimOptions {
             seed: 1,
             nomerges: Nomerges::All,
             nr_requests: None,
+            supervision: Supervision::default(),
         }
     }
 }
@@ -87,7 +90,8 @@ pub fn run(
         config.nr_requests = n.max(1);
     }
     let info = policy.info().map_err(StartError::Fault)?;
-    let core = Core::new(config, policy, settings)?;
+    let mut core = Core::new(config, policy, settings)?;
+    core.supervise(options.supervision);
     let placements = place(jobs, geometry.capacity_sectors).map_err(SimError::Layout)?;
     let submitters = placements
         .into_iter()
@@ -129,6 +133,7 @@ pub fn run(
         policy: info,
         end_ns: sim.now,
         verified_blocks: 0,
+        ejections: sim.core.ejections().to_vec(),
     })
 }
 
@@ -160,6 +165,9 @@ impl Sim<'_> {
             }
             match self.next_time() {
                 Some(t) => self.now = self.now.max(t),
+                None if self.core.starve(self.now).map_err(|f| self.fault(f))? => {
+                    self.drain_actions();
+                }
                 None => {
                     return Err(SimError::Stalled {
                         at_ms: self.now as f64 / 1e6,

@@ -203,6 +203,26 @@ impl Devices {
         self.ring.has_fixed_buffers()
     }
 
+    /// The run is stuck with requests in the policies: ejects the ones holding requests
+    /// (see [`Core::starve`]); true iff any was replaced.
+    pub fn starve(&mut self, now: u64) -> Result<bool, RealError> {
+        let mut replaced = false;
+        for l in 0..self.lanes.len() {
+            let result = self.lanes[l].core.starve(now);
+            replaced |= result.map_err(|fault| self.fault(l, now, fault))?;
+            self.drain_actions(l, now)?;
+        }
+        Ok(replaced)
+    }
+
+    /// Every device's policy ejections, in device order.
+    pub fn ejections(&self) -> Vec<crate::core::Ejection> {
+        self.lanes
+            .iter()
+            .flat_map(|l| l.core.ejections().iter().cloned())
+            .collect()
+    }
+
     /// The cores' counters, per device.
     pub fn stats(&self) -> Vec<CoreStats> {
         self.lanes.iter().map(|l| l.core.stats()).collect()

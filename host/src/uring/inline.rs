@@ -166,6 +166,7 @@ impl Inline<'_, '_> {
                 std::thread::sleep(t);
                 Ok(())
             }
+            None if self.devices.starve(now)? => self.complete_finished(),
             None => Err(RealError::Stalled {
                 at_ms: now as f64 / 1e6,
                 queued: self.devices.queued(),

@@ -27,7 +27,9 @@ use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::Mutex;
 
-use crate::core::{Config, Core, CoreStats, Nomerges, RqAffinity, StartError, UnknownCompletion};
+use crate::core::{
+    Config, Core, CoreStats, Nomerges, RqAffinity, StartError, Supervision, UnknownCompletion,
+};
 use crate::device::Geometry;
 use crate::outcome::{Outcome, SubmitterSummary};
 use crate::policy::{Fault, PolicyBackend};
@@ -63,6 +65,8 @@ pub struct RealOptions {
     /// Run each clone on its own thread, with completion work placed by this rq_affinity;
     /// `None` runs the submitters on the ring's thread.
     pub threads: Option<RqAffinity>,
+    /// What happens when a policy fails.
+    pub supervision: Supervision,
 }
 
 impl Default for RealOptions {
@@ -75,6 +79,7 @@ impl Default for RealOptions {
             allow_overwrite: false,
             sqpoll_idle_ms: None,
             threads: None,
+            supervision: Supervision::default(),
         }
     }
 }
@@ -198,8 +203,10 @@ pub fn run(
         if info.is_none() {
             info = Some(policy.info().map_err(StartError::Fault)?);
         }
+        let mut core = Core::new(config, policy, settings)?;
+        core.supervise(options.supervision);
         lanes.push(Lane {
-            core: Core::new(config, policy, settings)?,
+            core,
             name: target.path.display().to_string(),
         });
     }
@@ -315,6 +322,7 @@ fn outcome(
             policy,
             end_ns: ran.end_ns,
             verified_blocks: ran.verified,
+            ejections: devices.ejections(),
         },
         targets: summaries,
         fixed_buffers: devices.fixed_buffers(),

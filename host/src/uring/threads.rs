@@ -294,10 +294,13 @@ fn ring_loop(
             (false, _) => None,
             (true, None) => Some(Instant::now()),
             (true, Some(since)) if since.elapsed() > STALL_LIMIT => {
-                return Err(RealError::Stalled {
-                    at_ms: shared.now() as f64 / 1e6,
-                    queued: devices.queued(),
-                });
+                if !devices.starve(shared.now())? {
+                    return Err(RealError::Stalled {
+                        at_ms: shared.now() as f64 / 1e6,
+                        queued: devices.queued(),
+                    });
+                }
+                None
             }
             (true, since) => since,
         };

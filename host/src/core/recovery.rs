@@ -1,0 +1,302 @@
+//! When a policy fails, and when it is replaced on purpose.
+//!
+//! A policy call that fails (a trap, a timeout, exhausted memory, an invalid answer) is
+//! latched: the operation in progress finishes without calling the policy again, so the
+//! core's own state stays whole, and [`Core::settle`] then acts on the fault as
+//! [`OnFault`] says. Starvation is a fault too: the watchdog latches one when the policy
+//! holds requests, tags are free, and it has dispatched nothing for too long.
+//!
+//! Replacing a policy ([`Core::replace_policy`], for ejection, restarts and hot swaps) starts
+//! the new one, hands it every request the old one held in arrival order, and only then
+//! switches. Requests already on the device complete as usual; the new policy is never told
+//! of requests it did not see.
+
+use schedhost_sdk::Setup;
+
+use super::{Core, State, depth_limits};
+use crate::policy::{Fault, FaultKind, PolicyBackend, native_policy};
+
+/// What happens after a policy fault (`--on-fault`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnFault {
+    /// Stop the run with the fault.
+    Abort,
+    /// Switch to the built-in FIFO (native noop) for the rest of the run.
+    Fallback,
+    /// Start a new instance of the same policy, up to this many times; then fall back.
+    Restart(u32),
+}
+
+/// How the core supervises its policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Supervision {
+    /// What to do after a fault.
+    pub on_fault: OnFault,
+    /// Eject a policy that dispatches nothing for this long while it holds requests and
+    /// tags are free; `None` turns the watchdog off.
+    pub watchdog_ns: Option<u64>,
+}
+
+/// The watchdog's default limit: far beyond any idling a real policy does (cfq's slice_idle
+/// is 8 ms, bfq's budget timeout 125 ms), short enough that a stuck run ends on its own.
+pub const DEFAULT_WATCHDOG_NS: u64 = 10_000_000_000;
+
+impl Default for Supervision {
+    fn default() -> Self {
+        Self {
+            on_fault: OnFault::Fallback,
+            watchdog_ns: Some(DEFAULT_WATCHDOG_NS),
+        }
+    }
+}
+
+/// What the core did about a fault.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Recovery {
+    /// Switched to the built-in FIFO.
+    Fallback,
+    /// Started a new instance of the same policy.
+    Restarted,
+}
+
+/// One ejection, for the reports.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Ejection {
+    /// When, on the run's clock.
+    pub at_ns: u64,
+    /// `trap`, `timeout`, `memory`, `invalid-answer` or `starved`.
+    pub kind: &'static str,
+    /// The interface function that failed.
+    pub call: &'static str,
+    /// What happened, with the wasm backtrace where there is one.
+    pub message: String,
+    /// What the core did.
+    pub recovery: Recovery,
+    /// Requests handed to the replacement.
+    pub requeued: usize,
+}
+
+impl Core {
+    /// Sets how faults are handled.
+    pub fn supervise(&mut self, supervision: Supervision) {
+        self.supervision = supervision;
+    }
+
+    /// Every ejection so far.
+    pub fn ejections(&self) -> &[Ejection] {
+        &self.ejections
+    }
+
+    /// True until a policy call fails; then the policy is not called again until replaced.
+    pub(super) fn alive(&self) -> bool {
+        self.fault.is_none()
+    }
+
+    /// Latches `fault` (the first one of an operation wins).
+    pub(super) fn latch(&mut self, fault: Fault) {
+        self.fault.get_or_insert(fault);
+    }
+
+    /// The value of a policy call, or `fallback` with the fault latched.
+    pub(super) fn guard<T>(&mut self, result: Result<T, Fault>, fallback: T) -> T {
+        result.unwrap_or_else(|fault| {
+            self.latch(fault);
+            fallback
+        })
+    }
+
+    /// Acts on a latched fault. Returns true iff the policy was replaced (the caller may
+    /// let the new one dispatch).
+    ///
+    /// # Errors
+    /// The fault, when the run is to stop ([`OnFault::Abort`]).
+    pub(super) fn settle(&mut self, now_ns: u64) -> Result<bool, Fault> {
+        let Some(fault) = self.fault.take() else {
+            return Ok(false);
+        };
+        let fresh = match self.supervision.on_fault {
+            OnFault::Abort => return Err(fault),
+            OnFault::Fallback => None,
+            OnFault::Restart(limit) if self.restarts < limit => {
+                self.restarts += 1;
+                self.policy.fresh()
+            }
+            OnFault::Restart(_) => None,
+        };
+        let mut outcome = None;
+        if let Some(policy) = fresh {
+            let settings = self.settings.clone();
+            if let Ok((requeued, _)) = self.install(now_ns, policy, &settings) {
+                outcome = Some((Recovery::Restarted, requeued));
+            }
+        }
+        let (recovery, requeued) = match outcome {
+            Some(done) => done,
+            None => (Recovery::Fallback, self.install_fallback(now_ns)?),
+        };
+        let ejection = Ejection {
+            at_ns: now_ns,
+            kind: kind_name(fault.kind),
+            call: fault.call,
+            message: fault.message,
+            recovery,
+            requeued,
+        };
+        tracing::warn!(
+            "policy ejected at {:.3} ms: {} in `{}`: {} ({:?}, {} requests handed over)",
+            now_ns as f64 / 1e6,
+            ejection.kind,
+            ejection.call,
+            ejection.message.lines().next().unwrap_or_default(),
+            recovery,
+            requeued
+        );
+        self.ejections.push(ejection);
+        Ok(true)
+    }
+
+    /// Switches to the built-in FIFO, which cannot fail.
+    fn install_fallback(&mut self, now_ns: u64) -> Result<usize, Fault> {
+        let fifo = native_policy("noop").ok_or_else(|| Fault {
+            kind: FaultKind::InvalidAnswer,
+            call: "init",
+            message: "the built-in FIFO is missing from this build".into(),
+        })?;
+        self.install(now_ns, fifo, &[])
+            .map(|(requeued, _)| requeued)
+            .map_err(|e| Fault {
+                kind: FaultKind::InvalidAnswer,
+                call: "init",
+                message: format!("the built-in FIFO did not start: {e}"),
+            })
+    }
+
+    /// Replaces the policy with `policy`, started with `settings` and given every request the
+    /// old one held, in arrival order. Returns the old policy. On any failure the old policy
+    /// stays in place and the error says why.
+    ///
+    /// # Errors
+    /// The new policy's fault or refusal.
+    pub fn replace_policy(
+        &mut self,
+        now_ns: u64,
+        policy: Box<dyn PolicyBackend>,
+        settings: &[(String, i64)],
+    ) -> Result<Box<dyn PolicyBackend>, super::StartError> {
+        self.install(now_ns, policy, settings).map(|(_, old)| old)
+    }
+
+    /// The work of a replacement; returns how many requests were handed over, and the old
+    /// policy.
+    fn install(
+        &mut self,
+        now_ns: u64,
+        mut policy: Box<dyn PolicyBackend>,
+        settings: &[(String, i64)],
+    ) -> Result<(usize, Box<dyn PolicyBackend>), super::StartError> {
+        let info = policy.info()?;
+        let setup = Setup {
+            hw_queues: self.config.hw_queues,
+            queue_depth: self.config.queue_depth,
+            nr_requests: self.config.nr_requests,
+        };
+        policy
+            .init(&setup, settings)?
+            .map_err(super::StartError::Rejected)?;
+        let limits = depth_limits(policy.as_mut(), &mut self.stats)?;
+        let mut held: Vec<(u64, u64)> = self
+            .table
+            .iter()
+            .filter(|(_, r)| r.state == State::Queued)
+            .map(|(id, r)| (r.arrival_ns, id))
+            .collect();
+        held.sort_unstable();
+        let views: Vec<_> = held
+            .iter()
+            .filter_map(|&(_, id)| self.table.get(id).map(|r| super::policy_view(id, r)))
+            .collect();
+        if !views.is_empty() {
+            self.stats.policy_calls += 1;
+            policy.insert(now_ns, &views)?;
+        }
+        // Past this point nothing can fail: switch.
+        self.epoch = self.epoch.wrapping_add(1);
+        for &(_, id) in &held {
+            if let Some(r) = self.table.get_mut(id) {
+                r.epoch = self.epoch;
+            }
+        }
+        let old = std::mem::replace(&mut self.policy, policy);
+        self.merge_veto = info.merge_veto;
+        self.completions = info.completions;
+        self.depth_limit = limits;
+        self.pending_completions.clear();
+        self.pending_merges.clear();
+        for queue in &mut self.queues {
+            queue.timer = None;
+        }
+        self.fault = None;
+        self.last_progress_ns = now_ns;
+        self.past_wakes = 0;
+        Ok((held.len(), old))
+    }
+
+    /// The driver found the run stuck: the policy holds requests, none are on the device,
+    /// and it asked for no wake-up. Ejects it as starving them, and returns true, unless
+    /// faults abort the run (then the driver reports the stall itself).
+    ///
+    /// # Errors
+    /// Only if the built-in FIFO cannot start, which would be a bug.
+    pub fn starve(&mut self, now_ns: u64) -> Result<bool, Fault> {
+        if self.queued == 0 || self.supervision.on_fault == OnFault::Abort {
+            return Ok(false);
+        }
+        self.latch(Fault {
+            kind: FaultKind::Starved,
+            call: "dispatch",
+            message: format!(
+                "holds {} requests with none on the device and asked for no wake-up",
+                self.queued
+            ),
+        });
+        let replaced = self.settle(now_ns)?;
+        self.run(now_ns)?;
+        Ok(replaced)
+    }
+
+    /// The watchdog: latches a starvation fault when the policy holds requests, a hardware
+    /// queue has free driver tags, and nothing was dispatched for longer than the limit.
+    pub(super) fn watch(&mut self, now_ns: u64) {
+        if self.queued == 0 {
+            self.last_progress_ns = now_ns;
+            return;
+        }
+        let Some(limit) = self.supervision.watchdog_ns else {
+            return;
+        };
+        let idle = now_ns.saturating_sub(self.last_progress_ns);
+        let free = (0..self.config.hw_queues).any(|q| self.budget(q) > 0);
+        if idle > limit && free && self.alive() {
+            self.latch(Fault {
+                kind: FaultKind::Starved,
+                call: "dispatch",
+                message: format!(
+                    "holds {} requests and dispatched none for {:.3} s while the device had free tags",
+                    self.queued,
+                    idle as f64 / 1e9
+                ),
+            });
+        }
+    }
+}
+
+fn kind_name(kind: FaultKind) -> &'static str {
+    match kind {
+        FaultKind::Trap => "trap",
+        FaultKind::Timeout => "timeout",
+        FaultKind::Memory => "memory",
+        FaultKind::InvalidAnswer => "invalid-answer",
+        FaultKind::Starved => "starved",
+    }
+}

@@ -1,0 +1,166 @@
+//! chaos: an honest FIFO until its `after`-th dispatch call, then the misbehaviour `mode`
+//! names. The sandbox tests run it as a component to prove the host survives each one.
+//!
+//! | mode | from then on |
+//! | --- | --- |
+//! | 0 | stays honest |
+//! | 1 | loops forever in `dispatch` |
+//! | 2 | panics (a trap) |
+//! | 3 | allocates until memory runs out |
+//! | 4 | dispatches an id it was never given |
+//! | 5 | dispatches the same id twice |
+//! | 6 | never dispatches again, and asks for no wake-up |
+//! | 7 | spins `spin` million iterations per call, then answers honestly |
+//! | 8 | traps in `restore-state`, and saves garbage |
+//! | 9 | answers nothing and asks to be woken in the past, forever |
+
+#![forbid(unsafe_code)]
+
+use std::collections::VecDeque;
+
+use schedhost_sdk::{Dispatch, IdSet, MergeEvent, Policy, Request, Setup, TunableSpec};
+
+const TUNABLES: &[TunableSpec] = &[
+    TunableSpec {
+        name: "mode",
+        default: 0,
+        min: 0,
+        max: 9,
+        unit: "",
+        help: "the misbehaviour (see the crate docs)",
+    },
+    TunableSpec {
+        name: "after",
+        default: 0,
+        min: 0,
+        max: 1_000_000_000,
+        unit: "calls",
+        help: "honest dispatch calls before misbehaving",
+    },
+    TunableSpec {
+        name: "spin",
+        default: 1,
+        min: 0,
+        max: 100_000,
+        unit: "M iterations",
+        help: "work per call in mode 7",
+    },
+];
+
+/// The chaos policy.
+#[derive(Debug, Default)]
+pub struct Chaos {
+    queue: VecDeque<u64>,
+    absorbed: IdSet,
+    mode: i64,
+    after: i64,
+    spin: i64,
+    calls: i64,
+    /// Keeps the hog's allocations alive.
+    hoard: Vec<Vec<u8>>,
+}
+
+impl Policy for Chaos {
+    const NAME: &'static str = "chaos";
+    const VERSION: &'static str = env!("CARGO_PKG_VERSION");
+    const TUNABLES: &'static [TunableSpec] = TUNABLES;
+    const COMPLETIONS: bool = false;
+
+    fn new(_setup: &Setup) -> Self {
+        Self {
+            spin: 1,
+            ..Self::default()
+        }
+    }
+
+    fn set(&mut self, name: &str, value: i64) {
+        match name {
+            "mode" => self.mode = value,
+            "after" => self.after = value,
+            "spin" => self.spin = value,
+            _ => {}
+        }
+    }
+
+    fn get(&self, name: &str) -> Option<i64> {
+        match name {
+            "mode" => Some(self.mode),
+            "after" => Some(self.after),
+            "spin" => Some(self.spin),
+            _ => None,
+        }
+    }
+
+    fn insert(&mut self, _now_ns: u64, requests: &[Request]) {
+        self.queue.extend(requests.iter().map(|r| r.id));
+    }
+
+    fn dispatch(&mut self, now_ns: u64, _hw_queue: u32, budget: u32, out: &mut Dispatch) {
+        self.calls += 1;
+        if self.calls <= self.after {
+            return self.honest(budget, out);
+        }
+        match self.mode {
+            1 => loop {
+                self.calls = std::hint::black_box(self.calls.wrapping_add(1));
+            },
+            2 => panic!("chaos: panicking on purpose"),
+            3 => loop {
+                let mut block = vec![0u8; 1 << 20];
+                block[0] = 1;
+                self.hoard.push(std::hint::black_box(block));
+            },
+            4 => out.ids.push(0x0bad_0000_0bad),
+            5 => {
+                if let Some(&id) = self.queue.front() {
+                    out.ids.extend([id, id]);
+                }
+            }
+            6 => {}
+            7 => {
+                let mut x = 0u64;
+                for i in 0..self.spin.max(0) as u64 * 1_000_000 {
+                    x = std::hint::black_box(x.wrapping_add(i));
+                }
+                self.honest(budget, out);
+            }
+            9 => out.wake_at_ns = Some(now_ns.saturating_sub(1)),
+            _ => self.honest(budget, out),
+        }
+    }
+
+    fn merged(&mut self, _now_ns: u64, event: &MergeEvent) {
+        if let Some(gone) = event.absorbed {
+            self.absorbed.insert(gone);
+        }
+    }
+
+    fn save_state(&self) -> Vec<u8> {
+        if self.mode == 8 {
+            return vec![0xde, 0xad];
+        }
+        Vec::new()
+    }
+
+    fn restore_state(&mut self, state: &[u8]) -> Result<(), String> {
+        if self.mode == 8 || state == [0xde, 0xad] {
+            panic!("chaos: cannot make sense of {} bytes of state", state.len());
+        }
+        Ok(())
+    }
+}
+
+impl Chaos {
+    fn honest(&mut self, budget: u32, out: &mut Dispatch) {
+        while out.ids.len() < budget as usize {
+            let Some(id) = self.queue.pop_front() else {
+                break;
+            };
+            if self.absorbed.is_empty() || !self.absorbed.remove(&id) {
+                out.ids.push(id);
+            }
+        }
+    }
+}
+
+schedhost_sdk::export!(Chaos);
