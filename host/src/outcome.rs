@@ -2,7 +2,7 @@
 
 use schedhost_sdk::Info;
 
-use crate::core::{Config, CoreStats, Ejection};
+use crate::core::{Config, CoreStats, Ejection, Swapped};
 use crate::device::Geometry;
 use crate::stats::CtxStats;
 use crate::workload::Placement;
@@ -28,6 +28,22 @@ pub struct Outcome {
     pub verified_blocks: u64,
     /// Policy faults and what the host did about them.
     pub ejections: Vec<Ejection>,
+    /// Hot swaps, done or refused.
+    pub swaps: Vec<SwapRecord>,
+}
+
+/// One hot swap.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct SwapRecord {
+    /// When, on the run's clock.
+    pub at_ns: u64,
+    /// What was asked for (`cfq`, a path).
+    pub to: String,
+    /// What happened: the swap, or why the old policy stayed.
+    pub result: Result<Swapped, String>,
+    /// Wall-clock time dispatch waited for the switch (starting the new instance, handing
+    /// over state and requests), in ns.
+    pub stall_ns: u64,
 }
 
 /// One submitter's life.

@@ -19,5 +19,6 @@ mod policy_rules;
 mod reproduction;
 mod sandbox;
 mod sdk_example;
+mod swaps;
 mod time_slice;
 mod uring;

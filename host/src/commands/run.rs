@@ -61,6 +61,10 @@ pub struct RunArgs {
     /// depend on the machine, so a simulated run ejects at the same point every time.
     #[arg(long, value_name = "UNITS")]
     pub fuel: Option<u64>,
+    /// Simulated devices: swap to POLICY at TIME of virtual time (repeatable), e.g.
+    /// `--swap-at 2s:cfq`. The new policy starts with its defaults.
+    #[arg(long, value_name = "TIME:POLICY", value_parser = parse_swap_at)]
+    pub swap_at: Vec<(u64, String)>,
     /// Set a policy tunable (repeatable): --set fifo_batch=8.
     #[arg(long = "set", value_name = "NAME=VALUE", value_parser = parse_setting)]
     pub settings: Vec<(String, i64)>,
@@ -102,12 +106,18 @@ impl RunArgs {
         };
         let (outcome, device_model, real) = match &device {
             DeviceArg::Sim(spec) => {
+                let swaps = self.swaps(&runtime)?;
                 let outcome = self
-                    .simulate(&jobs, spec, loaded.instantiate()?)
+                    .simulate(&jobs, spec, loaded.instantiate()?, swaps)
                     .with_context(context)?;
                 (outcome, spec.name().to_owned(), None)
             }
             DeviceArg::Real(paths) => {
+                if !self.swap_at.is_empty() {
+                    bail!(
+                        "--swap-at schedules swaps in virtual time, for simulated devices; on a real device swap with --control SOCKET and `schedhost ctl`"
+                    );
+                }
                 let policies = paths
                     .iter()
                     .map(|_| loaded.instantiate())
@@ -147,6 +157,7 @@ impl RunArgs {
         jobs: &[JobSpec],
         device: &DeviceSpec,
         policy: Box<dyn schedhost::policy::PolicyBackend>,
+        swaps: Vec<sim::Swap>,
     ) -> Result<Outcome, sim::SimError> {
         let options = SimOptions {
             seed: self.seed,
@@ -155,9 +166,15 @@ impl RunArgs {
             supervision: self.supervision(),
         };
         let mut progress = Progress::new();
-        let outcome = sim::run(jobs, device, policy, &self.settings, options, &mut |now| {
-            progress.update(now)
-        });
+        let outcome = sim::run_swapping(
+            jobs,
+            device,
+            policy,
+            &self.settings,
+            options,
+            swaps,
+            &mut |now| progress.update(now),
+        );
         progress.finish();
         outcome
     }
@@ -182,6 +199,22 @@ impl RunArgs {
         Ok(())
     }
 
+    /// The `--swap-at` policies, compiled before the run starts and instantiated at the swap.
+    fn swaps(&self, runtime: &WasmRuntime) -> Result<Vec<sim::Swap>> {
+        self.swap_at
+            .iter()
+            .map(|(at_ns, name)| {
+                let (_, loaded) = load(runtime, name)?;
+                Ok(sim::Swap {
+                    at_ns: *at_ns,
+                    label: name.clone(),
+                    policy: Box::new(move || loaded.instantiate().map_err(|e| format!("{e:#}"))),
+                    settings: Vec::new(),
+                })
+            })
+            .collect()
+    }
+
     fn supervision(&self) -> Supervision {
         Supervision {
             on_fault: self.on_fault,
@@ -196,6 +229,16 @@ impl RunArgs {
         }
         parts.join(" + ")
     }
+}
+
+/// `TIME:POLICY`, the time in fio's notation (`2s`, `500ms`; seconds by default).
+fn parse_swap_at(text: &str) -> Result<(u64, String), String> {
+    let (time, policy) = text
+        .split_once(':')
+        .filter(|(_, p)| !p.is_empty())
+        .ok_or_else(|| format!("{text}: expected TIME:POLICY, e.g. 2s:cfq"))?;
+    let at = schedhost::workload::value::duration_ns(time, "s")?;
+    Ok((at, policy.to_owned()))
 }
 
 /// `fallback`, `abort`, `restart` or `restart:N`.

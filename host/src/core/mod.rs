@@ -24,7 +24,7 @@ use schedhost_sdk::{
 
 use crate::policy::{Fault, FaultKind, PolicyBackend};
 pub use merge::{MergeIndex, Nomerges, can_coalesce, can_merge};
-pub use recovery::{DEFAULT_WATCHDOG_NS, Ejection, OnFault, Recovery, Supervision};
+pub use recovery::{DEFAULT_WATCHDOG_NS, Ejection, OnFault, Recovery, Supervision, Swapped};
 pub use request::{Bio, BioRef, Bios, Request, RequestTable, State};
 pub use routing::{CompletionSite, RqAffinity, site};
 

@@ -60,6 +60,19 @@ pub enum Recovery {
     Restarted,
 }
 
+/// What a hot swap did.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Swapped {
+    /// The old policy's name and version.
+    pub from: String,
+    /// The new one's.
+    pub to: String,
+    /// Requests handed over.
+    pub requeued: usize,
+    /// Bytes of state handed over (same policy, newer build), if any.
+    pub state_bytes: Option<usize>,
+}
+
 /// One ejection, for the reports.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Ejection {
@@ -127,7 +140,7 @@ impl Core {
         let mut outcome = None;
         if let Some(policy) = fresh {
             let settings = self.settings.clone();
-            if let Ok((requeued, _)) = self.install(now_ns, policy, &settings) {
+            if let Ok((requeued, _)) = self.install(now_ns, policy, &settings, None) {
                 outcome = Some((Recovery::Restarted, requeued));
             }
         }
@@ -163,7 +176,7 @@ impl Core {
             call: "init",
             message: "the built-in FIFO is missing from this build".into(),
         })?;
-        self.install(now_ns, fifo, &[])
+        self.install(now_ns, fifo, &[], None)
             .map(|(requeued, _)| requeued)
             .map_err(|e| Fault {
                 kind: FaultKind::InvalidAnswer,
@@ -172,19 +185,34 @@ impl Core {
             })
     }
 
-    /// Replaces the policy with `policy`, started with `settings` and given every request the
-    /// old one held, in arrival order. Returns the old policy. On any failure the old policy
-    /// stays in place and the error says why.
+    /// Hot swap: replaces the policy with `policy`, started with `settings`, given the old
+    /// one's saved state when both have the same name (a newer build), and then every
+    /// request the old one held, in arrival order. On any failure the old policy stays in
+    /// place and the error says why.
     ///
     /// # Errors
-    /// The new policy's fault or refusal.
+    /// The new policy's fault or refusal (of a setting or of the old state).
     pub fn replace_policy(
         &mut self,
         now_ns: u64,
-        policy: Box<dyn PolicyBackend>,
+        mut policy: Box<dyn PolicyBackend>,
         settings: &[(String, i64)],
-    ) -> Result<Box<dyn PolicyBackend>, super::StartError> {
-        self.install(now_ns, policy, settings).map(|(_, old)| old)
+    ) -> Result<Swapped, super::StartError> {
+        let from = self.policy.info()?;
+        let to = policy.info()?;
+        let state = if from.name == to.name {
+            Some(self.policy.save_state()?)
+        } else {
+            None
+        };
+        let (requeued, _) = self.install(now_ns, policy, settings, state.as_deref())?;
+        self.settings = settings.to_vec();
+        Ok(Swapped {
+            from: format!("{} {}", from.name, from.version),
+            to: format!("{} {}", to.name, to.version),
+            requeued,
+            state_bytes: state.map(|s| s.len()),
+        })
     }
 
     /// The work of a replacement; returns how many requests were handed over, and the old
@@ -194,6 +222,7 @@ impl Core {
         now_ns: u64,
         mut policy: Box<dyn PolicyBackend>,
         settings: &[(String, i64)],
+        state: Option<&[u8]>,
     ) -> Result<(usize, Box<dyn PolicyBackend>), super::StartError> {
         let info = policy.info()?;
         let setup = Setup {
@@ -204,6 +233,11 @@ impl Core {
         policy
             .init(&setup, settings)?
             .map_err(super::StartError::Rejected)?;
+        if let Some(state) = state {
+            policy
+                .restore_state(state)?
+                .map_err(|e| super::StartError::Rejected(format!("refused the old state: {e}")))?;
+        }
         let limits = depth_limits(policy.as_mut(), &mut self.stats)?;
         let mut held: Vec<(u64, u64)> = self
             .table

@@ -62,6 +62,7 @@ pub fn to_json(summary: &Summary<'_>) -> Value {
             "seed": info.seed,
             "requests": outcome.core,
             "ejections": outcome.ejections,
+            "swaps": outcome.swaps,
         }
     });
     let clock = match &info.real {

@@ -120,6 +120,28 @@ pub fn to_text(summary: &Summary<'_>) -> String {
             e.message.lines().next().unwrap_or_default()
         );
     }
+    for swap in &outcome.swaps {
+        let _ = match &swap.result {
+            Ok(done) => writeln!(
+                out,
+                "  swapped at {:.3} ms: {} -> {} ({} requests handed over{}), dispatch stalled {:.1} us",
+                swap.at_ns as f64 / 1e6,
+                done.from,
+                done.to,
+                done.requeued,
+                done.state_bytes
+                    .map(|b| format!(", {b} bytes of state"))
+                    .unwrap_or_default(),
+                swap.stall_ns as f64 / 1e3
+            ),
+            Err(why) => writeln!(
+                out,
+                "  swap to {} at {:.3} ms refused, the old policy stays: {why}",
+                swap.to,
+                swap.at_ns as f64 / 1e6
+            ),
+        };
+    }
     match &info.real {
         None => {
             let _ = writeln!(out, "  virtual time: {:.3} s", outcome.end_ns as f64 / 1e9);

@@ -3,7 +3,7 @@
 
 use crate::core::{Action, Config, Core, Nomerges, StartError, Supervision, UnknownCompletion};
 use crate::device::{DeviceModel, DeviceRequest, DeviceSpec};
-use crate::outcome::{Outcome, SubmitterSummary};
+use crate::outcome::{Outcome, SubmitterSummary, SwapRecord};
 use crate::policy::{Fault, PolicyBackend};
 use crate::stats::CtxStats;
 use crate::workload::{JobSpec, Next, Submitter, place};
@@ -64,6 +64,30 @@ pub enum SimError {
     Driver(#[from] UnknownCompletion),
 }
 
+/// Makes a policy instance when it is needed.
+pub type PolicyMaker = Box<dyn FnOnce() -> Result<Box<dyn PolicyBackend>, String> + Send>;
+
+/// A hot swap scheduled in virtual time (`--swap-at 2s:cfq`).
+pub struct Swap {
+    /// When.
+    pub at_ns: u64,
+    /// What was asked for, for the report.
+    pub label: String,
+    /// Makes the new policy (from a compiled component, ~5 µs), at the time of the swap.
+    pub policy: PolicyMaker,
+    /// Its tunables.
+    pub settings: Vec<(String, i64)>,
+}
+
+impl std::fmt::Debug for Swap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Swap")
+            .field("at_ns", &self.at_ns)
+            .field("label", &self.label)
+            .finish_non_exhaustive()
+    }
+}
+
 /// Runs `jobs` on a fresh device from `device` with `policy`.
 ///
 /// `progress` is called now and then with the virtual time, for progress displays.
@@ -73,11 +97,37 @@ pub enum SimError {
 pub fn run(
     jobs: &[JobSpec],
     device: &DeviceSpec,
-    mut policy: Box<dyn PolicyBackend>,
+    policy: Box<dyn PolicyBackend>,
     settings: &[(String, i64)],
     options: SimOptions,
     progress: &mut dyn FnMut(u64),
 ) -> Result<Outcome, SimError> {
+    run_swapping(
+        jobs,
+        device,
+        policy,
+        settings,
+        options,
+        Vec::new(),
+        progress,
+    )
+}
+
+/// As [`run`], with hot swaps at set virtual times.
+///
+/// # Errors
+/// A [`SimError`] naming what stopped the run.
+pub fn run_swapping(
+    jobs: &[JobSpec],
+    device: &DeviceSpec,
+    mut policy: Box<dyn PolicyBackend>,
+    settings: &[(String, i64)],
+    options: SimOptions,
+    mut swaps: Vec<Swap>,
+    progress: &mut dyn FnMut(u64),
+) -> Result<Outcome, SimError> {
+    // Latest first, so the next one due is popped from the end.
+    swaps.sort_by_key(|s| std::cmp::Reverse(s.at_ns));
     let mut model = device.build();
     let geometry = model.geometry();
     let mut config = Config::for_device(
@@ -108,6 +158,8 @@ pub fn run(
         now: 0,
         next_bio: 0,
         phase: 0,
+        swaps,
+        swapped: Vec::new(),
     };
     sim.stats = vec![CtxStats::default(); sim.submitters.len()];
     sim.start_phase(0);
@@ -134,6 +186,7 @@ pub fn run(
         end_ns: sim.now,
         verified_blocks: 0,
         ejections: sim.core.ejections().to_vec(),
+        swaps: sim.swapped,
     })
 }
 
@@ -145,6 +198,9 @@ struct Sim<'a> {
     now: u64,
     next_bio: u64,
     phase: u32,
+    /// Swaps still to come, latest first.
+    swaps: Vec<Swap>,
+    swapped: Vec<SwapRecord>,
 }
 
 impl Sim<'_> {
@@ -181,6 +237,11 @@ impl Sim<'_> {
     /// Everything that happens at `now`: device completions, new bios, policy dispatch.
     fn step(&mut self) -> Result<(), SimError> {
         let now = self.now;
+        while self.swaps.last().is_some_and(|s| s.at_ns <= now) {
+            if let Some(swap) = self.swaps.pop() {
+                self.swap(swap);
+            }
+        }
         while let Some((id, status)) = self.model.poll(now) {
             self.core.complete(now, id, status)?;
         }
@@ -205,6 +266,22 @@ impl Sim<'_> {
             }
         }
         Ok(())
+    }
+
+    /// Swaps the policy at a batch boundary; a refused swap leaves the old one running.
+    fn swap(&mut self, swap: Swap) {
+        let started = std::time::Instant::now();
+        let result = (swap.policy)().and_then(|policy| {
+            self.core
+                .replace_policy(self.now, policy, &swap.settings)
+                .map_err(|e| e.to_string())
+        });
+        self.swapped.push(SwapRecord {
+            at_ns: self.now,
+            to: swap.label,
+            result,
+            stall_ns: started.elapsed().as_nanos() as u64,
+        });
     }
 
     fn drain_actions(&mut self) {
@@ -243,9 +320,13 @@ impl Sim<'_> {
     /// The earliest future event: a device completion, a policy timer, a paced submitter or a
     /// runtime ending.
     fn next_time(&self) -> Option<u64> {
-        let device_or_timer = [self.model.next_event(), self.core.poll_timeout()]
-            .into_iter()
-            .flatten();
+        let device_or_timer = [
+            self.model.next_event(),
+            self.core.poll_timeout(),
+            self.swaps.last().map(|s| s.at_ns),
+        ]
+        .into_iter()
+        .flatten();
         let submitters = self
             .submitters
             .iter()

@@ -35,6 +35,7 @@ pub(super) fn run(
     driver.run_to_end()?;
     let end_ns = driver.now;
     Ok(Ran {
+        swaps: Vec::new(),
         submitters: driver
             .submitters
             .iter()

@@ -31,7 +31,7 @@ use crate::core::{
     Config, Core, CoreStats, Nomerges, RqAffinity, StartError, Supervision, UnknownCompletion,
 };
 use crate::device::Geometry;
-use crate::outcome::{Outcome, SubmitterSummary};
+use crate::outcome::{Outcome, SubmitterSummary, SwapRecord};
 use crate::policy::{Fault, PolicyBackend};
 use crate::stats::CtxStats;
 use crate::verify::{Ledger, Mismatch};
@@ -256,6 +256,7 @@ struct Run<'a> {
 
 /// What a way of running hands back.
 struct Ran {
+    swaps: Vec<SwapRecord>,
     stats: Vec<CtxStats>,
     submitters: Vec<SubmitterSummary>,
     verified: u64,
@@ -323,6 +324,7 @@ fn outcome(
             end_ns: ran.end_ns,
             verified_blocks: ran.verified,
             ejections: devices.ejections(),
+            swaps: ran.swaps,
         },
         targets: summaries,
         fixed_buffers: devices.fixed_buffers(),

@@ -85,6 +85,7 @@ pub(super) fn run(
         .map(|m| m.lock().unwrap_or_else(PoisonError::into_inner).clone())
         .collect();
     Ok(Ran {
+        swaps: Vec::new(),
         submitters: done.iter().flatten().map(|s| summary(s, end_ns)).collect(),
         stats,
         verified: shared.verified.load(Ordering::Relaxed),
