@@ -32,6 +32,8 @@ pub enum Command {
     Compare(commands::compare::CompareArgs),
     /// Measure the host's cost per request: noop as a component vs natively, on sim:null.
     Bench(commands::bench::BenchArgs),
+    /// Talk to a running schedhost (--control SOCKET): swap, set, get, status, stats.
+    Ctl(commands::ctl::CtlArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -62,6 +64,7 @@ impl Command {
             }
             Command::Policy(PolicyCommand::Inspect(args)) => args.execute(),
             Command::Bench(args) => args.execute(),
+            Command::Ctl(args) => args.execute(),
         }
     }
 }

@@ -1,6 +1,7 @@
 //! schedhost: a user-space block I/O scheduler whose policies are sandboxed WebAssembly
 //! components.
 //!
+//! - [`control`]: the control socket (`--control`) and its `ctl` client.
 //! - [`core`]: the sans-IO scheduler core (queues, tags, merging, policy calls, timers).
 //! - [`policy`]: running policies as components or natively, and finding them.
 //! - [`device`]: simulated device models (`null`, `ssd`, `hdd`) and their spec files.
@@ -14,6 +15,7 @@
 
 #![deny(missing_docs)]
 
+pub mod control;
 pub mod core;
 pub mod device;
 pub mod outcome;

@@ -300,3 +300,95 @@ fn real_read_of_a_missing_file_fails_without_creating_it() {
     );
     assert!(!path.exists());
 }
+
+#[test]
+fn ctl_swaps_and_tunes_a_running_verified_real_run() {
+    let dir = real_dir("ctl");
+    let (data, socket, report) = (dir.join("d.dat"), dir.join("ctl.sock"), dir.join("r.json"));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_schedhost"))
+        .args([
+            "--policy",
+            "native:noop",
+            "--output-format",
+            "json",
+            "--device",
+        ])
+        .arg(&data)
+        .arg("--control")
+        .arg(&socket)
+        .arg("--output")
+        .arg(&report)
+        .args([
+            "--name=m",
+            "--rw=randrw",
+            "--bs=4k",
+            "--size=8m",
+            "--iodepth=8",
+            "--runtime=3s",
+            "--time_based",
+            "--verify=crc32c",
+        ])
+        .spawn()
+        .expect("schedhost starts");
+    let socket_arg = socket.to_str().unwrap();
+    for _ in 0..500 {
+        if socket.exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let mode = std::fs::metadata(&socket)
+        .expect("the socket appears")
+        .permissions();
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777,
+        0o600
+    );
+    let ctl = |request: &[&str]| {
+        let mut args = vec!["ctl", "--control", socket_arg];
+        args.extend(request);
+        schedhost(&args)
+    };
+    let status = ctl(&["status"]);
+    assert!(status.status.success(), "{}", stderr(&status));
+    assert!(String::from_utf8_lossy(&status.stdout).contains("\"policy\": \"noop\""));
+    let policies = [
+        "native:deadline",
+        "native:cfq",
+        "native:time-slice",
+        "native:noop",
+    ];
+    for i in 0..20 {
+        let out = ctl(&["swap", policies[i % 4]]);
+        assert!(out.status.success(), "swap {i}: {}", stderr(&out));
+    }
+    assert!(ctl(&["swap", "native:deadline"]).status.success());
+    assert!(ctl(&["set", "fifo_batch=4"]).status.success());
+    let get = ctl(&["get"]);
+    assert!(String::from_utf8_lossy(&get.stdout).contains("\"fifo_batch\": 4"));
+    assert_fails_with(
+        &ctl(&["set", "fifo_batch=0"]),
+        "fifo_batch=0 is out of range",
+    );
+    assert_fails_with(&ctl(&["reboot"]), "unknown request");
+    let status = child.wait().expect("schedhost ends");
+    assert!(status.success());
+    assert!(!socket.exists(), "the socket is removed at the end");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let swaps = v["schedhost"]["swaps"].as_array().unwrap();
+    assert_eq!(swaps.len(), 21);
+    assert!(
+        swaps.iter().all(|s| s["result"]["Ok"].is_object()),
+        "{swaps:?}"
+    );
+    assert!(v["schedhost"]["verified_blocks"].as_u64().unwrap() > 0);
+    assert_eq!(v["jobs"][0]["error"], 0);
+}
+
+#[test]
+fn ctl_without_a_running_schedhost_says_so() {
+    let socket = real_dir("ctl_none").join("none.sock");
+    let out = schedhost(&["ctl", "--control", socket.to_str().unwrap(), "status"]);
+    assert_fails_with(&out, "is a schedhost running with --control");
+}

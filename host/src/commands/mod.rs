@@ -2,5 +2,6 @@
 
 pub mod bench;
 pub mod compare;
+pub mod ctl;
 pub mod inspect;
 pub mod run;

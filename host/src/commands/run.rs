@@ -65,6 +65,10 @@ pub struct RunArgs {
     /// `--swap-at 2s:cfq`. The new policy starts with its defaults.
     #[arg(long, value_name = "TIME:POLICY", value_parser = parse_swap_at)]
     pub swap_at: Vec<(u64, String)>,
+    /// Real devices: listen on this unix socket (mode 0600) for `schedhost ctl` requests:
+    /// swap a policy, set or get tunables, status and stats, while the I/O runs.
+    #[arg(long, value_name = "SOCKET")]
+    pub control: Option<PathBuf>,
     /// Set a policy tunable (repeatable): --set fifo_batch=8.
     #[arg(long = "set", value_name = "NAME=VALUE", value_parser = parse_setting)]
     pub settings: Vec<(String, i64)>,
@@ -106,6 +110,11 @@ impl RunArgs {
         };
         let (outcome, device_model, real) = match &device {
             DeviceArg::Sim(spec) => {
+                if self.control.is_some() {
+                    bail!(
+                        "--control serves runs on real devices; a simulated run takes its swaps from --swap-at TIME:POLICY"
+                    );
+                }
                 let swaps = self.swaps(&runtime)?;
                 let outcome = self
                     .simulate(&jobs, spec, loaded.instantiate()?, swaps)
@@ -132,8 +141,10 @@ impl RunArgs {
                     threads: self.rq_affinity.and_then(RqAffinity::from_level),
                     supervision: self.supervision(),
                 };
-                let done = uring::run(&jobs, paths, policies, &self.settings, options)
-                    .with_context(context)?;
+                let control = self.control.as_deref().map(|path| (path, &runtime));
+                let done =
+                    uring::run_controlled(&jobs, paths, policies, &self.settings, options, control)
+                        .with_context(context)?;
                 let details = RealDetails {
                     targets: done.targets,
                     fixed_buffers: done.fixed_buffers,

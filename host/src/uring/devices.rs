@@ -12,7 +12,11 @@ use schedhost_sdk::Op;
 use super::buffers::{Arena, SlotAccess};
 use super::ring::{Io, IoKind, Notifier, Ring, Segments};
 use super::{RealError, RealOptions, Target};
+use serde_json::{Value, json};
+
+use crate::control::Command;
 use crate::core::{Action, Bio, BioDone, Config, Core, CoreStats};
+use crate::outcome::SwapRecord;
 use crate::policy::Fault;
 
 /// One device: its scheduler.
@@ -294,6 +298,134 @@ impl Devices {
             action: "submitting",
             source,
         })
+    }
+
+    /// Carries out a control command at a batch boundary; returns the reply, and the swap's
+    /// record when it was one.
+    pub fn command(&mut self, now: u64, command: Command) -> (Value, Option<SwapRecord>) {
+        match command {
+            Command::Swap {
+                label,
+                policies,
+                load_ns,
+                cached,
+            } => self.swap(now, label, policies, load_ns, cached),
+            Command::Set { name, value } => {
+                let mut errors = Vec::new();
+                for lane in &mut self.lanes {
+                    match lane.core.set_tunable(&name, value) {
+                        Ok(Ok(())) => {}
+                        Ok(Err(refusal)) => errors.push(format!("{}: {refusal}", lane.name)),
+                        Err(fault) => errors.push(format!("{}: {fault}", lane.name)),
+                    }
+                }
+                let reply = if errors.is_empty() {
+                    json!({ "ok": true, "set": { name: value } })
+                } else {
+                    json!({ "ok": false, "error": errors.join("; ") })
+                };
+                (reply, None)
+            }
+            Command::Get => (self.tunables(), None),
+            Command::Status => {
+                let devices: Vec<Value> = self
+                    .lanes
+                    .iter_mut()
+                    .map(|lane| {
+                        let info = lane.core.policy_mut().info().ok();
+                        json!({
+                            "device": lane.name,
+                            "policy": info.as_ref().map(|i| i.name.clone()),
+                            "version": info.as_ref().map(|i| i.version.clone()),
+                            "queued_in_policy": lane.core.queued_in_policy(),
+                            "requests_in_host": lane.core.requests_in_flight(),
+                            "ejections": lane.core.ejections().len(),
+                        })
+                    })
+                    .collect();
+                let reply = json!({
+                    "ok": true,
+                    "uptime_ms": now / 1_000_000,
+                    "inflight": self.inflight(),
+                    "devices": devices,
+                });
+                (reply, None)
+            }
+            Command::Stats => {
+                let devices: Vec<Value> = self
+                    .lanes
+                    .iter()
+                    .map(|lane| json!({ "device": lane.name, "requests": lane.core.stats() }))
+                    .collect();
+                (json!({ "ok": true, "devices": devices }), None)
+            }
+        }
+    }
+
+    /// Replaces every device's policy; a device whose new policy will not start keeps its
+    /// old one.
+    fn swap(
+        &mut self,
+        now: u64,
+        label: String,
+        policies: Vec<Box<dyn crate::policy::PolicyBackend>>,
+        load_ns: u64,
+        cached: bool,
+    ) -> (Value, Option<SwapRecord>) {
+        let started = std::time::Instant::now();
+        let results: Vec<Result<crate::core::Swapped, String>> = self
+            .lanes
+            .iter_mut()
+            .zip(policies)
+            .map(|(lane, policy)| {
+                lane.core
+                    .replace_policy(now, policy, &[])
+                    .map_err(|e| format!("{}: {e}", lane.name))
+            })
+            .collect();
+        let stall_ns = started.elapsed().as_nanos() as u64;
+        // The new policies dispatch at once.
+        let _ = self.run(now);
+        let ok = results.iter().all(Result::is_ok);
+        let reply = json!({
+            "ok": ok,
+            "error": (!ok).then(|| results.iter().filter_map(|r| r.as_ref().err().cloned()).collect::<Vec<_>>().join("; ")),
+            "devices": results.iter().map(|r| match r {
+                Ok(s) => json!(s),
+                Err(e) => json!({ "error": e }),
+            }).collect::<Vec<_>>(),
+            "stall_us": stall_ns as f64 / 1e3,
+            "load_us": load_ns as f64 / 1e3,
+            "cached": cached,
+        });
+        let record = SwapRecord {
+            at_ns: now,
+            to: label,
+            result: results
+                .into_iter()
+                .next()
+                .unwrap_or_else(|| Err("no device".into())),
+            stall_ns,
+        };
+        (reply, Some(record))
+    }
+
+    /// Every tunable of the first device's policy (all devices run the same one).
+    fn tunables(&mut self) -> Value {
+        let Some(lane) = self.lanes.first_mut() else {
+            return json!({ "ok": false, "error": "no device" });
+        };
+        let policy = lane.core.policy_mut();
+        let specs = match policy.tunables() {
+            Ok(specs) => specs,
+            Err(fault) => return json!({ "ok": false, "error": fault.to_string() }),
+        };
+        let mut values = serde_json::Map::new();
+        for spec in specs {
+            let value = policy.get(&spec.name).ok().flatten();
+            values.insert(spec.name, json!(value));
+        }
+        json!({ "ok": true, "tunables": values })
     }
 
     fn fault(&self, lane: usize, now: u64, fault: Fault) -> RealError {

@@ -8,7 +8,9 @@ use schedhost_sdk::Op;
 
 use super::devices::Devices;
 use super::{Ran, RealError, Run, summary, work};
+use crate::control::Control;
 use crate::core::Bio;
+use crate::outcome::SwapRecord;
 use crate::stats::CtxStats;
 use crate::workload::{Next, Submitter};
 
@@ -16,8 +18,11 @@ pub(super) fn run(
     run: &Run<'_>,
     devices: &mut Devices,
     submitters: Vec<Submitter>,
+    control: Option<&Control>,
 ) -> Result<Ran, RealError> {
     let mut driver = Inline {
+        control,
+        swaps: Vec::new(),
         free: run
             .slots
             .iter()
@@ -35,7 +40,7 @@ pub(super) fn run(
     driver.run_to_end()?;
     let end_ns = driver.now;
     Ok(Ran {
-        swaps: Vec::new(),
+        swaps: driver.swaps,
         submitters: driver
             .submitters
             .iter()
@@ -49,6 +54,8 @@ pub(super) fn run(
 
 struct Inline<'a, 'r> {
     run: &'a Run<'r>,
+    control: Option<&'a Control>,
+    swaps: Vec<SwapRecord>,
     devices: &'a mut Devices,
     submitters: Vec<Submitter>,
     /// Per submitter, its free buffer slots.
@@ -89,6 +96,12 @@ impl Inline<'_, '_> {
         self.now = self.elapsed();
         self.complete_finished()?;
         let now = self.now;
+        for envelope in self.control.map(Control::take).unwrap_or_default() {
+            let (reply, record) = self.devices.command(now, envelope.command);
+            self.swaps.extend(record);
+            let _ = envelope.reply.send(reply);
+            self.complete_finished()?;
+        }
         for i in 0..self.submitters.len() {
             let s = &self.submitters[i];
             if s.placement.phase != self.phase || s.is_finished() {
@@ -159,7 +172,8 @@ impl Inline<'_, '_> {
         let next = self.next_time(!inflight);
         let now = self.elapsed();
         let timeout = next.map(|t| Duration::from_nanos(t.saturating_sub(now)));
-        if inflight {
+        // With a control socket the ring also wakes for commands, so it waits there.
+        if inflight || (self.control.is_some() && timeout.is_some()) {
             return self.devices.wait(timeout);
         }
         match timeout {

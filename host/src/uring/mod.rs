@@ -37,7 +37,12 @@ use crate::stats::CtxStats;
 use crate::verify::{Ledger, Mismatch};
 use crate::workload::{Direction, JobSpec, Placement, Submitter, place};
 
+use std::sync::Arc;
+
+use crate::control::Control;
+use crate::policy::WasmRuntime;
 use devices::{Devices, Lane};
+use ring::Notifier;
 pub use target::{OpenRules, Target, TargetError, TargetKind};
 
 /// Driver tags per device unless `--queue-depth` says otherwise: deep enough for any
@@ -132,6 +137,9 @@ pub enum RealError {
         /// The error.
         source: io::Error,
     },
+    /// The control socket could not be set up.
+    #[error("{0}")]
+    Control(String),
     /// A driver bug.
     #[error(transparent)]
     Driver(#[from] UnknownCompletion),
@@ -173,6 +181,22 @@ pub fn run(
     policies: Vec<Box<dyn PolicyBackend>>,
     settings: &[(String, i64)],
     options: RealOptions,
+) -> Result<RealOutcome, RealError> {
+    run_controlled(jobs, paths, policies, settings, options, None)
+}
+
+/// As [`run`], listening on a control socket (`--control`) for swaps and tunables; `runtime`
+/// compiles the policies swapped in.
+///
+/// # Errors
+/// A [`RealError`] naming what stopped the run.
+pub fn run_controlled(
+    jobs: &[JobSpec],
+    paths: &[PathBuf],
+    policies: Vec<Box<dyn PolicyBackend>>,
+    settings: &[(String, i64)],
+    options: RealOptions,
+    control: Option<(&std::path::Path, &WasmRuntime)>,
 ) -> Result<RealOutcome, RealError> {
     let placements = place(jobs, u64::MAX).map_err(RealError::Layout)?;
     let need = placements
@@ -235,9 +259,38 @@ pub fn run(
         slots,
         ctx_jobs: submitters.iter().map(|s| s.placement.job).collect(),
     };
-    let ran = match options.threads {
-        None => inline::run(&run, &mut devices, submitters)?,
-        Some(mode) => threads::run(&run, &mut devices, submitters, mode)?,
+    // Submitter threads and the control socket wake the ring through one eventfd.
+    let notifier = if options.threads.is_some() || control.is_some() {
+        let notifier = Notifier::new().map_err(|source| RealError::Ring {
+            action: "creating an eventfd",
+            source,
+        })?;
+        devices.watch(Arc::clone(&notifier))?;
+        Some(notifier)
+    } else {
+        None
+    };
+    let control = match (control, &notifier) {
+        (Some((path, runtime)), Some(notifier)) => {
+            let notifier = Arc::clone(notifier);
+            let wake = Arc::new(move || notifier.notify());
+            Some(
+                Control::start(path, runtime.clone(), devices.lanes.len(), wake)
+                    .map_err(|e| RealError::Control(format!("{e:#}")))?,
+            )
+        }
+        _ => None,
+    };
+    let ran = match (options.threads, notifier) {
+        (Some(mode), Some(notifier)) => threads::run(
+            &run,
+            &mut devices,
+            submitters,
+            mode,
+            notifier,
+            control.as_ref(),
+        )?,
+        _ => inline::run(&run, &mut devices, submitters, control.as_ref())?,
     };
     Ok(outcome(ran, &devices, &targets, config, policy))
 }

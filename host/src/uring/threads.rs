@@ -23,7 +23,9 @@ use super::buffers::SlotAccess;
 use super::devices::{Devices, Finished, stripe};
 use super::ring::Notifier;
 use super::{Ran, RealError, Run, summary, work};
+use crate::control::Control;
 use crate::core::{Bio, RqAffinity};
+use crate::outcome::SwapRecord;
 use crate::stats::CtxStats;
 use crate::workload::{Next, Submitter};
 
@@ -36,12 +38,9 @@ pub(super) fn run(
     devices: &mut Devices,
     submitters: Vec<Submitter>,
     mode: RqAffinity,
+    notifier: Arc<Notifier>,
+    control: Option<&Control>,
 ) -> Result<Ran, RealError> {
-    let notifier = Notifier::new().map_err(|source| RealError::Ring {
-        action: "creating the submitters' eventfd",
-        source,
-    })?;
-    devices.watch(Arc::clone(&notifier))?;
     let shared = Shared {
         run,
         clock: Instant::now(),
@@ -60,6 +59,7 @@ pub(super) fn run(
     let mut done: Vec<Option<Submitter>> = waiting.iter().map(|_| None).collect();
     let mut phase = 0;
     let mut end_ns = 0;
+    let mut swaps = Vec::new();
     loop {
         let members: Vec<usize> = (0..waiting.len())
             .filter(|&i| {
@@ -71,7 +71,15 @@ pub(super) fn run(
         if members.is_empty() {
             break;
         }
-        let result = run_phase(&shared, devices, &mut waiting, &members, mode);
+        let result = run_phase(
+            &shared,
+            devices,
+            &mut waiting,
+            &members,
+            mode,
+            control,
+            &mut swaps,
+        );
         end_ns = shared.now();
         for (i, s) in result.finished {
             done[i] = Some(s);
@@ -85,7 +93,7 @@ pub(super) fn run(
         .map(|m| m.lock().unwrap_or_else(PoisonError::into_inner).clone())
         .collect();
     Ok(Ran {
-        swaps: Vec::new(),
+        swaps,
         submitters: done.iter().flatten().map(|s| summary(s, end_ns)).collect(),
         stats,
         verified: shared.verified.load(Ordering::Relaxed),
@@ -207,6 +215,8 @@ fn run_phase(
     waiting: &mut [Option<Submitter>],
     members: &[usize],
     mode: RqAffinity,
+    control: Option<&Control>,
+    swaps: &mut Vec<SwapRecord>,
 ) -> PhaseResult {
     shared.finished.store(0, Ordering::Release);
     std::thread::scope(|scope| {
@@ -221,7 +231,7 @@ fn run_phase(
                 ))
             })
             .collect();
-        let outcome = ring_loop(shared, devices, members, mode);
+        let outcome = ring_loop(shared, devices, members, mode, control, swaps);
         if outcome.is_err() {
             shared.stop.store(true, Ordering::Release);
         }
@@ -254,6 +264,8 @@ fn ring_loop(
     devices: &mut Devices,
     members: &[usize],
     mode: RqAffinity,
+    control: Option<&Control>,
+    swaps: &mut Vec<SwapRecord>,
 ) -> Result<(), RealError> {
     let mut turn = 0usize;
     let mut idle_since: Option<Instant> = None;
@@ -269,6 +281,11 @@ fn ring_loop(
         let now = shared.now();
         for (slot, bio, generation) in bios.drain(..) {
             devices.submit(now, slot, bio, generation)?;
+        }
+        for envelope in control.map(Control::take).unwrap_or_default() {
+            let (reply, record) = devices.command(now, envelope.command);
+            swaps.extend(record);
+            let _ = envelope.reply.send(reply);
         }
         devices.reap(|| shared.now())?;
         devices.run(shared.now())?;

@@ -1,0 +1,264 @@
+//! The control socket of a running schedhost (`--control SOCKET`), and the `ctl` client.
+//!
+//! The protocol is one line per request and one JSON object per reply:
+//! `swap POLICY`, `set NAME=VALUE`, `get`, `status`, `stats`. A reply has `"ok": true` and
+//! its fields, or `"ok": false` and an `"error"`.
+//!
+//! The server thread does everything slow off the I/O path: it compiles the new policy (or
+//! takes it from its cache, keyed by a hash of the component's bytes) and instantiates one
+//! per device. The driver then applies the command at its next batch boundary and answers.
+//! The socket is created with mode 0600: only its owner can connect.
+
+mod protocol;
+
+use std::collections::HashMap;
+use std::hash::{BuildHasher, RandomState};
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use serde_json::{Value, json};
+
+use crate::policy::{
+    LoadedPolicy, PolicyBackend, PolicySource, WasmRuntime, native_policy, resolve,
+};
+pub use protocol::{Request, parse_request};
+
+/// A command for the driver, with everything slow already done.
+pub enum Command {
+    /// Replace every device's policy.
+    Swap {
+        /// What was asked for.
+        label: String,
+        /// One new instance per device, not yet started.
+        policies: Vec<Box<dyn PolicyBackend>>,
+        /// Time spent compiling or fetching from the cache, ns.
+        load_ns: u64,
+        /// The compiled component came from the cache.
+        cached: bool,
+    },
+    /// Set a tunable on every device's policy.
+    Set {
+        /// Its name.
+        name: String,
+        /// Its value.
+        value: i64,
+    },
+    /// Every tunable's value.
+    Get,
+    /// Policy, uptime, ejections, swaps, queue depths.
+    Status,
+    /// The cores' counters.
+    Stats,
+}
+
+impl std::fmt::Debug for Command {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Swap { label, .. } => write!(f, "Swap({label})"),
+            Self::Set { name, value } => write!(f, "Set({name}={value})"),
+            Self::Get => write!(f, "Get"),
+            Self::Status => write!(f, "Status"),
+            Self::Stats => write!(f, "Stats"),
+        }
+    }
+}
+
+/// A command and where its answer goes.
+#[derive(Debug)]
+pub struct Envelope {
+    /// What to do.
+    pub command: Command,
+    /// The answer, a JSON object.
+    pub reply: Sender<Value>,
+}
+
+/// The driver's end of the control socket.
+#[derive(Debug)]
+pub struct Control {
+    path: PathBuf,
+    inbox: Receiver<Envelope>,
+}
+
+impl Control {
+    /// Listens on `path` (which must not exist) for a run with `devices` devices. `wake`
+    /// interrupts the driver's wait when a command is ready.
+    ///
+    /// # Errors
+    /// The path exists or cannot be bound.
+    pub fn start(
+        path: &Path,
+        runtime: WasmRuntime,
+        devices: usize,
+        wake: Arc<dyn Fn() + Send + Sync>,
+    ) -> Result<Self> {
+        if path.exists() {
+            bail!(
+                "--control {}: the path exists; remove the old socket or pick another path",
+                path.display()
+            );
+        }
+        let listener = UnixListener::bind(path)
+            .with_context(|| format!("--control {}: binding the socket", path.display()))?;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+            .with_context(|| format!("--control {}: setting mode 0600", path.display()))?;
+        let (sender, inbox) = mpsc::channel();
+        let server = Server {
+            runtime,
+            devices,
+            sender,
+            wake,
+            cache: Arc::new(Mutex::new(Cache::default())),
+        };
+        std::thread::Builder::new()
+            .name("schedhost-control".into())
+            .spawn(move || server.serve(&listener))
+            .context("starting the control thread")?;
+        Ok(Self {
+            path: path.to_owned(),
+            inbox,
+        })
+    }
+
+    /// The commands waiting, without blocking.
+    pub fn take(&self) -> Vec<Envelope> {
+        self.inbox.try_iter().collect()
+    }
+}
+
+impl Drop for Control {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Compiled components by a hash of their bytes (the engine is the process's one, so its
+/// configuration is fixed).
+#[derive(Default)]
+struct Cache {
+    hasher: RandomState,
+    compiled: HashMap<u64, LoadedPolicy>,
+}
+
+struct Server {
+    runtime: WasmRuntime,
+    devices: usize,
+    sender: Sender<Envelope>,
+    wake: Arc<dyn Fn() + Send + Sync>,
+    cache: Arc<Mutex<Cache>>,
+}
+
+impl Server {
+    fn serve(&self, listener: &UnixListener) {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { continue };
+            // One client at a time: commands are rare and each is short.
+            if let Err(e) = self.session(stream) {
+                tracing::debug!("control session ended: {e:#}");
+            }
+        }
+    }
+
+    fn session(&self, stream: UnixStream) -> Result<()> {
+        let mut reader = BufReader::new(stream.try_clone()?);
+        let mut writer = stream;
+        let mut line = String::new();
+        while reader.read_line(&mut line)? > 0 {
+            let reply = match parse_request(line.trim()) {
+                Ok(request) => self.answer(request),
+                Err(e) => json!({ "ok": false, "error": e }),
+            };
+            writeln!(writer, "{reply}")?;
+            line.clear();
+        }
+        Ok(())
+    }
+
+    fn answer(&self, request: Request) -> Value {
+        let command = match request {
+            Request::Swap(policy) => match self.prepare_swap(&policy) {
+                Ok(command) => command,
+                Err(e) => return json!({ "ok": false, "error": format!("{e:#}") }),
+            },
+            Request::Set(name, value) => Command::Set { name, value },
+            Request::Get => Command::Get,
+            Request::Status => Command::Status,
+            Request::Stats => Command::Stats,
+        };
+        let (reply, answer) = mpsc::channel();
+        if self.sender.send(Envelope { command, reply }).is_err() {
+            return json!({ "ok": false, "error": "the run has ended" });
+        }
+        (self.wake)();
+        answer
+            .recv()
+            .unwrap_or_else(|_| json!({ "ok": false, "error": "the run ended before answering" }))
+    }
+
+    /// Compiles (or fetches) the policy and makes one instance per device.
+    fn prepare_swap(&self, policy: &str) -> Result<Command> {
+        let started = Instant::now();
+        let (policies, cached) = match resolve(policy)? {
+            PolicySource::Native(name) => {
+                let make = || native_policy(&name).context("a native policy vanished");
+                (
+                    (0..self.devices).map(|_| make()).collect::<Result<_>>()?,
+                    false,
+                )
+            }
+            PolicySource::Wasm(path) => {
+                let (loaded, cached) = self.compiled(&path)?;
+                let make =
+                    || -> Result<Box<dyn PolicyBackend>> { Ok(Box::new(loaded.instantiate()?)) };
+                (
+                    (0..self.devices).map(|_| make()).collect::<Result<_>>()?,
+                    cached,
+                )
+            }
+        };
+        Ok(Command::Swap {
+            label: policy.to_owned(),
+            policies,
+            load_ns: started.elapsed().as_nanos() as u64,
+            cached,
+        })
+    }
+
+    /// The compiled component at `path`, from the cache when the same bytes were compiled
+    /// before.
+    fn compiled(&self, path: &Path) -> Result<(LoadedPolicy, bool)> {
+        let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+        let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
+        let key = cache.hasher.hash_one(&bytes);
+        if let Some(loaded) = cache.compiled.get(&key) {
+            return Ok((loaded.clone(), true));
+        }
+        let loaded = self.runtime.load_bytes(path, &bytes)?;
+        cache.compiled.insert(key, loaded.clone());
+        Ok((loaded, false))
+    }
+}
+
+/// Sends `line` to the schedhost listening on `path` and returns its answer.
+///
+/// # Errors
+/// The socket cannot be reached or answers nonsense.
+pub fn request(path: &Path, line: &str) -> Result<Value> {
+    let stream = UnixStream::connect(path).with_context(|| {
+        format!(
+            "connecting to {} (is a schedhost running with --control {}?)",
+            path.display(),
+            path.display()
+        )
+    })?;
+    let mut writer = stream.try_clone()?;
+    writeln!(writer, "{line}")?;
+    let mut answer = String::new();
+    BufReader::new(stream).read_line(&mut answer)?;
+    serde_json::from_str(&answer).with_context(|| format!("a reply that is not JSON: {answer:?}"))
+}
