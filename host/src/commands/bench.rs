@@ -6,9 +6,9 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use schedhost::device::DeviceSpec;
-use schedhost::policy::{Loaded, WasmRuntime, load};
+use schedhost::policy::{Loaded, PolicyBackend, PolicySource, WasmRuntime, load, resolve};
 use schedhost::sim::{self, SimOptions};
-use schedhost::workload::parse_cmdline;
+use schedhost::workload::{parse_cmdline, parse_job_file};
 
 #[derive(Debug, clap::Args)]
 pub struct BenchArgs {
@@ -24,6 +24,11 @@ pub struct BenchArgs {
     /// I/Os in flight.
     #[arg(long, default_value_t = 32)]
     pub iodepth: u32,
+    /// Measure hot swaps instead: this many swaps among noop, deadline, cfq and time-slice
+    /// during a simulated run, each from the compiled component (cached), then a few that
+    /// compile the component first (uncached); prints how long dispatch stalled.
+    #[arg(long, value_name = "N")]
+    pub swaps: Option<u64>,
 }
 
 impl BenchArgs {
@@ -32,6 +37,9 @@ impl BenchArgs {
             bail!("--rounds and --ios must be at least 1");
         }
         let runtime = WasmRuntime::new().context("setting up the WebAssembly engine")?;
+        if let Some(swaps) = self.swaps {
+            return swap_stalls(&runtime, swaps);
+        }
         let (source, wasm) = load(&runtime, &self.policy)?;
         let native_name = format!(
             "native:{}",
@@ -97,6 +105,79 @@ impl BenchArgs {
         println!("  component throughput / native throughput: {:.3}", n / w);
         Ok(())
     }
+}
+
+/// The swap benchmark: stall per swap with cached and with freshly compiled components.
+fn swap_stalls(runtime: &WasmRuntime, swaps: u64) -> Result<()> {
+    let names = ["deadline", "cfq", "time-slice", "noop"];
+    let mut sources = Vec::new();
+    for name in names {
+        let path = match resolve(name)? {
+            PolicySource::Wasm(path) => path,
+            PolicySource::Native(_) => bail!("{name} is not a component"),
+        };
+        let bytes = std::fs::read(&path)?;
+        sources.push((name, path.clone(), bytes.clone(), runtime.load_bytes(&path, &bytes)?));
+    }
+    let jobs = parse_job_file(
+        "bench-swap",
+        "[r]\nrw=randread\nbs=4k\nsize=64m\niodepth=16\nnumjobs=4\nruntime=10s\ntime_based\n",
+    )?;
+    let device = DeviceSpec::parse("sim:hdd")?;
+    let uncached = swaps.min(20);
+    for (label, count, cached) in [("cached", swaps, true), ("uncached", uncached, false)] {
+        let plan = (0..count)
+            .map(|i| {
+                let (name, path, bytes, loaded) = sources[(i % 4) as usize].clone();
+                let engine = runtime.clone();
+                let make: sim::PolicyMaker = if cached {
+                    Box::new(move || {
+                        let p = loaded.instantiate().map_err(|e| format!("{e:#}"))?;
+                        Ok(Box::new(p) as Box<dyn PolicyBackend>)
+                    })
+                } else {
+                    Box::new(move || {
+                        let loaded = engine.load_bytes(&path, &bytes).map_err(|e| e.to_string())?;
+                        let p = loaded.instantiate().map_err(|e| format!("{e:#}"))?;
+                        Ok(Box::new(p) as Box<dyn PolicyBackend>)
+                    })
+                };
+                sim::Swap {
+                    at_ns: 1_000_000 + i * (9_000_000_000 / count.max(1)),
+                    label: name.into(),
+                    policy: make,
+                    settings: Vec::new(),
+                }
+            })
+            .collect();
+        let first = sources[3].3.instantiate()?;
+        let outcome = sim::run_swapping(
+            &jobs,
+            &device,
+            Box::new(first),
+            &[],
+            SimOptions::default(),
+            plan,
+            &mut |_| {},
+        )?;
+        let refused = outcome.swaps.iter().filter(|s| s.result.is_err()).count();
+        let mut stalls: Vec<f64> = outcome.swaps.iter().map(|s| s.stall_ns as f64 / 1e3).collect();
+        stalls.sort_by(f64::total_cmp);
+        let pick = |q: f64| stalls[((stalls.len() - 1) as f64 * q) as usize];
+        let lost: u64 = outcome
+            .submitters
+            .iter()
+            .map(|s| s.issued - s.completed)
+            .sum();
+        println!(
+            "{label:>8}: {} swaps ({refused} refused), dispatch stall µs: median {:.1}, p99 {:.1}, max {:.1}; bios lost {lost}",
+            stalls.len(),
+            pick(0.5),
+            pick(0.99),
+            pick(1.0)
+        );
+    }
+    Ok(())
 }
 
 fn median(values: &mut [f64]) -> f64 {
