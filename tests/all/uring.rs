@@ -414,3 +414,66 @@ fn uring_names_the_path_when_opening_is_not_permitted() {
         "{err}"
     );
 }
+
+#[test]
+fn uring_swap_soak_thousand_swaps_through_the_control_socket_keep_data_verified() {
+    use std::io::{BufRead, BufReader, Write};
+    let dir = scratch("swap_soak");
+    let socket = dir.join("ctl.sock");
+    let jobs = jobs(
+        "
+[m]
+rw=randrw
+bs=4k
+size=4m
+iodepth=8
+numjobs=2
+runtime=4s
+time_based
+verify=crc32c
+",
+    );
+    let names: Vec<String> = ["deadline", "cfq", "time-slice", "noop"]
+        .iter()
+        .map(|n| match component(n) {
+            Some(path) => path.display().to_string(),
+            None => format!("native:{n}"),
+        })
+        .collect();
+    let client_socket = socket.clone();
+    let client = std::thread::spawn(move || {
+        for _ in 0..500 {
+            if client_socket.exists() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let stream = std::os::unix::net::UnixStream::connect(&client_socket).unwrap();
+        let mut writer = stream.try_clone().unwrap();
+        let mut reader = BufReader::new(stream);
+        let mut answer = String::new();
+        for i in 0..1000 {
+            writeln!(writer, "swap {}", names[i % 4]).unwrap();
+            answer.clear();
+            reader.read_line(&mut answer).unwrap();
+            assert!(answer.contains("\"ok\":true"), "swap {i}: {answer}");
+        }
+    });
+    let engine = runtime();
+    let policies = vec![native_policy("noop").unwrap()];
+    let done = uring::run_controlled(
+        &jobs,
+        &[dir.join("soak.dat")],
+        policies,
+        &[],
+        RealOptions::default(),
+        Some((socket.as_path(), &engine)),
+    )
+    .unwrap();
+    client.join().unwrap();
+    assert_exactly_once(&done);
+    assert_eq!(done.outcome.swaps.len(), 1000);
+    assert!(done.outcome.swaps.iter().all(|s| s.result.is_ok()));
+    assert!(done.outcome.verified_blocks > 1000);
+    assert!(done.outcome.ejections.is_empty());
+}

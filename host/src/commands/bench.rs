@@ -117,7 +117,12 @@ fn swap_stalls(runtime: &WasmRuntime, swaps: u64) -> Result<()> {
             PolicySource::Native(_) => bail!("{name} is not a component"),
         };
         let bytes = std::fs::read(&path)?;
-        sources.push((name, path.clone(), bytes.clone(), runtime.load_bytes(&path, &bytes)?));
+        sources.push((
+            name,
+            path.clone(),
+            bytes.clone(),
+            runtime.load_bytes(&path, &bytes)?,
+        ));
     }
     let jobs = parse_job_file(
         "bench-swap",
@@ -137,7 +142,9 @@ fn swap_stalls(runtime: &WasmRuntime, swaps: u64) -> Result<()> {
                     })
                 } else {
                     Box::new(move || {
-                        let loaded = engine.load_bytes(&path, &bytes).map_err(|e| e.to_string())?;
+                        let loaded = engine
+                            .load_bytes(&path, &bytes)
+                            .map_err(|e| e.to_string())?;
                         let p = loaded.instantiate().map_err(|e| format!("{e:#}"))?;
                         Ok(Box::new(p) as Box<dyn PolicyBackend>)
                     })
@@ -161,7 +168,11 @@ fn swap_stalls(runtime: &WasmRuntime, swaps: u64) -> Result<()> {
             &mut |_| {},
         )?;
         let refused = outcome.swaps.iter().filter(|s| s.result.is_err()).count();
-        let mut stalls: Vec<f64> = outcome.swaps.iter().map(|s| s.stall_ns as f64 / 1e3).collect();
+        let mut stalls: Vec<f64> = outcome
+            .swaps
+            .iter()
+            .map(|s| s.stall_ns as f64 / 1e3)
+            .collect();
         stalls.sort_by(f64::total_cmp);
         let pick = |q: f64| stalls[((stalls.len() - 1) as f64 * q) as usize];
         let lost: u64 = outcome
