@@ -428,7 +428,7 @@ bs=4k
 size=4m
 iodepth=8
 numjobs=2
-runtime=4s
+runtime=8s
 time_based
 verify=crc32c
 ",
