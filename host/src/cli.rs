@@ -34,6 +34,12 @@ pub enum Command {
     Bench(commands::bench::BenchArgs),
     /// Talk to a running schedhost (--control SOCKET): swap, set, get, status, stats.
     Ctl(commands::ctl::CtlArgs),
+    /// Replay a trace (blkparse text, fio iolog v2/v3): `schedhost replay TRACE [run options]`
+    /// is `schedhost run --replay TRACE [run options]`.
+    Replay {
+        /// The trace file.
+        trace: std::path::PathBuf,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -65,12 +71,25 @@ impl Command {
             Command::Policy(PolicyCommand::Inspect(args)) => args.execute(),
             Command::Bench(args) => args.execute(),
             Command::Ctl(args) => args.execute(),
+            // Rewritten to `run --replay` before parsing; reached only for `replay --help`.
+            Command::Replay { trace } => {
+                anyhow::bail!("use `schedhost replay {} [run options]`", trace.display())
+            }
         }
     }
 }
 
 /// Inserts `run` when the first argument is not a subcommand.
 pub fn with_default_subcommand(mut args: Vec<OsString>) -> Vec<OsString> {
+    // `replay TRACE [options]` is `run --replay TRACE [options]`.
+    if args.get(1).is_some_and(|a| a == "replay") {
+        if args.get(2).is_some_and(|a| a == "--help" || a == "-h") {
+            return args;
+        }
+        args[1] = "run".into();
+        args.insert(2, "--replay".into());
+        return args;
+    }
     let first = args.get(1).and_then(|a| a.to_str());
     let known = |a: &str| {
         matches!(a, "help" | "-h" | "--help" | "-V" | "--version")

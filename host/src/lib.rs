@@ -10,6 +10,7 @@
 //! - [`verify`]: fio-style data verification (`verify=crc32c`).
 //! - [`outcome`]: what a finished run hands to the reports.
 //! - [`workload`]: fio job files and command-line options, and the I/O they generate.
+//! - [`trace`]: recorded workloads (blkparse, fio iologs) for `replay`.
 //! - [`stats`]: latency histograms per submitter and operation.
 //! - [`report`]: fio-like text and JSON reports.
 
@@ -23,6 +24,7 @@ pub mod policy;
 pub mod report;
 pub mod sim;
 pub mod stats;
+pub mod trace;
 pub mod uring;
 pub mod verify;
 pub mod workload;

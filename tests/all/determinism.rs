@@ -25,6 +25,7 @@ fn json_for(policy: Box<dyn PolicyBackend>, seed: u64) -> String {
         seed,
         settings: vec![],
         real: None,
+        trace: None,
     };
     serde_json::to_string_pretty(&to_json(&Summary {
         info: &info,

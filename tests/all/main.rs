@@ -16,6 +16,7 @@ mod kyber;
 mod loading;
 mod merging;
 mod policy_rules;
+mod replay;
 mod reproduction;
 mod sandbox;
 mod sdk_example;

@@ -34,6 +34,7 @@ fn run(policy: Box<dyn PolicyBackend>, settings: &[(String, i64)]) -> String {
         seed: 1,
         settings: settings.to_vec(),
         real: None,
+        trace: None,
     };
     serde_json::to_string(&to_json(&Summary {
         info: &info,

@@ -10,10 +10,11 @@ use schedhost::core::{Nomerges, OnFault, RqAffinity, Supervision};
 use schedhost::device::DeviceSpec;
 use schedhost::outcome::Outcome;
 use schedhost::policy::{DEFAULT_CALL_DEADLINE_MS, DEFAULT_MEMORY_MIB, Limits, WasmRuntime, load};
-use schedhost::report::{RealDetails, RunInfo, Summary, to_json, to_text};
+use schedhost::report::{RealDetails, RunInfo, Summary, TraceSummary, to_json, to_text};
 use schedhost::sim::{self, SimOptions};
+use schedhost::trace::Format;
 use schedhost::uring::{self, DEFAULT_QUEUE_DEPTH, RealOptions};
-use schedhost::workload::{JobSpec, parse_cmdline, parse_job_file};
+use schedhost::workload::{JobSpec, Pacing, jobs_for_trace, parse_cmdline, parse_job_file};
 
 use crate::cli::{OutputFormat, parse_setting};
 
@@ -65,6 +66,22 @@ pub struct RunArgs {
     /// `--swap-at 2s:cfq`. The new policy starts with its defaults.
     #[arg(long, value_name = "TIME:POLICY", value_parser = parse_swap_at)]
     pub swap_at: Vec<(u64, String)>,
+    /// Replay this trace instead of running jobs: blkparse text output or a fio iolog
+    /// (version 2 or 3); `schedhost replay TRACE` says the same.
+    #[arg(long, value_name = "TRACE")]
+    pub replay: Option<PathBuf>,
+    /// The trace's format, when detection (an iolog's header line) is not wanted.
+    #[arg(long, value_enum)]
+    pub trace_format: Option<TraceFormat>,
+    /// Replay with recorded gaps multiplied by this (0.5: twice as fast).
+    #[arg(long, default_value_t = 1.0)]
+    pub time_scale: f64,
+    /// Replay as fast as each stream's depth allows, ignoring recorded times.
+    #[arg(long)]
+    pub no_stall: bool,
+    /// I/Os a replayed stream may have in flight.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub replay_depth: u32,
     /// Real devices: listen on this unix socket (mode 0600) for `schedhost ctl` requests:
     /// swap a policy, set or get tunables, status and stats, while the I/O runs.
     #[arg(long, value_name = "SOCKET")]
@@ -91,7 +108,16 @@ pub struct RunArgs {
 
 impl RunArgs {
     pub fn execute(self, fio_options: Vec<String>) -> Result<()> {
-        let jobs = read_jobs(&self.jobs, &fio_options)?;
+        let (jobs, trace) = match &self.replay {
+            Some(path) => {
+                if !self.jobs.is_empty() || !fio_options.is_empty() {
+                    bail!("--replay replays a trace; give no job files or fio options with it");
+                }
+                let (jobs, trace) = self.read_trace(path)?;
+                (jobs, Some(trace))
+            }
+            None => (read_jobs(&self.jobs, &fio_options)?, None),
+        };
         let device = DeviceArg::parse(&self.device)?;
         let limits = Limits {
             call_deadline: Duration::from_millis(self.call_deadline),
@@ -159,6 +185,7 @@ impl RunArgs {
             seed: self.seed,
             settings: self.settings.clone(),
             real,
+            trace,
         };
         self.report(&info, &jobs, &outcome)
     }
@@ -233,12 +260,61 @@ impl RunArgs {
         }
     }
 
+    /// The trace's jobs, one per stream, and what the report says of it.
+    fn read_trace(&self, path: &std::path::Path) -> Result<(Vec<JobSpec>, TraceSummary)> {
+        if !(self.time_scale > 0.0 && self.time_scale.is_finite()) {
+            bail!("--time-scale {}: a factor above 0", self.time_scale);
+        }
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading trace {}", path.display()))?;
+        let source = path.display().to_string();
+        let trace = schedhost::trace::parse(&source, &text, self.trace_format.map(Into::into))?;
+        let pacing = Pacing {
+            time_scale: self.time_scale,
+            no_stall: self.no_stall,
+            depth: self.replay_depth,
+        };
+        let jobs = jobs_for_trace(&trace, pacing, &source);
+        let summary = TraceSummary {
+            path: source,
+            format: trace.format,
+            ios: trace.ios.len(),
+            streams: trace.streams.len(),
+            recorded_merges: trace.recorded_merges,
+        };
+        Ok((jobs, summary))
+    }
+
     fn job_label(&self, fio_options: &[String]) -> String {
+        if let Some(trace) = &self.replay {
+            return format!("trace {}", trace.display());
+        }
         let mut parts: Vec<String> = self.jobs.iter().map(|p| p.display().to_string()).collect();
         if !fio_options.is_empty() {
             parts.push("command-line jobs".into());
         }
         parts.join(" + ")
+    }
+}
+
+/// `--trace-format` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TraceFormat {
+    /// blkparse text output.
+    Blkparse,
+    /// fio iolog, version 2.
+    IologV2,
+    /// fio iolog, version 3.
+    IologV3,
+}
+
+impl From<TraceFormat> for Format {
+    fn from(f: TraceFormat) -> Self {
+        match f {
+            TraceFormat::Blkparse => Format::Blkparse,
+            TraceFormat::IologV2 => Format::IologV2,
+            TraceFormat::IologV3 => Format::IologV3,
+        }
     }
 }
 

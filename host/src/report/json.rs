@@ -63,6 +63,7 @@ pub fn to_json(summary: &Summary<'_>) -> Value {
             "requests": outcome.core,
             "ejections": outcome.ejections,
             "swaps": outcome.swaps,
+            "trace": info.trace,
         }
     });
     let clock = match &info.real {

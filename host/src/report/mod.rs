@@ -33,6 +33,23 @@ pub struct RunInfo {
     pub settings: Vec<(String, i64)>,
     /// Set for runs on real devices: the clock was the wall clock.
     pub real: Option<RealDetails>,
+    /// Set for replays.
+    pub trace: Option<TraceSummary>,
+}
+
+/// The replayed trace, for the report.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct TraceSummary {
+    /// Its file.
+    pub path: String,
+    /// Its format.
+    pub format: crate::trace::Format,
+    /// I/Os in it.
+    pub ios: usize,
+    /// Streams (processes or files), each a submitter.
+    pub streams: usize,
+    /// blkparse: the back and front merges the traced kernel made.
+    pub recorded_merges: Option<(u64, u64)>,
 }
 
 /// What a run on real devices adds to the report.

@@ -105,6 +105,19 @@ pub fn to_text(summary: &Summary<'_>) -> String {
         c.completed,
         c.policy_calls
     );
+    if let Some(t) = &info.trace {
+        let recorded = t.recorded_merges.map_or(String::new(), |(back, front)| {
+            format!(
+                "; merges in the trace: back={back} front={front}, here: back={} front={}",
+                c.back_merges, c.front_merges
+            )
+        });
+        let _ = writeln!(
+            out,
+            "  replayed {} ({:?}): {} I/Os from {} streams{recorded}",
+            t.path, t.format, t.ios, t.streams
+        );
+    }
     for e in &outcome.ejections {
         let _ = writeln!(
             out,

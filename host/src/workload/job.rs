@@ -104,6 +104,9 @@ pub struct JobSpec {
     /// `verify=crc32c`: writes carry a checksummed header, reads check it, and a verify pass
     /// reads back every block the job wrote.
     pub verify: bool,
+    /// A stream of a replayed trace: its I/Os replace the generated ones.
+    #[serde(skip)]
+    pub replay: Option<super::replay::ReplaySpec>,
     /// Where the job section began.
     #[serde(skip)]
     pub location: Location,
@@ -134,8 +137,14 @@ impl JobSpec {
             filename: None,
             direct: true,
             verify: false,
+            replay: None,
             location,
         }
+    }
+
+    /// A job for one stream of a replayed trace (the caller fills in the rest).
+    pub fn for_replay(name: &str, location: Location) -> Self {
+        Self::new(name, location)
     }
 
     /// Percentage of I/Os that are reads.

@@ -2,11 +2,13 @@
 //! submitters that issue it.
 
 pub mod job;
+pub mod replay;
 mod rng;
 pub mod submitter;
 pub mod value;
 
 pub use job::{Direction, JobError, JobSpec, Location, Pattern, parse_cmdline, parse_job_file};
+pub use replay::{Pacing, ReplaySpec, jobs_for_trace};
 pub use rng::{Permutation, Rng};
 pub use submitter::{Next, Placement, Submitter};
 

@@ -5,6 +5,7 @@
 use schedhost_sdk::{Op, PrioClass};
 
 use super::job::{JobSpec, Pattern};
+use super::replay::Replay;
 use super::rng::{Permutation, Rng};
 use crate::core::Bio;
 
@@ -60,6 +61,8 @@ pub struct Submitter {
     written: Option<Vec<u64>>,
     /// The verify pass's position, once the job's own I/O is done.
     verify_next: Option<u64>,
+    /// A replayed stream, whose I/Os replace the generated ones.
+    replay: Option<Replay>,
     rng: Rng,
     order: Option<Permutation>,
     next_block: u64,
@@ -91,6 +94,10 @@ impl Submitter {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
+        let io_limit = match &job.replay {
+            Some(replay) => Some(replay.ios.len() as u64),
+            None => io_limit,
+        };
         let mut rng = Rng::new(seed ^ (u64::from(ctx) + 1).wrapping_mul(0xa076_1d64_78bd_642f));
         let order = (job.pattern == Pattern::Random).then(|| Permutation::new(blocks, &mut rng));
         let prio_class = match job.prioclass {
@@ -116,6 +123,7 @@ impl Submitter {
             written: (job.verify && job.read_pct() < 100)
                 .then(|| vec![0; blocks.div_ceil(64) as usize]),
             verify_next: None,
+            replay: job.replay.clone().map(Replay::new),
             rng,
             order,
             next_block: 0,
@@ -153,6 +161,16 @@ impl Submitter {
         let ready = self.ready_at();
         if ready > now_ns {
             return Next::WaitUntil(ready);
+        }
+        if let Some(replay) = &mut self.replay {
+            return match replay.take(self.ctx, bio_id) {
+                Some(bio) => {
+                    self.issued += 1;
+                    self.inflight += 1;
+                    Next::Issue(bio)
+                }
+                None => Next::Draining,
+            };
         }
         Next::Issue(self.make_bio(bio_id))
     }
@@ -211,6 +229,9 @@ impl Submitter {
 
     /// The earliest time rate_iops and thinktime allow the next I/O.
     fn ready_at(&self) -> u64 {
+        if let Some(replay) = &self.replay {
+            return replay.due_at(self.start_ns).unwrap_or(self.start_ns);
+        }
         let paced = self
             .rate_iops
             .map_or(0, |rate| self.start_ns + self.issued * 1_000_000_000 / rate);

@@ -1,0 +1,101 @@
+//! fio iologs. Version 2: `FILE ACTION [OFFSET LENGTH]`, untimed, with `FILE wait USECS`
+//! lines for pauses. Version 3: `USECS FILE ACTION [OFFSET LENGTH]`, a timestamp on every
+//! line (fio ignores `wait` there, and so does this). Offsets and lengths are bytes; each
+//! file is a stream. `add`, `open` and `close` lines are accepted and do nothing.
+
+use schedhost_sdk::Op;
+
+use super::{Format, Trace, TraceError, TraceIo, error, stream_index};
+
+pub(super) fn parse(source: &str, text: &str, format: Format) -> Result<Trace, TraceError> {
+    let v3 = format == Format::IologV3;
+    let mut lines = text.lines().enumerate();
+    let header = if v3 {
+        "fio version 3 iolog"
+    } else {
+        "fio version 2 iolog"
+    };
+    match lines.next() {
+        Some((_, first)) if first.trim().starts_with(header) => {}
+        _ => return Err(error(source, 1, format!("expected the header `{header}`"))),
+    }
+    let (mut ios, mut streams) = (Vec::new(), Vec::new());
+    let mut clock_ns = 0u64;
+    for (n, line) in lines {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        if fields.is_empty() {
+            continue;
+        }
+        let bad = |what: String| error(source, n + 1, what);
+        let (stamp, rest) = if v3 {
+            let us: u64 = fields[0]
+                .parse()
+                .map_err(|_| bad(format!("timestamp {:?} is not microseconds", fields[0])))?;
+            (Some(us), &fields[1..])
+        } else {
+            (None, &fields[..])
+        };
+        if rest.len() < 2 {
+            return Err(bad(format!(
+                "expected FILE ACTION, found {:?}",
+                line.trim()
+            )));
+        }
+        let (file, action) = (rest[0], rest[1]);
+        if let Some(us) = stamp {
+            clock_ns = us.saturating_mul(1000);
+        }
+        let number = |i: usize, what: &str| -> Result<u64, TraceError> {
+            rest.get(i)
+                .ok_or_else(|| bad(format!("`{action}` needs {what}")))?
+                .parse()
+                .map_err(|_| bad(format!("{what} {:?} is not a number", rest[i])))
+        };
+        let op = match action {
+            "add" | "open" | "close" => continue,
+            "wait" if v3 => continue,
+            "wait" => {
+                clock_ns += number(2, "a delay in microseconds")?.saturating_mul(1000);
+                continue;
+            }
+            "read" => Op::Read,
+            "write" => Op::Write,
+            "trim" => Op::Discard,
+            "sync" | "datasync" => Op::Flush,
+            other => {
+                return Err(bad(format!(
+                    "unknown action `{other}` (read, write, trim, sync, datasync, wait, add, open, close)"
+                )));
+            }
+        };
+        let (sector, sectors) = if op == Op::Flush {
+            (0, 0)
+        } else {
+            let (offset, length) = (number(2, "an offset")?, number(3, "a length")?);
+            if offset % 512 != 0 || length % 512 != 0 || length == 0 {
+                return Err(bad(format!(
+                    "offset {offset} and length {length} must be whole 512-byte sectors, length above 0"
+                )));
+            }
+            let sectors = u32::try_from(length / 512)
+                .map_err(|_| bad(format!("length {length} is too large for one I/O")))?;
+            (offset / 512, sectors)
+        };
+        let stream = stream_index(&mut streams, file);
+        ios.push(TraceIo {
+            at_ns: clock_ns,
+            stream,
+            op,
+            sector,
+            sectors,
+            // fio waited for every I/O it logged.
+            sync: true,
+        });
+    }
+    Ok(Trace {
+        format,
+        ios,
+        streams,
+        recorded_merges: None,
+    })
+}

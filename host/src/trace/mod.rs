@@ -1,0 +1,123 @@
+//! Recorded workloads: blkparse text output and fio iologs (versions 2 and 3), parsed into
+//! timed I/Os per stream (a process, or a file of the iolog). Sans-IO: text in, I/Os or an
+//! error naming the file and line out. [`crate::workload`] turns each stream into a
+//! submitter that issues its I/Os at the recorded times.
+
+mod blkparse;
+mod iolog;
+
+use schedhost_sdk::Op;
+
+use crate::workload::Location;
+
+/// A trace format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Format {
+    /// `blkparse` text output; Q (queued) events become I/Os.
+    Blkparse,
+    /// `fio version 2 iolog`: no timestamps, `wait` lines in microseconds.
+    IologV2,
+    /// `fio version 3 iolog`: a timestamp in microseconds on every line.
+    IologV3,
+}
+
+/// One recorded I/O.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TraceIo {
+    /// When it was issued, from the start of the trace.
+    pub at_ns: u64,
+    /// Which stream (index into [`Trace::streams`]) issued it.
+    pub stream: u32,
+    /// What it does.
+    pub op: Op,
+    /// First 512-byte sector.
+    pub sector: u64,
+    /// Length in sectors (0 for a flush).
+    pub sectors: u32,
+    /// The issuer waited for it.
+    pub sync: bool,
+}
+
+/// A parsed trace.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Trace {
+    /// Its format.
+    pub format: Format,
+    /// Every I/O, in issue order.
+    pub ios: Vec<TraceIo>,
+    /// Names of the streams (`pid 18615 (java)`, or an iolog's file names).
+    pub streams: Vec<String>,
+    /// blkparse only: the back (M) and front (F) merges the traced kernel made.
+    pub recorded_merges: Option<(u64, u64)>,
+}
+
+/// What is wrong with a trace, and where.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{location}: {message}")]
+pub struct TraceError {
+    /// The file and line.
+    pub location: Location,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// Parses `text` (read from `source`) as `format`, or detects the format: an iolog starts
+/// with its version line, anything else is taken for blkparse output.
+///
+/// # Errors
+/// The first bad line, with its number; a trace without a single I/O.
+pub fn parse(source: &str, text: &str, format: Option<Format>) -> Result<Trace, TraceError> {
+    let format = format.unwrap_or_else(|| detect(text));
+    let trace = match format {
+        Format::Blkparse => blkparse::parse(source, text)?,
+        Format::IologV2 | Format::IologV3 => iolog::parse(source, text, format)?,
+    };
+    if trace.ios.is_empty() {
+        return Err(TraceError {
+            location: Location {
+                source: source.to_owned(),
+                line: 0,
+            },
+            message: match format {
+                Format::Blkparse => "no Q (queued) events with data: nothing to replay".into(),
+                _ => "no read, write, trim or sync lines: nothing to replay".into(),
+            },
+        });
+    }
+    Ok(trace)
+}
+
+/// The format `text` is in.
+pub fn detect(text: &str) -> Format {
+    let first = text.lines().next().unwrap_or_default().trim();
+    if first.starts_with("fio version 3 iolog") {
+        Format::IologV3
+    } else if first.starts_with("fio version 2 iolog") {
+        Format::IologV2
+    } else {
+        Format::Blkparse
+    }
+}
+
+/// A helper for the parsers: an error at line `line` (1-based) of `source`.
+fn error(source: &str, line: usize, message: String) -> TraceError {
+    TraceError {
+        location: Location {
+            source: source.to_owned(),
+            line,
+        },
+        message,
+    }
+}
+
+/// The index of stream `name`, added if new.
+fn stream_index(streams: &mut Vec<String>, name: &str) -> u32 {
+    match streams.iter().position(|s| s == name) {
+        Some(i) => i as u32,
+        None => {
+            streams.push(name.to_owned());
+            (streams.len() - 1) as u32
+        }
+    }
+}

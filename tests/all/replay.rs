@@ -1,0 +1,213 @@
+//! Trace replay: blkparse text and fio iologs parse into timed streams, bad lines are named
+//! with their file and line, and a replay issues every recorded I/O once, at the recorded
+//! pace (or scaled, or as fast as the depth allows), on simulated and real devices.
+
+use std::path::Path;
+
+use schedhost::device::DeviceSpec;
+use schedhost::outcome::Outcome;
+use schedhost::policy::native_policy;
+use schedhost::sim::{self, SimOptions};
+use schedhost::trace::{Format, Trace, parse};
+use schedhost::uring::{self, RealOptions};
+use schedhost::workload::{Pacing, jobs_for_trace};
+use schedhost_sdk::Op;
+
+const SAMPLE: &str = include_str!("../../examples/traces/blkparse-sample.txt");
+
+const PACED: Pacing = Pacing {
+    time_scale: 1.0,
+    no_stall: false,
+    depth: 64,
+};
+
+fn replay_sim(trace: &Trace, pacing: Pacing, device: &str) -> Outcome {
+    let jobs = jobs_for_trace(trace, pacing, "t");
+    let device = DeviceSpec::parse(device).unwrap();
+    sim::run(
+        &jobs,
+        &device,
+        native_policy("cfq").unwrap(),
+        &[],
+        SimOptions::default(),
+        &mut |_| {},
+    )
+    .unwrap()
+}
+
+fn two_tb_disk() -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples/devices/2tb-disk.spec")
+        .display()
+        .to_string()
+}
+
+fn assert_every_io_once(trace: &Trace, o: &Outcome) {
+    let issued: u64 = o.submitters.iter().map(|s| s.issued).sum();
+    let completed: u64 = o.submitters.iter().map(|s| s.completed).sum();
+    assert_eq!(issued, trace.ios.len() as u64);
+    assert_eq!(completed, issued);
+    assert_eq!(o.core.bios, issued);
+}
+
+#[test]
+fn replay_blkparse_sample_turns_queued_events_into_per_process_streams() {
+    let trace = parse("sample", SAMPLE, None).unwrap();
+    assert_eq!(trace.format, Format::Blkparse);
+    assert_eq!(trace.ios.len(), 1063, "one I/O per Q event with data");
+    assert_eq!(trace.streams.len(), 5);
+    assert!(
+        trace.streams[0].starts_with("pid 18615"),
+        "{:?}",
+        trace.streams
+    );
+    assert_eq!(trace.recorded_merges, Some((1005, 0)));
+    let first = trace.ios[0];
+    assert_eq!(
+        (first.op, first.sector, first.sectors),
+        (Op::Read, 1_444_645_666, 256)
+    );
+    assert_eq!(first.at_ns, 0);
+    assert!(trace.ios.windows(2).all(|w| w[0].at_ns <= w[1].at_ns));
+}
+
+#[test]
+fn replay_blkparse_sample_completes_every_io_once_on_a_simulated_disk() {
+    let trace = parse("sample", SAMPLE, None).unwrap();
+    let outcome = replay_sim(&trace, PACED, &two_tb_disk());
+    assert_every_io_once(&trace, &outcome);
+    assert_eq!(outcome.submitters.len(), 5);
+    assert!(
+        outcome.core.back_merges > 0,
+        "the replayed streams merge as they did"
+    );
+}
+
+#[test]
+fn replay_time_scale_and_no_stall_change_the_pace_not_the_ios() {
+    let trace = parse("sample", SAMPLE, None).unwrap();
+    let paced = replay_sim(&trace, PACED, &two_tb_disk());
+    let half = Pacing {
+        time_scale: 0.5,
+        ..PACED
+    };
+    let fast = replay_sim(&trace, half, &two_tb_disk());
+    let flat_out = Pacing {
+        no_stall: true,
+        ..PACED
+    };
+    let unpaced = replay_sim(&trace, flat_out, &two_tb_disk());
+    for o in [&fast, &unpaced] {
+        assert_every_io_once(&trace, o);
+    }
+    assert!(
+        (fast.end_ns as f64) < 0.6 * paced.end_ns as f64,
+        "{} vs {}",
+        fast.end_ns,
+        paced.end_ns
+    );
+    assert!(unpaced.end_ns < fast.end_ns);
+}
+
+#[test]
+fn replay_iolog_v2_waits_and_v3_timestamps_set_the_issue_times() {
+    let v2 = "fio version 2 iolog\n/dev/x add\n/dev/x open\n/dev/x read 0 4096\n/dev/x wait 1500\n/dev/x write 8192 8192\n/dev/x sync 0 0\n/dev/x close\n";
+    let trace = parse("v2.log", v2, None).unwrap();
+    assert_eq!(trace.format, Format::IologV2);
+    let ops: Vec<(u64, Op, u64, u32)> = trace
+        .ios
+        .iter()
+        .map(|io| (io.at_ns, io.op, io.sector, io.sectors))
+        .collect();
+    assert_eq!(
+        ops,
+        [
+            (0, Op::Read, 0, 8),
+            (1_500_000, Op::Write, 16, 16),
+            (1_500_000, Op::Flush, 0, 0)
+        ]
+    );
+    let v3 = "fio version 3 iolog\n0 a add\n10 a open\n20 a read 4096 4096\n2020 b write 0 512\n2500 a wait 99\n3000 a trim 8192 4096\n";
+    let trace = parse("v3.log", v3, None).unwrap();
+    assert_eq!(trace.format, Format::IologV3);
+    assert_eq!(trace.streams, ["a", "b"]);
+    let times: Vec<u64> = trace.ios.iter().map(|io| io.at_ns).collect();
+    assert_eq!(
+        times,
+        [20_000, 2_020_000, 3_000_000],
+        "v3 ignores wait, as fio does"
+    );
+    assert_eq!(trace.ios[2].op, Op::Discard);
+}
+
+#[test]
+fn replay_bad_trace_lines_are_named_with_file_and_line() {
+    let cases = [
+        (
+            "fio version 2 iolog\n/dev/x read 0 4096\n/dev/x fly 0 4096\n",
+            "bad.log:3: unknown action `fly`",
+        ),
+        (
+            "fio version 3 iolog\n0 a read 0 4096\nsoon a read 0 4096\n",
+            "bad.log:3: timestamp \"soon\" is not microseconds",
+        ),
+        (
+            "fio version 2 iolog\n/dev/x read 100 4096\n",
+            "bad.log:2: offset 100 and length 4096 must be whole 512-byte sectors",
+        ),
+        (
+            "fio version 2 iolog\n/dev/x read 0\n",
+            "bad.log:2: `read` needs a length",
+        ),
+        (
+            "  8,16   5        2     0.000001850 18615  Q   R many + 256 [java]\n",
+            "bad.log:1: sector \"many\" is not a number",
+        ),
+        (
+            "  8,16   5        2     0.00x 18615  Q   R 1 + 256 [java]\n",
+            "bad.log:1: time \"0.00x\" is not seconds.nanoseconds",
+        ),
+        (
+            "CPU0 (8,16):\n Reads Queued: 0\n",
+            "bad.log: no Q (queued) events",
+        ),
+    ];
+    for (text, expected) in cases {
+        let err = parse("bad.log", text, None).unwrap_err().to_string();
+        assert!(err.starts_with(expected), "{err}\nexpected {expected}");
+    }
+}
+
+#[test]
+fn replay_iolog_on_a_real_file_writes_then_reads_back() {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("replay");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut log = String::from("fio version 3 iolog\n0 f add\n");
+    for i in 0..64u64 {
+        log.push_str(&format!("{} f write {} 4096\n", i * 100, i * 4096));
+    }
+    for i in 0..64u64 {
+        log.push_str(&format!("{} f read {} 4096\n", 10_000 + i * 100, i * 4096));
+    }
+    let trace = parse("real.log", &log, None).unwrap();
+    let jobs = jobs_for_trace(&trace, PACED, "real.log");
+    let done = uring::run(
+        &jobs,
+        &[dir.join("replay.dat")],
+        vec![native_policy("deadline").unwrap()],
+        &[],
+        RealOptions::default(),
+    )
+    .unwrap();
+    let o = &done.outcome;
+    assert_eq!(o.submitters[0].issued, 128);
+    assert_eq!(o.submitters[0].completed, 128);
+    assert_eq!(o.stats[0].dirs[0].ios, 64);
+    assert_eq!(o.stats[0].dirs[1].ios, 64);
+    assert!(
+        o.end_ns >= 16_300_000,
+        "the recorded 16.3 ms are kept: {}",
+        o.end_ns
+    );
+}
