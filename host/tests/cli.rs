@@ -392,3 +392,28 @@ fn ctl_without_a_running_schedhost_says_so() {
     let out = schedhost(&["ctl", "--control", socket.to_str().unwrap(), "status"]);
     assert_fails_with(&out, "is a schedhost running with --control");
 }
+
+#[test]
+fn replay_subcommand_reports_the_trace_and_names_bad_lines() {
+    let log = temp_file(
+        "ok.iolog",
+        "fio version 3 iolog\n0 f add\n0 f read 0 4096\n500 f read 4096 4096\n",
+    );
+    let out = schedhost(&[
+        "replay",
+        log.to_str().unwrap(),
+        "--policy",
+        "native:noop",
+        "--device",
+        "sim:ssd",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("(IologV3): 2 I/Os from 1 streams"), "{text}");
+    let bad = temp_file(
+        "bad.iolog",
+        "fio version 3 iolog\n0 f read 0 4096\n7 f read 0\n",
+    );
+    let out = schedhost(&["replay", bad.to_str().unwrap()]);
+    assert_fails_with(&out, "bad.iolog:3: `read` needs a length");
+}
