@@ -149,7 +149,7 @@ pub fn to_text(summary: &Summary<'_>) -> String {
             ),
             Err(why) => writeln!(
                 out,
-                "  swap to {} at {:.3} ms refused, the old policy stays: {why}",
+                "  swap to {} at {:.3} ms: {why}",
                 swap.to,
                 swap.at_ns as f64 / 1e6
             ),

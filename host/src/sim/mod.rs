@@ -164,6 +164,16 @@ pub fn run_swapping(
     sim.stats = vec![CtxStats::default(); sim.submitters.len()];
     sim.start_phase(0);
     sim.run_to_end(progress)?;
+    // Swaps scheduled after the last I/O are reported, not silently dropped.
+    while let Some(swap) = sim.swaps.pop() {
+        let end_ms = sim.now as f64 / 1e6;
+        sim.swapped.push(SwapRecord {
+            at_ns: swap.at_ns,
+            to: swap.label,
+            result: Err(format!("not made: the run ended at {end_ms:.3} ms")),
+            stall_ns: 0,
+        });
+    }
     let submitters = sim
         .submitters
         .iter()
@@ -271,11 +281,13 @@ impl Sim<'_> {
     /// Swaps the policy at a batch boundary; a refused swap leaves the old one running.
     fn swap(&mut self, swap: Swap) {
         let started = std::time::Instant::now();
-        let result = (swap.policy)().and_then(|policy| {
-            self.core
-                .replace_policy(self.now, policy, &swap.settings)
-                .map_err(|e| e.to_string())
-        });
+        let result = (swap.policy)()
+            .and_then(|policy| {
+                self.core
+                    .replace_policy(self.now, policy, &swap.settings)
+                    .map_err(|e| e.to_string())
+            })
+            .map_err(|why| format!("refused, the old policy stays: {why}"));
         self.swapped.push(SwapRecord {
             at_ns: self.now,
             to: swap.label,

@@ -380,7 +380,7 @@ impl Devices {
             .map(|(lane, policy)| {
                 lane.core
                     .replace_policy(now, policy, &[])
-                    .map_err(|e| format!("{}: {e}", lane.name))
+                    .map_err(|e| format!("{}: refused, the old policy stays: {e}", lane.name))
             })
             .collect();
         let stall_ns = started.elapsed().as_nanos() as u64;
