@@ -417,3 +417,10 @@ fn replay_subcommand_reports_the_trace_and_names_bad_lines() {
     let out = schedhost(&["replay", bad.to_str().unwrap()]);
     assert_fails_with(&out, "bad.iolog:3: `read` needs a length");
 }
+
+#[test]
+fn bench_keeps_its_own_iodepth_flag() {
+    let out = schedhost(&["bench", "--iodepth=4", "--ios=2000", "--rounds=1"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("iodepth 4"));
+}
