@@ -138,9 +138,7 @@ pub const FIO_OPTIONS: &[&str] = &[
 pub fn split_fio_options(args: Vec<OsString>) -> (Vec<OsString>, Vec<String>) {
     // Only `run` and `compare` take fio options; other subcommands keep their own flags
     // (`bench --iodepth=1` is bench's).
-    let takes_fio = args
-        .get(1)
-        .is_some_and(|a| a == "run" || a == "compare");
+    let takes_fio = args.get(1).is_some_and(|a| a == "run" || a == "compare");
     if !takes_fio {
         return (args, Vec::new());
     }

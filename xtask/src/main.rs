@@ -22,6 +22,7 @@ cargo xtask <command>
                       raw fio against schedhost's noop, deadline and cfq on one file (needs fio)
   bench-affinity [--file PATH] [--rounds N]
                       elapsed time under rq_affinity 0, 1 and 2 with submitter threads (seed 2)
+  fuzz [SECONDS]      run every fuzz target in fuzz/ for SECONDS each (default 60); installs cargo-fuzz
   bench-loop [--rounds N] [--seconds S]
                       on a loop device (root): the kernel's mq-deadline, bfq and kyber under fio
                       against schedhost's deadline, bfq and kyber over the kernel's none
@@ -116,6 +117,14 @@ fn run(args: Vec<String>) -> Result<()> {
             }
             bench_fio::loop_device(&root, rounds, seconds)
         }
+        ["fuzz", rest @ ..] => {
+            let seconds: u64 = match rest {
+                [] => 60,
+                [n] => n.parse().context("fuzz takes a number of seconds")?,
+                _ => bail!("fuzz takes at most one argument, the seconds per target\n\n{USAGE}"),
+            };
+            fuzz(&root, seconds)
+        }
         ["help"] | ["--help"] | ["-h"] | [] => {
             print!("{USAGE}");
             Ok(())
@@ -138,6 +147,48 @@ fn test_examples(root: &Path) -> Result<()> {
             .arg(dir.join("Cargo.toml"))
             .env("CARGO_TARGET_DIR", root.join("target/examples"));
         cargo_status(root, &mut test).with_context(|| format!("testing {}", dir.display()))?;
+    }
+    Ok(())
+}
+
+/// The fuzz targets: each listed in fuzz/Cargo.toml, run for `seconds` with cargo-fuzz.
+/// cargo-fuzz wants nightly features; `RUSTC_BOOTSTRAP=1` lets this toolchain provide them.
+/// Coverage instrumentation only: the parsers are safe Rust, so a sanitizer adds nothing.
+fn fuzz(root: &Path, seconds: u64) -> Result<()> {
+    let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let installed = Command::new(&cargo)
+        .args(["fuzz", "--version"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !installed {
+        cargo_status(
+            root,
+            Command::new(&cargo).args(["install", "cargo-fuzz", "--locked"]),
+        )?;
+    }
+    let manifest = fs::read_to_string(root.join("fuzz/Cargo.toml"))?;
+    let targets: Vec<&str> = manifest
+        .lines()
+        .filter_map(|l| l.strip_prefix("name = \""))
+        .filter_map(|l| l.strip_suffix('"'))
+        .filter(|name| *name != "schedhost-fuzz")
+        .collect();
+    for target in targets {
+        let mut run = Command::new(&cargo);
+        run.env("RUSTC_BOOTSTRAP", "1")
+            .env("CARGO_TARGET_DIR", root.join("target/fuzz"))
+            .args([
+                "fuzz",
+                "run",
+                "--fuzz-dir",
+                "fuzz",
+                "-s",
+                "none",
+                target,
+                "--",
+            ])
+            .arg(format!("-max_total_time={seconds}"));
+        cargo_status(root, &mut run).with_context(|| format!("fuzz target {target}"))?;
     }
     Ok(())
 }
