@@ -171,6 +171,15 @@ fn replay_bad_trace_lines_are_named_with_file_and_line() {
             "CPU0 (8,16):\n Reads Queued: 0\n",
             "bad.log: no Q (queued) events",
         ),
+        // Found by the fuzzer: seconds that overflow nanoseconds.
+        (
+            "7,80 0 0 333333333333333.4503 1 Q W 0 + 8 [x]\n",
+            "bad.log:1: time \"333333333333333.4503\" is not seconds.nanoseconds",
+        ),
+        (
+            "fio version 2 iolog\n/dev/x read 18446744073709551104 4096\n",
+            "bad.log:2: sector 36028797018963967 + 8 lies beyond 2^54 sectors",
+        ),
     ];
     for (text, expected) in cases {
         let err = parse("bad.log", text, None).unwrap_err().to_string();

@@ -11,7 +11,7 @@
 
 use schedhost_sdk::Op;
 
-use super::{Format, Trace, TraceError, TraceIo, error, stream_index};
+use super::{Format, Trace, TraceError, TraceIo, check_range, error, stream_index};
 
 pub(super) fn parse(source: &str, text: &str) -> Result<Trace, TraceError> {
     let mut ios = Vec::new();
@@ -64,6 +64,7 @@ pub(super) fn parse(source: &str, text: &str) -> Result<Trace, TraceError> {
             if sectors == 0 {
                 continue;
             }
+            check_range(sector, sectors).map_err(bad)?;
             (sector, sectors)
         };
         let stream = match pids.iter().find(|(p, _)| *p == pid) {
@@ -137,7 +138,7 @@ fn seconds_to_ns(text: &str) -> Option<u64> {
         return None;
     }
     let frac_ns: u64 = format!("{frac:0<9}").parse().ok()?;
-    Some(secs * 1_000_000_000 + frac_ns)
+    secs.checked_mul(1_000_000_000)?.checked_add(frac_ns)
 }
 
 #[cfg(test)]

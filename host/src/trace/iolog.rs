@@ -5,7 +5,7 @@
 
 use schedhost_sdk::Op;
 
-use super::{Format, Trace, TraceError, TraceIo, error, stream_index};
+use super::{Format, Trace, TraceError, TraceIo, check_range, error, stream_index};
 
 pub(super) fn parse(source: &str, text: &str, format: Format) -> Result<Trace, TraceError> {
     let v3 = format == Format::IologV3;
@@ -55,7 +55,8 @@ pub(super) fn parse(source: &str, text: &str, format: Format) -> Result<Trace, T
             "add" | "open" | "close" => continue,
             "wait" if v3 => continue,
             "wait" => {
-                clock_ns += number(2, "a delay in microseconds")?.saturating_mul(1000);
+                let delay = number(2, "a delay in microseconds")?.saturating_mul(1000);
+                clock_ns = clock_ns.saturating_add(delay);
                 continue;
             }
             "read" => Op::Read,
@@ -79,6 +80,7 @@ pub(super) fn parse(source: &str, text: &str, format: Format) -> Result<Trace, T
             }
             let sectors = u32::try_from(length / 512)
                 .map_err(|_| bad(format!("length {length} is too large for one I/O")))?;
+            check_range(offset / 512, sectors).map_err(bad)?;
             (offset / 512, sectors)
         };
         let stream = stream_index(&mut streams, file);

@@ -111,6 +111,20 @@ fn error(source: &str, line: usize, message: String) -> TraceError {
     }
 }
 
+/// The largest address a trace may use: 2^54 sectors (8 EiB), far past any device, and
+/// small enough that byte offsets and ends cannot overflow.
+const MAX_SECTOR: u64 = 1 << 54;
+
+/// Checks that an I/O of `sectors` at `sector` lies within [`MAX_SECTOR`].
+fn check_range(sector: u64, sectors: u32) -> Result<(), String> {
+    match sector.checked_add(u64::from(sectors)) {
+        Some(end) if end <= MAX_SECTOR => Ok(()),
+        _ => Err(format!(
+            "sector {sector} + {sectors} lies beyond 2^54 sectors, past any device"
+        )),
+    }
+}
+
 /// The index of stream `name`, added if new.
 fn stream_index(streams: &mut Vec<String>, name: &str) -> u32 {
     match streams.iter().position(|s| s == name) {

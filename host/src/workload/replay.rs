@@ -116,8 +116,9 @@ impl Replay {
         if self.spec.pacing.no_stall {
             return Some(start_ns);
         }
+        // `as` saturates a float past u64::MAX, and the sum saturates too.
         let scaled = (io.at_ns as f64 * self.spec.pacing.time_scale.max(0.0)) as u64;
-        Some(start_ns + scaled)
+        Some(start_ns.saturating_add(scaled))
     }
 
     /// The next I/O as a bio of `ctx`, with `id`.
