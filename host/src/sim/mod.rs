@@ -6,7 +6,7 @@ use crate::device::{DeviceModel, DeviceRequest, DeviceSpec};
 use crate::outcome::{Outcome, SubmitterSummary, SwapRecord};
 use crate::policy::{Fault, PolicyBackend};
 use crate::stats::CtxStats;
-use crate::workload::{JobSpec, Next, Submitter, place};
+use crate::workload::{JobSpec, Next, Submitter, next_wake, phase_finished, place, start_phase};
 
 /// Knobs of a simulated run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -339,34 +339,17 @@ impl Sim<'_> {
         ]
         .into_iter()
         .flatten();
-        let submitters = self
-            .submitters
-            .iter()
-            .filter(|s| s.placement.phase == self.phase && !s.is_finished())
-            .flat_map(|s| [s.wake_at(self.now), s.deadline().filter(|&d| d > self.now)])
-            .flatten();
+        let submitters = next_wake(&self.submitters, self.phase, self.now, true);
         device_or_timer.chain(submitters).min()
     }
 
     fn phase_finished(&self) -> bool {
-        self.submitters
-            .iter()
-            .filter(|s| s.placement.phase == self.phase)
-            .all(Submitter::is_finished)
+        phase_finished(&self.submitters, self.phase)
     }
 
     /// Starts the submitters of `phase`; false iff there are none.
     fn start_phase(&mut self, phase: u32) -> bool {
-        let mut any = false;
-        for s in self
-            .submitters
-            .iter_mut()
-            .filter(|s| s.placement.phase == phase)
-        {
-            s.start(self.now);
-            any = true;
-        }
-        any
+        start_phase(&mut self.submitters, phase, self.now)
     }
 
     fn fault(&self, fault: Fault) -> SimError {

@@ -12,7 +12,7 @@ use crate::control::Control;
 use crate::core::Bio;
 use crate::outcome::SwapRecord;
 use crate::stats::CtxStats;
-use crate::workload::{Next, Submitter};
+use crate::workload::{Next, Submitter, next_wake, phase_finished, start_phase};
 
 pub(super) fn run(
     run: &Run<'_>,
@@ -191,15 +191,7 @@ impl Inline<'_, '_> {
 
     /// The earliest policy timer, paced submitter or (with `deadlines`) runtime end.
     fn next_time(&self, deadlines: bool) -> Option<u64> {
-        let submitters = self
-            .submitters
-            .iter()
-            .filter(|s| s.placement.phase == self.phase && !s.is_finished())
-            .flat_map(|s| {
-                let end = s.deadline().filter(|&d| deadlines && d > self.now);
-                [s.wake_at(self.now), end]
-            })
-            .flatten();
+        let submitters = next_wake(&self.submitters, self.phase, self.now, deadlines);
         self.devices
             .next_timer()
             .into_iter()
@@ -208,23 +200,11 @@ impl Inline<'_, '_> {
     }
 
     fn phase_finished(&self) -> bool {
-        self.submitters
-            .iter()
-            .filter(|s| s.placement.phase == self.phase)
-            .all(Submitter::is_finished)
+        phase_finished(&self.submitters, self.phase)
     }
 
     fn start_phase(&mut self, phase: u32) -> bool {
         let now = self.elapsed();
-        let mut any = false;
-        for s in self
-            .submitters
-            .iter_mut()
-            .filter(|s| s.placement.phase == phase)
-        {
-            s.start(now);
-            any = true;
-        }
-        any
+        start_phase(&mut self.submitters, phase, now)
     }
 }

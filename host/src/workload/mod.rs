@@ -10,7 +10,7 @@ pub mod value;
 pub use job::{Direction, JobError, JobSpec, Location, Pattern, parse_cmdline, parse_job_file};
 pub use replay::{Pacing, ReplaySpec, jobs_for_trace};
 pub use rng::{Permutation, Rng};
-pub use submitter::{Next, Placement, Submitter};
+pub use submitter::{Next, Placement, Submitter, next_wake, phase_finished, start_phase};
 
 /// Files start on 1 MiB boundaries, as a filesystem would place them.
 const FILE_ALIGN_SECTORS: u64 = 2048;
