@@ -32,6 +32,20 @@ pub struct Outcome {
     pub swaps: Vec<SwapRecord>,
 }
 
+impl SubmitterSummary {
+    /// `s` at the end of a run that ended at `end_ns`.
+    pub fn of(s: &crate::workload::Submitter, end_ns: u64) -> Self {
+        Self {
+            ctx: s.ctx,
+            placement: s.placement.clone(),
+            started_ns: s.started_ns.unwrap_or(0),
+            finished_ns: s.finished_ns.unwrap_or(end_ns),
+            issued: s.issued,
+            completed: s.completed,
+        }
+    }
+}
+
 /// One hot swap.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct SwapRecord {

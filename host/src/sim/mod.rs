@@ -177,14 +177,7 @@ pub fn run_swapping(
     let submitters = sim
         .submitters
         .iter()
-        .map(|s| SubmitterSummary {
-            ctx: s.ctx,
-            placement: s.placement.clone(),
-            started_ns: s.started_ns.unwrap_or(0),
-            finished_ns: s.finished_ns.unwrap_or(sim.now),
-            issued: s.issued,
-            completed: s.completed,
-        })
+        .map(|s| SubmitterSummary::of(s, sim.now))
         .collect();
     Ok(Outcome {
         stats: sim.stats,

@@ -14,7 +14,7 @@ use super::ring::{Io, IoKind, Notifier, Ring, Segments};
 use super::{RealError, RealOptions, Target};
 use serde_json::{Value, json};
 
-use crate::control::Command;
+use crate::control::{Command, Control};
 use crate::core::{Action, Bio, BioDone, Config, Core, CoreStats};
 use crate::outcome::SwapRecord;
 use crate::policy::Fault;
@@ -300,9 +300,18 @@ impl Devices {
         })
     }
 
-    /// Carries out a control command at a batch boundary; returns the reply, and the swap's
-    /// record when it was one.
-    pub fn command(&mut self, now: u64, command: Command) -> (Value, Option<SwapRecord>) {
+    /// Answers every waiting control request at this batch boundary; swaps go to `swaps`.
+    pub fn serve(&mut self, control: &Control, now: u64, swaps: &mut Vec<SwapRecord>) {
+        for envelope in control.take() {
+            let (reply, record) = self.command(now, envelope.command);
+            swaps.extend(record);
+            let _ = envelope.reply.send(reply);
+        }
+    }
+
+    /// Carries out a control command; returns the reply, and the swap's record when it was
+    /// one.
+    fn command(&mut self, now: u64, command: Command) -> (Value, Option<SwapRecord>) {
         match command {
             Command::Swap {
                 label,

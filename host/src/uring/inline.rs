@@ -7,10 +7,10 @@ use std::time::{Duration, Instant};
 use schedhost_sdk::Op;
 
 use super::devices::Devices;
-use super::{Ran, RealError, Run, summary, work};
+use super::{Ran, RealError, Run, work};
 use crate::control::Control;
 use crate::core::Bio;
-use crate::outcome::SwapRecord;
+use crate::outcome::{SubmitterSummary, SwapRecord};
 use crate::stats::CtxStats;
 use crate::workload::{Next, Submitter, next_wake, phase_finished, start_phase};
 
@@ -44,7 +44,7 @@ pub(super) fn run(
         submitters: driver
             .submitters
             .iter()
-            .map(|s| summary(s, end_ns))
+            .map(|s| SubmitterSummary::of(s, end_ns))
             .collect(),
         stats: driver.stats,
         verified: driver.verified,
@@ -96,10 +96,8 @@ impl Inline<'_, '_> {
         self.now = self.elapsed();
         self.complete_finished()?;
         let now = self.now;
-        for envelope in self.control.map(Control::take).unwrap_or_default() {
-            let (reply, record) = self.devices.command(now, envelope.command);
-            self.swaps.extend(record);
-            let _ = envelope.reply.send(reply);
+        if let Some(control) = self.control {
+            self.devices.serve(control, now, &mut self.swaps);
             self.complete_finished()?;
         }
         for i in 0..self.submitters.len() {

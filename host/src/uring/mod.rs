@@ -329,18 +329,6 @@ fn buffer_slots(jobs: &[JobSpec], submitters: &[Submitter]) -> (Vec<usize>, Vec<
     (lens, ranges)
 }
 
-/// A submitter's summary at the end of the run.
-fn summary(s: &Submitter, end_ns: u64) -> SubmitterSummary {
-    SubmitterSummary {
-        ctx: s.ctx,
-        placement: s.placement.clone(),
-        started_ns: s.started_ns.unwrap_or(0),
-        finished_ns: s.finished_ns.unwrap_or(end_ns),
-        issued: s.issued,
-        completed: s.completed,
-    }
-}
-
 fn outcome(
     ran: Ran,
     devices: &Devices,

@@ -22,10 +22,10 @@ use schedhost_sdk::Op;
 use super::buffers::SlotAccess;
 use super::devices::{Devices, Finished, stripe};
 use super::ring::Notifier;
-use super::{Ran, RealError, Run, summary, work};
+use super::{Ran, RealError, Run, work};
 use crate::control::Control;
 use crate::core::{Bio, RqAffinity};
-use crate::outcome::SwapRecord;
+use crate::outcome::{SubmitterSummary, SwapRecord};
 use crate::stats::CtxStats;
 use crate::workload::{Next, Submitter};
 
@@ -94,7 +94,11 @@ pub(super) fn run(
         .collect();
     Ok(Ran {
         swaps,
-        submitters: done.iter().flatten().map(|s| summary(s, end_ns)).collect(),
+        submitters: done
+            .iter()
+            .flatten()
+            .map(|s| SubmitterSummary::of(s, end_ns))
+            .collect(),
         stats,
         verified: shared.verified.load(Ordering::Relaxed),
         end_ns,
@@ -282,10 +286,8 @@ fn ring_loop(
         for (slot, bio, generation) in bios.drain(..) {
             devices.submit(now, slot, bio, generation)?;
         }
-        for envelope in control.map(Control::take).unwrap_or_default() {
-            let (reply, record) = devices.command(now, envelope.command);
-            swaps.extend(record);
-            let _ = envelope.reply.send(reply);
+        if let Some(control) = control {
+            devices.serve(control, now, swaps);
         }
         devices.reap(|| shared.now())?;
         devices.run(shared.now())?;
