@@ -34,6 +34,8 @@ pub enum Command {
     Bench(commands::bench::BenchArgs),
     /// Talk to a running schedhost (--control SOCKET): swap, set, get, status, stats.
     Ctl(commands::ctl::CtlArgs),
+    /// Export a file or block device over NBD; every client's I/O goes through the policy.
+    Serve(commands::serve::ServeArgs),
     /// Replay a trace (blkparse text, fio iolog v2/v3): `schedhost replay TRACE [run options]`
     /// is `schedhost run --replay TRACE [run options]`.
     Replay {
@@ -71,6 +73,7 @@ impl Command {
             Command::Policy(PolicyCommand::Inspect(args)) => args.execute(),
             Command::Bench(args) => args.execute(),
             Command::Ctl(args) => args.execute(),
+            Command::Serve(args) => args.execute(),
             // Rewritten to `run --replay` before parsing; reached only for `replay --help`.
             Command::Replay { trace } => {
                 anyhow::bail!("use `schedhost replay {} [run options]`", trace.display())

@@ -7,6 +7,7 @@
 //! - [`device`]: simulated device models (`null`, `ssd`, `hdd`) and their spec files.
 //! - [`sim`]: the virtual-time driver that runs a workload on a core and a device model.
 //! - [`uring`]: the real driver: io_uring on files and block devices.
+//! - [`nbd`]: the NBD server front-end (`serve --nbd`): unmodified clients through a policy.
 //! - [`verify`]: fio-style data verification (`verify=crc32c`).
 //! - [`outcome`]: what a finished run hands to the reports.
 //! - [`workload`]: fio job files and command-line options, and the I/O they generate.
@@ -19,6 +20,7 @@
 pub mod control;
 pub mod core;
 pub mod device;
+pub mod nbd;
 pub mod outcome;
 pub mod policy;
 pub mod report;

@@ -5,3 +5,4 @@ pub mod compare;
 pub mod ctl;
 pub mod inspect;
 pub mod run;
+pub mod serve;

@@ -329,7 +329,7 @@ fn parse_swap_at(text: &str) -> Result<(u64, String), String> {
 }
 
 /// `fallback`, `abort`, `restart` or `restart:N`.
-fn parse_on_fault(text: &str) -> Result<OnFault, String> {
+pub(crate) fn parse_on_fault(text: &str) -> Result<OnFault, String> {
     match text.split_once(':') {
         None if text == "fallback" => Ok(OnFault::Fallback),
         None if text == "abort" => Ok(OnFault::Abort),

@@ -20,21 +20,21 @@ use crate::outcome::SwapRecord;
 use crate::policy::Fault;
 
 /// One device: its scheduler.
-pub(super) struct Lane {
+pub(crate) struct Lane {
     pub core: Core,
     pub name: String,
 }
 
 /// Where a bio's buffer goes on its device.
 #[derive(Debug, Clone, Copy, Default)]
-pub(super) struct SlotUse {
+pub(crate) struct SlotUse {
     pub offset: u64,
     pub generation: u32,
 }
 
 /// A finished bio and the device it went to.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Finished {
+pub(crate) struct Finished {
     pub lane: u32,
     pub done: BioDone,
     pub slot: SlotUse,
@@ -42,12 +42,12 @@ pub(super) struct Finished {
 
 /// Which of `lanes` devices a bio goes to: blocks are striped by block number, so a block
 /// is always on the same device and the verify pass finds it there.
-pub(super) fn stripe(bio: &Bio, lanes: usize) -> usize {
+pub(crate) fn stripe(bio: &Bio, lanes: usize) -> usize {
     let block = bio.sector / u64::from(bio.sectors.max(1));
     (block % lanes.max(1) as u64) as usize
 }
 
-pub(super) struct Devices {
+pub(crate) struct Devices {
     // Field order matters: the ring is dropped before the arena whose memory it lends to the
     // kernel, after `Drop` drained it.
     ring: Ring,
@@ -264,26 +264,33 @@ impl Devices {
         sector: u64,
         now: u64,
     ) -> Result<(), RealError> {
+        let Some(request) = self.lanes[l].core.request(id) else {
+            self.lanes[l].core.complete(now, id, -libc::EIO)?;
+            return Ok(());
+        };
         let kind = match op {
             Op::Read => IoKind::Read,
             Op::Write => IoKind::Write,
             Op::Flush => IoKind::Flush,
-            Op::Discard => {
-                // Jobs never issue discards; answer as a device without TRIM would.
-                self.lanes[l].core.complete(now, id, -libc::EOPNOTSUPP)?;
-                return Ok(());
-            }
+            Op::Discard => IoKind::Discard(u64::from(request.sectors) * 512),
         };
-        let mut bios: smallvec::SmallVec<[u32; 4]> = self.lanes[l]
-            .core
-            .request(id)
-            .map(|r| r.bios.iter().map(|(_, b)| b.id as u32).collect())
-            .unwrap_or_default();
-        bios.sort_unstable_by_key(|&slot| self.slots[slot as usize].offset);
-        let segments: Segments = bios
+        // Each bio's buffer is the start of its slot, as long as the bio.
+        let mut bios: smallvec::SmallVec<[(u32, usize); 4]> = request
+            .bios
             .iter()
-            .map(|&slot| self.arena.raw(slot as usize))
+            .map(|(_, b)| (b.id as u32, b.sectors as usize * 512))
             .collect();
+        bios.sort_unstable_by_key(|&(slot, _)| self.slots[slot as usize].offset);
+        let segments: Segments = match kind {
+            IoKind::Read | IoKind::Write => bios
+                .iter()
+                .map(|&(slot, len)| {
+                    let (ptr, room) = self.arena.raw(slot as usize);
+                    (ptr, len.min(room))
+                })
+                .collect(),
+            IoKind::Flush | IoKind::Discard(_) => Segments::new(),
+        };
         let io = Io {
             file: l as u32,
             kind,

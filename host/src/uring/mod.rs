@@ -41,8 +41,9 @@ use std::sync::Arc;
 
 use crate::control::Control;
 use crate::policy::WasmRuntime;
-use devices::{Devices, Lane};
-use ring::Notifier;
+pub(crate) use buffers::SlotAccess;
+pub(crate) use devices::{Devices, Lane};
+pub(crate) use ring::Notifier;
 pub use target::{OpenRules, Target, TargetError, TargetKind};
 
 /// Driver tags per device unless `--queue-depth` says otherwise: deep enough for any

@@ -64,6 +64,9 @@ pub enum IoKind {
     Write,
     /// Flush the file (fdatasync).
     Flush,
+    /// Discard this many bytes: the range reads back as zeroes afterwards (a file's blocks
+    /// are punched out, a block device's discarded or zeroed), or the I/O fails.
+    Discard(u64),
 }
 
 /// Memory an I/O reads into or writes from.
@@ -237,6 +240,10 @@ impl Ring {
             (IoKind::Flush, _) => opcode::Fsync::new(file)
                 .flags(io_uring::types::FsyncFlags::DATASYNC)
                 .build(),
+            (IoKind::Discard(len), _) => opcode::Fallocate::new(file, len)
+                .offset(offset)
+                .mode(libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE)
+                .build(),
             (kind, &[single]) if in_fixed(single) => match kind {
                 IoKind::Read => opcode::ReadFixed::new(file, single.0, single.1 as u32, 0)
                     .offset(offset)
@@ -388,7 +395,7 @@ impl Ring {
         if result < 0 {
             return Ok(Some(result));
         }
-        if entry.io.kind == IoKind::Flush {
+        if matches!(entry.io.kind, IoKind::Flush | IoKind::Discard(_)) {
             return Ok(Some(0));
         }
         let total: usize = entry.io.segments.iter().map(|s| s.1).sum();

@@ -195,6 +195,14 @@ impl Target {
         })
     }
 
+    /// Makes written data durable (fdatasync), as a server does before it exits.
+    ///
+    /// # Errors
+    /// The kernel's error from fdatasync.
+    pub fn sync(&self) -> io::Result<()> {
+        self.file.sync_data()
+    }
+
     /// The descriptor, for registering with the ring.
     pub fn raw_fd(&self) -> RawFd {
         self.file.as_raw_fd()

@@ -1,0 +1,233 @@
+//! `schedhost serve --nbd ADDR --device PATH`: export a file or block device over NBD, every
+//! client's I/O going through the policy, until SIGINT or SIGTERM.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use schedhost::core::{Nomerges, OnFault, Supervision};
+use schedhost::nbd::{self, Address, ServeOptions, Served};
+use schedhost::policy::{DEFAULT_CALL_DEADLINE_MS, DEFAULT_MEMORY_MIB, Limits, WasmRuntime, load};
+use schedhost::uring::DEFAULT_QUEUE_DEPTH;
+use schedhost::workload::value::size as size_bytes;
+
+use super::run::parse_on_fault;
+use crate::cli::{OutputFormat, parse_setting};
+
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// Listen for NBD clients on HOST:PORT, PORT (on 127.0.0.1) or unix:PATH.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:10809")]
+    pub nbd: String,
+    /// The file or block device to export.
+    #[arg(long)]
+    pub device: PathBuf,
+    /// Policy: a component (PATH.wasm), a bundled name (noop), or native:NAME.
+    #[arg(long, short = 'p', default_value = "noop")]
+    pub policy: String,
+    /// The export's name (clients asking for the default export get it too).
+    #[arg(long, default_value = "schedhost")]
+    pub export_name: String,
+    /// Export read-only: writes, trims and zeroing are refused with EPERM.
+    #[arg(long)]
+    pub read_only: bool,
+    /// Export an existing file or a block device writable (clients may overwrite it).
+    #[arg(long)]
+    pub allow_overwrite: bool,
+    /// Create the file with this size if it does not exist (fio sizes: 64m, 1g).
+    #[arg(long, value_name = "BYTES")]
+    pub size: Option<String>,
+    /// Requests on the kernel at once (driver tags).
+    #[arg(long, default_value_t = DEFAULT_QUEUE_DEPTH, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub queue_depth: u32,
+    /// Queue attribute nr_requests (scheduler tags).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub nr_requests: Option<u32>,
+    /// Queue attribute nomerges: 0 all merges, 1 one-hit cache only, 2 none.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=2))]
+    pub nomerges: u8,
+    /// Listen on this unix socket (mode 0600) for `schedhost ctl`: swap the policy, set
+    /// tunables, status and stats, while clients are connected.
+    #[arg(long, value_name = "SOCKET")]
+    pub control: Option<PathBuf>,
+    /// Set a policy tunable (repeatable): --set slice_idle=0.
+    #[arg(long = "set", value_name = "NAME=VALUE", value_parser = parse_setting)]
+    pub settings: Vec<(String, i64)>,
+    /// After a policy fault: `fallback`, `restart[:N]` or `abort`.
+    #[arg(long, value_name = "ACTION", default_value = "fallback", value_parser = parse_on_fault)]
+    pub on_fault: OnFault,
+    /// Eject a policy that holds requests and dispatches nothing for this long (0: never).
+    #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
+    pub watchdog: f64,
+    /// Wall-clock time a policy call may take before the policy is ejected.
+    #[arg(long, value_name = "MS", default_value_t = DEFAULT_CALL_DEADLINE_MS, value_parser = clap::value_parser!(u64).range(1..))]
+    pub call_deadline: u64,
+    /// Linear memory a policy instance may use.
+    #[arg(long, value_name = "MIB", default_value_t = DEFAULT_MEMORY_MIB as u64, value_parser = clap::value_parser!(u64).range(1..=256))]
+    pub policy_memory: u64,
+    /// Summary format when the server stops.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Normal)]
+    pub output_format: OutputFormat,
+}
+
+/// Set by SIGINT and SIGTERM; the acceptor polls it.
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn request_stop(_: libc::c_int) {
+    STOP.store(true, Ordering::Release);
+}
+
+/// Routes SIGINT and SIGTERM to [`STOP`].
+fn install_stop_handlers() -> Result<()> {
+    for signal in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: the handler only stores to an atomic, which is async-signal-safe; the
+        // sigaction struct is zeroed and filled before the call, which copies it.
+        let failed = unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = request_stop as *const () as libc::sighandler_t;
+            action.sa_flags = libc::SA_RESTART;
+            libc::sigemptyset(&mut action.sa_mask);
+            libc::sigaction(signal, &action, std::ptr::null_mut()) != 0
+        };
+        if failed {
+            bail!(
+                "installing the signal handler: {}",
+                std::io::Error::last_os_error()
+            );
+        }
+    }
+    Ok(())
+}
+
+impl ServeArgs {
+    pub fn execute(self) -> Result<()> {
+        let address = Address::parse(&self.nbd).map_err(anyhow::Error::msg)?;
+        let size = self
+            .size
+            .as_deref()
+            .map(|s| size_bytes(s).map_err(|e| anyhow::anyhow!("--size {s}: {e}")))
+            .transpose()?;
+        let limits = Limits {
+            call_deadline: Duration::from_millis(self.call_deadline),
+            memory_bytes: (self.policy_memory as usize) << 20,
+            fuel: None,
+        };
+        let runtime =
+            WasmRuntime::with_limits(limits).context("setting up the WebAssembly engine")?;
+        let (source, loaded) = load(&runtime, &self.policy)?;
+        let options = ServeOptions {
+            address,
+            device: self.device.clone(),
+            export_name: self.export_name.clone(),
+            read_only: self.read_only,
+            allow_overwrite: self.allow_overwrite,
+            size,
+            queue_depth: self.queue_depth,
+            nr_requests: self.nr_requests,
+            nomerges: Nomerges::from_level(self.nomerges).unwrap_or_default(),
+            supervision: Supervision {
+                on_fault: self.on_fault,
+                watchdog_ns: (self.watchdog > 0.0).then_some((self.watchdog * 1e9) as u64),
+            },
+        };
+        install_stop_handlers()?;
+        let control = self.control.as_deref().map(|path| (path, &runtime));
+        let label = source.label();
+        let served = nbd::serve(
+            &options,
+            loaded.instantiate()?,
+            &self.settings,
+            control,
+            &STOP,
+            |address, export| {
+                eprintln!(
+                    "schedhost: serving {} ({} bytes{}) as export '{}' on {address} with policy {label}; stop with Ctrl-C or SIGTERM",
+                    self.device.display(),
+                    export.size,
+                    if self.read_only { ", read-only" } else { "" },
+                    export.name,
+                );
+            },
+        )
+        .with_context(|| format!("serving {} over NBD", self.device.display()))?;
+        self.report(&served, &label)
+    }
+
+    fn report(&self, served: &Served, policy: &str) -> Result<()> {
+        match self.output_format {
+            OutputFormat::Json => {
+                let value = serde_json::json!({
+                    "device": self.device.display().to_string(),
+                    "policy": policy,
+                    "size": served.size,
+                    "clients": served.clients,
+                    "core": served.core,
+                    "swaps": served.swaps.len(),
+                    "ejections": served.ejections.len(),
+                });
+                println!("{}", serde_json::to_string_pretty(&value)?);
+            }
+            OutputFormat::Normal => print!("{}", summary(served, policy)),
+        }
+        Ok(())
+    }
+}
+
+/// The text summary printed when the server stops.
+fn summary(served: &Served, policy: &str) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "schedhost serve: policy {policy}, {} client(s) served",
+        served.clients.len()
+    );
+    for c in &served.clients {
+        let t = &c.tally;
+        let _ = writeln!(
+            out,
+            "  {} (ctx {}): {:.2} s, {} reads ({:.1} MiB), {} writes ({:.1} MiB), {} flushes, {} trims, {} zeroes, {} errors{}",
+            c.peer,
+            c.ctx,
+            c.seconds,
+            t.reads,
+            t.bytes_read as f64 / 1048576.0,
+            t.writes,
+            t.bytes_written as f64 / 1048576.0,
+            t.flushes,
+            t.trims,
+            t.zeroes,
+            t.errors,
+            c.closed_because
+                .as_ref()
+                .map(|w| format!("; closed: {w}"))
+                .unwrap_or_default(),
+        );
+    }
+    let core = &served.core;
+    let _ = writeln!(
+        out,
+        "  scheduler: {} bios in, {} requests dispatched, merges back={} front={}",
+        core.bios, core.dispatched, core.back_merges, core.front_merges
+    );
+    for s in &served.swaps {
+        let _ = writeln!(
+            out,
+            "  swap to {} at {:.3} s: {}",
+            s.to,
+            s.at_ns as f64 / 1e9,
+            if s.result.is_ok() { "done" } else { "refused" }
+        );
+    }
+    for e in &served.ejections {
+        let _ = writeln!(
+            out,
+            "  ejection at {:.3} s ({}): {}",
+            e.at_ns as f64 / 1e9,
+            e.kind,
+            e.message
+        );
+    }
+    out
+}

@@ -1,0 +1,90 @@
+//! The ring thread of the NBD server: bios from the connections into the cores, dispatch
+//! through io_uring, and each finished bio back to the connection that sent it.
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use super::hub::{Event, Hub, Owner};
+use crate::control::Control;
+use crate::outcome::SwapRecord;
+use crate::uring::{Devices, RealError};
+
+/// How long the policy may hold requests with nothing on the device and no timer before it
+/// is treated as starving them.
+const STALL_LIMIT: Duration = Duration::from_secs(2);
+
+/// Runs until the server is stopping, no connection is left and no I/O is in flight.
+///
+/// # Errors
+/// A [`RealError`] that ends the server: a policy fault under `--on-fault abort`, a stall
+/// no fallback could clear, or io_uring failing.
+pub fn run(
+    hub: &Hub,
+    devices: &mut Devices,
+    slots: usize,
+    control: Option<&Control>,
+    swaps: &mut Vec<SwapRecord>,
+) -> Result<(), RealError> {
+    let mut owners: Vec<Option<Owner>> = (0..slots).map(|_| None).collect();
+    let mut inbox = Vec::new();
+    let mut idle_since: Option<Instant> = None;
+    loop {
+        hub.take_inbox(&mut inbox);
+        let now = hub.now();
+        for s in inbox.drain(..) {
+            owners[s.slot as usize] = Some(s.owner);
+            devices.submit(now, s.slot, s.bio, 0)?;
+        }
+        if let Some(control) = control {
+            devices.serve(control, now, swaps);
+        }
+        devices.reap(|| hub.now())?;
+        devices.run(hub.now())?;
+        for finished in devices.done.drain(..) {
+            let slot = finished.done.bio as u32;
+            let Some(owner) = owners.get_mut(slot as usize).and_then(Option::take) else {
+                continue;
+            };
+            if owner.frees {
+                hub.pools.put(slot);
+            }
+            // A connection whose replier is gone has nobody left to tell.
+            let _ = owner.to.send(Event::Done {
+                seq: owner.seq,
+                status: finished.done.status,
+            });
+        }
+        let quiet = devices.inflight() == 0 && devices.queued() == 0;
+        if hub.stopping.load(Ordering::Acquire)
+            && hub.live.load(Ordering::Acquire) == 0
+            && quiet
+            && hub.inbox_is_empty()
+        {
+            return Ok(());
+        }
+        let timer = devices.next_timer();
+        let stuck = devices.inflight() == 0 && timer.is_none() && devices.queued() > 0;
+        idle_since = match (stuck, idle_since) {
+            (false, _) => None,
+            (true, None) => Some(Instant::now()),
+            (true, Some(since)) if since.elapsed() > STALL_LIMIT => {
+                if !devices.starve(hub.now())? {
+                    return Err(RealError::Stalled {
+                        at_ms: hub.now() as f64 / 1e6,
+                        queued: devices.queued(),
+                    });
+                }
+                None
+            }
+            (true, since) => since,
+        };
+        let now = hub.now();
+        let timeout = match (timer, idle_since) {
+            (Some(t), _) => Some(Duration::from_nanos(t.saturating_sub(now))),
+            (None, Some(_)) => Some(STALL_LIMIT / 4),
+            // The acceptor and the repliers notify when they change what ends the loop.
+            (None, None) => None,
+        };
+        devices.wait(timeout)?;
+    }
+}

@@ -1,0 +1,349 @@
+//! The fixed newstyle handshake, over any byte stream: greeting, client flags, then options
+//! until `NBD_OPT_GO` or `NBD_OPT_EXPORT_NAME` starts transmission. Options this server
+//! does not implement (TLS, structured replies, metadata contexts, extended headers) get
+//! `NBD_REP_ERR_UNSUP`, after which every client used here falls back to simple replies.
+
+use std::io::{self, Read, Write};
+
+use super::wire::{self, InfoRequest};
+
+/// Options a client may send before it must pick an export: enough for any real client,
+/// and a bound on what a client looping on options can take.
+const MAX_OPTIONS: usize = 256;
+
+/// What is served, as the handshake describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Export {
+    /// Its name; the empty name (the default export) also reaches it.
+    pub name: String,
+    /// Shown by `NBD_OPT_LIST`'s clients and `NBD_INFO_DESCRIPTION`.
+    pub description: String,
+    /// Bytes.
+    pub size: u64,
+    /// Transmission flags.
+    pub flags: u16,
+    /// Offsets and lengths must be multiples of it.
+    pub min_block: u32,
+    /// Requests of this size merge well.
+    pub preferred_block: u32,
+    /// Largest request payload.
+    pub max_block: u32,
+}
+
+impl Export {
+    fn matches(&self, name: &str) -> bool {
+        name.is_empty() || name == self.name
+    }
+}
+
+/// How a handshake ended.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Ended {
+    /// Transmission starts now.
+    Transmission,
+    /// The client aborted, asked for an unknown export by `NBD_OPT_EXPORT_NAME`, or left.
+    Closed,
+}
+
+/// Runs the server's side of the handshake on `stream`.
+///
+/// # Errors
+/// A message naming what the client got wrong (bad magic, unknown flags, oversized option),
+/// or the stream's error; the caller closes the connection.
+pub fn negotiate<S: Read + Write>(stream: &mut S, export: &Export) -> Result<Ended, String> {
+    let io = |e: io::Error| format!("handshake: {e}");
+    stream.write_all(&wire::greeting()).map_err(io)?;
+    let mut flags = [0u8; 4];
+    if !read_or_eof(stream, &mut flags).map_err(io)? {
+        return Ok(Ended::Closed);
+    }
+    let flags = u32::from_be_bytes(flags);
+    let known = wire::CLIENT_FIXED_NEWSTYLE | wire::CLIENT_NO_ZEROES;
+    if flags & !known != 0 {
+        return Err(format!("client flags {flags:#x} include unknown bits"));
+    }
+    let no_zeroes = flags & wire::CLIENT_NO_ZEROES != 0;
+    for _ in 0..MAX_OPTIONS {
+        let mut header = [0u8; 16];
+        if !read_or_eof(stream, &mut header).map_err(io)? {
+            return Ok(Ended::Closed);
+        }
+        let header = wire::parse_option_header(&header)?;
+        if header.length > wire::MAX_OPTION_LEN {
+            return Err(format!(
+                "option {} carries {} bytes; at most {} are accepted",
+                header.option,
+                header.length,
+                wire::MAX_OPTION_LEN
+            ));
+        }
+        let mut data = vec![0u8; header.length as usize];
+        stream.read_exact(&mut data).map_err(io)?;
+        if let Some(ended) = answer(stream, export, header.option, &data, no_zeroes).map_err(io)? {
+            return Ok(ended);
+        }
+    }
+    Err(format!(
+        "more than {MAX_OPTIONS} options without choosing an export"
+    ))
+}
+
+/// Answers one option; `Some` when the handshake is over.
+fn answer<S: Write>(
+    stream: &mut S,
+    export: &Export,
+    option: u32,
+    data: &[u8],
+    no_zeroes: bool,
+) -> io::Result<Option<Ended>> {
+    let reply = |stream: &mut S, kind: u32, payload: &[u8]| {
+        stream.write_all(&wire::option_reply(option, kind, payload))
+    };
+    match option {
+        wire::OPT_EXPORT_NAME => {
+            let known = std::str::from_utf8(data).is_ok_and(|n| export.matches(n));
+            if !known {
+                // The protocol has no error reply here: the server closes.
+                return Ok(Some(Ended::Closed));
+            }
+            stream.write_all(&wire::export_name_reply(
+                export.size,
+                export.flags,
+                no_zeroes,
+            ))?;
+            Ok(Some(Ended::Transmission))
+        }
+        wire::OPT_ABORT => {
+            // The client may already be gone; the acknowledgement is a courtesy.
+            let _ = reply(stream, wire::REP_ACK, &[]);
+            Ok(Some(Ended::Closed))
+        }
+        wire::OPT_LIST => {
+            if !data.is_empty() {
+                reply(stream, wire::REP_ERR_INVALID, b"NBD_OPT_LIST takes no data")?;
+                return Ok(None);
+            }
+            reply(stream, wire::REP_SERVER, &wire::server_entry(&export.name))?;
+            reply(stream, wire::REP_ACK, &[])?;
+            Ok(None)
+        }
+        wire::OPT_INFO | wire::OPT_GO => match wire::parse_info_request(data) {
+            Err(message) => {
+                reply(stream, wire::REP_ERR_INVALID, message.as_bytes())?;
+                Ok(None)
+            }
+            Ok(request) if !export.matches(&request.name) => {
+                let message = format!("no export named '{}'", request.name);
+                reply(stream, wire::REP_ERR_UNKNOWN, message.as_bytes())?;
+                Ok(None)
+            }
+            Ok(request) => {
+                send_info(stream, option, export, &request)?;
+                reply(stream, wire::REP_ACK, &[])?;
+                Ok((option == wire::OPT_GO).then_some(Ended::Transmission))
+            }
+        },
+        wire::OPT_STARTTLS => {
+            reply(stream, wire::REP_ERR_POLICY, b"TLS is not offered")?;
+            Ok(None)
+        }
+        _ => {
+            reply(stream, wire::REP_ERR_UNSUP, &[])?;
+            Ok(None)
+        }
+    }
+}
+
+/// The `NBD_REP_INFO` replies: the export's size and flags always, the block sizes always
+/// (so a client aligns its requests), the name and description when asked.
+fn send_info<S: Write>(
+    stream: &mut S,
+    option: u32,
+    export: &Export,
+    request: &InfoRequest,
+) -> io::Result<()> {
+    let mut infos = vec![
+        wire::info_export(export.size, export.flags),
+        wire::info_block_size(export.min_block, export.preferred_block, export.max_block),
+    ];
+    if request.wanted.contains(&wire::INFO_NAME) {
+        infos.push(wire::info_text(wire::INFO_NAME, &export.name));
+    }
+    if request.wanted.contains(&wire::INFO_DESCRIPTION) {
+        infos.push(wire::info_text(wire::INFO_DESCRIPTION, &export.description));
+    }
+    for info in infos {
+        stream.write_all(&wire::option_reply(option, wire::REP_INFO, &info))?;
+    }
+    Ok(())
+}
+
+/// Fills `buf`; false if the stream ended before its first byte.
+fn read_or_eof<S: Read>(stream: &mut S, buf: &mut [u8]) -> io::Result<bool> {
+    let mut got = 0;
+    while got < buf.len() {
+        match stream.read(&mut buf[got..]) {
+            Ok(0) if got == 0 => return Ok(false),
+            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A scripted client: what it sends, and what the server wrote back.
+    struct Script {
+        input: io::Cursor<Vec<u8>>,
+        output: Vec<u8>,
+    }
+
+    impl Read for Script {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            self.input.read(buf)
+        }
+    }
+
+    impl Write for Script {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            self.output.extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn export() -> Export {
+        Export {
+            name: "disk".into(),
+            description: "test".into(),
+            size: 1 << 20,
+            flags: wire::TX_HAS_FLAGS | wire::TX_SEND_FLUSH,
+            min_block: 512,
+            preferred_block: 4096,
+            max_block: 1 << 25,
+        }
+    }
+
+    fn option(option: u32, data: &[u8]) -> Vec<u8> {
+        let mut out = wire::OPTS_MAGIC.to_be_bytes().to_vec();
+        out.extend_from_slice(&option.to_be_bytes());
+        out.extend_from_slice(&(data.len() as u32).to_be_bytes());
+        out.extend_from_slice(data);
+        out
+    }
+
+    fn go(name: &str) -> Vec<u8> {
+        let mut data = (name.len() as u32).to_be_bytes().to_vec();
+        data.extend_from_slice(name.as_bytes());
+        data.extend_from_slice(&0u16.to_be_bytes());
+        option(wire::OPT_GO, &data)
+    }
+
+    fn run(input: Vec<u8>) -> (Result<Ended, String>, Vec<u8>) {
+        let mut script = Script {
+            input: io::Cursor::new(input),
+            output: Vec::new(),
+        };
+        let result = negotiate(&mut script, &export());
+        (result, script.output)
+    }
+
+    /// The option replies in `out` after the greeting: (option, type, payload).
+    fn replies(out: &[u8]) -> Vec<(u32, u32, Vec<u8>)> {
+        let mut rest = &out[18..];
+        let mut found = Vec::new();
+        while rest.len() >= 20 {
+            let option = u32::from_be_bytes(rest[8..12].try_into().unwrap());
+            let kind = u32::from_be_bytes(rest[12..16].try_into().unwrap());
+            let len = u32::from_be_bytes(rest[16..20].try_into().unwrap()) as usize;
+            found.push((option, kind, rest[20..20 + len].to_vec()));
+            rest = &rest[20 + len..];
+        }
+        found
+    }
+
+    #[test]
+    fn go_with_the_default_name_starts_transmission_after_info_and_ack() {
+        let mut input = 3u32.to_be_bytes().to_vec();
+        input.extend(go(""));
+        let (result, out) = run(input);
+        assert_eq!(result, Ok(Ended::Transmission));
+        assert_eq!(&out[..18], &wire::greeting());
+        let replies = replies(&out);
+        let kinds: Vec<u32> = replies.iter().map(|r| r.1).collect();
+        assert_eq!(kinds, vec![wire::REP_INFO, wire::REP_INFO, wire::REP_ACK]);
+        assert_eq!(&replies[0].2[2..10], &(1u64 << 20).to_be_bytes());
+    }
+
+    #[test]
+    fn unknown_export_gets_err_unknown_and_the_client_may_try_again() {
+        let mut input = 1u32.to_be_bytes().to_vec();
+        input.extend(go("other"));
+        input.extend(go("disk"));
+        let (result, out) = run(input);
+        assert_eq!(result, Ok(Ended::Transmission));
+        let replies = replies(&out);
+        assert_eq!(replies[0].1, wire::REP_ERR_UNKNOWN);
+        assert_eq!(replies.last().unwrap().1, wire::REP_ACK);
+    }
+
+    #[test]
+    fn list_names_the_export_and_unsupported_options_are_refused() {
+        let mut input = 1u32.to_be_bytes().to_vec();
+        input.extend(option(wire::OPT_LIST, &[]));
+        input.extend(option(8, &[])); // structured replies
+        input.extend(option(wire::OPT_ABORT, &[]));
+        let (result, out) = run(input);
+        assert_eq!(result, Ok(Ended::Closed));
+        let replies = replies(&out);
+        assert_eq!(replies[0].1, wire::REP_SERVER);
+        assert_eq!(&replies[0].2[4..], b"disk");
+        assert_eq!(replies[1].1, wire::REP_ACK);
+        assert_eq!(replies[2].1, wire::REP_ERR_UNSUP);
+        assert_eq!(replies[3].1, wire::REP_ACK);
+    }
+
+    #[test]
+    fn export_name_option_replies_without_option_header() {
+        let mut input = 0u32.to_be_bytes().to_vec();
+        input.extend(option(wire::OPT_EXPORT_NAME, b"disk"));
+        let (result, out) = run(input);
+        assert_eq!(result, Ok(Ended::Transmission));
+        assert_eq!(out.len(), 18 + 8 + 2 + 124);
+    }
+
+    #[test]
+    fn hostile_handshakes_end_with_a_message() {
+        let (result, _) = run(0x80u32.to_be_bytes().to_vec());
+        assert!(result.unwrap_err().contains("unknown bits"));
+        let mut huge = 1u32.to_be_bytes().to_vec();
+        huge.extend_from_slice(&wire::OPTS_MAGIC.to_be_bytes());
+        huge.extend_from_slice(&wire::OPT_GO.to_be_bytes());
+        huge.extend_from_slice(&u32::MAX.to_be_bytes());
+        assert!(run(huge).0.unwrap_err().contains("at most"));
+        let mut bad_magic = 1u32.to_be_bytes().to_vec();
+        bad_magic.extend_from_slice(&[0u8; 16]);
+        assert!(run(bad_magic).0.unwrap_err().contains("option magic"));
+        let mut truncated = 1u32.to_be_bytes().to_vec();
+        truncated.extend_from_slice(&wire::OPTS_MAGIC.to_be_bytes()[..5]);
+        assert!(run(truncated).0.is_err());
+        let mut endless = 1u32.to_be_bytes().to_vec();
+        for _ in 0..300 {
+            endless.extend(option(99, &[]));
+        }
+        assert!(run(endless).0.unwrap_err().contains("options"));
+    }
+
+    #[test]
+    fn a_client_that_leaves_during_the_handshake_is_closed_quietly() {
+        assert_eq!(run(Vec::new()).0, Ok(Ended::Closed));
+        assert_eq!(run(1u32.to_be_bytes().to_vec()).0, Ok(Ended::Closed));
+    }
+}

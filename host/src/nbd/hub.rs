@@ -1,0 +1,226 @@
+//! What the connections and the ring thread share: the inbox of bios, the buffer slots
+//! and who gets told when a bio finishes.
+//!
+//! Slots are of two kinds. Data slots (one bio's payload each) are taken by a connection's
+//! reader: a read takes all of its slots at once, so partly-built reads can never hold the
+//! pool between them; a write takes one slot per piece and submits it at once. Control
+//! slots carry flushes and trims, which have no payload. The ring thread gives back the
+//! slots of writes, flushes and trims when they finish; a read's slots go back after its
+//! data was sent.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc::Sender;
+use std::sync::{Condvar, Mutex, PoisonError};
+use std::time::Instant;
+
+use std::sync::Arc;
+
+use crate::core::Bio;
+use crate::uring::{Notifier, SlotAccess};
+
+/// What a connection's replier is told.
+#[derive(Debug)]
+pub enum Event {
+    /// Request `seq` was submitted as `bios` bios (see [`super::session`]).
+    Expect(super::session::Pending),
+    /// Reply `error` to `cookie` at once (a refused or empty request).
+    Reply { cookie: u64, error: u32 },
+    /// A bio of request `seq` finished.
+    Done { seq: u64, status: i32 },
+    /// `missing` bios of request `seq` will never be submitted: its payload never came.
+    Shortfall { seq: u64, missing: usize },
+    /// The reader stopped: no more requests.
+    Closed,
+}
+
+/// Who is told when a bio finishes.
+#[derive(Debug)]
+pub struct Owner {
+    pub to: Sender<Event>,
+    pub seq: u64,
+    /// The ring thread returns the slot to the pool (everything but reads).
+    pub frees: bool,
+}
+
+/// A bio on its way to the ring thread.
+#[derive(Debug)]
+pub struct Submission {
+    pub slot: u32,
+    pub bio: Bio,
+    pub owner: Owner,
+}
+
+#[derive(Debug, Default)]
+struct Free {
+    data: Vec<u32>,
+    control: Vec<u32>,
+    closed: bool,
+}
+
+/// The free slots.
+#[derive(Debug)]
+pub struct Pools {
+    free: Mutex<Free>,
+    ready: Condvar,
+    data_slots: u32,
+}
+
+impl Pools {
+    /// `data` data slots numbered from 0, then `control` control slots.
+    pub fn new(data: u32, control: u32) -> Self {
+        Self {
+            free: Mutex::new(Free {
+                data: (0..data).rev().collect(),
+                control: (data..data + control).rev().collect(),
+                closed: false,
+            }),
+            ready: Condvar::new(),
+            data_slots: data,
+        }
+    }
+
+    /// `n` data slots, waiting until that many are free; `None` once the server stops.
+    pub fn take_data(&self, n: usize) -> Option<Vec<u32>> {
+        let mut free = self.lock();
+        loop {
+            if free.closed {
+                return None;
+            }
+            if free.data.len() >= n {
+                let at = free.data.len() - n;
+                return Some(free.data.split_off(at));
+            }
+            free = self
+                .ready
+                .wait(free)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+
+    /// A control slot, waiting until one is free; `None` once the server stops.
+    pub fn take_control(&self) -> Option<u32> {
+        let mut free = self.lock();
+        loop {
+            if free.closed {
+                return None;
+            }
+            if let Some(slot) = free.control.pop() {
+                return Some(slot);
+            }
+            free = self
+                .ready
+                .wait(free)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+
+    /// Gives `slot` back.
+    pub fn put(&self, slot: u32) {
+        let mut free = self.lock();
+        if slot < self.data_slots {
+            free.data.push(slot);
+        } else {
+            free.control.push(slot);
+        }
+        drop(free);
+        self.ready.notify_all();
+    }
+
+    /// Wakes every waiter with `None`: the server is stopping after a failure.
+    pub fn close(&self) {
+        self.lock().closed = true;
+        self.ready.notify_all();
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Free> {
+        self.free.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Shared by the ring thread, the acceptor and every connection.
+pub struct Hub {
+    pub clock: Instant,
+    pub inbox: Mutex<Vec<Submission>>,
+    pub notifier: Arc<Notifier>,
+    pub slots: SlotAccess,
+    pub pools: Pools,
+    /// Bytes per data slot: the largest bio.
+    pub chunk: u32,
+    /// No new connections; the ring thread ends once the live ones are gone.
+    pub stopping: AtomicBool,
+    /// The ring thread failed: connections end without waiting for their I/O.
+    pub failed: AtomicBool,
+    /// Connections whose replier is still running.
+    pub live: AtomicUsize,
+}
+
+impl Hub {
+    /// Nanoseconds since the server started.
+    pub fn now(&self) -> u64 {
+        self.clock.elapsed().as_nanos() as u64
+    }
+
+    /// Hands bios to the ring thread and wakes it.
+    pub fn submit(&self, submissions: impl IntoIterator<Item = Submission>) {
+        self.inbox
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .extend(submissions);
+        self.notifier.notify();
+    }
+
+    /// The bios waiting for the ring thread.
+    pub fn take_inbox(&self, into: &mut Vec<Submission>) {
+        std::mem::swap(
+            into,
+            &mut *self.inbox.lock().unwrap_or_else(PoisonError::into_inner),
+        );
+    }
+
+    /// True iff no bio waits for the ring thread.
+    pub fn inbox_is_empty(&self) -> bool {
+        self.inbox
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_empty()
+    }
+
+    /// True iff the ring thread failed.
+    pub fn has_failed(&self) -> bool {
+        self.failed.load(Ordering::Acquire)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_read_waits_until_all_its_slots_are_free_at_once() {
+        let pools = Arc::new(Pools::new(4, 1));
+        let held = pools.take_data(3).unwrap();
+        assert_eq!(held.len(), 3);
+        let waiter = {
+            let pools = Arc::clone(&pools);
+            std::thread::spawn(move || pools.take_data(2))
+        };
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        assert!(!waiter.is_finished(), "only one slot is free");
+        pools.put(held[0]);
+        let got = waiter.join().unwrap().unwrap();
+        assert_eq!(got.len(), 2);
+        assert_eq!(pools.take_control(), Some(4));
+    }
+
+    #[test]
+    fn closing_the_pools_releases_waiters() {
+        let pools = Arc::new(Pools::new(1, 0));
+        let _held = pools.take_data(1).unwrap();
+        let waiter = {
+            let pools = Arc::clone(&pools);
+            std::thread::spawn(move || pools.take_control())
+        };
+        pools.close();
+        assert_eq!(waiter.join().unwrap(), None);
+    }
+}

@@ -1,0 +1,449 @@
+//! The NBD front-end: `schedhost serve --nbd ADDR --device PATH` exports one file or block
+//! device to unmodified NBD clients (qemu-img, qemu-io, nbdcopy, fio's nbd engine), and
+//! every client's I/O goes through the policy on its way to io_uring.
+//!
+//! - [`wire`] and [`plan`] are sans-IO: the protocol's bytes, and what a request becomes.
+//! - [`handshake`] runs the fixed newstyle handshake over any stream.
+//! - [`session`] is one connection: a reader turning requests into bios of the
+//!   connection's ctx, and a replier answering each request when its bios finished.
+//! - [`engine`] is the ring thread; [`hub`] what it shares with the connections.
+//!
+//! Each connection is one ctx (software queue), so cfq and bfq share the disk between
+//! clients as they share it between processes. A request is split into bios of at most
+//! 256 KiB, as the kernel splits at max_sectors_kb, and the merge engine joins neighbours
+//! again; the protocol's simple replies carry the data of reads.
+
+mod engine;
+mod handshake;
+mod hub;
+mod net;
+mod plan;
+mod session;
+mod wire;
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, mpsc};
+use std::time::{Duration, Instant};
+
+pub use handshake::{Ended, Export, negotiate};
+pub use net::{Address, DEFAULT_PORT};
+pub use plan::{Limits, Plan, Work, pieces, plan};
+pub use session::Tally;
+pub use wire::{BadMagic, REQUEST_LEN, Request};
+
+use crate::control::Control;
+use crate::core::{Config, Core, CoreStats, Ejection, Nomerges, Supervision};
+use crate::outcome::SwapRecord;
+use crate::policy::{PolicyBackend, WasmRuntime};
+use crate::uring::{Devices, Lane, Notifier, OpenRules, RealError, RealOptions, Target};
+use hub::{Hub, Pools};
+use net::{Listener, Stream};
+
+/// Bytes per bio: a request is split into pieces of at most this.
+pub const CHUNK: u32 = 256 * 1024;
+/// Largest read or write a client may send (what `NBD_INFO_BLOCK_SIZE` advertises).
+pub const MAX_PAYLOAD: u32 = 32 * 1024 * 1024;
+/// Data slots: two of the largest requests' worth, so one can fill while another drains.
+const DATA_SLOTS: u32 = 2 * MAX_PAYLOAD / CHUNK;
+/// Slots for flushes and trims, which carry no data.
+const CONTROL_SLOTS: u32 = 256;
+/// Largest request the merge engine builds (1280 KiB, as for jobs on real devices).
+const MAX_SECTORS: u32 = 2560;
+
+/// How `serve` runs.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    /// Where clients connect.
+    pub address: Address,
+    /// The file or block device exported.
+    pub device: PathBuf,
+    /// The export's name; clients asking for the default (empty) name get it too.
+    pub export_name: String,
+    /// Refuse writes, trims and zeroing; the target is opened read-only.
+    pub read_only: bool,
+    /// Export an existing file or a block device writable.
+    pub allow_overwrite: bool,
+    /// Create the file with this many bytes if it does not exist.
+    pub size: Option<u64>,
+    /// Driver tags (requests on the kernel at once).
+    pub queue_depth: u32,
+    /// Scheduler tags, if not the default.
+    pub nr_requests: Option<u32>,
+    /// The queue's `nomerges`.
+    pub nomerges: Nomerges,
+    /// What happens when the policy fails.
+    pub supervision: Supervision,
+}
+
+/// One client, when it left.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ClientSummary {
+    /// Its address (the socket path for unix clients).
+    pub peer: String,
+    /// The ctx its I/O carried.
+    pub ctx: u32,
+    /// Seconds it was connected.
+    pub seconds: f64,
+    /// What it did.
+    pub tally: Tally,
+    /// Why the server closed it, if the client broke the protocol.
+    pub closed_because: Option<String>,
+}
+
+/// What a server did, once it stopped.
+#[derive(Debug, Clone)]
+pub struct Served {
+    /// Clients that completed the handshake, in the order they left.
+    pub clients: Vec<ClientSummary>,
+    /// The scheduler's counters.
+    pub core: CoreStats,
+    /// Swaps through the control socket.
+    pub swaps: Vec<SwapRecord>,
+    /// Policy ejections.
+    pub ejections: Vec<Ejection>,
+    /// The export's size in bytes.
+    pub size: u64,
+}
+
+/// Why the server could not start or had to stop.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The device, the policy or the ring.
+    #[error(transparent)]
+    Real(#[from] RealError),
+    /// Anything about the setup the user can fix.
+    #[error("{0}")]
+    Setup(String),
+}
+
+/// Serves the export until `stop` is set (SIGINT/SIGTERM in the CLI): stops accepting,
+/// lets every connection finish what it sent, flushes the target, and returns. `listening`
+/// is called with the bound address once clients can connect.
+///
+/// # Errors
+/// A [`ServeError`] naming what is wrong with the setup, or what ended the server.
+pub fn serve(
+    options: &ServeOptions,
+    policy: Box<dyn PolicyBackend>,
+    settings: &[(String, i64)],
+    control: Option<(&Path, &WasmRuntime)>,
+    stop: &AtomicBool,
+    listening: impl FnOnce(&str, &Export),
+) -> Result<Served, ServeError> {
+    let target = open_target(options)?;
+    let block = target.logical_block.max(512);
+    let size = target.capacity - target.capacity % u64::from(block);
+    if size == 0 {
+        return Err(ServeError::Setup(format!(
+            "{} holds less than one {block}-byte block: nothing to export",
+            options.device.display()
+        )));
+    }
+    let export = Export {
+        name: options.export_name.clone(),
+        description: format!("schedhost: {}", options.device.display()),
+        size,
+        flags: export_flags(options.read_only),
+        min_block: block,
+        preferred_block: CHUNK,
+        max_block: MAX_PAYLOAD,
+    };
+    let limits = Limits {
+        size,
+        block,
+        max_payload: MAX_PAYLOAD,
+        read_only: options.read_only,
+    };
+    let mut config = Config::for_device(1, options.queue_depth, MAX_SECTORS);
+    config.nomerges = options.nomerges;
+    if let Some(n) = options.nr_requests {
+        config.nr_requests = n.max(1);
+    }
+    let mut core = Core::new(config, policy, settings).map_err(RealError::from)?;
+    core.supervise(options.supervision);
+    let lanes = vec![Lane {
+        core,
+        name: options.device.display().to_string(),
+    }];
+    let mut slot_lens = vec![CHUNK as usize; DATA_SLOTS as usize];
+    slot_lens.extend(std::iter::repeat_n(0, CONTROL_SLOTS as usize));
+    let real = RealOptions {
+        queue_depth: options.queue_depth,
+        ..RealOptions::default()
+    };
+    let targets = [target];
+    let mut devices = Devices::new(&targets, lanes, &slot_lens, config, real)?;
+    let notifier = Notifier::new().map_err(|source| RealError::Ring {
+        action: "creating an eventfd",
+        source,
+    })?;
+    devices.watch(Arc::clone(&notifier))?;
+    let control = match control {
+        Some((path, runtime)) => {
+            let notifier = Arc::clone(&notifier);
+            let wake = Arc::new(move || notifier.notify());
+            Some(
+                Control::start(path, runtime.clone(), 1, wake)
+                    .map_err(|e| ServeError::Setup(format!("{e:#}")))?,
+            )
+        }
+        None => None,
+    };
+    let listener = Listener::bind(&options.address)
+        .map_err(|e| ServeError::Setup(format!("--nbd: binding {:?}: {e}", options.address)))?;
+    let hub = Hub {
+        clock: Instant::now(),
+        inbox: Mutex::new(Vec::new()),
+        notifier,
+        slots: devices.slots(),
+        pools: Pools::new(DATA_SLOTS, CONTROL_SLOTS),
+        chunk: CHUNK,
+        stopping: AtomicBool::new(false),
+        failed: AtomicBool::new(false),
+        live: AtomicUsize::new(0),
+    };
+    let server = Server {
+        hub: &hub,
+        export: &export,
+        limits,
+        connections: Mutex::new(HashMap::new()),
+        ctxs: Mutex::new(BTreeSet::new()),
+        clients: Mutex::new(Vec::new()),
+    };
+    listening(&listener.to_string(), &export);
+    let mut swaps = Vec::new();
+    let outcome = std::thread::scope(|scope| {
+        scope.spawn(|| server.accept_until(&listener, stop, scope));
+        let outcome = engine::run(
+            &hub,
+            &mut devices,
+            slot_lens.len(),
+            control.as_ref(),
+            &mut swaps,
+        );
+        if outcome.is_err() {
+            server.fail();
+        }
+        outcome
+    });
+    outcome?;
+    targets[0].sync().map_err(|source| RealError::Ring {
+        action: "flushing the target at shutdown",
+        source,
+    })?;
+    let core = devices.stats().into_iter().next().unwrap_or_default();
+    let clients = std::mem::take(
+        &mut *server
+            .clients
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner),
+    );
+    Ok(Served {
+        clients,
+        core,
+        swaps,
+        ejections: devices.ejections(),
+        size,
+    })
+}
+
+/// Opens the device under the same rules as `run`: writing to an existing file or a block
+/// device takes `--allow-overwrite`; a missing file is created only with `--size`.
+fn open_target(options: &ServeOptions) -> Result<Target, ServeError> {
+    let path = &options.device;
+    let exists = path.exists();
+    if !exists && options.read_only {
+        return Err(ServeError::Setup(format!(
+            "{} does not exist; a read-only export needs an existing file or device",
+            path.display()
+        )));
+    }
+    if !exists && options.size.is_none() {
+        return Err(ServeError::Setup(format!(
+            "{} does not exist; give --size BYTES to create it",
+            path.display()
+        )));
+    }
+    if exists && !options.read_only && !options.allow_overwrite {
+        return Err(ServeError::Setup(format!(
+            "refusing to export {} writable: clients could overwrite its data; pass --allow-overwrite if that is intended, or --read-only",
+            path.display()
+        )));
+    }
+    let rules = OpenRules {
+        writes: !options.read_only,
+        allow_overwrite: options.allow_overwrite,
+        direct: true,
+    };
+    let need = if exists { 0 } else { options.size.unwrap_or(0) };
+    Ok(Target::open(path, need, rules).map_err(RealError::from)?)
+}
+
+/// Transmission flags: flush always; FUA, trim and zeroing when writable; multi-conn since
+/// every connection reaches the same file and a flush covers all of them.
+fn export_flags(read_only: bool) -> u16 {
+    let base = wire::TX_HAS_FLAGS | wire::TX_SEND_FLUSH | wire::TX_CAN_MULTI_CONN;
+    if read_only {
+        base | wire::TX_READ_ONLY
+    } else {
+        base | wire::TX_SEND_FUA | wire::TX_SEND_TRIM | wire::TX_SEND_WRITE_ZEROES
+    }
+}
+
+/// The acceptor's and the connections' view of the server.
+struct Server<'a> {
+    hub: &'a Hub,
+    export: &'a Export,
+    limits: Limits,
+    /// Every open connection, to end them when the server stops.
+    connections: Mutex<HashMap<u64, Stream>>,
+    /// ctx numbers in use; a new client takes the lowest free one.
+    ctxs: Mutex<BTreeSet<u32>>,
+    clients: Mutex<Vec<ClientSummary>>,
+}
+
+impl<'a> Server<'a> {
+    /// Accepts clients until `stop` is set or the ring thread failed, then stops reading
+    /// from every connection so each finishes what it sent.
+    fn accept_until<'s>(
+        &'s self,
+        listener: &Listener,
+        stop: &AtomicBool,
+        scope: &'s std::thread::Scope<'s, '_>,
+    ) {
+        let mut next_id = 0u64;
+        while !stop.load(Ordering::Acquire) && !self.hub.has_failed() {
+            if !wait_readable(listener, Duration::from_millis(100)) {
+                continue;
+            }
+            match listener.accept() {
+                Ok(Some((stream, peer))) => {
+                    next_id += 1;
+                    let id = next_id;
+                    match stream.try_clone() {
+                        Ok(handle) => {
+                            self.lock_connections().insert(id, handle);
+                        }
+                        Err(e) => {
+                            tracing::warn!(%peer, "dropping a client: {e}");
+                            continue;
+                        }
+                    }
+                    self.hub.live.fetch_add(1, Ordering::AcqRel);
+                    scope.spawn(move || self.connection(id, stream, peer));
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!("accepting a client: {e}");
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            }
+        }
+        self.hub.stopping.store(true, Ordering::Release);
+        for stream in self.lock_connections().values() {
+            let _ = stream.shutdown_read();
+        }
+        self.hub.notifier.notify();
+    }
+
+    /// One client, from handshake to close.
+    fn connection(&self, id: u64, mut stream: Stream, peer: String) {
+        let started = Instant::now();
+        match negotiate(&mut stream, self.export) {
+            Ok(Ended::Transmission) => self.transmit(stream, &peer, started),
+            Ok(Ended::Closed) => tracing::debug!(%peer, "client left during the handshake"),
+            Err(why) => tracing::warn!(%peer, "closing: {why}"),
+        }
+        self.lock_connections().remove(&id);
+        self.hub.live.fetch_sub(1, Ordering::AcqRel);
+        self.hub.notifier.notify();
+    }
+
+    /// The transmission phase: the reader on this thread, the replier on another.
+    fn transmit(&self, mut stream: Stream, peer: &str, started: Instant) {
+        let replies = match stream.try_clone() {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(%peer, "closing: {e}");
+                return;
+            }
+        };
+        let ctx = self.take_ctx();
+        tracing::info!(%peer, ctx, "client connected");
+        let (to_replier, events) = mpsc::channel();
+        let (tally, closed_because) = std::thread::scope(|scope| {
+            let me = to_replier.clone();
+            let replier = scope.spawn(move || session::reply(self.hub, replies, &events, &me));
+            let why = session::read_requests(self.hub, &mut stream, ctx, &self.limits, &to_replier);
+            (replier.join().unwrap_or_default(), why)
+        });
+        self.lock_ctxs().remove(&ctx);
+        if let Some(why) = &closed_because {
+            tracing::warn!(%peer, ctx, "closed: {why}");
+        }
+        let summary = ClientSummary {
+            peer: peer.to_owned(),
+            ctx,
+            seconds: started.elapsed().as_secs_f64(),
+            tally,
+            closed_because,
+        };
+        tracing::info!(
+            peer = %summary.peer,
+            ctx,
+            reads = tally.reads,
+            writes = tally.writes,
+            "client left"
+        );
+        self.clients
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(summary);
+    }
+
+    /// The lowest ctx no connected client uses.
+    fn take_ctx(&self) -> u32 {
+        let mut used = self.lock_ctxs();
+        let ctx = (0..).find(|c| !used.contains(c)).unwrap_or(0);
+        used.insert(ctx);
+        ctx
+    }
+
+    /// The ring thread failed: release everyone waiting on it.
+    fn fail(&self) {
+        self.hub.failed.store(true, Ordering::Release);
+        self.hub.pools.close();
+        self.hub
+            .inbox
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+        for stream in self.lock_connections().values() {
+            let _ = stream.shutdown();
+        }
+    }
+
+    fn lock_connections(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Stream>> {
+        self.connections
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn lock_ctxs(&self) -> std::sync::MutexGuard<'_, BTreeSet<u32>> {
+        self.ctxs.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// True iff `listener` has a client waiting within `timeout`.
+fn wait_readable(listener: &Listener, timeout: Duration) -> bool {
+    let mut fds = libc::pollfd {
+        fd: listener.raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, for the duration of the call.
+    let ready = unsafe { libc::poll(&mut fds, 1, timeout.as_millis() as libc::c_int) };
+    ready > 0
+}

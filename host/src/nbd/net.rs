@@ -1,0 +1,230 @@
+//! Where clients connect: TCP (loopback unless another address is given) or a unix socket.
+
+use std::fmt;
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::PathBuf;
+
+/// The port NBD servers listen on by default.
+pub const DEFAULT_PORT: u16 = 10809;
+
+/// An address to listen on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Address {
+    /// `HOST:PORT`, or a bare `PORT` on loopback.
+    Tcp(String),
+    /// `unix:PATH`.
+    Unix(PathBuf),
+}
+
+impl Address {
+    /// Parses `--nbd`'s value: `unix:PATH`, `HOST:PORT`, `:PORT` or `PORT` (both on
+    /// 127.0.0.1).
+    ///
+    /// # Errors
+    /// A message naming what is wrong with `text`.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        if let Some(path) = text.strip_prefix("unix:") {
+            if path.is_empty() {
+                return Err("--nbd unix:PATH needs a path".into());
+            }
+            return Ok(Self::Unix(PathBuf::from(path)));
+        }
+        let port_only = text.strip_prefix(':').unwrap_or(text);
+        if port_only.parse::<u16>().is_ok() {
+            return Ok(Self::Tcp(format!("127.0.0.1:{port_only}")));
+        }
+        match text.rsplit_once(':') {
+            Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => {
+                Ok(Self::Tcp(text.to_owned()))
+            }
+            _ => Err(format!(
+                "--nbd {text}: expected HOST:PORT, PORT, or unix:PATH (e.g. 127.0.0.1:{DEFAULT_PORT})"
+            )),
+        }
+    }
+}
+
+/// A bound listener.
+#[derive(Debug)]
+pub enum Listener {
+    Tcp(TcpListener),
+    Unix(UnixListener, PathBuf),
+}
+
+impl Listener {
+    /// Binds `address`; a unix socket path must not exist yet.
+    ///
+    /// # Errors
+    /// The address cannot be bound.
+    pub fn bind(address: &Address) -> io::Result<Self> {
+        let listener = match address {
+            Address::Tcp(addr) => Self::Tcp(TcpListener::bind(addr)?),
+            Address::Unix(path) => Self::Unix(UnixListener::bind(path)?, path.clone()),
+        };
+        // Accepting polls, so that a shutdown request is seen between clients.
+        match &listener {
+            Self::Tcp(l) => l.set_nonblocking(true)?,
+            Self::Unix(l, _) => l.set_nonblocking(true)?,
+        }
+        Ok(listener)
+    }
+
+    /// A client, if one is waiting.
+    ///
+    /// # Errors
+    /// Accepting failed for a reason other than no client waiting.
+    pub fn accept(&self) -> io::Result<Option<(Stream, String)>> {
+        let accepted = match self {
+            Self::Tcp(l) => l.accept().map(|(s, peer)| {
+                let _ = s.set_nodelay(true);
+                (Stream::Tcp(s), peer.to_string())
+            }),
+            Self::Unix(l, path) => l
+                .accept()
+                .map(|(s, _)| (Stream::Unix(s), path.display().to_string())),
+        };
+        match accepted {
+            Ok((stream, peer)) => {
+                stream.set_blocking()?;
+                Ok(Some((stream, peer)))
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The descriptor to poll.
+    pub fn raw_fd(&self) -> RawFd {
+        match self {
+            Self::Tcp(l) => l.as_raw_fd(),
+            Self::Unix(l, _) => l.as_raw_fd(),
+        }
+    }
+}
+
+impl fmt::Display for Listener {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Tcp(l) => match l.local_addr() {
+                Ok(addr) => write!(f, "{addr}"),
+                Err(_) => write!(f, "tcp"),
+            },
+            Self::Unix(_, path) => write!(f, "unix:{}", path.display()),
+        }
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        if let Self::Unix(_, path) = self {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+/// A client connection.
+#[derive(Debug)]
+pub enum Stream {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+}
+
+impl Stream {
+    /// A second handle on the same connection (the replier writes while the reader reads).
+    ///
+    /// # Errors
+    /// The descriptor could not be duplicated.
+    pub fn try_clone(&self) -> io::Result<Self> {
+        Ok(match self {
+            Self::Tcp(s) => Self::Tcp(s.try_clone()?),
+            Self::Unix(s) => Self::Unix(s.try_clone()?),
+        })
+    }
+
+    /// Ends the connection both ways; a reader blocked on it sees the end.
+    ///
+    /// # Errors
+    /// The socket was already gone.
+    pub fn shutdown(&self) -> io::Result<()> {
+        match self {
+            Self::Tcp(s) => s.shutdown(Shutdown::Both),
+            Self::Unix(s) => s.shutdown(Shutdown::Both),
+        }
+    }
+
+    /// Stops reading only: the reader sees the end while replies still go out.
+    ///
+    /// # Errors
+    /// The socket was already gone.
+    pub fn shutdown_read(&self) -> io::Result<()> {
+        match self {
+            Self::Tcp(s) => s.shutdown(Shutdown::Read),
+            Self::Unix(s) => s.shutdown(Shutdown::Read),
+        }
+    }
+
+    fn set_blocking(&self) -> io::Result<()> {
+        match self {
+            Self::Tcp(s) => s.set_nonblocking(false),
+            Self::Unix(s) => s.set_nonblocking(false),
+        }
+    }
+}
+
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Self::Tcp(s) => s.read(buf),
+            Self::Unix(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Self::Tcp(s) => s.write(buf),
+            Self::Unix(s) => s.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Self::Tcp(s) => s.flush(),
+            Self::Unix(s) => s.flush(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_default_to_loopback_and_bad_ones_are_named() {
+        assert_eq!(
+            Address::parse("10809"),
+            Ok(Address::Tcp("127.0.0.1:10809".into()))
+        );
+        assert_eq!(Address::parse(":0"), Ok(Address::Tcp("127.0.0.1:0".into())));
+        assert_eq!(
+            Address::parse("0.0.0.0:10809"),
+            Ok(Address::Tcp("0.0.0.0:10809".into()))
+        );
+        assert_eq!(
+            Address::parse("unix:/tmp/s"),
+            Ok(Address::Unix("/tmp/s".into()))
+        );
+        assert!(
+            Address::parse("localhost")
+                .unwrap_err()
+                .contains("HOST:PORT")
+        );
+        assert!(Address::parse("unix:").is_err());
+        assert!(Address::parse("host:99999").is_err());
+    }
+}

@@ -1,0 +1,452 @@
+//! One client connection after the handshake: a reader that turns requests into bios of
+//! the connection's ctx, and a replier that answers each request once all its bios
+//! finished. Replies may go out of order, as the protocol allows; each is written whole.
+
+use std::collections::HashMap;
+use std::io::{self, Read, Write};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+use std::time::Duration;
+
+use schedhost_sdk::{Op, PrioClass};
+
+use super::hub::{Event, Hub, Owner, Submission};
+use super::net::Stream;
+use super::plan::{self, Limits, Plan, Work};
+use super::wire::{self, Request};
+use crate::core::Bio;
+
+/// A request submitted and not yet answered.
+#[derive(Debug)]
+pub struct Pending {
+    pub seq: u64,
+    pub cookie: u64,
+    pub work: Work,
+    /// Bios still to finish.
+    pub remaining: usize,
+    /// A read's slots and lengths, in offset order: the reply's data.
+    pub read_slots: Vec<(u32, usize)>,
+    pub fua: bool,
+    pub bytes: u64,
+    /// The connection's ctx, which its FUA flush also carries.
+    pub ctx: u32,
+}
+
+/// What a connection did, for the server's summary.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Tally {
+    /// Reads answered with data.
+    pub reads: u64,
+    /// Writes completed.
+    pub writes: u64,
+    /// Flushes completed.
+    pub flushes: u64,
+    /// Trims completed.
+    pub trims: u64,
+    /// Write-zeroes completed.
+    pub zeroes: u64,
+    /// Bytes sent back to the client.
+    pub bytes_read: u64,
+    /// Bytes the client wrote.
+    pub bytes_written: u64,
+    /// Requests answered with an error.
+    pub errors: u64,
+}
+
+impl Tally {
+    fn count(&mut self, work: Work, bytes: u64, error: u32) {
+        if error != 0 {
+            self.errors += 1;
+            return;
+        }
+        match work {
+            Work::Read => {
+                self.reads += 1;
+                self.bytes_read += bytes;
+            }
+            Work::Write => {
+                self.writes += 1;
+                self.bytes_written += bytes;
+            }
+            Work::Zeroes => self.zeroes += 1,
+            Work::Trim => self.trims += 1,
+            Work::Flush => self.flushes += 1,
+        }
+    }
+}
+
+/// The reader: requests in, bios out, until the client disconnects or breaks the protocol.
+/// Returns why it stopped, if that was the client's fault.
+pub fn read_requests(
+    hub: &Hub,
+    stream: &mut Stream,
+    ctx: u32,
+    limits: &Limits,
+    replier: &Sender<Event>,
+) -> Option<String> {
+    let mut seq = 0u64;
+    let outcome = loop {
+        let mut header = [0u8; wire::REQUEST_LEN];
+        match read_full(stream, &mut header) {
+            Ok(true) => {}
+            Ok(false) => break None,
+            Err(e) => break Some(format!("reading a request: {e}")),
+        }
+        let request = match Request::parse(&header) {
+            Ok(r) => r,
+            Err(e) => break Some(e.to_string()),
+        };
+        seq += 1;
+        match plan::plan(&request, limits) {
+            Plan::Disconnect => break None,
+            Plan::Close(why) => break Some(why),
+            Plan::Nothing => send(
+                replier,
+                Event::Reply {
+                    cookie: request.cookie,
+                    error: 0,
+                },
+            ),
+            Plan::Refuse { error, skip } => {
+                if let Err(e) = skip_bytes(stream, u64::from(skip)) {
+                    break Some(format!("reading a refused write's payload: {e}"));
+                }
+                send(
+                    replier,
+                    Event::Reply {
+                        cookie: request.cookie,
+                        error,
+                    },
+                );
+            }
+            Plan::Io {
+                work,
+                offset,
+                length,
+                fua,
+            } => {
+                let io = Io {
+                    seq,
+                    cookie: request.cookie,
+                    work,
+                    offset,
+                    length,
+                    fua,
+                    ctx,
+                };
+                if let Err(why) = submit(hub, stream, replier, &io) {
+                    break why;
+                }
+            }
+        }
+    };
+    send(replier, Event::Closed);
+    outcome
+}
+
+/// One request's I/O.
+struct Io {
+    seq: u64,
+    cookie: u64,
+    work: Work,
+    offset: u64,
+    length: u32,
+    fua: bool,
+    ctx: u32,
+}
+
+impl Io {
+    fn op(&self) -> Op {
+        match self.work {
+            Work::Read => Op::Read,
+            Work::Write | Work::Zeroes => Op::Write,
+            Work::Trim => Op::Discard,
+            Work::Flush => Op::Flush,
+        }
+    }
+
+    fn bio(&self, slot: u32, offset: u64, length: u32) -> Bio {
+        Bio {
+            id: u64::from(slot),
+            ctx: self.ctx,
+            op: self.op(),
+            sector: offset / 512,
+            sectors: length / 512,
+            // The client waits for every reply, as a process waits for O_DIRECT I/O.
+            sync: true,
+            prio_class: PrioClass::Be,
+            prio_level: 4,
+        }
+    }
+
+    fn pending(&self, bios: usize, read_slots: Vec<(u32, usize)>) -> Pending {
+        Pending {
+            seq: self.seq,
+            cookie: self.cookie,
+            work: self.work,
+            remaining: bios,
+            read_slots,
+            fua: self.fua,
+            bytes: u64::from(self.length),
+            ctx: self.ctx,
+        }
+    }
+}
+
+/// Submits `io`'s bios; `Err` ends the connection (with a reason if the client caused it).
+fn submit(
+    hub: &Hub,
+    stream: &mut Stream,
+    replier: &Sender<Event>,
+    io: &Io,
+) -> Result<(), Option<String>> {
+    let owner = |frees| Owner {
+        to: replier.clone(),
+        seq: io.seq,
+        frees,
+    };
+    match io.work {
+        Work::Read => {
+            let pieces: Vec<_> = plan::pieces(io.offset, io.length, hub.chunk).collect();
+            let slots = hub.pools.take_data(pieces.len()).ok_or(None)?;
+            let read_slots = slots
+                .iter()
+                .zip(&pieces)
+                .map(|(&s, &(_, len))| (s, len as usize))
+                .collect();
+            send(replier, Event::Expect(io.pending(pieces.len(), read_slots)));
+            hub.submit(
+                slots
+                    .iter()
+                    .zip(&pieces)
+                    .map(|(&slot, &(offset, len))| Submission {
+                        slot,
+                        bio: io.bio(slot, offset, len),
+                        owner: owner(false),
+                    }),
+            );
+            Ok(())
+        }
+        Work::Write | Work::Zeroes => {
+            let pieces: Vec<_> = plan::pieces(io.offset, io.length, hub.chunk).collect();
+            send(replier, Event::Expect(io.pending(pieces.len(), Vec::new())));
+            for (done, &(offset, len)) in pieces.iter().enumerate() {
+                let shortfall = |why| {
+                    send(
+                        replier,
+                        Event::Shortfall {
+                            seq: io.seq,
+                            missing: pieces.len() - done,
+                        },
+                    );
+                    why
+                };
+                let slot = hub.pools.take_data(1).ok_or(None).map_err(shortfall)?[0];
+                // SAFETY: the slot came off the free pool, so no I/O and no other thread
+                // uses it until it is submitted below.
+                let buf = unsafe { &mut hub.slots.slot_mut(slot as usize)[..len as usize] };
+                let filled = if io.work == Work::Zeroes {
+                    buf.fill(0);
+                    Ok(())
+                } else {
+                    stream.read_exact(buf)
+                };
+                if let Err(e) = filled {
+                    hub.pools.put(slot);
+                    return Err(shortfall(Some(format!("reading a write's payload: {e}"))));
+                }
+                hub.submit([Submission {
+                    slot,
+                    bio: io.bio(slot, offset, len),
+                    owner: owner(true),
+                }]);
+            }
+            Ok(())
+        }
+        Work::Trim | Work::Flush => {
+            send(replier, Event::Expect(io.pending(1, Vec::new())));
+            let Some(slot) = hub.pools.take_control() else {
+                send(
+                    replier,
+                    Event::Shortfall {
+                        seq: io.seq,
+                        missing: 1,
+                    },
+                );
+                return Err(None);
+            };
+            hub.submit([Submission {
+                slot,
+                bio: io.bio(slot, io.offset, io.length),
+                owner: owner(true),
+            }]);
+            Ok(())
+        }
+    }
+}
+
+/// The replier: answers requests as their bios finish, until the reader stopped and
+/// nothing is pending. Returns what the connection did.
+pub fn reply(hub: &Hub, mut stream: Stream, events: &Receiver<Event>, me: &Sender<Event>) -> Tally {
+    let mut pending: HashMap<u64, Pending> = HashMap::new();
+    let mut errors: HashMap<u64, u32> = HashMap::new();
+    let mut tally = Tally::default();
+    let mut closed = false;
+    // After a write to the client failed, replies are dropped but bios are still awaited.
+    let mut broken = false;
+    while !(closed && pending.is_empty()) {
+        let event = match events.recv_timeout(Duration::from_millis(100)) {
+            Ok(event) => event,
+            // Bios still out will never finish if the ring thread failed.
+            Err(RecvTimeoutError::Timeout) if !hub.has_failed() => continue,
+            Err(_) => break,
+        };
+        let finished = match event {
+            Event::Expect(p) => {
+                pending.insert(p.seq, p);
+                None
+            }
+            Event::Reply { cookie, error } => {
+                if error != 0 {
+                    tally.errors += 1;
+                }
+                broken |= write_reply(&mut stream, cookie, error, &[], hub).is_err();
+                None
+            }
+            Event::Done { seq, status } => {
+                if let Some(p) = pending.get_mut(&seq) {
+                    p.remaining = p.remaining.saturating_sub(1);
+                    let error = bio_error(p.work, status);
+                    if error != 0 {
+                        errors.entry(seq).or_insert(error);
+                    }
+                }
+                Some(seq)
+            }
+            Event::Shortfall { seq, missing } => {
+                if let Some(p) = pending.get_mut(&seq) {
+                    p.remaining = p.remaining.saturating_sub(missing);
+                    // Nobody will read this reply: the payload never arrived.
+                    errors.insert(seq, wire::EIO);
+                }
+                Some(seq)
+            }
+            Event::Closed => {
+                closed = true;
+                None
+            }
+        };
+        let Some(seq) = finished else { continue };
+        if pending.get(&seq).is_none_or(|p| p.remaining > 0) {
+            continue;
+        }
+        let error = errors.get(&seq).copied().unwrap_or(0);
+        if let Some(p) = pending.get_mut(&seq)
+            && p.fua
+            && error == 0
+            && flush_for_fua(hub, me, p)
+        {
+            continue;
+        }
+        let Some(p) = pending.remove(&seq) else {
+            continue;
+        };
+        errors.remove(&seq);
+        tally.count(p.work, p.bytes, error);
+        if !broken {
+            broken = write_reply(&mut stream, p.cookie, error, &p.read_slots, hub).is_err();
+        }
+        for &(slot, _) in &p.read_slots {
+            hub.pools.put(slot);
+        }
+    }
+    let _ = stream.shutdown();
+    tally
+}
+
+/// Starts the flush a FUA request waits for; false if the server is stopping.
+fn flush_for_fua(hub: &Hub, me: &Sender<Event>, p: &mut Pending) -> bool {
+    p.fua = false;
+    let Some(slot) = hub.pools.take_control() else {
+        return false;
+    };
+    p.remaining = 1;
+    hub.submit([Submission {
+        slot,
+        bio: Bio {
+            id: u64::from(slot),
+            ctx: p.ctx,
+            op: Op::Flush,
+            sector: 0,
+            sectors: 0,
+            sync: true,
+            prio_class: PrioClass::Be,
+            prio_level: 4,
+        },
+        owner: Owner {
+            to: me.clone(),
+            seq: p.seq,
+            frees: true,
+        },
+    }]);
+    true
+}
+
+/// The reply's error value for a bio that finished with `status`; a trim the device
+/// cannot do is still a success, since trimming is advisory.
+fn bio_error(work: Work, status: i32) -> u32 {
+    match status {
+        0 => 0,
+        s if work == Work::Trim && -s == libc::EOPNOTSUPP => 0,
+        s => wire::error_of_errno(-s),
+    }
+}
+
+/// Writes a simple reply, with the read's data from `slots` when it succeeded.
+fn write_reply(
+    stream: &mut Stream,
+    cookie: u64,
+    error: u32,
+    slots: &[(u32, usize)],
+    hub: &Hub,
+) -> io::Result<()> {
+    stream.write_all(&wire::simple_reply(cookie, error))?;
+    if error == 0 {
+        for &(slot, len) in slots {
+            // SAFETY: the read finished, so no I/O uses its slots, and they stay this
+            // request's until it gives them back after this reply.
+            let data = unsafe { &hub.slots.slot(slot as usize)[..len] };
+            stream.write_all(data)?;
+        }
+    }
+    Ok(())
+}
+
+/// Fills `buf`; false if the stream ended cleanly before its first byte.
+fn read_full(stream: &mut Stream, buf: &mut [u8]) -> io::Result<bool> {
+    let mut got = 0;
+    while got < buf.len() {
+        match stream.read(&mut buf[got..]) {
+            Ok(0) if got == 0 => return Ok(false),
+            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(true)
+}
+
+/// Reads and drops `n` bytes.
+fn skip_bytes(stream: &mut Stream, n: u64) -> io::Result<()> {
+    let copied = io::copy(&mut Read::by_ref(stream).take(n), &mut io::sink())?;
+    if copied < n {
+        return Err(io::ErrorKind::UnexpectedEof.into());
+    }
+    Ok(())
+}
+
+fn send(to: &Sender<Event>, event: Event) {
+    // The replier outlives the reader (it exits only after `Closed`), so this cannot fail
+    // while the reader runs.
+    let _ = to.send(event);
+}
