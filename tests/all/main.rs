@@ -15,6 +15,7 @@ mod jobs;
 mod kyber;
 mod loading;
 mod merging;
+mod nbd;
 mod policy_rules;
 mod replay;
 mod reproduction;

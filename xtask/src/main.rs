@@ -67,9 +67,11 @@ fn run(args: Vec<String>) -> Result<()> {
         }
         ["test"] => {
             build_policies(&root)?;
+            toolchain::ensure_clients()?;
             let mut test = Command::new(env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
             test.args(["test", "--workspace", "--exclude", "xtask"])
-                .env("SCHEDHOST_REQUIRE_WASM", "1");
+                .env("SCHEDHOST_REQUIRE_WASM", "1")
+                .env("SCHEDHOST_REQUIRE_CLIENTS", "1");
             cargo_status(&root, &mut test)?;
             test_examples(&root)
         }

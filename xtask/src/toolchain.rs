@@ -9,21 +9,38 @@ use anyhow::{Context, Result, bail};
 const PACKAGES: &[&str] = &["rustc-web", "cargo-web", "rust-web-src", "lld-22"];
 const CARGO: &str = "/usr/bin/cargo";
 
-/// Installs the Debian packages unless all are present.
+/// The real NBD clients the NBD tests drive: qemu-img and qemu-io, nbdcopy and nbdinfo,
+/// and fio (its nbd engine).
+const CLIENT_PACKAGES: &[&str] = &["qemu-utils", "libnbd-bin", "fio"];
+
+/// Installs the wasm toolchain's Debian packages unless all are present.
 pub fn ensure() -> Result<()> {
-    let missing: Vec<&str> = PACKAGES.iter().copied().filter(|p| !installed(p)).collect();
-    if missing.is_empty() && Path::new(CARGO).exists() {
+    install_missing(PACKAGES, "the wasm toolchain")?;
+    if !Path::new(CARGO).exists() {
+        bail!(
+            "{CARGO} is missing although {} are installed",
+            PACKAGES.join(" ")
+        );
+    }
+    Ok(())
+}
+
+/// Installs the NBD clients the tests use unless all are present.
+pub fn ensure_clients() -> Result<()> {
+    install_missing(CLIENT_PACKAGES, "the NBD clients for the tests")
+}
+
+fn install_missing(packages: &[&str], what: &str) -> Result<()> {
+    let missing: Vec<&str> = packages.iter().copied().filter(|p| !installed(p)).collect();
+    if missing.is_empty() {
         return Ok(());
     }
-    eprintln!(
-        "xtask: installing the wasm toolchain: {}",
-        missing.join(" ")
-    );
+    eprintln!("xtask: installing {what}: {}", missing.join(" "));
     let sudo = if is_root() { None } else { Some("sudo") };
-    apt(sudo, &["update", "-q"])?;
+    apt(sudo, &["update", "-q"], packages)?;
     let mut install = vec!["install", "-y", "-q"];
     install.extend(&missing);
-    apt(sudo, &install)
+    apt(sudo, &install, packages)
 }
 
 /// A `cargo` command that builds for wasm32 with Debian's toolchain.
@@ -57,7 +74,7 @@ fn is_root() -> bool {
         .is_ok_and(|out| out.stdout.starts_with(b"0\n"))
 }
 
-fn apt(sudo: Option<&str>, args: &[&str]) -> Result<()> {
+fn apt(sudo: Option<&str>, args: &[&str], packages: &[&str]) -> Result<()> {
     let mut cmd = match sudo {
         Some(sudo) => {
             let mut cmd = Command::new(sudo);
@@ -69,12 +86,12 @@ fn apt(sudo: Option<&str>, args: &[&str]) -> Result<()> {
     cmd.args(args).env("DEBIAN_FRONTEND", "noninteractive");
     let status = cmd
         .status()
-        .context("running apt-get (the wasm toolchain comes from Debian's archive)")?;
+        .context("running apt-get (the packages come from Debian's archive)")?;
     if !status.success() {
         bail!(
             "apt-get {} failed ({status}); install {} by hand",
             args.join(" "),
-            PACKAGES.join(" ")
+            packages.join(" ")
         );
     }
     Ok(())

@@ -319,9 +319,11 @@ impl<'a> Server<'a> {
                 continue;
             }
             match listener.accept() {
-                Ok(Some((stream, peer))) => {
+                Ok(Some((stream, address))) => {
                     next_id += 1;
                     let id = next_id;
+                    // Unix clients share the socket's name; the number tells them apart.
+                    let peer = format!("#{id} {address}");
                     match stream.try_clone() {
                         Ok(handle) => {
                             self.lock_connections().insert(id, handle);

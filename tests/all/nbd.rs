@@ -1,0 +1,727 @@
+//! The NBD server (`serve --nbd`): a raw protocol client for data, errors and hostile input,
+//! then the real clients (qemu-img, qemu-io, nbdcopy, nbdinfo, fio's nbd engine).
+//!
+//! Servers run in-process on unix sockets in scratch directories; the protocol numbers
+//! below are written out from the NBD spec rather than taken from the server, so a wrong
+//! constant there fails here.
+
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use schedhost::core::{Nomerges, Supervision};
+use schedhost::nbd::{self, Address, Request, ServeError, ServeOptions, Served};
+use schedhost::policy::{PolicyBackend, native_policy};
+
+use crate::helpers::{component, runtime};
+
+const READ: u16 = 0;
+const WRITE: u16 = 1;
+const DISC: u16 = 2;
+const FLUSH: u16 = 3;
+const TRIM: u16 = 4;
+const WRITE_ZEROES: u16 = 6;
+const FLAG_FUA: u16 = 1;
+const EPERM: u32 = 1;
+const EINVAL: u32 = 22;
+const ENOSPC: u32 = 28;
+
+const MIB: u64 = 1 << 20;
+
+fn scratch(test: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("nbd")
+        .join(test);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A server on `dir/nbd.sock` exporting `dir/disk.img`.
+struct Running {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<Result<Served, ServeError>>>,
+    socket: PathBuf,
+}
+
+impl Running {
+    fn uri(&self) -> String {
+        format!("nbd+unix:///?socket={}", self.socket.display())
+    }
+
+    /// Stops the server as SIGTERM would and returns what it did.
+    fn finish(mut self) -> Served {
+        self.stop.store(true, Ordering::Release);
+        let thread = self.thread.take().unwrap();
+        thread.join().unwrap().expect("the server stops cleanly")
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn options(dir: &Path) -> ServeOptions {
+    ServeOptions {
+        address: Address::Unix(dir.join("nbd.sock")),
+        device: dir.join("disk.img"),
+        export_name: "disk".into(),
+        read_only: false,
+        allow_overwrite: false,
+        size: Some(16 * MIB),
+        queue_depth: 32,
+        nr_requests: None,
+        nomerges: Nomerges::All,
+        supervision: Supervision::default(),
+    }
+}
+
+fn start(
+    options: ServeOptions,
+    policy: Box<dyn PolicyBackend>,
+    control: Option<PathBuf>,
+) -> Running {
+    let stop = Arc::new(AtomicBool::new(false));
+    let socket = match &options.address {
+        Address::Unix(path) => path.clone(),
+        Address::Tcp(_) => unreachable!("tests serve on unix sockets"),
+    };
+    let (ready_tx, ready) = std::sync::mpsc::channel();
+    let thread = {
+        let stop = Arc::clone(&stop);
+        std::thread::spawn(move || {
+            let engine = runtime();
+            let control = control.as_deref().map(|p| (p, &engine));
+            let result = nbd::serve(&options, policy, &[], control, &stop, |_, _| {
+                let _ = ready_tx.send(());
+            });
+            if let Err(e) = &result {
+                eprintln!("server: {e}");
+            }
+            result
+        })
+    };
+    ready
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the server starts listening");
+    Running {
+        stop,
+        thread: Some(thread),
+        socket,
+    }
+}
+
+/// A minimal NBD client: fixed newstyle, `NBD_OPT_GO`, simple replies.
+struct Client {
+    stream: UnixStream,
+    cookie: u64,
+    size: u64,
+}
+
+impl Client {
+    fn connect(socket: &Path) -> Self {
+        let mut stream = UnixStream::connect(socket).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        let mut greeting = [0u8; 18];
+        stream.read_exact(&mut greeting).unwrap();
+        assert_eq!(&greeting[..8], b"NBDMAGIC");
+        assert_eq!(&greeting[8..16], b"IHAVEOPT");
+        stream.write_all(&3u32.to_be_bytes()).unwrap();
+        let mut go = b"IHAVEOPT".to_vec();
+        go.extend_from_slice(&7u32.to_be_bytes());
+        go.extend_from_slice(&6u32.to_be_bytes());
+        go.extend_from_slice(&0u32.to_be_bytes()); // empty name: the default export
+        go.extend_from_slice(&0u16.to_be_bytes());
+        stream.write_all(&go).unwrap();
+        let mut size = 0;
+        loop {
+            let mut header = [0u8; 20];
+            stream.read_exact(&mut header).unwrap();
+            let kind = u32::from_be_bytes(header[12..16].try_into().unwrap());
+            let len = u32::from_be_bytes(header[16..20].try_into().unwrap()) as usize;
+            let mut data = vec![0u8; len];
+            stream.read_exact(&mut data).unwrap();
+            match kind {
+                1 => break,
+                3 if data[..2] == [0, 0] => {
+                    size = u64::from_be_bytes(data[2..10].try_into().unwrap());
+                }
+                3 => {}
+                other => panic!("option reply {other:#x}"),
+            }
+        }
+        Self {
+            stream,
+            cookie: 0,
+            size,
+        }
+    }
+
+    fn send(&mut self, kind: u16, flags: u16, offset: u64, length: u32, payload: &[u8]) -> u64 {
+        self.cookie += 1;
+        let request = Request {
+            flags,
+            kind,
+            cookie: self.cookie,
+            offset,
+            length,
+        };
+        self.stream.write_all(&request.encode()).unwrap();
+        self.stream.write_all(payload).unwrap();
+        self.cookie
+    }
+
+    /// One reply: (cookie, error); a successful read's `data_len` bytes land in `data`.
+    fn receive(&mut self, data_len: impl Fn(u64) -> usize) -> (u64, u32, Vec<u8>) {
+        let mut header = [0u8; 16];
+        self.stream.read_exact(&mut header).unwrap();
+        assert_eq!(&header[..4], &0x6744_6698u32.to_be_bytes());
+        let error = u32::from_be_bytes(header[4..8].try_into().unwrap());
+        let cookie = u64::from_be_bytes(header[8..16].try_into().unwrap());
+        let mut data = Vec::new();
+        if error == 0 {
+            data = vec![0u8; data_len(cookie)];
+            self.stream.read_exact(&mut data).unwrap();
+        }
+        (cookie, error, data)
+    }
+
+    fn call(
+        &mut self,
+        kind: u16,
+        flags: u16,
+        offset: u64,
+        length: u32,
+        payload: &[u8],
+    ) -> (u32, Vec<u8>) {
+        let cookie = self.send(kind, flags, offset, length, payload);
+        let len = if kind == READ { length as usize } else { 0 };
+        let (got, error, data) = self.receive(|_| len);
+        assert_eq!(got, cookie);
+        (error, data)
+    }
+
+    fn write(&mut self, offset: u64, data: &[u8]) -> u32 {
+        self.call(WRITE, 0, offset, data.len() as u32, data).0
+    }
+
+    fn read(&mut self, offset: u64, len: u32) -> Vec<u8> {
+        let (error, data) = self.call(READ, 0, offset, len, &[]);
+        assert_eq!(error, 0, "read at {offset}");
+        data
+    }
+
+    /// True iff the server closed the connection.
+    fn is_closed(&mut self) -> bool {
+        let mut byte = [0u8; 1];
+        matches!(self.stream.read(&mut byte), Ok(0) | Err(_))
+    }
+}
+
+/// Bytes no two offsets share, so a misplaced block shows.
+fn pattern(offset: u64, len: usize, seed: u8) -> Vec<u8> {
+    (0..len as u64)
+        .map(|i| ((offset + i) / 7 % 251) as u8 ^ seed)
+        .collect()
+}
+
+#[test]
+fn nbd_round_trips_data_spanning_many_bios_through_every_policy() {
+    for name in ["noop", "deadline", "cfq", "time-slice", "kyber", "bfq"] {
+        let dir = scratch(&format!("round_trip_{name}"));
+        let server = start(options(&dir), native_policy(name).unwrap(), None);
+        let mut client = Client::connect(&server.socket);
+        assert_eq!(client.size, 16 * MIB);
+        // 1 MiB + 12 KiB from an odd block: five bios of up to 256 KiB each.
+        let offset = 3 * 4096;
+        let data = pattern(offset, (MIB + 12 * 1024) as usize, 0x5a);
+        assert_eq!(client.write(offset, &data), 0, "{name}");
+        let fua = pattern(8 * MIB, 4096, 1);
+        assert_eq!(client.call(WRITE, FLAG_FUA, 8 * MIB, 4096, &fua).0, 0);
+        assert_eq!(client.call(FLUSH, 0, 0, 0, &[]).0, 0);
+        assert_eq!(client.read(offset, data.len() as u32), data, "{name}");
+        assert_eq!(client.read(8 * MIB, 4096), fua, "{name}");
+        drop(client);
+        let served = server.finish();
+        assert_eq!(served.clients.len(), 1);
+        let tally = served.clients[0].tally;
+        assert_eq!(
+            (tally.writes, tally.reads, tally.errors),
+            (2, 2, 0),
+            "{name}"
+        );
+        assert!(
+            served.core.bios >= 10,
+            "{name}: the requests were split into bios"
+        );
+        let file = std::fs::read(dir.join("disk.img")).unwrap();
+        assert_eq!(
+            &file[offset as usize..offset as usize + data.len()],
+            &data[..]
+        );
+    }
+}
+
+#[test]
+fn nbd_runs_a_wasm_component_policy() {
+    let Some(path) = component("cfq") else { return };
+    let dir = scratch("wasm_cfq");
+    let policy = runtime().load(&path).unwrap().instantiate().unwrap();
+    let server = start(options(&dir), Box::new(policy), None);
+    let mut client = Client::connect(&server.socket);
+    let data = pattern(0, 512 * 1024, 9);
+    assert_eq!(client.write(0, &data), 0);
+    assert_eq!(client.read(0, data.len() as u32), data);
+    drop(client);
+    assert!(server.finish().ejections.is_empty());
+}
+
+#[test]
+fn nbd_refuses_bad_requests_with_the_protocols_errors_and_keeps_serving() {
+    let dir = scratch("refusals");
+    let server = start(options(&dir), native_policy("deadline").unwrap(), None);
+    let mut c = Client::connect(&server.socket);
+    let end = c.size;
+    // Past the end: a read is invalid, a write has no space; its payload is skipped.
+    assert_eq!(c.call(READ, 0, end - 512, 1024, &[]).0, EINVAL);
+    assert_eq!(c.call(WRITE, 0, end - 512, 1024, &[7; 1024]).0, ENOSPC);
+    assert_eq!(c.call(READ, 0, u64::MAX - 511, 512, &[]).0, EINVAL);
+    // Not whole sectors, for O_DIRECT.
+    assert_eq!(c.call(WRITE, 0, 100, 512, &[7; 512]).0, EINVAL);
+    assert_eq!(c.call(READ, 0, 0, 100, &[]).0, EINVAL);
+    // A command the server does not know.
+    assert_eq!(c.call(42, 0, 0, 0, &[]).0, EINVAL);
+    // A read larger than the export accepts.
+    assert_eq!(c.call(READ, 0, 0, 64 << 20, &[]).0, EINVAL);
+    // Still in step: real I/O works and nothing was written by the refused writes.
+    assert_eq!(c.read(end - 512, 512), vec![0u8; 512]);
+    assert_eq!(c.read(0, 4096), vec![0u8; 4096]);
+    drop(c);
+    let served = server.finish();
+    assert_eq!(served.clients[0].tally.errors, 7);
+    assert_eq!(served.clients[0].closed_because, None);
+}
+
+#[test]
+fn nbd_read_only_export_refuses_writes_trims_and_zeroes_and_leaves_the_file_alone() {
+    let dir = scratch("read_only");
+    let original = pattern(0, 4 * MIB as usize, 3);
+    std::fs::write(dir.join("disk.img"), &original).unwrap();
+    let mut opts = options(&dir);
+    opts.read_only = true;
+    opts.size = None;
+    let server = start(opts, native_policy("noop").unwrap(), None);
+    let mut c = Client::connect(&server.socket);
+    assert_eq!(c.call(WRITE, 0, 0, 4096, &[0; 4096]).0, EPERM);
+    assert_eq!(c.call(TRIM, 0, 0, 4096, &[]).0, EPERM);
+    assert_eq!(c.call(WRITE_ZEROES, 0, 0, 4096, &[]).0, EPERM);
+    assert_eq!(c.read(0, 8192), original[..8192]);
+    drop(c);
+    server.finish();
+    assert_eq!(std::fs::read(dir.join("disk.img")).unwrap(), original);
+}
+
+#[test]
+fn nbd_refuses_to_export_an_existing_file_writable_without_allow_overwrite() {
+    let dir = scratch("overwrite_guard");
+    std::fs::write(dir.join("disk.img"), vec![1u8; 1 << 20]).unwrap();
+    let mut opts = options(&dir);
+    opts.size = None;
+    let stop = AtomicBool::new(false);
+    let err = nbd::serve(
+        &opts,
+        native_policy("noop").unwrap(),
+        &[],
+        None,
+        &stop,
+        |_, _| panic!("must not listen"),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("--allow-overwrite"), "{err}");
+    assert!(err.contains("--read-only"), "{err}");
+    assert!(!dir.join("nbd.sock").exists());
+    let missing = ServeOptions {
+        size: None,
+        device: dir.join("missing.img"),
+        ..options(&dir)
+    };
+    let err = nbd::serve(
+        &missing,
+        native_policy("noop").unwrap(),
+        &[],
+        None,
+        &stop,
+        |_, _| {},
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("--size"), "{err}");
+    assert_eq!(
+        std::fs::read(dir.join("disk.img")).unwrap(),
+        vec![1u8; 1 << 20]
+    );
+}
+
+#[test]
+fn nbd_trim_and_write_zeroes_read_back_as_zeroes() {
+    let dir = scratch("zeroes");
+    let server = start(options(&dir), native_policy("noop").unwrap(), None);
+    let mut c = Client::connect(&server.socket);
+    let data = pattern(0, 4 * MIB as usize, 0x77);
+    for (i, chunk) in data.chunks(MIB as usize).enumerate() {
+        assert_eq!(c.write(i as u64 * MIB, chunk), 0);
+    }
+    assert_eq!(c.call(WRITE_ZEROES, FLAG_FUA, 0, MIB as u32, &[]).0, 0);
+    assert_eq!(c.call(TRIM, 0, 2 * MIB, MIB as u32, &[]).0, 0);
+    assert_eq!(c.read(0, MIB as u32), vec![0u8; MIB as usize]);
+    assert_eq!(
+        c.read(MIB, MIB as u32),
+        data[MIB as usize..2 * MIB as usize]
+    );
+    assert_eq!(c.read(2 * MIB, MIB as u32), vec![0u8; MIB as usize]);
+    assert_eq!(c.read(3 * MIB, MIB as u32), data[3 * MIB as usize..]);
+    drop(c);
+    let tally = server.finish().clients[0].tally;
+    assert_eq!((tally.zeroes, tally.trims), (1, 1));
+}
+
+#[test]
+fn nbd_pipelined_writes_then_disconnect_all_reach_the_disk() {
+    let dir = scratch("disconnect");
+    let server = start(options(&dir), native_policy("cfq").unwrap(), None);
+    let mut c = Client::connect(&server.socket);
+    // 64 writes and a disconnect, without reading a single reply.
+    for i in 0..64u64 {
+        let offset = i * 65536;
+        c.send(WRITE, 0, offset, 65536, &pattern(offset, 65536, 0x42));
+    }
+    c.send(DISC, 0, 0, 0, &[]);
+    drop(c);
+    // Another client sees every write once the first connection's I/O finished.
+    let mut check = Client::connect(&server.socket);
+    let all_there = |check: &mut Client| {
+        (0..64u64).all(|i| check.read(i * 65536, 65536) == pattern(i * 65536, 65536, 0x42))
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !all_there(&mut check) {
+        assert!(std::time::Instant::now() < deadline, "writes went missing");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(check);
+    let served = server.finish();
+    let first = served.clients.iter().find(|c| c.tally.writes > 0).unwrap();
+    assert_eq!(first.tally.writes, 64);
+    assert_eq!(first.tally.errors, 0);
+}
+
+#[test]
+fn nbd_hostile_clients_are_closed_while_a_good_client_keeps_running() {
+    let dir = scratch("hostile");
+    let server = start(options(&dir), native_policy("bfq").unwrap(), None);
+    let mut good = Client::connect(&server.socket);
+    let data = pattern(0, 256 * 1024, 0x11);
+    assert_eq!(good.write(0, &data), 0);
+
+    // Garbage instead of a request header.
+    let mut garbage = Client::connect(&server.socket);
+    garbage.stream.write_all(&[0xff; 28]).unwrap();
+    assert!(garbage.is_closed());
+
+    // A write header announcing more payload than the export takes.
+    let mut oversize = Client::connect(&server.socket);
+    oversize.send(WRITE, 0, 0, 64 << 20, &[]);
+    assert!(oversize.is_closed());
+
+    // Unknown client flags during the handshake.
+    let mut raw = UnixStream::connect(&server.socket).unwrap();
+    raw.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut greeting = [0u8; 18];
+    raw.read_exact(&mut greeting).unwrap();
+    raw.write_all(&u32::MAX.to_be_bytes()).unwrap();
+    let mut rest = Vec::new();
+    let _ = raw.read_to_end(&mut rest);
+    assert!(rest.is_empty(), "closed without a reply");
+
+    // A client that hangs up in the middle of a write's payload.
+    let mut quitter = Client::connect(&server.socket);
+    quitter.send(WRITE, 0, MIB, 65536, &[0xee; 1000]);
+    drop(quitter);
+
+    // The good client never noticed.
+    assert_eq!(good.read(0, data.len() as u32), data);
+    assert_eq!(
+        good.read(MIB, 4096),
+        vec![0u8; 4096],
+        "the partial write never landed"
+    );
+    drop(good);
+    let served = server.finish();
+    let closed: Vec<&str> = served
+        .clients
+        .iter()
+        .filter_map(|c| c.closed_because.as_deref())
+        .collect();
+    assert!(closed.iter().any(|w| w.contains("magic")), "{closed:?}");
+    assert!(closed.iter().any(|w| w.contains("exceeds")), "{closed:?}");
+    assert!(closed.iter().any(|w| w.contains("payload")), "{closed:?}");
+    assert!(served.ejections.is_empty());
+}
+
+#[test]
+fn nbd_concurrent_clients_get_their_own_ctx_and_their_own_data() {
+    let dir = scratch("concurrent");
+    let server = start(options(&dir), native_policy("cfq").unwrap(), None);
+    let socket = server.socket.clone();
+    let workers: Vec<_> = (0..4u64)
+        .map(|k| {
+            let socket = socket.clone();
+            std::thread::spawn(move || {
+                let mut c = Client::connect(&socket);
+                let base = k * 4 * MIB;
+                for round in 0..8u64 {
+                    let offset = base + round * 256 * 1024;
+                    let data = pattern(offset, 256 * 1024, k as u8);
+                    assert_eq!(c.write(offset, &data), 0);
+                }
+                for round in 0..8u64 {
+                    let offset = base + round * 256 * 1024;
+                    assert_eq!(
+                        c.read(offset, 256 * 1024),
+                        pattern(offset, 256 * 1024, k as u8)
+                    );
+                }
+                // Stay connected until every worker wrote, so the ctxs overlap.
+                std::thread::sleep(Duration::from_millis(200));
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().unwrap();
+    }
+    let served = server.finish();
+    let mut ctxs: Vec<u32> = served.clients.iter().map(|c| c.ctx).collect();
+    ctxs.sort_unstable();
+    assert_eq!(ctxs, vec![0, 1, 2, 3]);
+    assert!(
+        served
+            .clients
+            .iter()
+            .all(|c| c.tally.writes == 8 && c.tally.reads == 8)
+    );
+}
+
+#[test]
+fn nbd_policy_swaps_through_the_control_socket_while_clients_write() {
+    let dir = scratch("swaps");
+    let control = dir.join("ctl.sock");
+    let server = start(
+        options(&dir),
+        native_policy("noop").unwrap(),
+        Some(control.clone()),
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let socket = server.socket.clone();
+        let stop = Arc::clone(&stop);
+        std::thread::spawn(move || {
+            let mut c = Client::connect(&socket);
+            let mut rounds = 0u64;
+            while !stop.load(Ordering::Acquire) {
+                let offset = (rounds % 32) * 65536;
+                let data = pattern(offset, 65536, rounds as u8);
+                assert_eq!(c.write(offset, &data), 0);
+                assert_eq!(c.read(offset, 65536), data, "round {rounds}");
+                rounds += 1;
+            }
+            rounds
+        })
+    };
+    let names: Vec<String> = ["deadline", "cfq", "bfq", "noop"]
+        .iter()
+        .map(|n| match component(n) {
+            Some(path) => path.display().to_string(),
+            None => format!("native:{n}"),
+        })
+        .collect();
+    for i in 0..40 {
+        let reply =
+            schedhost::control::request(&control, &format!("swap {}", names[i % 4])).unwrap();
+        assert_eq!(reply["ok"], true, "swap {i}: {reply}");
+    }
+    let status = schedhost::control::request(&control, "status").unwrap();
+    assert_eq!(status["ok"], true);
+    stop.store(true, Ordering::Release);
+    let rounds = writer.join().unwrap();
+    assert!(rounds > 0);
+    let served = server.finish();
+    assert_eq!(served.swaps.len(), 40);
+    assert!(served.swaps.iter().all(|s| s.result.is_ok()));
+    assert_eq!(served.clients[0].tally.errors, 0);
+}
+
+/// A real client program; `None` (skipped) when it is not installed, unless the tests run
+/// under `cargo xtask test`, which installs them and requires them.
+fn tool(name: &str) -> Option<PathBuf> {
+    let found = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|p| p.join(name))
+            .find(|p| p.is_file())
+    });
+    if found.is_none() {
+        assert!(
+            std::env::var_os("SCHEDHOST_REQUIRE_CLIENTS").is_none(),
+            "{name} is missing: `cargo xtask test` installs qemu-utils, libnbd-bin and fio"
+        );
+        eprintln!("skipping: {name} is not installed");
+    }
+    found
+}
+
+/// Runs `command`, failing the test with its output unless it succeeds.
+fn succeed(command: &mut Command) -> String {
+    let out = command.output().expect("the client starts");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{command:?} failed:\n{text}");
+    text
+}
+
+#[test]
+fn qemu_img_converts_an_image_into_the_export_and_compares_it_back() {
+    let Some(qemu_img) = tool("qemu-img") else {
+        return;
+    };
+    let dir = scratch("qemu_img");
+    let source = dir.join("source.raw");
+    std::fs::write(&source, pattern(0, 12 * MIB as usize, 0x3c)).unwrap();
+    let server = start(options(&dir), native_policy("deadline").unwrap(), None);
+    let uri = server.uri();
+    succeed(
+        Command::new(&qemu_img)
+            .args(["convert", "-n", "-f", "raw", "-O", "raw"])
+            .arg(&source)
+            .arg(&uri),
+    );
+    let compare = succeed(
+        Command::new(&qemu_img)
+            .args(["compare", "-f", "raw", "-F", "raw"])
+            .arg(&source)
+            .arg(&uri),
+    );
+    assert!(compare.contains("Images are identical"), "{compare}");
+    let served = server.finish();
+    let written: u64 = served.clients.iter().map(|c| c.tally.bytes_written).sum();
+    assert!(written >= 12 * MIB, "qemu-img wrote {written} bytes");
+}
+
+#[test]
+fn qemu_io_writes_and_verifies_patterns_including_unaligned_and_zeroed_ranges() {
+    let Some(qemu_io) = tool("qemu-io") else {
+        return;
+    };
+    let dir = scratch("qemu_io");
+    let server = start(options(&dir), native_policy("kyber").unwrap(), None);
+    let commands = [
+        "write -P 0xab 0 1M",
+        "write -P 0x11 1 3",
+        "read -P 0x11 1 3",
+        "read -P 0xab 4 4092",
+        "write -z 64k 128k",
+        "read -P 0 64k 128k",
+        "write -P 0x5e -f 2M 256k",
+        "read -P 0x5e 2M 256k",
+        "discard 4M 1M",
+        "read -P 0 4M 1M",
+        "flush",
+    ];
+    let mut cmd = Command::new(&qemu_io);
+    cmd.args(["-f", "raw"]);
+    for c in commands {
+        cmd.args(["-c", c]);
+    }
+    let out = succeed(cmd.arg(server.uri()));
+    assert!(!out.contains("Pattern verification failed"), "{out}");
+    assert!(out.contains("read 3/3 bytes at offset 1"), "{out}");
+    server.finish();
+}
+
+#[test]
+fn nbdinfo_and_nbdcopy_see_and_copy_the_export() {
+    let (Some(nbdinfo), Some(nbdcopy)) = (tool("nbdinfo"), tool("nbdcopy")) else {
+        return;
+    };
+    let dir = scratch("nbdcopy");
+    let source = dir.join("source.raw");
+    let data = pattern(0, 16 * MIB as usize, 0x21);
+    std::fs::write(&source, &data).unwrap();
+    let server = start(options(&dir), native_policy("cfq").unwrap(), None);
+    let uri = server.uri();
+    let info = succeed(Command::new(&nbdinfo).arg("--json").arg(&uri));
+    let info: serde_json::Value = serde_json::from_str(&info).unwrap();
+    let export = &info["exports"][0];
+    assert_eq!(export["export-size"], 16 * MIB);
+    assert_eq!(export["can_flush"], true);
+    assert_eq!(export["can_multi_conn"], true);
+    assert_eq!(export["block_size_minimum"], 512);
+    succeed(Command::new(&nbdcopy).arg(&source).arg(&uri));
+    let back = dir.join("back.raw");
+    succeed(Command::new(&nbdcopy).arg(&uri).arg(&back));
+    assert!(
+        std::fs::read(&back).unwrap() == data,
+        "nbdcopy read back other bytes"
+    );
+    let served = server.finish();
+    assert!(served.clients.len() >= 2);
+}
+
+#[test]
+fn fio_nbd_engine_verifies_its_writes_through_the_server() {
+    let Some(fio) = tool("fio") else { return };
+    let dir = scratch("fio_verify");
+    let server = start(options(&dir), native_policy("bfq").unwrap(), None);
+    let out = succeed(
+        Command::new(&fio)
+            .current_dir(&dir)
+            .args([
+                "--name=verify",
+                "--ioengine=nbd",
+                "--rw=randwrite",
+                "--bs=4k",
+                "--size=8m",
+                "--iodepth=16",
+                "--verify=crc32c",
+                "--do_verify=1",
+                "--verify_state_save=0",
+                "--output-format=json",
+            ])
+            .arg(format!("--uri={}", server.uri())),
+    );
+    let json_start = out.find('{').expect("fio printed JSON");
+    let report: serde_json::Value =
+        serde_json::from_str(&out[json_start..out.rfind('}').unwrap() + 1]).unwrap();
+    let job = &report["jobs"][0];
+    assert_eq!(job["error"], 0);
+    assert_eq!(job["write"]["total_ios"], 2048);
+    // fio connects once to size the export, then once for the job.
+    let served = server.finish();
+    let writes: u64 = served.clients.iter().map(|c| c.tally.writes).sum();
+    let reads: u64 = served.clients.iter().map(|c| c.tally.reads).sum();
+    assert_eq!(writes, 2048);
+    assert!(reads >= 2048, "the verify pass read it all back");
+}
