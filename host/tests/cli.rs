@@ -424,3 +424,119 @@ fn bench_keeps_its_own_iodepth_flag() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(String::from_utf8_lossy(&out.stdout).contains("iodepth 4"));
 }
+
+/// A scratch directory for one test.
+fn scratch_dir(test: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("cli-{test}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn serve_on_tcp_loopback_answers_a_client_and_stops_cleanly_on_sigterm() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let dir = scratch_dir("serve_tcp");
+    let disk = dir.join("disk.img");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_schedhost"))
+        .args([
+            "serve",
+            "--nbd",
+            ":0",
+            "--size",
+            "4m",
+            "--policy",
+            "native:deadline",
+        ])
+        .arg("--device")
+        .arg(&disk)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut banner = String::new();
+    BufReader::new(child.stderr.take().unwrap())
+        .read_line(&mut banner)
+        .unwrap();
+    let address = banner
+        .split(" on ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no address in {banner:?}"));
+    assert!(address.starts_with("127.0.0.1:"), "{banner}");
+
+    let mut s = std::net::TcpStream::connect(address).unwrap();
+    let mut greeting = [0u8; 18];
+    s.read_exact(&mut greeting).unwrap();
+    assert_eq!(&greeting[..8], b"NBDMAGIC");
+    // Fixed newstyle, no zeroes; NBD_OPT_EXPORT_NAME for the default export.
+    s.write_all(&3u32.to_be_bytes()).unwrap();
+    s.write_all(b"IHAVEOPT").unwrap();
+    s.write_all(&1u32.to_be_bytes()).unwrap();
+    s.write_all(&0u32.to_be_bytes()).unwrap();
+    let mut export = [0u8; 10];
+    s.read_exact(&mut export).unwrap();
+    assert_eq!(u64::from_be_bytes(export[..8].try_into().unwrap()), 4 << 20);
+    let request = |kind: u16, cookie: u64, offset: u64, len: u32| {
+        let mut r = 0x2560_9513u32.to_be_bytes().to_vec();
+        r.extend_from_slice(&0u16.to_be_bytes());
+        r.extend_from_slice(&kind.to_be_bytes());
+        r.extend_from_slice(&cookie.to_be_bytes());
+        r.extend_from_slice(&offset.to_be_bytes());
+        r.extend_from_slice(&len.to_be_bytes());
+        r
+    };
+    let block = vec![0x6bu8; 4096];
+    s.write_all(&request(1, 1, 8192, 4096)).unwrap();
+    s.write_all(&block).unwrap();
+    let mut reply = [0u8; 16];
+    s.read_exact(&mut reply).unwrap();
+    assert_eq!(&reply[4..8], &[0, 0, 0, 0], "write succeeded");
+    s.write_all(&request(0, 2, 8192, 4096)).unwrap();
+    s.read_exact(&mut reply).unwrap();
+    assert_eq!(&reply[4..16], &[0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]);
+    let mut back = vec![0u8; 4096];
+    s.read_exact(&mut back).unwrap();
+    assert_eq!(back, block);
+    s.write_all(&request(2, 3, 0, 0)).unwrap();
+    drop(s);
+
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "exit {:?}", out.status);
+    let summary = String::from_utf8_lossy(&out.stdout);
+    assert!(summary.contains("1 client(s) served"), "{summary}");
+    assert!(summary.contains("1 reads (0.0 MiB), 1 writes"), "{summary}");
+    let file = std::fs::read(&disk).unwrap();
+    assert_eq!(&file[8192..12288], &block[..]);
+}
+
+#[test]
+fn serve_refuses_bad_addresses_and_unasked_overwrites_with_clear_messages() {
+    let dir = scratch_dir("serve_refusals");
+    let disk = dir.join("disk.img");
+    std::fs::write(&disk, vec![7u8; 1 << 20]).unwrap();
+    let disk_arg = disk.to_str().unwrap();
+    let out = schedhost(&["serve", "--nbd", "localhost", "--device", disk_arg]);
+    assert_fails_with(&out, "expected HOST:PORT, PORT, or unix:PATH");
+    let out = schedhost(&["serve", "--nbd", ":0", "--device", disk_arg]);
+    assert_fails_with(
+        &out,
+        "pass --allow-overwrite if that is intended, or --read-only",
+    );
+    let missing = dir.join("missing.img");
+    let out = schedhost(&[
+        "serve",
+        "--nbd",
+        ":0",
+        "--device",
+        missing.to_str().unwrap(),
+    ]);
+    assert_fails_with(&out, "give --size BYTES to create it");
+    assert!(!missing.exists());
+    assert_eq!(std::fs::read(&disk).unwrap(), vec![7u8; 1 << 20]);
+}

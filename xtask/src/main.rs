@@ -8,6 +8,7 @@ use std::{env, fs};
 use anyhow::{Context, Result, bail, ensure};
 
 mod bench_fio;
+mod bench_nbd;
 mod toolchain;
 
 const USAGE: &str = "\
@@ -26,6 +27,8 @@ cargo xtask <command>
   bench-loop [--rounds N] [--seconds S]
                       on a loop device (root): the kernel's mq-deadline, bfq and kyber under fio
                       against schedhost's deadline, bfq and kyber over the kernel's none
+  bench-nbd [--rounds N] [--seconds S]
+                      two fio nbd clients on one `schedhost serve` export: each policy's split
 ";
 
 /// Folders whose subfolders with a Cargo.toml are policy crates built by `build` (tests/ has
@@ -118,6 +121,18 @@ fn run(args: Vec<String>) -> Result<()> {
                 }
             }
             bench_fio::loop_device(&root, rounds, seconds)
+        }
+        ["bench-nbd", rest @ ..] => {
+            build_all(&root)?;
+            let (mut rounds, mut seconds) = (3, 4);
+            for pair in rest.chunks(2) {
+                match pair {
+                    ["--rounds", n] => rounds = n.parse().context("--rounds takes a number")?,
+                    ["--seconds", n] => seconds = n.parse().context("--seconds takes a number")?,
+                    other => bail!("bench-nbd: unknown option {:?}\n\n{USAGE}", other.join(" ")),
+                }
+            }
+            bench_nbd::run(&root, rounds, seconds)
         }
         ["fuzz", rest @ ..] => {
             let seconds: u64 = match rest {

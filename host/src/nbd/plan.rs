@@ -112,7 +112,7 @@ pub fn plan(request: &Request, limits: &Limits) -> Plan {
         });
     }
     let block = u64::from(limits.block.max(1));
-    if request.offset % block != 0 || u64::from(request.length) % block != 0 {
+    if !request.offset.is_multiple_of(block) || !u64::from(request.length).is_multiple_of(block) {
         return refuse(wire::EINVAL);
     }
     if request.length == 0 {

@@ -1,0 +1,233 @@
+//! `cargo xtask bench-nbd`: two fio clients (the nbd engine) on one `schedhost serve`
+//! export at once, under each policy: how the disk is shared between clients. Each round
+//! runs every policy in turn; the table gives mean IOPS per client and the second client's
+//! share of the total.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail, ensure};
+use serde_json::Value;
+
+const POLICIES: &[&str] = &["noop", "deadline", "cfq", "bfq", "kyber"];
+
+/// Two clients: (label, iodepth of the first, iodepth of the second).
+const SCENARIOS: &[(&str, u32, u32)] = &[
+    ("equal clients, QD8 each", 8, 8),
+    ("QD32 client vs QD1 client", 32, 1),
+];
+
+/// Bytes of the exported file; each client reads its own half.
+const FILE_BYTES: u64 = 256 << 20;
+
+pub fn run(root: &Path, rounds: usize, seconds: u32) -> Result<()> {
+    let schedhost = root.join("target/release/schedhost");
+    let dir = root.join("target/bench-nbd");
+    std::fs::create_dir_all(&dir)?;
+    let disk = dir.join("disk.img");
+    fill(&disk)?;
+    against_qemu_nbd(&schedhost, &dir, &disk, rounds, seconds)?;
+    for &(label, depth_a, depth_b) in SCENARIOS {
+        println!("\n{label}: 4k randread, {seconds} s, {rounds} rounds (mean IOPS)");
+        println!(
+            "{:<10} {:>12} {:>12} {:>14}",
+            "policy", "client A", "client B", "B's share"
+        );
+        let mut sums = vec![(0.0, 0.0); POLICIES.len()];
+        for _ in 0..rounds {
+            for (i, policy) in POLICIES.iter().enumerate() {
+                let (a, b) = round(&schedhost, &dir, &disk, policy, seconds, [depth_a, depth_b])?;
+                sums[i].0 += a;
+                sums[i].1 += b;
+            }
+        }
+        for (policy, (a, b)) in POLICIES.iter().zip(sums) {
+            let (a, b) = (a / rounds as f64, b / rounds as f64);
+            println!(
+                "{policy:<10} {a:>12.0} {b:>12.0} {:>13.1}%",
+                100.0 * b / (a + b)
+            );
+        }
+    }
+    Ok(())
+}
+
+/// One fio client against `schedhost serve` (noop) and against qemu-nbd (O_DIRECT, io_uring)
+/// on the same file, interleaved round by round: what the scheduler's path costs a client.
+fn against_qemu_nbd(
+    schedhost: &Path,
+    dir: &Path,
+    disk: &Path,
+    rounds: usize,
+    seconds: u32,
+) -> Result<()> {
+    println!("\none client, 4k randread, {seconds} s, {rounds} rounds (mean IOPS)");
+    println!(
+        "{:<6} {:>12} {:>12} {:>8}",
+        "depth", "qemu-nbd", "schedhost", "ratio"
+    );
+    let socket = dir.join("nbd.sock");
+    for depth in [1, 16] {
+        let (mut qemu, mut ours) = (0.0, 0.0);
+        for _ in 0..rounds {
+            let _ = std::fs::remove_file(&socket);
+            let server = Server(
+                Command::new("qemu-nbd")
+                    .args(["--persistent", "--shared=4", "--format=raw", "--cache=none"])
+                    .args(["--aio=io_uring", "--socket"])
+                    .arg(&socket)
+                    .arg(disk)
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .context("starting qemu-nbd (apt-get install qemu-utils)")?,
+            );
+            wait_for(&socket)?;
+            qemu += fio(dir, &socket, 0, depth, seconds)?;
+            server.stop()?;
+            let server = serve(schedhost, &socket, disk, "noop")?;
+            ours += fio(dir, &socket, 0, depth, seconds)?;
+            server.stop()?;
+        }
+        let (qemu, ours) = (qemu / rounds as f64, ours / rounds as f64);
+        println!(
+            "QD{depth:<4} {qemu:>12.0} {ours:>12.0} {:>8.3}",
+            ours / qemu
+        );
+    }
+    Ok(())
+}
+
+/// `schedhost serve` on `socket` under `policy`, once it listens.
+fn serve(schedhost: &Path, socket: &Path, disk: &Path, policy: &str) -> Result<Server> {
+    let _ = std::fs::remove_file(socket);
+    let server = Server(
+        Command::new(schedhost)
+            .args(["serve", "--allow-overwrite", "--policy", policy])
+            .arg("--nbd")
+            .arg(format!("unix:{}", socket.display()))
+            .arg("--device")
+            .arg(disk)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("starting schedhost serve")?,
+    );
+    wait_for(socket)?;
+    Ok(server)
+}
+
+/// Starts one fio client reading its half `half` of the export at `depth`.
+fn client(dir: &Path, socket: &Path, half: u64, depth: u32, seconds: u32) -> Result<Child> {
+    let part = FILE_BYTES / 2;
+    Command::new("fio")
+        .current_dir(dir)
+        .args([
+            &format!("--name=client{half}"),
+            "--ioengine=nbd",
+            &format!("--uri=nbd+unix:///?socket={}", socket.display()),
+            "--rw=randread",
+            "--bs=4k",
+            &format!("--iodepth={depth}"),
+            &format!("--offset={}", half * part),
+            &format!("--size={part}"),
+            &format!("--runtime={seconds}"),
+            "--time_based",
+            "--output-format=json",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("starting fio (apt-get install fio)")
+}
+
+/// A finished client's read IOPS.
+fn iops(client: Child) -> Result<f64> {
+    let out = client.wait_with_output()?;
+    ensure!(out.status.success(), "fio failed");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let json: Value =
+        serde_json::from_str(&text[text.find('{').unwrap_or(0)..]).context("parsing fio's JSON")?;
+    json["jobs"][0]["read"]["iops"]
+        .as_f64()
+        .context("no read.iops")
+}
+
+/// One client, run to the end.
+fn fio(dir: &Path, socket: &Path, half: u64, depth: u32, seconds: u32) -> Result<f64> {
+    iops(client(dir, socket, half, depth, seconds)?)
+}
+
+/// One server under `policy` and two concurrent fio clients; their read IOPS.
+fn round(
+    schedhost: &Path,
+    dir: &Path,
+    disk: &Path,
+    policy: &str,
+    seconds: u32,
+    depths: [u32; 2],
+) -> Result<(f64, f64)> {
+    let socket = dir.join("nbd.sock");
+    let server = serve(schedhost, &socket, disk, policy)?;
+    let a = client(dir, &socket, 0, depths[0], seconds)?;
+    let b = client(dir, &socket, 1, depths[1], seconds)?;
+    let (a, b) = (iops(a)?, iops(b)?);
+    server.stop()?;
+    Ok((a, b))
+}
+
+/// The server process; stopped with SIGTERM, as an operator would.
+struct Server(Child);
+
+impl Server {
+    fn stop(mut self) -> Result<()> {
+        let sent = Command::new("kill")
+            .args(["-TERM", &self.0.id().to_string()])
+            .status()?;
+        ensure!(sent.success(), "kill -TERM failed");
+        let status = self.0.wait()?;
+        ensure!(status.success(), "schedhost serve exited with {status}");
+        Ok(())
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn wait_for(socket: &Path) -> Result<()> {
+    let started = Instant::now();
+    while !socket.exists() {
+        if started.elapsed() > Duration::from_secs(30) {
+            bail!("schedhost serve did not listen on {}", socket.display());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(())
+}
+
+/// Writes the exported file once with data that is not zeroes, so reads reach the disk
+/// instead of a sparse file's holes.
+fn fill(disk: &PathBuf) -> Result<()> {
+    if disk.metadata().is_ok_and(|m| m.len() == FILE_BYTES) {
+        return Ok(());
+    }
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mut block = vec![0u8; 1 << 20];
+    let mut file = std::fs::File::create(disk)?;
+    for _ in 0..FILE_BYTES >> 20 {
+        for chunk in block.chunks_mut(8) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            chunk.copy_from_slice(&x.to_le_bytes());
+        }
+        std::io::Write::write_all(&mut file, &block)?;
+    }
+    file.sync_all()?;
+    Ok(())
+}
