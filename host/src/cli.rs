@@ -36,6 +36,8 @@ pub enum Command {
     Ctl(commands::ctl::CtlArgs),
     /// Export a file or block device over NBD; every client's I/O goes through the policy.
     Serve(commands::serve::ServeArgs),
+    /// Print a `--trace-events` recording as blkparse-like text (replayable).
+    Events(commands::events::EventsArgs),
     /// Replay a trace (blkparse text, fio iolog v2/v3): `schedhost replay TRACE [run options]`
     /// is `schedhost run --replay TRACE [run options]`.
     Replay {
@@ -74,6 +76,7 @@ impl Command {
             Command::Bench(args) => args.execute(),
             Command::Ctl(args) => args.execute(),
             Command::Serve(args) => args.execute(),
+            Command::Events(args) => args.execute(),
             // Rewritten to `run --replay` before parsing; reached only for `replay --help`.
             Command::Replay { trace } => {
                 anyhow::bail!("use `schedhost replay {} [run options]`", trace.display())

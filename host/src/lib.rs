@@ -14,12 +14,14 @@
 //! - [`trace`]: recorded workloads (blkparse, fio iologs) for `replay`.
 //! - [`stats`]: latency histograms per submitter and operation.
 //! - [`report`]: fio-like text and JSON reports.
+//! - [`events`]: per-request events (`--trace-events`), their file and blkparse-like text.
 
 #![deny(missing_docs)]
 
 pub mod control;
 pub mod core;
 pub mod device;
+pub mod events;
 pub mod nbd;
 pub mod outcome;
 pub mod policy;

@@ -30,6 +30,8 @@ pub struct Outcome {
     pub ejections: Vec<Ejection>,
     /// Hot swaps, done or refused.
     pub swaps: Vec<SwapRecord>,
+    /// Per-request events, when recording was asked for (`--trace-events`).
+    pub events: Vec<crate::events::Event>,
 }
 
 impl SubmitterSummary {

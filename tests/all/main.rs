@@ -10,6 +10,7 @@ mod cfq;
 mod conservation;
 mod deadline;
 mod determinism;
+mod events;
 mod helpers;
 mod jobs;
 mod kyber;

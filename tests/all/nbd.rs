@@ -83,6 +83,7 @@ fn options(dir: &Path) -> ServeOptions {
         nr_requests: None,
         nomerges: Nomerges::All,
         supervision: Supervision::default(),
+        trace_events: None,
     }
 }
 
@@ -724,4 +725,34 @@ fn fio_nbd_engine_verifies_its_writes_through_the_server() {
     let reads: u64 = served.clients.iter().map(|c| c.tally.reads).sum();
     assert_eq!(writes, 2048);
     assert!(reads >= 2048, "the verify pass read it all back");
+}
+
+#[test]
+fn nbd_trace_events_record_each_clients_bios_under_its_ctx() {
+    let dir = scratch("trace_events");
+    let path = dir.join("serve.events");
+    let mut opts = options(&dir);
+    opts.trace_events = Some(path.clone());
+    let server = start(opts, native_policy("noop").unwrap(), None);
+    // The second client connects after the first wrote, so the first holds ctx 0.
+    let mut a = Client::connect(&server.socket);
+    assert_eq!(a.write(0, &[1; 4096]), 0);
+    let mut b = Client::connect(&server.socket);
+    assert_eq!(b.write(MIB, &[2; 512 * 1024]), 0);
+    drop((a, b));
+    server.finish();
+    let (_, events) = schedhost::events::file::read(&path).unwrap();
+    let queued = |ctx: u32| {
+        events
+            .iter()
+            .filter(|e| e.kind == schedhost::events::Kind::Queue && e.ctx == ctx)
+            .count()
+    };
+    assert_eq!(queued(0), 1, "one 4 KiB bio");
+    assert_eq!(queued(1), 2, "512 KiB split into two bios");
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e.kind, schedhost::events::Kind::Complete(0)))
+    );
 }

@@ -181,6 +181,7 @@ impl CompareArgs {
                     nomerges: Nomerges::from_level(self.nomerges).unwrap_or_default(),
                     nr_requests: None,
                     supervision: Supervision::default(),
+                    record_events: false,
                 };
                 let outcome = sim::run(
                     jobs,

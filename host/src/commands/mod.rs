@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod compare;
 pub mod ctl;
+pub mod events;
 pub mod inspect;
 pub mod run;
 pub mod serve;

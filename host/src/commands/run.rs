@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use schedhost::core::{Nomerges, OnFault, RqAffinity, Supervision};
 use schedhost::device::DeviceSpec;
+use schedhost::events;
 use schedhost::outcome::Outcome;
 use schedhost::policy::{DEFAULT_CALL_DEADLINE_MS, DEFAULT_MEMORY_MIB, Limits, WasmRuntime, load};
 use schedhost::report::{RealDetails, RunInfo, Summary, TraceSummary, to_json, to_text};
@@ -104,6 +105,10 @@ pub struct RunArgs {
     /// Write the report to FILE instead of standard output.
     #[arg(long, value_name = "FILE")]
     pub output: Option<PathBuf>,
+    /// Record every request's events (queue, merge, insert, dispatch, complete) to FILE, a
+    /// new file; `schedhost events FILE` prints them as blkparse does.
+    #[arg(long, value_name = "FILE")]
+    pub trace_events: Option<PathBuf>,
 }
 
 impl RunArgs {
@@ -119,6 +124,14 @@ impl RunArgs {
             None => (read_jobs(&self.jobs, &fio_options)?, None),
         };
         let device = DeviceArg::parse(&self.device)?;
+        if let Some(path) = &self.trace_events
+            && path.exists()
+        {
+            bail!(
+                "--trace-events {}: the file exists; pick a new path",
+                path.display()
+            );
+        }
         let limits = Limits {
             call_deadline: Duration::from_millis(self.call_deadline),
             memory_bytes: (self.policy_memory as usize) << 20,
@@ -166,6 +179,7 @@ impl RunArgs {
                     sqpoll_idle_ms: self.sqpoll,
                     threads: self.rq_affinity.and_then(RqAffinity::from_level),
                     supervision: self.supervision(),
+                    record_events: self.trace_events.is_some(),
                 };
                 let control = self.control.as_deref().map(|path| (path, &runtime));
                 let done =
@@ -178,6 +192,18 @@ impl RunArgs {
                 (done.outcome, "io_uring".to_owned(), Some(details))
             }
         };
+        if let Some(path) = &self.trace_events {
+            let header = events::file::Header {
+                device: self.device.clone(),
+                policy: source.label(),
+            };
+            let write = || -> std::io::Result<()> {
+                let mut writer = events::file::Writer::create(path, &header)?;
+                writer.write(&outcome.events)?;
+                writer.finish()
+            };
+            write().with_context(|| format!("--trace-events {}", path.display()))?;
+        }
         let info = RunInfo {
             policy_source: source.label(),
             device: self.device.clone(),
@@ -202,6 +228,7 @@ impl RunArgs {
             nomerges: Nomerges::from_level(self.nomerges).unwrap_or_default(),
             nr_requests: self.nr_requests,
             supervision: self.supervision(),
+            record_events: self.trace_events.is_some(),
         };
         let mut progress = Progress::new();
         let outcome = sim::run_swapping(

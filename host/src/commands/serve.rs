@@ -66,6 +66,10 @@ pub struct ServeArgs {
     /// Linear memory a policy instance may use.
     #[arg(long, value_name = "MIB", default_value_t = DEFAULT_MEMORY_MIB as u64, value_parser = clap::value_parser!(u64).range(1..=256))]
     pub policy_memory: u64,
+    /// Record every request's events to FILE, a new file (`schedhost events FILE` prints
+    /// them; `schedhost replay` replays them under another policy).
+    #[arg(long, value_name = "FILE")]
+    pub trace_events: Option<PathBuf>,
     /// Summary format when the server stops.
     #[arg(long, value_enum, default_value_t = OutputFormat::Normal)]
     pub output_format: OutputFormat,
@@ -130,6 +134,7 @@ impl ServeArgs {
                 on_fault: self.on_fault,
                 watchdog_ns: (self.watchdog > 0.0).then_some((self.watchdog * 1e9) as u64),
             },
+            trace_events: self.trace_events.clone(),
         };
         install_stop_handlers()?;
         let control = self.control.as_deref().map(|path| (path, &runtime));

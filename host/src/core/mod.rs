@@ -22,6 +22,7 @@ use schedhost_sdk::{
     Completion, Dispatch, MergeEvent, MergeKind, MergeQuery, Op, Request as PolicyRequest, Setup,
 };
 
+use crate::events::{Event, Kind, op_code};
 use crate::policy::{Fault, FaultKind, PolicyBackend};
 pub use merge::{MergeIndex, Nomerges, can_coalesce, can_merge};
 pub use recovery::{DEFAULT_WATCHDOG_NS, Ejection, OnFault, Recovery, Supervision, Swapped};
@@ -215,6 +216,8 @@ pub struct Core {
     last_progress_ns: u64,
     /// Consecutive empty answers that asked to be woken in the past.
     past_wakes: u32,
+    /// Per-request events, recorded only when asked for (`--trace-events`).
+    events: Option<Vec<Event>>,
 }
 
 impl std::fmt::Debug for Core {
@@ -270,6 +273,7 @@ impl Core {
             settings: settings.to_vec(),
             last_progress_ns: 0,
             past_wakes: 0,
+            events: None,
         };
         core.depth_limit = depth_limits(core.policy.as_mut(), &mut core.stats)?;
         Ok(core)
@@ -333,6 +337,47 @@ impl Core {
         self.actions.pop_front()
     }
 
+    /// Starts or stops recording per-request events.
+    pub fn record_events(&mut self, on: bool) {
+        self.events = on.then(Vec::new);
+    }
+
+    /// Moves the events recorded so far to the end of `into`.
+    pub fn take_events(&mut self, into: &mut Vec<Event>) {
+        if let Some(events) = &mut self.events {
+            into.append(events);
+        }
+    }
+
+    /// Records an event if recording is on; one branch otherwise.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "an event's fields, named at each call"
+    )]
+    fn note(
+        &mut self,
+        at_ns: u64,
+        kind: Kind,
+        ctx: u32,
+        op: Op,
+        sync: bool,
+        (sector, sectors): (u64, u32),
+        id: u64,
+    ) {
+        if let Some(events) = &mut self.events {
+            events.push(Event {
+                at_ns,
+                kind,
+                ctx,
+                op: op_code(op),
+                sync,
+                sector,
+                sectors,
+                id,
+            });
+        }
+    }
+
     /// A bio arrives from a submitter. It merges into a request or becomes one.
     ///
     /// # Errors
@@ -347,6 +392,15 @@ impl Core {
     /// bio is placed all the same.
     fn place_bio(&mut self, now_ns: u64, bio: Bio) {
         self.stats.bios += 1;
+        self.note(
+            now_ns,
+            Kind::Queue,
+            bio.ctx,
+            bio.op,
+            bio.sync,
+            (bio.sector, bio.sectors),
+            bio.id,
+        );
         if self.try_merge(now_ns, &bio) {
             return;
         }
@@ -399,6 +453,15 @@ impl Core {
         };
         self.queues[hw_queue as usize].inflight -= 1;
         self.stats.completed += 1;
+        self.note(
+            now_ns,
+            Kind::Complete(status),
+            request.ctx,
+            request.op,
+            request.sync,
+            (request.sector, request.sectors),
+            id,
+        );
         for &(ctx, bio) in &request.bios {
             self.actions.push_back(Action::Complete(BioDone {
                 bio: bio.id,
@@ -449,7 +512,7 @@ impl Core {
         }
         // New requests and the first hardware queue with free tags share one call.
         let mut served = None;
-        if self.alive() && self.take_inserts() {
+        if self.alive() && self.take_inserts(now_ns) {
             self.stats.policy_calls += 1;
             served = (0..self.config.hw_queues).find(|&q| self.budget(q) > 0);
             match served {
@@ -503,7 +566,7 @@ impl Core {
     }
 
     /// Moves requests waiting for the insert batch into `scratch`, as queued; true iff any.
-    fn take_inserts(&mut self) -> bool {
+    fn take_inserts(&mut self, now_ns: u64) -> bool {
         if self.pending_insert.is_empty() {
             return false;
         }
@@ -513,6 +576,9 @@ impl Core {
                 request.state = State::Queued;
                 request.epoch = self.epoch;
                 self.scratch.push(policy_view(id, request));
+                if let Some(events) = &mut self.events {
+                    events.push(event(now_ns, Kind::Insert, id, request));
+                }
             }
         }
         self.pending_insert.clear();
@@ -552,7 +618,9 @@ impl Core {
                 at_ns: now_ns,
             };
             let (op, sector, sectors) = (request.op, request.sector, request.sectors);
+            let (ctx, sync) = (request.ctx, request.sync);
             self.index.remove(id, request);
+            self.note(now_ns, Kind::Dispatch, ctx, op, sync, (sector, sectors), id);
             self.queued -= 1;
             self.queues[hw_queue as usize].inflight += 1;
             self.stats.dispatched += 1;
@@ -616,6 +684,19 @@ impl Core {
                 }
             }
             self.grow(id, kind, bio, now_ns);
+            let merged = match kind {
+                MergeKind::Back => Kind::BackMerge,
+                MergeKind::Front => Kind::FrontMerge,
+            };
+            self.note(
+                now_ns,
+                merged,
+                bio.ctx,
+                bio.op,
+                bio.sync,
+                (bio.sector, bio.sectors),
+                id,
+            );
             let survivor = match self.config.nomerges {
                 Nomerges::All => self.coalesce(id, kind),
                 _ => None,
@@ -858,5 +939,19 @@ fn invalid(call: &'static str, message: String) -> Fault {
         kind: FaultKind::InvalidAnswer,
         call,
         message,
+    }
+}
+
+/// The event `kind` of request `id`.
+fn event(at_ns: u64, kind: Kind, id: u64, request: &Request) -> Event {
+    Event {
+        at_ns,
+        kind,
+        ctx: request.ctx,
+        op: op_code(request.op),
+        sync: request.sync,
+        sector: request.sector,
+        sectors: request.sectors,
+        id,
     }
 }

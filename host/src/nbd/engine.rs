@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use super::hub::{Event, Hub, Owner};
 use crate::control::Control;
+use crate::events::file::Writer;
 use crate::outcome::SwapRecord;
 use crate::uring::{Devices, RealError};
 
@@ -24,6 +25,7 @@ pub fn run(
     slots: usize,
     control: Option<&Control>,
     swaps: &mut Vec<SwapRecord>,
+    mut events: Option<&mut Writer>,
 ) -> Result<(), RealError> {
     let mut owners: Vec<Option<Owner>> = (0..slots).map(|_| None).collect();
     let mut inbox = Vec::new();
@@ -53,6 +55,9 @@ pub fn run(
                 seq: owner.seq,
                 status: finished.done.status,
             });
+        }
+        if let Some(writer) = events.as_deref_mut() {
+            record(writer, devices)?;
         }
         let quiet = devices.inflight() == 0 && devices.queued() == 0;
         if hub.stopping.load(Ordering::Acquire)
@@ -87,4 +92,13 @@ pub fn run(
         };
         devices.wait(timeout)?;
     }
+}
+
+/// Writes the events the core recorded since the last call.
+fn record(writer: &mut Writer, devices: &mut Devices) -> Result<(), RealError> {
+    let events = devices.take_events();
+    writer.write(&events).map_err(|source| RealError::Ring {
+        action: "writing --trace-events",
+        source,
+    })
 }

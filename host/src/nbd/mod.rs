@@ -35,6 +35,7 @@ pub use wire::{BadMagic, REQUEST_LEN, Request};
 
 use crate::control::Control;
 use crate::core::{Config, Core, CoreStats, Ejection, Nomerges, Supervision};
+use crate::events::file::Writer;
 use crate::outcome::SwapRecord;
 use crate::policy::{PolicyBackend, WasmRuntime};
 use crate::uring::{Devices, Lane, Notifier, OpenRules, RealError, RealOptions, Target};
@@ -75,6 +76,8 @@ pub struct ServeOptions {
     pub nomerges: Nomerges,
     /// What happens when the policy fails.
     pub supervision: Supervision,
+    /// Record every request's events to this new file (`--trace-events`).
+    pub trace_events: Option<PathBuf>,
 }
 
 /// One client, when it left.
@@ -126,7 +129,7 @@ pub enum ServeError {
 /// A [`ServeError`] naming what is wrong with the setup, or what ended the server.
 pub fn serve(
     options: &ServeOptions,
-    policy: Box<dyn PolicyBackend>,
+    mut policy: Box<dyn PolicyBackend>,
     settings: &[(String, i64)],
     control: Option<(&Path, &WasmRuntime)>,
     stop: &AtomicBool,
@@ -161,8 +164,21 @@ pub fn serve(
     if let Some(n) = options.nr_requests {
         config.nr_requests = n.max(1);
     }
+    let mut events = match &options.trace_events {
+        Some(path) => {
+            let header = crate::events::file::Header {
+                device: options.device.display().to_string(),
+                policy: policy.info().map(|i| i.name).unwrap_or_default(),
+            };
+            Some(Writer::create(path, &header).map_err(|e| {
+                ServeError::Setup(format!("--trace-events {}: {e}", path.display()))
+            })?)
+        }
+        None => None,
+    };
     let mut core = Core::new(config, policy, settings).map_err(RealError::from)?;
     core.supervise(options.supervision);
+    core.record_events(events.is_some());
     let lanes = vec![Lane {
         core,
         name: options.device.display().to_string(),
@@ -222,6 +238,7 @@ pub fn serve(
             slot_lens.len(),
             control.as_ref(),
             &mut swaps,
+            events.as_mut(),
         );
         if outcome.is_err() {
             server.fail();
@@ -229,6 +246,12 @@ pub fn serve(
         outcome
     });
     outcome?;
+    if let Some(writer) = events {
+        writer.finish().map_err(|source| RealError::Ring {
+            action: "writing --trace-events",
+            source,
+        })?;
+    }
     targets[0].sync().map_err(|source| RealError::Ring {
         action: "flushing the target at shutdown",
         source,

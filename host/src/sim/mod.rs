@@ -19,6 +19,8 @@ pub struct SimOptions {
     pub nr_requests: Option<u32>,
     /// What happens when the policy fails.
     pub supervision: Supervision,
+    /// Record per-request events into the outcome.
+    pub record_events: bool,
 }
 
 impl Default for SimOptions {
@@ -28,6 +30,7 @@ impl Default for SimOptions {
             nomerges: Nomerges::All,
             nr_requests: None,
             supervision: Supervision::default(),
+            record_events: false,
         }
     }
 }
@@ -142,6 +145,7 @@ pub fn run_swapping(
     let info = policy.info().map_err(StartError::Fault)?;
     let mut core = Core::new(config, policy, settings)?;
     core.supervise(options.supervision);
+    core.record_events(options.record_events);
     let placements = place(jobs, geometry.capacity_sectors).map_err(SimError::Layout)?;
     let submitters = placements
         .into_iter()
@@ -179,6 +183,8 @@ pub fn run_swapping(
         .iter()
         .map(|s| SubmitterSummary::of(s, sim.now))
         .collect();
+    let mut events = Vec::new();
+    sim.core.take_events(&mut events);
     Ok(Outcome {
         stats: sim.stats,
         submitters,
@@ -190,6 +196,7 @@ pub fn run_swapping(
         verified_blocks: 0,
         ejections: sim.core.ejections().to_vec(),
         swaps: sim.swapped,
+        events,
     })
 }
 

@@ -219,6 +219,17 @@ impl Devices {
         Ok(replaced)
     }
 
+    /// The events every device's core recorded, in time order.
+    pub fn take_events(&mut self) -> Vec<crate::events::Event> {
+        let mut events = Vec::new();
+        for lane in &mut self.lanes {
+            lane.core.take_events(&mut events);
+        }
+        // Each device's events are in order; a stable sort interleaves them.
+        events.sort_by_key(|e| e.at_ns);
+        events
+    }
+
     /// Every device's policy ejections, in device order.
     pub fn ejections(&self) -> Vec<crate::core::Ejection> {
         self.lanes

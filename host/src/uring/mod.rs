@@ -73,6 +73,8 @@ pub struct RealOptions {
     pub threads: Option<RqAffinity>,
     /// What happens when a policy fails.
     pub supervision: Supervision,
+    /// Record per-request events into the outcome.
+    pub record_events: bool,
 }
 
 impl Default for RealOptions {
@@ -86,6 +88,7 @@ impl Default for RealOptions {
             sqpoll_idle_ms: None,
             threads: None,
             supervision: Supervision::default(),
+            record_events: false,
         }
     }
 }
@@ -230,6 +233,7 @@ pub fn run_controlled(
         }
         let mut core = Core::new(config, policy, settings)?;
         core.supervise(options.supervision);
+        core.record_events(options.record_events);
         lanes.push(Lane {
             core,
             name: target.path.display().to_string(),
@@ -293,7 +297,7 @@ pub fn run_controlled(
         )?,
         _ => inline::run(&run, &mut devices, submitters, control.as_ref())?,
     };
-    Ok(outcome(ran, &devices, &targets, config, policy))
+    Ok(outcome(ran, &mut devices, &targets, config, policy))
 }
 
 /// What both ways of running share: the jobs, the devices' names and ledgers, and which
@@ -332,7 +336,7 @@ fn buffer_slots(jobs: &[JobSpec], submitters: &[Submitter]) -> (Vec<usize>, Vec<
 
 fn outcome(
     ran: Ran,
-    devices: &Devices,
+    devices: &mut Devices,
     targets: &[Target],
     config: Config,
     policy: schedhost_sdk::Info,
@@ -367,6 +371,7 @@ fn outcome(
             verified_blocks: ran.verified,
             ejections: devices.ejections(),
             swaps: ran.swaps,
+            events: devices.take_events(),
         },
         targets: summaries,
         fixed_buffers: devices.fixed_buffers(),
