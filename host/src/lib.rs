@@ -14,6 +14,7 @@
 //! - [`trace`]: recorded workloads (blkparse, fio iologs) for `replay`.
 //! - [`stats`]: latency histograms per submitter and operation.
 //! - [`report`]: fio-like text and JSON reports.
+//! - [`metrics`]: Prometheus metrics over HTTP (`serve --metrics`).
 //! - [`events`]: per-request events (`--trace-events`), their file and blkparse-like text.
 
 #![deny(missing_docs)]
@@ -22,6 +23,7 @@ pub mod control;
 pub mod core;
 pub mod device;
 pub mod events;
+pub mod metrics;
 pub mod nbd;
 pub mod outcome;
 pub mod policy;

@@ -447,6 +447,8 @@ fn serve_on_tcp_loopback_answers_a_client_and_stops_cleanly_on_sigterm() {
             "4m",
             "--policy",
             "native:deadline",
+            "--status-interval",
+            "0.05",
         ])
         .arg("--device")
         .arg(&disk)
@@ -455,9 +457,8 @@ fn serve_on_tcp_loopback_answers_a_client_and_stops_cleanly_on_sigterm() {
         .spawn()
         .unwrap();
     let mut banner = String::new();
-    BufReader::new(child.stderr.take().unwrap())
-        .read_line(&mut banner)
-        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    stderr.read_line(&mut banner).unwrap();
     let address = banner
         .split(" on ")
         .nth(1)
@@ -508,6 +509,13 @@ fn serve_on_tcp_loopback_answers_a_client_and_stops_cleanly_on_sigterm() {
     assert!(killed.success());
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success(), "exit {:?}", out.status);
+    let mut live = String::new();
+    stderr.read_to_string(&mut live).unwrap();
+    assert!(
+        live.lines()
+            .any(|l| l.contains("deadline | read ") && l.contains("ejections 0")),
+        "no live line in:\n{live}"
+    );
     let summary = String::from_utf8_lossy(&out.stdout);
     assert!(summary.contains("1 client(s) served"), "{summary}");
     assert!(summary.contains("1 reads (0.0 MiB), 1 writes"), "{summary}");

@@ -47,6 +47,7 @@ struct Running {
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<Result<Served, ServeError>>>,
     socket: PathBuf,
+    metrics: Option<std::net::SocketAddr>,
 }
 
 impl Running {
@@ -84,6 +85,8 @@ fn options(dir: &Path) -> ServeOptions {
         nomerges: Nomerges::All,
         supervision: Supervision::default(),
         trace_events: None,
+        status_interval_ns: None,
+        metrics: None,
     }
 }
 
@@ -103,8 +106,8 @@ fn start(
         std::thread::spawn(move || {
             let engine = runtime();
             let control = control.as_deref().map(|p| (p, &engine));
-            let result = nbd::serve(&options, policy, &[], control, &stop, |_, _| {
-                let _ = ready_tx.send(());
+            let result = nbd::serve(&options, policy, &[], control, &stop, |at| {
+                let _ = ready_tx.send(at.metrics);
             });
             if let Err(e) = &result {
                 eprintln!("server: {e}");
@@ -112,13 +115,14 @@ fn start(
             result
         })
     };
-    ready
+    let metrics = ready
         .recv_timeout(Duration::from_secs(30))
         .expect("the server starts listening");
     Running {
         stop,
         thread: Some(thread),
         socket,
+        metrics,
     }
 }
 
@@ -347,7 +351,7 @@ fn nbd_refuses_to_export_an_existing_file_writable_without_allow_overwrite() {
         &[],
         None,
         &stop,
-        |_, _| panic!("must not listen"),
+        |_| panic!("must not listen"),
     )
     .unwrap_err()
     .to_string();
@@ -365,7 +369,7 @@ fn nbd_refuses_to_export_an_existing_file_writable_without_allow_overwrite() {
         &[],
         None,
         &stop,
-        |_, _| {},
+        |_| {},
     )
     .unwrap_err()
     .to_string();
@@ -755,4 +759,130 @@ fn nbd_trace_events_record_each_clients_bios_under_its_ctx() {
             .iter()
             .any(|e| matches!(e.kind, schedhost::events::Kind::Complete(0)))
     );
+}
+
+/// One exposition sample: name, labels, value.
+type Sample = (String, Vec<(String, String)>, f64);
+
+/// Checks `text` is well-formed Prometheus exposition (version 0.0.4) and returns its samples.
+fn parse_exposition(text: &str) -> Vec<Sample> {
+    let mut samples = Vec::new();
+    let mut typed = std::collections::HashMap::new();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').expect("TYPE name kind");
+            assert!(["counter", "gauge", "histogram"].contains(&kind), "{line}");
+            typed.insert(name.to_owned(), kind.to_owned());
+            continue;
+        }
+        if line.starts_with("# HELP ") || line.is_empty() {
+            continue;
+        }
+        let (series, value) = line.rsplit_once(' ').expect("a sample has a value");
+        let value: f64 = value.parse().unwrap_or_else(|_| panic!("value in {line}"));
+        let (name, labels) = match series.split_once('{') {
+            Some((name, rest)) => {
+                let body = rest.strip_suffix('}').expect("labels end with }");
+                let mut labels = Vec::new();
+                for pair in body.split("\",").filter(|p| !p.is_empty()) {
+                    let (k, v) = pair.split_once("=\"").expect("label=\"value\"");
+                    labels.push((k.to_owned(), v.trim_end_matches('"').to_owned()));
+                }
+                (name, labels)
+            }
+            None => (series, Vec::new()),
+        };
+        assert!(
+            name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
+            "{name}"
+        );
+        let family = ["_bucket", "_sum", "_count"]
+            .iter()
+            .find_map(|suffix| {
+                name.strip_suffix(suffix)
+                    .filter(|f| typed.get(*f).is_some_and(|k| k == "histogram"))
+            })
+            .unwrap_or(name);
+        assert!(typed.contains_key(family), "{name} has no TYPE line");
+        samples.push((name.to_owned(), labels, value));
+    }
+    samples
+}
+
+#[test]
+fn nbd_metrics_endpoint_serves_prometheus_text_that_curl_scrapes_during_io() {
+    let Some(curl) = tool("curl") else { return };
+    let dir = scratch("metrics");
+    let mut opts = options(&dir);
+    opts.metrics = Some("127.0.0.1:0".into());
+    let server = start(opts, native_policy("cfq").unwrap(), None);
+    let address = server.metrics.expect("metrics address");
+    let mut a = Client::connect(&server.socket);
+    for i in 0..16u64 {
+        assert_eq!(a.write(i * 65536, &[3; 65536]), 0);
+    }
+    let _ = a.read(0, 65536);
+    let url = format!("http://{address}/metrics");
+    let text = succeed(
+        Command::new(&curl)
+            .args(["-sS", "--fail", "--max-time", "10"])
+            .arg(&url),
+    );
+    let samples = parse_exposition(&text);
+    let find = |name: &str, want: &[(&str, &str)]| {
+        samples
+            .iter()
+            .filter(|(n, labels, _)| {
+                n == name
+                    && want
+                        .iter()
+                        .all(|(k, v)| labels.iter().any(|(lk, lv)| lk == k && lv == v))
+            })
+            .map(|s| s.2)
+            .sum::<f64>()
+    };
+    assert_eq!(
+        find("schedhost_ios_total", &[("ctx", "0"), ("op", "write")]),
+        16.0
+    );
+    assert_eq!(
+        find("schedhost_bytes_total", &[("ctx", "0"), ("op", "write")]),
+        16.0 * 65536.0
+    );
+    assert_eq!(
+        find("schedhost_ios_total", &[("ctx", "0"), ("op", "read")]),
+        1.0
+    );
+    assert_eq!(
+        find("schedhost_latency_seconds_count", &[("ctx", "0")]),
+        17.0
+    );
+    assert_eq!(
+        find(
+            "schedhost_latency_seconds_bucket",
+            &[("ctx", "0"), ("le", "+Inf")]
+        ),
+        17.0
+    );
+    let buckets: Vec<f64> = samples
+        .iter()
+        .filter(|(n, _, _)| n == "schedhost_latency_seconds_bucket")
+        .map(|s| s.2)
+        .collect();
+    assert!(
+        buckets.windows(2).all(|w| w[0] <= w[1]),
+        "cumulative buckets: {buckets:?}"
+    );
+    assert!(samples.iter().any(|(n, l, _)| n == "schedhost_queue_depth"
+        && l.iter().any(|(k, v)| k == "policy" && v == "cfq")));
+    assert_eq!(find("schedhost_swaps_total", &[]), 0.0);
+    // Anything but GET /metrics is refused with a status, not a crash.
+    let missing = Command::new(&curl)
+        .args(["-s", "-o", "/dev/null", "-w", "%{http_code}"])
+        .arg(format!("http://{address}/other"))
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&missing.stdout), "404");
+    drop(a);
+    server.finish();
 }

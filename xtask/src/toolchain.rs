@@ -9,9 +9,9 @@ use anyhow::{Context, Result, bail};
 const PACKAGES: &[&str] = &["rustc-web", "cargo-web", "rust-web-src", "lld-22"];
 const CARGO: &str = "/usr/bin/cargo";
 
-/// The real NBD clients the NBD tests drive: qemu-img and qemu-io, nbdcopy and nbdinfo,
-/// and fio (its nbd engine).
-const CLIENT_PACKAGES: &[&str] = &["qemu-utils", "libnbd-bin", "fio"];
+/// The real clients the tests drive: qemu-img and qemu-io, nbdcopy and nbdinfo, fio (its
+/// nbd engine), and curl (the metrics endpoint).
+const CLIENT_PACKAGES: &[&str] = &["qemu-utils", "libnbd-bin", "fio", "curl"];
 
 /// Installs the wasm toolchain's Debian packages unless all are present.
 pub fn ensure() -> Result<()> {

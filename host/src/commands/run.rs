@@ -105,6 +105,11 @@ pub struct RunArgs {
     /// Write the report to FILE instead of standard output.
     #[arg(long, value_name = "FILE")]
     pub output: Option<PathBuf>,
+    /// Real devices: print a live line (IOPS, MiB/s, p99 per ctx, queue depths, policy,
+    /// ejections) to stderr every SECS; the default is 1 on a terminal and off otherwise;
+    /// 0 turns it off.
+    #[arg(long, value_name = "SECS")]
+    pub status_interval: Option<f64>,
     /// Record every request's events (queue, merge, insert, dispatch, complete) to FILE, a
     /// new file; `schedhost events FILE` prints them as blkparse does.
     #[arg(long, value_name = "FILE")]
@@ -180,6 +185,7 @@ impl RunArgs {
                     threads: self.rq_affinity.and_then(RqAffinity::from_level),
                     supervision: self.supervision(),
                     record_events: self.trace_events.is_some(),
+                    status_interval_ns: status_interval_ns(self.status_interval),
                 };
                 let control = self.control.as_deref().map(|path| (path, &runtime));
                 let done =
@@ -342,6 +348,15 @@ impl From<TraceFormat> for Format {
             TraceFormat::IologV2 => Format::IologV2,
             TraceFormat::IologV3 => Format::IologV3,
         }
+    }
+}
+
+/// `--status-interval`: as given (0 is off), else once a second when stderr is a terminal.
+pub(crate) fn status_interval_ns(secs: Option<f64>) -> Option<u64> {
+    match secs {
+        Some(s) if s > 0.0 && s.is_finite() => Some((s * 1e9) as u64),
+        Some(_) => None,
+        None => std::io::stderr().is_terminal().then_some(1_000_000_000),
     }
 }
 

@@ -12,7 +12,7 @@ use schedhost::policy::{DEFAULT_CALL_DEADLINE_MS, DEFAULT_MEMORY_MIB, Limits, Wa
 use schedhost::uring::DEFAULT_QUEUE_DEPTH;
 use schedhost::workload::value::size as size_bytes;
 
-use super::run::parse_on_fault;
+use super::run::{parse_on_fault, status_interval_ns};
 use crate::cli::{OutputFormat, parse_setting};
 
 #[derive(Debug, clap::Args)]
@@ -66,10 +66,19 @@ pub struct ServeArgs {
     /// Linear memory a policy instance may use.
     #[arg(long, value_name = "MIB", default_value_t = DEFAULT_MEMORY_MIB as u64, value_parser = clap::value_parser!(u64).range(1..=256))]
     pub policy_memory: u64,
+    /// Print a live line (IOPS, MiB/s, p99 per client ctx, queue depths, policy, ejections)
+    /// to stderr every SECS; the default is 1 on a terminal and off otherwise; 0 is off.
+    #[arg(long, value_name = "SECS")]
+    pub status_interval: Option<f64>,
     /// Record every request's events to FILE, a new file (`schedhost events FILE` prints
     /// them; `schedhost replay` replays them under another policy).
     #[arg(long, value_name = "FILE")]
     pub trace_events: Option<PathBuf>,
+    /// Serve Prometheus metrics at http://ADDR/metrics (HOST:PORT, or PORT on 127.0.0.1):
+    /// IOPS and bytes per client ctx, latency histograms, queue depths, merges, policy
+    /// calls, swaps, ejections.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<String>,
     /// Summary format when the server stops.
     #[arg(long, value_enum, default_value_t = OutputFormat::Normal)]
     pub output_format: OutputFormat,
@@ -135,6 +144,8 @@ impl ServeArgs {
                 watchdog_ns: (self.watchdog > 0.0).then_some((self.watchdog * 1e9) as u64),
             },
             trace_events: self.trace_events.clone(),
+            status_interval_ns: status_interval_ns(self.status_interval),
+            metrics: self.metrics.clone(),
         };
         install_stop_handlers()?;
         let control = self.control.as_deref().map(|path| (path, &runtime));
@@ -145,13 +156,18 @@ impl ServeArgs {
             &self.settings,
             control,
             &STOP,
-            |address, export| {
+            |at| {
+                let metrics = at
+                    .metrics
+                    .map(|m| format!("; metrics at http://{m}/metrics"))
+                    .unwrap_or_default();
                 eprintln!(
-                    "schedhost: serving {} ({} bytes{}) as export '{}' on {address} with policy {label}; stop with Ctrl-C or SIGTERM",
+                    "schedhost: serving {} ({} bytes{}) as export '{}' on {} with policy {label}{metrics}; stop with Ctrl-C or SIGTERM",
                     self.device.display(),
-                    export.size,
+                    at.export.size,
                     if self.read_only { ", read-only" } else { "" },
-                    export.name,
+                    at.export.name,
+                    at.address,
                 );
             },
         )

@@ -24,6 +24,7 @@ use schedhost_sdk::{
 
 use crate::events::{Event, Kind, op_code};
 use crate::policy::{Fault, FaultKind, PolicyBackend};
+use crate::stats::meter::Meter;
 pub use merge::{MergeIndex, Nomerges, can_coalesce, can_merge};
 pub use recovery::{DEFAULT_WATCHDOG_NS, Ejection, OnFault, Recovery, Supervision, Swapped};
 pub use request::{Bio, BioRef, Bios, Request, RequestTable, State};
@@ -218,6 +219,8 @@ pub struct Core {
     past_wakes: u32,
     /// Per-request events, recorded only when asked for (`--trace-events`).
     events: Option<Vec<Event>>,
+    /// Per-ctx counters, kept only for live stats and metrics.
+    meter: Option<Meter>,
 }
 
 impl std::fmt::Debug for Core {
@@ -274,6 +277,7 @@ impl Core {
             last_progress_ns: 0,
             past_wakes: 0,
             events: None,
+            meter: None,
         };
         core.depth_limit = depth_limits(core.policy.as_mut(), &mut core.stats)?;
         Ok(core)
@@ -335,6 +339,21 @@ impl Core {
     /// The next action for the driver.
     pub fn poll_action(&mut self) -> Option<Action> {
         self.actions.pop_front()
+    }
+
+    /// Starts or stops keeping per-ctx counters (live stats, metrics).
+    pub fn set_metering(&mut self, on: bool) {
+        self.meter = on.then(Meter::default);
+    }
+
+    /// The per-ctx counters, if kept.
+    pub fn meter(&self) -> Option<&Meter> {
+        self.meter.as_ref()
+    }
+
+    /// The per-ctx counters, to empty their recent latencies.
+    pub fn meter_mut(&mut self) -> Option<&mut Meter> {
+        self.meter.as_mut()
     }
 
     /// Starts or stops recording per-request events.
@@ -463,6 +482,10 @@ impl Core {
             id,
         );
         for &(ctx, bio) in &request.bios {
+            if let Some(meter) = &mut self.meter {
+                let latency = now_ns.saturating_sub(bio.submit_ns);
+                meter.record(ctx, request.op, bio.sectors, latency, status);
+            }
             self.actions.push_back(Action::Complete(BioDone {
                 bio: bio.id,
                 ctx,

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use super::hub::{Event, Hub, Owner};
 use crate::control::Control;
 use crate::events::file::Writer;
+use crate::metrics::{Endpoint, exposition};
 use crate::outcome::SwapRecord;
 use crate::uring::{Devices, RealError};
 
@@ -26,6 +27,7 @@ pub fn run(
     control: Option<&Control>,
     swaps: &mut Vec<SwapRecord>,
     mut events: Option<&mut Writer>,
+    metrics: Option<&Endpoint>,
 ) -> Result<(), RealError> {
     let mut owners: Vec<Option<Owner>> = (0..slots).map(|_| None).collect();
     let mut inbox = Vec::new();
@@ -39,6 +41,11 @@ pub fn run(
         }
         if let Some(control) = control {
             devices.serve(control, now, swaps);
+        }
+        if let Some(metrics) = metrics {
+            for scrape in metrics.take() {
+                let _ = scrape.send(exposition::render(&devices.views(), swaps.len()));
+            }
         }
         devices.reap(|| hub.now())?;
         devices.run(hub.now())?;
@@ -67,6 +74,7 @@ pub fn run(
         {
             return Ok(());
         }
+        devices.tick_live(hub.now());
         let timer = devices.next_timer();
         let stuck = devices.inflight() == 0 && timer.is_none() && devices.queued() > 0;
         idle_since = match (stuck, idle_since) {
@@ -90,7 +98,8 @@ pub fn run(
             // The acceptor and the repliers notify when they change what ends the loop.
             (None, None) => None,
         };
-        devices.wait(timeout)?;
+        let live = devices.live_wait_ns(now).map(Duration::from_nanos);
+        devices.wait(timeout.into_iter().chain(live).min())?;
     }
 }
 

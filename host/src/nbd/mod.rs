@@ -36,6 +36,7 @@ pub use wire::{BadMagic, REQUEST_LEN, Request};
 use crate::control::Control;
 use crate::core::{Config, Core, CoreStats, Ejection, Nomerges, Supervision};
 use crate::events::file::Writer;
+use crate::metrics::Endpoint;
 use crate::outcome::SwapRecord;
 use crate::policy::{PolicyBackend, WasmRuntime};
 use crate::uring::{Devices, Lane, Notifier, OpenRules, RealError, RealOptions, Target};
@@ -78,6 +79,21 @@ pub struct ServeOptions {
     pub supervision: Supervision,
     /// Record every request's events to this new file (`--trace-events`).
     pub trace_events: Option<PathBuf>,
+    /// Print a live line to stderr this often (ns).
+    pub status_interval_ns: Option<u64>,
+    /// Serve Prometheus metrics over HTTP here (`--metrics`).
+    pub metrics: Option<String>,
+}
+
+/// Where a started server can be reached.
+#[derive(Debug, Clone, Copy)]
+pub struct Listening<'a> {
+    /// The NBD address, as bound (`127.0.0.1:PORT` or `unix:PATH`).
+    pub address: &'a str,
+    /// What the handshake offers.
+    pub export: &'a Export,
+    /// The metrics endpoint, when asked for.
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 /// One client, when it left.
@@ -133,7 +149,7 @@ pub fn serve(
     settings: &[(String, i64)],
     control: Option<(&Path, &WasmRuntime)>,
     stop: &AtomicBool,
-    listening: impl FnOnce(&str, &Export),
+    listening: impl FnOnce(Listening<'_>),
 ) -> Result<Served, ServeError> {
     let target = open_target(options)?;
     let block = target.logical_block.max(512);
@@ -179,6 +195,7 @@ pub fn serve(
     let mut core = Core::new(config, policy, settings).map_err(RealError::from)?;
     core.supervise(options.supervision);
     core.record_events(events.is_some());
+    core.set_metering(options.status_interval_ns.is_some() || options.metrics.is_some());
     let lanes = vec![Lane {
         core,
         name: options.device.display().to_string(),
@@ -187,6 +204,7 @@ pub fn serve(
     slot_lens.extend(std::iter::repeat_n(0, CONTROL_SLOTS as usize));
     let real = RealOptions {
         queue_depth: options.queue_depth,
+        status_interval_ns: options.status_interval_ns,
         ..RealOptions::default()
     };
     let targets = [target];
@@ -203,6 +221,17 @@ pub fn serve(
             Some(
                 Control::start(path, runtime.clone(), 1, wake)
                     .map_err(|e| ServeError::Setup(format!("{e:#}")))?,
+            )
+        }
+        None => None,
+    };
+    let metrics = match &options.metrics {
+        Some(address) => {
+            let notifier = Arc::clone(&notifier);
+            let wake = Arc::new(move || notifier.notify());
+            Some(
+                Endpoint::start(address, wake)
+                    .map_err(|e| ServeError::Setup(format!("--metrics {address}: binding: {e}")))?,
             )
         }
         None => None,
@@ -228,7 +257,11 @@ pub fn serve(
         ctxs: Mutex::new(BTreeSet::new()),
         clients: Mutex::new(Vec::new()),
     };
-    listening(&listener.to_string(), &export);
+    listening(Listening {
+        address: &listener.to_string(),
+        export: &export,
+        metrics: metrics.as_ref().map(Endpoint::address),
+    });
     let mut swaps = Vec::new();
     let outcome = std::thread::scope(|scope| {
         scope.spawn(|| server.accept_until(&listener, stop, scope));
@@ -239,6 +272,7 @@ pub fn serve(
             control.as_ref(),
             &mut swaps,
             events.as_mut(),
+            metrics.as_ref(),
         );
         if outcome.is_err() {
             server.fail();

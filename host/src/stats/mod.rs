@@ -1,6 +1,9 @@
 //! What each submitter saw: I/O counts, bytes and completion latency per direction, in
 //! HDR histograms (3 significant digits, like fio's own percentile resolution).
 
+pub mod live;
+pub mod meter;
+
 use hdrhistogram::Histogram;
 use schedhost_sdk::Op;
 

@@ -2,6 +2,7 @@
 //! policy per device, the ring, and the buffer arena whose slots the bios borrow. Bios go in
 //! with [`Devices::submit`]; finished bios come out of [`Devices::done`].
 
+use std::io::Write;
 use std::mem::ManuallyDrop;
 use std::os::fd::RawFd;
 use std::sync::Arc;
@@ -16,8 +17,11 @@ use serde_json::{Value, json};
 
 use crate::control::{Command, Control};
 use crate::core::{Action, Bio, BioDone, Config, Core, CoreStats};
+use crate::metrics::exposition::DeviceView;
 use crate::outcome::SwapRecord;
 use crate::policy::Fault;
+use crate::stats::live::{Gauges, Live};
+use crate::stats::meter::Meter;
 
 /// One device: its scheduler.
 pub(crate) struct Lane {
@@ -59,6 +63,8 @@ pub(crate) struct Devices {
     /// Bios finished since the caller last took them.
     pub done: Vec<Finished>,
     reaped: Vec<((u32, u64), i32)>,
+    /// The live view, when `--status-interval` is on.
+    live: Option<Live>,
 }
 
 impl Drop for Devices {
@@ -103,7 +109,66 @@ impl Devices {
             slots: vec![SlotUse::default(); slot_lens.len()],
             done: Vec::new(),
             reaped: Vec::new(),
+            live: options.status_interval_ns.map(|every| Live::new(every, 0)),
         })
+    }
+
+    /// Prints the live line to stderr if one is due at `now`.
+    pub fn tick_live(&mut self, now: u64) {
+        if !self.live.as_ref().is_some_and(|l| l.due(now)) {
+            return;
+        }
+        let mut meter = Meter::default();
+        for lane in &mut self.lanes {
+            if let Some(m) = lane.core.meter_mut() {
+                meter.absorb(m);
+                m.clear_recent();
+            }
+        }
+        let policy = self
+            .lanes
+            .first_mut()
+            .and_then(|l| l.core.policy_mut().info().ok())
+            .map(|i| i.name)
+            .unwrap_or_default();
+        let gauges = Gauges {
+            policy: &policy,
+            queued: self.queued(),
+            inflight: self.inflight(),
+            ejections: self.lanes.iter().map(|l| l.core.ejections().len()).sum(),
+        };
+        if let Some(live) = &mut self.live {
+            // A closed stderr must not stop the I/O.
+            let _ = writeln!(std::io::stderr(), "{}", live.line(now, &meter, gauges));
+        }
+    }
+
+    /// How long until the next live line, if the live view is on.
+    pub fn live_wait_ns(&self, now: u64) -> Option<u64> {
+        self.live.as_ref().map(|l| l.wait_ns(now))
+    }
+
+    /// Every device as the metrics see it (counters empty unless metering is on).
+    pub fn views(&mut self) -> Vec<DeviceView> {
+        let inflight = self.inflight();
+        self.lanes
+            .iter_mut()
+            .map(|lane| DeviceView {
+                name: lane.name.clone(),
+                policy: lane
+                    .core
+                    .policy_mut()
+                    .info()
+                    .map(|i| i.name)
+                    .unwrap_or_default(),
+                meter: lane.core.meter().cloned().unwrap_or_default(),
+                stats: lane.core.stats(),
+                queued: lane.core.queued_in_policy(),
+                // One ring carries every device: its in-flight count is theirs together.
+                inflight,
+                ejections: lane.core.ejections().len(),
+            })
+            .collect()
     }
 
     /// The device a bio goes to.

@@ -116,6 +116,7 @@ impl Inline<'_, '_> {
         }
         self.devices.run(now)?;
         self.complete_finished()?;
+        self.devices.tick_live(now);
         for s in &mut self.submitters {
             if s.placement.phase == self.phase {
                 s.settle(now);

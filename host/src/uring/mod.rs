@@ -75,6 +75,8 @@ pub struct RealOptions {
     pub supervision: Supervision,
     /// Record per-request events into the outcome.
     pub record_events: bool,
+    /// Print a live line to stderr this often (ns).
+    pub status_interval_ns: Option<u64>,
 }
 
 impl Default for RealOptions {
@@ -89,6 +91,7 @@ impl Default for RealOptions {
             threads: None,
             supervision: Supervision::default(),
             record_events: false,
+            status_interval_ns: None,
         }
     }
 }
@@ -234,6 +237,7 @@ pub fn run_controlled(
         let mut core = Core::new(config, policy, settings)?;
         core.supervise(options.supervision);
         core.record_events(options.record_events);
+        core.set_metering(options.status_interval_ns.is_some());
         lanes.push(Lane {
             core,
             name: target.path.display().to_string(),

@@ -308,6 +308,7 @@ fn ring_loop(
         if shared.finished.load(Ordering::Acquire) == members.len() {
             return Ok(());
         }
+        devices.tick_live(shared.now());
         let timer = devices.next_timer();
         let stuck = devices.inflight() == 0 && timer.is_none() && devices.queued() > 0;
         idle_since = match (stuck, idle_since) {
@@ -330,7 +331,8 @@ fn ring_loop(
             (None, Some(_)) => Some(STALL_LIMIT / 4),
             (None, None) => None,
         };
-        devices.wait(timeout)?;
+        let live = devices.live_wait_ns(now).map(Duration::from_nanos);
+        devices.wait(timeout.into_iter().chain(live).min())?;
     }
 }
 

@@ -1,0 +1,145 @@
+//! Running counters per ctx, kept by the core while live stats or metrics are on: bios and
+//! bytes per direction, errors, completion latency in fixed buckets (for Prometheus), and a
+//! histogram the live view empties at every line (for its p99).
+
+use hdrhistogram::Histogram;
+use schedhost_sdk::Op;
+
+/// Upper bounds of the latency buckets, ns: 25 µs to 2.5 s in 1-2.5-5 steps; one more bucket
+/// counts everything slower.
+pub const BUCKET_BOUNDS_NS: [u64; 16] = [
+    25_000,
+    50_000,
+    100_000,
+    250_000,
+    500_000,
+    1_000_000,
+    2_500_000,
+    5_000_000,
+    10_000_000,
+    25_000_000,
+    50_000_000,
+    100_000_000,
+    250_000_000,
+    500_000_000,
+    1_000_000_000,
+    2_500_000_000,
+];
+
+/// One ctx's counters.
+#[derive(Debug, Clone)]
+pub struct CtxMeter {
+    /// Bios completed without error: [read, write] (flush and discard count as writes).
+    pub ios: [u64; 2],
+    /// Bytes of those bios.
+    pub bytes: [u64; 2],
+    /// Bios completed with an error.
+    pub errors: u64,
+    /// Bios per latency bucket (not cumulative); the last is above every bound.
+    pub buckets: [u64; BUCKET_BOUNDS_NS.len() + 1],
+    /// Sum of all latencies, ns.
+    pub latency_sum_ns: u64,
+    /// Latencies since the live view last took them.
+    pub recent: Histogram<u64>,
+}
+
+impl Default for CtxMeter {
+    fn default() -> Self {
+        Self {
+            ios: [0; 2],
+            bytes: [0; 2],
+            errors: 0,
+            buckets: [0; BUCKET_BOUNDS_NS.len() + 1],
+            latency_sum_ns: 0,
+            // Three digits, as fio; 1 ns to an hour.
+            recent: Histogram::new_with_bounds(1, 3_600_000_000_000, 3)
+                .unwrap_or_else(|_| Histogram::new(3).unwrap_or_else(|_| unreachable!())),
+        }
+    }
+}
+
+impl CtxMeter {
+    /// Bios completed, errors included.
+    pub fn completed(&self) -> u64 {
+        self.ios[0] + self.ios[1] + self.errors
+    }
+}
+
+/// Counters for every ctx seen so far, indexed by ctx.
+#[derive(Debug, Clone, Default)]
+pub struct Meter {
+    /// Per ctx.
+    pub ctxs: Vec<CtxMeter>,
+}
+
+impl Meter {
+    /// Counts one finished bio.
+    pub fn record(&mut self, ctx: u32, op: Op, sectors: u32, latency_ns: u64, status: i32) {
+        let i = ctx as usize;
+        if i >= self.ctxs.len() {
+            self.ctxs.resize_with(i + 1, CtxMeter::default);
+        }
+        let m = &mut self.ctxs[i];
+        m.latency_sum_ns += latency_ns;
+        let bucket = BUCKET_BOUNDS_NS.partition_point(|&b| b < latency_ns);
+        m.buckets[bucket] += 1;
+        m.recent.saturating_record(latency_ns.max(1));
+        if status != 0 {
+            m.errors += 1;
+            return;
+        }
+        let dir = usize::from(op != Op::Read);
+        m.ios[dir] += 1;
+        m.bytes[dir] += u64::from(sectors) * 512;
+    }
+}
+
+impl Meter {
+    /// Adds `other`'s counters (another device's), ctx by ctx.
+    pub fn absorb(&mut self, other: &Meter) {
+        if other.ctxs.len() > self.ctxs.len() {
+            self.ctxs.resize_with(other.ctxs.len(), CtxMeter::default);
+        }
+        for (mine, theirs) in self.ctxs.iter_mut().zip(&other.ctxs) {
+            for d in 0..2 {
+                mine.ios[d] += theirs.ios[d];
+                mine.bytes[d] += theirs.bytes[d];
+            }
+            mine.errors += theirs.errors;
+            for (a, b) in mine.buckets.iter_mut().zip(&theirs.buckets) {
+                *a += b;
+            }
+            mine.latency_sum_ns += theirs.latency_sum_ns;
+            // Same bounds on both sides: adding cannot fail.
+            let _ = mine.recent.add(&theirs.recent);
+        }
+    }
+
+    /// Empties every ctx's recent latencies (the live view took them).
+    pub fn clear_recent(&mut self) {
+        for c in &mut self.ctxs {
+            c.recent.reset();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bios_land_in_their_ctx_direction_and_latency_bucket() {
+        let mut m = Meter::default();
+        m.record(2, Op::Read, 8, 30_000, 0);
+        m.record(2, Op::Write, 16, 25_000, 0);
+        m.record(2, Op::Write, 16, 3_000_000_000, -5);
+        assert_eq!(m.ctxs.len(), 3);
+        let c = &m.ctxs[2];
+        assert_eq!((c.ios, c.bytes, c.errors), ([1, 1], [4096, 8192], 1));
+        assert_eq!(c.buckets[0], 1, "25 µs is within the first bound");
+        assert_eq!(c.buckets[1], 1);
+        assert_eq!(c.buckets[BUCKET_BOUNDS_NS.len()], 1, "above every bound");
+        assert_eq!(c.completed(), 3);
+        assert_eq!(c.recent.len(), 3);
+    }
+}
