@@ -38,6 +38,8 @@ pub enum Command {
     Serve(commands::serve::ServeArgs),
     /// Print a `--trace-events` recording as blkparse-like text (replayable).
     Events(commands::events::EventsArgs),
+    /// Draw SVG plots from JSON reports: latency CDFs, IOPS over time, compare tables.
+    Plot(commands::plot::PlotArgs),
     /// Replay a trace (blkparse text, fio iolog v2/v3): `schedhost replay TRACE [run options]`
     /// is `schedhost run --replay TRACE [run options]`.
     Replay {
@@ -77,6 +79,7 @@ impl Command {
             Command::Ctl(args) => args.execute(),
             Command::Serve(args) => args.execute(),
             Command::Events(args) => args.execute(),
+            Command::Plot(args) => args.execute(),
             // Rewritten to `run --replay` before parsing; reached only for `replay --help`.
             Command::Replay { trace } => {
                 anyhow::bail!("use `schedhost replay {} [run options]`", trace.display())

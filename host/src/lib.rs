@@ -14,6 +14,7 @@
 //! - [`trace`]: recorded workloads (blkparse, fio iologs) for `replay`.
 //! - [`stats`]: latency histograms per submitter and operation.
 //! - [`report`]: fio-like text and JSON reports.
+//! - [`plot`]: SVG plots from the JSON reports (`--plot`, `schedhost plot`).
 //! - [`metrics`]: Prometheus metrics over HTTP (`serve --metrics`).
 //! - [`events`]: per-request events (`--trace-events`), their file and blkparse-like text.
 
@@ -26,6 +27,7 @@ pub mod events;
 pub mod metrics;
 pub mod nbd;
 pub mod outcome;
+pub mod plot;
 pub mod policy;
 pub mod report;
 pub mod sim;

@@ -548,3 +548,89 @@ fn serve_refuses_bad_addresses_and_unasked_overwrites_with_clear_messages() {
     assert!(!missing.exists());
     assert_eq!(std::fs::read(&disk).unwrap(), vec![7u8; 1 << 20]);
 }
+
+/// Pixels of `svg` drawn in exactly `colour` once rasterized.
+fn pixels_of(svg: &std::path::Path, colour: [u8; 3]) -> usize {
+    let text = std::fs::read_to_string(svg).unwrap();
+    let tree = resvg::usvg::Tree::from_str(&text, &resvg::usvg::Options::default())
+        .unwrap_or_else(|e| panic!("{} does not parse as SVG: {e}", svg.display()));
+    let size = tree.size().to_int_size();
+    let mut pixmap = resvg::tiny_skia::Pixmap::new(size.width(), size.height()).unwrap();
+    resvg::render(
+        &tree,
+        resvg::tiny_skia::Transform::default(),
+        &mut pixmap.as_mut(),
+    );
+    pixmap
+        .pixels()
+        .iter()
+        .filter(|p| [p.red(), p.green(), p.blue()] == colour && p.alpha() == 255)
+        .count()
+}
+
+const FIRST_SERIES: [u8; 3] = [31, 119, 180];
+const SECOND_SERIES: [u8; 3] = [255, 127, 14];
+
+#[test]
+fn run_plot_draws_a_latency_cdf_and_iops_per_ctx_that_render() {
+    let dir = scratch_dir("plot_run");
+    let mut args = vec!["--policy", "native:cfq", "--plot", dir.to_str().unwrap()];
+    args.extend(QUICK);
+    args.push("--numjobs=2");
+    let out = schedhost(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    for name in ["latency-cdf.svg", "iops.svg"] {
+        let svg = dir.join(name);
+        assert!(
+            pixels_of(&svg, FIRST_SERIES) > 200,
+            "{name}: first ctx not drawn"
+        );
+        assert!(
+            pixels_of(&svg, SECOND_SERIES) > 200,
+            "{name}: second ctx not drawn"
+        );
+    }
+    let cdf = std::fs::read_to_string(dir.join("latency-cdf.svg")).unwrap();
+    assert!(cdf.contains("cfq ctx1 read"), "legend names the series");
+}
+
+#[test]
+fn compare_plot_and_plot_command_draw_saved_reports_and_refuse_other_json() {
+    let dir = scratch_dir("plot_compare");
+    let json = dir.join("t.json");
+    let out = schedhost(&[
+        "compare",
+        "-p",
+        "native:noop",
+        "-p",
+        "native:cfq",
+        "--sweep",
+        "numjobs=1..3",
+        "--json",
+        json.to_str().unwrap(),
+        "--plot",
+        dir.to_str().unwrap(),
+        "--name=s",
+        "--rw=read",
+        "--size=64m",
+        "--runtime=100ms",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let chart = dir.join("compare.svg");
+    assert!(pixels_of(&chart, FIRST_SERIES) > 100);
+    assert!(pixels_of(&chart, SECOND_SERIES) > 100);
+    // The same chart again from the saved table.
+    std::fs::remove_file(&chart).unwrap();
+    let again = dir.join("again");
+    let out = schedhost(&[
+        "plot",
+        json.to_str().unwrap(),
+        "--out",
+        again.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(pixels_of(&again.join("compare.svg"), SECOND_SERIES) > 100);
+    let other = temp_file("other.json", "{\"hello\": 1}");
+    let out = schedhost(&["plot", other.to_str().unwrap()]);
+    assert_fails_with(&out, "not a schedhost JSON report");
+}

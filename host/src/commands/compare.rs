@@ -112,6 +112,9 @@ pub struct CompareArgs {
     /// Also write the table as CSV (sweep, policy, mean, stddev, values).
     #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,
+    /// Draw the table as an SVG chart (compare.svg) into DIR.
+    #[arg(long, value_name = "DIR")]
+    pub plot: Option<PathBuf>,
 }
 
 /// A policy column: how to build it and its settings.
@@ -162,6 +165,11 @@ impl CompareArgs {
         if let Some(path) = &self.csv {
             std::fs::write(path, to_csv(&sweep_key, &columns, &rows))
                 .with_context(|| format!("writing {}", path.display()))?;
+        }
+        if let Some(dir) = &self.plot {
+            let doc = self.to_json(&sweep_key, &columns, &rows);
+            let svg = schedhost::plot::compare(&doc).map_err(anyhow::Error::msg)?;
+            super::plot::write(dir, &[svg])?;
         }
         Ok(())
     }

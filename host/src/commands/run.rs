@@ -110,6 +110,9 @@ pub struct RunArgs {
     /// 0 turns it off.
     #[arg(long, value_name = "SECS")]
     pub status_interval: Option<f64>,
+    /// Draw SVG plots of this run into DIR: the latency CDF and IOPS over time per ctx.
+    #[arg(long, value_name = "DIR")]
+    pub plot: Option<PathBuf>,
     /// Record every request's events (queue, merge, insert, dispatch, complete) to FILE, a
     /// new file; `schedhost events FILE` prints them as blkparse does.
     #[arg(long, value_name = "FILE")]
@@ -256,6 +259,10 @@ impl RunArgs {
             jobs,
             outcome,
         };
+        if let Some(dir) = &self.plot {
+            let svgs = schedhost::plot::runs(&[&to_json(&summary)]).map_err(anyhow::Error::msg)?;
+            super::plot::write(dir, &svgs)?;
+        }
         let text = match self.output_format {
             OutputFormat::Normal => to_text(&summary),
             OutputFormat::Json => format!("{:#}\n", to_json(&summary)),

@@ -3,7 +3,7 @@
 use serde_json::{Map, Value, json};
 
 use super::{PERCENTILES, Summary, rates};
-use crate::stats::{DIRECTIONS, OpStats};
+use crate::stats::{DIRECTIONS, OpStats, TIMELINE_BUCKET_NS};
 
 /// The report as a JSON value; keys are sorted, so equal runs give byte-identical text.
 pub fn to_json(summary: &Summary<'_>) -> Value {
@@ -35,6 +35,14 @@ pub fn to_json(summary: &Summary<'_>) -> Value {
                     "completed": s.completed,
                     "start_ns": s.started_ns,
                     "end_ns": s.finished_ns,
+                    "timeline": {
+                        "bucket_ns": TIMELINE_BUCKET_NS,
+                        "ios": outcome.stats[i].timeline,
+                    },
+                    "latency_cdf": {
+                        "read": cdf(&outcome.stats[i].dirs[0]),
+                        "write": cdf(&outcome.stats[i].dirs[1]),
+                    },
                 }),
             );
             Value::Object(entry)
@@ -81,6 +89,21 @@ pub fn to_json(summary: &Summary<'_>) -> Value {
         section.extend(extra);
     }
     doc
+}
+
+/// The completion-latency distribution as `[ns, fraction]` points, denser in the tail, for
+/// plots; empty without completions.
+fn cdf(op: &OpStats) -> Vec<(u64, f64)> {
+    if op.clat.is_empty() {
+        return Vec::new();
+    }
+    let body = (0..=90).map(|i| f64::from(i) / 100.0);
+    let tail = [
+        0.92, 0.94, 0.96, 0.98, 0.99, 0.995, 0.999, 0.9995, 0.9999, 1.0,
+    ];
+    body.chain(tail)
+        .map(|q| (op.clat.value_at_quantile(q), q))
+        .collect()
 }
 
 fn direction(op: &OpStats, runtime_ns: u64) -> Value {

@@ -323,6 +323,7 @@ impl Sim<'_> {
                         done.latency_ns,
                         done.status,
                     );
+                    self.stats[ctx].count_at(self.now);
                     self.submitters[ctx].on_complete(self.now);
                 }
             }

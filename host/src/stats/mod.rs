@@ -62,14 +62,28 @@ impl OpStats {
     }
 }
 
+/// Width of a timeline bucket: 10 ms, fine enough for a plot of a short simulated run.
+pub const TIMELINE_BUCKET_NS: u64 = 10_000_000;
+
 /// Per-submitter statistics.
 #[derive(Debug, Clone, Default)]
 pub struct CtxStats {
     /// Indexed by direction: 0 read, 1 write.
     pub dirs: [OpStats; 2],
+    /// Bios completed per [`TIMELINE_BUCKET_NS`] of the run, both directions.
+    pub timeline: Vec<u32>,
 }
 
 impl CtxStats {
+    /// Counts a completion at `now_ns` into the timeline.
+    pub fn count_at(&mut self, now_ns: u64) {
+        let bucket = (now_ns / TIMELINE_BUCKET_NS) as usize;
+        if bucket >= self.timeline.len() {
+            self.timeline.resize(bucket + 1, 0);
+        }
+        self.timeline[bucket] = self.timeline[bucket].saturating_add(1);
+    }
+
     /// The direction slot for `op`.
     pub fn dir_mut(&mut self, op: Op) -> &mut OpStats {
         &mut self.dirs[usize::from(op != Op::Read)]

@@ -152,6 +152,7 @@ impl Inline<'_, '_> {
                 finished,
                 data,
                 &mut self.stats[ctx],
+                self.now,
             )?;
             self.verified += u64::from(checked);
             self.submitters[ctx].on_complete(self.now);

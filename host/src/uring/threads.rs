@@ -200,6 +200,7 @@ impl Shared<'_, '_> {
             finished,
             data,
             &mut stats,
+            self.now(),
         )?;
         self.verified
             .fetch_add(u64::from(checked), Ordering::Relaxed);

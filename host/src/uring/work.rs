@@ -40,6 +40,7 @@ pub(super) fn complete(
     finished: &Finished,
     data: &[u8],
     stats: &mut CtxStats,
+    now_ns: u64,
 ) -> Result<bool, RealError> {
     let done = &finished.done;
     let mut checked = false;
@@ -62,5 +63,6 @@ pub(super) fn complete(
     stats
         .dir_mut(done.op)
         .record(done.sectors, done.latency_ns, done.status);
+    stats.count_at(now_ns);
     Ok(checked)
 }

@@ -1,0 +1,377 @@
+//! SVG plots from the JSON reports: the completion-latency CDF of each run (log x), bios
+//! completed per second per ctx over the run, and `compare`'s table as a chart. Plots are
+//! drawn from the JSON, so `schedhost plot` redraws any saved report and `--plot DIR` on
+//! `run` and `compare` draws the one just made.
+
+use plotters::prelude::*;
+use serde_json::Value;
+
+/// Plot size in pixels.
+const SIZE: (u32, u32) = (800, 480);
+
+/// Series colours, in order.
+const PALETTE: [RGBColor; 8] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+];
+
+/// A drawn plot: its file name and SVG text.
+pub type Svg = (String, String);
+
+/// What a JSON document is.
+#[derive(Debug)]
+pub enum Report<'a> {
+    /// A `run` report (fio-shaped).
+    Run(&'a Value),
+    /// A `compare` table.
+    Compare(&'a Value),
+}
+
+impl<'a> Report<'a> {
+    /// Recognises `doc`.
+    ///
+    /// # Errors
+    /// It is neither a run report nor a compare table.
+    pub fn of(doc: &'a Value) -> Result<Self, String> {
+        if doc["jobs"].is_array() && doc["schedhost"].is_object() {
+            Ok(Self::Run(doc))
+        } else if doc["rows"].is_array() && doc["policies"].is_array() {
+            Ok(Self::Compare(doc))
+        } else {
+            Err(
+                "not a schedhost JSON report (from `run --output-format json` or `compare --json`)"
+                    .into(),
+            )
+        }
+    }
+}
+
+/// The label of a run report: its policy source.
+pub fn run_label(doc: &Value) -> String {
+    let policy = &doc["schedhost"]["policy"];
+    policy["source"]
+        .as_str()
+        .or(policy["name"].as_str())
+        .unwrap_or("run")
+        .rsplit('/')
+        .next()
+        .unwrap_or("run")
+        .trim_end_matches(".wasm")
+        .to_owned()
+}
+
+/// Plots for run reports: one latency CDF over all of them, and bios per second per ctx for
+/// each.
+///
+/// # Errors
+/// Drawing failed (it does not, for valid reports).
+pub fn runs(runs: &[&Value]) -> Result<Vec<Svg>, String> {
+    let mut out = vec![("latency-cdf.svg".to_owned(), latency_cdf(runs)?)];
+    for (i, doc) in runs.iter().enumerate() {
+        let name = if runs.len() == 1 {
+            "iops.svg".to_owned()
+        } else {
+            format!("iops-{}-{}.svg", i + 1, file_safe(&run_label(doc)))
+        };
+        out.push((name, iops_over_time(doc)?));
+    }
+    Ok(out)
+}
+
+/// One curve per run, job and direction with completions.
+fn latency_cdf(runs: &[&Value]) -> Result<String, String> {
+    let mut curves: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+    for doc in runs {
+        let label = run_label(doc);
+        for job in doc["jobs"].as_array().into_iter().flatten() {
+            for dir in ["read", "write"] {
+                let points: Vec<(f64, f64)> = job["schedhost"]["latency_cdf"][dir]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|p| Some((p[0].as_f64()? / 1000.0, p[1].as_f64()?)))
+                    .collect();
+                if !points.is_empty() {
+                    let ctx = job["schedhost"]["ctx"].as_u64().unwrap_or(0);
+                    curves.push((format!("{label} ctx{ctx} {dir}"), points));
+                }
+            }
+        }
+    }
+    let (lo, hi) = curves
+        .iter()
+        .flat_map(|(_, p)| p.iter().map(|&(x, _)| x))
+        .fold((f64::MAX, 0f64), |(lo, hi), x| (lo.min(x), hi.max(x)));
+    let (lo, hi) = if curves.is_empty() {
+        (1.0, 10.0)
+    } else {
+        ((lo * 0.8).max(0.01), (hi * 1.25).max(lo * 10.0))
+    };
+    draw(|root| {
+        let mut chart = ChartBuilder::on(root)
+            .caption("Completion latency CDF", ("sans-serif", 22))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(55)
+            .build_cartesian_2d((lo..hi).log_scale(), 0f64..1.0)
+            .map_err(err)?;
+        chart
+            .configure_mesh()
+            .x_desc("latency (µs, log scale)")
+            .y_desc("fraction of bios")
+            .draw()
+            .map_err(err)?;
+        for (i, (label, points)) in curves.iter().enumerate() {
+            let colour = PALETTE[i % PALETTE.len()];
+            chart
+                .draw_series(LineSeries::new(
+                    points.iter().copied(),
+                    colour.stroke_width(2),
+                ))
+                .map_err(err)?
+                .label(label.clone())
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 18, y)], colour.stroke_width(2))
+                });
+        }
+        if !curves.is_empty() {
+            chart
+                .configure_series_labels()
+                .position(SeriesLabelPosition::LowerRight)
+                .background_style(WHITE.mix(0.85))
+                .border_style(BLACK)
+                .draw()
+                .map_err(err)?;
+        }
+        Ok(())
+    })
+}
+
+/// Bios completed per second by each ctx, from the run's 10 ms timeline.
+fn iops_over_time(doc: &Value) -> Result<String, String> {
+    let mut series: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+    for job in doc["jobs"].as_array().into_iter().flatten() {
+        let timeline = &job["schedhost"]["timeline"];
+        let bucket_s = timeline["bucket_ns"].as_f64().unwrap_or(1e7) / 1e9;
+        let counts: Vec<f64> = timeline["ios"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_f64)
+            .collect();
+        // Long runs are drawn with wider bins, about 200 across the plot.
+        let group = counts.len().div_ceil(200).max(1);
+        let points = counts
+            .chunks(group)
+            .enumerate()
+            .map(|(i, c)| {
+                let width = bucket_s * c.len() as f64;
+                ((i * group) as f64 * bucket_s, c.iter().sum::<f64>() / width)
+            })
+            .collect();
+        let ctx = job["schedhost"]["ctx"].as_u64().unwrap_or(0);
+        let name = job["jobname"].as_str().unwrap_or("job");
+        series.push((format!("ctx{ctx} ({name})"), points));
+    }
+    let end = series
+        .iter()
+        .filter_map(|(_, p)| p.last().map(|l| l.0))
+        .fold(0f64, f64::max)
+        .max(0.01);
+    let top = series
+        .iter()
+        .flat_map(|(_, p)| p.iter().map(|&(_, y)| y))
+        .fold(0f64, f64::max)
+        .max(1.0)
+        * 1.1;
+    let title = format!("Bios completed per second, per ctx ({})", run_label(doc));
+    draw(|root| {
+        let mut chart = ChartBuilder::on(root)
+            .caption(title, ("sans-serif", 22))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(65)
+            .build_cartesian_2d(0f64..end * 1.02, 0f64..top)
+            .map_err(err)?;
+        chart
+            .configure_mesh()
+            .x_desc("time (s)")
+            .y_desc("IOPS")
+            .draw()
+            .map_err(err)?;
+        for (i, (label, points)) in series.iter().enumerate() {
+            let colour = PALETTE[i % PALETTE.len()];
+            chart
+                .draw_series(LineSeries::new(
+                    points.iter().copied(),
+                    colour.stroke_width(2),
+                ))
+                .map_err(err)?
+                .label(label.clone())
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 18, y)], colour.stroke_width(2))
+                });
+        }
+        if !series.is_empty() {
+            chart
+                .configure_series_labels()
+                .background_style(WHITE.mix(0.85))
+                .border_style(BLACK)
+                .draw()
+                .map_err(err)?;
+        }
+        Ok(())
+    })
+}
+
+/// `compare`'s table: one line per policy over the sweep (mean, with ±stddev bars), or one
+/// point per policy without a sweep.
+///
+/// # Errors
+/// Drawing failed.
+pub fn compare(doc: &Value) -> Result<Svg, String> {
+    let policies: Vec<String> = doc["policies"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p.as_str().map(str::to_owned))
+        .collect();
+    let rows = doc["rows"].as_array().cloned().unwrap_or_default();
+    let sweep: Vec<String> = rows
+        .iter()
+        .map(|r| r["value"].as_str().unwrap_or("").to_owned())
+        .collect();
+    let cell = |row: &Value, p: usize| -> (f64, f64) {
+        let c = &row["cells"][p];
+        (
+            c["mean"].as_f64().unwrap_or(0.0),
+            c["stddev"].as_f64().unwrap_or(0.0),
+        )
+    };
+    let top = rows
+        .iter()
+        .flat_map(|r| (0..policies.len()).map(move |p| (r, p)))
+        .map(|(r, p)| {
+            let (m, s) = cell(r, p);
+            m + s
+        })
+        .fold(0f64, f64::max)
+        .max(1e-9)
+        * 1.15;
+    let label = doc["label"].as_str().unwrap_or("value").to_owned();
+    let sweep_key = doc["sweep"].as_str().unwrap_or("").to_owned();
+    let n = rows.len().max(1);
+    let svg = draw(|root| {
+        let mut chart = ChartBuilder::on(root)
+            .caption(format!("{label} by policy"), ("sans-serif", 22))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(70)
+            .build_cartesian_2d(-0.5f64..n as f64 - 0.5, 0f64..top)
+            .map_err(err)?;
+        let names = sweep.clone();
+        chart
+            .configure_mesh()
+            .x_labels(n)
+            .x_label_formatter(&move |x| {
+                let i = x.round();
+                if (x - i).abs() < 1e-6 && i >= 0.0 {
+                    names.get(i as usize).cloned().unwrap_or_default()
+                } else {
+                    String::new()
+                }
+            })
+            .x_desc(if sweep_key.is_empty() {
+                "run".to_owned()
+            } else {
+                sweep_key.clone()
+            })
+            .y_desc(label.clone())
+            .draw()
+            .map_err(err)?;
+        for (p, policy) in policies.iter().enumerate() {
+            let colour = PALETTE[p % PALETTE.len()];
+            // Policies side by side within a sweep value, so their bars do not overlap.
+            let shift = (p as f64 - (policies.len() as f64 - 1.0) / 2.0) * 0.08;
+            let points: Vec<(f64, f64, f64)> = rows
+                .iter()
+                .enumerate()
+                .map(|(i, r)| {
+                    let (m, s) = cell(r, p);
+                    (i as f64 + shift, m, s)
+                })
+                .collect();
+            chart
+                .draw_series(LineSeries::new(
+                    points.iter().map(|&(x, m, _)| (x, m)),
+                    colour.stroke_width(2),
+                ))
+                .map_err(err)?
+                .label(policy.clone())
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 18, y)], colour.stroke_width(2))
+                });
+            chart
+                .draw_series(
+                    points
+                        .iter()
+                        .map(|&(x, m, _)| Circle::new((x, m), 4, colour.filled())),
+                )
+                .map_err(err)?;
+            chart
+                .draw_series(points.iter().map(|&(x, m, s)| {
+                    PathElement::new(
+                        vec![(x, (m - s).max(0.0)), (x, m + s)],
+                        colour.stroke_width(1),
+                    )
+                }))
+                .map_err(err)?;
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .draw()
+            .map_err(err)?;
+        Ok(())
+    })?;
+    Ok(("compare.svg".to_owned(), svg))
+}
+
+/// Runs `paint` on a white SVG canvas and returns the SVG text.
+fn draw(
+    paint: impl FnOnce(&DrawingArea<SVGBackend<'_>, plotters::coord::Shift>) -> Result<(), String>,
+) -> Result<String, String> {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
+        root.fill(&WHITE).map_err(err)?;
+        paint(&root)?;
+        root.present().map_err(err)?;
+    }
+    Ok(svg)
+}
+
+fn err(e: impl std::fmt::Display) -> String {
+    format!("drawing the plot: {e}")
+}
+
+/// `a/b c.wasm` → `a-b-c.wasm`, for file names.
+fn file_safe(label: &str) -> String {
+    label
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect()
+}
