@@ -876,6 +876,7 @@ fn nbd_metrics_endpoint_serves_prometheus_text_that_curl_scrapes_during_io() {
     assert!(samples.iter().any(|(n, l, _)| n == "schedhost_queue_depth"
         && l.iter().any(|(k, v)| k == "policy" && v == "cfq")));
     assert_eq!(find("schedhost_swaps_total", &[]), 0.0);
+    assert!(find("schedhost_policy_call_seconds_total", &[("policy", "cfq")]) > 0.0);
     // Anything but GET /metrics is refused with a status, not a crash.
     let missing = Command::new(&curl)
         .args(["-s", "-o", "/dev/null", "-w", "%{http_code}"])

@@ -29,6 +29,10 @@ pub struct BenchArgs {
     /// compile the component first (uncached); prints how long dispatch stalled.
     #[arg(long, value_name = "N")]
     pub swaps: Option<u64>,
+    /// Measure observability instead: the policy's component with nothing on, with the
+    /// per-ctx counters of live stats and metrics, and with the event trace.
+    #[arg(long)]
+    pub observe: bool,
 }
 
 impl BenchArgs {
@@ -61,21 +65,18 @@ impl BenchArgs {
         ];
         let jobs = parse_cmdline(&options)?;
         let device = DeviceSpec::parse("sim:null")?;
-        let measure = |loaded: &Loaded| -> Result<(f64, u64)> {
+        let measure_with = |loaded: &Loaded, options: SimOptions| -> Result<(f64, u64)> {
             let policy = loaded.instantiate()?;
             let start = Instant::now();
-            let outcome = sim::run(
-                &jobs,
-                &device,
-                policy,
-                &[],
-                SimOptions::default(),
-                &mut |_| {},
-            )?;
+            let outcome = sim::run(&jobs, &device, policy, &[], options, &mut |_| {})?;
             let elapsed = start.elapsed().as_nanos() as f64;
             let bios = outcome.core.bios;
             Ok((elapsed / bios as f64, outcome.core.policy_calls))
         };
+        let measure = |loaded: &Loaded| measure_with(loaded, SimOptions::default());
+        if self.observe {
+            return self.observe(&source.label(), &wasm, &measure_with);
+        }
         // One warm-up of each, then alternate.
         measure(&wasm)?;
         measure(&native)?;
@@ -103,6 +104,57 @@ impl BenchArgs {
         println!("  {:<28} {:>12.0} {:>14.0}", source.label(), w, 1e9 / w);
         println!("  {:<28} {:>12.0} {:>14.0}", native_name, n, 1e9 / n);
         println!("  component throughput / native throughput: {:.3}", n / w);
+        Ok(())
+    }
+}
+
+impl BenchArgs {
+    /// Alternating rounds of the component with nothing, counters, and events on.
+    fn observe(
+        &self,
+        label: &str,
+        wasm: &Loaded,
+        measure: &dyn Fn(&Loaded, SimOptions) -> Result<(f64, u64)>,
+    ) -> Result<()> {
+        let variants = [
+            ("off", SimOptions::default()),
+            (
+                "counters (live stats, metrics)",
+                SimOptions {
+                    metering: true,
+                    ..SimOptions::default()
+                },
+            ),
+            (
+                "event trace (--trace-events)",
+                SimOptions {
+                    record_events: true,
+                    ..SimOptions::default()
+                },
+            ),
+        ];
+        for (_, options) in &variants {
+            measure(wasm, *options)?;
+        }
+        let mut samples = vec![Vec::new(); variants.len()];
+        for _ in 0..self.rounds {
+            for (i, (_, options)) in variants.iter().enumerate() {
+                samples[i].push(measure(wasm, *options)?.0);
+            }
+        }
+        println!(
+            "schedhost bench --observe: {} bios of 4k randread, iodepth {}, sim:null, {label}, {} rounds (median)",
+            self.ios, self.iodepth, self.rounds
+        );
+        println!(
+            "  {:<32} {:>12} {:>10}",
+            "observability", "ns/request", "vs off"
+        );
+        let off = median(&mut samples[0].clone());
+        for ((name, _), s) in variants.iter().zip(&mut samples) {
+            let m = median(s);
+            println!("  {name:<32} {m:>12.0} {:>10.3}", m / off);
+        }
         Ok(())
     }
 }

@@ -190,6 +190,7 @@ impl CompareArgs {
                     nr_requests: None,
                     supervision: Supervision::default(),
                     record_events: false,
+                    metering: false,
                 };
                 let outcome = sim::run(
                     jobs,

@@ -238,6 +238,7 @@ impl RunArgs {
             nr_requests: self.nr_requests,
             supervision: self.supervision(),
             record_events: self.trace_events.is_some(),
+            metering: false,
         };
         let mut progress = Progress::new();
         let outcome = sim::run_swapping(

@@ -17,13 +17,15 @@ mod request;
 mod routing;
 
 use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use schedhost_sdk::{
     Completion, Dispatch, MergeEvent, MergeKind, MergeQuery, Op, Request as PolicyRequest, Setup,
 };
 
 use crate::events::{Event, Kind, op_code};
-use crate::policy::{Fault, FaultKind, PolicyBackend};
+use crate::policy::{Fault, FaultKind, PolicyBackend, Timed, native_policy};
 use crate::stats::meter::Meter;
 pub use merge::{MergeIndex, Nomerges, can_coalesce, can_merge};
 pub use recovery::{DEFAULT_WATCHDOG_NS, Ejection, OnFault, Recovery, Supervision, Swapped};
@@ -221,6 +223,9 @@ pub struct Core {
     events: Option<Vec<Event>>,
     /// Per-ctx counters, kept only for live stats and metrics.
     meter: Option<Meter>,
+    /// Wall-clock ns spent in policy calls, while metering (the policy is wrapped in
+    /// [`Timed`] then, and every replacement too).
+    policy_clock: Option<Arc<AtomicU64>>,
 }
 
 impl std::fmt::Debug for Core {
@@ -278,6 +283,7 @@ impl Core {
             past_wakes: 0,
             events: None,
             meter: None,
+            policy_clock: None,
         };
         core.depth_limit = depth_limits(core.policy.as_mut(), &mut core.stats)?;
         Ok(core)
@@ -344,6 +350,31 @@ impl Core {
     /// Starts or stops keeping per-ctx counters (live stats, metrics).
     pub fn set_metering(&mut self, on: bool) {
         self.meter = on.then(Meter::default);
+        // The built-in FIFO holds the place while the policy moves into its wrapper.
+        if on
+            && self.policy_clock.is_none()
+            && let Some(placeholder) = native_policy("noop")
+        {
+            let clock = Arc::new(AtomicU64::new(0));
+            let inner = std::mem::replace(&mut self.policy, placeholder);
+            self.policy = Box::new(Timed::new(inner, Arc::clone(&clock)));
+            self.policy_clock = Some(clock);
+        }
+    }
+
+    /// Wall-clock ns spent in policy calls since metering started.
+    pub fn policy_call_ns(&self) -> Option<u64> {
+        self.policy_clock
+            .as_ref()
+            .map(|c| c.load(Ordering::Relaxed))
+    }
+
+    /// `policy`, timed if metering is on.
+    fn timed(&self, policy: Box<dyn PolicyBackend>) -> Box<dyn PolicyBackend> {
+        match &self.policy_clock {
+            Some(clock) => Box::new(Timed::new(policy, Arc::clone(clock))),
+            None => policy,
+        }
     }
 
     /// The per-ctx counters, if kept.

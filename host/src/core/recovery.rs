@@ -261,6 +261,7 @@ impl Core {
                 r.epoch = self.epoch;
             }
         }
+        let policy = self.timed(policy);
         let old = std::mem::replace(&mut self.policy, policy);
         self.merge_veto = info.merge_veto;
         self.completions = info.completions;

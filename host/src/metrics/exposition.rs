@@ -22,6 +22,8 @@ pub struct DeviceView {
     pub inflight: usize,
     /// Policy ejections so far.
     pub ejections: usize,
+    /// Wall-clock ns spent in policy calls.
+    pub policy_call_ns: u64,
 }
 
 /// The exposition text for `devices` and the server's `swaps` so far.
@@ -189,6 +191,20 @@ pub fn render(devices: &[DeviceView], swaps: usize) -> String {
     }
     family(
         &mut out,
+        "schedhost_policy_call_seconds_total",
+        "counter",
+        "Wall-clock time spent in policy calls.",
+    );
+    for d in devices {
+        sample(
+            &mut out,
+            "schedhost_policy_call_seconds_total",
+            &labels(d, None, &[]),
+            d.policy_call_ns as f64 / 1e9,
+        );
+    }
+    family(
+        &mut out,
         "schedhost_ejections_total",
         "counter",
         "Policies ejected after a fault.",
@@ -260,6 +276,7 @@ mod tests {
             queued: 1,
             inflight: 2,
             ejections: 0,
+            policy_call_ns: 1_500_000,
         };
         let text = render(&[d], 3);
         assert!(
@@ -273,6 +290,11 @@ mod tests {
         assert!(text.contains(r#"le="2.5"} 1"#), "{text}");
         assert!(text.contains(r#"le="+Inf"} 2"#), "{text}");
         assert!(text.contains("schedhost_swaps_total 3"), "{text}");
+        assert!(
+            text.contains("schedhost_policy_call_seconds_total{device="),
+            "{text}"
+        );
+        assert!(text.contains("policy=\"cfq\"} 0.0015"), "{text}");
         assert!(text.contains(r#"where="device"} 2"#), "{text}");
     }
 }

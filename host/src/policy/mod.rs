@@ -4,6 +4,7 @@
 
 mod native;
 mod resolve;
+mod timed;
 mod wasm;
 
 use std::fmt;
@@ -14,6 +15,7 @@ use schedhost_sdk::{
 
 pub use native::{NativePolicy, native_names, native_policy};
 pub use resolve::{Loaded, PolicySource, bundled_dirs, load, resolve};
+pub use timed::Timed;
 pub use wasm::{
     DEFAULT_CALL_DEADLINE_MS, DEFAULT_MEMORY_MIB, Limits, LoadError, LoadedPolicy, WasmPolicy,
     WasmRuntime,

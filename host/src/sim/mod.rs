@@ -21,6 +21,8 @@ pub struct SimOptions {
     pub supervision: Supervision,
     /// Record per-request events into the outcome.
     pub record_events: bool,
+    /// Keep the per-ctx counters live stats and metrics read (what they cost the core).
+    pub metering: bool,
 }
 
 impl Default for SimOptions {
@@ -31,6 +33,7 @@ impl Default for SimOptions {
             nr_requests: None,
             supervision: Supervision::default(),
             record_events: false,
+            metering: false,
         }
     }
 }
@@ -146,6 +149,7 @@ pub fn run_swapping(
     let mut core = Core::new(config, policy, settings)?;
     core.supervise(options.supervision);
     core.record_events(options.record_events);
+    core.set_metering(options.metering);
     let placements = place(jobs, geometry.capacity_sectors).map_err(SimError::Layout)?;
     let submitters = placements
         .into_iter()

@@ -167,6 +167,7 @@ impl Devices {
                 // One ring carries every device: its in-flight count is theirs together.
                 inflight,
                 ejections: lane.core.ejections().len(),
+                policy_call_ns: lane.core.policy_call_ns().unwrap_or(0),
             })
             .collect()
     }
