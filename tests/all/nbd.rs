@@ -887,3 +887,32 @@ fn nbd_metrics_endpoint_serves_prometheus_text_that_curl_scrapes_during_io() {
     drop(a);
     server.finish();
 }
+
+#[test]
+fn nbd_a_client_that_never_reads_its_replies_cannot_hold_up_the_others() {
+    let dir = scratch("stuck_reader");
+    let server = start(options(&dir), native_policy("noop").unwrap(), None);
+    let mut stuck = Client::connect(&server.socket);
+    // 100 reads of 1 MiB, more than the whole buffer pool, and none of the replies read: its
+    // replier blocks once the socket buffer fills, and its reads keep their slots, up to its
+    // quota.
+    for i in 0..100u64 {
+        stuck.send(READ, 0, (i % 16) * MIB, MIB as u32, &[]);
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let mut good = Client::connect(&server.socket);
+    // Without the quota the pool would be empty until the stuck replier's write timeout
+    // (30 s); this fails well before that.
+    good.stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    for i in 0..32u64 {
+        let data = pattern(i * 131_072, 131_072, 0x6c);
+        assert_eq!(good.write(i * 131_072, &data), 0);
+        assert_eq!(good.read(i * 131_072, 131_072), data, "round {i}");
+    }
+    drop(good);
+    drop(stuck);
+    let served = server.finish();
+    assert_eq!(served.clients.len(), 2);
+}

@@ -55,7 +55,7 @@ pub fn run(
                 continue;
             };
             if owner.frees {
-                hub.pools.put(slot);
+                hub.pools.put(slot, &owner.quota);
             }
             // A connection whose replier is gone has nobody left to tell.
             let _ = owner.to.send(Event::Done {

@@ -7,8 +7,12 @@
 //! slots carry flushes and trims, which have no payload. The ring thread gives back the
 //! slots of writes, flushes and trims when they finish; a read's slots go back after its
 //! data was sent.
+//!
+//! Each connection may hold at most a quota of data slots, so a client that stops reading
+//! its replies (its replier blocks, its reads keep their slots) cannot take the whole pool
+//! from the others; the replier's write timeout bounds how long it holds even that.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::mpsc::Sender;
 use std::sync::{Condvar, Mutex, PoisonError};
 use std::time::Instant;
@@ -40,6 +44,14 @@ pub struct Owner {
     pub seq: u64,
     /// The ring thread returns the slot to the pool (everything but reads).
     pub frees: bool,
+    /// The connection's quota, which a data slot counts against.
+    pub quota: Arc<Quota>,
+}
+
+/// Data slots one connection holds.
+#[derive(Debug, Default)]
+pub struct Quota {
+    held: AtomicU32,
 }
 
 /// A bio on its way to the ring thread.
@@ -63,11 +75,14 @@ pub struct Pools {
     free: Mutex<Free>,
     ready: Condvar,
     data_slots: u32,
+    /// Data slots one connection may hold at once.
+    per_connection: u32,
 }
 
 impl Pools {
-    /// `data` data slots numbered from 0, then `control` control slots.
-    pub fn new(data: u32, control: u32) -> Self {
+    /// `data` data slots numbered from 0, then `control` control slots; a connection holds
+    /// at most `per_connection` data slots.
+    pub fn new(data: u32, control: u32, per_connection: u32) -> Self {
         Self {
             free: Mutex::new(Free {
                 data: (0..data).rev().collect(),
@@ -76,17 +91,22 @@ impl Pools {
             }),
             ready: Condvar::new(),
             data_slots: data,
+            per_connection: per_connection.clamp(1, data.max(1)),
         }
     }
 
-    /// `n` data slots, waiting until that many are free; `None` once the server stops.
-    pub fn take_data(&self, n: usize) -> Option<Vec<u32>> {
+    /// `n` data slots for a connection with `quota`, waiting until that many are free and
+    /// within its quota; `None` once the server stops.
+    pub fn take_data(&self, n: usize, quota: &Quota) -> Option<Vec<u32>> {
         let mut free = self.lock();
         loop {
             if free.closed {
                 return None;
             }
-            if free.data.len() >= n {
+            // Quota counts change only under the pool's lock.
+            let held = quota.held.load(Ordering::Relaxed) as usize;
+            if free.data.len() >= n && held + n <= self.per_connection as usize {
+                quota.held.store((held + n) as u32, Ordering::Relaxed);
                 let at = free.data.len() - n;
                 return Some(free.data.split_off(at));
             }
@@ -114,11 +134,13 @@ impl Pools {
         }
     }
 
-    /// Gives `slot` back.
-    pub fn put(&self, slot: u32) {
+    /// Gives `slot` back; a data slot leaves `quota`.
+    pub fn put(&self, slot: u32, quota: &Quota) {
         let mut free = self.lock();
         if slot < self.data_slots {
             free.data.push(slot);
+            let held = quota.held.load(Ordering::Relaxed);
+            quota.held.store(held.saturating_sub(1), Ordering::Relaxed);
         } else {
             free.control.push(slot);
         }
@@ -197,25 +219,44 @@ mod tests {
 
     #[test]
     fn a_read_waits_until_all_its_slots_are_free_at_once() {
-        let pools = Arc::new(Pools::new(4, 1));
-        let held = pools.take_data(3).unwrap();
+        let pools = Arc::new(Pools::new(4, 1, 4));
+        let (a, b) = (Arc::new(Quota::default()), Arc::new(Quota::default()));
+        let held = pools.take_data(3, &a).unwrap();
         assert_eq!(held.len(), 3);
         let waiter = {
-            let pools = Arc::clone(&pools);
-            std::thread::spawn(move || pools.take_data(2))
+            let (pools, b) = (Arc::clone(&pools), Arc::clone(&b));
+            std::thread::spawn(move || pools.take_data(2, &b))
         };
         std::thread::sleep(std::time::Duration::from_millis(20));
         assert!(!waiter.is_finished(), "only one slot is free");
-        pools.put(held[0]);
+        pools.put(held[0], &a);
         let got = waiter.join().unwrap().unwrap();
         assert_eq!(got.len(), 2);
         assert_eq!(pools.take_control(), Some(4));
     }
 
     #[test]
+    fn one_connection_cannot_take_more_than_its_quota() {
+        let pools = Arc::new(Pools::new(8, 0, 3));
+        let greedy = Arc::new(Quota::default());
+        let held = pools.take_data(3, &greedy).unwrap();
+        let blocked = {
+            let (pools, greedy) = (Arc::clone(&pools), Arc::clone(&greedy));
+            std::thread::spawn(move || pools.take_data(1, &greedy))
+        };
+        // Another connection still gets slots while the greedy one waits.
+        let other = Quota::default();
+        assert_eq!(pools.take_data(5, &other).map(|s| s.len()), Some(5));
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        assert!(!blocked.is_finished(), "over its quota");
+        pools.put(held[0], &greedy);
+        assert_eq!(blocked.join().unwrap().map(|s| s.len()), Some(1));
+    }
+
+    #[test]
     fn closing_the_pools_releases_waiters() {
-        let pools = Arc::new(Pools::new(1, 0));
-        let _held = pools.take_data(1).unwrap();
+        let pools = Arc::new(Pools::new(1, 0, 1));
+        let _held = pools.take_data(1, &Quota::default()).unwrap();
         let waiter = {
             let pools = Arc::clone(&pools);
             std::thread::spawn(move || pools.take_control())

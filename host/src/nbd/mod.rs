@@ -40,17 +40,23 @@ use crate::metrics::Endpoint;
 use crate::outcome::SwapRecord;
 use crate::policy::{PolicyBackend, WasmRuntime};
 use crate::uring::{Devices, Lane, Notifier, OpenRules, RealError, RealOptions, Target};
-use hub::{Hub, Pools};
+use hub::{Hub, Pools, Quota};
 use net::{Listener, Stream};
 
 /// Bytes per bio: a request is split into pieces of at most this.
 pub const CHUNK: u32 = 256 * 1024;
 /// Largest read or write a client may send (what `NBD_INFO_BLOCK_SIZE` advertises).
-pub const MAX_PAYLOAD: u32 = 32 * 1024 * 1024;
-/// Data slots: two of the largest requests' worth, so one can fill while another drains.
-const DATA_SLOTS: u32 = 2 * MAX_PAYLOAD / CHUNK;
+pub const MAX_PAYLOAD: u32 = 16 * 1024 * 1024;
+/// Data slots (64 MiB): four of the largest requests' worth.
+const DATA_SLOTS: u32 = 4 * MAX_PAYLOAD / CHUNK;
+/// Data slots one connection may hold: its largest request, so at least four clients that
+/// stop reading their replies are needed to hold up the rest.
+const SLOTS_PER_CONNECTION: u32 = MAX_PAYLOAD / CHUNK;
 /// Slots for flushes and trims, which carry no data.
 const CONTROL_SLOTS: u32 = 256;
+/// How long a reply may wait for the client to take it before the connection is treated as
+/// broken.
+const REPLY_TIMEOUT: Duration = Duration::from_secs(30);
 /// Largest request the merge engine builds (1280 KiB, as for jobs on real devices).
 const MAX_SECTORS: u32 = 2560;
 
@@ -243,7 +249,7 @@ pub fn serve(
         inbox: Mutex::new(Vec::new()),
         notifier,
         slots: devices.slots(),
-        pools: Pools::new(DATA_SLOTS, CONTROL_SLOTS),
+        pools: Pools::new(DATA_SLOTS, CONTROL_SLOTS, SLOTS_PER_CONNECTION),
         chunk: CHUNK,
         stopping: AtomicBool::new(false),
         failed: AtomicBool::new(false),
@@ -431,11 +437,27 @@ impl<'a> Server<'a> {
         };
         let ctx = self.take_ctx();
         tracing::info!(%peer, ctx, "client connected");
+        // A client that stops reading its replies loses them after this, and its read
+        // slots go back to the pool (the protocol has no way to slow it down politely).
+        if let Err(e) = replies.set_write_timeout(Some(REPLY_TIMEOUT)) {
+            tracing::warn!(%peer, "closing: {e}");
+            return;
+        }
+        let quota = Arc::new(Quota::default());
         let (to_replier, events) = mpsc::channel();
         let (tally, closed_because) = std::thread::scope(|scope| {
             let me = to_replier.clone();
-            let replier = scope.spawn(move || session::reply(self.hub, replies, &events, &me));
-            let why = session::read_requests(self.hub, &mut stream, ctx, &self.limits, &to_replier);
+            let quota_for_replies = Arc::clone(&quota);
+            let replier = scope
+                .spawn(move || session::reply(self.hub, replies, &events, &me, &quota_for_replies));
+            let why = session::read_requests(
+                self.hub,
+                &mut stream,
+                ctx,
+                &self.limits,
+                &to_replier,
+                &quota,
+            );
             (replier.join().unwrap_or_default(), why)
         });
         self.lock_ctxs().remove(&ctx);

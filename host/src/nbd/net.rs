@@ -167,6 +167,17 @@ impl Stream {
         }
     }
 
+    /// Bounds how long a write may block.
+    ///
+    /// # Errors
+    /// The socket refused the option.
+    pub fn set_write_timeout(&self, timeout: Option<std::time::Duration>) -> io::Result<()> {
+        match self {
+            Self::Tcp(s) => s.set_write_timeout(timeout),
+            Self::Unix(s) => s.set_write_timeout(timeout),
+        }
+    }
+
     fn set_blocking(&self) -> io::Result<()> {
         match self {
             Self::Tcp(s) => s.set_nonblocking(false),

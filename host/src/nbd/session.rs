@@ -4,12 +4,13 @@
 
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
+use std::sync::Arc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::time::Duration;
 
 use schedhost_sdk::{Op, PrioClass};
 
-use super::hub::{Event, Hub, Owner, Submission};
+use super::hub::{Event, Hub, Owner, Quota, Submission};
 use super::net::Stream;
 use super::plan::{self, Limits, Plan, Work};
 use super::wire::{self, Request};
@@ -82,6 +83,7 @@ pub fn read_requests(
     ctx: u32,
     limits: &Limits,
     replier: &Sender<Event>,
+    quota: &Arc<Quota>,
 ) -> Option<String> {
     let mut seq = 0u64;
     let outcome = loop {
@@ -133,7 +135,7 @@ pub fn read_requests(
                     fua,
                     ctx,
                 };
-                if let Err(why) = submit(hub, stream, replier, &io) {
+                if let Err(why) = submit(hub, stream, replier, &io, quota) {
                     break why;
                 }
             }
@@ -198,16 +200,18 @@ fn submit(
     stream: &mut Stream,
     replier: &Sender<Event>,
     io: &Io,
+    quota: &Arc<Quota>,
 ) -> Result<(), Option<String>> {
     let owner = |frees| Owner {
         to: replier.clone(),
         seq: io.seq,
         frees,
+        quota: Arc::clone(quota),
     };
     match io.work {
         Work::Read => {
             let pieces: Vec<_> = plan::pieces(io.offset, io.length, hub.chunk).collect();
-            let slots = hub.pools.take_data(pieces.len()).ok_or(None)?;
+            let slots = hub.pools.take_data(pieces.len(), quota).ok_or(None)?;
             let read_slots = slots
                 .iter()
                 .zip(&pieces)
@@ -240,7 +244,11 @@ fn submit(
                     );
                     why
                 };
-                let slot = hub.pools.take_data(1).ok_or(None).map_err(shortfall)?[0];
+                let slot = hub
+                    .pools
+                    .take_data(1, quota)
+                    .ok_or(None)
+                    .map_err(shortfall)?[0];
                 // SAFETY: the slot came off the free pool, so no I/O and no other thread
                 // uses it until it is submitted below.
                 let buf = unsafe { &mut hub.slots.slot_mut(slot as usize)[..len as usize] };
@@ -251,7 +259,7 @@ fn submit(
                     stream.read_exact(buf)
                 };
                 if let Err(e) = filled {
-                    hub.pools.put(slot);
+                    hub.pools.put(slot, quota);
                     return Err(shortfall(Some(format!("reading a write's payload: {e}"))));
                 }
                 hub.submit([Submission {
@@ -286,7 +294,13 @@ fn submit(
 
 /// The replier: answers requests as their bios finish, until the reader stopped and
 /// nothing is pending. Returns what the connection did.
-pub fn reply(hub: &Hub, mut stream: Stream, events: &Receiver<Event>, me: &Sender<Event>) -> Tally {
+pub fn reply(
+    hub: &Hub,
+    mut stream: Stream,
+    events: &Receiver<Event>,
+    me: &Sender<Event>,
+    quota: &Arc<Quota>,
+) -> Tally {
     let mut pending: HashMap<u64, Pending> = HashMap::new();
     let mut errors: HashMap<u64, u32> = HashMap::new();
     let mut tally = Tally::default();
@@ -343,7 +357,7 @@ pub fn reply(hub: &Hub, mut stream: Stream, events: &Receiver<Event>, me: &Sende
         if let Some(p) = pending.get_mut(&seq)
             && p.fua
             && error == 0
-            && flush_for_fua(hub, me, p)
+            && flush_for_fua(hub, me, p, quota)
         {
             continue;
         }
@@ -356,7 +370,7 @@ pub fn reply(hub: &Hub, mut stream: Stream, events: &Receiver<Event>, me: &Sende
             broken = write_reply(&mut stream, p.cookie, error, &p.read_slots, hub).is_err();
         }
         for &(slot, _) in &p.read_slots {
-            hub.pools.put(slot);
+            hub.pools.put(slot, quota);
         }
     }
     let _ = stream.shutdown();
@@ -364,7 +378,7 @@ pub fn reply(hub: &Hub, mut stream: Stream, events: &Receiver<Event>, me: &Sende
 }
 
 /// Starts the flush a FUA request waits for; false if the server is stopping.
-fn flush_for_fua(hub: &Hub, me: &Sender<Event>, p: &mut Pending) -> bool {
+fn flush_for_fua(hub: &Hub, me: &Sender<Event>, p: &mut Pending, quota: &Arc<Quota>) -> bool {
     p.fua = false;
     let Some(slot) = hub.pools.take_control() else {
         return false;
@@ -386,6 +400,7 @@ fn flush_for_fua(hub: &Hub, me: &Sender<Event>, p: &mut Pending) -> bool {
             to: me.clone(),
             seq: p.seq,
             frees: true,
+            quota: Arc::clone(quota),
         },
     }]);
     true
