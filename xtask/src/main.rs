@@ -109,29 +109,12 @@ fn run(args: Vec<String>) -> Result<()> {
         }
         ["bench-loop", rest @ ..] => {
             build_all(&root)?;
-            let (mut rounds, mut seconds) = (3, 4);
-            for pair in rest.chunks(2) {
-                match pair {
-                    ["--rounds", n] => rounds = n.parse().context("--rounds takes a number")?,
-                    ["--seconds", n] => seconds = n.parse().context("--seconds takes a number")?,
-                    other => bail!(
-                        "bench-loop: unknown option {:?}\n\n{USAGE}",
-                        other.join(" ")
-                    ),
-                }
-            }
+            let (rounds, seconds) = rounds_and_seconds("bench-loop", rest)?;
             bench_fio::loop_device(&root, rounds, seconds)
         }
         ["bench-nbd", rest @ ..] => {
             build_all(&root)?;
-            let (mut rounds, mut seconds) = (3, 4);
-            for pair in rest.chunks(2) {
-                match pair {
-                    ["--rounds", n] => rounds = n.parse().context("--rounds takes a number")?,
-                    ["--seconds", n] => seconds = n.parse().context("--seconds takes a number")?,
-                    other => bail!("bench-nbd: unknown option {:?}\n\n{USAGE}", other.join(" ")),
-                }
-            }
+            let (rounds, seconds) = rounds_and_seconds("bench-nbd", rest)?;
             bench_nbd::run(&root, rounds, seconds)
         }
         ["fuzz", rest @ ..] => {
@@ -148,6 +131,19 @@ fn run(args: Vec<String>) -> Result<()> {
         }
         other => bail!("unknown command {:?}\n\n{USAGE}", other.join(" ")),
     }
+}
+
+/// `[--rounds N] [--seconds S]` for `command` (defaults 3 and 4).
+fn rounds_and_seconds(command: &str, rest: &[&str]) -> Result<(usize, u32)> {
+    let (mut rounds, mut seconds) = (3, 4);
+    for pair in rest.chunks(2) {
+        match pair {
+            ["--rounds", n] => rounds = n.parse().context("--rounds takes a number")?,
+            ["--seconds", n] => seconds = n.parse().context("--seconds takes a number")?,
+            other => bail!("{command}: unknown option {:?}\n\n{USAGE}", other.join(" ")),
+        }
+    }
+    Ok((rounds, seconds))
 }
 
 /// Runs the native tests of the out-of-tree policies in examples/. Each has its own

@@ -108,13 +108,16 @@ impl BenchArgs {
     }
 }
 
+/// One measured run: ns per request and policy calls.
+type Measure<'a> = dyn Fn(&Loaded, SimOptions) -> Result<(f64, u64)> + 'a;
+
 impl BenchArgs {
     /// Alternating rounds of the component with nothing, counters, and events on.
     fn observe(
         &self,
         label: &str,
         wasm: &Loaded,
-        measure: &dyn Fn(&Loaded, SimOptions) -> Result<(f64, u64)>,
+        measure: &Measure<'_>,
     ) -> Result<()> {
         let variants = [
             ("off", SimOptions::default()),

@@ -45,24 +45,8 @@ pub struct RunArgs {
     /// ring's thread.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(0..=2))]
     pub rq_affinity: Option<u8>,
-    /// After a policy fault: `fallback` to the built-in FIFO, `restart[:N]` a new instance
-    /// (at most N times, default 3, then fall back), or `abort` the run.
-    #[arg(long, value_name = "ACTION", default_value = "fallback", value_parser = parse_on_fault)]
-    pub on_fault: OnFault,
-    /// Eject a policy that holds requests and dispatches nothing for this long while the
-    /// device has free tags (0: never).
-    #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
-    pub watchdog: f64,
-    /// Wall-clock time a policy call may take before the policy is ejected.
-    #[arg(long, value_name = "MS", default_value_t = DEFAULT_CALL_DEADLINE_MS, value_parser = clap::value_parser!(u64).range(1..))]
-    pub call_deadline: u64,
-    /// Linear memory a policy instance may use.
-    #[arg(long, value_name = "MIB", default_value_t = DEFAULT_MEMORY_MIB as u64, value_parser = clap::value_parser!(u64).range(1..=256))]
-    pub policy_memory: u64,
-    /// Fuel per policy call (about one unit per wasm instruction): a deadline that does not
-    /// depend on the machine, so a simulated run ejects at the same point every time.
-    #[arg(long, value_name = "UNITS")]
-    pub fuel: Option<u64>,
+    #[command(flatten)]
+    pub sandbox: SandboxArgs,
     /// Simulated devices: swap to POLICY at TIME of virtual time (repeatable), e.g.
     /// `--swap-at 2s:cfq`. The new policy starts with its defaults.
     #[arg(long, value_name = "TIME:POLICY", value_parser = parse_swap_at)]
@@ -119,6 +103,49 @@ pub struct RunArgs {
     pub trace_events: Option<PathBuf>,
 }
 
+/// The sandbox's flags, shared by `run` and `serve`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SandboxArgs {
+    /// After a policy fault: `fallback` to the built-in FIFO, `restart[:N]` a new instance
+    /// (at most N times, default 3, then fall back), or `abort` the run.
+    #[arg(long, value_name = "ACTION", default_value = "fallback", value_parser = parse_on_fault)]
+    pub on_fault: OnFault,
+    /// Eject a policy that holds requests and dispatches nothing for this long while the
+    /// device has free tags (0: never).
+    #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
+    pub watchdog: f64,
+    /// Wall-clock time a policy call may take before the policy is ejected.
+    #[arg(long, value_name = "MS", default_value_t = DEFAULT_CALL_DEADLINE_MS, value_parser = clap::value_parser!(u64).range(1..))]
+    pub call_deadline: u64,
+    /// Linear memory a policy instance may use.
+    #[arg(long, value_name = "MIB", default_value_t = DEFAULT_MEMORY_MIB as u64, value_parser = clap::value_parser!(u64).range(1..=256))]
+    pub policy_memory: u64,
+    /// Fuel per policy call (about one unit per wasm instruction): a deadline that does not
+    /// depend on the machine, so a simulated run ejects at the same point every time.
+    #[arg(long, value_name = "UNITS")]
+    pub fuel: Option<u64>,
+}
+
+impl SandboxArgs {
+    /// What happens when the policy fails.
+    pub fn supervision(&self) -> Supervision {
+        Supervision {
+            on_fault: self.on_fault,
+            watchdog_ns: (self.watchdog > 0.0).then_some((self.watchdog * 1e9) as u64),
+        }
+    }
+
+    /// A WebAssembly engine with these limits.
+    pub fn runtime(&self) -> Result<WasmRuntime> {
+        let limits = Limits {
+            call_deadline: Duration::from_millis(self.call_deadline),
+            memory_bytes: (self.policy_memory as usize) << 20,
+            fuel: self.fuel,
+        };
+        WasmRuntime::with_limits(limits).context("setting up the WebAssembly engine")
+    }
+}
+
 impl RunArgs {
     pub fn execute(self, fio_options: Vec<String>) -> Result<()> {
         let (jobs, trace) = match &self.replay {
@@ -140,13 +167,7 @@ impl RunArgs {
                 path.display()
             );
         }
-        let limits = Limits {
-            call_deadline: Duration::from_millis(self.call_deadline),
-            memory_bytes: (self.policy_memory as usize) << 20,
-            fuel: self.fuel,
-        };
-        let runtime =
-            WasmRuntime::with_limits(limits).context("setting up the WebAssembly engine")?;
+        let runtime = self.sandbox.runtime()?;
         let (source, loaded) = load(&runtime, &self.policy)?;
         let context = || {
             format!(
@@ -186,7 +207,7 @@ impl RunArgs {
                     allow_overwrite: self.allow_overwrite,
                     sqpoll_idle_ms: self.sqpoll,
                     threads: self.rq_affinity.and_then(RqAffinity::from_level),
-                    supervision: self.supervision(),
+                    supervision: self.sandbox.supervision(),
                     record_events: self.trace_events.is_some(),
                     status_interval_ns: status_interval_ns(self.status_interval),
                 };
@@ -236,7 +257,7 @@ impl RunArgs {
             seed: self.seed,
             nomerges: Nomerges::from_level(self.nomerges).unwrap_or_default(),
             nr_requests: self.nr_requests,
-            supervision: self.supervision(),
+            supervision: self.sandbox.supervision(),
             record_events: self.trace_events.is_some(),
             metering: false,
         };
@@ -292,13 +313,6 @@ impl RunArgs {
                 })
             })
             .collect()
-    }
-
-    fn supervision(&self) -> Supervision {
-        Supervision {
-            on_fault: self.on_fault,
-            watchdog_ns: (self.watchdog > 0.0).then_some((self.watchdog * 1e9) as u64),
-        }
     }
 
     /// The trace's jobs, one per stream, and what the report says of it.
@@ -379,7 +393,7 @@ fn parse_swap_at(text: &str) -> Result<(u64, String), String> {
 }
 
 /// `fallback`, `abort`, `restart` or `restart:N`.
-pub(crate) fn parse_on_fault(text: &str) -> Result<OnFault, String> {
+fn parse_on_fault(text: &str) -> Result<OnFault, String> {
     match text.split_once(':') {
         None if text == "fallback" => Ok(OnFault::Fallback),
         None if text == "abort" => Ok(OnFault::Abort),

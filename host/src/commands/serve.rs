@@ -3,16 +3,15 @@
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use schedhost::core::{Nomerges, OnFault, Supervision};
+use schedhost::core::Nomerges;
 use schedhost::nbd::{self, Address, ServeOptions, Served};
-use schedhost::policy::{DEFAULT_CALL_DEADLINE_MS, DEFAULT_MEMORY_MIB, Limits, WasmRuntime, load};
+use schedhost::policy::load;
 use schedhost::uring::DEFAULT_QUEUE_DEPTH;
 use schedhost::workload::value::size as size_bytes;
 
-use super::run::{parse_on_fault, status_interval_ns};
+use super::run::{SandboxArgs, status_interval_ns};
 use crate::cli::{OutputFormat, parse_setting};
 
 #[derive(Debug, clap::Args)]
@@ -54,18 +53,8 @@ pub struct ServeArgs {
     /// Set a policy tunable (repeatable): --set slice_idle=0.
     #[arg(long = "set", value_name = "NAME=VALUE", value_parser = parse_setting)]
     pub settings: Vec<(String, i64)>,
-    /// After a policy fault: `fallback`, `restart[:N]` or `abort`.
-    #[arg(long, value_name = "ACTION", default_value = "fallback", value_parser = parse_on_fault)]
-    pub on_fault: OnFault,
-    /// Eject a policy that holds requests and dispatches nothing for this long (0: never).
-    #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
-    pub watchdog: f64,
-    /// Wall-clock time a policy call may take before the policy is ejected.
-    #[arg(long, value_name = "MS", default_value_t = DEFAULT_CALL_DEADLINE_MS, value_parser = clap::value_parser!(u64).range(1..))]
-    pub call_deadline: u64,
-    /// Linear memory a policy instance may use.
-    #[arg(long, value_name = "MIB", default_value_t = DEFAULT_MEMORY_MIB as u64, value_parser = clap::value_parser!(u64).range(1..=256))]
-    pub policy_memory: u64,
+    #[command(flatten)]
+    pub sandbox: SandboxArgs,
     /// Print a live line (IOPS, MiB/s, p99 per client ctx, queue depths, policy, ejections)
     /// to stderr every SECS; the default is 1 on a terminal and off otherwise; 0 is off.
     #[arg(long, value_name = "SECS")]
@@ -121,13 +110,7 @@ impl ServeArgs {
             .as_deref()
             .map(|s| size_bytes(s).map_err(|e| anyhow::anyhow!("--size {s}: {e}")))
             .transpose()?;
-        let limits = Limits {
-            call_deadline: Duration::from_millis(self.call_deadline),
-            memory_bytes: (self.policy_memory as usize) << 20,
-            fuel: None,
-        };
-        let runtime =
-            WasmRuntime::with_limits(limits).context("setting up the WebAssembly engine")?;
+        let runtime = self.sandbox.runtime()?;
         let (source, loaded) = load(&runtime, &self.policy)?;
         let options = ServeOptions {
             address,
@@ -139,10 +122,7 @@ impl ServeArgs {
             queue_depth: self.queue_depth,
             nr_requests: self.nr_requests,
             nomerges: Nomerges::from_level(self.nomerges).unwrap_or_default(),
-            supervision: Supervision {
-                on_fault: self.on_fault,
-                watchdog_ns: (self.watchdog > 0.0).then_some((self.watchdog * 1e9) as u64),
-            },
+            supervision: self.sandbox.supervision(),
             trace_events: self.trace_events.clone(),
             status_interval_ns: status_interval_ns(self.status_interval),
             metrics: self.metrics.clone(),

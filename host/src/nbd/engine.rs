@@ -2,18 +2,13 @@
 //! through io_uring, and each finished bio back to the connection that sent it.
 
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
 
 use super::hub::{Event, Hub, Owner};
 use crate::control::Control;
 use crate::events::file::Writer;
 use crate::metrics::{Endpoint, exposition};
 use crate::outcome::SwapRecord;
-use crate::uring::{Devices, RealError};
-
-/// How long the policy may hold requests with nothing on the device and no timer before it
-/// is treated as starving them.
-const STALL_LIMIT: Duration = Duration::from_secs(2);
+use crate::uring::{Devices, RealError, StallWatch};
 
 /// Runs until the server is stopping, no connection is left and no I/O is in flight.
 ///
@@ -31,7 +26,7 @@ pub fn run(
 ) -> Result<(), RealError> {
     let mut owners: Vec<Option<Owner>> = (0..slots).map(|_| None).collect();
     let mut inbox = Vec::new();
-    let mut idle_since: Option<Instant> = None;
+    let mut stall = StallWatch::default();
     loop {
         hub.take_inbox(&mut inbox);
         let now = hub.now();
@@ -74,32 +69,8 @@ pub fn run(
         {
             return Ok(());
         }
-        devices.tick_live(hub.now());
-        let timer = devices.next_timer();
-        let stuck = devices.inflight() == 0 && timer.is_none() && devices.queued() > 0;
-        idle_since = match (stuck, idle_since) {
-            (false, _) => None,
-            (true, None) => Some(Instant::now()),
-            (true, Some(since)) if since.elapsed() > STALL_LIMIT => {
-                if !devices.starve(hub.now())? {
-                    return Err(RealError::Stalled {
-                        at_ms: hub.now() as f64 / 1e6,
-                        queued: devices.queued(),
-                    });
-                }
-                None
-            }
-            (true, since) => since,
-        };
-        let now = hub.now();
-        let timeout = match (timer, idle_since) {
-            (Some(t), _) => Some(Duration::from_nanos(t.saturating_sub(now))),
-            (None, Some(_)) => Some(STALL_LIMIT / 4),
-            // The acceptor and the repliers notify when they change what ends the loop.
-            (None, None) => None,
-        };
-        let live = devices.live_wait_ns(now).map(Duration::from_nanos);
-        devices.wait(timeout.into_iter().chain(live).min())?;
+        // The acceptor and the repliers notify when they change what ends the loop.
+        devices.idle(|| hub.now(), &mut stall)?;
     }
 }
 

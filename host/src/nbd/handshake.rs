@@ -5,6 +5,7 @@
 
 use std::io::{self, Read, Write};
 
+use super::net::read_full;
 use super::wire::{self, InfoRequest};
 
 /// Options a client may send before it must pick an export: enough for any real client,
@@ -54,7 +55,7 @@ pub fn negotiate<S: Read + Write>(stream: &mut S, export: &Export) -> Result<End
     let io = |e: io::Error| format!("handshake: {e}");
     stream.write_all(&wire::greeting()).map_err(io)?;
     let mut flags = [0u8; 4];
-    if !read_or_eof(stream, &mut flags).map_err(io)? {
+    if !read_full(stream, &mut flags).map_err(io)? {
         return Ok(Ended::Closed);
     }
     let flags = u32::from_be_bytes(flags);
@@ -65,7 +66,7 @@ pub fn negotiate<S: Read + Write>(stream: &mut S, export: &Export) -> Result<End
     let no_zeroes = flags & wire::CLIENT_NO_ZEROES != 0;
     for _ in 0..MAX_OPTIONS {
         let mut header = [0u8; 16];
-        if !read_or_eof(stream, &mut header).map_err(io)? {
+        if !read_full(stream, &mut header).map_err(io)? {
             return Ok(Ended::Closed);
         }
         let header = wire::parse_option_header(&header)?;
@@ -176,21 +177,6 @@ fn send_info<S: Write>(
         stream.write_all(&wire::option_reply(option, wire::REP_INFO, &info))?;
     }
     Ok(())
-}
-
-/// Fills `buf`; false if the stream ended before its first byte.
-fn read_or_eof<S: Read>(stream: &mut S, buf: &mut [u8]) -> io::Result<bool> {
-    let mut got = 0;
-    while got < buf.len() {
-        match stream.read(&mut buf[got..]) {
-            Ok(0) if got == 0 => return Ok(false),
-            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
-            Ok(n) => got += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(true)
 }
 
 #[cfg(test)]

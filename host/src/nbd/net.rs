@@ -47,6 +47,25 @@ impl Address {
     }
 }
 
+/// Fills `buf` from `stream`; false if the stream ended cleanly before its first byte (a
+/// client that leaves between messages), an error if it ended inside `buf`.
+///
+/// # Errors
+/// The stream's error, or `UnexpectedEof` inside `buf`.
+pub fn read_full<R: Read>(stream: &mut R, buf: &mut [u8]) -> io::Result<bool> {
+    let mut got = 0;
+    while got < buf.len() {
+        match stream.read(&mut buf[got..]) {
+            Ok(0) if got == 0 => return Ok(false),
+            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(true)
+}
+
 /// A bound listener.
 #[derive(Debug)]
 pub enum Listener {

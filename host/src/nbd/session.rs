@@ -11,7 +11,7 @@ use std::time::Duration;
 use schedhost_sdk::{Op, PrioClass};
 
 use super::hub::{Event, Hub, Owner, Quota, Submission};
-use super::net::Stream;
+use super::net::{Stream, read_full};
 use super::plan::{self, Limits, Plan, Work};
 use super::wire::{self, Request};
 use crate::core::Bio;
@@ -434,21 +434,6 @@ fn write_reply(
         }
     }
     Ok(())
-}
-
-/// Fills `buf`; false if the stream ended cleanly before its first byte.
-fn read_full(stream: &mut Stream, buf: &mut [u8]) -> io::Result<bool> {
-    let mut got = 0;
-    while got < buf.len() {
-        match stream.read(&mut buf[got..]) {
-            Ok(0) if got == 0 => return Ok(false),
-            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
-            Ok(n) => got += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(true)
 }
 
 /// Reads and drops `n` bytes.

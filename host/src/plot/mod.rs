@@ -127,28 +127,7 @@ fn latency_cdf(runs: &[&Value]) -> Result<String, String> {
             .y_desc("fraction of bios")
             .draw()
             .map_err(err)?;
-        for (i, (label, points)) in curves.iter().enumerate() {
-            let colour = PALETTE[i % PALETTE.len()];
-            chart
-                .draw_series(LineSeries::new(
-                    points.iter().copied(),
-                    colour.stroke_width(2),
-                ))
-                .map_err(err)?
-                .label(label.clone())
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 18, y)], colour.stroke_width(2))
-                });
-        }
-        if !curves.is_empty() {
-            chart
-                .configure_series_labels()
-                .position(SeriesLabelPosition::LowerRight)
-                .background_style(WHITE.mix(0.85))
-                .border_style(BLACK)
-                .draw()
-                .map_err(err)?;
-        }
+        lines(&mut chart, &curves, SeriesLabelPosition::LowerRight)?;
         Ok(())
     })
 }
@@ -205,29 +184,45 @@ fn iops_over_time(doc: &Value) -> Result<String, String> {
             .y_desc("IOPS")
             .draw()
             .map_err(err)?;
-        for (i, (label, points)) in series.iter().enumerate() {
-            let colour = PALETTE[i % PALETTE.len()];
-            chart
-                .draw_series(LineSeries::new(
-                    points.iter().copied(),
-                    colour.stroke_width(2),
-                ))
-                .map_err(err)?
-                .label(label.clone())
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 18, y)], colour.stroke_width(2))
-                });
-        }
-        if !series.is_empty() {
-            chart
-                .configure_series_labels()
-                .background_style(WHITE.mix(0.85))
-                .border_style(BLACK)
-                .draw()
-                .map_err(err)?;
-        }
+        lines(&mut chart, &series, SeriesLabelPosition::UpperRight)?;
         Ok(())
     })
+}
+
+/// Draws each (label, points) series as a line in the palette's next colour, with a legend
+/// at `position`.
+fn lines<'a, X, Y>(
+    chart: &mut ChartContext<'a, SVGBackend<'a>, Cartesian2d<X, Y>>,
+    series: &[(String, Vec<(f64, f64)>)],
+    position: SeriesLabelPosition,
+) -> Result<(), String>
+where
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
+    for (i, (label, points)) in series.iter().enumerate() {
+        let colour = PALETTE[i % PALETTE.len()];
+        chart
+            .draw_series(LineSeries::new(
+                points.iter().copied(),
+                colour.stroke_width(2),
+            ))
+            .map_err(err)?
+            .label(label.clone())
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 18, y)], colour.stroke_width(2))
+            });
+    }
+    if !series.is_empty() {
+        chart
+            .configure_series_labels()
+            .position(position)
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .draw()
+            .map_err(err)?;
+    }
+    Ok(())
 }
 
 /// `compare`'s table: one line per policy over the sweep (mean, with ±stddev bars), or one

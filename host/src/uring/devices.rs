@@ -6,7 +6,7 @@ use std::io::Write;
 use std::mem::ManuallyDrop;
 use std::os::fd::RawFd;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use schedhost_sdk::Op;
 
@@ -43,6 +43,14 @@ pub(crate) struct Finished {
     pub done: BioDone,
     pub slot: SlotUse,
 }
+
+/// How long the policies may hold requests with nothing on the device, no timer and no new
+/// bios before a driver fed by other threads declares them starving.
+const STALL_LIMIT: Duration = Duration::from_secs(2);
+
+/// Since when the policies have held requests with nothing on the device and no timer.
+#[derive(Debug, Default)]
+pub(crate) struct StallWatch(Option<Instant>);
 
 /// Which of `lanes` devices a bio goes to: blocks are striped by block number, so a block
 /// is always on the same device and the verify pass finds it there.
@@ -111,6 +119,45 @@ impl Devices {
             reaped: Vec::new(),
             live: options.status_interval_ns.map(|every| Live::new(every, 0)),
         })
+    }
+
+    /// The end of a loop turn for a ring thread fed by other threads: the live line, then
+    /// stall detection (a policy holding requests with nothing on the device and no timer
+    /// for [`STALL_LIMIT`] is ejected as starving them), then a wait for a completion, the
+    /// notifier, the next policy timer or the next live line.
+    ///
+    /// # Errors
+    /// The stall could not be cleared, or the ring failed.
+    pub fn idle(
+        &mut self,
+        clock: impl Fn() -> u64,
+        watch: &mut StallWatch,
+    ) -> Result<(), RealError> {
+        self.tick_live(clock());
+        let timer = self.next_timer();
+        let stuck = self.inflight() == 0 && timer.is_none() && self.queued() > 0;
+        watch.0 = match (stuck, watch.0) {
+            (false, _) => None,
+            (true, None) => Some(Instant::now()),
+            (true, Some(since)) if since.elapsed() > STALL_LIMIT => {
+                if !self.starve(clock())? {
+                    return Err(RealError::Stalled {
+                        at_ms: clock() as f64 / 1e6,
+                        queued: self.queued(),
+                    });
+                }
+                None
+            }
+            (true, since) => since,
+        };
+        let now = clock();
+        let timeout = match (timer, watch.0) {
+            (Some(t), _) => Some(Duration::from_nanos(t.saturating_sub(now))),
+            (None, Some(_)) => Some(STALL_LIMIT / 4),
+            (None, None) => None,
+        };
+        let live = self.live_wait_ns(now).map(Duration::from_nanos);
+        self.wait(timeout.into_iter().chain(live).min())
     }
 
     /// Prints the live line to stderr if one is due at `now`.

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use schedhost_sdk::Op;
 
 use super::buffers::SlotAccess;
-use super::devices::{Devices, Finished, stripe};
+use super::devices::{Devices, Finished, StallWatch, stripe};
 use super::ring::Notifier;
 use super::{Ran, RealError, Run, work};
 use crate::control::Control;
@@ -28,10 +28,6 @@ use crate::core::{Bio, RqAffinity};
 use crate::outcome::{SubmitterSummary, SwapRecord};
 use crate::stats::CtxStats;
 use crate::workload::{Next, Submitter};
-
-/// How long the policies may hold requests with nothing on the device, no timer and no new
-/// bios before the run is declared stalled.
-const STALL_LIMIT: Duration = Duration::from_secs(2);
 
 pub(super) fn run(
     run: &Run<'_>,
@@ -273,7 +269,7 @@ fn ring_loop(
     swaps: &mut Vec<SwapRecord>,
 ) -> Result<(), RealError> {
     let mut turn = 0usize;
-    let mut idle_since: Option<Instant> = None;
+    let mut stall = StallWatch::default();
     let mut bios = Vec::new();
     loop {
         if shared.stop.load(Ordering::Acquire) {
@@ -309,31 +305,7 @@ fn ring_loop(
         if shared.finished.load(Ordering::Acquire) == members.len() {
             return Ok(());
         }
-        devices.tick_live(shared.now());
-        let timer = devices.next_timer();
-        let stuck = devices.inflight() == 0 && timer.is_none() && devices.queued() > 0;
-        idle_since = match (stuck, idle_since) {
-            (false, _) => None,
-            (true, None) => Some(Instant::now()),
-            (true, Some(since)) if since.elapsed() > STALL_LIMIT => {
-                if !devices.starve(shared.now())? {
-                    return Err(RealError::Stalled {
-                        at_ms: shared.now() as f64 / 1e6,
-                        queued: devices.queued(),
-                    });
-                }
-                None
-            }
-            (true, since) => since,
-        };
-        let now = shared.now();
-        let timeout = match (timer, idle_since) {
-            (Some(t), _) => Some(Duration::from_nanos(t.saturating_sub(now))),
-            (None, Some(_)) => Some(STALL_LIMIT / 4),
-            (None, None) => None,
-        };
-        let live = devices.live_wait_ns(now).map(Duration::from_nanos);
-        devices.wait(timeout.into_iter().chain(live).min())?;
+        devices.idle(|| shared.now(), &mut stall)?;
     }
 }
 
