@@ -566,13 +566,20 @@ fn nbd_policy_swaps_through_the_control_socket_while_clients_write() {
             schedhost::control::request(&control, &format!("swap {}", names[i % 4])).unwrap();
         assert_eq!(reply["ok"], true, "swap {i}: {reply}");
     }
+    // Tunables too, while the client writes: deadline's fifo_batch.
+    let reply = schedhost::control::request(&control, &format!("swap {}", names[0])).unwrap();
+    assert_eq!(reply["ok"], true, "{reply}");
+    let reply = schedhost::control::request(&control, "set fifo_batch=4").unwrap();
+    assert_eq!(reply["ok"], true, "{reply}");
+    let tunables = schedhost::control::request(&control, "get").unwrap();
+    assert_eq!(tunables["tunables"]["fifo_batch"], 4, "{tunables}");
     let status = schedhost::control::request(&control, "status").unwrap();
     assert_eq!(status["ok"], true);
     stop.store(true, Ordering::Release);
     let rounds = writer.join().unwrap();
     assert!(rounds > 0);
     let served = server.finish();
-    assert_eq!(served.swaps.len(), 40);
+    assert_eq!(served.swaps.len(), 41);
     assert!(served.swaps.iter().all(|s| s.result.is_ok()));
     assert_eq!(served.clients[0].tally.errors, 0);
 }

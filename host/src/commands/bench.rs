@@ -113,12 +113,7 @@ type Measure<'a> = dyn Fn(&Loaded, SimOptions) -> Result<(f64, u64)> + 'a;
 
 impl BenchArgs {
     /// Alternating rounds of the component with nothing, counters, and events on.
-    fn observe(
-        &self,
-        label: &str,
-        wasm: &Loaded,
-        measure: &Measure<'_>,
-    ) -> Result<()> {
+    fn observe(&self, label: &str, wasm: &Loaded, measure: &Measure<'_>) -> Result<()> {
         let variants = [
             ("off", SimOptions::default()),
             (
