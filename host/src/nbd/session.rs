@@ -3,7 +3,7 @@
 //! finished. Replies may go out of order, as the protocol allows; each is written whole.
 
 use std::collections::HashMap;
-use std::io::{self, Read, Write};
+use std::io::{self, IoSlice, Read, Write};
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::time::Duration;
@@ -323,7 +323,9 @@ pub fn reply(
                 if error != 0 {
                     tally.errors += 1;
                 }
-                broken |= write_reply(&mut stream, cookie, error, &[], hub).is_err();
+                if !broken {
+                    broken = write_reply(&mut stream, cookie, error, &[], hub).is_err();
+                }
                 None
             }
             Event::Done { seq, status } => {
@@ -424,13 +426,21 @@ fn write_reply(
     slots: &[(u32, usize)],
     hub: &Hub,
 ) -> io::Result<()> {
-    stream.write_all(&wire::simple_reply(cookie, error))?;
-    if error == 0 {
-        for &(slot, len) in slots {
-            // SAFETY: the read finished, so no I/O uses its slots, and they stay this
-            // request's until it gives them back after this reply.
-            let data = unsafe { &hub.slots.slot(slot as usize)[..len] };
-            stream.write_all(data)?;
+    let header = wire::simple_reply(cookie, error);
+    let data = slots.iter().filter(|_| error == 0).map(|&(slot, len)| {
+        // SAFETY: the read finished, so no I/O uses its slots, and they stay this request's
+        // until it gives them back after this reply.
+        IoSlice::new(unsafe { &hub.slots.slot(slot as usize)[..len] })
+    });
+    // Header and data in one system call where the socket takes them.
+    let mut parts: Vec<IoSlice<'_>> = std::iter::once(IoSlice::new(&header)).chain(data).collect();
+    let mut rest = &mut parts[..];
+    while !rest.is_empty() {
+        match stream.write_vectored(rest) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => IoSlice::advance_slices(&mut rest, n),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
         }
     }
     Ok(())
