@@ -374,6 +374,25 @@ fn nbd_refuses_to_export_an_existing_file_writable_without_allow_overwrite() {
     .unwrap_err()
     .to_string();
     assert!(err.contains("--size"), "{err}");
+    // A taken address fails before anything is created.
+    std::fs::write(dir.join("taken.sock"), b"").unwrap();
+    let taken = ServeOptions {
+        address: Address::Unix(dir.join("taken.sock")),
+        device: dir.join("new.img"),
+        ..options(&dir)
+    };
+    let err = nbd::serve(
+        &taken,
+        native_policy("noop").unwrap(),
+        &[],
+        None,
+        &stop,
+        |_| {},
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("binding"), "{err}");
+    assert!(!dir.join("new.img").exists());
     assert_eq!(
         std::fs::read(dir.join("disk.img")).unwrap(),
         vec![1u8; 1 << 20]

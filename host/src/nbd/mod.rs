@@ -157,6 +157,15 @@ pub fn serve(
     stop: &AtomicBool,
     listening: impl FnOnce(Listening<'_>),
 ) -> Result<Served, ServeError> {
+    // Bound first, so that a taken address creates no file.
+    let listener = Listener::bind(&options.address)
+        .map_err(|e| ServeError::Setup(format!("--nbd: binding {:?}: {e}", options.address)))?;
+    if let Some(path) = options.trace_events.as_ref().filter(|p| p.exists()) {
+        return Err(ServeError::Setup(format!(
+            "--trace-events {}: the file exists; pick a new path",
+            path.display()
+        )));
+    }
     let target = open_target(options)?;
     let block = target.logical_block.max(512);
     let size = target.capacity - target.capacity % u64::from(block);
@@ -186,21 +195,10 @@ pub fn serve(
     if let Some(n) = options.nr_requests {
         config.nr_requests = n.max(1);
     }
-    let mut events = match &options.trace_events {
-        Some(path) => {
-            let header = crate::events::file::Header {
-                device: options.device.display().to_string(),
-                policy: policy.info().map(|i| i.name).unwrap_or_default(),
-            };
-            Some(Writer::create(path, &header).map_err(|e| {
-                ServeError::Setup(format!("--trace-events {}: {e}", path.display()))
-            })?)
-        }
-        None => None,
-    };
+    let policy_name = policy.info().map(|i| i.name).unwrap_or_default();
     let mut core = Core::new(config, policy, settings).map_err(RealError::from)?;
     core.supervise(options.supervision);
-    core.record_events(events.is_some());
+    core.record_events(options.trace_events.is_some());
     core.set_metering(options.status_interval_ns.is_some() || options.metrics.is_some());
     let lanes = vec![Lane {
         core,
@@ -242,8 +240,18 @@ pub fn serve(
         }
         None => None,
     };
-    let listener = Listener::bind(&options.address)
-        .map_err(|e| ServeError::Setup(format!("--nbd: binding {:?}: {e}", options.address)))?;
+    let mut events = match &options.trace_events {
+        Some(path) => {
+            let header = crate::events::file::Header {
+                device: options.device.display().to_string(),
+                policy: policy_name,
+            };
+            Some(Writer::create(path, &header).map_err(|e| {
+                ServeError::Setup(format!("--trace-events {}: {e}", path.display()))
+            })?)
+        }
+        None => None,
+    };
     let hub = Hub {
         clock: Instant::now(),
         inbox: Mutex::new(Vec::new()),
