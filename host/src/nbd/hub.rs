@@ -103,9 +103,11 @@ impl Pools {
             if free.closed {
                 return None;
             }
-            // Quota counts change only under the pool's lock.
+            // Quota counts change only under the pool's lock. A connection holding nothing
+            // may take more than its quota at once, so no request waits forever.
             let held = quota.held.load(Ordering::Relaxed) as usize;
-            if free.data.len() >= n && held + n <= self.per_connection as usize {
+            let within = held == 0 || held + n <= self.per_connection as usize;
+            if free.data.len() >= n && within {
                 quota.held.store((held + n) as u32, Ordering::Relaxed);
                 let at = free.data.len() - n;
                 return Some(free.data.split_off(at));
@@ -244,7 +246,8 @@ mod tests {
             let (pools, greedy) = (Arc::clone(&pools), Arc::clone(&greedy));
             std::thread::spawn(move || pools.take_data(1, &greedy))
         };
-        // Another connection still gets slots while the greedy one waits.
+        // Another connection still gets slots while the greedy one waits; one holding
+        // nothing may even take more than its quota at once.
         let other = Quota::default();
         assert_eq!(pools.take_data(5, &other).map(|s| s.len()), Some(5));
         std::thread::sleep(std::time::Duration::from_millis(20));
