@@ -87,6 +87,7 @@ fn options(dir: &Path) -> ServeOptions {
         trace_events: None,
         status_interval_ns: None,
         metrics: None,
+        max_clients: 256,
     }
 }
 
@@ -941,4 +942,27 @@ fn nbd_a_client_that_never_reads_its_replies_cannot_hold_up_the_others() {
     drop(stuck);
     let served = server.finish();
     assert_eq!(served.clients.len(), 2);
+}
+
+#[test]
+fn nbd_turns_clients_away_past_max_clients_and_serves_the_rest() {
+    let dir = scratch("max_clients");
+    let mut opts = options(&dir);
+    opts.max_clients = 2;
+    let server = start(opts, native_policy("noop").unwrap(), None);
+    let mut a = Client::connect(&server.socket);
+    let _b = Client::connect(&server.socket);
+    // The third is closed before the greeting.
+    let mut third = UnixStream::connect(&server.socket).unwrap();
+    third
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut greeting = Vec::new();
+    let _ = third.read_to_end(&mut greeting);
+    assert!(greeting.is_empty(), "{} bytes of greeting", greeting.len());
+    assert_eq!(a.write(0, &[5; 4096]), 0);
+    assert_eq!(a.read(0, 4096), vec![5; 4096]);
+    drop(a);
+    drop(_b);
+    assert_eq!(server.finish().clients.len(), 2);
 }

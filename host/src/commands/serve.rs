@@ -68,6 +68,9 @@ pub struct ServeArgs {
     /// calls, swaps, ejections.
     #[arg(long, value_name = "ADDR")]
     pub metrics: Option<String>,
+    /// Clients served at once; more are closed as they connect.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub max_clients: u32,
     /// Summary format when the server stops.
     #[arg(long, value_enum, default_value_t = OutputFormat::Normal)]
     pub output_format: OutputFormat,
@@ -126,6 +129,7 @@ impl ServeArgs {
             trace_events: self.trace_events.clone(),
             status_interval_ns: status_interval_ns(self.status_interval),
             metrics: self.metrics.clone(),
+            max_clients: self.max_clients as usize,
         };
         install_stop_handlers()?;
         let control = self.control.as_deref().map(|path| (path, &runtime));

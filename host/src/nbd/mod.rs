@@ -89,6 +89,8 @@ pub struct ServeOptions {
     pub status_interval_ns: Option<u64>,
     /// Serve Prometheus metrics over HTTP here (`--metrics`).
     pub metrics: Option<String>,
+    /// Connections served at once; more are closed as they arrive.
+    pub max_clients: usize,
 }
 
 /// Where a started server can be reached.
@@ -267,6 +269,7 @@ pub fn serve(
         hub: &hub,
         export: &export,
         limits,
+        max_clients: options.max_clients.max(1),
         connections: Mutex::new(HashMap::new()),
         ctxs: Mutex::new(BTreeSet::new()),
         clients: Mutex::new(Vec::new()),
@@ -368,6 +371,7 @@ struct Server<'a> {
     hub: &'a Hub,
     export: &'a Export,
     limits: Limits,
+    max_clients: usize,
     /// Every open connection, to end them when the server stops.
     connections: Mutex<HashMap<u64, Stream>>,
     /// ctx numbers in use; a new client takes the lowest free one.
@@ -391,6 +395,13 @@ impl<'a> Server<'a> {
             }
             match listener.accept() {
                 Ok(Some((stream, address))) => {
+                    // Each client costs two threads: past the limit, new ones are turned
+                    // away at once rather than slowing everyone.
+                    if self.hub.live.load(Ordering::Acquire) >= self.max_clients {
+                        tracing::warn!(%address, "turning a client away: {} are connected (--max-clients)", self.max_clients);
+                        let _ = stream.shutdown();
+                        continue;
+                    }
                     next_id += 1;
                     let id = next_id;
                     // Unix clients share the socket's name; the number tells them apart.
