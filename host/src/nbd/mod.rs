@@ -169,43 +169,10 @@ pub fn serve(
         )));
     }
     let target = open_target(options)?;
-    let block = target.logical_block.max(512);
-    let size = target.capacity - target.capacity % u64::from(block);
-    if size == 0 {
-        return Err(ServeError::Setup(format!(
-            "{} holds less than one {block}-byte block: nothing to export",
-            options.device.display()
-        )));
-    }
-    let export = Export {
-        name: options.export_name.clone(),
-        description: format!("schedhost: {}", options.device.display()),
-        size,
-        flags: export_flags(options.read_only),
-        min_block: block,
-        preferred_block: CHUNK,
-        max_block: MAX_PAYLOAD,
-    };
-    let limits = Limits {
-        size,
-        block,
-        max_payload: MAX_PAYLOAD,
-        read_only: options.read_only,
-    };
-    let mut config = Config::for_device(1, options.queue_depth, MAX_SECTORS);
-    config.nomerges = options.nomerges;
-    if let Some(n) = options.nr_requests {
-        config.nr_requests = n.max(1);
-    }
+    let (export, limits) = describe(options, &target)?;
     let policy_name = policy.info().map(|i| i.name).unwrap_or_default();
-    let mut core = Core::new(config, policy, settings).map_err(RealError::from)?;
-    core.supervise(options.supervision);
-    core.record_events(options.trace_events.is_some());
-    core.set_metering(options.status_interval_ns.is_some() || options.metrics.is_some());
-    let lanes = vec![Lane {
-        core,
-        name: options.device.display().to_string(),
-    }];
+    let (lane, config) = scheduler(options, policy, settings)?;
+    let lanes = vec![lane];
     let mut slot_lens = vec![CHUNK as usize; DATA_SLOTS as usize];
     slot_lens.extend(std::iter::repeat_n(0, CONTROL_SLOTS as usize));
     let real = RealOptions {
@@ -220,40 +187,11 @@ pub fn serve(
         source,
     })?;
     devices.watch(Arc::clone(&notifier))?;
-    let control = match control {
-        Some((path, runtime)) => {
-            let notifier = Arc::clone(&notifier);
-            let wake = Arc::new(move || notifier.notify());
-            Some(
-                Control::start(path, runtime.clone(), 1, wake)
-                    .map_err(|e| ServeError::Setup(format!("{e:#}")))?,
-            )
-        }
-        None => None,
-    };
-    let metrics = match &options.metrics {
-        Some(address) => {
-            let notifier = Arc::clone(&notifier);
-            let wake = Arc::new(move || notifier.notify());
-            Some(
-                Endpoint::start(address, wake)
-                    .map_err(|e| ServeError::Setup(format!("--metrics {address}: binding: {e}")))?,
-            )
-        }
-        None => None,
-    };
-    let mut events = match &options.trace_events {
-        Some(path) => {
-            let header = crate::events::file::Header {
-                device: options.device.display().to_string(),
-                policy: policy_name,
-            };
-            Some(Writer::create(path, &header).map_err(|e| {
-                ServeError::Setup(format!("--trace-events {}: {e}", path.display()))
-            })?)
-        }
-        None => None,
-    };
+    let Extras {
+        control,
+        metrics,
+        mut events,
+    } = extras(options, control, &notifier, policy_name)?;
     let hub = Hub {
         clock: Instant::now(),
         inbox: Mutex::new(Vec::new()),
@@ -319,8 +257,114 @@ pub fn serve(
         core,
         swaps,
         ejections: devices.ejections(),
-        size,
+        size: export.size,
     })
+}
+
+/// What the server does besides NBD.
+struct Extras {
+    /// The control socket (`--control`).
+    control: Option<Control>,
+    /// The metrics endpoint (`--metrics`).
+    metrics: Option<Endpoint>,
+    /// The event file (`--trace-events`).
+    events: Option<Writer>,
+}
+
+/// Starts what `options` asks for besides NBD; the control socket and the metrics endpoint
+/// wake the ring thread through `notifier`.
+fn extras(
+    options: &ServeOptions,
+    control: Option<(&Path, &WasmRuntime)>,
+    notifier: &Arc<Notifier>,
+    policy_name: String,
+) -> Result<Extras, ServeError> {
+    let wake = || -> Arc<dyn Fn() + Send + Sync> {
+        let notifier = Arc::clone(notifier);
+        Arc::new(move || notifier.notify())
+    };
+    let control = match control {
+        Some((path, runtime)) => Some(
+            Control::start(path, runtime.clone(), 1, wake())
+                .map_err(|e| ServeError::Setup(format!("{e:#}")))?,
+        ),
+        None => None,
+    };
+    let metrics = match &options.metrics {
+        Some(address) => Some(
+            Endpoint::start(address, wake())
+                .map_err(|e| ServeError::Setup(format!("--metrics {address}: binding: {e}")))?,
+        ),
+        None => None,
+    };
+    let events = match &options.trace_events {
+        Some(path) => {
+            let header = crate::events::file::Header {
+                device: options.device.display().to_string(),
+                policy: policy_name,
+            };
+            Some(Writer::create(path, &header).map_err(|e| {
+                ServeError::Setup(format!("--trace-events {}: {e}", path.display()))
+            })?)
+        }
+        None => None,
+    };
+    Ok(Extras {
+        control,
+        metrics,
+        events,
+    })
+}
+
+/// What the handshake offers and what requests must respect, for `target`.
+fn describe(options: &ServeOptions, target: &Target) -> Result<(Export, Limits), ServeError> {
+    let block = target.logical_block.max(512);
+    let size = target.capacity - target.capacity % u64::from(block);
+    if size == 0 {
+        return Err(ServeError::Setup(format!(
+            "{} holds less than one {block}-byte block: nothing to export",
+            options.device.display()
+        )));
+    }
+    let export = Export {
+        name: options.export_name.clone(),
+        description: format!("schedhost: {}", options.device.display()),
+        size,
+        flags: export_flags(options.read_only),
+        min_block: block,
+        preferred_block: CHUNK,
+        max_block: MAX_PAYLOAD,
+    };
+    let limits = Limits {
+        size,
+        block,
+        max_payload: MAX_PAYLOAD,
+        read_only: options.read_only,
+    };
+    Ok((export, limits))
+}
+
+/// The device's core over `policy`, with the queue settings, supervision, and the event
+/// trace and counters when they are asked for.
+fn scheduler(
+    options: &ServeOptions,
+    policy: Box<dyn PolicyBackend>,
+    settings: &[(String, i64)],
+) -> Result<(Lane, Config), ServeError> {
+    let mut config = Config::for_device(1, options.queue_depth, MAX_SECTORS);
+    config.nomerges = options.nomerges;
+    if let Some(n) = options.nr_requests {
+        config.nr_requests = n.max(1);
+    }
+    let mut core = Core::new(config, policy, settings).map_err(RealError::from)?;
+    core.supervise(options.supervision);
+    core.record_events(options.trace_events.is_some());
+    core.set_metering(options.status_interval_ns.is_some() || options.metrics.is_some());
+    let lane = Lane {
+        core,
+        name: options.device.display().to_string(),
+    };
+    Ok((lane, config))
 }
 
 /// Opens the device under the same rules as `run`: writing to an existing file or a block
