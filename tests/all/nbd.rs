@@ -343,19 +343,11 @@ fn nbd_read_only_export_refuses_writes_trims_and_zeroes_and_leaves_the_file_alon
 fn nbd_refuses_to_export_an_existing_file_writable_without_allow_overwrite() {
     let dir = scratch("overwrite_guard");
     std::fs::write(dir.join("disk.img"), vec![1u8; 1 << 20]).unwrap();
-    let mut opts = options(&dir);
-    opts.size = None;
-    let stop = AtomicBool::new(false);
-    let err = nbd::serve(
-        &opts,
-        native_policy("noop").unwrap(),
-        &[],
-        None,
-        &stop,
-        |_| panic!("must not listen"),
-    )
-    .unwrap_err()
-    .to_string();
+    let existing = ServeOptions {
+        size: None,
+        ..options(&dir)
+    };
+    let err = refusal(&existing);
     assert!(err.contains("--allow-overwrite"), "{err}");
     assert!(err.contains("--read-only"), "{err}");
     assert!(!dir.join("nbd.sock").exists());
@@ -364,17 +356,7 @@ fn nbd_refuses_to_export_an_existing_file_writable_without_allow_overwrite() {
         device: dir.join("missing.img"),
         ..options(&dir)
     };
-    let err = nbd::serve(
-        &missing,
-        native_policy("noop").unwrap(),
-        &[],
-        None,
-        &stop,
-        |_| {},
-    )
-    .unwrap_err()
-    .to_string();
-    assert!(err.contains("--size"), "{err}");
+    assert!(refusal(&missing).contains("--size"));
     // A taken address fails before anything is created.
     std::fs::write(dir.join("taken.sock"), b"").unwrap();
     let taken = ServeOptions {
@@ -382,22 +364,27 @@ fn nbd_refuses_to_export_an_existing_file_writable_without_allow_overwrite() {
         device: dir.join("new.img"),
         ..options(&dir)
     };
-    let err = nbd::serve(
-        &taken,
-        native_policy("noop").unwrap(),
-        &[],
-        None,
-        &stop,
-        |_| {},
-    )
-    .unwrap_err()
-    .to_string();
-    assert!(err.contains("binding"), "{err}");
+    assert!(refusal(&taken).contains("binding"));
     assert!(!dir.join("new.img").exists());
     assert_eq!(
         std::fs::read(dir.join("disk.img")).unwrap(),
         vec![1u8; 1 << 20]
     );
+}
+
+/// The message of a server that must refuse to start under `options`.
+fn refusal(options: &ServeOptions) -> String {
+    let stop = AtomicBool::new(false);
+    nbd::serve(
+        options,
+        native_policy("noop").unwrap(),
+        &[],
+        None,
+        &stop,
+        |_| panic!("must not listen"),
+    )
+    .unwrap_err()
+    .to_string()
 }
 
 #[test]
