@@ -3,7 +3,7 @@
 use std::fmt::Write;
 
 use crate::core::CoreStats;
-use crate::stats::meter::{BUCKET_BOUNDS_NS, Meter};
+use crate::stats::meter::{BUCKET_BOUNDS_NS, CtxMeter, Meter};
 
 /// One device as the metrics see it.
 #[derive(Debug, Clone)]
@@ -29,42 +29,24 @@ pub struct DeviceView {
 /// The exposition text for `devices` and the server's `swaps` so far.
 pub fn render(devices: &[DeviceView], swaps: usize) -> String {
     let mut out = String::new();
-    family(
+    per_direction(
         &mut out,
-        "schedhost_ios_total",
-        "counter",
-        "Bios completed without error, by client ctx and direction.",
+        devices,
+        (
+            "schedhost_ios_total",
+            "Bios completed without error, by client ctx and direction.",
+        ),
+        |c, dir| c.ios[dir] as f64,
     );
-    for d in devices {
-        for (ctx, c) in d.meter.ctxs.iter().enumerate() {
-            for (dir, name) in ["read", "write"].iter().enumerate() {
-                sample(
-                    &mut out,
-                    "schedhost_ios_total",
-                    &labels(d, Some(ctx), &[("op", name)]),
-                    c.ios[dir] as f64,
-                );
-            }
-        }
-    }
-    family(
+    per_direction(
         &mut out,
-        "schedhost_bytes_total",
-        "counter",
-        "Bytes of bios completed without error.",
+        devices,
+        (
+            "schedhost_bytes_total",
+            "Bytes of bios completed without error.",
+        ),
+        |c, dir| c.bytes[dir] as f64,
     );
-    for d in devices {
-        for (ctx, c) in d.meter.ctxs.iter().enumerate() {
-            for (dir, name) in ["read", "write"].iter().enumerate() {
-                sample(
-                    &mut out,
-                    "schedhost_bytes_total",
-                    &labels(d, Some(ctx), &[("op", name)]),
-                    c.bytes[dir] as f64,
-                );
-            }
-        }
-    }
     family(
         &mut out,
         "schedhost_errors_total",
@@ -73,16 +55,118 @@ pub fn render(devices: &[DeviceView], swaps: usize) -> String {
     );
     for d in devices {
         for (ctx, c) in d.meter.ctxs.iter().enumerate() {
-            sample(
-                &mut out,
-                "schedhost_errors_total",
-                &labels(d, Some(ctx), &[]),
-                c.errors as f64,
-            );
+            let labels = labels(d, Some(ctx), &[]);
+            sample(&mut out, "schedhost_errors_total", &labels, c.errors as f64);
         }
+    }
+    latency(&mut out, devices);
+    per_device(
+        &mut out,
+        devices,
+        ("schedhost_queue_depth", "gauge"),
+        "Requests held by the policy (queued) and on the device (dispatched).",
+        |d| {
+            vec![
+                (Some(("where", "policy")), d.queued as f64),
+                (Some(("where", "device")), d.inflight as f64),
+            ]
+        },
+    );
+    per_device(
+        &mut out,
+        devices,
+        ("schedhost_merges_total", "counter"),
+        "Bios merged into requests, by end.",
+        |d| {
+            vec![
+                (Some(("kind", "back")), d.stats.back_merges as f64),
+                (Some(("kind", "front")), d.stats.front_merges as f64),
+            ]
+        },
+    );
+    let counters: [Counter; 4] = [
+        (
+            "schedhost_requests_dispatched_total",
+            "Requests sent to the device.",
+            |d| d.stats.dispatched as f64,
+        ),
+        (
+            "schedhost_policy_calls_total",
+            "Calls into the policy.",
+            |d| d.stats.policy_calls as f64,
+        ),
+        (
+            "schedhost_policy_call_seconds_total",
+            "Wall-clock time spent in policy calls.",
+            |d| d.policy_call_ns as f64 / 1e9,
+        ),
+        (
+            "schedhost_ejections_total",
+            "Policies ejected after a fault.",
+            |d| d.ejections as f64,
+        ),
+    ];
+    for (name, help, value) in counters {
+        per_device(&mut out, devices, (name, "counter"), help, |d| {
+            vec![(None, value(d))]
+        });
     }
     family(
         &mut out,
+        "schedhost_swaps_total",
+        "counter",
+        "Policy swaps through the control socket.",
+    );
+    sample(&mut out, "schedhost_swaps_total", "", swaps as f64);
+    out
+}
+
+/// A per-device counter: name, help, value.
+type Counter = (&'static str, &'static str, fn(&DeviceView) -> f64);
+
+/// A counter per device, ctx and direction.
+fn per_direction(
+    out: &mut String,
+    devices: &[DeviceView],
+    (name, help): (&str, &str),
+    value: impl Fn(&CtxMeter, usize) -> f64,
+) {
+    family(out, name, "counter", help);
+    for d in devices {
+        for (ctx, c) in d.meter.ctxs.iter().enumerate() {
+            for (dir, op) in ["read", "write"].iter().enumerate() {
+                sample(
+                    out,
+                    name,
+                    &labels(d, Some(ctx), &[("op", op)]),
+                    value(c, dir),
+                );
+            }
+        }
+    }
+}
+
+/// A family with samples per device, each with at most one extra label.
+fn per_device(
+    out: &mut String,
+    devices: &[DeviceView],
+    (name, kind): (&str, &str),
+    help: &str,
+    samples: impl Fn(&DeviceView) -> Vec<(Option<(&'static str, &'static str)>, f64)>,
+) {
+    family(out, name, kind, help);
+    for d in devices {
+        for (extra, value) in samples(d) {
+            let extra: Vec<(&str, &str)> = extra.into_iter().collect();
+            sample(out, name, &labels(d, None, &extra), value);
+        }
+    }
+}
+
+/// The latency histogram per device and ctx: cumulative buckets, sum and count.
+fn latency(out: &mut String, devices: &[DeviceView]) {
+    family(
+        out,
         "schedhost_latency_seconds",
         "histogram",
         "Bio completion latency, from arrival at the host.",
@@ -93,138 +177,27 @@ pub fn render(devices: &[DeviceView], swaps: usize) -> String {
             for (i, &bound) in BUCKET_BOUNDS_NS.iter().enumerate() {
                 cumulative += c.buckets[i];
                 let le = format!("{}", bound as f64 / 1e9);
+                let labels = labels(d, Some(ctx), &[("le", &le)]);
                 sample(
-                    &mut out,
+                    out,
                     "schedhost_latency_seconds_bucket",
-                    &labels(d, Some(ctx), &[("le", &le)]),
+                    &labels,
                     cumulative as f64,
                 );
             }
             let count: u64 = c.buckets.iter().sum();
+            let inf = labels(d, Some(ctx), &[("le", "+Inf")]);
+            sample(out, "schedhost_latency_seconds_bucket", &inf, count as f64);
+            let plain = labels(d, Some(ctx), &[]);
             sample(
-                &mut out,
-                "schedhost_latency_seconds_bucket",
-                &labels(d, Some(ctx), &[("le", "+Inf")]),
-                count as f64,
-            );
-            sample(
-                &mut out,
+                out,
                 "schedhost_latency_seconds_sum",
-                &labels(d, Some(ctx), &[]),
+                &plain,
                 c.latency_sum_ns as f64 / 1e9,
             );
-            sample(
-                &mut out,
-                "schedhost_latency_seconds_count",
-                &labels(d, Some(ctx), &[]),
-                count as f64,
-            );
+            sample(out, "schedhost_latency_seconds_count", &plain, count as f64);
         }
     }
-    family(
-        &mut out,
-        "schedhost_queue_depth",
-        "gauge",
-        "Requests held by the policy (queued) and on the device (dispatched).",
-    );
-    for d in devices {
-        sample(
-            &mut out,
-            "schedhost_queue_depth",
-            &labels(d, None, &[("where", "policy")]),
-            d.queued as f64,
-        );
-        sample(
-            &mut out,
-            "schedhost_queue_depth",
-            &labels(d, None, &[("where", "device")]),
-            d.inflight as f64,
-        );
-    }
-    family(
-        &mut out,
-        "schedhost_merges_total",
-        "counter",
-        "Bios merged into requests, by end.",
-    );
-    for d in devices {
-        sample(
-            &mut out,
-            "schedhost_merges_total",
-            &labels(d, None, &[("kind", "back")]),
-            d.stats.back_merges as f64,
-        );
-        sample(
-            &mut out,
-            "schedhost_merges_total",
-            &labels(d, None, &[("kind", "front")]),
-            d.stats.front_merges as f64,
-        );
-    }
-    family(
-        &mut out,
-        "schedhost_requests_dispatched_total",
-        "counter",
-        "Requests sent to the device.",
-    );
-    for d in devices {
-        sample(
-            &mut out,
-            "schedhost_requests_dispatched_total",
-            &labels(d, None, &[]),
-            d.stats.dispatched as f64,
-        );
-    }
-    family(
-        &mut out,
-        "schedhost_policy_calls_total",
-        "counter",
-        "Calls into the policy.",
-    );
-    for d in devices {
-        sample(
-            &mut out,
-            "schedhost_policy_calls_total",
-            &labels(d, None, &[]),
-            d.stats.policy_calls as f64,
-        );
-    }
-    family(
-        &mut out,
-        "schedhost_policy_call_seconds_total",
-        "counter",
-        "Wall-clock time spent in policy calls.",
-    );
-    for d in devices {
-        sample(
-            &mut out,
-            "schedhost_policy_call_seconds_total",
-            &labels(d, None, &[]),
-            d.policy_call_ns as f64 / 1e9,
-        );
-    }
-    family(
-        &mut out,
-        "schedhost_ejections_total",
-        "counter",
-        "Policies ejected after a fault.",
-    );
-    for d in devices {
-        sample(
-            &mut out,
-            "schedhost_ejections_total",
-            &labels(d, None, &[]),
-            d.ejections as f64,
-        );
-    }
-    family(
-        &mut out,
-        "schedhost_swaps_total",
-        "counter",
-        "Policy swaps through the control socket.",
-    );
-    sample(&mut out, "schedhost_swaps_total", "", swaps as f64);
-    out
 }
 
 fn family(out: &mut String, name: &str, kind: &str, help: &str) {
