@@ -6,13 +6,21 @@
 //!   average (at d = C/3, the mean distance of random seeks) and full-stroke times.
 //! - Rotation is tracked as an angle in virtual time, so waiting for a sector is exact, not a
 //!   random half-revolution.
-//! - Reads that miss the cache read at least one segment ahead before the mechanism takes the
-//!   next command, and keep prefetching while the drive is idle (DiskSim's barracuda model:
-//!   minimum read-ahead to the segment size). Reads that hit are served by the interface while
-//!   the mechanism works elsewhere. Without this cache no sequential-read figure in the seed
-//!   tables can be reproduced: a purely seek-bound disk gives ~100 IOPS.
+//! - Reads that miss the cache read at least the minimum read-ahead (281 sectors, DiskSim's
+//!   barracuda) before the mechanism takes the next command, and keep prefetching while the
+//!   drive has nothing else to do, until the segment holds a segment's worth past what the
+//!   host has read. Reads that hit are served by the interface while the mechanism works
+//!   elsewhere. Without this cache no sequential-read figure in the seed tables can be
+//!   reproduced: a purely seek-bound disk gives ~100 IOPS.
+//! - The buffer is 32 MiB in 16 segments of 2 MiB: the cache of the 1 TB 7200 rpm SATA
+//!   drives whose other figures this model uses (Seagate Barracuda 7200.12, 2009: 32 MB).
+//!   DiskSim's barracuda is a 1997 drive with a 512 KiB buffer; only its read-ahead policy
+//!   is kept.
 //! - With NCQ deeper than 1 the drive picks the queued command with the shortest positioning
-//!   time (SPTF); at depth 1 it serves in arrival order.
+//!   time (SPTF); at depth 1 it serves in arrival order. SPTF alone starves a far command
+//!   while near ones keep coming (a streaming writer against a reader). `max_command_age_ms`
+//!   bounds that: a command waiting that long goes next, oldest first. Drive firmware does not
+//!   publish such a bound, so it is off by default.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -44,10 +52,15 @@ pub struct HddParams {
     pub full_stroke_ms: f64,
     /// Commands the drive queues and reorders (NCQ depth; 31 for SATA, 1 without NCQ).
     pub ncq_depth: u32,
+    /// With NCQ, a command waiting this long is served next, oldest first (0: no aging).
+    pub max_command_age_ms: u64,
     /// Read-ahead cache segments (16).
     pub cache_segments: u32,
-    /// Sectors per segment, also the minimum read-ahead after a miss (281: DiskSim barracuda).
+    /// Sectors per segment: how far prefetch runs past what the host has read (4096 = 2 MiB).
     pub segment_sectors: u32,
+    /// Read-ahead after a miss before the mechanism may take a waiting command (281: DiskSim
+    /// barracuda).
+    pub min_read_ahead_sectors: u32,
     /// Command processing per request, in µs (40: SATA command turnaround; with the
     /// interface time it puts a cache hit at ~54 µs, the 1-reader rate of the seed table).
     pub overhead_us: u64,
@@ -70,8 +83,10 @@ impl Default for HddParams {
             avg_seek_ms: 8.5,
             full_stroke_ms: 16.0,
             ncq_depth: 31,
+            max_command_age_ms: 0,
             cache_segments: 16,
-            segment_sectors: 281,
+            segment_sectors: 4096,
+            min_read_ahead_sectors: 281,
             overhead_us: 40,
             interface_mb_per_s: 300,
             max_sectors: 2560,
@@ -97,17 +112,27 @@ struct Segment {
     stop_ps: u64,
     /// Highest sector handed to the host; prefetch runs at most a segment beyond it.
     consumed: u64,
+    /// End of the data the segment holds once the mechanism has left (`u64::MAX` before).
+    limit: u64,
     last_used: u64,
 }
 
 impl Segment {
     /// When sectors up to `end` are in the buffer, if they ever will be.
     fn ready_at(&self, end: u64, segment_sectors: u64) -> Option<u64> {
-        if end > self.consumed + segment_sectors {
+        if end > self.consumed + segment_sectors || end > self.limit {
             return None;
         }
         let at = self.t0_ps + (end - self.base) * self.per_sector_ps;
         (at <= self.stop_ps).then_some(at)
+    }
+
+    /// The mechanism leaves at `at_ps`. A full buffer paused the prefetch a segment past what
+    /// the host had read, so that is all the segment keeps, however long the mechanism stayed.
+    fn stop(&mut self, at_ps: u64, segment_sectors: u64) {
+        self.stop_ps = self.stop_ps.min(at_ps);
+        let streamed = self.base + self.stop_ps.saturating_sub(self.t0_ps) / self.per_sector_ps;
+        self.limit = streamed.min(self.consumed + segment_sectors);
     }
 }
 
@@ -116,6 +141,7 @@ impl Segment {
 struct Waiting {
     request: DeviceRequest,
     seq: u64,
+    since_ps: u64,
 }
 
 /// The disk.
@@ -272,22 +298,36 @@ impl Hdd {
         true
     }
 
+    /// The waiting command to start at `at_ps`: in arrival order without NCQ; with it, one
+    /// past the age limit if any, else the nearest.
+    fn pick(&self, at_ps: u64) -> Option<usize> {
+        if self.params.ncq_depth <= 1 {
+            return (!self.queue.is_empty()).then_some(0);
+        }
+        let max_age_ps = self.params.max_command_age_ms.saturating_mul(1_000_000_000);
+        let oldest = (0..self.queue.len()).min_by_key(|&i| self.queue[i].seq);
+        if max_age_ps > 0
+            && let Some(i) = oldest
+            && at_ps.saturating_sub(self.queue[i].since_ps) >= max_age_ps
+        {
+            return Some(i);
+        }
+        (0..self.queue.len()).min_by_key(|&i| {
+            (
+                self.positioning_ps(at_ps, &self.queue[i].request),
+                self.queue[i].seq,
+            )
+        })
+    }
+
     /// Starts the best waiting command at `at_ps`.
     fn start_next(&mut self, at_ps: u64) {
-        let pick = if self.params.ncq_depth > 1 {
-            (0..self.queue.len()).min_by_key(|&i| {
-                (
-                    self.positioning_ps(at_ps, &self.queue[i].request),
-                    self.queue[i].seq,
-                )
-            })
-        } else {
-            (!self.queue.is_empty()).then_some(0)
-        };
+        let pick = self.pick(at_ps);
         let Some(i) = pick else { return };
         let request = self.queue.remove(i).request;
         if let Some(a) = self.active.take() {
-            self.segments[a].stop_ps = self.segments[a].stop_ps.min(at_ps);
+            let segment_sectors = u64::from(self.params.segment_sectors);
+            self.segments[a].stop(at_ps, segment_sectors);
         }
         let start = at_ps + self.overhead_ps();
         if !matches!(request.op, Op::Read | Op::Write) {
@@ -302,7 +342,7 @@ impl Hdd {
         let done = media + u64::from(request.sectors) * per_sector;
         self.head_cylinder = cylinder;
         if request.op == Op::Read {
-            let ahead = u64::from(request.sectors.max(self.params.segment_sectors));
+            let ahead = u64::from(request.sectors.max(self.params.min_read_ahead_sectors));
             self.mech_free_ps = media + ahead * per_sector;
             self.add_segment(Segment {
                 base: request.sector,
@@ -310,6 +350,7 @@ impl Hdd {
                 per_sector_ps: per_sector,
                 stop_ps: u64::MAX,
                 consumed: request.end(),
+                limit: u64::MAX,
                 last_used: 0,
             });
         } else {
@@ -386,6 +427,7 @@ impl DeviceModel for Hdd {
         self.queue.push(Waiting {
             request,
             seq: self.seq,
+            since_ps: now_ps,
         });
         if self.mech_free_ps <= now_ps {
             self.start_next(now_ps);
@@ -459,6 +501,46 @@ mod tests {
         assert!(
             mean_after_first < 100_000,
             "sequential reads stream from the cache: {mean_after_first} ns"
+        );
+    }
+
+    /// Submits an 8-sector read at `now` and runs the disk until it completes; returns when.
+    fn read_to_completion(hdd: &mut Hdd, now: u64, id: u64, sector: u64) -> u64 {
+        let request = DeviceRequest {
+            id,
+            op: Op::Read,
+            sector,
+            sectors: 8,
+        };
+        hdd.submit(now, request);
+        let mut at = now;
+        while hdd.poll(at).is_none() {
+            at = hdd.next_event().expect("a completion is due");
+        }
+        at
+    }
+
+    #[test]
+    fn hdd_segment_keeps_one_segment_past_what_was_read_after_the_mechanism_leaves() {
+        let mut hdd = Hdd::new(HddParams::default());
+        let segment = u64::from(HddParams::default().segment_sectors);
+        let start = 1_000_000;
+        let done = read_to_completion(&mut hdd, 0, 0, start);
+        // A second idle of prefetching, then a far read takes the mechanism away.
+        let mut now = read_to_completion(&mut hdd, done + 1_000_000_000, 1, 900_000_000);
+        let mut misses = Vec::new();
+        for i in 1..(segment / 8 + 64) {
+            let sector = start + i * 8;
+            let at = read_to_completion(&mut hdd, now, 1 + i, sector);
+            if at - now > 1_000_000 {
+                misses.push(sector - start);
+            }
+            now = at;
+        }
+        assert_eq!(
+            misses.first().copied(),
+            Some(segment + 8),
+            "the cache held exactly a segment past the first read: misses at {misses:?}"
         );
     }
 

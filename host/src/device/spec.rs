@@ -181,6 +181,8 @@ impl DeviceSpec {
                 "ncq_depth" => p.ncq_depth = positive(key, value)?,
                 "cache_segments" => p.cache_segments = positive(key, value)?,
                 "segment_sectors" => p.segment_sectors = positive(key, value)?,
+                "min_read_ahead_sectors" => p.min_read_ahead_sectors = positive(key, value)?,
+                "max_command_age_ms" => p.max_command_age_ms = num(key, value)?,
                 "overhead_us" => p.overhead_us = num(key, value)?,
                 "interface_mb_per_s" => p.interface_mb_per_s = positive(key, value)?,
                 "max_sectors" => p.max_sectors = positive(key, value)?,
@@ -188,7 +190,7 @@ impl DeviceSpec {
                     return Err(unknown(
                         key,
                         "hdd",
-                        "rpm capacity_sectors heads zones outer_mb_per_s inner_mb_per_s track_to_track_ms avg_seek_ms full_stroke_ms ncq_depth cache_segments segment_sectors overhead_us interface_mb_per_s max_sectors",
+                        "rpm capacity_sectors heads zones outer_mb_per_s inner_mb_per_s track_to_track_ms avg_seek_ms full_stroke_ms ncq_depth max_command_age_ms cache_segments segment_sectors min_read_ahead_sectors overhead_us interface_mb_per_s max_sectors",
                     ));
                 }
             },
