@@ -6,12 +6,18 @@
 //! software queues. With a slice, one ctx is served exclusively until its slice ends; if it
 //! runs empty before then the device idles for it (a sequential reader's next request is
 //! usually a moment away), and when the slice ends the next non-empty ctx gets a fresh one.
+//!
+//! An expired slice ends when the hardware queue next runs, as in blk-mq, where a queue run
+//! follows a submission or a completion. While the active ctx has a request on the device,
+//! no timer is armed: that request's completion (or any submission) is the next chance to
+//! switch. A timer ends the slice only when the active ctx has nothing on the device, since
+//! then no completion is coming.
 
 #![forbid(unsafe_code)]
 
 use std::collections::{BTreeMap, VecDeque};
 
-use schedhost_sdk::{Dispatch, IdSet, MergeEvent, Policy, Request, Setup, TunableSpec};
+use schedhost_sdk::{Completion, Dispatch, IdSet, MergeEvent, Policy, Request, Setup, TunableSpec};
 
 const TUNABLES: &[TunableSpec] = &[TunableSpec {
     name: "time_slice_us",
@@ -33,13 +39,18 @@ pub struct TimeSlice {
     active: Option<(u32, u64)>,
     /// Round-robin position for `time_slice_us=0` (`u32::MAX` before the first pick).
     cursor: u32,
+    /// Requests each ctx has on the device.
+    on_device: BTreeMap<u32, u32>,
+    /// A submission or completion arrived since the last dispatch: blk-mq would run the
+    /// hardware queue now.
+    queue_run: bool,
 }
 
 impl Policy for TimeSlice {
     const NAME: &'static str = "time-slice";
     const VERSION: &'static str = env!("CARGO_PKG_VERSION");
     const TUNABLES: &'static [TunableSpec] = TUNABLES;
-    const COMPLETIONS: bool = false;
+    const COMPLETIONS: bool = true;
 
     fn new(_setup: &Setup) -> Self {
         Self {
@@ -59,32 +70,38 @@ impl Policy for TimeSlice {
     }
 
     fn insert(&mut self, _now_ns: u64, requests: &[Request]) {
+        self.queue_run = true;
         for r in requests {
             self.queues.entry(r.ctx).or_default().push_back(r.id);
         }
     }
 
     fn dispatch(&mut self, now_ns: u64, _hw_queue: u32, budget: u32, out: &mut Dispatch) {
+        let queue_run = std::mem::take(&mut self.queue_run);
         while out.ids.len() < budget as usize {
             if self.slice_ns == 0 {
                 let Some(ctx) = self.next_busy_ctx(self.cursor) else {
                     break;
                 };
                 self.cursor = ctx;
-                if let Some(id) = self.pop(ctx) {
+                if let Some(id) = self.take(ctx) {
                     out.ids.push(id);
                 }
                 continue;
             }
             match self.active {
-                Some((ctx, end)) if now_ns < end => match self.pop(ctx) {
+                Some((ctx, end)) if now_ns < end => match self.take(ctx) {
                     Some(id) => out.ids.push(id),
+                    // Idle for the active submitter: its completion runs the queue again.
+                    None if self.has_on_device(ctx) => break,
                     None => {
-                        // Idle for the active submitter until its slice ends.
+                        // Nothing of it is on the device: only a timer ends the slice.
                         out.wake_at_ns = Some(end);
                         break;
                     }
                 },
+                // Expired, but no submission or completion has run the queue since.
+                Some((ctx, _)) if !queue_run && self.has_on_device(ctx) => break,
                 _ => {
                     let after = self.active.map_or(u32::MAX, |(ctx, _)| ctx);
                     match self.next_busy_ctx(after) {
@@ -95,6 +112,15 @@ impl Policy for TimeSlice {
                         }
                     }
                 }
+            }
+        }
+    }
+
+    fn completed(&mut self, _now_ns: u64, done: &[Completion]) {
+        self.queue_run = true;
+        for c in done {
+            if let Some(n) = self.on_device.get_mut(&c.ctx) {
+                *n = n.saturating_sub(1);
             }
         }
     }
@@ -113,6 +139,17 @@ impl TimeSlice {
         let busy = |(&ctx, q): (&u32, &VecDeque<u64>)| (!q.is_empty()).then_some(ctx);
         let later = self.queues.range(after.saturating_add(1)..).find_map(busy);
         later.or_else(|| self.queues.iter().find_map(busy))
+    }
+
+    fn has_on_device(&self, ctx: u32) -> bool {
+        self.on_device.get(&ctx).is_some_and(|&n| n > 0)
+    }
+
+    /// The next live request of `ctx`, counted as on the device.
+    fn take(&mut self, ctx: u32) -> Option<u64> {
+        let id = self.pop(ctx)?;
+        *self.on_device.entry(ctx).or_default() += 1;
+        Some(id)
     }
 
     /// The next live request of `ctx`.
