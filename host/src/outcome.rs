@@ -40,7 +40,8 @@ impl SubmitterSummary {
         Self {
             ctx: s.ctx,
             placement: s.placement.clone(),
-            started_ns: s.started_ns.unwrap_or(0),
+            // Rates count from the end of the ramp, as fio's do.
+            started_ns: s.started_ns.map_or(0, |_| s.measured_from_ns()),
             finished_ns: s.finished_ns.unwrap_or(end_ns),
             issued: s.issued,
             completed: s.completed,

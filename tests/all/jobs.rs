@@ -179,3 +179,50 @@ fn stonewall_starts_a_new_phase_and_group() {
     let shape: Vec<(u32, u32)> = places.iter().map(|p| (p.phase, p.group)).collect();
     assert_eq!(shape, vec![(0, 0), (1, 1), (1, 2)]);
 }
+
+#[test]
+fn ramp_time_runs_before_runtime_and_counts_only_what_completes_after_it() {
+    use schedhost::device::DeviceSpec;
+    use schedhost::policy::native_policy;
+    use schedhost::sim::{self, SimOptions};
+    use schedhost::stats::TIMELINE_BUCKET_NS;
+
+    let jobs = parse_job_file(
+        "r.fio",
+        "[r]\nrw=randread\nbs=4k\nsize=1g\ntime_based\nruntime=100ms\nramp_time=50ms\n",
+    )
+    .unwrap();
+    assert_eq!(jobs[0].ramp_ns, 50_000_000);
+    let o = sim::run(
+        &jobs,
+        &DeviceSpec::parse("sim:ssd").unwrap(),
+        native_policy("noop").unwrap(),
+        &[],
+        SimOptions::default(),
+        &mut |_| {},
+    )
+    .unwrap();
+    let (sub, stats) = (&o.submitters[0], &o.stats[0]);
+    assert_eq!(
+        sub.started_ns, 50_000_000,
+        "rates count from the end of the ramp"
+    );
+    assert!(
+        o.end_ns >= 150_000_000,
+        "the ramp adds to the runtime: {}",
+        o.end_ns
+    );
+    let counted = stats.dirs[0].ios;
+    assert!(
+        counted > 0 && counted < sub.completed,
+        "{counted} counted of {} completed",
+        sub.completed
+    );
+    let ramp_buckets = (50_000_000 / TIMELINE_BUCKET_NS) as usize;
+    assert!(stats.timeline[..ramp_buckets].iter().all(|&n| n == 0));
+    let share = counted as f64 / sub.completed as f64;
+    assert!(
+        (0.6..0.73).contains(&share),
+        "100 of 150 ms counted: {share}"
+    );
+}

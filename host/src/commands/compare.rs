@@ -33,6 +33,10 @@ pub enum Metric {
     WriteMaxLat,
     /// 99th percentile of write completion latency over all jobs, ms.
     WriteP99Lat,
+    /// Longest a read waited in the scheduler (submission to dispatch), ms.
+    ReadMaxSched,
+    /// Longest a write waited in the scheduler (submission to dispatch), ms.
+    WriteMaxSched,
 }
 
 impl Metric {
@@ -44,13 +48,15 @@ impl Metric {
             Metric::ReadP99Lat => "p99 read latency (ms)",
             Metric::WriteMaxLat => "max write latency (ms)",
             Metric::WriteP99Lat => "p99 write latency (ms)",
+            Metric::ReadMaxSched => "max read time in the scheduler (ms)",
+            Metric::WriteMaxSched => "max write time in the scheduler (ms)",
         }
     }
 
     fn of(self, outcome: &Outcome) -> f64 {
         let dir = usize::from(matches!(
             self,
-            Metric::WriteIops | Metric::WriteMaxLat | Metric::WriteP99Lat
+            Metric::WriteIops | Metric::WriteMaxLat | Metric::WriteP99Lat | Metric::WriteMaxSched
         ));
         match self {
             Metric::ReadIops | Metric::WriteIops => outcome
@@ -69,10 +75,10 @@ impl Metric {
                 if all.clat.is_empty() {
                     return 0.0;
                 }
-                let ns = if matches!(self, Metric::ReadMaxLat | Metric::WriteMaxLat) {
-                    all.clat.max()
-                } else {
-                    all.clat.value_at_percentile(99.0)
+                let ns = match self {
+                    Metric::ReadMaxLat | Metric::WriteMaxLat => all.clat.max(),
+                    Metric::ReadMaxSched | Metric::WriteMaxSched => all.sched.max(),
+                    _ => all.clat.value_at_percentile(99.0),
                 };
                 ns as f64 / 1e6
             }

@@ -104,6 +104,8 @@ pub struct BioDone {
     pub status: i32,
     /// From submission to completion.
     pub latency_ns: u64,
+    /// From submission to dispatch: the time the bio spent in the scheduler.
+    pub sched_ns: u64,
     /// Where its completion work should run.
     pub site: CompletionSite,
 }
@@ -524,6 +526,7 @@ impl Core {
                 sectors: bio.sectors,
                 status,
                 latency_ns: now_ns.saturating_sub(bio.submit_ns),
+                sched_ns: at_ns.saturating_sub(bio.submit_ns),
                 site: site(self.config.rq_affinity, hw_queue, request.home_queue, ctx),
             }));
         }

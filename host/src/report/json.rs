@@ -142,5 +142,11 @@ fn direction(op: &OpStats, runtime_ns: u64) -> Value {
             "N": clat.len(),
             "percentile": percentile,
         },
+        "sched_ns": {
+            "min": if empty { 0 } else { op.sched.min() },
+            "max": if empty { 0 } else { op.sched.max() },
+            "mean": if empty { 0.0 } else { op.sched.mean() },
+            "99.000000": if empty { 0 } else { op.sched.value_at_percentile(99.0) },
+        },
     })
 }

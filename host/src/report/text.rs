@@ -223,6 +223,16 @@ fn direction(out: &mut String, name: &str, op: &OpStats, runtime_ns: u64) {
             .collect();
         let _ = writeln!(out, "     | {}", cells.join(", "));
     }
+    let s = &op.sched;
+    let (unit, div) = latency_unit(s.mean());
+    let _ = writeln!(
+        out,
+        "    sched ({unit}): min={}, max={}, avg={:.2}, 99.00th=[{}]",
+        s.min() / div,
+        s.max() / div,
+        s.mean() / div as f64,
+        s.value_at_percentile(99.0) / div
+    );
 }
 
 fn latency_unit(mean_ns: f64) -> (&'static str, u64) {

@@ -322,12 +322,13 @@ impl Sim<'_> {
                 }
                 Action::Complete(done) => {
                     let ctx = done.ctx as usize;
-                    self.stats[ctx].dir_mut(done.op).record(
+                    self.stats[ctx].record(
+                        self.now,
+                        done.op,
                         done.sectors,
-                        done.latency_ns,
+                        (done.latency_ns, done.sched_ns),
                         done.status,
                     );
-                    self.stats[ctx].count_at(self.now);
                     self.submitters[ctx].on_complete(self.now);
                 }
             }
@@ -354,7 +355,7 @@ impl Sim<'_> {
 
     /// Starts the submitters of `phase`; false iff there are none.
     fn start_phase(&mut self, phase: u32) -> bool {
-        start_phase(&mut self.submitters, phase, self.now)
+        start_phase(&mut self.submitters, &mut self.stats, phase, self.now)
     }
 
     fn fault(&self, fault: Fault) -> SimError {

@@ -1,5 +1,6 @@
-//! What each submitter saw: I/O counts, bytes and completion latency per direction, in
-//! HDR histograms (3 significant digits, like fio's own percentile resolution).
+//! What each submitter saw: I/O counts, bytes, completion latency and time in the scheduler
+//! per direction, in HDR histograms (3 significant digits, like fio's own percentile
+//! resolution).
 
 pub mod live;
 pub mod meter;
@@ -15,6 +16,8 @@ pub const DIRECTIONS: [&str; 2] = ["read", "write"];
 pub struct OpStats {
     /// Completion latency, ns.
     pub clat: Histogram<u64>,
+    /// Submission to dispatch, ns: what the policy alone adds (blktrace's Q2D).
+    pub sched: Histogram<u64>,
     /// Bytes completed.
     pub bytes: u64,
     /// Bios completed.
@@ -27,6 +30,7 @@ impl Default for OpStats {
     fn default() -> Self {
         Self {
             clat: new_histogram(),
+            sched: new_histogram(),
             bytes: 0,
             ios: 0,
             errors: 0,
@@ -41,8 +45,8 @@ fn new_histogram() -> Histogram<u64> {
 }
 
 impl OpStats {
-    /// Records one completed bio.
-    pub fn record(&mut self, sectors: u32, latency_ns: u64, status: i32) {
+    /// Records one completed bio: its latency and, of that, its time in the scheduler.
+    pub fn record(&mut self, sectors: u32, latency_ns: u64, sched_ns: u64, status: i32) {
         self.ios += 1;
         if status != 0 {
             self.errors += 1;
@@ -50,6 +54,7 @@ impl OpStats {
         }
         self.bytes += u64::from(sectors) * 512;
         self.clat.saturating_record(latency_ns.max(1));
+        self.sched.saturating_record(sched_ns.max(1));
     }
 
     /// Adds another submitter's numbers (group summaries).
@@ -59,6 +64,7 @@ impl OpStats {
         self.errors += other.errors;
         // Same bounds on both sides: adding cannot fail.
         let _ = self.clat.add(&other.clat);
+        let _ = self.sched.add(&other.sched);
     }
 }
 
@@ -72,9 +78,30 @@ pub struct CtxStats {
     pub dirs: [OpStats; 2],
     /// Bios completed per [`TIMELINE_BUCKET_NS`] of the run, both directions.
     pub timeline: Vec<u32>,
+    /// Bios completing before this are not counted (the end of fio's ramp_time).
+    pub measure_from_ns: u64,
 }
 
 impl CtxStats {
+    /// Counts a bio that completed at `now_ns`, unless that was during the ramp. As fio
+    /// resets its statistics when the ramp ends, a bio submitted before and completed after
+    /// counts with its whole latency: a starved request is never hidden.
+    pub fn record(
+        &mut self,
+        now_ns: u64,
+        op: Op,
+        sectors: u32,
+        (latency_ns, sched_ns): (u64, u64),
+        status: i32,
+    ) {
+        if now_ns < self.measure_from_ns {
+            return;
+        }
+        self.dir_mut(op)
+            .record(sectors, latency_ns, sched_ns, status);
+        self.count_at(now_ns);
+    }
+
     /// Counts a completion at `now_ns` into the timeline.
     pub fn count_at(&mut self, now_ns: u64) {
         let bucket = (now_ns / TIMELINE_BUCKET_NS) as usize;

@@ -205,6 +205,6 @@ impl Inline<'_, '_> {
 
     fn start_phase(&mut self, phase: u32) -> bool {
         let now = self.elapsed();
-        start_phase(&mut self.submitters, phase, now)
+        start_phase(&mut self.submitters, &mut self.stats, phase, now)
     }
 }

@@ -315,6 +315,10 @@ fn submitter_thread(shared: &Shared<'_, '_>, mut s: Submitter, slots: Range<u32>
     let me = s.ctx as usize;
     let mut free: Vec<u32> = slots.rev().collect();
     s.start(shared.now());
+    shared.stats[me]
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .measure_from_ns = s.measured_from_ns();
     let mut counted = false;
     loop {
         if shared.stop.load(Ordering::Acquire) {

@@ -60,9 +60,12 @@ pub(super) fn complete(
             _ => {}
         }
     }
-    stats
-        .dir_mut(done.op)
-        .record(done.sectors, done.latency_ns, done.status);
-    stats.count_at(now_ns);
+    stats.record(
+        now_ns,
+        done.op,
+        done.sectors,
+        (done.latency_ns, done.sched_ns),
+        done.status,
+    );
     Ok(checked)
 }

@@ -80,6 +80,8 @@ pub struct JobSpec {
     pub iodepth: u32,
     /// Stop after this long.
     pub runtime_ns: Option<u64>,
+    /// Run this long before counting anything (fio's ramp_time); it adds to `runtime`.
+    pub ramp_ns: u64,
     /// Repeat the region until `runtime`.
     pub time_based: bool,
     /// Stop after this many I/Os.
@@ -126,6 +128,7 @@ impl JobSpec {
             numjobs: 1,
             iodepth: 1,
             runtime_ns: None,
+            ramp_ns: 0,
             time_based: false,
             number_ios: None,
             rate_iops: None,
@@ -226,6 +229,7 @@ impl JobSpec {
             "numjobs" => self.numjobs = range(key, value, 1, 4096)? as u32,
             "iodepth" => self.iodepth = range(key, value, 1, 65536)? as u32,
             "runtime" => self.runtime_ns = Some(nonzero(key, value::duration_ns(value, "s")?)?),
+            "ramp_time" => self.ramp_ns = value::duration_ns(value, "s")?,
             "time_based" => self.time_based = value::boolean(value)?,
             "number_ios" => self.number_ios = Some(nonzero(key, value::integer(value)?)?),
             "rate_iops" => self.rate_iops = Some(nonzero(key, value::integer(value)?)?),

@@ -8,6 +8,7 @@ use super::job::{JobSpec, Pattern};
 use super::replay::Replay;
 use super::rng::{Permutation, Rng};
 use crate::core::Bio;
+use crate::stats::CtxStats;
 
 /// Where a clone's I/O goes and when it may run.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -52,6 +53,7 @@ pub struct Submitter {
     iodepth: u32,
     io_limit: Option<u64>,
     runtime_ns: Option<u64>,
+    ramp_ns: u64,
     rate_iops: Option<u64>,
     thinktime_ns: u64,
     write_sync: bool,
@@ -115,6 +117,7 @@ impl Submitter {
             iodepth: job.iodepth,
             io_limit,
             runtime_ns: job.runtime_ns,
+            ramp_ns: job.ramp_ns,
             rate_iops: job.rate_iops,
             thinktime_ns: job.thinktime_ns,
             write_sync: job.direct,
@@ -263,7 +266,12 @@ impl Submitter {
 
     /// When its runtime ends, if it has one.
     pub fn deadline(&self) -> Option<u64> {
-        self.runtime_ns.map(|r| self.start_ns + r)
+        self.runtime_ns.map(|r| self.measured_from_ns() + r)
+    }
+
+    /// When its ramp ends: bios completing before then are not counted.
+    pub fn measured_from_ns(&self) -> u64 {
+        self.start_ns + self.ramp_ns
     }
 
     fn out_of_work(&self, now_ns: u64) -> bool {
@@ -324,10 +332,16 @@ pub fn phase_finished(submitters: &[Submitter], phase: u32) -> bool {
 }
 
 /// Starts the submitters of `phase` at `now_ns`; false iff there are none.
-pub fn start_phase(submitters: &mut [Submitter], phase: u32, now_ns: u64) -> bool {
+pub fn start_phase(
+    submitters: &mut [Submitter],
+    stats: &mut [CtxStats],
+    phase: u32,
+    now_ns: u64,
+) -> bool {
     let mut any = false;
     for s in submitters.iter_mut().filter(|s| s.placement.phase == phase) {
         s.start(now_ns);
+        stats[s.ctx as usize].measure_from_ns = s.measured_from_ns();
         any = true;
     }
     any
