@@ -12,10 +12,10 @@
 //!   host has read. Reads that hit are served by the interface while the mechanism works
 //!   elsewhere. Without this cache no sequential-read figure in the seed tables can be
 //!   reproduced: a purely seek-bound disk gives ~100 IOPS.
-//! - The buffer is 32 MiB in 16 segments of 2 MiB: the cache of the 1 TB 7200 rpm SATA
-//!   drives whose other figures this model uses (Seagate Barracuda 7200.12, 2009: 32 MB).
-//!   DiskSim's barracuda is a 1997 drive with a 512 KiB buffer; only its read-ahead policy
-//!   is kept.
+//! - The buffer is 32 MiB in 16 segments of 2 MiB: the cache of a 1 TB 7200 rpm SATA drive
+//!   of the capacity and transfer rates modelled here (Seagate Barracuda 7200.12, 2009:
+//!   32 MB). DiskSim's barracuda is a 1997 drive with a 512 KiB buffer; only its read-ahead
+//!   policy is kept.
 //! - With NCQ deeper than 1 the drive picks the queued command with the shortest positioning
 //!   time (SPTF); at depth 1 it serves in arrival order. SPTF alone starves a far command
 //!   while near ones keep coming (a streaming writer against a reader). `max_command_age_ms`
