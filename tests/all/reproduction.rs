@@ -7,6 +7,7 @@ use schedhost::device::DeviceSpec;
 use schedhost::outcome::Outcome;
 use schedhost::policy::native_policy;
 use schedhost::sim::{self, SimOptions};
+use schedhost::stats::OpStats;
 use schedhost::workload::{JobSpec, parse_job_file};
 
 fn jobs(file: &str, overrides: &[(&str, &str)]) -> Vec<JobSpec> {
@@ -63,20 +64,21 @@ fn read_iops(o: &Outcome) -> f64 {
         .sum()
 }
 
-fn max_read_latency(o: &Outcome) -> u64 {
+/// The largest of `figure` over every job's reads.
+fn max_read(o: &Outcome, figure: fn(&OpStats) -> u64) -> u64 {
     o.stats
         .iter()
-        .map(|s| s.dirs[0].clat.max())
+        .map(|s| figure(&s.dirs[0]))
         .max()
         .unwrap_or(0)
 }
 
+fn max_read_latency(o: &Outcome) -> u64 {
+    max_read(o, |d| d.clat.max())
+}
+
 fn max_read_sched(o: &Outcome) -> u64 {
-    o.stats
-        .iter()
-        .map(|s| s.dirs[0].sched.max())
-        .max()
-        .unwrap_or(0)
+    max_read(o, |d| d.sched.max())
 }
 
 /// deadline's bound: `read_expire` plus the service time of one batch, `fifo_batch` write

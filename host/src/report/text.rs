@@ -2,6 +2,8 @@
 
 use std::fmt::Write;
 
+use hdrhistogram::Histogram;
+
 use super::{PERCENTILES, Summary, rates};
 use crate::stats::{DIRECTIONS, OpStats};
 
@@ -205,16 +207,8 @@ fn direction(out: &mut String, name: &str, op: &OpStats, runtime_ns: u64) {
     if op.clat.is_empty() {
         return;
     }
-    let (unit, div) = latency_unit(op.clat.mean());
     let h = &op.clat;
-    let _ = writeln!(
-        out,
-        "    clat ({unit}): min={}, max={}, avg={:.2}, stdev={:.2}",
-        h.min() / div,
-        h.max() / div,
-        h.mean() / div as f64,
-        h.stdev() / div as f64
-    );
+    let (unit, div) = summary_line(out, "clat", h);
     let _ = writeln!(out, "    clat percentiles ({unit}):");
     for row in PERCENTILES.chunks(4) {
         let cells: Vec<String> = row
@@ -223,16 +217,21 @@ fn direction(out: &mut String, name: &str, op: &OpStats, runtime_ns: u64) {
             .collect();
         let _ = writeln!(out, "     | {}", cells.join(", "));
     }
-    let s = &op.sched;
-    let (unit, div) = latency_unit(s.mean());
+    summary_line(out, "sched", &op.sched);
+}
+
+/// `label (unit): min=…, max=…, avg=…, stdev=…` in the unit fio would pick; returns it.
+fn summary_line(out: &mut String, label: &str, h: &Histogram<u64>) -> (&'static str, u64) {
+    let (unit, div) = latency_unit(h.mean());
     let _ = writeln!(
         out,
-        "    sched ({unit}): min={}, max={}, avg={:.2}, 99.00th=[{}]",
-        s.min() / div,
-        s.max() / div,
-        s.mean() / div as f64,
-        s.value_at_percentile(99.0) / div
+        "    {label} ({unit}): min={}, max={}, avg={:.2}, stdev={:.2}",
+        h.min() / div,
+        h.max() / div,
+        h.mean() / div as f64,
+        h.stdev() / div as f64
     );
+    (unit, div)
 }
 
 fn latency_unit(mean_ns: f64) -> (&'static str, u64) {
