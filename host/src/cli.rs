@@ -125,6 +125,7 @@ pub const FIO_OPTIONS: &[&str] = &[
     "numjobs",
     "iodepth",
     "runtime",
+    "ramp_time",
     "time_based",
     "number_ios",
     "rate_iops",
