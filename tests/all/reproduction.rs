@@ -111,12 +111,17 @@ fn seed1_one_reader_runs_alike_under_every_policy() {
     );
 }
 
-#[test]
-fn seed1_cfq_at_least_doubles_noop_with_eight_readers() {
-    let jobs = jobs(
+/// Seed 1 with eight readers, for one second.
+fn eight_readers() -> Vec<JobSpec> {
+    jobs(
         "seed1-sequential-readers.fio",
         &[("runtime", "1s"), ("numjobs", "8")],
-    );
+    )
+}
+
+#[test]
+fn seed1_cfq_at_least_doubles_noop_with_eight_readers() {
+    let jobs = eight_readers();
     let (noop, cfq) = (
         read_iops(&run("noop", &[], &jobs)),
         read_iops(&run("cfq", &[], &jobs)),
@@ -126,10 +131,7 @@ fn seed1_cfq_at_least_doubles_noop_with_eight_readers() {
 
 #[test]
 fn seed1_time_slice_of_250us_gains_half_again_over_noop_with_eight_readers() {
-    let jobs = jobs(
-        "seed1-sequential-readers.fio",
-        &[("runtime", "1s"), ("numjobs", "8")],
-    );
+    let jobs = eight_readers();
     let (noop, sliced) = (
         read_iops(&run("noop", &[], &jobs)),
         read_iops(&run("time-slice", &[("time_slice_us", 250)], &jobs)),

@@ -305,9 +305,8 @@ impl Hdd {
             return (!self.queue.is_empty()).then_some(0);
         }
         let max_age_ps = self.params.max_command_age_ms.saturating_mul(1_000_000_000);
-        let oldest = (0..self.queue.len()).min_by_key(|&i| self.queue[i].seq);
         if max_age_ps > 0
-            && let Some(i) = oldest
+            && let Some(i) = (0..self.queue.len()).min_by_key(|&i| self.queue[i].seq)
             && at_ps.saturating_sub(self.queue[i].since_ps) >= max_age_ps
         {
             return Some(i);

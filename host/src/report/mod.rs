@@ -10,6 +10,7 @@ use crate::stats::OpStats;
 use crate::workload::JobSpec;
 
 pub use json::to_json;
+pub(crate) use text::short_count;
 pub use text::to_text;
 
 /// fio's default percentile list.

@@ -244,7 +244,8 @@ fn latency_unit(mean_ns: f64) -> (&'static str, u64) {
     }
 }
 
-fn short_count(n: f64) -> String {
+/// 12345.6 → "12.3k", as fio prints IOPS.
+pub(crate) fn short_count(n: f64) -> String {
     if n >= 1e6 {
         format!("{:.2}M", n / 1e6)
     } else if n >= 1e3 {

@@ -4,6 +4,7 @@
 use std::fmt::Write;
 
 use super::meter::Meter;
+use crate::report::short_count;
 
 /// What the line shows besides the counters.
 #[derive(Debug, Clone, Copy)]
@@ -68,7 +69,7 @@ impl Live {
             let _ = write!(
                 out,
                 " | {name} {} IOPS {:.1} MiB/s",
-                si(rate(ios[d], self.last.0[d])),
+                short_count(rate(ios[d], self.last.0[d])),
                 rate(bytes[d], self.last.1[d]) / 1048576.0
             );
         }
@@ -93,17 +94,6 @@ impl Live {
             self.next_ns += self.every_ns;
         }
         out
-    }
-}
-
-/// 12345.6 → "12.3k".
-fn si(v: f64) -> String {
-    if v >= 1e6 {
-        format!("{:.2}M", v / 1e6)
-    } else if v >= 1e3 {
-        format!("{:.1}k", v / 1e3)
-    } else {
-        format!("{v:.0}")
     }
 }
 

@@ -103,7 +103,7 @@ impl CtxStats {
     }
 
     /// Counts a completion at `now_ns` into the timeline.
-    pub fn count_at(&mut self, now_ns: u64) {
+    fn count_at(&mut self, now_ns: u64) {
         let bucket = (now_ns / TIMELINE_BUCKET_NS) as usize;
         if bucket >= self.timeline.len() {
             self.timeline.resize(bucket + 1, 0);
@@ -112,7 +112,7 @@ impl CtxStats {
     }
 
     /// The direction slot for `op`.
-    pub fn dir_mut(&mut self, op: Op) -> &mut OpStats {
+    fn dir_mut(&mut self, op: Op) -> &mut OpStats {
         &mut self.dirs[usize::from(op != Op::Read)]
     }
 }
