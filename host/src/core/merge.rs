@@ -45,7 +45,8 @@ pub struct MergeIndex {
     last: Option<u64>,
 }
 
-/// Packs a sector and an operation into one key; sectors stay far below 2^62.
+/// Packs a sector and an operation into one key; sectors stay below
+/// [`super::MAX_SECTOR`], far below 2^62.
 fn key(sector: u64, op: Op) -> u64 {
     (sector << 2) | op as u64
 }
@@ -134,8 +135,13 @@ pub fn can_merge(request: &Request, bio: &Bio, max_sectors: u32) -> bool {
         && request.op == bio.op
         && request.prio_class == bio.prio_class
         && request.prio_level == bio.prio_level
-        && request.sectors + bio.sectors <= max_sectors
+        && fits(request.sectors, bio.sectors, max_sectors)
         && (request.is_queued() || request.ctx == bio.ctx)
+}
+
+/// True iff `a + b` sectors stay within `max_sectors`, summed without wrapping.
+fn fits(a: u32, b: u32, max_sectors: u32) -> bool {
+    u64::from(a) + u64::from(b) <= u64::from(max_sectors)
 }
 
 /// True iff request `b` may be absorbed into `a` (they touch, in that order or the other):
@@ -148,5 +154,58 @@ pub fn can_coalesce(a: &Request, b: &Request, max_sectors: u32) -> bool {
         && a.prio_level == b.prio_level
         && a.state == b.state
         && (a.is_queued() || a.ctx == b.ctx)
-        && a.sectors + b.sectors <= max_sectors
+        && fits(a.sectors, b.sectors, max_sectors)
+}
+
+#[cfg(test)]
+mod tests {
+    use schedhost_sdk::PrioClass;
+
+    use super::*;
+    use crate::core::State;
+
+    fn request(sector: u64, sectors: u32) -> Request {
+        Request {
+            ctx: 0,
+            op: Op::Write,
+            sector,
+            sectors,
+            sync: true,
+            prio_class: PrioClass::None,
+            prio_level: 4,
+            arrival_ns: 0,
+            home_queue: 0,
+            state: State::Staged,
+            epoch: 0,
+            bios: smallvec::SmallVec::new(),
+        }
+    }
+
+    fn bio(sector: u64, sectors: u32) -> Bio {
+        Bio {
+            id: 1,
+            ctx: 0,
+            op: Op::Write,
+            sector,
+            sectors,
+            sync: true,
+            prio_class: PrioClass::None,
+            prio_level: 4,
+        }
+    }
+
+    #[test]
+    fn lengths_whose_sum_wraps_u32_do_not_merge() {
+        let big = request(0, u32::MAX);
+        let touching = bio(u64::from(u32::MAX), 2);
+        assert!(!can_merge(&big, &touching, u32::MAX));
+        assert!(!can_coalesce(&big, &request(u64::from(u32::MAX), 2), u32::MAX));
+        assert!(can_merge(&request(0, 8), &bio(8, 8), 16));
+    }
+
+    #[test]
+    fn an_end_past_the_last_sector_saturates_instead_of_wrapping_to_zero() {
+        assert_eq!(bio(u64::MAX - 1, 8).end(), u64::MAX);
+        assert_eq!(request(u64::MAX, 1).end(), u64::MAX);
+    }
 }

@@ -38,6 +38,12 @@ pub use routing::{CompletionSite, RqAffinity, site};
 /// another's tag.
 pub const LEGACY_NR_REQUESTS: u32 = 128;
 
+/// The largest sector address anything may name, an I/O's end included: 2^54 sectors
+/// (8 EiB), past any device, and small enough that byte offsets (× 512), ends and the
+/// merge index's packed keys cannot overflow. Job files, spec files, traces and NBD
+/// requests are checked against it where they are read.
+pub const MAX_SECTOR: u64 = 1 << 54;
+
 /// Queue limits and attributes, as the kernel's queue sysfs directory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Config {

@@ -28,9 +28,10 @@ pub struct Bio {
 }
 
 impl Bio {
-    /// One past the last sector.
+    /// One past the last sector (saturating: front-ends keep ends within
+    /// [`super::MAX_SECTOR`], so a bio that does not still cannot wrap to sector 0).
     pub fn end(&self) -> u64 {
-        self.sector + u64::from(self.sectors)
+        self.sector.saturating_add(u64::from(self.sectors))
     }
 }
 
@@ -89,9 +90,9 @@ pub struct Request {
 }
 
 impl Request {
-    /// One past the last sector.
+    /// One past the last sector (saturating, as [`Bio::end`]).
     pub fn end(&self) -> u64 {
-        self.sector + u64::from(self.sectors)
+        self.sector.saturating_add(u64::from(self.sectors))
     }
 
     /// True iff the policy knows this request (it was inserted and not yet dispatched).

@@ -210,14 +210,52 @@ fn unknown(key: &str, model: &str, known: &str) -> String {
     format!("unknown {model} parameter `{key}` (known: {known})")
 }
 
-fn num<T: std::str::FromStr>(key: &str, value: &str) -> Result<T, String> {
-    value
+/// The largest value each parameter takes. Counts size the model's tables and times are
+/// added to the virtual clock, so a spec file may not ask for more than these.
+const LIMITS: &[(&str, u64)] = &[
+    ("capacity_sectors", crate::core::MAX_SECTOR),
+    ("hw_queues", 1024),
+    ("queue_depth", 65_536),
+    ("max_sectors", 1 << 20),
+    ("channels", 1024),
+    ("dies_per_channel", 1024),
+    ("page_bytes", 1 << 20),
+    ("rpm", 100_000),
+    ("heads", 1024),
+    ("zones", 65_536),
+    ("ncq_depth", 65_536),
+    ("cache_segments", 65_536),
+    ("segment_sectors", 1 << 24),
+    ("min_read_ahead_sectors", 1 << 24),
+];
+
+/// Times in nanoseconds or microseconds: at most one hour of virtual time per operation.
+const TIME_LIMITS: &[(&str, u64)] = &[
+    ("latency_ns", 3_600_000_000_000),
+    ("read_ns", 3_600_000_000_000),
+    ("program_ns", 3_600_000_000_000),
+    ("overhead_ns", 3_600_000_000_000),
+    ("overhead_us", 3_600_000_000),
+    ("max_command_age_ms", 3_600_000),
+];
+
+fn num<T: std::str::FromStr + TryFrom<u64>>(key: &str, value: &str) -> Result<T, String> {
+    let n: u64 = value
         .replace('_', "")
         .parse()
-        .map_err(|_| format!("`{key}` needs a non-negative integer, found `{value}`"))
+        .map_err(|_| format!("`{key}` needs a non-negative integer, found `{value}`"))?;
+    let limit = LIMITS
+        .iter()
+        .chain(TIME_LIMITS)
+        .find(|(k, _)| *k == key)
+        .map_or(u64::MAX, |&(_, limit)| limit);
+    if n > limit {
+        return Err(format!("`{key}` = {n} is past its limit of {limit}"));
+    }
+    T::try_from(n).map_err(|_| format!("`{key}` = {n} is too large"))
 }
 
-fn positive<T: std::str::FromStr + PartialEq + Default>(
+fn positive<T: std::str::FromStr + TryFrom<u64> + PartialEq + Default>(
     key: &str,
     value: &str,
 ) -> Result<T, String> {
@@ -230,9 +268,9 @@ fn positive<T: std::str::FromStr + PartialEq + Default>(
 
 fn millis(key: &str, value: &str) -> Result<f64, String> {
     match value.parse::<f64>() {
-        Ok(ms) if ms.is_finite() && ms > 0.0 => Ok(ms),
+        Ok(ms) if ms.is_finite() && ms > 0.0 && ms <= 3_600_000.0 => Ok(ms),
         _ => Err(format!(
-            "`{key}` needs a positive number of milliseconds, found `{value}`"
+            "`{key}` needs a positive number of milliseconds up to the limit of one hour, found `{value}`"
         )),
     }
 }
@@ -274,5 +312,21 @@ mod tests {
             err.contains("d.spec:2: `channels` must be at least 1"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn spec_values_that_size_tables_or_wrap_addresses_are_bounded() {
+        for (text, key) in [
+            ("model = ssd\nchannels = 4000000000\n", "channels"),
+            ("model = hdd\ncapacity_sectors = 18446744073709551615\n", "capacity_sectors"),
+            ("model = null\nlatency_ns = 18446744073709551615\n", "latency_ns"),
+            ("model = hdd\ncache_segments = 99999999\n", "cache_segments"),
+        ] {
+            let err = DeviceSpec::parse_file(Path::new("d.spec"), text)
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(&format!("d.spec:2: `{key}`")), "{err}");
+            assert!(err.contains("limit"), "{err}");
+        }
     }
 }

@@ -95,7 +95,7 @@ fn latency_cdf(runs: &[&Value]) -> Result<String, String> {
                     .as_array()
                     .into_iter()
                     .flatten()
-                    .filter_map(|p| Some((p[0].as_f64()? / 1000.0, p[1].as_f64()?)))
+                    .filter_map(|p| Some((plausible(&p[0])? / 1000.0, plausible(&p[1])?)))
                     .collect();
                 if !points.is_empty() {
                     let ctx = job["schedhost"]["ctx"].as_u64().unwrap_or(0);
@@ -135,14 +135,22 @@ fn latency_cdf(runs: &[&Value]) -> Result<String, String> {
 /// Bios completed per second by each ctx, from the run's 10 ms timeline.
 fn iops_over_time(doc: &Value) -> Result<String, String> {
     let mut series: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
-    for job in doc["jobs"].as_array().into_iter().flatten() {
+    for (index, job) in doc["jobs"].as_array().into_iter().flatten().enumerate() {
         let timeline = &job["schedhost"]["timeline"];
-        let bucket_s = timeline["bucket_ns"].as_f64().unwrap_or(1e7) / 1e9;
+        let bucket_ns = timeline["bucket_ns"].as_f64().unwrap_or(1e7);
+        // A zero or absurd width would draw an unbounded axis (plotters never returns).
+        if !(1.0..=1e18).contains(&bucket_ns) {
+            return Err(format!(
+                "jobs[{index}].schedhost.timeline.bucket_ns is {bucket_ns}: expected nanoseconds from 1 to 1e18"
+            ));
+        }
+        let bucket_s = bucket_ns / 1e9;
         let counts: Vec<f64> = timeline["ios"]
             .as_array()
             .into_iter()
             .flatten()
-            .filter_map(Value::as_f64)
+            .filter_map(plausible)
+            .filter(|n| *n >= 0.0)
             .collect();
         // Long runs are drawn with wider bins, about 200 across the plot.
         let group = counts.len().div_ceil(200).max(1);
@@ -245,8 +253,8 @@ pub fn compare(doc: &Value) -> Result<Svg, String> {
     let cell = |row: &Value, p: usize| -> (f64, f64) {
         let c = &row["cells"][p];
         (
-            c["mean"].as_f64().unwrap_or(0.0),
-            c["stddev"].as_f64().unwrap_or(0.0),
+            plausible(&c["mean"]).unwrap_or(0.0),
+            plausible(&c["stddev"]).unwrap_or(0.0),
         )
     };
     let top = rows
@@ -353,6 +361,12 @@ fn draw(
     Ok(svg)
 }
 
+/// A number from a report, if it is one a plot can draw: a file's values are not trusted,
+/// and a range built from 1e308 overflows to infinity, which plotters cannot lay out.
+fn plausible(value: &Value) -> Option<f64> {
+    value.as_f64().filter(|x| x.is_finite() && x.abs() <= 1e15)
+}
+
 fn err(e: impl std::fmt::Display) -> String {
     format!("drawing the plot: {e}")
 }
@@ -369,4 +383,32 @@ fn file_safe(label: &str) -> String {
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn report(bucket_ns: Value, ios: Value) -> Value {
+        json!({ "jobs": [{ "jobname": "j", "schedhost": {
+            "ctx": 0,
+            "timeline": { "bucket_ns": bucket_ns, "ios": ios },
+            "latency_cdf": { "read": [[1000, 0.5], [1e308, 1.0]] },
+        } }] })
+    }
+
+    #[test]
+    fn a_zero_bucket_width_is_an_error_naming_the_field_not_a_hang() {
+        let doc = report(json!(0), json!([1, 2, 3]));
+        let err = runs(&[&doc]).unwrap_err();
+        assert!(err.contains("jobs[0].schedhost.timeline.bucket_ns"), "{err}");
+    }
+
+    #[test]
+    fn absurd_values_in_a_report_are_left_out_of_the_axes() {
+        let doc = report(json!(10_000_000), json!([1, 1e300, 3]));
+        assert!(runs(&[&doc]).is_ok());
+    }
 }

@@ -3,7 +3,7 @@
 use serde_json::{Map, Value, json};
 
 use super::{PERCENTILES, Summary, rates};
-use crate::stats::{DIRECTIONS, OpStats, TIMELINE_BUCKET_NS};
+use crate::stats::{DIRECTIONS, OpStats};
 
 /// The report as a JSON value; keys are sorted, so equal runs give byte-identical text.
 pub fn to_json(summary: &Summary<'_>) -> Value {
@@ -36,7 +36,7 @@ pub fn to_json(summary: &Summary<'_>) -> Value {
                     "start_ns": s.started_ns,
                     "end_ns": s.finished_ns,
                     "timeline": {
-                        "bucket_ns": TIMELINE_BUCKET_NS,
+                        "bucket_ns": outcome.stats[i].bucket_ns,
                         "ios": outcome.stats[i].timeline,
                     },
                     "latency_cdf": {

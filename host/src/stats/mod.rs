@@ -71,15 +71,34 @@ impl OpStats {
 /// Width of a timeline bucket: 10 ms, fine enough for a plot of a short simulated run.
 pub const TIMELINE_BUCKET_NS: u64 = 10_000_000;
 
+/// Most buckets a timeline keeps (256 KiB per submitter): a longer run doubles the bucket
+/// width, folding neighbours together, so a timeline's memory does not grow with the run's
+/// length (a think time of hours once asked for terabytes).
+pub const TIMELINE_MAX_BUCKETS: usize = 1 << 16;
+
 /// Per-submitter statistics.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct CtxStats {
     /// Indexed by direction: 0 read, 1 write.
     pub dirs: [OpStats; 2],
-    /// Bios completed per [`TIMELINE_BUCKET_NS`] of the run, both directions.
+    /// Bios completed per `bucket_ns` of the run, both directions.
     pub timeline: Vec<u32>,
+    /// Width of a timeline bucket: [`TIMELINE_BUCKET_NS`], doubled each time the run
+    /// outgrew [`TIMELINE_MAX_BUCKETS`].
+    pub bucket_ns: u64,
     /// Bios completing before this are not counted (the end of fio's ramp_time).
     pub measure_from_ns: u64,
+}
+
+impl Default for CtxStats {
+    fn default() -> Self {
+        Self {
+            dirs: Default::default(),
+            timeline: Vec::new(),
+            bucket_ns: TIMELINE_BUCKET_NS,
+            measure_from_ns: 0,
+        }
+    }
 }
 
 impl CtxStats {
@@ -102,17 +121,51 @@ impl CtxStats {
         self.count_at(now_ns);
     }
 
-    /// Counts a completion at `now_ns` into the timeline.
+    /// Counts a completion at `now_ns` into the timeline, widening the buckets first if
+    /// `now_ns` lies past the last one the timeline may keep.
     fn count_at(&mut self, now_ns: u64) {
-        let bucket = (now_ns / TIMELINE_BUCKET_NS) as usize;
+        while now_ns / self.bucket_ns >= TIMELINE_MAX_BUCKETS as u64 {
+            self.widen();
+        }
+        let bucket = (now_ns / self.bucket_ns) as usize;
         if bucket >= self.timeline.len() {
             self.timeline.resize(bucket + 1, 0);
         }
         self.timeline[bucket] = self.timeline[bucket].saturating_add(1);
     }
 
+    /// Doubles the bucket width, adding neighbouring buckets together.
+    fn widen(&mut self) {
+        let folded = self
+            .timeline
+            .chunks(2)
+            .map(|pair| pair.iter().fold(0u32, |sum, &n| sum.saturating_add(n)))
+            .collect();
+        self.timeline = folded;
+        self.bucket_ns = self.bucket_ns.saturating_mul(2);
+    }
+
     /// The direction slot for `op`.
     fn dir_mut(&mut self, op: Op) -> &mut OpStats {
         &mut self.dirs[usize::from(op != Op::Read)]
+    }
+}
+
+#[cfg(test)]
+mod timeline_tests {
+    use super::*;
+
+    #[test]
+    fn a_completion_hours_away_widens_the_timeline_instead_of_growing_it() {
+        let mut stats = CtxStats::default();
+        stats.record(5_000_000, Op::Read, 8, (1, 0), 0);
+        stats.record(15_000_000, Op::Read, 8, (1, 0), 0);
+        assert_eq!((stats.bucket_ns, stats.timeline.as_slice()), (TIMELINE_BUCKET_NS, &[1, 1][..]));
+        // 5 000 000 hours of think time later.
+        stats.record(18_000_000_000_000_000_000, Op::Read, 8, (1, 0), 0);
+        assert!(stats.timeline.len() <= TIMELINE_MAX_BUCKETS);
+        assert_eq!(stats.timeline.iter().map(|&n| u64::from(n)).sum::<u64>(), 3);
+        assert_eq!(stats.timeline[0], 2, "the early completions fold into the first bucket");
+        assert_eq!(stats.bucket_ns % TIMELINE_BUCKET_NS, 0);
     }
 }

@@ -11,7 +11,9 @@
 
 use schedhost_sdk::Op;
 
-use super::{Format, Trace, TraceError, TraceIo, check_range, error, stream_index};
+use super::{
+    Format, Trace, TraceError, TraceIo, check_range, check_time, error, stream_index,
+};
 
 pub(super) fn parse(source: &str, text: &str) -> Result<Trace, TraceError> {
     let mut ios = Vec::new();
@@ -83,7 +85,7 @@ pub(super) fn parse(source: &str, text: &str) -> Result<Trace, TraceError> {
         };
         let start = *t0.get_or_insert(at_ns);
         ios.push(TraceIo {
-            at_ns: at_ns.saturating_sub(start),
+            at_ns: check_time(Some(at_ns.saturating_sub(start))).map_err(bad)?,
             stream,
             op,
             sector,

@@ -5,7 +5,7 @@
 
 use schedhost_sdk::Op;
 
-use super::{Format, Trace, TraceError, TraceIo, check_range, error, stream_index};
+use super::{Format, Trace, TraceError, TraceIo, check_range, check_time, error, stream_index};
 
 pub(super) fn parse(source: &str, text: &str, format: Format) -> Result<Trace, TraceError> {
     let v3 = format == Format::IologV3;
@@ -43,7 +43,7 @@ pub(super) fn parse(source: &str, text: &str, format: Format) -> Result<Trace, T
         }
         let (file, action) = (rest[0], rest[1]);
         if let Some(us) = stamp {
-            clock_ns = us.saturating_mul(1000);
+            clock_ns = check_time(us.checked_mul(1000)).map_err(bad)?;
         }
         let number = |i: usize, what: &str| -> Result<u64, TraceError> {
             rest.get(i)
@@ -55,8 +55,11 @@ pub(super) fn parse(source: &str, text: &str, format: Format) -> Result<Trace, T
             "add" | "open" | "close" => continue,
             "wait" if v3 => continue,
             "wait" => {
-                let delay = number(2, "a delay in microseconds")?.saturating_mul(1000);
-                clock_ns = clock_ns.saturating_add(delay);
+                let delay = number(2, "a delay in microseconds")?;
+                let later = delay
+                    .checked_mul(1000)
+                    .and_then(|ns| clock_ns.checked_add(ns));
+                clock_ns = check_time(later).map_err(bad)?;
                 continue;
             }
             "read" => Op::Read,
@@ -100,4 +103,27 @@ pub(super) fn parse(source: &str, text: &str, format: Format) -> Result<Trace, T
         streams,
         recorded_merges: None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_v3_timestamp_past_the_longest_replay_is_refused_with_its_line() {
+        let text = "fio version 3 iolog\n0 f add\n1000000000000000 f read 0 4096\n";
+        let err = parse("t.log", text, Format::IologV3).unwrap_err();
+        assert_eq!(err.location.line, 3);
+        assert!(err.message.contains("366 days"), "{}", err.message);
+    }
+
+    #[test]
+    fn a_v2_wait_that_would_overflow_is_refused_with_its_line() {
+        let text = "fio version 2 iolog\nf add\nf wait 18446744073709551615\nf read 0 4096\n";
+        let err = parse("t.log", text, Format::IologV2).unwrap_err();
+        assert_eq!(err.location.line, 3);
+        let text = "fio version 2 iolog\nf wait 1000\nf read 0 4096\n";
+        let trace = parse("t.log", text, Format::IologV2).unwrap();
+        assert_eq!(trace.ios[0].at_ns, 1_000_000);
+    }
 }

@@ -111,9 +111,17 @@ fn error(source: &str, line: usize, message: String) -> TraceError {
     }
 }
 
-/// The largest address a trace may use: 2^54 sectors (8 EiB), far past any device, and
-/// small enough that byte offsets and ends cannot overflow.
-const MAX_SECTOR: u64 = 1 << 54;
+use crate::core::MAX_SECTOR;
+use crate::workload::value::MAX_DURATION_NS;
+
+/// Checks that an I/O at `at_ns` from the trace's start lies within the longest time a
+/// workload may span ([`MAX_DURATION_NS`], 366 days), so replay times cannot overflow.
+fn check_time(at_ns: Option<u64>) -> Result<u64, String> {
+    at_ns.filter(|&t| t <= MAX_DURATION_NS).ok_or_else(|| {
+        "the I/O lies more than 366 days after the trace's start, the longest a replay may span"
+            .to_owned()
+    })
+}
 
 /// Checks that an I/O of `sectors` at `sector` lies within [`MAX_SECTOR`].
 fn check_range(sector: u64, sectors: u32) -> Result<(), String> {

@@ -405,16 +405,20 @@ impl Devices {
             .map(|(_, b)| (b.id as u32, b.sectors as usize * 512))
             .collect();
         bios.sort_unstable_by_key(|&(slot, _)| self.slots[slot as usize].offset);
-        let segments: Segments = match kind {
-            IoKind::Read | IoKind::Write => bios
-                .iter()
-                .map(|&(slot, len)| {
-                    let (ptr, room) = self.arena.raw(slot as usize);
-                    (ptr, len.min(room))
-                })
-                .collect(),
-            IoKind::Flush | IoKind::Discard(_) => Segments::new(),
-        };
+        let mut segments = Segments::new();
+        if matches!(kind, IoKind::Read | IoKind::Write) {
+            for &(slot, len) in &bios {
+                let (ptr, room) = self.arena.raw(slot as usize);
+                // Slots are sized to their submitter's longest bio: a bio that does not fit
+                // is a driver bug, and cutting it short would report bytes never moved.
+                if len > room {
+                    return Err(RealError::Layout(format!(
+                        "a {len}-byte bio does not fit its {room}-byte buffer; refusing to issue it short"
+                    )));
+                }
+                segments.push((ptr, len));
+            }
+        }
         let io = Io {
             file: l as u32,
             kind,

@@ -35,7 +35,7 @@ use crate::outcome::{Outcome, SubmitterSummary, SwapRecord};
 use crate::policy::{Fault, PolicyBackend};
 use crate::stats::CtxStats;
 use crate::verify::{Ledger, Mismatch};
-use crate::workload::{Direction, JobSpec, Placement, Submitter, place};
+use crate::workload::{Direction, JobSpec, Placement, Submitter, extent_bytes, place};
 
 use std::sync::Arc;
 
@@ -206,11 +206,7 @@ pub fn run_controlled(
     control: Option<(&std::path::Path, &WasmRuntime)>,
 ) -> Result<RealOutcome, RealError> {
     let placements = place(jobs, u64::MAX).map_err(RealError::Layout)?;
-    let need = placements
-        .iter()
-        .map(|p| (p.region_start + p.region_sectors) * 512)
-        .max()
-        .unwrap_or(0);
+    let need = extent_bytes(&placements);
     let rules = OpenRules {
         writes: jobs.iter().any(|j| j.direction != Direction::Read),
         allow_overwrite: options.allow_overwrite,
@@ -253,7 +249,7 @@ pub fn run_controlled(
             Submitter::new(ctx as u32, &jobs[placement.job], placement, options.seed)
         })
         .collect();
-    let (slot_lens, slots) = buffer_slots(jobs, &submitters);
+    let (slot_lens, slots) = buffer_slots(jobs, &submitters)?;
     let mut devices = Devices::new(&targets, lanes, &slot_lens, config, options)?;
     let run = Run {
         jobs,
@@ -325,17 +321,44 @@ struct Ran {
     end_ns: u64,
 }
 
-/// One buffer slot of `bs` bytes per bio each submitter may have in flight.
-fn buffer_slots(jobs: &[JobSpec], submitters: &[Submitter]) -> (Vec<usize>, Vec<Range<u32>>) {
+/// The most memory the buffer arena may take: the sum over clones of iodepth × their
+/// largest I/O. Past it a run is refused up front, naming the limit.
+pub const ARENA_LIMIT_BYTES: u64 = 2 << 30;
+
+/// One buffer slot per bio each submitter may have in flight, as long as its longest bio:
+/// `bs` for a job, the longest recorded I/O for a replayed stream, so no I/O is ever cut
+/// to fit its buffer.
+///
+/// # Errors
+/// The slots would take more than [`ARENA_LIMIT_BYTES`].
+fn buffer_slots(
+    jobs: &[JobSpec],
+    submitters: &[Submitter],
+) -> Result<(Vec<usize>, Vec<Range<u32>>), RealError> {
     let mut lens = Vec::new();
     let mut ranges = Vec::new();
+    let mut total = 0u64;
     for s in submitters {
         let job = &jobs[s.placement.job];
+        let len = job
+            .replay
+            .as_ref()
+            .map_or(u64::from(job.bs), |r| r.largest_io_bytes());
+        total = total.saturating_add(len.saturating_mul(u64::from(job.iodepth)));
+        if total > ARENA_LIMIT_BYTES {
+            return Err(RealError::Layout(format!(
+                "job '{}': its buffers (iodepth {} × {len} bytes, with the jobs before it) would take more than the {} MiB buffer limit; lower iodepth, bs or the trace's largest I/O",
+                job.name,
+                job.iodepth,
+                ARENA_LIMIT_BYTES >> 20
+            )));
+        }
         let first = lens.len() as u32;
-        lens.extend(std::iter::repeat_n(job.bs as usize, job.iodepth as usize));
+        // Below the limit, so within usize.
+        lens.extend(std::iter::repeat_n(len as usize, job.iodepth as usize));
         ranges.push(first..lens.len() as u32);
     }
-    (lens, ranges)
+    Ok((lens, ranges))
 }
 
 fn outcome(

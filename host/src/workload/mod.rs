@@ -15,13 +15,19 @@ pub use submitter::{Next, Placement, Submitter, next_wake, phase_finished, start
 /// Files start on 1 MiB boundaries, as a filesystem would place them.
 const FILE_ALIGN_SECTORS: u64 = 2048;
 
+use crate::core::MAX_SECTOR;
+use value::MAX_BYTES;
+
 /// Places every clone of every job on a device of `capacity_sectors`: each file (a job's
 /// `filename`, or one per clone as fio's default) gets its own extent; a clone's region is
-/// `offset + clone × offset_increment` within its file.
+/// `offset + clone × offset_increment` within its file. Every sum is checked: a region
+/// that would end past the device, or past [`MAX_SECTOR`], is an error, never a wrapped
+/// address.
 ///
 /// # Errors
-/// Names the job that does not fit.
+/// Names the job (and where it was defined) that does not fit.
 pub fn place(jobs: &[JobSpec], capacity_sectors: u64) -> Result<Vec<Placement>, String> {
+    let capacity_sectors = capacity_sectors.min(MAX_SECTOR);
     let mut files: Vec<(String, u64, u64)> = Vec::new(); // name, start sector, sectors
     let mut placements = Vec::new();
     let (mut group, mut phase) = (0u32, 0u32);
@@ -41,13 +47,21 @@ pub fn place(jobs: &[JobSpec], capacity_sectors: u64) -> Result<Vec<Placement>, 
                 (None, true) => format!("{}.0", job.name),
                 (None, false) => format!("{}.{clone}.0", job.name),
             };
-            let within = job.offset
-                + if shared {
-                    u64::from(clone) * job.offset_increment.unwrap_or(0)
-                } else {
-                    0
-                };
-            let needed = (within + size).div_ceil(512);
+            let increment = if shared { job.offset_increment.unwrap_or(0) } else { 0 };
+            let within = u64::from(clone)
+                .checked_mul(increment)
+                .and_then(|step| step.checked_add(job.offset))
+                .filter(|&within| within <= MAX_BYTES);
+            let needed = within
+                .and_then(|within| within.checked_add(size))
+                .map(|end| end.div_ceil(512))
+                .filter(|&needed| needed <= MAX_SECTOR);
+            let (Some(within), Some(needed)) = (within, needed) else {
+                return Err(format!(
+                    "{}: job '{}': clone {clone}'s region (offset {} + {clone} × offset_increment {increment}, size {size}) ends past the largest address, 2^54 sectors",
+                    job.location, job.name, job.offset
+                ));
+            };
             let start = match files.iter_mut().find(|(name, ..)| *name == file_name) {
                 Some((_, start, sectors)) if *sectors >= needed => *start,
                 Some((_, start, sectors)) if *start + *sectors == next_free => {
@@ -68,6 +82,7 @@ pub fn place(jobs: &[JobSpec], capacity_sectors: u64) -> Result<Vec<Placement>, 
                     start
                 }
             };
+            // Both terms are at most MAX_SECTOR (2^54), so the sums above cannot wrap.
             if next_free > capacity_sectors {
                 return Err(format!(
                     "job '{}': its files need {} MiB but the device has {} MiB",
@@ -87,4 +102,57 @@ pub fn place(jobs: &[JobSpec], capacity_sectors: u64) -> Result<Vec<Placement>, 
         }
     }
     Ok(placements)
+}
+
+/// Bytes from the device's start to the end of the furthest region: what a target must hold.
+pub fn extent_bytes(placements: &[Placement]) -> u64 {
+    // `place` keeps every region below MAX_SECTOR, so the product stays below 2^63.
+    placements
+        .iter()
+        .map(|p| (p.region_start + p.region_sectors) * 512)
+        .max()
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_offset_that_would_wrap_is_refused_with_the_job_named() {
+        let jobs = parse_job_file(
+            "w.fio",
+            "[w]\nrw=write\nsize=1m\noffset=18446744073709547520\n",
+        );
+        // The offset itself is past the 8 EiB limit of a size.
+        assert!(jobs.unwrap_err().to_string().contains("too large"));
+        let jobs = parse_job_file(
+            "w.fio",
+            "[w]\nrw=write\nsize=1m\noffset=8192p\n",
+        )
+        .unwrap();
+        let err = place(&jobs, u64::MAX).unwrap_err();
+        assert!(err.contains("w.fio:1: job 'w'"), "{err}");
+        assert!(err.contains("2^54 sectors"), "{err}");
+    }
+
+    #[test]
+    fn clone_offsets_that_overflow_are_refused() {
+        let jobs = parse_job_file(
+            "c.fio",
+            "[c]\nrw=write\nsize=4k\nnumjobs=4096\noffset_increment=4p\n",
+        )
+        .unwrap();
+        let err = place(&jobs, u64::MAX).unwrap_err();
+        assert!(err.contains("job 'c': clone 2048"), "{err}");
+    }
+
+    #[test]
+    fn regions_within_the_limit_are_placed_on_1mib_boundaries() {
+        let jobs = parse_job_file("p.fio", "[a]\nsize=4k\nnumjobs=2\n").unwrap();
+        let placements = place(&jobs, 1 << 20).unwrap();
+        assert_eq!(placements[0].region_start, 0);
+        assert_eq!(placements[1].region_start, 2048);
+        assert_eq!(extent_bytes(&placements), (2048 + 8) * 512);
+    }
 }

@@ -77,7 +77,8 @@ pub fn jobs_for_trace(trace: &Trace, pacing: Pacing, source: &str) -> Vec<JobSpe
         .collect()
 }
 
-/// The most common I/O size of a stream, in bytes (for the report's `bs=`).
+/// The most common I/O size of a stream, in bytes (for the report's `bs=` only: buffers
+/// are sized by [`ReplaySpec::largest_io_bytes`]).
 fn typical_block(ios: &[TraceIo]) -> u32 {
     let mut counts: Vec<(u32, usize)> = Vec::new();
     for io in ios.iter().filter(|io| io.sectors > 0) {
@@ -89,7 +90,18 @@ fn typical_block(ios: &[TraceIo]) -> u32 {
     counts
         .into_iter()
         .max_by_key(|&(_, n)| n)
-        .map_or(4096, |(s, _)| s * 512)
+        .map_or(4096, |(s, _)| s.saturating_mul(512))
+}
+
+impl ReplaySpec {
+    /// The longest I/O of the stream, in bytes: what one of its buffers must hold.
+    pub fn largest_io_bytes(&self) -> u64 {
+        self.ios
+            .iter()
+            .map(|io| u64::from(io.sectors) * 512)
+            .max()
+            .unwrap_or(0)
+    }
 }
 
 /// A stream being replayed.

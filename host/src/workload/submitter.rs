@@ -2,6 +2,8 @@
 //! I/O loop would: up to `iodepth` in flight, paced by `rate_iops` and `thinktime`, until its
 //! I/O count, size or runtime is reached.
 
+use std::collections::BTreeMap;
+
 use schedhost_sdk::{Op, PrioClass};
 
 use super::job::{JobSpec, Pattern};
@@ -59,8 +61,9 @@ pub struct Submitter {
     write_sync: bool,
     prio_class: PrioClass,
     prio_level: u8,
-    /// Blocks written, one bit each, when the job verifies.
-    written: Option<Vec<u64>>,
+    /// Blocks written, one bit each in 64-block words, when the job verifies. Sparse: its
+    /// memory follows the writes made, not the region's size, which a job file chooses.
+    written: Option<BTreeMap<u64, u64>>,
     /// The verify pass's position, once the job's own I/O is done.
     verify_next: Option<u64>,
     /// A replayed stream, whose I/Os replace the generated ones.
@@ -124,7 +127,7 @@ impl Submitter {
             prio_class,
             prio_level: job.prio.unwrap_or(4),
             written: (job.verify && job.read_pct() < 100)
-                .then(|| vec![0; blocks.div_ceil(64) as usize]),
+                .then(BTreeMap::new),
             verify_next: None,
             replay: job.replay.clone().map(Replay::new),
             rng,
@@ -206,15 +209,14 @@ impl Submitter {
     /// The first written block at or after `from`.
     fn next_written(&self, from: u64) -> Option<u64> {
         let words = self.written.as_ref()?;
-        let mut word = (from / 64) as usize;
-        let mut bits = words.get(word)? & (!0u64 << (from % 64));
-        loop {
-            if bits != 0 {
-                return Some(word as u64 * 64 + u64::from(bits.trailing_zeros()));
-            }
-            word += 1;
-            bits = *words.get(word)?;
-        }
+        words.range(from / 64..).find_map(|(&word, &bits)| {
+            let bits = if word == from / 64 {
+                bits & (!0u64 << (from % 64))
+            } else {
+                bits
+            };
+            (bits != 0).then(|| word * 64 + u64::from(bits.trailing_zeros()))
+        })
     }
 
     /// True iff a verify pass is due or running.
@@ -237,7 +239,11 @@ impl Submitter {
         }
         let paced = self
             .rate_iops
-            .map_or(0, |rate| self.start_ns + self.issued * 1_000_000_000 / rate);
+            .map_or(0, |rate| {
+                let gap = u128::from(self.issued) * 1_000_000_000 / u128::from(rate);
+                self.start_ns
+                    .saturating_add(u64::try_from(gap).unwrap_or(u64::MAX))
+            });
         self.ready_at_ns.max(paced)
     }
 
@@ -246,7 +252,7 @@ impl Submitter {
         self.inflight -= 1;
         self.completed += 1;
         if self.thinktime_ns > 0 {
-            self.ready_at_ns = self.ready_at_ns.max(now_ns + self.thinktime_ns);
+            self.ready_at_ns = self.ready_at_ns.max(now_ns.saturating_add(self.thinktime_ns));
         }
         if self.inflight == 0 && self.out_of_work(now_ns) && !self.verify_pending() {
             self.finished_ns = Some(now_ns);
@@ -266,12 +272,13 @@ impl Submitter {
 
     /// When its runtime ends, if it has one.
     pub fn deadline(&self) -> Option<u64> {
-        self.runtime_ns.map(|r| self.measured_from_ns() + r)
+        self.runtime_ns
+            .map(|r| self.measured_from_ns().saturating_add(r))
     }
 
     /// When its ramp ends: bios completing before then are not counted.
     pub fn measured_from_ns(&self) -> u64 {
-        self.start_ns + self.ramp_ns
+        self.start_ns.saturating_add(self.ramp_ns)
     }
 
     fn out_of_work(&self, now_ns: u64) -> bool {
@@ -304,7 +311,7 @@ impl Submitter {
         if op == Op::Write
             && let Some(words) = &mut self.written
         {
-            words[(block / 64) as usize] |= 1 << (block % 64);
+            *words.entry(block / 64).or_default() |= 1 << (block % 64);
         }
         self.bio(id, op, block)
     }

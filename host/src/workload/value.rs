@@ -1,4 +1,16 @@
 //! fio's value syntax: sizes (`4k`, `1g`, `512KiB`), times (`30s`, `250us`, `2m`), booleans.
+//!
+//! Values are bounded where they are parsed, so what is computed from them later cannot
+//! overflow: sizes and offsets at [`MAX_BYTES`], times at [`MAX_DURATION_NS`].
+
+use crate::core::MAX_SECTOR;
+
+/// The largest size or offset: the byte at [`MAX_SECTOR`] (8 EiB).
+pub const MAX_BYTES: u64 = MAX_SECTOR * 512;
+
+/// The longest time a job or a trace may name: 366 days. Starts, ramps, runtimes and think
+/// times are added together; each below 2^55 ns, their sums cannot reach u64::MAX.
+pub const MAX_DURATION_NS: u64 = 366 * 24 * 3600 * 1_000_000_000;
 
 /// Parses a size in bytes. Suffixes are binary (k = 1024), as fio's default `kb_base=1024`;
 /// `KiB`/`MiB`… and a trailing `b`/`B` are accepted.
@@ -29,7 +41,8 @@ pub fn size(value: &str) -> Result<u64, String> {
         }
     };
     n.checked_mul(1u64 << shift)
-        .ok_or_else(|| format!("`{value}` is too large"))
+        .filter(|&bytes| bytes <= MAX_BYTES)
+        .ok_or_else(|| format!("`{value}` is too large (the limit is 8 EiB, 2^63 bytes)"))
 }
 
 /// Parses a duration into nanoseconds; a bare number is in `default_unit` ("s" or "us").
@@ -62,7 +75,8 @@ pub fn duration_ns(value: &str, default_unit: &str) -> Result<u64, String> {
         }
     };
     n.checked_mul(scale)
-        .ok_or_else(|| format!("`{value}` is too large"))
+        .filter(|&ns| ns <= MAX_DURATION_NS)
+        .ok_or_else(|| format!("`{value}` is too long (the limit is 366 days)"))
 }
 
 /// Parses an unsigned integer.
@@ -103,5 +117,15 @@ mod tests {
         assert_eq!(duration_ns("100", "us"), Ok(100_000));
         assert_eq!(duration_ns("2m", "s"), Ok(120_000_000_000));
         assert!(duration_ns("3 fortnights", "s").is_err());
+    }
+
+    #[test]
+    fn values_past_the_limits_are_refused_not_wrapped() {
+        assert!(duration_ns("5000000h", "s").unwrap_err().contains("366 days"));
+        assert_eq!(duration_ns("366d", "s").map_err(|_| ()), Err(()));
+        assert_eq!(duration_ns("8784h", "s"), Ok(MAX_DURATION_NS));
+        assert!(size("18446744073709547520").unwrap_err().contains("too large"));
+        assert!(size("8193p").unwrap_err().contains("too large"));
+        assert_eq!(size("8192p"), Ok(MAX_BYTES));
     }
 }
