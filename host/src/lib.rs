@@ -17,6 +17,8 @@
 //! - [`plot`]: SVG plots from the JSON reports (`--plot`, `schedhost plot`).
 //! - [`metrics`]: Prometheus metrics over HTTP (`serve --metrics`).
 //! - [`events`]: per-request events (`--trace-events`), their file and blkparse-like text.
+//! - [`peer`]: what the servers use with untrusted peers: private unix sockets, deadlines
+//!   over whole exchanges, bounded lines.
 
 #![deny(missing_docs)]
 
@@ -27,6 +29,7 @@ pub mod events;
 pub mod metrics;
 pub mod nbd;
 pub mod outcome;
+pub mod peer;
 pub mod plot;
 pub mod policy;
 pub mod report;

@@ -8,26 +8,42 @@
 //! takes it from its cache, keyed by a hash of the component's bytes) and instantiates one
 //! per device. The driver then applies the command at its next batch boundary and answers.
 //! The socket is created with mode 0600: only its owner can connect.
+//!
+//! Peers are not trusted even so: each client has its own thread, at most
+//! [`MAX_SESSIONS`] at once; a request line is at most [`MAX_LINE`] bytes and must arrive
+//! within [`REQUEST_TIMEOUT`] of the previous answer; an answer must be taken within
+//! [`REQUEST_TIMEOUT`]; `swap` reads only regular files up to the component size limit.
 
 mod protocol;
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, RandomState};
-use std::io::{BufRead, BufReader, Write};
-use std::os::unix::fs::PermissionsExt;
+use std::io::{BufRead, BufReader, IoSlice, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use serde_json::{Value, json};
 
+use crate::peer::{self, Deadline};
 use crate::policy::{
-    LoadedPolicy, PolicyBackend, PolicySource, WasmRuntime, native_policy, resolve,
+    LoadedPolicy, PolicyBackend, PolicySource, WasmRuntime, native_policy, read_component,
+    resolve,
 };
 pub use protocol::{Request, parse_request};
+
+/// Clients served at once; more are answered with an error and closed.
+pub const MAX_SESSIONS: usize = 8;
+/// Longest request line, newline included.
+pub const MAX_LINE: usize = 4096;
+/// How long a client may take to send a request line, or to take its answer.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a session waits for the driver to answer (it answers between batches of I/O).
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A command for the driver, with everything slow already done.
 pub enum Command {
@@ -97,16 +113,8 @@ impl Control {
         devices: usize,
         wake: Arc<dyn Fn() + Send + Sync>,
     ) -> Result<Self> {
-        if path.exists() {
-            bail!(
-                "--control {}: the path exists; remove the old socket or pick another path",
-                path.display()
-            );
-        }
-        let listener = UnixListener::bind(path)
+        let listener = peer::bind_private(path)
             .with_context(|| format!("--control {}: binding the socket", path.display()))?;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
-            .with_context(|| format!("--control {}: setting mode 0600", path.display()))?;
         let (sender, inbox) = mpsc::channel();
         let server = Server {
             runtime,
@@ -115,9 +123,10 @@ impl Control {
             wake,
             cache: Arc::new(Mutex::new(Cache::default())),
         };
+        let server = Arc::new(server);
         std::thread::Builder::new()
             .name("schedhost-control".into())
-            .spawn(move || server.serve(&listener))
+            .spawn(move || serve(&server, &listener))
             .context("starting the control thread")?;
         Ok(Self {
             path: path.to_owned(),
@@ -153,30 +162,58 @@ struct Server {
     cache: Arc<Mutex<Cache>>,
 }
 
-impl Server {
-    fn serve(&self, listener: &UnixListener) {
-        for stream in listener.incoming() {
-            let Ok(stream) = stream else { continue };
-            // One client at a time: commands are rare and each is short.
-            if let Err(e) = self.session(stream) {
-                tracing::debug!("control session ended: {e:#}");
-            }
+/// Accepts clients, each on its own thread, at most [`MAX_SESSIONS`] at once.
+fn serve(server: &Arc<Server>, listener: &UnixListener) {
+    let live = Arc::new(AtomicUsize::new(0));
+    for stream in listener.incoming() {
+        let Ok(mut stream) = stream else { continue };
+        if live.load(Ordering::Acquire) >= MAX_SESSIONS {
+            let busy = json!({ "ok": false, "error": format!("{MAX_SESSIONS} control clients are connected; try again") });
+            let line = format!("{busy}\n");
+            let _ = peer::write_all(
+                &mut stream,
+                &mut [IoSlice::new(line.as_bytes())],
+                Deadline::after(Duration::from_millis(100)),
+            );
+            continue;
+        }
+        live.fetch_add(1, Ordering::AcqRel);
+        let (server, live) = (Arc::clone(server), Arc::clone(&live));
+        let spawned = std::thread::Builder::new()
+            .name("schedhost-control-client".into())
+            .spawn(move || {
+                if let Err(e) = server.session(stream) {
+                    tracing::debug!("control session ended: {e:#}");
+                }
+                live.fetch_sub(1, Ordering::AcqRel);
+            });
+        if let Err(e) = spawned {
+            tracing::warn!("control: no thread for a client: {e}");
         }
     }
+}
 
-    fn session(&self, stream: UnixStream) -> Result<()> {
-        let mut reader = BufReader::new(stream.try_clone()?);
-        let mut writer = stream;
-        let mut line = String::new();
-        while reader.read_line(&mut line)? > 0 {
+impl Server {
+    /// Answers one client's requests until it leaves, breaks a limit or misses a deadline.
+    fn session(&self, mut stream: UnixStream) -> Result<()> {
+        let mut pending = Vec::new();
+        loop {
+            let deadline = Deadline::after(REQUEST_TIMEOUT);
+            let Some(line) = peer::read_line(&mut stream, &mut pending, MAX_LINE, deadline)?
+            else {
+                return Ok(());
+            };
             let reply = match parse_request(line.trim()) {
                 Ok(request) => self.answer(request),
                 Err(e) => json!({ "ok": false, "error": e }),
             };
-            writeln!(writer, "{reply}")?;
-            line.clear();
+            let text = format!("{reply}\n");
+            peer::write_all(
+                &mut stream,
+                &mut [IoSlice::new(text.as_bytes())],
+                Deadline::after(REQUEST_TIMEOUT),
+            )?;
         }
-        Ok(())
     }
 
     fn answer(&self, request: Request) -> Value {
@@ -195,9 +232,9 @@ impl Server {
             return json!({ "ok": false, "error": "the run has ended" });
         }
         (self.wake)();
-        answer
-            .recv()
-            .unwrap_or_else(|_| json!({ "ok": false, "error": "the run ended before answering" }))
+        answer.recv_timeout(ANSWER_TIMEOUT).unwrap_or_else(|_| {
+            json!({ "ok": false, "error": "the run did not answer (it ended, or is stuck)" })
+        })
     }
 
     /// Compiles (or fetches) the policy and makes one instance per device.
@@ -232,7 +269,7 @@ impl Server {
     /// The compiled component at `path`, from the cache when the same bytes were compiled
     /// before.
     fn compiled(&self, path: &Path) -> Result<(LoadedPolicy, bool)> {
-        let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+        let bytes = read_component(path)?;
         let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
         let key = cache.hasher.hash_one(&bytes);
         if let Some(loaded) = cache.compiled.get(&key) {

@@ -1,18 +1,31 @@
-//! `serve --metrics ADDR`: Prometheus metrics over HTTP. A thread answers `GET /metrics`;
-//! the ring thread, which owns the counters, renders the text between two batches of I/O
-//! (as it answers control requests), so the hot path never takes a lock for them.
+//! `serve --metrics ADDR`: Prometheus metrics over HTTP. Each scrape gets its own thread
+//! (at most [`MAX_CLIENTS`] at once) that answers `GET /metrics`; the ring thread, which
+//! owns the counters, renders the text between two batches of I/O (as it answers control
+//! requests), so the hot path never takes a lock for them.
+//!
+//! A client must send its whole request head, at most [`MAX_REQUEST`] bytes, within
+//! [`REQUEST_TIMEOUT`], and take the answer within it too: one that drips bytes or never
+//! reads holds only its own thread, and only that long.
 
 pub mod exposition;
 
-use std::io::{self, BufRead, BufReader, Read, Write};
+use std::io::{self, IoSlice, Read};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::time::Duration;
 
+use crate::peer::{self, Deadline, Timed};
+
 /// Longest wait for the ring thread to render a scrape.
 const RENDER_TIMEOUT: Duration = Duration::from_secs(5);
+/// Scrapes answered at once; more get a 503 at once.
+pub const MAX_CLIENTS: usize = 16;
+/// Longest request head (request line and headers).
+pub const MAX_REQUEST: usize = 16 * 1024;
+/// How long a client may take to send its request, and to take the answer.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The ring thread's end: scrapes waiting for their text.
 #[derive(Debug)]
@@ -43,7 +56,7 @@ impl Endpoint {
         let stopped = Arc::clone(&stop);
         std::thread::Builder::new()
             .name("schedhost-metrics".into())
-            .spawn(move || serve(&listener, &sender, wake.as_ref(), &stopped))?;
+            .spawn(move || serve(&listener, &sender, wake, &stopped))?;
         Ok(Self {
             scrapes,
             address: bound,
@@ -70,75 +83,169 @@ impl Drop for Endpoint {
     }
 }
 
-/// Answers one HTTP client at a time until the endpoint is dropped.
+/// Answers HTTP clients, each on its own thread, until the endpoint is dropped.
 fn serve(
     listener: &TcpListener,
     scrapes: &Sender<Sender<String>>,
-    wake: &(dyn Fn() + Send + Sync),
+    wake: Arc<dyn Fn() + Send + Sync>,
     stop: &AtomicBool,
 ) {
+    let live = Arc::new(AtomicUsize::new(0));
     for stream in listener.incoming() {
         if stop.load(Ordering::Acquire) {
             return;
         }
-        let Ok(stream) = stream else { continue };
-        if answer(stream, scrapes, wake).is_err() {
-            tracing::debug!("a metrics client went away");
+        let Ok(mut stream) = stream else { continue };
+        if live.load(Ordering::Acquire) >= MAX_CLIENTS {
+            let _ = respond(
+                &mut stream,
+                "503 Service Unavailable",
+                "too many scrapes at once\n",
+            );
+            continue;
+        }
+        live.fetch_add(1, Ordering::AcqRel);
+        let (scrapes, wake, live) = (scrapes.clone(), Arc::clone(&wake), Arc::clone(&live));
+        let spawned = std::thread::Builder::new()
+            .name("schedhost-scrape".into())
+            .spawn(move || {
+                if let Err(e) = answer(stream, &scrapes, wake.as_ref()) {
+                    tracing::debug!("a metrics client went away: {e}");
+                }
+                live.fetch_sub(1, Ordering::AcqRel);
+            });
+        if let Err(e) = spawned {
+            tracing::warn!("metrics: no thread for a client: {e}");
+        }
+    }
+}
+
+/// What a request head asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ask {
+    /// `GET /metrics` (any query string).
+    Metrics,
+    /// A GET of another path.
+    NotFound,
+    /// Another method.
+    NotAllowed,
+}
+
+/// Parses an HTTP request head (everything up to the blank line). Sans-IO: the fuzz target
+/// drives it with arbitrary bytes.
+///
+/// # Errors
+/// The head is not text or has no request line.
+pub fn parse_head(head: &[u8]) -> Result<Ask, &'static str> {
+    let text = std::str::from_utf8(head).map_err(|_| "the request is not UTF-8")?;
+    let request_line = text.lines().next().ok_or("an empty request")?;
+    let mut parts = request_line.split_whitespace();
+    let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+    if method.is_empty() {
+        return Err("no request line");
+    }
+    Ok(match (method, target.split('?').next().unwrap_or("")) {
+        ("GET", "/metrics") => Ask::Metrics,
+        ("GET", _) => Ask::NotFound,
+        _ => Ask::NotAllowed,
+    })
+}
+
+/// The length of the request head in `bytes` (through its blank line), if it is all there.
+pub fn head_end(bytes: &[u8]) -> Option<usize> {
+    let crlf = bytes.windows(4).position(|w| w == b"\r\n\r\n").map(|i| i + 4);
+    let lf = bytes.windows(2).position(|w| w == b"\n\n").map(|i| i + 2);
+    crlf.into_iter().chain(lf).min()
+}
+
+/// Reads a request head before `deadline`, at most [`MAX_REQUEST`] bytes.
+fn read_head(stream: &mut TcpStream, deadline: Deadline) -> io::Result<Vec<u8>> {
+    let mut head = Vec::new();
+    let mut chunk = [0u8; 2048];
+    loop {
+        if let Some(end) = head_end(&head) {
+            head.truncate(end);
+            return Ok(head);
+        }
+        if head.len() > MAX_REQUEST {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "a request head past the size limit",
+            ));
+        }
+        stream.set_read_deadline(deadline.remaining("reading a scrape")?)?;
+        match stream.read(&mut chunk) {
+            // A client that ends its side after the request line is answered all the same.
+            Ok(0) => return Ok(head),
+            Ok(n) => head.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
         }
     }
 }
 
 /// Reads one request and writes one response.
 fn answer(
-    stream: TcpStream,
+    mut stream: TcpStream,
     scrapes: &Sender<Sender<String>>,
     wake: &(dyn Fn() + Send + Sync),
 ) -> io::Result<()> {
-    stream.set_read_timeout(Some(Duration::from_secs(2)))?;
-    let mut reader = BufReader::new(stream.try_clone()?);
-    let mut request_line = String::new();
-    reader.by_ref().take(8192).read_line(&mut request_line)?;
-    // Skip the headers; a scrape carries no body.
-    let mut header = String::new();
-    for _ in 0..100 {
-        header.clear();
-        if reader.by_ref().take(8192).read_line(&mut header)? == 0 || header.trim().is_empty() {
-            break;
+    let head = match read_head(&mut stream, Deadline::after(REQUEST_TIMEOUT)) {
+        Ok(head) => head,
+        Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+            return respond(&mut stream, "431 Request Header Fields Too Large", "a request head is at most 16 KiB\n");
         }
-    }
-    let mut parts = request_line.split_whitespace();
-    let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-    let mut out = stream;
-    match (method, path.split('?').next().unwrap_or("")) {
-        ("GET", "/metrics") => {
+        Err(e) => return Err(e),
+    };
+    let out = &mut stream;
+    match parse_head(&head) {
+        Ok(Ask::Metrics) => {
             let (reply, text) = mpsc::channel();
             if scrapes.send(reply).is_err() {
-                return respond(
-                    &mut out,
-                    "503 Service Unavailable",
-                    "the server is stopping\n",
-                );
+                return respond(out, "503 Service Unavailable", "the server is stopping\n");
             }
             wake();
             match text.recv_timeout(RENDER_TIMEOUT) {
-                Ok(body) => respond(&mut out, "200 OK", &body),
+                Ok(body) => respond(out, "200 OK", &body),
                 Err(_) => respond(
-                    &mut out,
+                    out,
                     "503 Service Unavailable",
                     "no answer from the ring thread\n",
                 ),
             }
         }
-        ("GET", _) => respond(&mut out, "404 Not Found", "metrics are at /metrics\n"),
-        _ => respond(&mut out, "405 Method Not Allowed", "only GET /metrics\n"),
+        Ok(Ask::NotFound) => respond(out, "404 Not Found", "metrics are at /metrics\n"),
+        Ok(Ask::NotAllowed) => respond(out, "405 Method Not Allowed", "only GET /metrics\n"),
+        Err(why) => respond(out, "400 Bad Request", &format!("{why}\n")),
     }
 }
 
+/// Writes a whole response before the deadline, however slowly the client reads.
 fn respond(out: &mut TcpStream, status: &str, body: &str) -> io::Result<()> {
-    write!(
-        out,
-        "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+    let head = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
-    )?;
-    out.flush()
+    );
+    peer::write_all(
+        out,
+        &mut [IoSlice::new(head.as_bytes()), IoSlice::new(body.as_bytes())],
+        Deadline::after(REQUEST_TIMEOUT),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_heads_parse_into_what_they_ask_for() {
+        assert_eq!(parse_head(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"), Ok(Ask::Metrics));
+        assert_eq!(parse_head(b"GET /metrics?x=1 HTTP/1.0\n\n"), Ok(Ask::Metrics));
+        assert_eq!(parse_head(b"GET / HTTP/1.1\r\n\r\n"), Ok(Ask::NotFound));
+        assert_eq!(parse_head(b"POST /metrics HTTP/1.1\r\n\r\n"), Ok(Ask::NotAllowed));
+        assert!(parse_head(b"\xff\xfe").is_err());
+        assert!(parse_head(b"").is_err());
+        assert_eq!(head_end(b"GET / HTTP/1.1\r\nA: b\r\n\r\nrest"), Some(24));
+        assert_eq!(head_end(b"GET / HTTP/1.1\r\n"), None);
+    }
 }

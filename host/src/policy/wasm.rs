@@ -39,6 +39,10 @@ pub const INTERFACE_VERSION: &str = schedhost_sdk::INTERFACE_VERSION;
 #[derive(Debug, thiserror::Error)]
 #[expect(missing_docs, reason = "each field is named in its variant's message")]
 pub enum LoadError {
+    /// Not a regular file (a FIFO, a device such as /dev/zero, a directory), or larger than
+    /// [`MAX_COMPONENT_BYTES`].
+    #[error("cannot load policy {path}: {why}")]
+    Unreadable { path: PathBuf, why: String },
     /// The file could not be read.
     #[error("cannot read policy {path}: {source}")]
     Read {
@@ -177,10 +181,7 @@ impl WasmRuntime {
     /// # Errors
     /// A [`LoadError`] naming the file and what is wrong with it.
     pub fn load(&self, path: &Path) -> Result<LoadedPolicy, LoadError> {
-        let bytes = std::fs::read(path).map_err(|source| LoadError::Read {
-            path: path.to_owned(),
-            source,
-        })?;
+        let bytes = read_component(path)?;
         self.load_bytes(path, &bytes)
     }
 
@@ -610,4 +611,54 @@ fn to_wit_kind(kind: MergeKind) -> wit::MergeKind {
         MergeKind::Back => wit::MergeKind::Back,
         MergeKind::Front => wit::MergeKind::Front,
     }
+}
+
+/// The largest component file schedhost reads: the bundled policies are well under 1 MiB.
+pub const MAX_COMPONENT_BYTES: u64 = 64 << 20;
+
+/// Reads a component file, which must be a regular file of at most [`MAX_COMPONENT_BYTES`]:
+/// it is opened without blocking (a FIFO cannot hang the caller), checked on the open
+/// descriptor (no race with a rename), and read no further than the limit.
+///
+/// # Errors
+/// [`LoadError::Unreadable`] or [`LoadError::Read`], naming the path.
+pub fn read_component(path: &Path) -> Result<Vec<u8>, LoadError> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+
+    let read_err = |source| LoadError::Read {
+        path: path.to_owned(),
+        source,
+    };
+    let unreadable = |why: String| LoadError::Unreadable {
+        path: path.to_owned(),
+        why,
+    };
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(read_err)?;
+    let meta = file.metadata().map_err(read_err)?;
+    if !meta.is_file() {
+        return Err(unreadable("not a regular file".into()));
+    }
+    if meta.len() > MAX_COMPONENT_BYTES {
+        return Err(unreadable(format!(
+            "{} bytes, past the limit of {} MiB for a component",
+            meta.len(),
+            MAX_COMPONENT_BYTES >> 20
+        )));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(MAX_COMPONENT_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(read_err)?;
+    if bytes.len() as u64 > MAX_COMPONENT_BYTES {
+        return Err(unreadable(format!(
+            "it grew past the limit of {} MiB while being read",
+            MAX_COMPONENT_BYTES >> 20
+        )));
+    }
+    Ok(bytes)
 }
