@@ -12,6 +12,7 @@ mod deadline;
 mod determinism;
 mod events;
 mod helpers;
+mod hostile_peers;
 mod jobs;
 mod kyber;
 mod loading;

@@ -20,20 +20,20 @@ use schedhost::policy::{PolicyBackend, native_policy};
 
 use crate::helpers::{component, runtime};
 
-const READ: u16 = 0;
-const WRITE: u16 = 1;
+pub(crate) const READ: u16 = 0;
+pub(crate) const WRITE: u16 = 1;
 const DISC: u16 = 2;
 const FLUSH: u16 = 3;
 const TRIM: u16 = 4;
 const WRITE_ZEROES: u16 = 6;
-const FLAG_FUA: u16 = 1;
+pub(crate) const FLAG_FUA: u16 = 1;
 const EPERM: u32 = 1;
 const EINVAL: u32 = 22;
 const ENOSPC: u32 = 28;
 
-const MIB: u64 = 1 << 20;
+pub(crate) const MIB: u64 = 1 << 20;
 
-fn scratch(test: &str) -> PathBuf {
+pub(crate) fn scratch(test: &str) -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join("nbd")
         .join(test);
@@ -43,20 +43,20 @@ fn scratch(test: &str) -> PathBuf {
 }
 
 /// A server on `dir/nbd.sock` exporting `dir/disk.img`.
-struct Running {
+pub(crate) struct Running {
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<Result<Served, ServeError>>>,
-    socket: PathBuf,
-    metrics: Option<std::net::SocketAddr>,
+    pub(crate) socket: PathBuf,
+    pub(crate) metrics: Option<std::net::SocketAddr>,
 }
 
 impl Running {
-    fn uri(&self) -> String {
+    pub(crate) fn uri(&self) -> String {
         format!("nbd+unix:///?socket={}", self.socket.display())
     }
 
     /// Stops the server as SIGTERM would and returns what it did.
-    fn finish(mut self) -> Served {
+    pub(crate) fn finish(mut self) -> Served {
         self.stop.store(true, Ordering::Release);
         let thread = self.thread.take().unwrap();
         thread.join().unwrap().expect("the server stops cleanly")
@@ -72,7 +72,7 @@ impl Drop for Running {
     }
 }
 
-fn options(dir: &Path) -> ServeOptions {
+pub(crate) fn options(dir: &Path) -> ServeOptions {
     ServeOptions {
         address: Address::Unix(dir.join("nbd.sock")),
         device: dir.join("disk.img"),
@@ -88,10 +88,13 @@ fn options(dir: &Path) -> ServeOptions {
         status_interval_ns: None,
         metrics: None,
         max_clients: 256,
+        handshake_timeout: Duration::from_secs(10),
+        reply_timeout: Duration::from_secs(30),
+        description: None,
     }
 }
 
-fn start(
+pub(crate) fn start(
     options: ServeOptions,
     policy: Box<dyn PolicyBackend>,
     control: Option<PathBuf>,
@@ -128,14 +131,14 @@ fn start(
 }
 
 /// A minimal NBD client: fixed newstyle, `NBD_OPT_GO`, simple replies.
-struct Client {
-    stream: UnixStream,
+pub(crate) struct Client {
+    pub(crate) stream: UnixStream,
     cookie: u64,
-    size: u64,
+    pub(crate) size: u64,
 }
 
 impl Client {
-    fn connect(socket: &Path) -> Self {
+    pub(crate) fn connect(socket: &Path) -> Self {
         let mut stream = UnixStream::connect(socket).unwrap();
         stream
             .set_read_timeout(Some(Duration::from_secs(30)))
@@ -175,7 +178,7 @@ impl Client {
         }
     }
 
-    fn send(&mut self, kind: u16, flags: u16, offset: u64, length: u32, payload: &[u8]) -> u64 {
+    pub(crate) fn send(&mut self, kind: u16, flags: u16, offset: u64, length: u32, payload: &[u8]) -> u64 {
         self.cookie += 1;
         let request = Request {
             flags,
@@ -190,7 +193,7 @@ impl Client {
     }
 
     /// One reply: (cookie, error); a successful read's `data_len` bytes land in `data`.
-    fn receive(&mut self, data_len: impl Fn(u64) -> usize) -> (u64, u32, Vec<u8>) {
+    pub(crate) fn receive(&mut self, data_len: impl Fn(u64) -> usize) -> (u64, u32, Vec<u8>) {
         let mut header = [0u8; 16];
         self.stream.read_exact(&mut header).unwrap();
         assert_eq!(&header[..4], &0x6744_6698u32.to_be_bytes());
@@ -204,7 +207,7 @@ impl Client {
         (cookie, error, data)
     }
 
-    fn call(
+    pub(crate) fn call(
         &mut self,
         kind: u16,
         flags: u16,
@@ -219,25 +222,25 @@ impl Client {
         (error, data)
     }
 
-    fn write(&mut self, offset: u64, data: &[u8]) -> u32 {
+    pub(crate) fn write(&mut self, offset: u64, data: &[u8]) -> u32 {
         self.call(WRITE, 0, offset, data.len() as u32, data).0
     }
 
-    fn read(&mut self, offset: u64, len: u32) -> Vec<u8> {
+    pub(crate) fn read(&mut self, offset: u64, len: u32) -> Vec<u8> {
         let (error, data) = self.call(READ, 0, offset, len, &[]);
         assert_eq!(error, 0, "read at {offset}");
         data
     }
 
     /// True iff the server closed the connection.
-    fn is_closed(&mut self) -> bool {
+    pub(crate) fn is_closed(&mut self) -> bool {
         let mut byte = [0u8; 1];
         matches!(self.stream.read(&mut byte), Ok(0) | Err(_))
     }
 }
 
 /// Bytes no two offsets share, so a misplaced block shows.
-fn pattern(offset: u64, len: usize, seed: u8) -> Vec<u8> {
+pub(crate) fn pattern(offset: u64, len: usize, seed: u8) -> Vec<u8> {
     (0..len as u64)
         .map(|i| ((offset + i) / 7 % 251) as u8 ^ seed)
         .collect()

@@ -220,3 +220,58 @@ fn replay_iolog_on_a_real_file_writes_then_reads_back() {
         o.end_ns
     );
 }
+
+#[test]
+fn replay_on_a_real_file_writes_a_long_io_whole_among_short_ones() {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("replay-mixed");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    // Mostly 4 KiB writes, so 4 KiB is the stream's typical block; one 128 KiB write at 1 MiB.
+    let mut log = String::from("fio version 3 iolog\n0 f add\n");
+    for i in 0..10u64 {
+        log.push_str(&format!("{} f write {} 4096\n", i * 10, i * 4096));
+    }
+    log.push_str("200 f write 1048576 131072\n");
+    let trace = parse("mixed.log", &log, None).unwrap();
+    let jobs = jobs_for_trace(&trace, PACED, "mixed.log");
+    let path = dir.join("mixed.dat");
+    let done = uring::run(
+        &jobs,
+        std::slice::from_ref(&path),
+        vec![native_policy("noop").unwrap()],
+        &[],
+        RealOptions::default(),
+    )
+    .unwrap();
+    let written = done.outcome.stats[0].dirs[1].bytes;
+    assert_eq!(written, 10 * 4096 + 131_072);
+    // The file was created sparse (zeros); every block of the long write now holds its
+    // (random) buffer, not just the first 4 KiB.
+    let data = std::fs::read(&path).unwrap();
+    for (i, block) in data[1_048_576..1_048_576 + 131_072].chunks(4096).enumerate() {
+        assert!(block.iter().any(|&b| b != 0), "block {i} of the 128 KiB write is zeros");
+    }
+}
+
+#[test]
+fn replay_on_a_real_file_refuses_buffers_past_the_limit_up_front() {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("replay-huge");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    // One 4 GiB I/O at depth 64 would need a 256 GiB buffer arena.
+    let log = "fio version 3 iolog\n0 f add\n0 f write 0 4294966784\n";
+    let trace = parse("huge.log", log, None).unwrap();
+    let jobs = jobs_for_trace(&trace, PACED, "huge.log");
+    let path = dir.join("huge.dat");
+    let err = uring::run(
+        &jobs,
+        std::slice::from_ref(&path),
+        vec![native_policy("noop").unwrap()],
+        &[],
+        RealOptions::default(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("2048 MiB buffer limit"), "{err}");
+    assert!(!path.exists(), "a run refused while setting up leaves no file behind");
+}

@@ -157,6 +157,19 @@ fn sandbox_ejects_a_policy_that_asks_to_be_woken_in_the_past_forever() {
 }
 
 #[test]
+fn sandbox_watchdog_fires_within_its_period_when_a_policy_asks_to_sleep_an_hour() {
+    let Some(e) = ejected(10) else { return };
+    assert_eq!(e.kind, "starved");
+    assert!(e.requeued > 0);
+    // The default watchdog is 10 s; the policy asked to be woken an hour later.
+    assert!(
+        e.at_ns < 11_000_000_000,
+        "ejected at {:.3} s of virtual time",
+        e.at_ns as f64 / 1e9
+    );
+}
+
+#[test]
 fn sandbox_keeps_a_slow_policy_that_stays_within_its_deadline() {
     let roomy = Limits {
         call_deadline: Duration::from_secs(5),

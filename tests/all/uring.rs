@@ -477,3 +477,34 @@ verify=crc32c
     assert!(done.outcome.verified_blocks > 1000);
     assert!(done.outcome.ejections.is_empty());
 }
+
+#[test]
+fn uring_watchdog_ejects_a_policy_that_asks_to_sleep_an_hour_within_its_period() {
+    let Some(path) = component("chaos") else {
+        return;
+    };
+    let dir = scratch("watchdog_sleep");
+    let policy = runtime().load(&path).unwrap().instantiate().unwrap();
+    let options = RealOptions {
+        supervision: schedhost::core::Supervision {
+            watchdog_ns: Some(500_000_000),
+            ..Default::default()
+        },
+        ..RealOptions::default()
+    };
+    let started = std::time::Instant::now();
+    let done = uring::run(
+        &jobs(RANDWRITE_VERIFY),
+        &[dir.join("w.dat")],
+        vec![Box::new(policy)],
+        &[("mode".into(), 10), ("after".into(), 10)],
+        options,
+    )
+    .unwrap();
+    assert_exactly_once(&done);
+    let ejections = &done.outcome.ejections;
+    assert_eq!(ejections.len(), 1, "{ejections:?}");
+    assert_eq!(ejections[0].kind, "starved");
+    // The policy asked to be woken an hour later; the run ends with its I/O done instead.
+    assert!(started.elapsed() < std::time::Duration::from_secs(60));
+}

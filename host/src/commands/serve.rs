@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use schedhost::core::Nomerges;
@@ -71,9 +72,51 @@ pub struct ServeArgs {
     /// Clients served at once; more are closed as they connect.
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub max_clients: u32,
+    /// Seconds a client may take over its whole handshake before it is closed (fio's time
+    /// notation also works: 500ms).
+    #[arg(long, value_name = "TIME", default_value = "10s", value_parser = parse_timeout)]
+    pub handshake_timeout: Duration,
+    /// Seconds one whole reply may take to reach its client before the connection is
+    /// closed (a client that stops reading holds nothing past it).
+    #[arg(long, value_name = "TIME", default_value = "30s", value_parser = parse_timeout)]
+    pub reply_timeout: Duration,
+    /// Text clients see as the export's description (NBD_INFO_DESCRIPTION), as qemu-nbd's
+    /// --description; none by default, so nothing about the host is revealed.
+    #[arg(long, value_name = "TEXT", value_parser = parse_description)]
+    pub description: Option<String>,
     /// Summary format when the server stops.
     #[arg(long, value_enum, default_value_t = OutputFormat::Normal)]
     pub output_format: OutputFormat,
+}
+
+/// `--size`: a whole number of 512-byte blocks, at least one, that a file can have
+/// (`set_len` takes an i64).
+fn parse_size(text: &str) -> Result<u64> {
+    let bytes = size_bytes(text).map_err(|e| anyhow::anyhow!("--size {text}: {e}"))?;
+    if bytes < 512 || bytes % 512 != 0 || i64::try_from(bytes).is_err() {
+        bail!(
+            "--size {text}: an export is a whole number of 512-byte blocks, at least one and below 8 EiB"
+        );
+    }
+    Ok(bytes)
+}
+
+/// A timeout: fio's time notation, seconds by default; above 0 and at most a day.
+fn parse_timeout(text: &str) -> Result<Duration, String> {
+    let ns = schedhost::workload::value::duration_ns(text, "s")?;
+    if ns == 0 || ns > 86_400_000_000_000 {
+        return Err(format!("{text}: a timeout is above 0 and at most a day"));
+    }
+    Ok(Duration::from_nanos(ns))
+}
+
+/// The export's description: printable text of at most 4096 bytes (the protocol's limit
+/// for a string this server sends).
+fn parse_description(text: &str) -> Result<String, String> {
+    if text.len() > 4096 || text.chars().any(char::is_control) {
+        return Err("a description is printable text of at most 4096 bytes".into());
+    }
+    Ok(text.to_owned())
 }
 
 /// Set by SIGINT and SIGTERM; the acceptor polls it.
@@ -108,11 +151,7 @@ fn install_stop_handlers() -> Result<()> {
 impl ServeArgs {
     pub fn execute(self) -> Result<()> {
         let address = Address::parse(&self.nbd).map_err(anyhow::Error::msg)?;
-        let size = self
-            .size
-            .as_deref()
-            .map(|s| size_bytes(s).map_err(|e| anyhow::anyhow!("--size {s}: {e}")))
-            .transpose()?;
+        let size = self.size.as_deref().map(parse_size).transpose()?;
         let runtime = self.sandbox.runtime()?;
         let (source, loaded) = load(&runtime, &self.policy)?;
         let options = ServeOptions {
@@ -130,6 +169,9 @@ impl ServeArgs {
             status_interval_ns: status_interval_ns(self.status_interval),
             metrics: self.metrics.clone(),
             max_clients: self.max_clients as usize,
+            handshake_timeout: self.handshake_timeout,
+            reply_timeout: self.reply_timeout,
+            description: self.description.clone(),
         };
         install_stop_handlers()?;
         let control = self.control.as_deref().map(|path| (path, &runtime));

@@ -293,6 +293,8 @@ pub fn request(path: &Path, line: &str) -> Result<Value> {
             path.display()
         )
     })?;
+    // A swap compiles before the driver answers; past this the server is not answering.
+    stream.set_read_timeout(Some(ANSWER_TIMEOUT + Duration::from_secs(60)))?;
     let mut writer = stream.try_clone()?;
     writeln!(writer, "{line}")?;
     let mut answer = String::new();

@@ -345,9 +345,14 @@ impl Core {
         self.queued
     }
 
-    /// The earliest time the policy asked to be called again, if any.
+    /// The earliest time the core must run again, if the policy asked for a wake-up: that
+    /// wake-up, or the watchdog's deadline if it comes first. A driver that waits no longer
+    /// than this lets the watchdog fire within its period whatever the policy answers (a
+    /// wake-up an hour away included). `None` means the policy asked for none: a driver
+    /// with nothing in flight then has a stall on its hands ([`Core::starve`]).
     pub fn poll_timeout(&self) -> Option<u64> {
-        self.queues.iter().filter_map(|q| q.timer).min()
+        let timer = self.queues.iter().filter_map(|q| q.timer).min()?;
+        Some(timer.min(self.watchdog_deadline().unwrap_or(u64::MAX)))
     }
 
     /// The next action for the driver.

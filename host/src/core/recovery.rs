@@ -300,6 +300,17 @@ impl Core {
         Ok(replaced)
     }
 
+    /// When the watchdog fires if the policy dispatches nothing before: only while it holds
+    /// requests, is alive, and the watchdog is on.
+    pub(super) fn watchdog_deadline(&self) -> Option<u64> {
+        let limit = self.supervision.watchdog_ns?;
+        (self.queued > 0 && self.alive()).then(|| {
+            self.last_progress_ns
+                .saturating_add(limit)
+                .saturating_add(1)
+        })
+    }
+
     /// The watchdog: latches a starvation fault when the policy holds requests, a hardware
     /// queue has free driver tags, and nothing was dispatched for longer than the limit.
     pub(super) fn watch(&mut self, now_ns: u64) {
@@ -310,9 +321,14 @@ impl Core {
         let Some(limit) = self.supervision.watchdog_ns else {
             return;
         };
-        let idle = now_ns.saturating_sub(self.last_progress_ns);
         let free = (0..self.config.hw_queues).any(|q| self.budget(q) > 0);
-        if idle > limit && free && self.alive() {
+        if !free {
+            // A policy cannot dispatch into a full device: that time does not count.
+            self.last_progress_ns = now_ns;
+            return;
+        }
+        let idle = now_ns.saturating_sub(self.last_progress_ns);
+        if idle > limit && self.alive() {
             self.latch(Fault {
                 kind: FaultKind::Starved,
                 call: "dispatch",

@@ -17,7 +17,7 @@ const MAX_OPTIONS: usize = 256;
 pub struct Export {
     /// Its name; the empty name (the default export) also reaches it.
     pub name: String,
-    /// Shown by `NBD_OPT_LIST`'s clients and `NBD_INFO_DESCRIPTION`.
+    /// `NBD_INFO_DESCRIPTION`'s text; empty sends none.
     pub description: String,
     /// Bytes.
     pub size: u64,
@@ -52,6 +52,21 @@ pub enum Ended {
 /// A message naming what the client got wrong (bad magic, unknown flags, oversized option),
 /// or the stream's error; the caller closes the connection.
 pub fn negotiate<S: Read + Write>(stream: &mut S, export: &Export) -> Result<Ended, String> {
+    negotiate_admitting(stream, export, &mut || true)
+}
+
+/// As [`negotiate`], asking `admit` before transmission starts; a client it refuses (the
+/// server is full) is told so with `NBD_REP_ERR_POLICY` where the protocol allows a reply,
+/// and closed. `admit` runs before the reply that starts transmission is written, so a
+/// client is counted before it can know it was admitted.
+///
+/// # Errors
+/// As [`negotiate`].
+pub fn negotiate_admitting<S: Read + Write>(
+    stream: &mut S,
+    export: &Export,
+    admit: &mut dyn FnMut() -> bool,
+) -> Result<Ended, String> {
     let io = |e: io::Error| format!("handshake: {e}");
     stream.write_all(&wire::greeting()).map_err(io)?;
     let mut flags = [0u8; 4];
@@ -80,7 +95,12 @@ pub fn negotiate<S: Read + Write>(stream: &mut S, export: &Export) -> Result<End
         }
         let mut data = vec![0u8; header.length as usize];
         stream.read_exact(&mut data).map_err(io)?;
-        if let Some(ended) = answer(stream, export, header.option, &data, no_zeroes).map_err(io)? {
+        let asked = Asked {
+            option: header.option,
+            data: &data,
+            no_zeroes,
+        };
+        if let Some(ended) = answer(stream, export, &asked, admit).map_err(io)? {
             return Ok(ended);
         }
     }
@@ -89,21 +109,32 @@ pub fn negotiate<S: Read + Write>(stream: &mut S, export: &Export) -> Result<End
     ))
 }
 
+/// One option as the client sent it.
+struct Asked<'a> {
+    option: u32,
+    data: &'a [u8],
+    no_zeroes: bool,
+}
+
 /// Answers one option; `Some` when the handshake is over.
 fn answer<S: Write>(
     stream: &mut S,
     export: &Export,
-    option: u32,
-    data: &[u8],
-    no_zeroes: bool,
+    asked: &Asked<'_>,
+    admit: &mut dyn FnMut() -> bool,
 ) -> io::Result<Option<Ended>> {
+    let Asked {
+        option,
+        data,
+        no_zeroes,
+    } = *asked;
     let reply = |stream: &mut S, kind: u32, payload: &[u8]| {
         stream.write_all(&wire::option_reply(option, kind, payload))
     };
     match option {
         wire::OPT_EXPORT_NAME => {
             let known = std::str::from_utf8(data).is_ok_and(|n| export.matches(n));
-            if !known {
+            if !known || !admit() {
                 // The protocol has no error reply here: the server closes.
                 return Ok(Some(Ended::Closed));
             }
@@ -138,6 +169,10 @@ fn answer<S: Write>(
                 reply(stream, wire::REP_ERR_UNKNOWN, message.as_bytes())?;
                 Ok(None)
             }
+            Ok(_) if option == wire::OPT_GO && !admit() => {
+                reply(stream, wire::REP_ERR_POLICY, b"the server has as many clients as it serves (--max-clients)")?;
+                Ok(Some(Ended::Closed))
+            }
             Ok(request) => {
                 send_info(stream, option, export, &request)?;
                 reply(stream, wire::REP_ACK, &[])?;
@@ -170,7 +205,9 @@ fn send_info<S: Write>(
     if request.wanted.contains(&wire::INFO_NAME) {
         infos.push(wire::info_text(wire::INFO_NAME, &export.name));
     }
-    if request.wanted.contains(&wire::INFO_DESCRIPTION) {
+    // The description is sent only when the server was given one: by default nothing about
+    // the host (such as the exported path) reaches a client.
+    if request.wanted.contains(&wire::INFO_DESCRIPTION) && !export.description.is_empty() {
         infos.push(wire::info_text(wire::INFO_DESCRIPTION, &export.description));
     }
     for info in infos {

@@ -8,9 +8,11 @@
 //! slots of writes, flushes and trims when they finish; a read's slots go back after its
 //! data was sent.
 //!
-//! Each connection may hold at most a quota of data slots, so a client that stops reading
-//! its replies (its replier blocks, its reads keep their slots) cannot take the whole pool
-//! from the others; the replier's write timeout bounds how long it holds even that.
+//! Each connection may hold at most a quota of data slots. A read's slots go back to the
+//! pool as soon as its reply is on the socket or, when the client does not take it at once,
+//! copied out of them ([`Pools::park`]): the copy still counts against the connection's
+//! quota, so a client that stops reading its replies stops its own reader, but it holds no
+//! slot another client needs. Only I/O on the device holds slots, and the device finishes.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::mpsc::Sender;
@@ -150,6 +152,26 @@ impl Pools {
         self.ready.notify_all();
     }
 
+    /// Gives `slots` back to the pool while their data waits, copied, for a slow client:
+    /// they still count against `quota` until [`Self::unpark`].
+    pub fn park(&self, slots: &[u32]) {
+        let mut free = self.lock();
+        free.data.extend(slots.iter().filter(|&&s| s < self.data_slots));
+        drop(free);
+        self.ready.notify_all();
+    }
+
+    /// The copy of `n` parked slots' data has been sent (or dropped): they leave `quota`.
+    pub fn unpark(&self, n: usize, quota: &Quota) {
+        let free = self.lock();
+        let held = quota.held.load(Ordering::Relaxed);
+        quota
+            .held
+            .store(held.saturating_sub(n as u32), Ordering::Relaxed);
+        drop(free);
+        self.ready.notify_all();
+    }
+
     /// Wakes every waiter with `None`: the server is stopping after a failure.
     pub fn close(&self) {
         self.lock().closed = true;
@@ -254,6 +276,20 @@ mod tests {
         assert!(!blocked.is_finished(), "over its quota");
         pools.put(held[0], &greedy);
         assert_eq!(blocked.join().unwrap().map(|s| s.len()), Some(1));
+    }
+
+    #[test]
+    fn parked_slots_serve_other_connections_but_still_count_against_their_own() {
+        let pools = Pools::new(4, 0, 4);
+        let (slow, other) = (Quota::default(), Quota::default());
+        let held = pools.take_data(4, &slow).unwrap();
+        pools.park(&held);
+        // The pool has every slot again for others …
+        assert_eq!(pools.take_data(4, &other).map(|s| s.len()), Some(4));
+        // … while the slow connection's quota is still spent until its copy is sent.
+        assert_eq!(slow.held.load(Ordering::Relaxed), 4);
+        pools.unpark(4, &slow);
+        assert_eq!(slow.held.load(Ordering::Relaxed), 0);
     }
 
     #[test]

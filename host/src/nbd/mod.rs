@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, mpsc};
 use std::time::{Duration, Instant};
 
-pub use handshake::{Ended, Export, negotiate};
+pub use handshake::{Ended, Export, negotiate, negotiate_admitting};
 pub use net::{Address, DEFAULT_PORT};
 pub use plan::{Limits, Plan, Work, pieces, plan};
 pub use session::Tally;
@@ -40,8 +40,10 @@ use crate::metrics::Endpoint;
 use crate::outcome::SwapRecord;
 use crate::policy::{PolicyBackend, WasmRuntime};
 use crate::uring::{Devices, Lane, Notifier, OpenRules, RealError, RealOptions, Target};
+use crate::peer::{Bounded, Deadline};
 use hub::{Hub, Pools, Quota};
 use net::{Listener, Stream};
+use session::ReplyRules;
 
 /// Bytes per bio: a request is split into pieces of at most this.
 pub const CHUNK: u32 = 256 * 1024;
@@ -54,9 +56,13 @@ const DATA_SLOTS: u32 = 4 * MAX_PAYLOAD / CHUNK;
 const SLOTS_PER_CONNECTION: u32 = MAX_PAYLOAD / CHUNK;
 /// Slots for flushes and trims, which carry no data.
 const CONTROL_SLOTS: u32 = 256;
-/// How long a reply may wait for the client to take it before the connection is treated as
-/// broken.
-const REPLY_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a whole reply may take to reach the client before the connection is closed
+/// (`--reply-timeout`).
+pub const DEFAULT_REPLY_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a client may take over the whole handshake (`--handshake-timeout`).
+pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How often a failing accept (EMFILE, say) is reported.
+const ACCEPT_WARNING_EVERY: Duration = Duration::from_secs(10);
 /// Largest request the merge engine builds (1280 KiB, as for jobs on real devices).
 const MAX_SECTORS: u32 = 2560;
 
@@ -89,8 +95,17 @@ pub struct ServeOptions {
     pub status_interval_ns: Option<u64>,
     /// Serve Prometheus metrics over HTTP here (`--metrics`).
     pub metrics: Option<String>,
-    /// Connections served at once; more are closed as they arrive.
+    /// Clients past the handshake served at once; more are closed as they arrive.
     pub max_clients: usize,
+    /// How long a client may take over the whole handshake; past it, it is closed. At most
+    /// `max_clients` connections are in their handshake at once: a new one closes the
+    /// oldest, so silent sockets cannot keep real clients out.
+    pub handshake_timeout: Duration,
+    /// How long one whole reply may take to reach its client; past it, the connection is
+    /// closed and nothing it sent after runs.
+    pub reply_timeout: Duration,
+    /// `NBD_INFO_DESCRIPTION`'s text; nothing (not the exported path) unless given.
+    pub description: Option<String>,
 }
 
 /// Where a started server can be reached.
@@ -180,7 +195,7 @@ pub fn serve(
         status_interval_ns: options.status_interval_ns,
         ..RealOptions::default()
     };
-    let targets = [target];
+    let mut targets = [target];
     let mut devices = Devices::new(&targets, lanes, &slot_lens, config, real)?;
     let notifier = Notifier::new().map_err(|source| RealError::Ring {
         action: "creating an eventfd",
@@ -208,10 +223,17 @@ pub fn serve(
         export: &export,
         limits,
         max_clients: options.max_clients.max(1),
+        handshake_timeout: options.handshake_timeout,
+        reply: ReplyRules {
+            timeout: options.reply_timeout,
+        },
+        established: AtomicUsize::new(0),
         connections: Mutex::new(HashMap::new()),
         ctxs: Mutex::new(BTreeSet::new()),
         clients: Mutex::new(Vec::new()),
     };
+    // Clients may write from here on: a file the server created stays.
+    targets[0].keep();
     listening(Listening {
         address: &listener.to_string(),
         export: &export,
@@ -328,7 +350,7 @@ fn describe(options: &ServeOptions, target: &Target) -> Result<(Export, Limits),
     }
     let export = Export {
         name: options.export_name.clone(),
-        description: format!("schedhost: {}", options.device.display()),
+        description: options.description.clone().unwrap_or_default(),
         size,
         flags: export_flags(options.read_only),
         min_block: block,
@@ -416,11 +438,48 @@ struct Server<'a> {
     export: &'a Export,
     limits: Limits,
     max_clients: usize,
-    /// Every open connection, to end them when the server stops.
-    connections: Mutex<HashMap<u64, Stream>>,
+    handshake_timeout: Duration,
+    reply: ReplyRules,
+    /// Clients past the handshake (counted as they are admitted, before they know it).
+    established: AtomicUsize,
+    /// Every open connection, to end them when the server stops, with when its handshake
+    /// began while it is in one.
+    connections: Mutex<HashMap<u64, Connection>>,
     /// ctx numbers in use; a new client takes the lowest free one.
     ctxs: Mutex<BTreeSet<u32>>,
     clients: Mutex<Vec<ClientSummary>>,
+}
+
+/// An open connection as the acceptor sees it.
+#[derive(Debug)]
+struct Connection {
+    stream: Stream,
+    /// When its handshake began, while it is in one.
+    handshaking_since: Option<Instant>,
+}
+
+/// Failed accepts, reported at most once per [`ACCEPT_WARNING_EVERY`].
+#[derive(Debug, Default)]
+struct AcceptErrors {
+    last_warned: Option<Instant>,
+    since: u64,
+}
+
+impl AcceptErrors {
+    fn note(&mut self, e: &std::io::Error) {
+        self.since += 1;
+        if self
+            .last_warned
+            .is_none_or(|at| at.elapsed() >= ACCEPT_WARNING_EVERY)
+        {
+            tracing::warn!(
+                "accepting a client: {e} ({} failure(s) since the last warning)",
+                self.since
+            );
+            self.last_warned = Some(Instant::now());
+            self.since = 0;
+        }
+    }
 }
 
 impl<'a> Server<'a> {
@@ -433,16 +492,14 @@ impl<'a> Server<'a> {
         scope: &'s std::thread::Scope<'s, '_>,
     ) {
         let mut next_id = 0u64;
+        let mut errors = AcceptErrors::default();
         while !stop.load(Ordering::Acquire) && !self.hub.has_failed() {
             if !wait_readable(listener, Duration::from_millis(100)) {
                 continue;
             }
             match listener.accept() {
                 Ok(Some((stream, address))) => {
-                    // Each client costs two threads: past the limit, new ones are turned
-                    // away at once rather than slowing everyone.
-                    if self.hub.live.load(Ordering::Acquire) >= self.max_clients {
-                        tracing::warn!(%address, "turning a client away: {} are connected (--max-clients)", self.max_clients);
+                    if !self.make_room(&address) {
                         let _ = stream.shutdown();
                         continue;
                     }
@@ -452,7 +509,13 @@ impl<'a> Server<'a> {
                     let peer = format!("#{id} {address}");
                     match stream.try_clone() {
                         Ok(handle) => {
-                            self.lock_connections().insert(id, handle);
+                            self.lock_connections().insert(
+                                id,
+                                Connection {
+                                    stream: handle,
+                                    handshaking_since: Some(Instant::now()),
+                                },
+                            );
                         }
                         Err(e) => {
                             tracing::warn!(%peer, "dropping a client: {e}");
@@ -464,23 +527,76 @@ impl<'a> Server<'a> {
                 }
                 Ok(None) => {}
                 Err(e) => {
-                    tracing::warn!("accepting a client: {e}");
+                    errors.note(&e);
                     std::thread::sleep(Duration::from_millis(100));
                 }
             }
         }
         self.hub.stopping.store(true, Ordering::Release);
-        for stream in self.lock_connections().values() {
-            let _ = stream.shutdown_read();
+        for connection in self.lock_connections().values() {
+            let _ = connection.stream.shutdown_read();
         }
         self.hub.notifier.notify();
     }
 
-    /// One client, from handshake to close.
+    /// Whether a new connection may start its handshake. Past `max_clients` established
+    /// clients it may not; when the established and handshaking ones together reach
+    /// `max_clients`, the oldest handshake is ended to make room, so connections that never
+    /// finish theirs cannot keep a real client out (each costs a thread meanwhile).
+    fn make_room(&self, address: &str) -> bool {
+        if self.established.load(Ordering::Acquire) >= self.max_clients {
+            tracing::warn!(%address, "turning a client away: {} are connected (--max-clients)", self.max_clients);
+            return false;
+        }
+        let connections = self.lock_connections();
+        let handshaking = connections
+            .values()
+            .filter(|c| c.handshaking_since.is_some())
+            .count();
+        if self.established.load(Ordering::Acquire) + handshaking >= self.max_clients {
+            let oldest = connections
+                .values()
+                .filter_map(|c| Some((c.handshaking_since?, c)))
+                .min_by_key(|&(since, _)| since);
+            if let Some((_, c)) = oldest {
+                tracing::warn!(%address, "ending the oldest unfinished handshake to make room");
+                let _ = c.stream.shutdown();
+            }
+        }
+        true
+    }
+
+    /// One client, from handshake to close. The whole handshake must finish within the
+    /// handshake deadline.
     fn connection(&self, id: u64, mut stream: Stream, peer: String) {
         let started = Instant::now();
-        match negotiate(&mut stream, self.export) {
-            Ok(Ended::Transmission) => self.transmit(stream, &peer, started),
+        let deadline = Deadline::after(self.handshake_timeout);
+        let mut admit = || {
+            let admitted = self
+                .established
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                    (n < self.max_clients).then_some(n + 1)
+                })
+                .is_ok();
+            if admitted && let Some(c) = self.lock_connections().get_mut(&id) {
+                c.handshaking_since = None;
+            }
+            admitted
+        };
+        let negotiated = negotiate_admitting(
+            &mut Bounded::new(&mut stream, deadline, "the handshake"),
+            self.export,
+            &mut admit,
+        );
+        match negotiated {
+            Ok(Ended::Transmission) => {
+                if let Err(e) = stream.clear_read_timeout() {
+                    tracing::warn!(%peer, "closing: {e}");
+                } else {
+                    self.transmit(stream, &peer, started);
+                }
+                self.established.fetch_sub(1, Ordering::AcqRel);
+            }
             Ok(Ended::Closed) => tracing::debug!(%peer, "client left during the handshake"),
             Err(why) => tracing::warn!(%peer, "closing: {why}"),
         }
@@ -500,19 +616,25 @@ impl<'a> Server<'a> {
         };
         let ctx = self.take_ctx();
         tracing::info!(%peer, ctx, "client connected");
-        // A client that stops reading its replies loses them after this, and its read
-        // slots go back to the pool (the protocol has no way to slow it down politely).
-        if let Err(e) = replies.set_write_timeout(Some(REPLY_TIMEOUT)) {
-            tracing::warn!(%peer, "closing: {e}");
-            return;
-        }
         let quota = Arc::new(Quota::default());
+        let broken = AtomicBool::new(false);
         let (to_replier, events) = mpsc::channel();
         let (tally, closed_because) = std::thread::scope(|scope| {
             let me = to_replier.clone();
             let quota_for_replies = Arc::clone(&quota);
-            let replier = scope
-                .spawn(move || session::reply(self.hub, replies, &events, &me, &quota_for_replies));
+            let broken = &broken;
+            let rules = self.reply;
+            let replier = scope.spawn(move || {
+                session::reply(
+                    self.hub,
+                    replies,
+                    &events,
+                    &me,
+                    &quota_for_replies,
+                    broken,
+                    rules,
+                )
+            });
             let why = session::read_requests(
                 self.hub,
                 &mut stream,
@@ -520,6 +642,7 @@ impl<'a> Server<'a> {
                 &self.limits,
                 &to_replier,
                 &quota,
+                broken,
             );
             (replier.join().unwrap_or_default(), why)
         });
@@ -564,12 +687,12 @@ impl<'a> Server<'a> {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clear();
-        for stream in self.lock_connections().values() {
-            let _ = stream.shutdown();
+        for connection in self.lock_connections().values() {
+            let _ = connection.stream.shutdown();
         }
     }
 
-    fn lock_connections(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Stream>> {
+    fn lock_connections(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Connection>> {
         self.connections
             .lock()
             .unwrap_or_else(PoisonError::into_inner)

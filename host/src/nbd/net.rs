@@ -5,6 +5,7 @@ use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::{UnixListener, UnixStream};
+
 use std::path::PathBuf;
 
 /// The port NBD servers listen on by default.
@@ -74,14 +75,15 @@ pub enum Listener {
 }
 
 impl Listener {
-    /// Binds `address`; a unix socket path must not exist yet.
+    /// Binds `address`; a unix socket path must not exist yet, and the socket is created
+    /// with mode 0600 (only its owner's clients connect), whatever the umask.
     ///
     /// # Errors
     /// The address cannot be bound.
     pub fn bind(address: &Address) -> io::Result<Self> {
         let listener = match address {
             Address::Tcp(addr) => Self::Tcp(TcpListener::bind(addr)?),
-            Address::Unix(path) => Self::Unix(UnixListener::bind(path)?, path.clone()),
+            Address::Unix(path) => Self::Unix(crate::peer::bind_private(path)?, path.clone()),
         };
         // Accepting polls, so that a shutdown request is seen between clients.
         match &listener {
@@ -197,11 +199,64 @@ impl Stream {
         }
     }
 
+    /// Sends as much of `parts` as the socket takes without blocking; 0 if it takes none.
+    ///
+    /// # Errors
+    /// The connection failed.
+    pub fn send_now(&self, parts: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        let fd = match self {
+            Self::Tcp(s) => s.as_raw_fd(),
+            Self::Unix(s) => s.as_raw_fd(),
+        };
+        // SAFETY: a zeroed msghdr is valid (no name, no control data); its iovec array is
+        // `parts`, which IoSlice lays out as struct iovec and which outlives the call.
+        let sent = unsafe {
+            let mut message: libc::msghdr = std::mem::zeroed();
+            message.msg_iov = parts.as_ptr().cast_mut().cast::<libc::iovec>();
+            message.msg_iovlen = parts.len().min(libc::UIO_MAXIOV as usize) as _;
+            libc::sendmsg(fd, &message, libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL)
+        };
+        match sent {
+            n if n >= 0 => Ok(n as usize),
+            _ => {
+                let e = io::Error::last_os_error();
+                match e.kind() {
+                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(0),
+                    _ => Err(e),
+                }
+            }
+        }
+    }
+
+    /// Lets reads block for as long as the client takes (after the handshake's deadline).
+    ///
+    /// # Errors
+    /// The socket refused the option.
+    pub fn clear_read_timeout(&self) -> io::Result<()> {
+        match self {
+            Self::Tcp(s) => s.set_read_timeout(None),
+            Self::Unix(s) => s.set_read_timeout(None),
+        }
+    }
+
     fn set_blocking(&self) -> io::Result<()> {
         match self {
             Self::Tcp(s) => s.set_nonblocking(false),
             Self::Unix(s) => s.set_nonblocking(false),
         }
+    }
+}
+
+impl crate::peer::Timed for Stream {
+    fn set_read_deadline(&self, timeout: std::time::Duration) -> io::Result<()> {
+        match self {
+            Self::Tcp(s) => s.set_read_timeout(Some(timeout)),
+            Self::Unix(s) => s.set_read_timeout(Some(timeout)),
+        }
+    }
+
+    fn set_write_deadline(&self, timeout: std::time::Duration) -> io::Result<()> {
+        self.set_write_timeout(Some(timeout))
     }
 }
 

@@ -2,9 +2,10 @@
 //! the connection's ctx, and a replier that answers each request once all its bios
 //! finished. Replies may go out of order, as the protocol allows; each is written whole.
 
-use std::collections::HashMap;
-use std::io::{self, IoSlice, Read, Write};
+use std::collections::{HashMap, VecDeque};
+use std::io::{self, IoSlice, Read};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::time::Duration;
 
@@ -15,6 +16,7 @@ use super::net::{Stream, read_full};
 use super::plan::{self, Limits, Plan, Work};
 use super::wire::{self, Request};
 use crate::core::Bio;
+use crate::peer::{self, Deadline};
 
 /// A request submitted and not yet answered.
 #[derive(Debug)]
@@ -84,6 +86,7 @@ pub fn read_requests(
     limits: &Limits,
     replier: &Sender<Event>,
     quota: &Arc<Quota>,
+    broken: &AtomicBool,
 ) -> Option<String> {
     let mut seq = 0u64;
     let outcome = loop {
@@ -92,6 +95,11 @@ pub fn read_requests(
             Ok(true) => {}
             Ok(false) => break None,
             Err(e) => break Some(format!("reading a request: {e}")),
+        }
+        // Once a reply failed the client's stream is out of step: nothing read after that
+        // may run, writes least of all.
+        if broken.load(Ordering::Acquire) {
+            break Some("a reply could not be sent; requests after it were not run".into());
         }
         let request = match Request::parse(&header) {
             Ok(r) => r,
@@ -292,23 +300,51 @@ fn submit(
     }
 }
 
+/// How the replier writes to its client.
+#[derive(Debug, Clone, Copy)]
+pub struct ReplyRules {
+    /// How long one whole reply may take to reach the client.
+    pub timeout: Duration,
+}
+
+/// How often a replier with replies waiting for a slow client tries the socket again.
+const RETRY_SLOW_CLIENT: Duration = Duration::from_millis(5);
+
 /// The replier: answers requests as their bios finish, until the reader stopped and
-/// nothing is pending. Returns what the connection did.
+/// nothing is pending. Returns what the connection did. Once a reply cannot be sent (the
+/// client left, or did not take it within the reply deadline) the connection is closed
+/// both ways and `broken` set, so the reader runs nothing more; bios already submitted
+/// are still awaited, since their slots are the pool's.
 pub fn reply(
     hub: &Hub,
     mut stream: Stream,
     events: &Receiver<Event>,
     me: &Sender<Event>,
     quota: &Arc<Quota>,
+    broken: &AtomicBool,
+    rules: ReplyRules,
 ) -> Tally {
     let mut pending: HashMap<u64, Pending> = HashMap::new();
     let mut errors: HashMap<u64, u32> = HashMap::new();
     let mut tally = Tally::default();
     let mut closed = false;
-    // After a write to the client failed, replies are dropped but bios are still awaited.
-    let mut broken = false;
+    let mut out = Replies {
+        hub,
+        stream: &mut stream,
+        quota,
+        broken,
+        rules,
+        waiting: VecDeque::new(),
+    };
     while !(closed && pending.is_empty()) {
-        let event = match events.recv_timeout(Duration::from_millis(100)) {
+        let wait = if out.waiting.is_empty() {
+            Duration::from_millis(100)
+        } else {
+            RETRY_SLOW_CLIENT
+        };
+        let event = events.recv_timeout(wait);
+        out.flush();
+        let event = match event {
             Ok(event) => event,
             // Bios still out will never finish if the ring thread failed.
             Err(RecvTimeoutError::Timeout) if !hub.has_failed() => continue,
@@ -323,9 +359,7 @@ pub fn reply(
                 if error != 0 {
                     tally.errors += 1;
                 }
-                if !broken {
-                    broken = write_reply(&mut stream, cookie, error, &[], hub).is_err();
-                }
+                out.send(cookie, error, &[]);
                 None
             }
             Event::Done { seq, status } => {
@@ -355,28 +389,170 @@ pub fn reply(
         if pending.get(&seq).is_none_or(|p| p.remaining > 0) {
             continue;
         }
-        let error = errors.get(&seq).copied().unwrap_or(0);
+        let mut error = errors.get(&seq).copied().unwrap_or(0);
         if let Some(p) = pending.get_mut(&seq)
             && p.fua
             && error == 0
-            && flush_for_fua(hub, me, p, quota)
         {
-            continue;
+            if flush_for_fua(hub, me, p, quota) {
+                continue;
+            }
+            // No flush could be started (the server is failing): the data is not known to
+            // be durable, so the write is not acknowledged as if it were.
+            error = wire::EIO;
         }
         let Some(p) = pending.remove(&seq) else {
             continue;
         };
         errors.remove(&seq);
         tally.count(p.work, p.bytes, error);
-        if !broken {
-            broken = write_reply(&mut stream, p.cookie, error, &p.read_slots, hub).is_err();
-        }
-        for &(slot, _) in &p.read_slots {
-            hub.pools.put(slot, quota);
-        }
+        out.send(p.cookie, error, &p.read_slots);
     }
+    out.finish();
     let _ = stream.shutdown();
     tally
+}
+
+/// A reply the client has not taken yet, copied out of the buffer pool.
+#[derive(Debug)]
+struct Waiting {
+    bytes: Vec<u8>,
+    /// Bytes of it already sent.
+    sent: usize,
+    /// Data slots its copy stands for, still counted against the connection's quota.
+    slots: usize,
+    /// When it must have reached the client.
+    deadline: Deadline,
+}
+
+/// The replier's side of the socket. A reply goes out straight from the buffer slots when
+/// the socket takes it whole at once (the common case: no copy). When it does not, or when
+/// earlier replies still wait, it is copied out and its slots go back to the pool at once:
+/// a slow client holds its own memory (bounded by its quota, which the copies still count
+/// against, so its reader stops), never the pool's. Each waiting reply must reach the
+/// client within the reply deadline, however the client paces its reads.
+struct Replies<'a> {
+    hub: &'a Hub,
+    stream: &'a mut Stream,
+    quota: &'a Arc<Quota>,
+    broken: &'a AtomicBool,
+    rules: ReplyRules,
+    waiting: VecDeque<Waiting>,
+}
+
+impl Replies<'_> {
+    /// Sends a simple reply, with a read's data from `slots` when it succeeded, and gives
+    /// the slots back (or parks them with a copy of what is left to send).
+    fn send(&mut self, cookie: u64, error: u32, slots: &[(u32, usize)]) {
+        if self.broken.load(Ordering::Acquire) {
+            self.give_back(slots);
+            return;
+        }
+        let header = wire::simple_reply(cookie, error);
+        let data = slots.iter().filter(|_| error == 0).map(|&(slot, len)| {
+            // SAFETY: the read finished, so no I/O uses its slots, and they stay this
+            // request's until they are given back or parked below.
+            unsafe { &self.hub.slots.slot(slot as usize)[..len] }
+        });
+        let parts: Vec<IoSlice<'_>> = std::iter::once(&header[..])
+            .chain(data)
+            .map(IoSlice::new)
+            .collect();
+        let total: usize = parts.iter().map(|p| p.len()).sum();
+        let sent = if self.waiting.is_empty() {
+            self.stream.send_now(&parts)
+        } else {
+            Ok(0)
+        };
+        let sent = match sent {
+            Ok(sent) => sent,
+            Err(_) => {
+                drop(parts);
+                self.give_back(slots);
+                self.fail();
+                return;
+            }
+        };
+        if sent < total {
+            let mut bytes = Vec::with_capacity(total - sent);
+            let mut skip = sent;
+            for part in &parts {
+                let from = skip.min(part.len());
+                bytes.extend_from_slice(&part[from..]);
+                skip -= from;
+            }
+            drop(parts);
+            let parked: Vec<u32> = slots.iter().map(|&(slot, _)| slot).collect();
+            self.hub.pools.park(&parked);
+            self.waiting.push_back(Waiting {
+                bytes,
+                sent: 0,
+                slots: parked.len(),
+                deadline: Deadline::after(self.rules.timeout),
+            });
+            return;
+        }
+        drop(parts);
+        self.give_back(slots);
+    }
+
+    /// Sends what the socket takes of the waiting replies, without blocking; fails the
+    /// connection once the oldest one is past its deadline.
+    fn flush(&mut self) {
+        while let Some(front) = self.waiting.front_mut() {
+            if front.deadline.remaining("a reply").is_err() {
+                self.fail();
+                return;
+            }
+            match self.stream.send_now(&[IoSlice::new(&front.bytes[front.sent..])]) {
+                Ok(n) => front.sent += n,
+                Err(_) => {
+                    self.fail();
+                    return;
+                }
+            }
+            if front.sent < front.bytes.len() {
+                return;
+            }
+            let done = self.waiting.pop_front().map_or(0, |w| w.slots);
+            self.hub.pools.unpark(done, self.quota);
+        }
+    }
+
+    /// The connection is ending: the waiting replies still get until their deadlines.
+    fn finish(&mut self) {
+        while let Some(front) = self.waiting.pop_front() {
+            let written = !self.broken.load(Ordering::Acquire)
+                && peer::write_all(
+                    self.stream,
+                    &mut [IoSlice::new(&front.bytes[front.sent..])],
+                    front.deadline,
+                )
+                .is_ok();
+            self.hub.pools.unpark(front.slots, self.quota);
+            if !written {
+                self.fail();
+            }
+        }
+    }
+
+    /// A reply could not be sent: nothing more is, the waiting copies are dropped, and the
+    /// connection is closed both ways so the reader stops.
+    fn fail(&mut self) {
+        for waiting in self.waiting.drain(..) {
+            self.hub.pools.unpark(waiting.slots, self.quota);
+        }
+        if !self.broken.swap(true, Ordering::AcqRel) {
+            let _ = self.stream.shutdown();
+        }
+    }
+
+    /// Returns a reply's read slots to the pool.
+    fn give_back(&self, slots: &[(u32, usize)]) {
+        for &(slot, _) in slots {
+            self.hub.pools.put(slot, self.quota);
+        }
+    }
 }
 
 /// Starts the flush a FUA request waits for; false if the server is stopping.
@@ -416,34 +592,6 @@ fn bio_error(work: Work, status: i32) -> u32 {
         s if work == Work::Trim && -s == libc::EOPNOTSUPP => 0,
         s => wire::error_of_errno(-s),
     }
-}
-
-/// Writes a simple reply, with the read's data from `slots` when it succeeded.
-fn write_reply(
-    stream: &mut Stream,
-    cookie: u64,
-    error: u32,
-    slots: &[(u32, usize)],
-    hub: &Hub,
-) -> io::Result<()> {
-    let header = wire::simple_reply(cookie, error);
-    let data = slots.iter().filter(|_| error == 0).map(|&(slot, len)| {
-        // SAFETY: the read finished, so no I/O uses its slots, and they stay this request's
-        // until it gives them back after this reply.
-        IoSlice::new(unsafe { &hub.slots.slot(slot as usize)[..len] })
-    });
-    // Header and data in one system call where the socket takes them.
-    let mut parts: Vec<IoSlice<'_>> = std::iter::once(IoSlice::new(&header)).chain(data).collect();
-    let mut rest = &mut parts[..];
-    while !rest.is_empty() {
-        match stream.write_vectored(rest) {
-            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-            Ok(n) => IoSlice::advance_slices(&mut rest, n),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
 }
 
 /// Reads and drops `n` bytes.

@@ -68,6 +68,56 @@ impl Timed for std::net::TcpStream {
     }
 }
 
+/// A stream whose every read and write must finish before one deadline: a protocol
+/// exchange (a handshake, say) run over it cannot outlast the deadline however the peer
+/// paces its bytes.
+#[derive(Debug)]
+pub struct Bounded<'a, S: Timed> {
+    inner: &'a mut S,
+    deadline: Deadline,
+    what: &'static str,
+}
+
+impl<'a, S: Timed> Bounded<'a, S> {
+    /// `inner` until `deadline`; `what` names the exchange in the timeout's error.
+    pub fn new(inner: &'a mut S, deadline: Deadline, what: &'static str) -> Self {
+        Self {
+            inner,
+            deadline,
+            what,
+        }
+    }
+}
+
+impl<S: Timed> Read for Bounded<'_, S> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.inner
+            .set_read_deadline(self.deadline.remaining(self.what)?)?;
+        self.inner.read(buf).map_err(|e| timed_out(e, self.what))
+    }
+}
+
+impl<S: Timed> Write for Bounded<'_, S> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.inner
+            .set_write_deadline(self.deadline.remaining(self.what)?)?;
+        self.inner.write(buf).map_err(|e| timed_out(e, self.what))
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// A socket timeout as a `TimedOut` error naming `what`; other errors as they are.
+fn timed_out(e: io::Error, what: &str) -> io::Error {
+    if is_timeout(&e) {
+        io::Error::new(io::ErrorKind::TimedOut, format!("{what}: the deadline passed"))
+    } else {
+        e
+    }
+}
+
 /// Reads one `\n`-terminated line of at most `limit` bytes before `deadline`; `None` if the
 /// peer closed before sending anything. Bytes after the newline are kept in `pending` for
 /// the next line.
@@ -97,13 +147,7 @@ pub fn read_line<S: Timed>(
             Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
             Ok(n) => pending.extend_from_slice(&chunk[..n]),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) if is_timeout(&e) => {
-                return Err(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    "reading a request: the deadline passed",
-                ));
-            }
-            Err(e) => return Err(e),
+            Err(e) => return Err(timed_out(e, "reading a request")),
         }
     }
 }
@@ -124,13 +168,7 @@ pub fn write_all<S: Timed>(
             Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
             Ok(n) => IoSlice::advance_slices(&mut rest, n),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) if is_timeout(&e) => {
-                return Err(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    "writing a reply: the deadline passed",
-                ));
-            }
-            Err(e) => return Err(e),
+            Err(e) => return Err(timed_out(e, "writing a reply")),
         }
     }
     Ok(())

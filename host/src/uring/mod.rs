@@ -212,7 +212,7 @@ pub fn run_controlled(
         allow_overwrite: options.allow_overwrite,
         direct: jobs.iter().any(|j| j.direct),
     };
-    let targets = paths
+    let mut targets = paths
         .iter()
         .map(|p| Target::open(p, need, rules))
         .collect::<Result<Vec<_>, _>>()?;
@@ -286,6 +286,8 @@ pub fn run_controlled(
         }
         _ => None,
     };
+    // Set up: from here on, files the run created hold its data and stay.
+    targets.iter_mut().for_each(Target::keep);
     let ran = match (options.threads, notifier) {
         (Some(mode), Some(notifier)) => threads::run(
             &run,

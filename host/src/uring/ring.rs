@@ -106,6 +106,9 @@ pub struct Ring {
     /// The registered buffer region, for `*_FIXED` I/O inside it.
     fixed: Option<(usize, usize)>,
     watch: Option<Watch>,
+    /// Tests: the next submissions fail as if the kernel refused them.
+    #[cfg(test)]
+    refuse_submissions: bool,
 }
 
 impl std::fmt::Debug for Ring {
@@ -137,6 +140,8 @@ impl Ring {
             inflight: 0,
             fixed: None,
             watch: None,
+            #[cfg(test)]
+            refuse_submissions: false,
         })
     }
 
@@ -219,7 +224,15 @@ impl Ring {
             iovecs: Box::new([]),
         });
         self.inflight += 1;
-        self.push(index)
+        if let Err(e) = self.push(index) {
+            // It never reached the kernel: no completion will come for it, so it must not
+            // count as in flight (a drain would wait for it forever).
+            self.slots[index as usize] = None;
+            self.free.push(index);
+            self.inflight -= 1;
+            return Err(e);
+        }
+        Ok(())
     }
 
     /// Builds and queues the submission for slot `index`, from where it got to.
@@ -284,6 +297,10 @@ impl Ring {
     /// Submitting a step's I/O in one enter made a virtio disk complete the batch together,
     /// and the queue then ran in lockstep (BENCHMARKS.md: 0.79× fio's IOPS at QD32).
     fn queue(&mut self, sqe: squeue::Entry) -> io::Result<()> {
+        #[cfg(test)]
+        if self.refuse_submissions {
+            return Err(io::Error::from_raw_os_error(libc::ENOMEM));
+        }
         if !self.ring.submission().is_empty() {
             self.submit_retrying(0)?;
         }
@@ -389,8 +406,7 @@ impl Ring {
         };
         if result == -libc::EAGAIN && entry.eagain < MAX_EAGAIN {
             entry.eagain += 1;
-            self.push(index)?;
-            return Ok(None);
+            return Ok(self.resubmit(index));
         }
         if result < 0 {
             return Ok(Some(result));
@@ -407,8 +423,16 @@ impl Ring {
             // Nothing more to read: the file ended inside the request.
             return Ok(Some(-libc::EIO));
         }
-        self.push(index)?;
-        Ok(None)
+        Ok(self.resubmit(index))
+    }
+
+    /// Sends the rest of slot `index` again: `None` once it is on the ring, or the error that
+    /// finishes it if the kernel refused it (it is then not in the kernel's hands).
+    fn resubmit(&mut self, index: u32) -> Option<i32> {
+        match self.push(index) {
+            Ok(()) => None,
+            Err(e) => Some(-e.raw_os_error().unwrap_or(libc::EIO)),
+        }
     }
 }
 
@@ -467,5 +491,33 @@ mod tests {
         assert_eq!(rest[0].0 as usize, b.as_ptr() as usize + 2);
         assert_eq!(remaining(&segs, 0).len(), 2);
         assert!(remaining(&segs, 16).is_empty());
+    }
+
+    #[test]
+    fn a_refused_submission_leaves_nothing_in_flight_and_drain_returns() {
+        let file = std::fs::File::open("/dev/null").unwrap();
+        let mut ring = Ring::new(8, &[file.as_raw_fd()], None).unwrap();
+        ring.refuse_submissions = true;
+        let io = Io {
+            file: 0,
+            kind: IoKind::Flush,
+            offset: 0,
+            segments: Segments::new(),
+            tag: (0, 7),
+        };
+        // SAFETY: a flush has no buffers.
+        assert!(unsafe { ring.start(io.clone()) }.is_err());
+        assert_eq!(ring.inflight(), 0);
+        ring.refuse_submissions = false;
+        assert!(ring.drain(), "nothing is left to wait for");
+        // The slot is free again and a later I/O completes normally.
+        // SAFETY: as above.
+        unsafe { ring.start(io) }.unwrap();
+        let mut tags = Vec::new();
+        while tags.is_empty() {
+            ring.wait(Some(Duration::from_secs(5))).unwrap();
+            ring.reap(&mut |tag, _| tags.push(tag)).unwrap();
+        }
+        assert_eq!(tags, [(0, 7)]);
     }
 }

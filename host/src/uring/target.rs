@@ -31,7 +31,18 @@ pub struct Target {
     pub logical_block: u32,
     /// True iff this run created the file.
     pub created: bool,
+    /// A file this run created is removed when the target is dropped before [`Self::keep`]:
+    /// a run or server that fails while setting up leaves nothing behind.
+    discard: bool,
     file: File,
+}
+
+impl Drop for Target {
+    fn drop(&mut self) {
+        if self.discard {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
 }
 
 /// How to open targets.
@@ -80,6 +91,14 @@ pub enum TargetError {
         /// What the placement needs.
         need: u64,
     },
+    /// A block device opened for writing is in use: mounted, or held by another program.
+    #[error(
+        "{path} is in use (mounted, part of a RAID or LVM volume, or held open exclusively by another program); refusing to write to it"
+    )]
+    Busy {
+        /// The target.
+        path: PathBuf,
+    },
     /// The filesystem refuses O_DIRECT.
     #[error(
         "{path}: the filesystem does not support O_DIRECT (tmpfs does not); set direct=0 in the jobs to go through the page cache"
@@ -106,6 +125,18 @@ impl Target {
     /// # Errors
     /// A [`TargetError`] saying what is wrong with the path.
     pub fn open(path: &Path, need: u64, rules: OpenRules) -> Result<Self, TargetError> {
+        let opened = Self::open_inner(path, need, rules);
+        // A file this call created and then could not use is not left behind.
+        if let Err((created, _)) = &opened
+            && *created
+        {
+            let _ = std::fs::remove_file(path);
+        }
+        opened.map_err(|(_, e)| e)
+    }
+
+    /// As [`Self::open`]; an error also says whether the file was created by then.
+    fn open_inner(path: &Path, need: u64, rules: OpenRules) -> Result<Self, (bool, TargetError)> {
         let io_err = |action: &'static str| {
             let path = path.to_path_buf();
             move |source: io::Error| TargetError::Io {
@@ -114,34 +145,35 @@ impl Target {
                 source,
             }
         };
+        let before = |e| (false, e);
         let meta = match std::fs::metadata(path) {
             Ok(meta) => Some(meta),
             Err(e) if e.kind() == io::ErrorKind::NotFound => None,
-            Err(e) => return Err(io_err("reading its metadata")(e)),
+            Err(e) => return Err(before(io_err("reading its metadata")(e))),
         };
         let kind = match &meta {
             Some(m) if m.file_type().is_block_device() => TargetKind::BlockDevice,
             Some(m) if m.is_file() => TargetKind::File,
             Some(_) => {
-                return Err(TargetError::NotUsable {
+                return Err(before(TargetError::NotUsable {
                     path: path.to_path_buf(),
-                });
+                }));
             }
             None if rules.writes => TargetKind::File,
             None => {
-                return Err(TargetError::Missing {
+                return Err(before(TargetError::Missing {
                     path: path.to_path_buf(),
-                });
+                }));
             }
         };
         if meta.is_some() && rules.writes && !rules.allow_overwrite {
-            return Err(TargetError::WouldOverwrite {
+            return Err(before(TargetError::WouldOverwrite {
                 path: path.to_path_buf(),
                 what: match kind {
                     TargetKind::File => "file",
                     TargetKind::BlockDevice => "block device",
                 },
-            });
+            }));
         }
         let created = meta.is_none();
         let mut options = OpenOptions::new();
@@ -149,35 +181,45 @@ impl Target {
         if created {
             options.create_new(true);
         }
-        if rules.direct {
-            options.custom_flags(libc::O_DIRECT);
+        let mut flags = if rules.direct { libc::O_DIRECT } else { 0 };
+        // On a block device O_EXCL fails with EBUSY while it is mounted or otherwise
+        // claimed, so a mounted filesystem is never written under the kernel's feet.
+        if kind == TargetKind::BlockDevice && rules.writes {
+            flags |= libc::O_EXCL;
         }
+        options.custom_flags(flags);
         let mut file = match options.open(path) {
             Ok(file) => file,
             Err(e) if rules.direct && e.raw_os_error() == Some(libc::EINVAL) => {
-                if created {
-                    let _ = std::fs::remove_file(path);
-                }
-                return Err(TargetError::NoDirect {
-                    path: path.to_path_buf(),
-                });
+                return Err((
+                    created,
+                    TargetError::NoDirect {
+                        path: path.to_path_buf(),
+                    },
+                ));
             }
-            Err(e) => return Err(io_err("opening it")(e)),
+            Err(e) if kind == TargetKind::BlockDevice && e.raw_os_error() == Some(libc::EBUSY) => {
+                return Err(before(TargetError::Busy {
+                    path: path.to_path_buf(),
+                }));
+            }
+            Err(e) => return Err(before(io_err("opening it")(e))),
         };
+        let after = |e| (created, e);
         let mut capacity = file
             .seek(SeekFrom::End(0))
-            .map_err(io_err("finding its size"))?;
+            .map_err(|e| after(io_err("finding its size")(e)))?;
         if capacity < need {
             if kind == TargetKind::File && rules.writes {
                 file.set_len(need)
-                    .map_err(io_err("growing it to the jobs' size"))?;
+                    .map_err(|e| after(io_err("growing it to the jobs' size")(e)))?;
                 capacity = need;
             } else {
-                return Err(TargetError::TooSmall {
+                return Err(after(TargetError::TooSmall {
                     path: path.to_path_buf(),
                     have: capacity,
                     need,
-                });
+                }));
             }
         }
         let dev = match (kind, &meta) {
@@ -191,8 +233,14 @@ impl Target {
             capacity,
             logical_block: logical_block_size(dev),
             created,
+            discard: created,
             file,
         })
+    }
+
+    /// The run is under way: a file it created stays, whatever happens next.
+    pub fn keep(&mut self) {
+        self.discard = false;
     }
 
     /// Makes written data durable (fdatasync), as a server does before it exits.

@@ -40,7 +40,8 @@ const fn tunable(
     }
 }
 
-/// The tunables, with the kernel's names and defaults.
+/// The tunables, with the kernel's names and defaults. Idling is capped at a second and the
+/// other times at a minute: past those a disk is simply left idle.
 const TUNABLES: &[TunableSpec] = &[
     tunable(
         "quantum",
@@ -52,14 +53,14 @@ const TUNABLES: &[TunableSpec] = &[
     tunable(
         "fifo_expire_sync",
         125,
-        3_600_000,
+        60_000,
         "ms",
         "a sync request is served out of sector order after this long",
     ),
     tunable(
         "fifo_expire_async",
         250,
-        3_600_000,
+        60_000,
         "ms",
         "an async request is served out of sector order after this long",
     ),
@@ -80,14 +81,14 @@ const TUNABLES: &[TunableSpec] = &[
     tunable(
         "slice_sync",
         100,
-        3_600_000,
+        60_000,
         "ms",
         "time slice of a sync queue at priority level 4",
     ),
     tunable(
         "slice_async",
         40,
-        3_600_000,
+        60_000,
         "ms",
         "time slice of an async queue at priority level 4",
     ),
@@ -101,14 +102,14 @@ const TUNABLES: &[TunableSpec] = &[
     tunable(
         "slice_idle",
         8,
-        3_600_000,
+        1_000,
         "ms",
         "how long an empty sync queue keeps the device",
     ),
     tunable(
         "group_idle",
         8,
-        3_600_000,
+        1_000,
         "ms",
         "accepted for compatibility; schedhost has no cgroups",
     ),
@@ -122,7 +123,7 @@ const TUNABLES: &[TunableSpec] = &[
     tunable(
         "target_latency",
         300,
-        3_600_000,
+        60_000,
         "ms",
         "with low_latency, the round of all busy sync queues",
     ),

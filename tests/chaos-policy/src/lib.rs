@@ -13,6 +13,7 @@
 //! | 7 | spins `spin` million iterations per call, then answers honestly |
 //! | 8 | traps in `restore-state`, and saves garbage |
 //! | 9 | answers nothing and asks to be woken in the past, forever |
+//! | 10 | never dispatches again, and asks to be woken an hour from now, each time |
 
 #![forbid(unsafe_code)]
 
@@ -25,7 +26,7 @@ const TUNABLES: &[TunableSpec] = &[
         name: "mode",
         default: 0,
         min: 0,
-        max: 9,
+        max: 10,
         unit: "",
         help: "the misbehaviour (see the crate docs)",
     },
@@ -125,6 +126,7 @@ impl Policy for Chaos {
                 self.honest(budget, out);
             }
             9 => out.wake_at_ns = Some(now_ns.saturating_sub(1)),
+            10 => out.wake_at_ns = Some(now_ns.saturating_add(3_600_000_000_000)),
             _ => self.honest(budget, out),
         }
     }
