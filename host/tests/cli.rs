@@ -547,6 +547,55 @@ fn serve_refuses_bad_addresses_and_unasked_overwrites_with_clear_messages() {
     assert_fails_with(&out, "give --size BYTES to create it");
     assert!(!missing.exists());
     assert_eq!(std::fs::read(&disk).unwrap(), vec![7u8; 1 << 20]);
+    // Sizes that cannot make an export are refused before anything is created.
+    for (size, expected) in [
+        ("0", "at least one"),
+        ("16383p", "too large"),
+        ("1000", "whole number of 512-byte blocks"),
+    ] {
+        let out = schedhost(&[
+            "serve",
+            "--nbd",
+            ":0",
+            "--device",
+            missing.to_str().unwrap(),
+            "--size",
+            size,
+        ]);
+        assert_fails_with(&out, expected);
+        assert!(!missing.exists(), "--size {size} left a file behind");
+    }
+    let out = schedhost(&["serve", "--nbd", ":0", "--device", disk_arg, "--reply-timeout", "0"]);
+    assert_fails_with(&out, "a timeout is above 0");
+}
+
+#[test]
+fn real_write_at_an_offset_that_would_wrap_is_refused_before_touching_the_file() {
+    let path = real_dir("wrapped_offset").join("new.dat");
+    for (offset, expected) in [
+        ("18446744073709547520", "--offset: `18446744073709547520` is too large"),
+        ("8191p", "ends past the largest address"),
+    ] {
+        let out = schedhost(&[
+            "--device",
+            path.to_str().unwrap(),
+            "--name=w",
+            "--rw=write",
+            "--bs=4k",
+            "--size=1m",
+            "--numjobs=2",
+            "--offset_increment=4p",
+            &format!("--offset={offset}"),
+        ]);
+        assert_fails_with(&out, expected);
+        assert!(!path.exists(), "offset={offset} created the file");
+    }
+}
+
+#[test]
+fn a_think_time_of_millennia_is_refused_with_its_option() {
+    let out = schedhost(&["--name=t", "--rw=read", "--size=1m", "--thinktime=5000000h"]);
+    assert_fails_with(&out, "is too long (the limit is 366 days)");
 }
 
 /// Pixels of `svg` drawn in exactly `colour` once rasterized.

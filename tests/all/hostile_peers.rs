@@ -290,3 +290,35 @@ fn hostile_metrics_dripping_and_idle_scrapers_do_not_hold_up_a_scrape() {
     assert!(started.elapsed() < BOUND, "{:?}", started.elapsed());
     dripper.join().unwrap();
 }
+
+#[test]
+fn hostile_policy_a_set_that_traps_is_a_fault_at_its_time_and_stops_an_aborting_server() {
+    let Some(chaos) = crate::helpers::component("chaos") else {
+        return;
+    };
+    for abort in [false, true] {
+        let dir = scratch(&format!("hostile_set_trap_{abort}"));
+        let control = dir.join("ctl.sock");
+        let mut opts = options(&dir);
+        if abort {
+            opts.supervision.on_fault = schedhost::core::OnFault::Abort;
+        }
+        let policy = crate::helpers::runtime()
+            .load(&chaos)
+            .unwrap()
+            .instantiate()
+            .unwrap();
+        let server = start(opts, Box::new(policy), Some(control.clone()));
+        std::thread::sleep(Duration::from_millis(200));
+        let reply = schedhost::control::request(&control, "set panic_on_set=1").unwrap();
+        assert_eq!(reply["ok"], false, "{reply}");
+        if abort {
+            let err = server.end().unwrap_err().to_string();
+            assert!(err.contains("trapped in `set`"), "{err}");
+        } else {
+            let served = server.finish();
+            assert_eq!(served.ejections.len(), 1);
+            assert!(served.ejections[0].at_ns >= 200_000_000, "stamped at its time");
+        }
+    }
+}

@@ -56,6 +56,12 @@ impl Running {
     }
 
     /// Stops the server as SIGTERM would and returns what it did.
+    /// Stops the server as SIGTERM would and returns how it ended.
+    pub(crate) fn end(mut self) -> Result<Served, ServeError> {
+        self.stop.store(true, Ordering::Release);
+        self.thread.take().unwrap().join().unwrap()
+    }
+
     pub(crate) fn finish(mut self) -> Served {
         self.stop.store(true, Ordering::Release);
         let thread = self.thread.take().unwrap();

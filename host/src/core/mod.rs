@@ -312,21 +312,35 @@ impl Core {
         self.policy.as_mut()
     }
 
-    /// Changes a tunable; depth limits are asked again afterwards.
+    /// Changes a tunable at `now_ns`; depth limits are asked again afterwards. A fault in the
+    /// call is handled as any other (an ejection at `now_ns`, or the error under
+    /// [`OnFault::Abort`]).
     ///
     /// # Errors
-    /// A fault; the policy's refusal comes back as `Ok(Err(message))`.
-    pub fn set_tunable(&mut self, name: &str, value: i64) -> Result<Result<(), String>, Fault> {
+    /// A fault that stops the run; the policy's refusal comes back as `Ok(Err(message))`.
+    pub fn set_tunable(
+        &mut self,
+        now_ns: u64,
+        name: &str,
+        value: i64,
+    ) -> Result<Result<(), String>, Fault> {
         self.stats.policy_calls += 1;
-        let answer = self.policy.set(name, value);
-        let answer = self.guard(answer, Ok(()));
+        let answer = match self.policy.set(name, value) {
+            Ok(answer) => answer,
+            Err(fault) => {
+                let why = format!("the policy failed in set and was ejected: {fault}");
+                self.latch(fault);
+                self.settle(now_ns)?;
+                return Ok(Err(why));
+            }
+        };
         if answer.is_ok() && self.alive() {
             self.refresh_depth_limits();
             // A restarted instance starts with the tunables as they are now.
             self.settings.retain(|(n, _)| n != name);
             self.settings.push((name.to_owned(), value));
         }
-        self.settle(0)?;
+        self.settle(now_ns)?;
         Ok(answer)
     }
 

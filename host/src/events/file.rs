@@ -99,6 +99,31 @@ impl Writer {
     }
 }
 
+impl Header {
+    /// The header with control characters escaped: a file's text reaches terminals, and
+    /// an escape sequence planted in it must not act on one.
+    fn printable(self) -> Self {
+        Self {
+            device: printable(&self.device),
+            policy: printable(&self.policy),
+        }
+    }
+}
+
+/// `text` with every control character written as an escape (`\u{1b}`).
+pub fn printable(text: &str) -> String {
+    text.chars()
+        .flat_map(|c| {
+            let escaped: Vec<char> = if c.is_control() {
+                c.escape_default().collect()
+            } else {
+                vec![c]
+            };
+            escaped
+        })
+        .collect()
+}
+
 /// Reads a whole event file.
 ///
 /// # Errors
@@ -129,9 +154,9 @@ pub fn read(path: &Path) -> Result<(Header, Vec<Event>), ReadError> {
     let mut buf = Vec::new();
     let header: Header =
         match next_frame(&mut input, &mut buf, &mut offset).map_err(|w| bad(offset, w))? {
-            Some(bytes) => {
-                postcard::from_bytes(bytes).map_err(|e| bad(offset, format!("header: {e}")))?
-            }
+            Some(bytes) => postcard::from_bytes::<Header>(bytes)
+                .map(Header::printable)
+                .map_err(|e| bad(offset, format!("header: {e}")))?,
             None => return Err(bad(offset, "no header".into())),
         };
     let mut events = Vec::new();
@@ -189,6 +214,22 @@ mod tests {
             sectors: 8,
             id,
         }
+    }
+
+    #[test]
+    fn escape_codes_in_a_header_are_escaped_when_read() {
+        let dir = std::env::temp_dir().join(format!("schedhost-ev-esc-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("e.bin");
+        let header = Header {
+            device: "\u{1b}]0;owned\u{7}/dev/x".into(),
+            policy: "noop\u{1b}[2J".into(),
+        };
+        Writer::create(&path, &header).unwrap().finish().unwrap();
+        let (read, _) = read(&path).unwrap();
+        assert!(!read.device.contains('\u{1b}') && !read.policy.contains('\u{1b}'));
+        assert_eq!(read.policy, "noop\\u{1b}[2J");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -35,7 +35,7 @@ pub fn run(
             devices.submit(now, s.slot, s.bio, 0)?;
         }
         if let Some(control) = control {
-            devices.serve(control, now, swaps);
+            devices.serve(control, now, swaps)?;
         }
         if let Some(metrics) = metrics {
             for scrape in metrics.take() {

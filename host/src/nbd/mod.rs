@@ -466,12 +466,14 @@ struct AcceptErrors {
 }
 
 impl AcceptErrors {
-    fn note(&mut self, e: &std::io::Error) {
+    /// Counts a failed accept; warns (and returns true) only if the last warning is older
+    /// than [`ACCEPT_WARNING_EVERY`], so running out of descriptors cannot flood the log.
+    fn note(&mut self, e: &std::io::Error) -> bool {
         self.since += 1;
-        if self
+        let due = self
             .last_warned
-            .is_none_or(|at| at.elapsed() >= ACCEPT_WARNING_EVERY)
-        {
+            .is_none_or(|at| at.elapsed() >= ACCEPT_WARNING_EVERY);
+        if due {
             tracing::warn!(
                 "accepting a client: {e} ({} failure(s) since the last warning)",
                 self.since
@@ -479,8 +481,10 @@ impl AcceptErrors {
             self.last_warned = Some(Instant::now());
             self.since = 0;
         }
+        due
     }
 }
+
 
 impl<'a> Server<'a> {
     /// Accepts clients until `stop` is set or the ring thread failed, then stops reading
@@ -527,7 +531,7 @@ impl<'a> Server<'a> {
                 }
                 Ok(None) => {}
                 Err(e) => {
-                    errors.note(&e);
+                    let _ = errors.note(&e);
                     std::thread::sleep(Duration::from_millis(100));
                 }
             }
@@ -713,4 +717,18 @@ fn wait_readable(listener: &Listener, timeout: Duration) -> bool {
     // SAFETY: one valid pollfd, for the duration of the call.
     let ready = unsafe { libc::poll(&mut fds, 1, timeout.as_millis() as libc::c_int) };
     ready > 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accept_failures_warn_once_per_period_not_once_each() {
+        let mut errors = AcceptErrors::default();
+        let emfile = std::io::Error::from_raw_os_error(libc::EMFILE);
+        let warned = (0..100).filter(|_| errors.note(&emfile)).count();
+        assert_eq!(warned, 1);
+        assert_eq!(errors.since, 99);
+    }
 }

@@ -2,6 +2,7 @@
 //! under wasmtime, or the same SDK crate linked natively — and how a `--policy` argument
 //! finds one.
 
+pub mod answers;
 mod native;
 mod resolve;
 mod timed;

@@ -22,7 +22,7 @@ use wasmtime::{
     Store, Trap, WasmBacktrace,
 };
 
-use super::{Fault, FaultKind, PolicyBackend};
+use super::{Fault, FaultKind, PolicyBackend, answers};
 
 mod bindings {
     wasmtime::component::bindgen!({ path: "../wit", world: "policy" });
@@ -338,7 +338,17 @@ impl LoadedPolicy {
             ticks,
             fuel: self.limits.fuel,
             loaded: self.clone(),
+            info: None,
         })
+    }
+}
+
+/// A policy's answer to `call` that breaks the interface's bounds.
+fn invalid(call: &'static str, why: String) -> Fault {
+    Fault {
+        kind: FaultKind::InvalidAnswer,
+        call,
+        message: why,
     }
 }
 
@@ -362,6 +372,9 @@ pub struct WasmPolicy {
     fuel: Option<u64>,
     /// Where fresh instances come from.
     loaded: LoadedPolicy,
+    /// `info`'s checked answer: a policy describes itself once, and scrapes and status
+    /// lines ask often.
+    info: Option<Info>,
 }
 
 impl std::fmt::Debug for WasmPolicy {
@@ -409,18 +422,24 @@ impl PolicyBackend for WasmPolicy {
     }
 
     fn info(&mut self) -> Result<Info, Fault> {
+        if let Some(info) = &self.info {
+            return Ok(info.clone());
+        }
         arm(&mut self.store, self.ticks, self.fuel);
         let info = self
             .instance
             .schedhost_policy_scheduler()
             .call_info(&mut self.store)
             .map_err(|e| self.fault("info", e))?;
-        Ok(Info {
+        let info = Info {
             name: info.name,
             version: info.version,
             merge_veto: info.merge_veto,
             completions: info.completions,
-        })
+        };
+        answers::check_info(&info).map_err(|why| invalid("info", why))?;
+        self.info = Some(info.clone());
+        Ok(info)
     }
 
     fn tunables(&mut self) -> Result<Vec<Tunable>, Fault> {
@@ -430,7 +449,7 @@ impl PolicyBackend for WasmPolicy {
             .schedhost_policy_scheduler()
             .call_tunables(&mut self.store)
             .map_err(|e| self.fault("tunables", e))?;
-        Ok(list
+        let list: Vec<Tunable> = list
             .into_iter()
             .map(|t| Tunable {
                 name: t.name,
@@ -440,7 +459,9 @@ impl PolicyBackend for WasmPolicy {
                 unit: t.unit,
                 help: t.help,
             })
-            .collect())
+            .collect();
+        answers::check_tunables(&list).map_err(|why| invalid("tunables", why))?;
+        Ok(list)
     }
 
     fn init(
@@ -457,6 +478,7 @@ impl PolicyBackend for WasmPolicy {
         self.instance
             .schedhost_policy_scheduler()
             .call_init(&mut self.store, setup, settings)
+            .map(|answer| answer.map_err(answers::bound_message))
             .map_err(|e| self.fault("init", e))
     }
 
@@ -473,6 +495,7 @@ impl PolicyBackend for WasmPolicy {
         self.instance
             .schedhost_policy_scheduler()
             .call_set(&mut self.store, name, value)
+            .map(|answer| answer.map_err(answers::bound_message))
             .map_err(|e| self.fault("set", e))
     }
 

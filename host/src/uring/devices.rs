@@ -436,31 +436,55 @@ impl Devices {
     }
 
     /// Answers every waiting control request at this batch boundary; swaps go to `swaps`.
-    pub fn serve(&mut self, control: &Control, now: u64, swaps: &mut Vec<SwapRecord>) {
+    ///
+    /// # Errors
+    /// A policy fault in a request (a `set` that traps) when faults stop the run
+    /// (`--on-fault abort`); the request is answered first.
+    pub fn serve(
+        &mut self,
+        control: &Control,
+        now: u64,
+        swaps: &mut Vec<SwapRecord>,
+    ) -> Result<(), RealError> {
         for envelope in control.take() {
-            let (reply, record) = self.command(now, envelope.command);
+            let (reply, record, fatal) = self.command(now, envelope.command);
             swaps.extend(record);
             let _ = envelope.reply.send(reply);
+            if let Some((lane, fault)) = fatal {
+                return Err(self.fault(lane, now, fault));
+            }
         }
+        Ok(())
     }
 
-    /// Carries out a control command; returns the reply, and the swap's record when it was
-    /// one.
-    fn command(&mut self, now: u64, command: Command) -> (Value, Option<SwapRecord>) {
+    /// Carries out a control command; returns the reply, the swap's record when it was
+    /// one, and a fault that must stop the run (with its device).
+    fn command(
+        &mut self,
+        now: u64,
+        command: Command,
+    ) -> (Value, Option<SwapRecord>, Option<(usize, Fault)>) {
         match command {
             Command::Swap {
                 label,
                 policies,
                 load_ns,
                 cached,
-            } => self.swap(now, label, policies, load_ns, cached),
+            } => {
+                let (reply, record) = self.swap(now, label, policies, load_ns, cached);
+                (reply, record, None)
+            }
             Command::Set { name, value } => {
                 let mut errors = Vec::new();
-                for lane in &mut self.lanes {
-                    match lane.core.set_tunable(&name, value) {
+                let mut fatal = None;
+                for (l, lane) in self.lanes.iter_mut().enumerate() {
+                    match lane.core.set_tunable(now, &name, value) {
                         Ok(Ok(())) => {}
                         Ok(Err(refusal)) => errors.push(format!("{}: {refusal}", lane.name)),
-                        Err(fault) => errors.push(format!("{}: {fault}", lane.name)),
+                        Err(fault) => {
+                            errors.push(format!("{}: {fault}", lane.name));
+                            fatal.get_or_insert((l, fault));
+                        }
                     }
                 }
                 let reply = if errors.is_empty() {
@@ -468,9 +492,9 @@ impl Devices {
                 } else {
                     json!({ "ok": false, "error": errors.join("; ") })
                 };
-                (reply, None)
+                (reply, None, fatal)
             }
-            Command::Get => (self.tunables(), None),
+            Command::Get => (self.tunables(), None, None),
             Command::Status => {
                 let devices: Vec<Value> = self
                     .lanes
@@ -493,7 +517,7 @@ impl Devices {
                     "inflight": self.inflight(),
                     "devices": devices,
                 });
-                (reply, None)
+                (reply, None, None)
             }
             Command::Stats => {
                 let devices: Vec<Value> = self
@@ -501,7 +525,7 @@ impl Devices {
                     .iter()
                     .map(|lane| json!({ "device": lane.name, "requests": lane.core.stats() }))
                     .collect();
-                (json!({ "ok": true, "devices": devices }), None)
+                (json!({ "ok": true, "devices": devices }), None, None)
             }
         }
     }

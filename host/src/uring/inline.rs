@@ -97,7 +97,7 @@ impl Inline<'_, '_> {
         self.complete_finished()?;
         let now = self.now;
         if let Some(control) = self.control {
-            self.devices.serve(control, now, &mut self.swaps);
+            self.devices.serve(control, now, &mut self.swaps)?;
             self.complete_finished()?;
         }
         for i in 0..self.submitters.len() {

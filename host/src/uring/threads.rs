@@ -284,7 +284,7 @@ fn ring_loop(
             devices.submit(now, slot, bio, generation)?;
         }
         if let Some(control) = control {
-            devices.serve(control, now, swaps);
+            devices.serve(control, now, swaps)?;
         }
         devices.reap(|| shared.now())?;
         devices.run(shared.now())?;

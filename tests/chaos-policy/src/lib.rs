@@ -39,6 +39,14 @@ const TUNABLES: &[TunableSpec] = &[
         help: "honest dispatch calls before misbehaving",
     },
     TunableSpec {
+        name: "panic_on_set",
+        default: 0,
+        min: 0,
+        max: 1,
+        unit: "",
+        help: "setting it to 1 panics inside `set`",
+    },
+    TunableSpec {
         name: "spin",
         default: 1,
         min: 0,
@@ -79,6 +87,7 @@ impl Policy for Chaos {
             "mode" => self.mode = value,
             "after" => self.after = value,
             "spin" => self.spin = value,
+            "panic_on_set" if value == 1 => panic!("chaos: panicking in set on purpose"),
             _ => {}
         }
     }
@@ -88,6 +97,7 @@ impl Policy for Chaos {
             "mode" => Some(self.mode),
             "after" => Some(self.after),
             "spin" => Some(self.spin),
+            "panic_on_set" => Some(0),
             _ => None,
         }
     }
