@@ -17,6 +17,7 @@
 //! - [`plot`]: SVG plots from the JSON reports (`--plot`, `schedhost plot`).
 //! - [`metrics`]: Prometheus metrics over HTTP (`serve --metrics`).
 //! - [`events`]: per-request events (`--trace-events`), their file and blkparse-like text.
+//! - [`input`]: reading the files a user names: regular files only, bounded in size.
 //! - [`peer`]: what the servers use with untrusted peers: private unix sockets, deadlines
 //!   over whole exchanges, bounded lines.
 
@@ -26,6 +27,7 @@ pub mod control;
 pub mod core;
 pub mod device;
 pub mod events;
+pub mod input;
 pub mod metrics;
 pub mod nbd;
 pub mod outcome;

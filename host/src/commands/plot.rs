@@ -24,7 +24,7 @@ impl PlotArgs {
             .reports
             .iter()
             .map(|path| {
-                let text = std::fs::read_to_string(path)
+                let text = schedhost::input::read_text(path, schedhost::input::MAX_REPORT_BYTES)
                     .with_context(|| format!("reading {}", path.display()))?;
                 let doc: Value = serde_json::from_str(&text)
                     .with_context(|| format!("{}: not JSON", path.display()))?;

@@ -320,7 +320,7 @@ impl RunArgs {
         if !(self.time_scale > 0.0 && self.time_scale.is_finite()) {
             bail!("--time-scale {}: a factor above 0", self.time_scale);
         }
-        let text = std::fs::read_to_string(path)
+        let text = schedhost::input::read_text(path, schedhost::input::MAX_TRACE_BYTES)
             .with_context(|| format!("reading trace {}", path.display()))?;
         let source = path.display().to_string();
         let trace = schedhost::trace::parse(&source, &text, self.trace_format.map(Into::into))?;
@@ -439,7 +439,7 @@ impl DeviceArg {
 pub fn read_jobs(paths: &[PathBuf], fio_options: &[String]) -> Result<Vec<JobSpec>> {
     let mut jobs = Vec::new();
     for path in paths {
-        let text = std::fs::read_to_string(path)
+        let text = schedhost::input::read_text(path, schedhost::input::MAX_CONFIG_BYTES)
             .with_context(|| format!("reading job file {}", path.display()))?;
         jobs.extend(parse_job_file(&path.display().to_string(), &text)?);
     }

@@ -65,7 +65,7 @@ impl DeviceSpec {
             "sim:hdd" => return Ok(Self::Hdd(HddParams::default())),
             _ => {}
         }
-        let text = std::fs::read_to_string(arg).map_err(|e| SpecError::Unknown {
+        let text = crate::input::read_text(Path::new(arg), crate::input::MAX_CONFIG_BYTES).map_err(|e| SpecError::Unknown {
             arg: arg.to_owned(),
             reason: e.to_string(),
         })?;

@@ -129,7 +129,7 @@ pub fn printable(text: &str) -> String {
 /// # Errors
 /// A [`ReadError`] naming the file, and the byte where it went wrong.
 pub fn read(path: &Path) -> Result<(Header, Vec<Event>), ReadError> {
-    let file = File::open(path).map_err(|source| ReadError::Io {
+    let file = crate::input::open_regular(path).map_err(|source| ReadError::Io {
         path: path.to_owned(),
         source,
     })?;

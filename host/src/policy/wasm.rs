@@ -639,49 +639,22 @@ fn to_wit_kind(kind: MergeKind) -> wit::MergeKind {
 /// The largest component file schedhost reads: the bundled policies are well under 1 MiB.
 pub const MAX_COMPONENT_BYTES: u64 = 64 << 20;
 
-/// Reads a component file, which must be a regular file of at most [`MAX_COMPONENT_BYTES`]:
-/// it is opened without blocking (a FIFO cannot hang the caller), checked on the open
-/// descriptor (no race with a rename), and read no further than the limit.
+/// Reads a component file, which must be a regular file of at most [`MAX_COMPONENT_BYTES`]
+/// (see [`crate::input`]: a FIFO cannot hang the caller, nor `/dev/zero` fill its memory).
 ///
 /// # Errors
 /// [`LoadError::Unreadable`] or [`LoadError::Read`], naming the path.
 pub fn read_component(path: &Path) -> Result<Vec<u8>, LoadError> {
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-
-    let read_err = |source| LoadError::Read {
-        path: path.to_owned(),
-        source,
-    };
-    let unreadable = |why: String| LoadError::Unreadable {
-        path: path.to_owned(),
-        why,
-    };
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)
-        .map_err(read_err)?;
-    let meta = file.metadata().map_err(read_err)?;
-    if !meta.is_file() {
-        return Err(unreadable("not a regular file".into()));
-    }
-    if meta.len() > MAX_COMPONENT_BYTES {
-        return Err(unreadable(format!(
-            "{} bytes, past the limit of {} MiB for a component",
-            meta.len(),
-            MAX_COMPONENT_BYTES >> 20
-        )));
-    }
-    let mut bytes = Vec::with_capacity(meta.len() as usize);
-    file.take(MAX_COMPONENT_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(read_err)?;
-    if bytes.len() as u64 > MAX_COMPONENT_BYTES {
-        return Err(unreadable(format!(
-            "it grew past the limit of {} MiB while being read",
-            MAX_COMPONENT_BYTES >> 20
-        )));
-    }
-    Ok(bytes)
+    crate::input::read_bytes(path, MAX_COMPONENT_BYTES).map_err(|source| match source.kind() {
+        std::io::ErrorKind::InvalidInput | std::io::ErrorKind::FileTooLarge => {
+            LoadError::Unreadable {
+                path: path.to_owned(),
+                why: source.to_string(),
+            }
+        }
+        _ => LoadError::Read {
+            path: path.to_owned(),
+            source,
+        },
+    })
 }

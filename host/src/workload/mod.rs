@@ -12,6 +12,10 @@ pub use replay::{Pacing, ReplaySpec, jobs_for_trace};
 pub use rng::{Permutation, Rng};
 pub use submitter::{Next, Placement, Submitter, next_wake, phase_finished, start_phase};
 
+/// Most submitters (job clones) a run may have: each has its own queue, statistics and, on a
+/// real device, buffers, so a job file cannot ask for millions.
+pub const MAX_SUBMITTERS: usize = 65_536;
+
 /// Files start on 1 MiB boundaries, as a filesystem would place them.
 const FILE_ALIGN_SECTORS: u64 = 2048;
 
@@ -41,6 +45,12 @@ pub fn place(jobs: &[JobSpec], capacity_sectors: u64) -> Result<Vec<Placement>, 
         }
         let size = job.size.unwrap_or(u64::from(job.bs));
         for clone in 0..job.numjobs {
+            if placements.len() >= MAX_SUBMITTERS {
+                return Err(format!(
+                    "{}: job '{}': the jobs have more than {MAX_SUBMITTERS} clones in all",
+                    job.location, job.name
+                ));
+            }
             let shared = job.filename.is_some() || job.offset_increment.is_some();
             let file_name = match (&job.filename, shared) {
                 (Some(name), _) => name.clone(),
@@ -145,6 +155,14 @@ mod tests {
         .unwrap();
         let err = place(&jobs, u64::MAX).unwrap_err();
         assert!(err.contains("job 'c': clone 2048"), "{err}");
+    }
+
+    #[test]
+    fn more_clones_than_the_submitter_limit_are_refused() {
+        let text = "[a]\nsize=4k\nnumjobs=4096\n".repeat(17);
+        let jobs = parse_job_file("many.fio", &text).unwrap();
+        let err = place(&jobs, u64::MAX).unwrap_err();
+        assert!(err.contains("more than 65536 clones"), "{err}");
     }
 
     #[test]
