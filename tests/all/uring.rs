@@ -508,3 +508,49 @@ fn uring_watchdog_ejects_a_policy_that_asks_to_sleep_an_hour_within_its_period()
     // The policy asked to be woken an hour later; the run ends with its I/O done instead.
     assert!(started.elapsed() < std::time::Duration::from_secs(60));
 }
+
+#[test]
+fn uring_refuses_to_write_to_a_block_device_in_use() {
+    use std::os::unix::fs::OpenOptionsExt;
+    use uring::{OpenRules, Target};
+
+    let dir = scratch("busy_block_device");
+    let backing = dir.join("loop.img");
+    std::fs::write(&backing, vec![0u8; 8 << 20]).unwrap();
+    // A loop device over a scratch file (needs root and the loop driver; skipped without).
+    let attached = std::process::Command::new("losetup")
+        .args(["-f", "--show"])
+        .arg(&backing)
+        .output();
+    let Some(device) = attached
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()))
+    else {
+        eprintln!("skipping: no loop device (needs root)");
+        return;
+    };
+    let rules = OpenRules {
+        writes: true,
+        allow_overwrite: true,
+        direct: true,
+    };
+    // Held exclusively elsewhere, as a mount holds it: refused, naming it.
+    let holder = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_EXCL)
+        .open(&device)
+        .unwrap();
+    let busy = Target::open(&device, 0, rules);
+    drop(holder);
+    let free = Target::open(&device, 0, rules).map(drop);
+    let _ = std::process::Command::new("losetup")
+        .arg("-d")
+        .arg(&device)
+        .status();
+    match busy {
+        Err(TargetError::Busy { path }) => assert_eq!(path, device),
+        other => panic!("expected Busy, got {other:?}"),
+    }
+    free.unwrap();
+}

@@ -608,3 +608,64 @@ fn send(to: &Sender<Event>, event: Event) {
     // while the reader runs.
     let _ = to.send(event);
 }
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::net::UnixStream;
+    use std::sync::Mutex;
+    use std::sync::atomic::AtomicUsize;
+    use std::sync::mpsc;
+    use std::time::Instant;
+
+    use super::*;
+    use crate::nbd::hub::Pools;
+    use crate::uring::{Arena, Notifier};
+
+    #[test]
+    fn a_fua_write_is_not_acknowledged_when_its_flush_cannot_start() {
+        let arena = Arena::new(&[4096, 0]);
+        let hub = Hub {
+            clock: Instant::now(),
+            inbox: Mutex::new(Vec::new()),
+            notifier: Notifier::new().unwrap(),
+            slots: arena.access(),
+            pools: Pools::new(1, 1, 1),
+            chunk: 4096,
+            stopping: AtomicBool::new(false),
+            failed: AtomicBool::new(false),
+            live: AtomicUsize::new(0),
+        };
+        let (server, mut client) = UnixStream::pair().unwrap();
+        let (to_replier, events) = mpsc::channel();
+        let quota = Arc::new(Quota::default());
+        let broken = AtomicBool::new(false);
+        to_replier
+            .send(Event::Expect(Pending {
+                seq: 1,
+                cookie: 77,
+                work: Work::Write,
+                remaining: 1,
+                read_slots: Vec::new(),
+                fua: true,
+                bytes: 4096,
+                ctx: 0,
+            }))
+            .unwrap();
+        // The ring failed: the pools closed, so no flush can take a slot.
+        hub.pools.close();
+        to_replier.send(Event::Done { seq: 1, status: 0 }).unwrap();
+        to_replier.send(Event::Closed).unwrap();
+        let rules = ReplyRules {
+            timeout: Duration::from_secs(5),
+        };
+        let me = to_replier.clone();
+        let tally = reply(&hub, Stream::Unix(server), &events, &me, &quota, &broken, rules);
+        let mut header = [0u8; 16];
+        client.read_exact(&mut header).unwrap();
+        let error = u32::from_be_bytes(header[4..8].try_into().unwrap());
+        let cookie = u64::from_be_bytes(header[8..16].try_into().unwrap());
+        assert_eq!((cookie, error), (77, wire::EIO), "acknowledged without a flush");
+        assert_eq!(tally.writes, 0);
+        assert_eq!(tally.errors, 1);
+    }
+}
