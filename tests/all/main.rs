@@ -11,6 +11,7 @@ mod conservation;
 mod deadline;
 mod determinism;
 mod events;
+mod golden;
 mod helpers;
 mod hostile_peers;
 mod jobs;
