@@ -3,7 +3,7 @@
 
 use std::ffi::OsString;
 
-use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, Parser, Subcommand};
 
 use crate::commands;
 
@@ -52,15 +52,6 @@ pub enum Command {
 pub enum PolicyCommand {
     /// Print a policy's name, version, interface version and tunables.
     Inspect(commands::inspect::InspectArgs),
-}
-
-/// Report formats.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum OutputFormat {
-    /// fio-like text.
-    Normal,
-    /// fio-shaped JSON.
-    Json,
 }
 
 impl Command {
@@ -165,18 +156,6 @@ pub fn split_fio_options(args: Vec<OsString>) -> (Vec<OsString>, Vec<String>) {
         }
     }
     (own, fio)
-}
-
-/// `--set name=value`.
-pub fn parse_setting(s: &str) -> Result<(String, i64), String> {
-    let (name, value) = s
-        .split_once('=')
-        .ok_or_else(|| format!("`{s}`: expected NAME=VALUE, e.g. --set fifo_batch=8"))?;
-    let value: i64 = value
-        .trim()
-        .parse()
-        .map_err(|_| format!("`{s}`: {name} takes an integer value"))?;
-    Ok((name.trim().to_owned(), value))
 }
 
 #[cfg(test)]

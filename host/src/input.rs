@@ -1,11 +1,32 @@
 //! Reading the files a user names (job files, spec files, traces, reports, components,
 //! event files): regular files only, opened without blocking, and no larger than a limit
-//! per kind. A FIFO cannot hang a command, and `/dev/zero` cannot fill its memory.
+//! per kind. A FIFO cannot hang a command, and `/dev/zero` cannot fill its memory. And
+//! [`Location`], the file and line (or option) an error names.
 
+use std::fmt;
 use std::fs::File;
 use std::io::{self, Read};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
+
+/// Where an option was given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Location {
+    /// The job file, or "command line".
+    pub source: String,
+    /// 1-based line in a job file; 0 on the command line.
+    pub line: usize,
+}
+
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.line == 0 {
+            write!(f, "{}", self.source)
+        } else {
+            write!(f, "{}:{}", self.source, self.line)
+        }
+    }
+}
 
 /// Job files and device spec files.
 pub const MAX_CONFIG_BYTES: u64 = 16 << 20;

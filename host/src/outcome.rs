@@ -79,3 +79,18 @@ pub struct SubmitterSummary {
     /// Bios completed.
     pub completed: u64,
 }
+
+/// One device of a real run.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct TargetSummary {
+    /// As given.
+    pub path: String,
+    /// `File` or `BlockDevice`.
+    pub kind: &'static str,
+    /// Bytes.
+    pub capacity: u64,
+    /// This run created it.
+    pub created: bool,
+    /// Its scheduler's counters.
+    pub core: CoreStats,
+}

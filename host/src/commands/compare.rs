@@ -317,7 +317,7 @@ fn column(runtime: &WasmRuntime, spec: &str) -> Result<Column> {
     let settings = settings
         .split(',')
         .filter(|s| !s.is_empty())
-        .map(|s| crate::cli::parse_setting(s).map_err(|e| anyhow::anyhow!("--policy {spec}: {e}")))
+        .map(|s| super::parse_setting(s).map_err(|e| anyhow::anyhow!("--policy {spec}: {e}")))
         .collect::<Result<Vec<_>>>()?;
     let (_, loaded) = load(runtime, &name).with_context(|| format!("--policy {spec}"))?;
     Ok(Column {

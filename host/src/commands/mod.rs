@@ -1,4 +1,6 @@
-//! One module per subcommand.
+//! One module per subcommand, and the arguments several of them share.
+
+use clap::ValueEnum;
 
 pub mod bench;
 pub mod compare;
@@ -8,3 +10,24 @@ pub mod inspect;
 pub mod plot;
 pub mod run;
 pub mod serve;
+
+/// Report formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    /// fio-like text.
+    Normal,
+    /// fio-shaped JSON.
+    Json,
+}
+
+/// `--set name=value`.
+pub fn parse_setting(s: &str) -> Result<(String, i64), String> {
+    let (name, value) = s
+        .split_once('=')
+        .ok_or_else(|| format!("`{s}`: expected NAME=VALUE, e.g. --set fifo_batch=8"))?;
+    let value: i64 = value
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{s}`: {name} takes an integer value"))?;
+    Ok((name.trim().to_owned(), value))
+}

@@ -17,7 +17,7 @@ use schedhost::trace::Format;
 use schedhost::uring::{self, DEFAULT_QUEUE_DEPTH, RealOptions};
 use schedhost::workload::{JobSpec, Pacing, jobs_for_trace, parse_cmdline, parse_job_file};
 
-use crate::cli::{OutputFormat, parse_setting};
+use super::{OutputFormat, parse_setting};
 
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
@@ -159,13 +159,8 @@ impl RunArgs {
             None => (read_jobs(&self.jobs, &fio_options)?, None),
         };
         let device = DeviceArg::parse(&self.device)?;
-        if let Some(path) = &self.trace_events
-            && path.exists()
-        {
-            bail!(
-                "--trace-events {}: the file exists; pick a new path",
-                path.display()
-            );
+        if let Some(path) = &self.trace_events {
+            schedhost::events::file::check_new(path).map_err(anyhow::Error::msg)?;
         }
         let runtime = self.sandbox.runtime()?;
         let (source, loaded) = load(&runtime, &self.policy)?;

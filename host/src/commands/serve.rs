@@ -13,7 +13,7 @@ use schedhost::uring::DEFAULT_QUEUE_DEPTH;
 use schedhost::workload::value::size as size_bytes;
 
 use super::run::{SandboxArgs, status_interval_ns};
-use crate::cli::{OutputFormat, parse_setting};
+use super::{OutputFormat, parse_setting};
 
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {

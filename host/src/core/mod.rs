@@ -44,6 +44,11 @@ pub const LEGACY_NR_REQUESTS: u32 = 128;
 /// requests are checked against it where they are read.
 pub const MAX_SECTOR: u64 = 1 << 54;
 
+/// The longest time a job or a trace may name: 366 days. Starts, ramps, runtimes, think
+/// times and trace timestamps are added together; each below 2^55 ns, their sums cannot
+/// reach u64::MAX.
+pub const MAX_DURATION_NS: u64 = 366 * 24 * 3600 * 1_000_000_000;
+
 /// Queue limits and attributes, as the kernel's queue sysfs directory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Config {

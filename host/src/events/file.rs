@@ -124,6 +124,21 @@ pub fn printable(text: &str) -> String {
         .collect()
 }
 
+/// Refuses an event file path that exists, before anything is set up: `--trace-events`
+/// never overwrites a recording.
+///
+/// # Errors
+/// The message for the user.
+pub fn check_new(path: &Path) -> Result<(), String> {
+    if path.symlink_metadata().is_ok() {
+        return Err(format!(
+            "--trace-events {}: the file exists; pick a new path",
+            path.display()
+        ));
+    }
+    Ok(())
+}
+
 /// Reads a whole event file.
 ///
 /// # Errors

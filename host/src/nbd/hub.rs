@@ -21,6 +21,7 @@ use std::time::Instant;
 
 use std::sync::Arc;
 
+use super::plan::Work;
 use crate::core::Bio;
 use crate::uring::{Notifier, SlotAccess};
 
@@ -28,7 +29,7 @@ use crate::uring::{Notifier, SlotAccess};
 #[derive(Debug)]
 pub enum Event {
     /// Request `seq` was submitted as `bios` bios (see [`super::session`]).
-    Expect(super::session::Pending),
+    Expect(Pending),
     /// Reply `error` to `cookie` at once (a refused or empty request).
     Reply { cookie: u64, error: u32 },
     /// A bio of request `seq` finished.
@@ -37,6 +38,22 @@ pub enum Event {
     Shortfall { seq: u64, missing: usize },
     /// The reader stopped: no more requests.
     Closed,
+}
+
+/// A request submitted and not yet answered.
+#[derive(Debug)]
+pub struct Pending {
+    pub seq: u64,
+    pub cookie: u64,
+    pub work: Work,
+    /// Bios still to finish.
+    pub remaining: usize,
+    /// A read's slots and lengths, in offset order: the reply's data.
+    pub read_slots: Vec<(u32, usize)>,
+    pub fua: bool,
+    pub bytes: u64,
+    /// The connection's ctx, which its FUA flush also carries.
+    pub ctx: u32,
 }
 
 /// Who is told when a bio finishes.

@@ -63,8 +63,6 @@ pub const DEFAULT_REPLY_TIMEOUT: Duration = Duration::from_secs(30);
 pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How often a failing accept (EMFILE, say) is reported.
 const ACCEPT_WARNING_EVERY: Duration = Duration::from_secs(10);
-/// Largest request the merge engine builds (1280 KiB, as for jobs on real devices).
-const MAX_SECTORS: u32 = 2560;
 
 /// How `serve` runs.
 #[derive(Debug, Clone)]
@@ -177,11 +175,8 @@ pub fn serve(
     // Bound first, so that a taken address creates no file.
     let listener = Listener::bind(&options.address)
         .map_err(|e| ServeError::Setup(format!("--nbd: binding {:?}: {e}", options.address)))?;
-    if let Some(path) = options.trace_events.as_ref().filter(|p| p.exists()) {
-        return Err(ServeError::Setup(format!(
-            "--trace-events {}: the file exists; pick a new path",
-            path.display()
-        )));
+    if let Some(path) = &options.trace_events {
+        crate::events::file::check_new(path).map_err(ServeError::Setup)?;
     }
     let target = open_target(options)?;
     let (export, limits) = describe(options, &target)?;
@@ -373,7 +368,7 @@ fn scheduler(
     policy: Box<dyn PolicyBackend>,
     settings: &[(String, i64)],
 ) -> Result<(Lane, Config), ServeError> {
-    let mut config = Config::for_device(1, options.queue_depth, MAX_SECTORS);
+    let mut config = Config::for_device(1, options.queue_depth, crate::uring::MAX_SECTORS);
     config.nomerges = options.nomerges;
     if let Some(n) = options.nr_requests {
         config.nr_requests = n.max(1);

@@ -11,28 +11,12 @@ use std::time::Duration;
 
 use schedhost_sdk::{Op, PrioClass};
 
-use super::hub::{Event, Hub, Owner, Quota, Submission};
+use super::hub::{Event, Hub, Owner, Pending, Quota, Submission};
 use super::net::{Stream, read_full};
 use super::plan::{self, Limits, Plan, Work};
 use super::wire::{self, Request};
 use crate::core::Bio;
 use crate::peer::{self, Deadline};
-
-/// A request submitted and not yet answered.
-#[derive(Debug)]
-pub struct Pending {
-    pub seq: u64,
-    pub cookie: u64,
-    pub work: Work,
-    /// Bios still to finish.
-    pub remaining: usize,
-    /// A read's slots and lengths, in offset order: the reply's data.
-    pub read_slots: Vec<(u32, usize)>,
-    pub fua: bool,
-    pub bytes: u64,
-    /// The connection's ctx, which its FUA flush also carries.
-    pub ctx: u32,
-}
 
 /// What a connection did, for the server's summary.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize)]

@@ -10,7 +10,6 @@ use crate::stats::OpStats;
 use crate::workload::JobSpec;
 
 pub use json::to_json;
-pub(crate) use text::short_count;
 pub use text::to_text;
 
 /// fio's default percentile list.
@@ -57,7 +56,7 @@ pub struct TraceSummary {
 #[derive(Debug, Clone)]
 pub struct RealDetails {
     /// The devices.
-    pub targets: Vec<crate::uring::TargetSummary>,
+    pub targets: Vec<crate::outcome::TargetSummary>,
     /// The buffer arena was registered with the ring.
     pub fixed_buffers: bool,
 }

@@ -5,7 +5,7 @@ use std::fmt::Write;
 use hdrhistogram::Histogram;
 
 use super::{PERCENTILES, Summary, rates};
-use crate::stats::{DIRECTIONS, OpStats};
+use crate::stats::{DIRECTIONS, OpStats, short_count};
 
 /// The report as fio-like text.
 pub fn to_text(summary: &Summary<'_>) -> String {
@@ -241,17 +241,6 @@ fn latency_unit(mean_ns: f64) -> (&'static str, u64) {
         ("usec", 1_000)
     } else {
         ("msec", 1_000_000)
-    }
-}
-
-/// 12345.6 → "12.3k", as fio prints IOPS.
-pub(crate) fn short_count(n: f64) -> String {
-    if n >= 1e6 {
-        format!("{:.2}M", n / 1e6)
-    } else if n >= 1e3 {
-        format!("{:.1}k", n / 1e3)
-    } else {
-        format!("{n:.0}")
     }
 }
 

@@ -4,7 +4,7 @@
 use std::fmt::Write;
 
 use super::meter::Meter;
-use crate::report::short_count;
+use super::short_count;
 
 /// What the line shows besides the counters.
 #[derive(Debug, Clone, Copy)]

@@ -151,6 +151,17 @@ impl CtxStats {
     }
 }
 
+/// 12345.6 → "12.3k", as fio prints IOPS.
+pub fn short_count(n: f64) -> String {
+    if n >= 1e6 {
+        format!("{:.2}M", n / 1e6)
+    } else if n >= 1e3 {
+        format!("{:.1}k", n / 1e3)
+    } else {
+        format!("{n:.0}")
+    }
+}
+
 #[cfg(test)]
 mod timeline_tests {
     use super::*;

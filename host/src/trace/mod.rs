@@ -8,7 +8,7 @@ mod iolog;
 
 use schedhost_sdk::Op;
 
-use crate::workload::Location;
+use crate::input::Location;
 
 /// A trace format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -111,8 +111,7 @@ fn error(source: &str, line: usize, message: String) -> TraceError {
     }
 }
 
-use crate::core::MAX_SECTOR;
-use crate::workload::value::MAX_DURATION_NS;
+use crate::core::{MAX_DURATION_NS, MAX_SECTOR};
 
 /// Checks that an I/O at `at_ns` from the trace's start lies within the longest time a
 /// workload may span ([`MAX_DURATION_NS`], 366 days), so replay times cannot overflow.

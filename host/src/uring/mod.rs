@@ -31,7 +31,7 @@ use crate::core::{
     Config, Core, CoreStats, Nomerges, RqAffinity, StartError, Supervision, UnknownCompletion,
 };
 use crate::device::Geometry;
-use crate::outcome::{Outcome, SubmitterSummary, SwapRecord};
+use crate::outcome::{Outcome, SubmitterSummary, SwapRecord, TargetSummary};
 use crate::policy::{Fault, PolicyBackend};
 use crate::stats::CtxStats;
 use crate::verify::{Ledger, Mismatch};
@@ -52,8 +52,9 @@ pub use target::{OpenRules, Target, TargetError, TargetKind};
 /// single disk or virtio queue, shallow enough that a policy still has requests to order.
 pub const DEFAULT_QUEUE_DEPTH: u32 = 128;
 
-/// Largest request the merge engine builds (1280 KiB, the simulated disks' limit).
-const MAX_SECTORS: u32 = 2560;
+/// Largest request the merge engine builds on a real device or export (1280 KiB, the
+/// simulated disks' limit).
+pub const MAX_SECTORS: u32 = 2560;
 
 /// Knobs of a real run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -163,21 +164,6 @@ pub struct RealOutcome {
     pub targets: Vec<TargetSummary>,
     /// The kernel accepted the buffer arena as fixed buffers.
     pub fixed_buffers: bool,
-}
-
-/// One device of a real run.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct TargetSummary {
-    /// As given.
-    pub path: String,
-    /// File or block device.
-    pub kind: TargetKind,
-    /// Bytes.
-    pub capacity: u64,
-    /// This run created it.
-    pub created: bool,
-    /// Its scheduler's counters.
-    pub core: CoreStats,
 }
 
 /// Runs `jobs` on the devices at `paths`, one policy instance from `policies` per device.
@@ -378,7 +364,7 @@ fn outcome(
         core.add(&stats);
         summaries.push(TargetSummary {
             path: target.path.display().to_string(),
-            kind: target.kind,
+            kind: target.kind.label(),
             capacity: target.capacity,
             created: target.created,
             core: stats,

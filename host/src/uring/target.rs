@@ -18,6 +18,16 @@ pub enum TargetKind {
     BlockDevice,
 }
 
+impl TargetKind {
+    /// Its name in reports.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::File => "File",
+            Self::BlockDevice => "BlockDevice",
+        }
+    }
+}
+
 /// An open target.
 #[derive(Debug)]
 pub struct Target {

@@ -2,8 +2,7 @@
 //! the command line (`--name=a --rw=randread --bs=4k`). An option schedhost cannot honour is
 //! an error naming it and where it was given, never a silent change of meaning.
 
-use std::fmt;
-
+use crate::input::Location;
 use super::value;
 
 /// Access order.
@@ -24,25 +23,6 @@ pub enum Direction {
     Write,
     /// Both, `rwmixread` percent reads.
     Mixed,
-}
-
-/// Where an option was given.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Location {
-    /// The job file, or "command line".
-    pub source: String,
-    /// 1-based line in a job file; 0 on the command line.
-    pub line: usize,
-}
-
-impl fmt::Display for Location {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.line == 0 {
-            write!(f, "{}", self.source)
-        } else {
-            write!(f, "{}:{}", self.source, self.line)
-        }
-    }
 }
 
 /// A job-file or option error, with where it was.
@@ -108,7 +88,7 @@ pub struct JobSpec {
     pub verify: bool,
     /// A stream of a replayed trace: its I/Os replace the generated ones.
     #[serde(skip)]
-    pub replay: Option<super::replay::ReplaySpec>,
+    pub replay: Option<super::stream::ReplaySpec>,
     /// Where the job section began.
     #[serde(skip)]
     pub location: Location,

@@ -3,12 +3,15 @@
 
 pub mod job;
 pub mod replay;
+mod stream;
 mod rng;
 pub mod submitter;
 pub mod value;
 
-pub use job::{Direction, JobError, JobSpec, Location, Pattern, parse_cmdline, parse_job_file};
-pub use replay::{Pacing, ReplaySpec, jobs_for_trace};
+pub use job::{Direction, JobError, JobSpec, Pattern, parse_cmdline, parse_job_file};
+pub use crate::input::Location;
+pub use replay::jobs_for_trace;
+pub use stream::{Pacing, ReplaySpec};
 pub use rng::{Permutation, Rng};
 pub use submitter::{Next, Placement, Submitter, next_wake, phase_finished, start_phase};
 

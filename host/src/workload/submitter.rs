@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use schedhost_sdk::{Op, PrioClass};
 
 use super::job::{JobSpec, Pattern};
-use super::replay::Replay;
+use super::stream::Replay;
 use super::rng::{Permutation, Rng};
 use crate::core::Bio;
 use crate::stats::CtxStats;

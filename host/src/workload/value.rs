@@ -3,14 +3,11 @@
 //! Values are bounded where they are parsed, so what is computed from them later cannot
 //! overflow: sizes and offsets at [`MAX_BYTES`], times at [`MAX_DURATION_NS`].
 
+pub use crate::core::MAX_DURATION_NS;
 use crate::core::MAX_SECTOR;
 
 /// The largest size or offset: the byte at [`MAX_SECTOR`] (8 EiB).
 pub const MAX_BYTES: u64 = MAX_SECTOR * 512;
-
-/// The longest time a job or a trace may name: 366 days. Starts, ramps, runtimes and think
-/// times are added together; each below 2^55 ns, their sums cannot reach u64::MAX.
-pub const MAX_DURATION_NS: u64 = 366 * 24 * 3600 * 1_000_000_000;
 
 /// Parses a size in bytes. Suffixes are binary (k = 1024), as fio's default `kb_base=1024`;
 /// `KiB`/`MiB`… and a trailing `b`/`B` are accepted.
