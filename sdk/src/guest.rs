@@ -103,6 +103,28 @@ pub fn insert_and_dispatch<P: Policy>(
     }
 }
 
+#[expect(clippy::too_many_arguments, reason = "the flat scalars of one crossing")]
+pub fn turn<P: Policy>(
+    rt: &RefCell<Runtime<P>>,
+    now_ns: u64,
+    parts: u32,
+    completion: [u64; 5],
+    request: [u64; 5],
+    hw_queue: u32,
+    budget: u32,
+) -> u64 {
+    rt.borrow_mut()
+        .turn_packed(now_ns, parts, &completion, &request, hw_queue, budget)
+}
+
+pub fn take_answer<P: Policy>(rt: &RefCell<Runtime<P>>) -> wit::DispatchAnswer {
+    let answer = rt.borrow_mut().take_answer();
+    wit::DispatchAnswer {
+        ids: answer.ids,
+        wake_at_ns: answer.wake_at_ns,
+    }
+}
+
 pub fn allow_merge<P: Policy>(rt: &RefCell<Runtime<P>>, q: wit::MergeQuery) -> bool {
     let query = sdk::MergeQuery {
         target: q.target,
@@ -222,6 +244,38 @@ macro_rules! __export_component {
                 }
                 fn limit_depth(op: wit::Op, sync: bool) -> u32 {
                     RUNTIME.with(|rt| glue::limit_depth(rt, op, sync))
+                }
+                #[allow(clippy::too_many_arguments, reason = "the flat scalars of one crossing")]
+                fn turn(
+                    now_ns: u64,
+                    parts: u32,
+                    c0: u64,
+                    c1: u64,
+                    c2: u64,
+                    c3: u64,
+                    c4: u64,
+                    r0: u64,
+                    r1: u64,
+                    r2: u64,
+                    r3: u64,
+                    r4: u64,
+                    hw_queue: u32,
+                    budget: u32,
+                ) -> u64 {
+                    RUNTIME.with(|rt| {
+                        glue::turn(
+                            rt,
+                            now_ns,
+                            parts,
+                            [c0, c1, c2, c3, c4],
+                            [r0, r1, r2, r3, r4],
+                            hw_queue,
+                            budget,
+                        )
+                    })
+                }
+                fn take_answer() -> wit::DispatchAnswer {
+                    RUNTIME.with(glue::take_answer)
                 }
                 fn save_state() -> Vec<u8> {
                     RUNTIME.with(glue::save_state)

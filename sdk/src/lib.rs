@@ -112,7 +112,7 @@ pub use types::{
 };
 
 /// The WIT package version this SDK implements.
-pub const INTERFACE_VERSION: &str = "0.1.0";
+pub const INTERFACE_VERSION: &str = "0.2.0";
 
 /// Exports a [`Policy`] as the component's implementation of the `schedhost:policy` world.
 ///

@@ -21,19 +21,35 @@ fn op_from(index: u64) -> Op {
     }
 }
 
-/// Appends `r` to `out`.
-pub fn pack_request(r: &Request, out: &mut Vec<u64>) {
+/// `turn`'s `parts`: a completion is present.
+pub const TURN_COMPLETION: u32 = 1;
+/// `turn`'s `parts`: a request is present.
+pub const TURN_REQUEST: u32 = 2;
+/// `turn`'s `parts`: dispatch.
+pub const TURN_DISPATCH: u32 = 4;
+/// `turn`'s result when nothing was dispatched and no wake-up asked.
+pub const TURN_NONE: u64 = u64::MAX;
+/// `turn`'s result when the answer is more than one id: `take-answer` has it.
+pub const TURN_MORE: u64 = u64::MAX - 1;
+
+/// `r` in five words.
+pub fn request_words(r: &Request) -> [u64; WORDS] {
     let flags = op_index(r.op)
         | u64::from(r.sync) << 8
         | (r.prio_class as u64) << 16
         | u64::from(r.prio_level) << 24;
-    out.extend_from_slice(&[
+    [
         r.id,
         r.sector,
         r.arrival_ns,
         u64::from(r.sectors) | u64::from(r.ctx) << 32,
         flags,
-    ]);
+    ]
+}
+
+/// Appends `r` to `out`.
+pub fn pack_request(r: &Request, out: &mut Vec<u64>) {
+    out.extend_from_slice(&request_words(r));
 }
 
 /// The request in five words.
@@ -58,13 +74,28 @@ pub fn unpack_request(w: &[u64]) -> Request {
 
 /// Appends `c` to `out`.
 pub fn pack_completion(c: &Completion, out: &mut Vec<u64>) {
-    out.extend_from_slice(&[
+    out.extend_from_slice(&completion_words(c));
+}
+
+/// `c` in five words.
+pub fn completion_words(c: &Completion) -> [u64; WORDS] {
+    [
         c.id,
         c.latency_ns,
         c.service_ns,
         u64::from(c.sectors) | u64::from(c.ctx) << 32,
         op_index(c.op) | u64::from(c.status as u32) << 32,
-    ]);
+    ]
+}
+
+/// `turn`'s result for `answer`: `None` if it is not one of the scalar cases (it must then
+/// be kept for `take-answer`, and the result is [`TURN_MORE`]).
+pub fn turn_result(answer: &crate::Dispatch) -> Option<u64> {
+    match (answer.ids.as_slice(), answer.wake_at_ns) {
+        ([], None) => Some(TURN_NONE),
+        ([id], None) if *id < 1 << 63 => Some(*id),
+        _ => None,
+    }
 }
 
 /// The completion in five words.

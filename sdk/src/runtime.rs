@@ -17,6 +17,9 @@ pub struct Runtime<P: Policy> {
     /// Reused for unpacking batches, so a component does not allocate per call.
     requests: Vec<Request>,
     done: Vec<Completion>,
+    /// The answer of a `turn`, reused so the common turn allocates nothing, and kept for
+    /// `take-answer` when it does not fit `turn`'s result.
+    answer: Dispatch,
 }
 
 impl<P: Policy> Default for Runtime<P> {
@@ -32,6 +35,7 @@ impl<P: Policy> Runtime<P> {
             policy: None,
             requests: Vec::new(),
             done: Vec::new(),
+            answer: Dispatch::default(),
         }
     }
 
@@ -119,6 +123,53 @@ impl<P: Policy> Runtime<P> {
     ) -> Dispatch {
         self.insert_packed(now_ns, words);
         self.dispatch(now_ns, hw_queue, budget)
+    }
+
+    /// One driver turn from the scalar encoding of `turn` (see `wit/policy.wit`): the
+    /// completion, the request and the dispatch that `parts` names, in that order. Returns
+    /// `turn`'s result; with [`crate::packed::TURN_MORE`] the answer waits in
+    /// [`Runtime::take_answer`].
+    #[doc(hidden)]
+    #[expect(clippy::too_many_arguments, reason = "the flat scalars of one crossing")]
+    pub fn turn_packed(
+        &mut self,
+        now_ns: u64,
+        parts: u32,
+        completion: &[u64; crate::packed::WORDS],
+        request: &[u64; crate::packed::WORDS],
+        hw_queue: u32,
+        budget: u32,
+    ) -> u64 {
+        use crate::packed::{TURN_COMPLETION, TURN_DISPATCH, TURN_MORE, TURN_NONE, TURN_REQUEST};
+        if parts & TURN_COMPLETION != 0 {
+            self.completed_packed(now_ns, completion);
+        }
+        if parts & TURN_REQUEST != 0 {
+            self.insert_packed(now_ns, request);
+        }
+        if parts & TURN_DISPATCH == 0 {
+            return TURN_NONE;
+        }
+        let mut answer = std::mem::take(&mut self.answer);
+        answer.ids.clear();
+        answer.wake_at_ns = None;
+        self.policy_mut()
+            .dispatch(now_ns, hw_queue, budget, &mut answer);
+        let result = crate::packed::turn_result(&answer).unwrap_or(TURN_MORE);
+        self.answer = answer;
+        result
+    }
+
+    /// The answer of the last turn that returned [`crate::packed::TURN_MORE`].
+    #[doc(hidden)]
+    pub fn take_answer(&mut self) -> Dispatch {
+        let answer = Dispatch {
+            ids: self.answer.ids.clone(),
+            wake_at_ns: self.answer.wake_at_ns,
+        };
+        self.answer.ids.clear();
+        self.answer.wake_at_ns = None;
+        answer
     }
 
     /// Unpacks completions in the wire encoding and forwards them to [`Policy::completed`].

@@ -6,7 +6,9 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use schedhost::device::DeviceSpec;
-use schedhost::policy::{Loaded, PolicyBackend, PolicySource, WasmRuntime, load, resolve};
+use schedhost::policy::{
+    Loaded, PolicyBackend, PolicySource, WasmRuntime, load, phases, resolve,
+};
 use schedhost::sim::{self, SimOptions};
 use schedhost::workload::{parse_cmdline, parse_job_file};
 
@@ -33,6 +35,10 @@ pub struct BenchArgs {
     /// per-ctx counters of live stats and metrics, and with the event trace.
     #[arg(long)]
     pub observe: bool,
+    /// Split one policy call's cost by phase instead (scalars, lists, post-return, arming):
+    /// `--ios` calls per phase and round.
+    #[arg(long)]
+    pub phases: bool,
 }
 
 impl BenchArgs {
@@ -45,6 +51,9 @@ impl BenchArgs {
             return swap_stalls(&runtime, swaps);
         }
         let (source, wasm) = load(&runtime, &self.policy)?;
+        if self.phases {
+            return self.phases(&runtime, &source.label(), &wasm);
+        }
         let native_name = format!(
             "native:{}",
             self.policy
@@ -104,6 +113,31 @@ impl BenchArgs {
         println!("  {:<28} {:>12.0} {:>14.0}", source.label(), w, 1e9 / w);
         println!("  {:<28} {:>12.0} {:>14.0}", native_name, n, 1e9 / n);
         println!("  component throughput / native throughput: {:.3}", n / w);
+        Ok(())
+    }
+}
+
+impl BenchArgs {
+    /// Each phase of a call, without and with fuel metering.
+    fn phases(&self, runtime: &WasmRuntime, label: &str, wasm: &Loaded) -> Result<()> {
+        let Loaded::Wasm(loaded) = wasm else {
+            bail!("--phases measures a component; {label} is native");
+        };
+        let fuel = WasmRuntime::with_limits(schedhost::policy::Limits {
+            fuel: Some(10_000_000),
+            ..runtime.limits()
+        })?
+        .load(&loaded.path)?;
+        let plain = phases::measure(loaded, self.ios, self.rounds)?;
+        let fueled = phases::measure(&fuel, self.ios, self.rounds)?;
+        println!(
+            "schedhost bench --phases: {label}, {} calls per phase and round, {} rounds (median)",
+            self.ios, self.rounds
+        );
+        println!("  {:<60} {:>9} {:>11}", "phase", "ns/call", "with fuel");
+        for (p, f) in plain.iter().zip(&fueled) {
+            println!("  {:<60} {:>9.1} {:>11.1}", p.name, p.ns, f.ns);
+        }
         Ok(())
     }
 }

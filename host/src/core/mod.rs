@@ -25,7 +25,7 @@ use schedhost_sdk::{
 };
 
 use crate::events::{Event, Kind, op_code};
-use crate::policy::{Fault, FaultKind, PolicyBackend, Timed, native_policy};
+use crate::policy::{Fault, FaultKind, PolicyBackend, Timed, Turn, native_policy};
 use crate::stats::meter::Meter;
 pub use merge::{MergeIndex, Nomerges, can_coalesce, can_merge};
 pub use recovery::{DEFAULT_WATCHDOG_NS, Ejection, OnFault, Recovery, Supervision, Swapped};
@@ -591,33 +591,12 @@ impl Core {
 
     /// One round of policy calls. Never fails: a fault is latched for [`Core::settle`].
     fn run_policy(&mut self, now_ns: u64) {
-        self.flush_notices(now_ns);
         for queue in &mut self.queues {
             if queue.timer.is_some_and(|t| t <= now_ns) {
                 queue.timer = None;
             }
         }
-        // New requests and the first hardware queue with free tags share one call.
-        let mut served = None;
-        if self.alive() && self.take_inserts(now_ns) {
-            self.stats.policy_calls += 1;
-            served = (0..self.config.hw_queues).find(|&q| self.budget(q) > 0);
-            match served {
-                Some(hw_queue) => {
-                    let budget = self.budget(hw_queue);
-                    let answer =
-                        self.policy
-                            .insert_and_dispatch(now_ns, &self.scratch, hw_queue, budget);
-                    if let Some(answer) = self.guard(answer.map(Some), None) {
-                        self.send(now_ns, hw_queue, budget, answer, "insert-and-dispatch");
-                    }
-                }
-                None => {
-                    let result = self.policy.insert(now_ns, &self.scratch);
-                    self.guard(result, ());
-                }
-            }
-        }
+        let served = self.take_turn(now_ns);
         for hw_queue in 0..self.config.hw_queues {
             let budget = self.budget(hw_queue);
             if served != Some(hw_queue) && budget > 0 && self.queued > 0 && self.alive() {
@@ -631,25 +610,49 @@ impl Core {
         self.watch(now_ns);
     }
 
+    /// The turn's notices (completions, merges) and new requests go to the policy together
+    /// with a dispatch for the first hardware queue with free tags, in one
+    /// [`PolicyBackend::turn`]: a component hears them in one crossing where it can. Returns
+    /// the hardware queue that was served, if one was.
+    fn take_turn(&mut self, now_ns: u64) -> Option<u32> {
+        if !self.alive() {
+            return None;
+        }
+        let inserts = self.take_inserts(now_ns);
+        let served = inserts
+            .then(|| (0..self.config.hw_queues).find(|&q| self.budget(q) > 0))
+            .flatten();
+        let dispatch = served.map(|q| (q, self.budget(q)));
+        let calls = [
+            !self.pending_completions.is_empty(),
+            !self.pending_merges.is_empty(),
+            inserts,
+        ];
+        if !calls.contains(&true) {
+            return None;
+        }
+        // Counted as the calls they stand for, however many crossings they take.
+        self.stats.policy_calls += calls.iter().filter(|&&c| c).count() as u64;
+        let turn = Turn {
+            completions: &self.pending_completions,
+            merges: &self.pending_merges,
+            requests: if inserts { &self.scratch } else { &[] },
+            dispatch,
+        };
+        let answer = self.policy.turn(now_ns, &turn);
+        self.pending_completions.clear();
+        self.pending_merges.clear();
+        if let (Some(Some(answer)), Some((hw_queue, budget))) =
+            (self.guard(answer.map(Some), None), dispatch)
+        {
+            self.send(now_ns, hw_queue, budget, answer, "insert-and-dispatch");
+        }
+        served
+    }
+
     /// Free driver tags on `hw_queue`.
     fn budget(&self, hw_queue: u32) -> u32 {
         self.config.queue_depth - self.queues[hw_queue as usize].inflight
-    }
-
-    /// Reports completions and merges to the policy, each kind in one batch.
-    fn flush_notices(&mut self, now_ns: u64) {
-        if !self.pending_completions.is_empty() && self.alive() {
-            self.stats.policy_calls += 1;
-            let result = self.policy.completed(now_ns, &self.pending_completions);
-            self.guard(result, ());
-            self.pending_completions.clear();
-        }
-        if !self.pending_merges.is_empty() && self.alive() {
-            self.stats.policy_calls += 1;
-            let result = self.policy.merged(now_ns, &self.pending_merges);
-            self.guard(result, ());
-            self.pending_merges.clear();
-        }
     }
 
     /// Moves requests waiting for the insert batch into `scratch`, as queued; true iff any.

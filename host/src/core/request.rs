@@ -133,7 +133,8 @@ impl RequestTable {
             }
         };
         let slot = &mut self.slots[index as usize];
-        slot.generation = slot.generation.wrapping_add(1);
+        // 31-bit generations keep ids below 2^63, as the interface promises policies.
+        slot.generation = slot.generation.wrapping_add(1) & 0x7fff_ffff;
         slot.request = Some(request);
         (u64::from(slot.generation) << 32) | u64::from(index)
     }

@@ -4,6 +4,7 @@
 
 pub mod answers;
 mod native;
+pub mod phases;
 mod resolve;
 mod timed;
 mod wasm;
@@ -63,6 +64,45 @@ impl fmt::Display for Fault {
 
 impl std::error::Error for Fault {}
 
+/// What one turn of a driver has for the policy.
+#[derive(Debug, Clone, Copy)]
+pub struct Turn<'a> {
+    /// Dispatched requests that finished.
+    pub completions: &'a [Completion],
+    /// Queued requests that grew or were absorbed.
+    pub merges: &'a [MergeEvent],
+    /// Requests entering the scheduler.
+    pub requests: &'a [Request],
+    /// Then dispatch up to `.1` requests on hardware queue `.0`.
+    pub dispatch: Option<(u32, u32)>,
+}
+
+/// `turn` as the separate calls: `completed`, `merged`, then `insert_and_dispatch`,
+/// `insert` or `dispatch`, skipping what is empty. The first fault ends the turn.
+///
+/// # Errors
+/// The fault of the call that failed.
+pub fn turn_by_parts<P: PolicyBackend + ?Sized>(
+    policy: &mut P,
+    now_ns: u64,
+    turn: &Turn<'_>,
+) -> Result<Option<Dispatch>, Fault> {
+    if !turn.completions.is_empty() {
+        policy.completed(now_ns, turn.completions)?;
+    }
+    if !turn.merges.is_empty() {
+        policy.merged(now_ns, turn.merges)?;
+    }
+    match (turn.requests, turn.dispatch) {
+        ([], None) => Ok(None),
+        ([], Some((hw_queue, budget))) => policy.dispatch(now_ns, hw_queue, budget).map(Some),
+        (requests, None) => policy.insert(now_ns, requests).map(|()| None),
+        (requests, Some((hw_queue, budget))) => policy
+            .insert_and_dispatch(now_ns, requests, hw_queue, budget)
+            .map(Some),
+    }
+}
+
 /// A running policy instance for one device. Every call may fail with a [`Fault`]; answers
 /// that are the policy's own refusals (a bad tunable) come back as `Ok(Err(message))`.
 pub trait PolicyBackend: Send {
@@ -94,6 +134,13 @@ pub trait PolicyBackend: Send {
     ) -> Result<Dispatch, Fault> {
         self.insert(now_ns, requests)?;
         self.dispatch(now_ns, hw_queue, budget)
+    }
+    /// One driver turn: `turn`'s completions, merges, new requests and dispatch, heard in
+    /// that order, in as few crossings as the backend can make it (a component: one, in
+    /// flat scalars, when there is at most one completion and one request). The answer is
+    /// the dispatch's, if one was asked for.
+    fn turn(&mut self, now_ns: u64, turn: &Turn<'_>) -> Result<Option<Dispatch>, Fault> {
+        turn_by_parts(self, now_ns, turn)
     }
     /// May a bio join a queued request?
     fn allow_merge(&mut self, query: &MergeQuery) -> Result<bool, Fault>;

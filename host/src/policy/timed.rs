@@ -10,7 +10,7 @@ use schedhost_sdk::{
     Completion, Dispatch, Info, MergeEvent, MergeQuery, Op, Request, Setup, Tunable,
 };
 
-use super::{Fault, PolicyBackend};
+use super::{Fault, PolicyBackend, Turn};
 
 /// `inner`, adding the time of each call to a counter shared with whoever reads it.
 pub struct Timed {
@@ -75,6 +75,9 @@ impl PolicyBackend for Timed {
         budget: u32,
     ) -> Result<Dispatch, Fault> {
         self.time(|p| p.insert_and_dispatch(now_ns, requests, hw_queue, budget))
+    }
+    fn turn(&mut self, now_ns: u64, turn: &Turn<'_>) -> Result<Option<Dispatch>, Fault> {
+        self.time(|p| p.turn(now_ns, turn))
     }
     fn allow_merge(&mut self, query: &MergeQuery) -> Result<bool, Fault> {
         self.time(|p| p.allow_merge(query))

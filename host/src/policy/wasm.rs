@@ -22,7 +22,7 @@ use wasmtime::{
     Store, Trap, WasmBacktrace,
 };
 
-use super::{Fault, FaultKind, PolicyBackend, answers};
+use super::{Fault, FaultKind, PolicyBackend, Turn, answers, turn_by_parts};
 
 mod bindings {
     wasmtime::component::bindgen!({ path: "../wit", world: "policy" });
@@ -62,7 +62,7 @@ pub enum LoadError {
     Invalid { path: PathBuf, message: String },
     /// Built against another version of the interface.
     #[error(
-        "{path} implements {found}, but this schedhost speaks {INTERFACE}@{INTERFACE_VERSION}; rebuild the policy against schedhost-sdk {INTERFACE_VERSION}"
+        "{path} implements {found}, but this schedhost speaks {INTERFACE}@{INTERFACE_VERSION}; rebuild the policy from its source against schedhost-sdk {INTERFACE_VERSION} (`cargo xtask build-policy DIR`)"
     )]
     Version { path: PathBuf, found: String },
     /// Some other component.
@@ -236,7 +236,7 @@ fn start_epoch_ticker(engine: &Engine) -> std::io::Result<()> {
 
 /// A store's memory cap, remembering whether the policy hit it.
 #[derive(Debug)]
-struct Caps {
+pub(super) struct Caps {
     memory_bytes: usize,
     hit: bool,
 }
@@ -343,6 +343,102 @@ impl LoadedPolicy {
     }
 }
 
+/// Direct calls for the phase benchmark ([`super::phases`]), each one interface call.
+impl WasmPolicy {
+    pub(super) fn init_for_bench(&mut self) -> anyhow::Result<()> {
+        let setup = Setup {
+            hw_queues: 1,
+            queue_depth: 1024,
+            nr_requests: 1024,
+        };
+        PolicyBackend::init(self, &setup, &[])?
+            .map_err(anyhow::Error::msg)
+    }
+
+    pub(super) fn bench_parts(&mut self) -> (&mut Store<Caps>, u64, Option<u64>) {
+        (&mut self.store, self.ticks, self.fuel)
+    }
+
+    pub(super) fn bench_limit_depth(&mut self) -> anyhow::Result<()> {
+        arm(&mut self.store, self.ticks, self.fuel);
+        self.instance
+            .schedhost_policy_scheduler()
+            .call_limit_depth(&mut self.store, wit::Op::Read, true)?;
+        Ok(())
+    }
+
+    pub(super) fn bench_turn(
+        &mut self,
+        parts: u32,
+        c: &[u64; packed::WORDS],
+        r: &[u64; packed::WORDS],
+    ) -> anyhow::Result<u64> {
+        arm(&mut self.store, self.ticks, self.fuel);
+        Ok(self.instance.schedhost_policy_scheduler().call_turn(
+            &mut self.store,
+            0,
+            parts,
+            c[0],
+            c[1],
+            c[2],
+            c[3],
+            c[4],
+            r[0],
+            r[1],
+            r[2],
+            r[3],
+            r[4],
+            0,
+            1,
+        )?)
+    }
+
+    pub(super) fn bench_completed(&mut self, words: &[u64; packed::WORDS]) -> anyhow::Result<()> {
+        arm(&mut self.store, self.ticks, self.fuel);
+        self.instance
+            .schedhost_policy_scheduler()
+            .call_completed(&mut self.store, 0, words)?;
+        Ok(())
+    }
+
+    pub(super) fn bench_dispatch(&mut self) -> anyhow::Result<usize> {
+        arm(&mut self.store, self.ticks, self.fuel);
+        Ok(self
+            .instance
+            .schedhost_policy_scheduler()
+            .call_dispatch(&mut self.store, 0, 0, 1)
+            .map(|answer| answer.ids.len())?)
+    }
+
+    pub(super) fn bench_insert_and_dispatch(
+        &mut self,
+        words: &[u64; packed::WORDS],
+    ) -> anyhow::Result<usize> {
+        arm(&mut self.store, self.ticks, self.fuel);
+        Ok(self
+            .instance
+            .schedhost_policy_scheduler()
+            .call_insert_and_dispatch(&mut self.store, 0, words, 0, 1)
+            .map(|answer| answer.ids.len())?)
+    }
+}
+
+impl WasmPolicy {
+    /// The answer a `turn` kept back because it was more than one id.
+    fn take_answer(&mut self) -> Result<Dispatch, Fault> {
+        arm(&mut self.store, self.ticks, self.fuel);
+        let answer = self
+            .instance
+            .schedhost_policy_scheduler()
+            .call_take_answer(&mut self.store)
+            .map_err(|e| self.fault("take-answer", e))?;
+        Ok(Dispatch {
+            ids: answer.ids,
+            wake_at_ns: answer.wake_at_ns,
+        })
+    }
+}
+
 /// A policy's answer to `call` that breaks the interface's bounds.
 fn invalid(call: &'static str, why: String) -> Fault {
     Fault {
@@ -353,7 +449,7 @@ fn invalid(call: &'static str, why: String) -> Fault {
 }
 
 /// Gives the next call its deadline and fuel.
-fn arm(store: &mut Store<Caps>, ticks: u64, fuel: Option<u64>) {
+pub(super) fn arm(store: &mut Store<Caps>, ticks: u64, fuel: Option<u64>) {
     store.set_epoch_deadline(ticks);
     if let Some(fuel) = fuel {
         // Fails only when fuel is off in the engine, which `fuel` being set rules out.
@@ -545,6 +641,59 @@ impl PolicyBackend for WasmPolicy {
             ids: answer.ids,
             wake_at_ns: answer.wake_at_ns,
         })
+    }
+
+    fn turn(&mut self, now_ns: u64, turn: &Turn<'_>) -> Result<Option<Dispatch>, Fault> {
+        let (completion, request) = match (turn.completions, turn.merges, turn.requests) {
+            (c @ ([] | [_]), [], r @ ([] | [_])) => (c.first(), r.first()),
+            _ => return turn_by_parts(self, now_ns, turn),
+        };
+        let mut parts = 0;
+        let c = completion.map_or([0; packed::WORDS], |c| {
+            parts |= packed::TURN_COMPLETION;
+            packed::completion_words(c)
+        });
+        let r = request.map_or([0; packed::WORDS], |r| {
+            parts |= packed::TURN_REQUEST;
+            packed::request_words(r)
+        });
+        let (hw_queue, budget) = turn.dispatch.unwrap_or_default();
+        if turn.dispatch.is_some() {
+            parts |= packed::TURN_DISPATCH;
+        }
+        arm(&mut self.store, self.ticks, self.fuel);
+        let result = self
+            .instance
+            .schedhost_policy_scheduler()
+            .call_turn(
+                &mut self.store,
+                now_ns,
+                parts,
+                c[0],
+                c[1],
+                c[2],
+                c[3],
+                c[4],
+                r[0],
+                r[1],
+                r[2],
+                r[3],
+                r[4],
+                hw_queue,
+                budget,
+            )
+            .map_err(|e| self.fault("turn", e))?;
+        if turn.dispatch.is_none() {
+            return Ok(None);
+        }
+        Ok(Some(match result {
+            packed::TURN_NONE => Dispatch::default(),
+            packed::TURN_MORE => self.take_answer()?,
+            id => Dispatch {
+                ids: vec![id],
+                wake_at_ns: None,
+            },
+        }))
     }
 
     fn allow_merge(&mut self, q: &MergeQuery) -> Result<bool, Fault> {

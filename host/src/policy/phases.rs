@@ -1,0 +1,105 @@
+//! `schedhost bench --phases`: what one policy call costs, split by what it carries. Each
+//! phase calls a real policy component (the bundled noop by default) many times in a loop
+//! and reports ns per call; a phase's cost minus a smaller one's is what that part adds.
+//! Benchmarks, not tests: the figures go to BENCHMARKS.md.
+
+use std::time::Instant;
+
+use schedhost_sdk::{Completion, Op, PrioClass, Request, packed};
+
+use super::wasm::{LoadedPolicy, WasmPolicy, arm};
+
+/// One measured phase.
+#[derive(Debug, Clone)]
+pub struct Phase {
+    /// What is measured.
+    pub name: &'static str,
+    /// Median ns per call over the rounds.
+    pub ns: f64,
+}
+
+/// Measures each phase on a fresh instance of `loaded`, `calls` calls per round, the median
+/// of `rounds` rounds.
+///
+/// # Errors
+/// The component cannot be instantiated or a call fails.
+pub fn measure(loaded: &LoadedPolicy, calls: u64, rounds: u32) -> anyhow::Result<Vec<Phase>> {
+    let mut policy = loaded.instantiate()?;
+    policy.init_for_bench()?;
+    let mut phases = Vec::new();
+    let mut next_id = 0u64;
+    let mut run = |name: &'static str,
+                   body: &mut dyn FnMut(&mut WasmPolicy) -> anyhow::Result<()>|
+     -> anyhow::Result<()> {
+        let ns = median_ns(calls, rounds, || body(&mut policy))?;
+        phases.push(Phase { name, ns });
+        Ok(())
+    };
+    run("arming the epoch deadline (and fuel, if on)", &mut |p| {
+        let (store, ticks, fuel) = p.bench_parts();
+        arm(store, ticks, fuel);
+        Ok(())
+    })?;
+    run("two scalars in, one out (limit-depth)", &mut |p| {
+        p.bench_limit_depth()
+    })?;
+    run("14 scalars in, one out, no work (turn, no parts)", &mut |p| {
+        p.bench_turn(0, &[0; 5], &[0; 5]).map(drop)
+    })?;
+    let completion = packed::completion_words(&Completion {
+        id: 1,
+        ctx: 0,
+        op: Op::Read,
+        sectors: 8,
+        latency_ns: 1,
+        service_ns: 1,
+        status: 0,
+    });
+    run("a list argument, 5 words (completed)", &mut |p| {
+        p.bench_completed(&completion)
+    })?;
+    run("a list result and post-return (dispatch, none)", &mut |p| {
+        p.bench_dispatch().map(drop)
+    })?;
+    let request = |id: u64| {
+        packed::request_words(&Request {
+            id,
+            ctx: 0,
+            op: Op::Read,
+            sector: id * 8,
+            sectors: 8,
+            sync: true,
+            prio_class: PrioClass::None,
+            prio_level: 4,
+            arrival_ns: id,
+        })
+    };
+    run("one request in, one id out as lists (insert-and-dispatch)", &mut |p| {
+        next_id += 1;
+        p.bench_insert_and_dispatch(&request(next_id)).map(drop)
+    })?;
+    run("one request in, one id out as scalars (turn)", &mut |p| {
+        next_id += 1;
+        let parts = packed::TURN_REQUEST | packed::TURN_DISPATCH;
+        p.bench_turn(parts, &[0; 5], &request(next_id)).map(drop)
+    })?;
+    Ok(phases)
+}
+
+/// The median over `rounds` of the ns per call of `calls` calls of `body`.
+fn median_ns(
+    calls: u64,
+    rounds: u32,
+    mut body: impl FnMut() -> anyhow::Result<()>,
+) -> anyhow::Result<f64> {
+    let mut samples = Vec::new();
+    for _ in 0..rounds.max(1) {
+        let start = Instant::now();
+        for _ in 0..calls {
+            body()?;
+        }
+        samples.push(start.elapsed().as_nanos() as f64 / calls.max(1) as f64);
+    }
+    samples.sort_by(f64::total_cmp);
+    Ok(samples[samples.len() / 2])
+}
