@@ -565,7 +565,15 @@ fn serve_refuses_bad_addresses_and_unasked_overwrites_with_clear_messages() {
         assert_fails_with(&out, expected);
         assert!(!missing.exists(), "--size {size} left a file behind");
     }
-    let out = schedhost(&["serve", "--nbd", ":0", "--device", disk_arg, "--reply-timeout", "0"]);
+    let out = schedhost(&[
+        "serve",
+        "--nbd",
+        ":0",
+        "--device",
+        disk_arg,
+        "--reply-timeout",
+        "0",
+    ]);
     assert_fails_with(&out, "a timeout is above 0");
 }
 
@@ -573,7 +581,10 @@ fn serve_refuses_bad_addresses_and_unasked_overwrites_with_clear_messages() {
 fn real_write_at_an_offset_that_would_wrap_is_refused_before_touching_the_file() {
     let path = real_dir("wrapped_offset").join("new.dat");
     for (offset, expected) in [
-        ("18446744073709547520", "--offset: `18446744073709547520` is too large"),
+        (
+            "18446744073709547520",
+            "--offset: `18446744073709547520` is too large",
+        ),
         ("8191p", "ends past the largest address"),
     ] {
         let out = schedhost(&[

@@ -103,7 +103,10 @@ pub fn insert_and_dispatch<P: Policy>(
     }
 }
 
-#[expect(clippy::too_many_arguments, reason = "the flat scalars of one crossing")]
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the flat scalars of one crossing"
+)]
 pub fn turn<P: Policy>(
     rt: &RefCell<Runtime<P>>,
     now_ns: u64,
@@ -245,7 +248,10 @@ macro_rules! __export_component {
                 fn limit_depth(op: wit::Op, sync: bool) -> u32 {
                     RUNTIME.with(|rt| glue::limit_depth(rt, op, sync))
                 }
-                #[allow(clippy::too_many_arguments, reason = "the flat scalars of one crossing")]
+                #[allow(
+                    clippy::too_many_arguments,
+                    reason = "the flat scalars of one crossing"
+                )]
                 fn turn(
                     now_ns: u64,
                     parts: u32,

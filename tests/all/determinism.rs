@@ -63,3 +63,23 @@ fn noop_component_and_native_noop_schedule_identically() {
     let native = schedhost::policy::native_policy("noop").unwrap();
     assert_eq!(json_for(wasm, 3), json_for(native, 3));
 }
+
+#[test]
+fn every_policy_schedules_identically_natively_through_its_core_module_and_through_the_component_api()
+ {
+    let runtime = runtime();
+    for name in ["noop", "deadline", "cfq", "time-slice", "kyber", "bfq"] {
+        let Some(path) = component(name) else {
+            return;
+        };
+        let loaded = runtime.load(&path).unwrap();
+        assert_eq!(loaded.crossing(), "core module", "{name}");
+        let component_api = loaded.clone().through_component();
+        assert_eq!(component_api.crossing(), "component");
+        let native = json_for(schedhost::policy::native_policy(name).unwrap(), 5);
+        let core = json_for(Box::new(loaded.instantiate().unwrap()), 5);
+        let api = json_for(Box::new(component_api.instantiate().unwrap()), 5);
+        assert_eq!(core, native, "{name}: core module against native");
+        assert_eq!(api, native, "{name}: component API against native");
+    }
+}

@@ -74,7 +74,12 @@ fn golden_simulated_reports_are_byte_identical_for_every_bundled_job_and_policy(
         for policy in POLICIES {
             let text = report(job, policy);
             let name = job.file_name().unwrap().to_string_lossy().into_owned();
-            let _ = writeln!(got, "{name} {policy} {} {:016x}", text.len(), fnv1a(text.as_bytes()));
+            let _ = writeln!(
+                got,
+                "{name} {policy} {} {:016x}",
+                text.len(),
+                fnv1a(text.as_bytes())
+            );
             reports.push((format!("{name}.{policy}.json"), text));
         }
     }

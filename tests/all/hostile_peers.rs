@@ -18,7 +18,9 @@ const BOUND: Duration = Duration::from_secs(5);
 
 /// Opens `n` connections that never say anything.
 fn idle_sockets(socket: &Path, n: usize) -> Vec<UnixStream> {
-    (0..n).map(|_| UnixStream::connect(socket).unwrap()).collect()
+    (0..n)
+        .map(|_| UnixStream::connect(socket).unwrap())
+        .collect()
 }
 
 #[test]
@@ -122,7 +124,11 @@ fn hostile_nbd_a_reply_that_drips_out_is_cut_off_at_the_reply_deadline() {
             Ok(_) => std::thread::sleep(Duration::from_millis(50)),
         }
     }
-    assert!(ended, "the dripping reader is still served after {:?}", started.elapsed());
+    assert!(
+        ended,
+        "the dripping reader is still served after {:?}",
+        started.elapsed()
+    );
 }
 
 #[test]
@@ -158,11 +164,17 @@ fn hostile_nbd_nothing_sent_after_a_failed_reply_runs() {
 fn hostile_nbd_unix_socket_is_private_and_the_path_is_not_described() {
     let dir = scratch("hostile_private");
     let server = start(options(&dir), native_policy("noop").unwrap(), None);
-    let mode = std::fs::metadata(&server.socket).unwrap().permissions().mode();
+    let mode = std::fs::metadata(&server.socket)
+        .unwrap()
+        .permissions()
+        .mode();
     assert_eq!(mode & 0o777, 0o600, "{mode:o}");
     let infos = info_types(&server.socket, &[2]);
     assert!(infos.contains(&0), "the export info is sent: {infos:?}");
-    assert!(!infos.contains(&2), "a description was sent unasked-for: {infos:?}");
+    assert!(
+        !infos.contains(&2),
+        "a description was sent unasked-for: {infos:?}"
+    );
 }
 
 /// `NBD_OPT_INFO` asking for `wanted` info types; the types of the `NBD_REP_INFO` replies.
@@ -260,7 +272,9 @@ fn hostile_metrics_dripping_and_idle_scrapers_do_not_hold_up_a_scrape() {
     opts.metrics = Some("127.0.0.1:0".into());
     let server = start(opts, native_policy("noop").unwrap(), None);
     let address = server.metrics.unwrap();
-    let _idle: Vec<TcpStream> = (0..4).map(|_| TcpStream::connect(address).unwrap()).collect();
+    let _idle: Vec<TcpStream> = (0..4)
+        .map(|_| TcpStream::connect(address).unwrap())
+        .collect();
     let mut drip = TcpStream::connect(address).unwrap();
     let dripper = std::thread::spawn(move || {
         for byte in b"GET /metrics HTTP/1.1\r\nX: ".repeat(4) {
@@ -282,7 +296,8 @@ fn hostile_metrics_dripping_and_idle_scrapers_do_not_hold_up_a_scrape() {
     let started = Instant::now();
     let mut good = TcpStream::connect(address).unwrap();
     good.set_read_timeout(Some(BOUND)).unwrap();
-    good.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    good.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
     let mut scrape = String::new();
     good.read_to_string(&mut scrape).unwrap();
     assert!(scrape.starts_with("HTTP/1.1 200 OK"), "{scrape:.80}");
@@ -318,7 +333,10 @@ fn hostile_policy_a_set_that_traps_is_a_fault_at_its_time_and_stops_an_aborting_
         } else {
             let served = server.finish();
             assert_eq!(served.ejections.len(), 1);
-            assert!(served.ejections[0].at_ns >= 200_000_000, "stamped at its time");
+            assert!(
+                served.ejections[0].at_ns >= 200_000_000,
+                "stamped at its time"
+            );
         }
     }
 }

@@ -184,7 +184,14 @@ impl Client {
         }
     }
 
-    pub(crate) fn send(&mut self, kind: u16, flags: u16, offset: u64, length: u32, payload: &[u8]) -> u64 {
+    pub(crate) fn send(
+        &mut self,
+        kind: u16,
+        flags: u16,
+        offset: u64,
+        length: u32,
+        payload: &[u8],
+    ) -> u64 {
         self.cookie += 1;
         let request = Request {
             flags,

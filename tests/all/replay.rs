@@ -248,8 +248,14 @@ fn replay_on_a_real_file_writes_a_long_io_whole_among_short_ones() {
     // The file was created sparse (zeros); every block of the long write now holds its
     // (random) buffer, not just the first 4 KiB.
     let data = std::fs::read(&path).unwrap();
-    for (i, block) in data[1_048_576..1_048_576 + 131_072].chunks(4096).enumerate() {
-        assert!(block.iter().any(|&b| b != 0), "block {i} of the 128 KiB write is zeros");
+    for (i, block) in data[1_048_576..1_048_576 + 131_072]
+        .chunks(4096)
+        .enumerate()
+    {
+        assert!(
+            block.iter().any(|&b| b != 0),
+            "block {i} of the 128 KiB write is zeros"
+        );
     }
 }
 
@@ -273,5 +279,8 @@ fn replay_on_a_real_file_refuses_buffers_past_the_limit_up_front() {
     .unwrap_err()
     .to_string();
     assert!(err.contains("2048 MiB buffer limit"), "{err}");
-    assert!(!path.exists(), "a run refused while setting up leaves no file behind");
+    assert!(
+        !path.exists(),
+        "a run refused while setting up leaves no file behind"
+    );
 }

@@ -6,9 +6,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use schedhost::device::DeviceSpec;
-use schedhost::policy::{
-    Loaded, PolicyBackend, PolicySource, WasmRuntime, load, phases, resolve,
-};
+use schedhost::policy::{Loaded, PolicyBackend, PolicySource, WasmRuntime, load, phases, resolve};
 use schedhost::sim::{self, SimOptions};
 use schedhost::workload::{parse_cmdline, parse_job_file};
 
@@ -128,15 +126,23 @@ impl BenchArgs {
             ..runtime.limits()
         })?
         .load(&loaded.path)?;
-        let plain = phases::measure(loaded, self.ios, self.rounds)?;
+        let component = (**loaded).clone().through_component();
+        let core = phases::measure(loaded, self.ios, self.rounds)?;
         let fueled = phases::measure(&fuel, self.ios, self.rounds)?;
+        let api = phases::measure(&component, self.ios, self.rounds)?;
         println!(
             "schedhost bench --phases: {label}, {} calls per phase and round, {} rounds (median)",
             self.ios, self.rounds
         );
-        println!("  {:<60} {:>9} {:>11}", "phase", "ns/call", "with fuel");
-        for (p, f) in plain.iter().zip(&fueled) {
-            println!("  {:<60} {:>9.1} {:>11.1}", p.name, p.ns, f.ns);
+        println!(
+            "  {:<60} {:>11} {:>11} {:>11}",
+            "phase (ns/call)", "core module", "with fuel", "component"
+        );
+        for ((c, f), a) in core.iter().zip(&fueled).zip(&api) {
+            println!(
+                "  {:<60} {:>11.1} {:>11.1} {:>11.1}",
+                c.name, c.ns, f.ns, a.ns
+            );
         }
         Ok(())
     }

@@ -31,8 +31,7 @@ use serde_json::{Value, json};
 
 use crate::peer::{self, Deadline};
 use crate::policy::{
-    LoadedPolicy, PolicyBackend, PolicySource, WasmRuntime, native_policy, read_component,
-    resolve,
+    LoadedPolicy, PolicyBackend, PolicySource, WasmRuntime, native_policy, read_component, resolve,
 };
 pub use protocol::{Request, parse_request};
 
@@ -199,8 +198,7 @@ impl Server {
         let mut pending = Vec::new();
         loop {
             let deadline = Deadline::after(REQUEST_TIMEOUT);
-            let Some(line) = peer::read_line(&mut stream, &mut pending, MAX_LINE, deadline)?
-            else {
+            let Some(line) = peer::read_line(&mut stream, &mut pending, MAX_LINE, deadline)? else {
                 return Ok(());
             };
             let reply = match parse_request(line.trim()) {
@@ -232,9 +230,9 @@ impl Server {
             return json!({ "ok": false, "error": "the run has ended" });
         }
         (self.wake)();
-        answer.recv_timeout(ANSWER_TIMEOUT).unwrap_or_else(|_| {
-            json!({ "ok": false, "error": "the run did not answer (it ended, or is stuck)" })
-        })
+        answer.recv_timeout(ANSWER_TIMEOUT).unwrap_or_else(
+            |_| json!({ "ok": false, "error": "the run did not answer (it ended, or is stuck)" }),
+        )
     }
 
     /// Compiles (or fetches) the policy and makes one instance per device.

@@ -199,7 +199,11 @@ mod tests {
         let big = request(0, u32::MAX);
         let touching = bio(u64::from(u32::MAX), 2);
         assert!(!can_merge(&big, &touching, u32::MAX));
-        assert!(!can_coalesce(&big, &request(u64::from(u32::MAX), 2), u32::MAX));
+        assert!(!can_coalesce(
+            &big,
+            &request(u64::from(u32::MAX), 2),
+            u32::MAX
+        ));
         assert!(can_merge(&request(0, 8), &bio(8, 8), 16));
     }
 

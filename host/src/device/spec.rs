@@ -65,10 +65,11 @@ impl DeviceSpec {
             "sim:hdd" => return Ok(Self::Hdd(HddParams::default())),
             _ => {}
         }
-        let text = crate::input::read_text(Path::new(arg), crate::input::MAX_CONFIG_BYTES).map_err(|e| SpecError::Unknown {
-            arg: arg.to_owned(),
-            reason: e.to_string(),
-        })?;
+        let text = crate::input::read_text(Path::new(arg), crate::input::MAX_CONFIG_BYTES)
+            .map_err(|e| SpecError::Unknown {
+                arg: arg.to_owned(),
+                reason: e.to_string(),
+            })?;
         Self::parse_file(Path::new(arg), &text)
     }
 
@@ -318,8 +319,14 @@ mod tests {
     fn spec_values_that_size_tables_or_wrap_addresses_are_bounded() {
         for (text, key) in [
             ("model = ssd\nchannels = 4000000000\n", "channels"),
-            ("model = hdd\ncapacity_sectors = 18446744073709551615\n", "capacity_sectors"),
-            ("model = null\nlatency_ns = 18446744073709551615\n", "latency_ns"),
+            (
+                "model = hdd\ncapacity_sectors = 18446744073709551615\n",
+                "capacity_sectors",
+            ),
+            (
+                "model = null\nlatency_ns = 18446744073709551615\n",
+                "latency_ns",
+            ),
             ("model = hdd\ncache_segments = 99999999\n", "cache_segments"),
         ] {
             let err = DeviceSpec::parse_file(Path::new("d.spec"), text)

@@ -153,7 +153,10 @@ pub fn parse_head(head: &[u8]) -> Result<Ask, &'static str> {
 
 /// The length of the request head in `bytes` (through its blank line), if it is all there.
 pub fn head_end(bytes: &[u8]) -> Option<usize> {
-    let crlf = bytes.windows(4).position(|w| w == b"\r\n\r\n").map(|i| i + 4);
+    let crlf = bytes
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map(|i| i + 4);
     let lf = bytes.windows(2).position(|w| w == b"\n\n").map(|i| i + 2);
     crlf.into_iter().chain(lf).min()
 }
@@ -193,7 +196,11 @@ fn answer(
     let head = match read_head(&mut stream, Deadline::after(REQUEST_TIMEOUT)) {
         Ok(head) => head,
         Err(e) if e.kind() == io::ErrorKind::InvalidData => {
-            return respond(&mut stream, "431 Request Header Fields Too Large", "a request head is at most 16 KiB\n");
+            return respond(
+                &mut stream,
+                "431 Request Header Fields Too Large",
+                "a request head is at most 16 KiB\n",
+            );
         }
         Err(e) => return Err(e),
     };
@@ -239,10 +246,19 @@ mod tests {
 
     #[test]
     fn request_heads_parse_into_what_they_ask_for() {
-        assert_eq!(parse_head(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"), Ok(Ask::Metrics));
-        assert_eq!(parse_head(b"GET /metrics?x=1 HTTP/1.0\n\n"), Ok(Ask::Metrics));
+        assert_eq!(
+            parse_head(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"),
+            Ok(Ask::Metrics)
+        );
+        assert_eq!(
+            parse_head(b"GET /metrics?x=1 HTTP/1.0\n\n"),
+            Ok(Ask::Metrics)
+        );
         assert_eq!(parse_head(b"GET / HTTP/1.1\r\n\r\n"), Ok(Ask::NotFound));
-        assert_eq!(parse_head(b"POST /metrics HTTP/1.1\r\n\r\n"), Ok(Ask::NotAllowed));
+        assert_eq!(
+            parse_head(b"POST /metrics HTTP/1.1\r\n\r\n"),
+            Ok(Ask::NotAllowed)
+        );
         assert!(parse_head(b"\xff\xfe").is_err());
         assert!(parse_head(b"").is_err());
         assert_eq!(head_end(b"GET / HTTP/1.1\r\nA: b\r\n\r\nrest"), Some(24));

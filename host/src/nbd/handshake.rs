@@ -170,7 +170,11 @@ fn answer<S: Write>(
                 Ok(None)
             }
             Ok(_) if option == wire::OPT_GO && !admit() => {
-                reply(stream, wire::REP_ERR_POLICY, b"the server has as many clients as it serves (--max-clients)")?;
+                reply(
+                    stream,
+                    wire::REP_ERR_POLICY,
+                    b"the server has as many clients as it serves (--max-clients)",
+                )?;
                 Ok(Some(Ended::Closed))
             }
             Ok(request) => {

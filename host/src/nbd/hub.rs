@@ -173,7 +173,8 @@ impl Pools {
     /// they still count against `quota` until [`Self::unpark`].
     pub fn park(&self, slots: &[u32]) {
         let mut free = self.lock();
-        free.data.extend(slots.iter().filter(|&&s| s < self.data_slots));
+        free.data
+            .extend(slots.iter().filter(|&&s| s < self.data_slots));
         drop(free);
         self.ready.notify_all();
     }

@@ -38,9 +38,9 @@ use crate::core::{Config, Core, CoreStats, Ejection, Nomerges, Supervision};
 use crate::events::file::Writer;
 use crate::metrics::Endpoint;
 use crate::outcome::SwapRecord;
+use crate::peer::{Bounded, Deadline};
 use crate::policy::{PolicyBackend, WasmRuntime};
 use crate::uring::{Devices, Lane, Notifier, OpenRules, RealError, RealOptions, Target};
-use crate::peer::{Bounded, Deadline};
 use hub::{Hub, Pools, Quota};
 use net::{Listener, Stream};
 use session::ReplyRules;
@@ -479,7 +479,6 @@ impl AcceptErrors {
         due
     }
 }
-
 
 impl<'a> Server<'a> {
     /// Accepts clients until `stop` is set or the ring thread failed, then stops reading

@@ -488,7 +488,10 @@ impl Replies<'_> {
                 self.fail();
                 return;
             }
-            match self.stream.send_now(&[IoSlice::new(&front.bytes[front.sent..])]) {
+            match self
+                .stream
+                .send_now(&[IoSlice::new(&front.bytes[front.sent..])])
+            {
                 Ok(n) => front.sent += n,
                 Err(_) => {
                     self.fail();
@@ -643,12 +646,24 @@ mod tests {
             timeout: Duration::from_secs(5),
         };
         let me = to_replier.clone();
-        let tally = reply(&hub, Stream::Unix(server), &events, &me, &quota, &broken, rules);
+        let tally = reply(
+            &hub,
+            Stream::Unix(server),
+            &events,
+            &me,
+            &quota,
+            &broken,
+            rules,
+        );
         let mut header = [0u8; 16];
         client.read_exact(&mut header).unwrap();
         let error = u32::from_be_bytes(header[4..8].try_into().unwrap());
         let cookie = u64::from_be_bytes(header[8..16].try_into().unwrap());
-        assert_eq!((cookie, error), (77, wire::EIO), "acknowledged without a flush");
+        assert_eq!(
+            (cookie, error),
+            (77, wire::EIO),
+            "acknowledged without a flush"
+        );
         assert_eq!(tally.writes, 0);
         assert_eq!(tally.errors, 1);
     }

@@ -112,7 +112,10 @@ impl<S: Timed> Write for Bounded<'_, S> {
 /// A socket timeout as a `TimedOut` error naming `what`; other errors as they are.
 fn timed_out(e: io::Error, what: &str) -> io::Error {
     if is_timeout(&e) {
-        io::Error::new(io::ErrorKind::TimedOut, format!("{what}: the deadline passed"))
+        io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!("{what}: the deadline passed"),
+        )
     } else {
         e
     }

@@ -403,7 +403,10 @@ mod tests {
     fn a_zero_bucket_width_is_an_error_naming_the_field_not_a_hang() {
         let doc = report(json!(0), json!([1, 2, 3]));
         let err = runs(&[&doc]).unwrap_err();
-        assert!(err.contains("jobs[0].schedhost.timeline.bucket_ns"), "{err}");
+        assert!(
+            err.contains("jobs[0].schedhost.timeline.bucket_ns"),
+            "{err}"
+        );
     }
 
     #[test]

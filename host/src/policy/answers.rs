@@ -42,7 +42,10 @@ pub fn check_tunables(tunables: &[Tunable]) -> Result<(), String> {
     for (i, t) in tunables.iter().enumerate() {
         check_text("a tunable's name", &t.name, MAX_NAME)?;
         if t.name.is_empty() || t.name.contains(['=', ' ']) {
-            return Err(format!("tunable {:?}: a name is non-empty, without '=' or spaces", t.name));
+            return Err(format!(
+                "tunable {:?}: a name is non-empty, without '=' or spaces",
+                t.name
+            ));
         }
         check_text(&format!("tunable {}'s unit", t.name), &t.unit, MAX_NAME)?;
         check_text(&format!("tunable {}'s help", t.name), &t.help, MAX_HELP)?;
@@ -81,7 +84,10 @@ pub fn bound_message(message: String) -> String {
 /// `text` is at most `max` bytes with no control characters.
 fn check_text(what: &str, text: &str, max: usize) -> Result<(), String> {
     if text.len() > max {
-        return Err(format!("{what} is {} bytes; at most {max} are accepted", text.len()));
+        return Err(format!(
+            "{what} is {} bytes; at most {max} are accepted",
+            text.len()
+        ));
     }
     if text.chars().any(char::is_control) {
         return Err(format!("{what} contains control characters"));
@@ -106,12 +112,17 @@ mod tests {
 
     #[test]
     fn tunables_declared_twice_or_defaulting_outside_their_range_are_refused() {
-        assert_eq!(check_tunables(&[tunable("a", 1, 0, 2), tunable("b", 0, 0, 0)]), Ok(()));
+        assert_eq!(
+            check_tunables(&[tunable("a", 1, 0, 2), tunable("b", 0, 0, 0)]),
+            Ok(())
+        );
         let twice = check_tunables(&[tunable("a", 1, 0, 2), tunable("a", 1, 0, 2)]);
         assert!(twice.unwrap_err().contains("declared twice"));
         let outside = check_tunables(&[tunable("a", 5, 0, 2)]);
         assert!(outside.unwrap_err().contains("outside its range"));
-        let many: Vec<_> = (0..300).map(|i| tunable(&format!("t{i}"), 0, 0, 0)).collect();
+        let many: Vec<_> = (0..300)
+            .map(|i| tunable(&format!("t{i}"), 0, 0, 0))
+            .collect();
         assert!(check_tunables(&many).unwrap_err().contains("at most 256"));
     }
 

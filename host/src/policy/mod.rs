@@ -3,6 +3,7 @@
 //! finds one.
 
 pub mod answers;
+mod core_abi;
 mod native;
 pub mod phases;
 mod resolve;

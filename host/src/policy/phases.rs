@@ -43,9 +43,10 @@ pub fn measure(loaded: &LoadedPolicy, calls: u64, rounds: u32) -> anyhow::Result
     run("two scalars in, one out (limit-depth)", &mut |p| {
         p.bench_limit_depth()
     })?;
-    run("14 scalars in, one out, no work (turn, no parts)", &mut |p| {
-        p.bench_turn(0, &[0; 5], &[0; 5]).map(drop)
-    })?;
+    run(
+        "14 scalars in, one out, no work (turn, no parts)",
+        &mut |p| p.bench_turn(0, &[0; 5], &[0; 5]).map(drop),
+    )?;
     let completion = packed::completion_words(&Completion {
         id: 1,
         ctx: 0,
@@ -74,10 +75,13 @@ pub fn measure(loaded: &LoadedPolicy, calls: u64, rounds: u32) -> anyhow::Result
             arrival_ns: id,
         })
     };
-    run("one request in, one id out as lists (insert-and-dispatch)", &mut |p| {
-        next_id += 1;
-        p.bench_insert_and_dispatch(&request(next_id)).map(drop)
-    })?;
+    run(
+        "one request in, one id out as lists (insert-and-dispatch)",
+        &mut |p| {
+            next_id += 1;
+            p.bench_insert_and_dispatch(&request(next_id)).map(drop)
+        },
+    )?;
     run("one request in, one id out as scalars (turn)", &mut |p| {
         next_id += 1;
         let parts = packed::TURN_REQUEST | packed::TURN_DISPATCH;

@@ -28,7 +28,218 @@ mod bindings {
     wasmtime::component::bindgen!({ path: "../wit", world: "policy" });
 }
 
-use bindings::exports::schedhost::policy::scheduler as wit;
+pub(super) use bindings::exports::schedhost::policy::scheduler as wit;
+
+use super::core_abi::CoreModule;
+
+/// The interface's functions, called through the component API or, for a component that
+/// wraps one plain core module, through that module ([`super::core_abi`]).
+pub(super) trait Scheduler: Send {
+    fn call_info(&self, store: &mut Store<Caps>) -> wasmtime::Result<wit::PolicyInfo>;
+    fn call_tunables(&self, store: &mut Store<Caps>) -> wasmtime::Result<Vec<wit::Tunable>>;
+    fn call_init(
+        &self,
+        store: &mut Store<Caps>,
+        setup: wit::Setup,
+        settings: &[(String, i64)],
+    ) -> wasmtime::Result<Result<(), String>>;
+    fn call_get(&self, store: &mut Store<Caps>, name: &str) -> wasmtime::Result<Option<i64>>;
+    fn call_set(
+        &self,
+        store: &mut Store<Caps>,
+        name: &str,
+        value: i64,
+    ) -> wasmtime::Result<Result<(), String>>;
+    fn call_insert(
+        &self,
+        store: &mut Store<Caps>,
+        now_ns: u64,
+        words: &[u64],
+    ) -> wasmtime::Result<()>;
+    fn call_dispatch(
+        &self,
+        store: &mut Store<Caps>,
+        now_ns: u64,
+        hw_queue: u32,
+        budget: u32,
+    ) -> wasmtime::Result<wit::DispatchAnswer>;
+    fn call_insert_and_dispatch(
+        &self,
+        store: &mut Store<Caps>,
+        now_ns: u64,
+        words: &[u64],
+        hw_queue: u32,
+        budget: u32,
+    ) -> wasmtime::Result<wit::DispatchAnswer>;
+    fn call_allow_merge(
+        &self,
+        store: &mut Store<Caps>,
+        query: wit::MergeQuery,
+    ) -> wasmtime::Result<bool>;
+    fn call_merged(
+        &self,
+        store: &mut Store<Caps>,
+        now_ns: u64,
+        events: &[wit::MergeEvent],
+    ) -> wasmtime::Result<()>;
+    fn call_completed(
+        &self,
+        store: &mut Store<Caps>,
+        now_ns: u64,
+        words: &[u64],
+    ) -> wasmtime::Result<()>;
+    fn call_limit_depth(
+        &self,
+        store: &mut Store<Caps>,
+        op: wit::Op,
+        sync: bool,
+    ) -> wasmtime::Result<u32>;
+    fn call_save_state(&self, store: &mut Store<Caps>) -> wasmtime::Result<Vec<u8>>;
+    fn call_restore_state(
+        &self,
+        store: &mut Store<Caps>,
+        state: &[u8],
+    ) -> wasmtime::Result<Result<(), String>>;
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the flat scalars of one crossing"
+    )]
+    fn call_turn(
+        &self,
+        store: &mut Store<Caps>,
+        now_ns: u64,
+        parts: u32,
+        c: &[u64; 5],
+        r: &[u64; 5],
+        hw_queue: u32,
+        budget: u32,
+    ) -> wasmtime::Result<u64>;
+    fn call_take_answer(&self, store: &mut Store<Caps>) -> wasmtime::Result<wit::DispatchAnswer>;
+}
+
+impl Scheduler for bindings::Policy {
+    fn call_info(&self, store: &mut Store<Caps>) -> wasmtime::Result<wit::PolicyInfo> {
+        self.schedhost_policy_scheduler().call_info(store)
+    }
+    fn call_tunables(&self, store: &mut Store<Caps>) -> wasmtime::Result<Vec<wit::Tunable>> {
+        self.schedhost_policy_scheduler().call_tunables(store)
+    }
+    fn call_init(
+        &self,
+        store: &mut Store<Caps>,
+        setup: wit::Setup,
+        settings: &[(String, i64)],
+    ) -> wasmtime::Result<Result<(), String>> {
+        self.schedhost_policy_scheduler()
+            .call_init(store, setup, settings)
+    }
+    fn call_get(&self, store: &mut Store<Caps>, name: &str) -> wasmtime::Result<Option<i64>> {
+        self.schedhost_policy_scheduler().call_get(store, name)
+    }
+    fn call_set(
+        &self,
+        store: &mut Store<Caps>,
+        name: &str,
+        value: i64,
+    ) -> wasmtime::Result<Result<(), String>> {
+        self.schedhost_policy_scheduler()
+            .call_set(store, name, value)
+    }
+    fn call_insert(
+        &self,
+        store: &mut Store<Caps>,
+        now_ns: u64,
+        words: &[u64],
+    ) -> wasmtime::Result<()> {
+        self.schedhost_policy_scheduler()
+            .call_insert(store, now_ns, words)
+    }
+    fn call_dispatch(
+        &self,
+        store: &mut Store<Caps>,
+        now_ns: u64,
+        hw_queue: u32,
+        budget: u32,
+    ) -> wasmtime::Result<wit::DispatchAnswer> {
+        self.schedhost_policy_scheduler()
+            .call_dispatch(store, now_ns, hw_queue, budget)
+    }
+    fn call_insert_and_dispatch(
+        &self,
+        store: &mut Store<Caps>,
+        now_ns: u64,
+        words: &[u64],
+        hw_queue: u32,
+        budget: u32,
+    ) -> wasmtime::Result<wit::DispatchAnswer> {
+        self.schedhost_policy_scheduler()
+            .call_insert_and_dispatch(store, now_ns, words, hw_queue, budget)
+    }
+    fn call_allow_merge(
+        &self,
+        store: &mut Store<Caps>,
+        query: wit::MergeQuery,
+    ) -> wasmtime::Result<bool> {
+        self.schedhost_policy_scheduler()
+            .call_allow_merge(store, query)
+    }
+    fn call_merged(
+        &self,
+        store: &mut Store<Caps>,
+        now_ns: u64,
+        events: &[wit::MergeEvent],
+    ) -> wasmtime::Result<()> {
+        self.schedhost_policy_scheduler()
+            .call_merged(store, now_ns, events)
+    }
+    fn call_completed(
+        &self,
+        store: &mut Store<Caps>,
+        now_ns: u64,
+        words: &[u64],
+    ) -> wasmtime::Result<()> {
+        self.schedhost_policy_scheduler()
+            .call_completed(store, now_ns, words)
+    }
+    fn call_limit_depth(
+        &self,
+        store: &mut Store<Caps>,
+        op: wit::Op,
+        sync: bool,
+    ) -> wasmtime::Result<u32> {
+        self.schedhost_policy_scheduler()
+            .call_limit_depth(store, op, sync)
+    }
+    fn call_save_state(&self, store: &mut Store<Caps>) -> wasmtime::Result<Vec<u8>> {
+        self.schedhost_policy_scheduler().call_save_state(store)
+    }
+    fn call_restore_state(
+        &self,
+        store: &mut Store<Caps>,
+        state: &[u8],
+    ) -> wasmtime::Result<Result<(), String>> {
+        self.schedhost_policy_scheduler()
+            .call_restore_state(store, state)
+    }
+    fn call_turn(
+        &self,
+        store: &mut Store<Caps>,
+        now_ns: u64,
+        parts: u32,
+        c: &[u64; 5],
+        r: &[u64; 5],
+        hw_queue: u32,
+        budget: u32,
+    ) -> wasmtime::Result<u64> {
+        self.schedhost_policy_scheduler().call_turn(
+            store, now_ns, parts, c[0], c[1], c[2], c[3], c[4], r[0], r[1], r[2], r[3], r[4],
+            hw_queue, budget,
+        )
+    }
+    fn call_take_answer(&self, store: &mut Store<Caps>) -> wasmtime::Result<wit::DispatchAnswer> {
+        self.schedhost_policy_scheduler().call_take_answer(store)
+    }
+}
 
 /// The interface this host speaks: the export a policy component must have.
 pub const INTERFACE: &str = "schedhost:policy/scheduler";
@@ -123,6 +334,8 @@ impl std::fmt::Debug for WasmRuntime {
 #[derive(Clone)]
 pub struct LoadedPolicy {
     pre: bindings::PolicyPre<Caps>,
+    /// Its one core module, when it is called through that ([`super::core_abi`]).
+    core: Option<CoreModule>,
     engine: Engine,
     limits: Limits,
     /// Where it came from.
@@ -212,6 +425,7 @@ impl WasmRuntime {
             })?;
         Ok(LoadedPolicy {
             pre,
+            core: CoreModule::extract(&self.engine, bytes),
             engine: self.engine.clone(),
             limits: self.limits,
             path,
@@ -239,6 +453,17 @@ fn start_epoch_ticker(engine: &Engine) -> std::io::Result<()> {
 pub(super) struct Caps {
     memory_bytes: usize,
     hit: bool,
+}
+
+#[cfg(test)]
+impl Caps {
+    /// Caps for a store the tests build by hand.
+    pub(super) fn for_tests() -> Self {
+        Self {
+            memory_bytes: 1 << 20,
+            hit: false,
+        }
+    }
 }
 
 impl ResourceLimiter for Caps {
@@ -315,6 +540,24 @@ fn check_shape(engine: &Engine, component: &Component, path: &Path) -> Result<()
 }
 
 impl LoadedPolicy {
+    /// How calls reach it: `core module` (its one core module, [`super::core_abi`]) or
+    /// `component` (wasmtime's component API).
+    pub fn crossing(&self) -> &'static str {
+        if self.core.is_some() {
+            "core module"
+        } else {
+            "component"
+        }
+    }
+
+    /// The same policy with every call through wasmtime's component API, for comparing the
+    /// two ways of calling it (tests, `schedhost bench --phases`).
+    #[must_use]
+    pub fn through_component(mut self) -> Self {
+        self.core = None;
+        self
+    }
+
     /// A fresh instance with its own store.
     ///
     /// # Errors
@@ -330,10 +573,13 @@ impl LoadedPolicy {
         // The deadline counts whole ticks from now: one more covers the tick in progress.
         let ticks = self.limits.call_deadline.as_millis().max(1) as u64 + 1;
         arm(&mut store, ticks, self.limits.fuel);
-        let instance = self.pre.instantiate(&mut store)?;
+        let calls: Box<dyn Scheduler> = match &self.core {
+            Some(core) => Box::new(core.instantiate(&mut store)?),
+            None => Box::new(self.pre.instantiate(&mut store)?),
+        };
         Ok(WasmPolicy {
             store,
-            instance,
+            calls,
             words: Vec::new(),
             ticks,
             fuel: self.limits.fuel,
@@ -351,8 +597,7 @@ impl WasmPolicy {
             queue_depth: 1024,
             nr_requests: 1024,
         };
-        PolicyBackend::init(self, &setup, &[])?
-            .map_err(anyhow::Error::msg)
+        PolicyBackend::init(self, &setup, &[])?.map_err(anyhow::Error::msg)
     }
 
     pub(super) fn bench_parts(&mut self) -> (&mut Store<Caps>, u64, Option<u64>) {
@@ -361,8 +606,7 @@ impl WasmPolicy {
 
     pub(super) fn bench_limit_depth(&mut self) -> anyhow::Result<()> {
         arm(&mut self.store, self.ticks, self.fuel);
-        self.instance
-            .schedhost_policy_scheduler()
+        self.calls
             .call_limit_depth(&mut self.store, wit::Op::Read, true)?;
         Ok(())
     }
@@ -374,38 +618,21 @@ impl WasmPolicy {
         r: &[u64; packed::WORDS],
     ) -> anyhow::Result<u64> {
         arm(&mut self.store, self.ticks, self.fuel);
-        Ok(self.instance.schedhost_policy_scheduler().call_turn(
-            &mut self.store,
-            0,
-            parts,
-            c[0],
-            c[1],
-            c[2],
-            c[3],
-            c[4],
-            r[0],
-            r[1],
-            r[2],
-            r[3],
-            r[4],
-            0,
-            1,
-        )?)
+        Ok(self
+            .calls
+            .call_turn(&mut self.store, 0, parts, &c, &r, 0, 1)?)
     }
 
     pub(super) fn bench_completed(&mut self, words: &[u64; packed::WORDS]) -> anyhow::Result<()> {
         arm(&mut self.store, self.ticks, self.fuel);
-        self.instance
-            .schedhost_policy_scheduler()
-            .call_completed(&mut self.store, 0, words)?;
+        self.calls.call_completed(&mut self.store, 0, words)?;
         Ok(())
     }
 
     pub(super) fn bench_dispatch(&mut self) -> anyhow::Result<usize> {
         arm(&mut self.store, self.ticks, self.fuel);
         Ok(self
-            .instance
-            .schedhost_policy_scheduler()
+            .calls
             .call_dispatch(&mut self.store, 0, 0, 1)
             .map(|answer| answer.ids.len())?)
     }
@@ -416,8 +643,7 @@ impl WasmPolicy {
     ) -> anyhow::Result<usize> {
         arm(&mut self.store, self.ticks, self.fuel);
         Ok(self
-            .instance
-            .schedhost_policy_scheduler()
+            .calls
             .call_insert_and_dispatch(&mut self.store, 0, words, 0, 1)
             .map(|answer| answer.ids.len())?)
     }
@@ -428,8 +654,7 @@ impl WasmPolicy {
     fn take_answer(&mut self) -> Result<Dispatch, Fault> {
         arm(&mut self.store, self.ticks, self.fuel);
         let answer = self
-            .instance
-            .schedhost_policy_scheduler()
+            .calls
             .call_take_answer(&mut self.store)
             .map_err(|e| self.fault("take-answer", e))?;
         Ok(Dispatch {
@@ -460,7 +685,7 @@ pub(super) fn arm(store: &mut Store<Caps>, ticks: u64, fuel: Option<u64>) {
 /// One instance of a policy component.
 pub struct WasmPolicy {
     store: Store<Caps>,
-    instance: bindings::Policy,
+    calls: Box<dyn Scheduler>,
     /// Reused buffer for packed batches.
     words: Vec<u64>,
     /// Epoch ticks each call may run.
@@ -523,8 +748,7 @@ impl PolicyBackend for WasmPolicy {
         }
         arm(&mut self.store, self.ticks, self.fuel);
         let info = self
-            .instance
-            .schedhost_policy_scheduler()
+            .calls
             .call_info(&mut self.store)
             .map_err(|e| self.fault("info", e))?;
         let info = Info {
@@ -541,8 +765,7 @@ impl PolicyBackend for WasmPolicy {
     fn tunables(&mut self) -> Result<Vec<Tunable>, Fault> {
         arm(&mut self.store, self.ticks, self.fuel);
         let list = self
-            .instance
-            .schedhost_policy_scheduler()
+            .calls
             .call_tunables(&mut self.store)
             .map_err(|e| self.fault("tunables", e))?;
         let list: Vec<Tunable> = list
@@ -571,8 +794,7 @@ impl PolicyBackend for WasmPolicy {
             queue_depth: setup.queue_depth,
             nr_requests: setup.nr_requests,
         };
-        self.instance
-            .schedhost_policy_scheduler()
+        self.calls
             .call_init(&mut self.store, setup, settings)
             .map(|answer| answer.map_err(answers::bound_message))
             .map_err(|e| self.fault("init", e))
@@ -580,16 +802,14 @@ impl PolicyBackend for WasmPolicy {
 
     fn get(&mut self, name: &str) -> Result<Option<i64>, Fault> {
         arm(&mut self.store, self.ticks, self.fuel);
-        self.instance
-            .schedhost_policy_scheduler()
+        self.calls
             .call_get(&mut self.store, name)
             .map_err(|e| self.fault("get", e))
     }
 
     fn set(&mut self, name: &str, value: i64) -> Result<Result<(), String>, Fault> {
         arm(&mut self.store, self.ticks, self.fuel);
-        self.instance
-            .schedhost_policy_scheduler()
+        self.calls
             .call_set(&mut self.store, name, value)
             .map(|answer| answer.map_err(answers::bound_message))
             .map_err(|e| self.fault("set", e))
@@ -601,8 +821,7 @@ impl PolicyBackend for WasmPolicy {
         for request in requests {
             packed::pack_request(request, &mut self.words);
         }
-        self.instance
-            .schedhost_policy_scheduler()
+        self.calls
             .call_insert(&mut self.store, now_ns, &self.words)
             .map_err(|e| self.fault("insert", e))
     }
@@ -610,8 +829,7 @@ impl PolicyBackend for WasmPolicy {
     fn dispatch(&mut self, now_ns: u64, hw_queue: u32, budget: u32) -> Result<Dispatch, Fault> {
         arm(&mut self.store, self.ticks, self.fuel);
         let answer = self
-            .instance
-            .schedhost_policy_scheduler()
+            .calls
             .call_dispatch(&mut self.store, now_ns, hw_queue, budget)
             .map_err(|e| self.fault("dispatch", e))?;
         Ok(Dispatch {
@@ -633,8 +851,7 @@ impl PolicyBackend for WasmPolicy {
             packed::pack_request(request, &mut self.words);
         }
         let answer = self
-            .instance
-            .schedhost_policy_scheduler()
+            .calls
             .call_insert_and_dispatch(&mut self.store, now_ns, &self.words, hw_queue, budget)
             .map_err(|e| self.fault("insert-and-dispatch", e))?;
         Ok(Dispatch {
@@ -663,25 +880,8 @@ impl PolicyBackend for WasmPolicy {
         }
         arm(&mut self.store, self.ticks, self.fuel);
         let result = self
-            .instance
-            .schedhost_policy_scheduler()
-            .call_turn(
-                &mut self.store,
-                now_ns,
-                parts,
-                c[0],
-                c[1],
-                c[2],
-                c[3],
-                c[4],
-                r[0],
-                r[1],
-                r[2],
-                r[3],
-                r[4],
-                hw_queue,
-                budget,
-            )
+            .calls
+            .call_turn(&mut self.store, now_ns, parts, &c, &r, hw_queue, budget)
             .map_err(|e| self.fault("turn", e))?;
         if turn.dispatch.is_none() {
             return Ok(None);
@@ -708,8 +908,7 @@ impl PolicyBackend for WasmPolicy {
             sync: q.sync,
             kind: to_wit_kind(q.kind),
         };
-        self.instance
-            .schedhost_policy_scheduler()
+        self.calls
             .call_allow_merge(&mut self.store, query)
             .map_err(|e| self.fault("allow-merge", e))
     }
@@ -726,8 +925,7 @@ impl PolicyBackend for WasmPolicy {
                 absorbed: e.absorbed,
             })
             .collect();
-        self.instance
-            .schedhost_policy_scheduler()
+        self.calls
             .call_merged(&mut self.store, now_ns, &batch)
             .map_err(|e| self.fault("merged", e))
     }
@@ -738,32 +936,28 @@ impl PolicyBackend for WasmPolicy {
         for completion in done {
             packed::pack_completion(completion, &mut self.words);
         }
-        self.instance
-            .schedhost_policy_scheduler()
+        self.calls
             .call_completed(&mut self.store, now_ns, &self.words)
             .map_err(|e| self.fault("completed", e))
     }
 
     fn limit_depth(&mut self, op: Op, sync: bool) -> Result<u32, Fault> {
         arm(&mut self.store, self.ticks, self.fuel);
-        self.instance
-            .schedhost_policy_scheduler()
+        self.calls
             .call_limit_depth(&mut self.store, to_wit_op(op), sync)
             .map_err(|e| self.fault("limit-depth", e))
     }
 
     fn save_state(&mut self) -> Result<Vec<u8>, Fault> {
         arm(&mut self.store, self.ticks, self.fuel);
-        self.instance
-            .schedhost_policy_scheduler()
+        self.calls
             .call_save_state(&mut self.store)
             .map_err(|e| self.fault("save-state", e))
     }
 
     fn restore_state(&mut self, state: &[u8]) -> Result<Result<(), String>, Fault> {
         arm(&mut self.store, self.ticks, self.fuel);
-        self.instance
-            .schedhost_policy_scheduler()
+        self.calls
             .call_restore_state(&mut self.store, state)
             .map_err(|e| self.fault("restore-state", e))
     }

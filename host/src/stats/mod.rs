@@ -171,12 +171,18 @@ mod timeline_tests {
         let mut stats = CtxStats::default();
         stats.record(5_000_000, Op::Read, 8, (1, 0), 0);
         stats.record(15_000_000, Op::Read, 8, (1, 0), 0);
-        assert_eq!((stats.bucket_ns, stats.timeline.as_slice()), (TIMELINE_BUCKET_NS, &[1, 1][..]));
+        assert_eq!(
+            (stats.bucket_ns, stats.timeline.as_slice()),
+            (TIMELINE_BUCKET_NS, &[1, 1][..])
+        );
         // 5 000 000 hours of think time later.
         stats.record(18_000_000_000_000_000_000, Op::Read, 8, (1, 0), 0);
         assert!(stats.timeline.len() <= TIMELINE_MAX_BUCKETS);
         assert_eq!(stats.timeline.iter().map(|&n| u64::from(n)).sum::<u64>(), 3);
-        assert_eq!(stats.timeline[0], 2, "the early completions fold into the first bucket");
+        assert_eq!(
+            stats.timeline[0], 2,
+            "the early completions fold into the first bucket"
+        );
         assert_eq!(stats.bucket_ns % TIMELINE_BUCKET_NS, 0);
     }
 }

@@ -11,9 +11,7 @@
 
 use schedhost_sdk::Op;
 
-use super::{
-    Format, Trace, TraceError, TraceIo, check_range, check_time, error, stream_index,
-};
+use super::{Format, Trace, TraceError, TraceIo, check_range, check_time, error, stream_index};
 
 pub(super) fn parse(source: &str, text: &str) -> Result<Trace, TraceError> {
     let mut ios = Vec::new();

@@ -41,9 +41,9 @@ use std::sync::Arc;
 
 use crate::control::Control;
 use crate::policy::WasmRuntime;
-pub(crate) use buffers::SlotAccess;
 #[cfg(test)]
 pub(crate) use buffers::Arena;
+pub(crate) use buffers::SlotAccess;
 pub(crate) use devices::{Devices, Lane, StallWatch};
 pub(crate) use ring::Notifier;
 pub use target::{OpenRules, Target, TargetError, TargetKind};

@@ -2,8 +2,8 @@
 //! the command line (`--name=a --rw=randread --bs=4k`). An option schedhost cannot honour is
 //! an error naming it and where it was given, never a silent change of meaning.
 
-use crate::input::Location;
 use super::value;
+use crate::input::Location;
 
 /// Access order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]

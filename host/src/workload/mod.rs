@@ -3,16 +3,16 @@
 
 pub mod job;
 pub mod replay;
-mod stream;
 mod rng;
+mod stream;
 pub mod submitter;
 pub mod value;
 
-pub use job::{Direction, JobError, JobSpec, Pattern, parse_cmdline, parse_job_file};
 pub use crate::input::Location;
+pub use job::{Direction, JobError, JobSpec, Pattern, parse_cmdline, parse_job_file};
 pub use replay::jobs_for_trace;
-pub use stream::{Pacing, ReplaySpec};
 pub use rng::{Permutation, Rng};
+pub use stream::{Pacing, ReplaySpec};
 pub use submitter::{Next, Placement, Submitter, next_wake, phase_finished, start_phase};
 
 /// Most submitters (job clones) a run may have: each has its own queue, statistics and, on a
@@ -60,7 +60,11 @@ pub fn place(jobs: &[JobSpec], capacity_sectors: u64) -> Result<Vec<Placement>, 
                 (None, true) => format!("{}.0", job.name),
                 (None, false) => format!("{}.{clone}.0", job.name),
             };
-            let increment = if shared { job.offset_increment.unwrap_or(0) } else { 0 };
+            let increment = if shared {
+                job.offset_increment.unwrap_or(0)
+            } else {
+                0
+            };
             let within = u64::from(clone)
                 .checked_mul(increment)
                 .and_then(|step| step.checked_add(job.offset))
@@ -139,11 +143,7 @@ mod tests {
         );
         // The offset itself is past the 8 EiB limit of a size.
         assert!(jobs.unwrap_err().to_string().contains("too large"));
-        let jobs = parse_job_file(
-            "w.fio",
-            "[w]\nrw=write\nsize=1m\noffset=8192p\n",
-        )
-        .unwrap();
+        let jobs = parse_job_file("w.fio", "[w]\nrw=write\nsize=1m\noffset=8192p\n").unwrap();
         let err = place(&jobs, u64::MAX).unwrap_err();
         assert!(err.contains("w.fio:1: job 'w'"), "{err}");
         assert!(err.contains("2^54 sectors"), "{err}");

@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use super::job::{Direction, JobSpec, Pattern};
-use crate::input::Location;
 use super::stream::{Pacing, ReplaySpec};
+use crate::input::Location;
 use crate::trace::{Trace, TraceIo};
 
 /// One job per stream of `trace`, named after the stream, sharing the device from sector 0

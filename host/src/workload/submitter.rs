@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use schedhost_sdk::{Op, PrioClass};
 
 use super::job::{JobSpec, Pattern};
-use super::stream::Replay;
 use super::rng::{Permutation, Rng};
+use super::stream::Replay;
 use crate::core::Bio;
 use crate::stats::CtxStats;
 
@@ -126,8 +126,7 @@ impl Submitter {
             write_sync: job.direct,
             prio_class,
             prio_level: job.prio.unwrap_or(4),
-            written: (job.verify && job.read_pct() < 100)
-                .then(BTreeMap::new),
+            written: (job.verify && job.read_pct() < 100).then(BTreeMap::new),
             verify_next: None,
             replay: job.replay.clone().map(Replay::new),
             rng,
@@ -237,13 +236,11 @@ impl Submitter {
         if let Some(replay) = &self.replay {
             return replay.due_at(self.start_ns).unwrap_or(self.start_ns);
         }
-        let paced = self
-            .rate_iops
-            .map_or(0, |rate| {
-                let gap = u128::from(self.issued) * 1_000_000_000 / u128::from(rate);
-                self.start_ns
-                    .saturating_add(u64::try_from(gap).unwrap_or(u64::MAX))
-            });
+        let paced = self.rate_iops.map_or(0, |rate| {
+            let gap = u128::from(self.issued) * 1_000_000_000 / u128::from(rate);
+            self.start_ns
+                .saturating_add(u64::try_from(gap).unwrap_or(u64::MAX))
+        });
         self.ready_at_ns.max(paced)
     }
 
@@ -252,7 +249,9 @@ impl Submitter {
         self.inflight -= 1;
         self.completed += 1;
         if self.thinktime_ns > 0 {
-            self.ready_at_ns = self.ready_at_ns.max(now_ns.saturating_add(self.thinktime_ns));
+            self.ready_at_ns = self
+                .ready_at_ns
+                .max(now_ns.saturating_add(self.thinktime_ns));
         }
         if self.inflight == 0 && self.out_of_work(now_ns) && !self.verify_pending() {
             self.finished_ns = Some(now_ns);

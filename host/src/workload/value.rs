@@ -118,10 +118,18 @@ mod tests {
 
     #[test]
     fn values_past_the_limits_are_refused_not_wrapped() {
-        assert!(duration_ns("5000000h", "s").unwrap_err().contains("366 days"));
+        assert!(
+            duration_ns("5000000h", "s")
+                .unwrap_err()
+                .contains("366 days")
+        );
         assert_eq!(duration_ns("366d", "s").map_err(|_| ()), Err(()));
         assert_eq!(duration_ns("8784h", "s"), Ok(MAX_DURATION_NS));
-        assert!(size("18446744073709547520").unwrap_err().contains("too large"));
+        assert!(
+            size("18446744073709547520")
+                .unwrap_err()
+                .contains("too large")
+        );
         assert!(size("8193p").unwrap_err().contains("too large"));
         assert_eq!(size("8192p"), Ok(MAX_BYTES));
     }

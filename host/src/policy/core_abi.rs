@@ -1,0 +1,671 @@
+//! Calling a policy component through its one core module.
+//!
+//! A component call through wasmtime's component API costs about 90 ns on its own (lifting,
+//! lowering and the component's call protocol; `schedhost bench --phases`), a core wasm call
+//! about 11 ns. Every SDK-built policy is a component wrapping exactly one core module
+//! without imports, whose exports are the interface's functions under their canonical-ABI
+//! names. For those, the host instantiates that module alone and speaks the canonical ABI
+//! itself: flat scalars straight through, lists and strings through the module's
+//! `cabi_realloc` and memory, results read from the return area, then the post-return
+//! function. Components of another shape run through the component API ([`super::wasm`]).
+//!
+//! The sandbox is the same: the same code runs in the same store, under the same memory cap,
+//! epoch deadline and fuel. What the guest writes is not trusted: every pointer and length is
+//! checked against its memory before it is read, lengths are bounded before anything is
+//! copied, and text must be UTF-8.
+
+use wasmtime::{Engine, Instance, Memory, Module, Store, TypedFunc};
+
+use super::wasm::{Caps, INTERFACE, INTERFACE_VERSION, Scheduler, wit};
+
+/// Most ids a dispatch answer is read with: more than any budget, so an oversized answer is
+/// still seen as one (the core refuses it) without copying what a guest claims.
+const MAX_ANSWER_IDS: u32 = 1 << 16;
+/// Most bytes of saved state read back.
+const MAX_STATE_BYTES: u32 = 64 << 20;
+
+/// The core module of a component, if the component is one this module can call.
+#[derive(Clone)]
+pub(super) struct CoreModule {
+    module: Module,
+}
+
+impl CoreModule {
+    /// The component's one core module, if it has exactly one, it imports nothing, and it
+    /// exports the interface's functions with their canonical-ABI types.
+    pub(super) fn extract(engine: &Engine, component: &[u8]) -> Option<Self> {
+        // Every core module at any depth: the nested components wit-component writes only
+        // re-export the interface's types, and hold no code.
+        let mut modules = Vec::new();
+        for payload in wasmparser::Parser::new(0).parse_all(component) {
+            if let wasmparser::Payload::ModuleSection {
+                unchecked_range, ..
+            } = payload.ok()?
+            {
+                modules.push(unchecked_range);
+            }
+        }
+        let [range] = modules.as_slice() else {
+            return None;
+        };
+        let module = Module::new(engine, component.get(range.clone())?).ok()?;
+        if module.imports().len() != 0 {
+            return None;
+        }
+        let core = Self { module };
+        core.has_every_export().then_some(core)
+    }
+
+    /// True iff every export the calls need is there with its core type (the typed lookups
+    /// at instantiation would fail otherwise).
+    fn has_every_export(&self) -> bool {
+        use wasmtime::ValType::{I32, I64};
+        let func = |name: &str, params: &[wasmtime::ValType], results: &[wasmtime::ValType]| {
+            self.module
+                .get_export(name)
+                .and_then(|e| e.func().cloned())
+                .is_some_and(|ty| {
+                    let p: Vec<_> = ty.params().collect();
+                    let r: Vec<_> = ty.results().collect();
+                    p.len() == params.len()
+                        && r.len() == results.len()
+                        && p.iter().zip(params).all(|(a, b)| a.matches(b))
+                        && r.iter().zip(results).all(|(a, b)| a.matches(b))
+                })
+        };
+        let f = |name: &str| format!("{INTERFACE}@{INTERFACE_VERSION}#{name}");
+        self.module
+            .get_export("memory")
+            .is_some_and(|e| e.memory().is_some())
+            && func("cabi_realloc", &[I32, I32, I32, I32], &[I32])
+            && func(&f("info"), &[], &[I32])
+            && func(&f("tunables"), &[], &[I32])
+            && func(&f("init"), &[I32, I32, I32, I32, I32], &[I32])
+            && func(&f("get"), &[I32, I32], &[I32])
+            && func(&f("set"), &[I32, I32, I64], &[I32])
+            && func(&f("insert"), &[I64, I32, I32], &[])
+            && func(&f("dispatch"), &[I64, I32, I32], &[I32])
+            && func(
+                &f("insert-and-dispatch"),
+                &[I64, I32, I32, I32, I32],
+                &[I32],
+            )
+            && func(
+                &f("allow-merge"),
+                &[I64, I32, I32, I32, I64, I32, I32, I32],
+                &[I32],
+            )
+            && func(&f("merged"), &[I64, I32, I32], &[])
+            && func(&f("completed"), &[I64, I32, I32], &[])
+            && func(&f("limit-depth"), &[I32, I32], &[I32])
+            && func(&f("save-state"), &[], &[I32])
+            && func(&f("restore-state"), &[I32, I32], &[I32])
+            && func(
+                &f("turn"),
+                &[
+                    I64, I32, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I32, I32,
+                ],
+                &[I64],
+            )
+            && func(&f("take-answer"), &[], &[I32])
+    }
+
+    /// Instantiates the module in `store` and looks up every function once.
+    pub(super) fn instantiate(&self, store: &mut Store<Caps>) -> wasmtime::Result<CoreCalls> {
+        let instance = Instance::new(&mut *store, &self.module, &[])?;
+        let name = |n: &str| format!("{INTERFACE}@{INTERFACE_VERSION}#{n}");
+        let post = |store: &mut Store<Caps>, n: &str| {
+            instance
+                .get_typed_func::<u32, ()>(&mut *store, &format!("cabi_post_{}", name(n)))
+                .ok()
+        };
+        macro_rules! typed {
+            ($n:expr) => {
+                instance.get_typed_func(&mut *store, &name($n))?
+            };
+        }
+        Ok(CoreCalls {
+            guest: Guest(
+                instance
+                    .get_memory(&mut *store, "memory")
+                    .ok_or_else(|| wasmtime::Error::msg("the policy exports no memory"))?,
+            ),
+            realloc: instance.get_typed_func(&mut *store, "cabi_realloc")?,
+            info: (typed!("info"), post(store, "info")),
+            tunables: (typed!("tunables"), post(store, "tunables")),
+            init: (typed!("init"), post(store, "init")),
+            get: (typed!("get"), post(store, "get")),
+            set: (typed!("set"), post(store, "set")),
+            insert: typed!("insert"),
+            dispatch: (typed!("dispatch"), post(store, "dispatch")),
+            insert_and_dispatch: (
+                typed!("insert-and-dispatch"),
+                post(store, "insert-and-dispatch"),
+            ),
+            allow_merge: typed!("allow-merge"),
+            merged: typed!("merged"),
+            completed: typed!("completed"),
+            limit_depth: typed!("limit-depth"),
+            save_state: (typed!("save-state"), post(store, "save-state")),
+            restore_state: (typed!("restore-state"), post(store, "restore-state")),
+            turn: typed!("turn"),
+            take_answer: (typed!("take-answer"), post(store, "take-answer")),
+        })
+    }
+}
+
+/// A function returning its results in a return area, and its post-return function.
+type WithPost<P> = (TypedFunc<P, u32>, Option<TypedFunc<u32, ()>>);
+
+/// A policy's linear memory, read as the canonical ABI lays answers out in it. Nothing
+/// it holds is trusted: every read is bounds-checked.
+struct Guest(Memory);
+
+/// The interface's functions in one core instance.
+pub(super) struct CoreCalls {
+    guest: Guest,
+    realloc: TypedFunc<(u32, u32, u32, u32), u32>,
+    info: WithPost<()>,
+    tunables: WithPost<()>,
+    init: WithPost<(u32, u32, u32, u32, u32)>,
+    get: WithPost<(u32, u32)>,
+    set: WithPost<(u32, u32, i64)>,
+    insert: TypedFunc<(u64, u32, u32), ()>,
+    dispatch: WithPost<(u64, u32, u32)>,
+    insert_and_dispatch: WithPost<(u64, u32, u32, u32, u32)>,
+    allow_merge: TypedFunc<(u64, u32, u32, u32, u64, u32, u32, u32), u32>,
+    merged: TypedFunc<(u64, u32, u32), ()>,
+    completed: TypedFunc<(u64, u32, u32), ()>,
+    limit_depth: TypedFunc<(u32, u32), u32>,
+    save_state: WithPost<()>,
+    restore_state: WithPost<(u32, u32)>,
+    #[expect(clippy::type_complexity, reason = "the flat scalars of one crossing")]
+    turn: TypedFunc<
+        (
+            u64,
+            u32,
+            u64,
+            u64,
+            u64,
+            u64,
+            u64,
+            u64,
+            u64,
+            u64,
+            u64,
+            u64,
+            u32,
+            u32,
+        ),
+        u64,
+    >,
+    take_answer: WithPost<()>,
+}
+
+/// An answer that breaks the canonical ABI: a trap of the guest's making.
+fn bad(what: &str) -> wasmtime::Error {
+    wasmtime::Error::msg(format!("the policy's answer is malformed: {what}"))
+}
+
+impl Guest {
+    /// `len` bytes at `ptr` of the guest's memory, if they lie inside it.
+    fn bytes<'s>(&self, store: &'s Store<Caps>, ptr: u32, len: u32) -> wasmtime::Result<&'s [u8]> {
+        let start = ptr as usize;
+        let end = start
+            .checked_add(len as usize)
+            .ok_or_else(|| bad("a length past the end of memory"))?;
+        self.0
+            .data(store)
+            .get(start..end)
+            .ok_or_else(|| bad("a pointer outside memory"))
+    }
+
+    fn u32_at(&self, store: &Store<Caps>, at: u32) -> wasmtime::Result<u32> {
+        let b = self.bytes(store, at, 4)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    fn u64_at(&self, store: &Store<Caps>, at: u32) -> wasmtime::Result<u64> {
+        let b = self.bytes(store, at, 8)?;
+        Ok(u64::from_le_bytes(
+            b.try_into().map_err(|_| bad("a short read"))?,
+        ))
+    }
+
+    fn u8_at(&self, store: &Store<Caps>, at: u32) -> wasmtime::Result<u8> {
+        Ok(self.bytes(store, at, 1)?[0])
+    }
+
+    /// A field `offset` bytes into the return area at `area`.
+    fn field(area: u32, offset: u32) -> wasmtime::Result<u32> {
+        area.checked_add(offset)
+            .ok_or_else(|| bad("a return area past the end of memory"))
+    }
+
+    /// The string whose (pointer, length) pair is at `at`.
+    fn string_at(&self, store: &Store<Caps>, at: u32, limit: u32) -> wasmtime::Result<String> {
+        let (ptr, len) = (
+            self.u32_at(store, at)?,
+            self.u32_at(store, Self::field(at, 4)?)?,
+        );
+        if len > limit {
+            return Err(bad(&format!("a string of {len} bytes")));
+        }
+        let bytes = self.bytes(store, ptr, len)?;
+        String::from_utf8(bytes.to_vec()).map_err(|_| bad("a string that is not UTF-8"))
+    }
+
+    /// A `result<_, string>` in the return area at `area`.
+    fn unit_or_string(
+        &self,
+        store: &Store<Caps>,
+        area: u32,
+    ) -> wasmtime::Result<Result<(), String>> {
+        match self.u8_at(store, area)? {
+            0 => Ok(Ok(())),
+            1 => Ok(Err(self.string_at(
+                store,
+                Self::field(area, 4)?,
+                super::answers::MAX_MESSAGE as u32 * 4,
+            )?)),
+            _ => Err(bad("a result that is neither ok nor error")),
+        }
+    }
+
+    /// A `dispatch-answer` in the return area at `area`.
+    fn answer_at(&self, store: &Store<Caps>, area: u32) -> wasmtime::Result<wit::DispatchAnswer> {
+        let (ptr, len) = (
+            self.u32_at(store, area)?,
+            self.u32_at(store, Self::field(area, 4)?)?,
+        );
+        let len = len.min(MAX_ANSWER_IDS);
+        let bytes = self.bytes(store, ptr, len.checked_mul(8).ok_or_else(|| bad("ids"))?)?;
+        let ids = bytes
+            .chunks_exact(8)
+            .map(|c| u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
+            .collect();
+        let wake_at_ns = match self.u8_at(store, Self::field(area, 8)?)? {
+            0 => None,
+            1 => Some(self.u64_at(store, Self::field(area, 16)?)?),
+            _ => return Err(bad("an option that is neither none nor some")),
+        };
+        Ok(wit::DispatchAnswer { ids, wake_at_ns })
+    }
+}
+
+impl CoreCalls {
+    /// Copies `bytes` into guest memory allocated by its `cabi_realloc`; the pointer.
+    fn lower(&self, store: &mut Store<Caps>, bytes: &[u8], align: u32) -> wasmtime::Result<u32> {
+        let len = u32::try_from(bytes.len()).map_err(|_| bad("an argument past 4 GiB"))?;
+        let ptr = self.realloc.call(&mut *store, (0, 0, align, len))?;
+        if ptr % align.max(1) != 0 {
+            return Err(bad("a misaligned allocation"));
+        }
+        let start = ptr as usize;
+        let target = self
+            .guest
+            .0
+            .data_mut(&mut *store)
+            .get_mut(start..start + bytes.len())
+            .ok_or_else(|| bad("an allocation outside memory"))?;
+        target.copy_from_slice(bytes);
+        Ok(ptr)
+    }
+
+    fn lower_words(&self, store: &mut Store<Caps>, words: &[u64]) -> wasmtime::Result<(u32, u32)> {
+        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        Ok((self.lower(store, &bytes, 8)?, words.len() as u32))
+    }
+
+    fn lower_str(&self, store: &mut Store<Caps>, s: &str) -> wasmtime::Result<(u32, u32)> {
+        Ok((self.lower(store, s.as_bytes(), 1)?, s.len() as u32))
+    }
+
+    fn post(
+        store: &mut Store<Caps>,
+        post: &Option<TypedFunc<u32, ()>>,
+        area: u32,
+    ) -> wasmtime::Result<()> {
+        match post {
+            Some(post) => post.call(store, area),
+            None => Ok(()),
+        }
+    }
+}
+
+fn op_index(op: wit::Op) -> u32 {
+    match op {
+        wit::Op::Read => 0,
+        wit::Op::Write => 1,
+        wit::Op::Flush => 2,
+        wit::Op::Discard => 3,
+    }
+}
+
+fn kind_index(kind: wit::MergeKind) -> u8 {
+    match kind {
+        wit::MergeKind::Back => 0,
+        wit::MergeKind::Front => 1,
+    }
+}
+
+impl Scheduler for CoreCalls {
+    fn call_info(&self, store: &mut Store<Caps>) -> wasmtime::Result<wit::PolicyInfo> {
+        let area = self.info.0.call(&mut *store, ())?;
+        let limit = super::answers::MAX_NAME as u32 * 4;
+        let info = wit::PolicyInfo {
+            name: self.guest.string_at(store, area, limit)?,
+            version: self.guest.string_at(store, Guest::field(area, 8)?, limit)?,
+            merge_veto: self.guest.u8_at(store, Guest::field(area, 16)?)? != 0,
+            completions: self.guest.u8_at(store, Guest::field(area, 17)?)? != 0,
+        };
+        Self::post(store, &self.info.1, area)?;
+        Ok(info)
+    }
+
+    fn call_tunables(&self, store: &mut Store<Caps>) -> wasmtime::Result<Vec<wit::Tunable>> {
+        let area = self.tunables.0.call(&mut *store, ())?;
+        let (ptr, len) = (
+            self.guest.u32_at(store, area)?,
+            self.guest.u32_at(store, Guest::field(area, 4)?)?,
+        );
+        // One more than the host accepts, so a longer list is seen as one.
+        let len = len.min(super::answers::MAX_TUNABLES as u32 + 1);
+        let name = super::answers::MAX_NAME as u32 * 4;
+        let help = super::answers::MAX_HELP as u32 * 4;
+        let mut list = Vec::with_capacity(len as usize);
+        for i in 0..len {
+            let at = ptr
+                .checked_add(i.checked_mul(48).ok_or_else(|| bad("tunables"))?)
+                .ok_or_else(|| bad("tunables past the end of memory"))?;
+            list.push(wit::Tunable {
+                name: self.guest.string_at(store, at, name)?,
+                default: self.guest.u64_at(store, Guest::field(at, 8)?)? as i64,
+                min: self.guest.u64_at(store, Guest::field(at, 16)?)? as i64,
+                max: self.guest.u64_at(store, Guest::field(at, 24)?)? as i64,
+                unit: self.guest.string_at(store, Guest::field(at, 32)?, name)?,
+                help: self.guest.string_at(store, Guest::field(at, 40)?, help)?,
+            });
+        }
+        Self::post(store, &self.tunables.1, area)?;
+        Ok(list)
+    }
+
+    fn call_init(
+        &self,
+        store: &mut Store<Caps>,
+        setup: wit::Setup,
+        settings: &[(String, i64)],
+    ) -> wasmtime::Result<Result<(), String>> {
+        let mut tuples = Vec::with_capacity(settings.len() * 16);
+        for (name, value) in settings {
+            let (ptr, len) = self.lower_str(store, name)?;
+            tuples.extend_from_slice(&ptr.to_le_bytes());
+            tuples.extend_from_slice(&len.to_le_bytes());
+            tuples.extend_from_slice(&value.to_le_bytes());
+        }
+        let list = self.lower(store, &tuples, 8)?;
+        let area = self.init.0.call(
+            &mut *store,
+            (
+                setup.hw_queues,
+                setup.queue_depth,
+                setup.nr_requests,
+                list,
+                settings.len() as u32,
+            ),
+        )?;
+        let answer = self.guest.unit_or_string(store, area)?;
+        Self::post(store, &self.init.1, area)?;
+        Ok(answer)
+    }
+
+    fn call_get(&self, store: &mut Store<Caps>, name: &str) -> wasmtime::Result<Option<i64>> {
+        let (ptr, len) = self.lower_str(store, name)?;
+        let area = self.get.0.call(&mut *store, (ptr, len))?;
+        let value = match self.guest.u8_at(store, area)? {
+            0 => None,
+            1 => Some(self.guest.u64_at(store, Guest::field(area, 8)?)? as i64),
+            _ => return Err(bad("an option that is neither none nor some")),
+        };
+        Self::post(store, &self.get.1, area)?;
+        Ok(value)
+    }
+
+    fn call_set(
+        &self,
+        store: &mut Store<Caps>,
+        name: &str,
+        value: i64,
+    ) -> wasmtime::Result<Result<(), String>> {
+        let (ptr, len) = self.lower_str(store, name)?;
+        let area = self.set.0.call(&mut *store, (ptr, len, value))?;
+        let answer = self.guest.unit_or_string(store, area)?;
+        Self::post(store, &self.set.1, area)?;
+        Ok(answer)
+    }
+
+    fn call_insert(
+        &self,
+        store: &mut Store<Caps>,
+        now_ns: u64,
+        words: &[u64],
+    ) -> wasmtime::Result<()> {
+        let (ptr, len) = self.lower_words(store, words)?;
+        self.insert.call(store, (now_ns, ptr, len))
+    }
+
+    fn call_dispatch(
+        &self,
+        store: &mut Store<Caps>,
+        now_ns: u64,
+        hw_queue: u32,
+        budget: u32,
+    ) -> wasmtime::Result<wit::DispatchAnswer> {
+        let area = self
+            .dispatch
+            .0
+            .call(&mut *store, (now_ns, hw_queue, budget))?;
+        let answer = self.guest.answer_at(store, area)?;
+        Self::post(store, &self.dispatch.1, area)?;
+        Ok(answer)
+    }
+
+    fn call_insert_and_dispatch(
+        &self,
+        store: &mut Store<Caps>,
+        now_ns: u64,
+        words: &[u64],
+        hw_queue: u32,
+        budget: u32,
+    ) -> wasmtime::Result<wit::DispatchAnswer> {
+        let (ptr, len) = self.lower_words(store, words)?;
+        let area = self
+            .insert_and_dispatch
+            .0
+            .call(&mut *store, (now_ns, ptr, len, hw_queue, budget))?;
+        let answer = self.guest.answer_at(store, area)?;
+        Self::post(store, &self.insert_and_dispatch.1, area)?;
+        Ok(answer)
+    }
+
+    fn call_allow_merge(
+        &self,
+        store: &mut Store<Caps>,
+        q: wit::MergeQuery,
+    ) -> wasmtime::Result<bool> {
+        let answer = self.allow_merge.call(
+            store,
+            (
+                q.target,
+                q.target_ctx,
+                q.ctx,
+                op_index(q.op),
+                q.sector,
+                q.sectors,
+                u32::from(q.sync),
+                u32::from(kind_index(q.kind)),
+            ),
+        )?;
+        Ok(answer != 0)
+    }
+
+    fn call_merged(
+        &self,
+        store: &mut Store<Caps>,
+        now_ns: u64,
+        events: &[wit::MergeEvent],
+    ) -> wasmtime::Result<()> {
+        let mut bytes = Vec::with_capacity(events.len() * 40);
+        for e in events {
+            let mut record = [0u8; 40];
+            record[0..8].copy_from_slice(&e.target.to_le_bytes());
+            record[8..16].copy_from_slice(&e.sector.to_le_bytes());
+            record[16..20].copy_from_slice(&e.sectors.to_le_bytes());
+            record[20] = kind_index(e.kind);
+            if let Some(absorbed) = e.absorbed {
+                record[24] = 1;
+                record[32..40].copy_from_slice(&absorbed.to_le_bytes());
+            }
+            bytes.extend_from_slice(&record);
+        }
+        let ptr = self.lower(store, &bytes, 8)?;
+        self.merged.call(store, (now_ns, ptr, events.len() as u32))
+    }
+
+    fn call_completed(
+        &self,
+        store: &mut Store<Caps>,
+        now_ns: u64,
+        words: &[u64],
+    ) -> wasmtime::Result<()> {
+        let (ptr, len) = self.lower_words(store, words)?;
+        self.completed.call(store, (now_ns, ptr, len))
+    }
+
+    fn call_limit_depth(
+        &self,
+        store: &mut Store<Caps>,
+        op: wit::Op,
+        sync: bool,
+    ) -> wasmtime::Result<u32> {
+        self.limit_depth
+            .call(store, (op_index(op), u32::from(sync)))
+    }
+
+    fn call_save_state(&self, store: &mut Store<Caps>) -> wasmtime::Result<Vec<u8>> {
+        let area = self.save_state.0.call(&mut *store, ())?;
+        let (ptr, len) = (
+            self.guest.u32_at(store, area)?,
+            self.guest.u32_at(store, Guest::field(area, 4)?)?,
+        );
+        if len > MAX_STATE_BYTES {
+            return Err(bad(&format!("{len} bytes of saved state")));
+        }
+        let state = self.guest.bytes(store, ptr, len)?.to_vec();
+        Self::post(store, &self.save_state.1, area)?;
+        Ok(state)
+    }
+
+    fn call_restore_state(
+        &self,
+        store: &mut Store<Caps>,
+        state: &[u8],
+    ) -> wasmtime::Result<Result<(), String>> {
+        let ptr = self.lower(store, state, 1)?;
+        let area = self
+            .restore_state
+            .0
+            .call(&mut *store, (ptr, state.len() as u32))?;
+        let answer = self.guest.unit_or_string(store, area)?;
+        Self::post(store, &self.restore_state.1, area)?;
+        Ok(answer)
+    }
+
+    fn call_turn(
+        &self,
+        store: &mut Store<Caps>,
+        now_ns: u64,
+        parts: u32,
+        c: &[u64; 5],
+        r: &[u64; 5],
+        hw_queue: u32,
+        budget: u32,
+    ) -> wasmtime::Result<u64> {
+        self.turn.call(
+            store,
+            (
+                now_ns, parts, c[0], c[1], c[2], c[3], c[4], r[0], r[1], r[2], r[3], r[4],
+                hw_queue, budget,
+            ),
+        )
+    }
+
+    fn call_take_answer(&self, store: &mut Store<Caps>) -> wasmtime::Result<wit::DispatchAnswer> {
+        let area = self.take_answer.0.call(&mut *store, ())?;
+        let answer = self.guest.answer_at(store, area)?;
+        Self::post(store, &self.take_answer.1, area)?;
+        Ok(answer)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use wasmtime::{MemoryType, Store};
+
+    use super::*;
+
+    /// A guest memory of one page with `bytes` at 0.
+    fn guest(bytes: &[u8]) -> (Store<Caps>, Guest) {
+        let engine = Engine::default();
+        let mut store = Store::new(&engine, Caps::for_tests());
+        let memory = Memory::new(&mut store, MemoryType::new(1, Some(1))).unwrap();
+        memory.data_mut(&mut store)[..bytes.len()].copy_from_slice(bytes);
+        (store, Guest(memory))
+    }
+
+    fn le(words: &[u32]) -> Vec<u8> {
+        words.iter().flat_map(|w| w.to_le_bytes()).collect()
+    }
+
+    #[test]
+    fn pointers_and_lengths_outside_memory_are_errors_not_panics() {
+        // A dispatch answer whose ids lie past the end of memory.
+        let (store, g) = guest(&le(&[65_530, 4, 0, 0, 0, 0]));
+        assert!(g.answer_at(&store, 0).is_err());
+        // A length that wraps the address space.
+        let (store, g) = guest(&le(&[16, u32::MAX]));
+        assert!(g.string_at(&store, 0, u32::MAX).is_err());
+        // A return area at the very end of memory.
+        let (store, g) = guest(&[]);
+        assert!(g.answer_at(&store, 65_532).is_err());
+        assert!(g.answer_at(&store, u32::MAX).is_err());
+    }
+
+    #[test]
+    fn malformed_strings_options_and_results_are_refused() {
+        // A string that is not UTF-8, and one over its limit.
+        let mut bytes = le(&[8, 2]);
+        bytes.extend_from_slice(&[0xff, 0xfe]);
+        let (store, g) = guest(&bytes);
+        assert!(g.string_at(&store, 0, 64).is_err());
+        let (store, g) = guest(&le(&[8, 100]));
+        assert!(g.string_at(&store, 0, 64).is_err());
+        // An option discriminant of 7.
+        let (store, g) = guest(&le(&[0, 0, 7, 0, 0, 0]));
+        assert!(g.answer_at(&store, 0).is_err());
+        // A result discriminant of 2.
+        let (store, g) = guest(&[2]);
+        assert!(g.unit_or_string(&store, 0).is_err());
+    }
+
+    #[test]
+    fn an_answer_claiming_more_ids_than_memory_holds_is_refused() {
+        let (store, g) = guest(&le(&[24, 4_000_000, 0, 0, 0, 0]));
+        // 4 M ids would run past the page: refused. A bounded read of a plausible one works.
+        assert!(g.answer_at(&store, 0).is_err());
+        let (store, g) = guest(&le(&[24, 1, 0, 0, 0, 0, 42, 0]));
+        let answer = g.answer_at(&store, 0).unwrap();
+        assert_eq!((answer.ids, answer.wake_at_ns), (vec![42], None));
+    }
+}
