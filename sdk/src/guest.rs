@@ -103,10 +103,6 @@ pub fn insert_and_dispatch<P: Policy>(
     }
 }
 
-#[expect(
-    clippy::too_many_arguments,
-    reason = "the flat scalars of one crossing"
-)]
 pub fn turn<P: Policy>(
     rt: &RefCell<Runtime<P>>,
     now_ns: u64,

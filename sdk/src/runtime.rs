@@ -130,10 +130,6 @@ impl<P: Policy> Runtime<P> {
     /// `turn`'s result; with [`crate::packed::TURN_MORE`] the answer waits in
     /// [`Runtime::take_answer`].
     #[doc(hidden)]
-    #[expect(
-        clippy::too_many_arguments,
-        reason = "the flat scalars of one crossing"
-    )]
     pub fn turn_packed(
         &mut self,
         now_ns: u64,

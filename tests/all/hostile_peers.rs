@@ -64,7 +64,7 @@ fn hostile_nbd_a_handshake_that_drips_is_closed_at_the_deadline() {
     }
     drip.set_read_timeout(Some(BOUND)).unwrap();
     let mut rest = Vec::new();
-    closed |= matches!(drip.read_to_end(&mut rest), Ok(_));
+    closed |= drip.read_to_end(&mut rest).is_ok();
     assert!(closed, "the dripping handshake is still open");
     assert!(started.elapsed() < BOUND, "{:?}", started.elapsed());
 }

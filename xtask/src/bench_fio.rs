@@ -280,7 +280,11 @@ pub fn loop_device(root: &Path, rounds: usize, seconds: u32) -> Result<()> {
         ("bfq", "bfq"),
         ("kyber", "kyber"),
     ];
-    let jobs: [(&str, &[&str]); 2] = [
+    let jobs: [(&str, &[&str]); 3] = [
+        (
+            "4k randread QD1",
+            &["--rw=randread", "--bs=4k", "--iodepth=1"],
+        ),
         (
             "4k randread QD32",
             &["--rw=randread", "--bs=4k", "--iodepth=32"],

@@ -173,6 +173,7 @@ pub(super) struct CoreCalls {
     insert: TypedFunc<(u64, u32, u32), ()>,
     dispatch: WithPost<(u64, u32, u32)>,
     insert_and_dispatch: WithPost<(u64, u32, u32, u32, u32)>,
+    #[expect(clippy::type_complexity, reason = "a merge query's flat scalars")]
     allow_merge: TypedFunc<(u64, u32, u32, u32, u64, u32, u32, u32), u32>,
     merged: TypedFunc<(u64, u32, u32), ()>,
     completed: TypedFunc<(u64, u32, u32), ()>,

@@ -620,7 +620,7 @@ impl WasmPolicy {
         arm(&mut self.store, self.ticks, self.fuel);
         Ok(self
             .calls
-            .call_turn(&mut self.store, 0, parts, &c, &r, 0, 1)?)
+            .call_turn(&mut self.store, 0, parts, c, r, 0, 1)?)
     }
 
     pub(super) fn bench_completed(&mut self, words: &[u64; packed::WORDS]) -> anyhow::Result<()> {
