@@ -81,9 +81,11 @@ impl Config {
 }
 
 /// What the driver must do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
     /// Send this request to the device on `hw_queue`; report it back with [`Core::complete`].
+    /// It carries its bios in sector order, so a driver lays out the I/O without asking the
+    /// core about the request again.
     Dispatch {
         /// Hardware queue (ring) to use.
         hw_queue: u32,
@@ -95,6 +97,8 @@ pub enum Action {
         sector: u64,
         /// Length in sectors.
         sectors: u32,
+        /// Its bios with their submitters, in sector order.
+        bios: Bios,
     },
     /// A bio finished.
     Complete(BioDone),
@@ -352,11 +356,6 @@ impl Core {
     /// Requests anywhere in the host: software queues, scheduler, device.
     pub fn requests_in_flight(&self) -> usize {
         self.table.len()
-    }
-
-    /// A live request: a driver reads a dispatched request's bios to build its I/O.
-    pub fn request(&self, id: u64) -> Option<&Request> {
-        self.table.get(id)
     }
 
     /// Requests the policy holds.
@@ -709,6 +708,7 @@ impl Core {
             };
             let (op, sector, sectors) = (request.op, request.sector, request.sectors);
             let (ctx, sync) = (request.ctx, request.sync);
+            let bios = request.bios.clone();
             self.index.remove(id, request);
             self.note(now_ns, Kind::Dispatch, ctx, op, sync, (sector, sectors), id);
             self.queued -= 1;
@@ -720,6 +720,7 @@ impl Core {
                 op,
                 sector,
                 sectors,
+                bios,
             });
         }
         if let Some(wake) = answer.wake_at_ns {
@@ -839,14 +840,20 @@ impl Core {
         } else {
             self.stats.back_merges += 1;
         }
-        request.bios.push((
+        let bio_ref = (
             bio.ctx,
             BioRef {
                 id: bio.id,
                 submit_ns: now_ns,
                 sectors: bio.sectors,
             },
-        ));
+        );
+        // Bios stay in sector order: a front merge goes first.
+        if kind == MergeKind::Front {
+            request.bios.insert(0, bio_ref);
+        } else {
+            request.bios.push(bio_ref);
+        }
         self.index.add(id, request);
     }
 

@@ -16,7 +16,7 @@ use super::{RealError, RealOptions, Target};
 use serde_json::{Value, json};
 
 use crate::control::{Command, Control};
-use crate::core::{Action, Bio, BioDone, Config, Core, CoreStats};
+use crate::core::{Action, Bio, BioDone, Bios, Config, Core, CoreStats};
 use crate::metrics::exposition::DeviceView;
 use crate::outcome::SwapRecord;
 use crate::policy::Fault;
@@ -255,7 +255,7 @@ impl Devices {
         };
         let result = self.lanes[lane].core.submit(now, bio);
         result.map_err(|fault| self.fault(lane, now, fault))?;
-        self.drain_actions(lane, now)
+        self.drain_actions(lane)
     }
 
     /// Lets every policy dispatch.
@@ -263,7 +263,7 @@ impl Devices {
         for l in 0..self.lanes.len() {
             let result = self.lanes[l].core.run(now);
             result.map_err(|fault| self.fault(l, now, fault))?;
-            self.drain_actions(l, now)?;
+            self.drain_actions(l)?;
         }
         Ok(())
     }
@@ -282,7 +282,7 @@ impl Devices {
             let now = now();
             for &((lane, id), status) in &reaped {
                 self.lanes[lane as usize].core.complete(now, id, status)?;
-                self.drain_actions(lane as usize, now)?;
+                self.drain_actions(lane as usize)?;
             }
         }
         self.reaped = reaped;
@@ -327,7 +327,7 @@ impl Devices {
         for l in 0..self.lanes.len() {
             let result = self.lanes[l].core.starve(now);
             replaced |= result.map_err(|fault| self.fault(l, now, fault))?;
-            self.drain_actions(l, now)?;
+            self.drain_actions(l)?;
         }
         Ok(replaced)
     }
@@ -365,10 +365,17 @@ impl Devices {
     }
 
     /// Carries out lane `l`'s actions: dispatches go to the ring, finished bios to `done`.
-    fn drain_actions(&mut self, l: usize, now: u64) -> Result<(), RealError> {
+    fn drain_actions(&mut self, l: usize) -> Result<(), RealError> {
         while let Some(action) = self.lanes[l].core.poll_action() {
             match action {
-                Action::Dispatch { id, op, sector, .. } => self.dispatch(l, id, op, sector, now)?,
+                Action::Dispatch {
+                    id,
+                    op,
+                    sector,
+                    sectors,
+                    bios,
+                    ..
+                } => self.dispatch(l, id, (op, sector, sectors), &bios)?,
                 Action::Complete(done) => self.done.push(Finished {
                     lane: l as u32,
                     done,
@@ -379,36 +386,27 @@ impl Devices {
         Ok(())
     }
 
-    /// Sends request `id` of lane `l` to the kernel over its bios' buffers, in file order.
+    /// Sends request `id` of lane `l` (`op` on `sectors` at `sector`) to the kernel over its
+    /// bios' buffers, which the core hands over in sector order.
     fn dispatch(
         &mut self,
         l: usize,
         id: u64,
-        op: Op,
-        sector: u64,
-        now: u64,
+        (op, sector, sectors): (Op, u64, u32),
+        bios: &Bios,
     ) -> Result<(), RealError> {
-        let Some(request) = self.lanes[l].core.request(id) else {
-            self.lanes[l].core.complete(now, id, -libc::EIO)?;
-            return Ok(());
-        };
         let kind = match op {
             Op::Read => IoKind::Read,
             Op::Write => IoKind::Write,
             Op::Flush => IoKind::Flush,
-            Op::Discard => IoKind::Discard(u64::from(request.sectors) * 512),
+            Op::Discard => IoKind::Discard(u64::from(sectors) * 512),
         };
-        // Each bio's buffer is the start of its slot, as long as the bio.
-        let mut bios: smallvec::SmallVec<[(u32, usize); 4]> = request
-            .bios
-            .iter()
-            .map(|(_, b)| (b.id as u32, b.sectors as usize * 512))
-            .collect();
-        bios.sort_unstable_by_key(|&(slot, _)| self.slots[slot as usize].offset);
         let mut segments = Segments::new();
         if matches!(kind, IoKind::Read | IoKind::Write) {
-            for &(slot, len) in &bios {
-                let (ptr, room) = self.arena.raw(slot as usize);
+            // Each bio's buffer is the start of its slot, as long as the bio.
+            for (_, bio) in bios {
+                let len = bio.sectors as usize * 512;
+                let (ptr, room) = self.arena.raw(bio.id as usize);
                 // Slots are sized to their submitter's longest bio: a bio that does not fit
                 // is a driver bug, and cutting it short would report bytes never moved.
                 if len > room {
