@@ -8,7 +8,7 @@ use crate::control::Control;
 use crate::events::file::Writer;
 use crate::metrics::{Endpoint, exposition};
 use crate::outcome::SwapRecord;
-use crate::uring::{Devices, RealError, StallWatch};
+use crate::uring::{Devices, Lease, RealError, StallWatch};
 
 /// Runs until the server is stopping, no connection is left and no I/O is in flight.
 ///
@@ -31,8 +31,9 @@ pub fn run(
         hub.take_inbox(&mut inbox);
         let now = hub.now();
         for s in inbox.drain(..) {
-            owners[s.slot as usize] = Some(s.owner);
-            devices.submit(now, s.slot, s.bio, 0)?;
+            let lease = Lease::new(s.slot);
+            owners[lease.index()] = Some(s.owner);
+            devices.submit(now, lease, s.bio, 0)?;
         }
         if let Some(control) = control {
             devices.serve(control, now, swaps)?;
@@ -45,12 +46,12 @@ pub fn run(
         devices.reap(|| hub.now())?;
         devices.run(hub.now())?;
         for finished in devices.done.drain(..) {
-            let slot = finished.done.bio as u32;
-            let Some(owner) = owners.get_mut(slot as usize).and_then(Option::take) else {
+            let lease = finished.lease;
+            let Some(owner) = owners.get_mut(lease.index()).and_then(Option::take) else {
                 continue;
             };
             if owner.frees {
-                hub.pools.put(slot, &owner.quota);
+                hub.pools.put(lease.slot(), &owner.quota);
             }
             // A connection whose replier is gone has nobody left to tell.
             let _ = owner.to.send(Event::Done {

@@ -17,6 +17,7 @@ use super::plan::{self, Limits, Plan, Work};
 use super::wire::{self, Request};
 use crate::core::Bio;
 use crate::peer::{self, Deadline};
+use crate::uring::Lease;
 
 /// What a connection did, for the server's summary.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -243,7 +244,7 @@ fn submit(
                     .map_err(shortfall)?[0];
                 // SAFETY: the slot came off the free pool, so no I/O and no other thread
                 // uses it until it is submitted below.
-                let buf = unsafe { &mut hub.slots.slot_mut(slot as usize)[..len as usize] };
+                let buf = unsafe { &mut hub.slots.slot_mut(Lease::new(slot))[..len as usize] };
                 let filled = if io.work == Work::Zeroes {
                     buf.fill(0);
                     Ok(())
@@ -436,7 +437,7 @@ impl Replies<'_> {
         let data = slots.iter().filter(|_| error == 0).map(|&(slot, len)| {
             // SAFETY: the read finished, so no I/O uses its slots, and they stay this
             // request's until they are given back or parked below.
-            unsafe { &self.hub.slots.slot(slot as usize)[..len] }
+            unsafe { &self.hub.slots.slot(Lease::new(slot))[..len] }
         });
         let parts: Vec<IoSlice<'_>> = std::iter::once(&header[..])
             .chain(data)

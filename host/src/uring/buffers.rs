@@ -8,6 +8,40 @@ use std::sync::Arc;
 /// Page alignment satisfies O_DIRECT on every logical block size Linux supports.
 const ALIGN: usize = 4096;
 
+/// A buffer slot lent to one bio while it is in flight. The real drivers number each bio by
+/// the slot it holds, so a bio's id and its lease convert into each other here and nowhere
+/// else.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lease(u32);
+
+impl Lease {
+    /// Slot `slot` of the arena.
+    pub fn new(slot: u32) -> Self {
+        Self(slot)
+    }
+
+    /// The lease of the bio the driver numbered `bio`.
+    pub fn of_bio(bio: u64) -> Self {
+        // Drivers number bios by their slot, and an arena has fewer than 2^32 slots.
+        Self(bio as u32)
+    }
+
+    /// The id the bio holding this lease carries.
+    pub fn bio_id(self) -> u64 {
+        u64::from(self.0)
+    }
+
+    /// The slot's index in the arena.
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+
+    /// The slot's number, as the NBD pools count them.
+    pub fn slot(self) -> u32 {
+        self.0
+    }
+}
+
 /// A slot: where it starts in the arena and how long it is.
 #[derive(Debug, Clone, Copy)]
 struct Slot {
@@ -55,10 +89,13 @@ impl Arena {
 
     /// Fills every slot with pseudo-random bytes, so unverified writes do not send zero
     /// pages (which some devices compress or skip).
+    /// Called before the arena is lent to any ring.
     pub fn fill_random(&mut self, seed: u64) {
         let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
         for i in 0..self.slots.len() {
-            for chunk in self.slot_mut(i).chunks_mut(8) {
+            // SAFETY: the arena is filled before any ring exists, so no I/O uses a slot.
+            let slot = unsafe { self.slot_mut(Lease::new(i as u32)) };
+            for chunk in slot.chunks_mut(8) {
                 x ^= x << 13;
                 x ^= x >> 7;
                 x ^= x << 17;
@@ -80,26 +117,32 @@ impl Arena {
         (self.base.as_ptr(), self.layout.size())
     }
 
-    /// Where slot `i` starts and its length, for handing to the kernel.
-    pub fn raw(&self, i: usize) -> (*mut u8, usize) {
-        let slot = self.slots[i];
+    /// Where `lease`'s slot starts and its length, for handing to the kernel.
+    pub fn raw(&self, lease: Lease) -> (*mut u8, usize) {
+        let slot = self.slots[lease.index()];
         // SAFETY: every slot lies inside the allocation (built from the same lengths).
         (unsafe { self.base.as_ptr().add(slot.offset) }, slot.len)
     }
 
-    /// Slot `i` to fill before a write. The caller must not lend it to the kernel meanwhile;
-    /// `&mut self` keeps two slices of the arena from coexisting.
-    pub fn slot_mut(&mut self, i: usize) -> &mut [u8] {
-        let (ptr, len) = self.raw(i);
-        // SAFETY: in bounds (see `raw`), and the exclusive borrow of the arena means no other
-        // slice of it exists; the driver touches a slot only while no I/O uses it.
+    /// `lease`'s slot to fill before a write; `&mut self` keeps two slices of the arena from
+    /// coexisting.
+    ///
+    /// # Safety
+    /// The lease's bio is not in flight: the kernel may write a slot while its I/O runs.
+    pub unsafe fn slot_mut(&mut self, lease: Lease) -> &mut [u8] {
+        let (ptr, len) = self.raw(lease);
+        // SAFETY: in bounds (see `raw`); the exclusive borrow of the arena means no other
+        // slice of it exists, and the caller vouches that no I/O uses the slot.
         unsafe { std::slice::from_raw_parts_mut(ptr, len) }
     }
 
-    /// Slot `i` to check after a read completed.
-    pub fn slot(&self, i: usize) -> &[u8] {
-        let (ptr, len) = self.raw(i);
-        // SAFETY: in bounds, and no I/O uses the slot while the driver reads it.
+    /// `lease`'s slot, to check after its bio finished.
+    ///
+    /// # Safety
+    /// As for [`Arena::slot_mut`].
+    pub unsafe fn slot(&self, lease: Lease) -> &[u8] {
+        let (ptr, len) = self.raw(lease);
+        // SAFETY: in bounds, and no I/O uses the slot (the caller's contract).
         unsafe { std::slice::from_raw_parts(ptr, len) }
     }
 }
@@ -119,28 +162,28 @@ unsafe impl Send for SlotAccess {}
 unsafe impl Sync for SlotAccess {}
 
 impl SlotAccess {
-    /// Slot `i`, to fill before its bio is submitted.
+    /// `lease`'s slot, to fill before its bio is submitted.
     ///
     /// # Safety
-    /// The caller holds slot `i`: no I/O uses it and no other thread touches it until the
-    /// caller hands it on (a channel send, which orders the writes before the receiver's
+    /// The caller holds the lease: no I/O uses the slot and no other thread touches it until
+    /// the caller hands it on (a channel send, which orders the writes before the receiver's
     /// use), and the arena outlives the returned slice.
     #[expect(
         clippy::mut_from_ref,
         reason = "exclusive use of the slot is the caller's contract"
     )]
-    pub unsafe fn slot_mut(&self, i: usize) -> &mut [u8] {
-        let slot = self.slots[i];
+    pub unsafe fn slot_mut(&self, lease: Lease) -> &mut [u8] {
+        let slot = self.slots[lease.index()];
         // SAFETY: in bounds (built with the arena) and exclusively held per the contract.
         unsafe { std::slice::from_raw_parts_mut(self.base.as_ptr().add(slot.offset), slot.len) }
     }
 
-    /// Slot `i`, to check after its bio finished.
+    /// `lease`'s slot, to check after its bio finished.
     ///
     /// # Safety
     /// As for [`SlotAccess::slot_mut`].
-    pub unsafe fn slot(&self, i: usize) -> &[u8] {
-        let slot = self.slots[i];
+    pub unsafe fn slot(&self, lease: Lease) -> &[u8] {
+        let slot = self.slots[lease.index()];
         // SAFETY: as above.
         unsafe { std::slice::from_raw_parts(self.base.as_ptr().add(slot.offset), slot.len) }
     }
@@ -156,7 +199,7 @@ impl Drop for Arena {
 
 #[cfg(test)]
 mod tests {
-    use super::Arena;
+    use super::{Arena, Lease};
 
     #[test]
     fn arena_slots_are_page_aligned_and_disjoint() {
@@ -165,11 +208,14 @@ mod tests {
         assert_eq!(base as usize % 4096, 0);
         assert_eq!(size, 4096 + 4096 + 131072 + 4096);
         for i in 0..4 {
-            assert_eq!(arena.raw(i).0 as usize % 4096, 0);
+            assert_eq!(arena.raw(Lease::new(i)).0 as usize % 4096, 0);
         }
-        arena.slot_mut(1).fill(7);
-        assert!(arena.slot(0).iter().all(|&b| b == 0));
-        assert!(arena.slot(2).iter().all(|&b| b == 0));
-        assert_eq!(arena.slot(1).len(), 4096);
+        // SAFETY: no ring exists in this test, so no I/O uses any slot.
+        unsafe {
+            arena.slot_mut(Lease::new(1)).fill(7);
+            assert!(arena.slot(Lease::new(0)).iter().all(|&b| b == 0));
+            assert!(arena.slot(Lease::new(2)).iter().all(|&b| b == 0));
+            assert_eq!(arena.slot(Lease::new(1)).len(), 4096);
+        }
     }
 }

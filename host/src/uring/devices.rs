@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use schedhost_sdk::Op;
 
-use super::buffers::{Arena, SlotAccess};
+use super::buffers::{Arena, Lease, SlotAccess};
 use super::ring::{Io, IoKind, Notifier, Ring, Segments};
 use super::{RealError, RealOptions, Target};
 use serde_json::{Value, json};
@@ -36,11 +36,12 @@ pub(crate) struct SlotUse {
     pub generation: u32,
 }
 
-/// A finished bio and the device it went to.
+/// A finished bio, the device it went to, and the buffer it leased.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Finished {
     pub lane: u32,
     pub done: BioDone,
+    pub lease: Lease,
     pub slot: SlotUse,
 }
 
@@ -66,7 +67,7 @@ pub(crate) struct Devices {
     /// Freed by `Drop` only once the ring holds no I/O.
     arena: ManuallyDrop<Arena>,
     pub lanes: Vec<Lane>,
-    /// Per arena slot, the bio using it.
+    /// Per arena slot (by lease), where its bio went.
     slots: Vec<SlotUse>,
     /// Bios finished since the caller last took them.
     pub done: Vec<Finished>,
@@ -229,27 +230,36 @@ impl Devices {
         self.arena.access()
     }
 
-    /// Slot `slot` to fill before its write goes in.
-    pub fn slot_mut(&mut self, slot: u32) -> &mut [u8] {
-        self.arena.slot_mut(slot as usize)
+    /// `lease`'s buffer, to fill before its write goes in.
+    ///
+    /// # Safety
+    /// The lease's bio is not in flight (see [`Arena::slot_mut`]).
+    pub unsafe fn slot_mut(&mut self, lease: Lease) -> &mut [u8] {
+        // SAFETY: the caller's contract.
+        unsafe { self.arena.slot_mut(lease) }
     }
 
-    /// Slot `slot` after its bio finished.
-    pub fn slot(&self, slot: u32) -> &[u8] {
-        self.arena.slot(slot as usize)
+    /// `lease`'s buffer, after its bio finished.
+    ///
+    /// # Safety
+    /// As for [`Devices::slot_mut`].
+    pub unsafe fn slot(&self, lease: Lease) -> &[u8] {
+        // SAFETY: the caller's contract.
+        unsafe { self.arena.slot(lease) }
     }
 
-    /// `bio`, using buffer `slot` (written with `generation` when verified), enters its
-    /// device's core.
+    /// `bio`, holding buffer `lease` (written with `generation` when verified), enters its
+    /// device's core. The bio's id must be the lease's ([`Lease::bio_id`]).
     pub fn submit(
         &mut self,
         now: u64,
-        slot: u32,
+        lease: Lease,
         bio: Bio,
         generation: u32,
     ) -> Result<(), RealError> {
+        debug_assert_eq!(bio.id, lease.bio_id());
         let lane = self.lane_of(&bio);
-        self.slots[slot as usize] = SlotUse {
+        self.slots[lease.index()] = SlotUse {
             offset: bio.sector * 512,
             generation,
         };
@@ -376,11 +386,15 @@ impl Devices {
                     bios,
                     ..
                 } => self.dispatch(l, id, (op, sector, sectors), &bios)?,
-                Action::Complete(done) => self.done.push(Finished {
-                    lane: l as u32,
-                    done,
-                    slot: self.slots[done.bio as usize],
-                }),
+                Action::Complete(done) => {
+                    let lease = Lease::of_bio(done.bio);
+                    self.done.push(Finished {
+                        lane: l as u32,
+                        done,
+                        lease,
+                        slot: self.slots[lease.index()],
+                    });
+                }
             }
         }
         Ok(())
@@ -406,7 +420,7 @@ impl Devices {
             // Each bio's buffer is the start of its slot, as long as the bio.
             for (_, bio) in bios {
                 let len = bio.sectors as usize * 512;
-                let (ptr, room) = self.arena.raw(bio.id as usize);
+                let (ptr, room) = self.arena.raw(Lease::of_bio(bio.id));
                 // Slots are sized to their submitter's longest bio: a bio that does not fit
                 // is a driver bug, and cutting it short would report bytes never moved.
                 if len > room {

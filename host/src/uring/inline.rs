@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use schedhost_sdk::Op;
 
+use super::buffers::Lease;
 use super::devices::Devices;
 use super::{Ran, RealError, Run, work};
 use crate::control::Control;
@@ -26,7 +27,7 @@ pub(super) fn run(
         free: run
             .slots
             .iter()
-            .map(|r| r.clone().rev().collect())
+            .map(|r| r.clone().rev().map(Lease::new).collect())
             .collect(),
         stats: vec![CtxStats::default(); submitters.len()],
         run,
@@ -58,8 +59,8 @@ struct Inline<'a, 'r> {
     swaps: Vec<SwapRecord>,
     devices: &'a mut Devices,
     submitters: Vec<Submitter>,
-    /// Per submitter, its free buffer slots.
-    free: Vec<Vec<u32>>,
+    /// Per submitter, its free buffers.
+    free: Vec<Vec<Lease>>,
     stats: Vec<CtxStats>,
     clock: Instant,
     now: u64,
@@ -105,13 +106,13 @@ impl Inline<'_, '_> {
             if s.placement.phase != self.phase || s.is_finished() {
                 continue;
             }
-            loop {
-                let slot = self.free[i].last().copied().unwrap_or(u32::MAX);
-                let Next::Issue(bio) = self.submitters[i].next(now, u64::from(slot)) else {
+            // A submitter with no free buffer has iodepth bios in flight: nothing to issue.
+            while let Some(&lease) = self.free[i].last() {
+                let Next::Issue(bio) = self.submitters[i].next(now, lease.bio_id()) else {
                     break;
                 };
                 self.free[i].pop();
-                self.issue(slot, bio)?;
+                self.issue(lease, bio)?;
             }
         }
         self.devices.run(now)?;
@@ -125,15 +126,17 @@ impl Inline<'_, '_> {
         Ok(())
     }
 
-    /// Hands `bio` (using buffer `slot`) to its device.
-    fn issue(&mut self, slot: u32, bio: Bio) -> Result<(), RealError> {
+    /// Hands `bio` (holding buffer `lease`) to its device.
+    fn issue(&mut self, lease: Lease, bio: Bio) -> Result<(), RealError> {
         let job = &self.run.jobs[self.submitters[bio.ctx as usize].placement.job];
         let mut generation = 0;
         if bio.op == Op::Write && job.verify {
             let ledger = &self.run.ledgers[self.devices.lane_of(&bio)];
-            generation = work::prepare_write(ledger, self.devices.slot_mut(slot), bio.sector * 512);
+            // SAFETY: the lease came off the submitter's free list: its bio is not in flight.
+            let buf = unsafe { self.devices.slot_mut(lease) };
+            generation = work::prepare_write(ledger, buf, bio.sector * 512);
         }
-        self.devices.submit(self.now, slot, bio, generation)?;
+        self.devices.submit(self.now, lease, bio, generation)?;
         self.complete_finished()
     }
 
@@ -144,7 +147,8 @@ impl Inline<'_, '_> {
             let ctx = finished.done.ctx as usize;
             let lane = finished.lane as usize;
             let job = &self.run.jobs[self.submitters[ctx].placement.job];
-            let data = self.devices.slot(finished.done.bio as u32);
+            // SAFETY: the bio finished: no I/O uses its buffer until it is leased again.
+            let data = unsafe { self.devices.slot(finished.lease) };
             let checked = work::complete(
                 job,
                 &self.run.ledgers,
@@ -156,7 +160,7 @@ impl Inline<'_, '_> {
             )?;
             self.verified += u64::from(checked);
             self.submitters[ctx].on_complete(self.now);
-            self.free[ctx].push(finished.done.bio as u32);
+            self.free[ctx].push(finished.lease);
         }
         let mut done = done;
         done.clear();

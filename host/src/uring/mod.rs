@@ -43,7 +43,7 @@ use crate::control::Control;
 use crate::policy::WasmRuntime;
 #[cfg(test)]
 pub(crate) use buffers::Arena;
-pub(crate) use buffers::SlotAccess;
+pub(crate) use buffers::{Lease, SlotAccess};
 pub(crate) use devices::{Devices, Lane, StallWatch};
 pub(crate) use ring::Notifier;
 pub use target::{OpenRules, Target, TargetError, TargetKind};

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use schedhost_sdk::Op;
 
-use super::buffers::SlotAccess;
+use super::buffers::{Lease, SlotAccess};
 use super::devices::{Devices, Finished, StallWatch, stripe};
 use super::ring::Notifier;
 use super::{Ran, RealError, Run, work};
@@ -105,8 +105,8 @@ pub(super) fn run(
 enum Letter {
     /// Do the completion work of this bio (which may be another thread's).
     Work(Finished),
-    /// Your bio using this slot finished and its completion work is done.
-    Credit(u32),
+    /// Your bio holding this buffer finished and its completion work is done.
+    Credit(Lease),
     /// The phase is over: exit.
     Stop,
 }
@@ -151,8 +151,8 @@ impl Mailbox {
 struct Shared<'a, 'r> {
     run: &'a Run<'r>,
     clock: Instant,
-    /// Bios pushed by submitters: (slot, bio, write generation).
-    inbox: Mutex<Vec<(u32, Bio, u32)>>,
+    /// Bios pushed by submitters: (buffer, bio, write generation).
+    inbox: Mutex<Vec<(Lease, Bio, u32)>>,
     notifier: Arc<Notifier>,
     slots: SlotAccess,
     lanes: usize,
@@ -185,7 +185,7 @@ impl Shared<'_, '_> {
         let job = &self.run.jobs[self.run.ctx_jobs[ctx]];
         // SAFETY: the bio finished, so no I/O uses its slot, and its owner does not touch it
         // until it is credited after this work.
-        let data = unsafe { self.slots.slot(finished.done.bio as usize) };
+        let data = unsafe { self.slots.slot(finished.lease) };
         let mut stats = self.stats[ctx]
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
@@ -280,8 +280,8 @@ fn ring_loop(
             &mut *shared.inbox.lock().unwrap_or_else(PoisonError::into_inner),
         );
         let now = shared.now();
-        for (slot, bio, generation) in bios.drain(..) {
-            devices.submit(now, slot, bio, generation)?;
+        for (lease, bio, generation) in bios.drain(..) {
+            devices.submit(now, lease, bio, generation)?;
         }
         if let Some(control) = control {
             devices.serve(control, now, swaps)?;
@@ -293,7 +293,7 @@ fn ring_loop(
             match mode {
                 RqAffinity::Device => {
                     shared.complete(&finished)?;
-                    shared.mailboxes[owner].send(Letter::Credit(finished.done.bio as u32));
+                    shared.mailboxes[owner].send(Letter::Credit(finished.lease));
                 }
                 RqAffinity::Submitter => shared.mailboxes[owner].send(Letter::Work(finished)),
                 RqAffinity::Group => {
@@ -313,7 +313,7 @@ fn ring_loop(
 /// its phase ends. Returns the submitter for the report.
 fn submitter_thread(shared: &Shared<'_, '_>, mut s: Submitter, slots: Range<u32>) -> Submitter {
     let me = s.ctx as usize;
-    let mut free: Vec<u32> = slots.rev().collect();
+    let mut free: Vec<Lease> = slots.rev().map(Lease::new).collect();
     s.start(shared.now());
     shared.stats[me]
         .lock()
@@ -346,9 +346,9 @@ fn submitter_thread(shared: &Shared<'_, '_>, mut s: Submitter, slots: Range<u32>
         for letter in shared.mailboxes[me].receive(timeout) {
             match letter {
                 Letter::Stop => return s,
-                Letter::Credit(slot) => {
+                Letter::Credit(lease) => {
                     s.on_complete(shared.now());
-                    free.push(slot);
+                    free.push(lease);
                 }
                 Letter::Work(finished) => {
                     if let Err(error) = shared.complete(&finished) {
@@ -356,12 +356,11 @@ fn submitter_thread(shared: &Shared<'_, '_>, mut s: Submitter, slots: Range<u32>
                         return s;
                     }
                     let owner = finished.done.ctx as usize;
-                    let slot = finished.done.bio as u32;
                     if owner == me {
                         s.on_complete(shared.now());
-                        free.push(slot);
+                        free.push(finished.lease);
                     } else {
-                        shared.mailboxes[owner].send(Letter::Credit(slot));
+                        shared.mailboxes[owner].send(Letter::Credit(finished.lease));
                     }
                 }
             }
@@ -370,24 +369,24 @@ fn submitter_thread(shared: &Shared<'_, '_>, mut s: Submitter, slots: Range<u32>
 }
 
 /// Pushes every bio `s` wants to issue now; true iff it pushed any.
-fn issue(shared: &Shared<'_, '_>, s: &mut Submitter, free: &mut Vec<u32>, now: u64) -> bool {
+fn issue(shared: &Shared<'_, '_>, s: &mut Submitter, free: &mut Vec<Lease>, now: u64) -> bool {
     let job = &shared.run.jobs[s.placement.job];
     let mut pushed = Vec::new();
-    loop {
-        let slot = free.last().copied().unwrap_or(u32::MAX);
-        let Next::Issue(bio) = s.next(now, u64::from(slot)) else {
+    // A submitter with no free buffer has iodepth bios in flight: nothing to issue.
+    while let Some(&lease) = free.last() {
+        let Next::Issue(bio) = s.next(now, lease.bio_id()) else {
             break;
         };
         free.pop();
         let mut generation = 0;
         if bio.op == Op::Write && job.verify {
             let lane = stripe(&bio, shared.lanes);
-            // SAFETY: the slot came off this submitter's free list: no I/O and no other
+            // SAFETY: the lease came off this submitter's free list: no I/O and no other
             // thread uses it until the bio is pushed below.
-            let buf = unsafe { shared.slots.slot_mut(slot as usize) };
+            let buf = unsafe { shared.slots.slot_mut(lease) };
             generation = work::prepare_write(&shared.run.ledgers[lane], buf, bio.sector * 512);
         }
-        pushed.push((slot, bio, generation));
+        pushed.push((lease, bio, generation));
     }
     if pushed.is_empty() {
         return false;
