@@ -39,7 +39,13 @@ pub fn runtime() -> WasmRuntime {
 pub fn noop_core(queue_depth: u32, max_sectors: u32, nomerges: Nomerges) -> Core {
     let mut config = Config::for_device(1, queue_depth, max_sectors);
     config.nomerges = nomerges;
-    Core::new(config, Box::new(NativePolicy::<Noop>::default()), &[]).expect("noop starts")
+    Core::new(
+        config,
+        Box::new(NativePolicy::<Noop>::default()),
+        &[],
+        Box::new(schedhost::policy::builtin_fifo),
+    )
+    .expect("noop starts")
 }
 
 /// Policy `P` built natively and, when its component `name` is built, as that component;

@@ -151,7 +151,13 @@ fn software_queues_take_scheduler_tags_in_turn() {
     config.nr_requests = 1;
     let policy =
         Box::new(schedhost::policy::NativePolicy::<schedhost_policy_noop::Noop>::default());
-    let mut core = Core::new(config, policy, &[]).unwrap();
+    let mut core = Core::new(
+        config,
+        policy,
+        &[],
+        Box::new(schedhost::policy::builtin_fifo),
+    )
+    .unwrap();
     // ctx 0 submits three reads, ctx 1 two; one scheduler tag: the rest wait per submitter.
     for (id, ctx, sector) in [
         (1, 0, 0),

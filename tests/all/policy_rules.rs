@@ -65,6 +65,7 @@ fn core_with<P: Policy + Send>(depth: u32) -> Core {
         Config::for_device(1, depth, 2560),
         Box::new(NativePolicy::<P>::default()),
         &[],
+        Box::new(schedhost::policy::builtin_fifo),
     )
     .unwrap()
 }

@@ -201,6 +201,7 @@ fn swap_to_a_newer_build_hands_over_state_and_queued_requests() {
         Config::for_device(1, 1, 2560),
         Box::new(NativePolicy::<Counter>::default()),
         &[],
+        Box::new(schedhost::policy::builtin_fifo),
     )
     .unwrap();
     for i in 0..4 {
@@ -226,6 +227,7 @@ fn swap_refused_when_the_new_build_cannot_take_the_old_state() {
         Config::for_device(1, 1, 2560),
         Box::new(loaded.instantiate().unwrap()),
         &[("mode".into(), 8)],
+        Box::new(schedhost::policy::builtin_fifo),
     )
     .unwrap();
     for i in 0..4 {

@@ -17,15 +17,13 @@ mod request;
 mod routing;
 
 use std::collections::VecDeque;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use schedhost_sdk::{
     Completion, Dispatch, MergeEvent, MergeKind, MergeQuery, Op, Request as PolicyRequest, Setup,
 };
 
 use crate::events::{Event, Kind, op_code};
-use crate::policy::{Fault, FaultKind, PolicyBackend, Timed, Turn, native_policy};
+use crate::policy::{Fallback, Fault, FaultKind, PolicyBackend, Turn};
 use crate::stats::meter::Meter;
 pub use merge::{MergeIndex, Nomerges, can_coalesce, can_merge};
 pub use recovery::{DEFAULT_WATCHDOG_NS, Ejection, OnFault, Recovery, Supervision, Swapped};
@@ -240,9 +238,8 @@ pub struct Core {
     events: Option<Vec<Event>>,
     /// Per-ctx counters, kept only for live stats and metrics.
     meter: Option<Meter>,
-    /// Wall-clock ns spent in policy calls, while metering (the policy is wrapped in
-    /// [`Timed`] then, and every replacement too).
-    policy_clock: Option<Arc<AtomicU64>>,
+    /// The built-in FIFO the core falls back to, made by whoever built the core.
+    fallback: Fallback,
 }
 
 impl std::fmt::Debug for Core {
@@ -255,7 +252,8 @@ impl std::fmt::Debug for Core {
 }
 
 impl Core {
-    /// Initialises `policy` for a device with `config` and tunable `settings`.
+    /// Initialises `policy` for a device with `config` and tunable `settings`; after a
+    /// fault the core falls back to what `fallback` makes ([`crate::policy::for_core`]).
     ///
     /// # Errors
     /// The policy's fault, or its refusal of a setting.
@@ -263,6 +261,7 @@ impl Core {
         config: Config,
         mut policy: Box<dyn PolicyBackend>,
         settings: &[(String, i64)],
+        fallback: Fallback,
     ) -> Result<Self, StartError> {
         let info = policy.info()?;
         let setup = Setup {
@@ -300,7 +299,7 @@ impl Core {
             past_wakes: 0,
             events: None,
             meter: None,
-            policy_clock: None,
+            fallback,
         };
         core.depth_limit = depth_limits(core.policy.as_mut(), &mut core.stats)?;
         Ok(core)
@@ -381,31 +380,6 @@ impl Core {
     /// Starts or stops keeping per-ctx counters (live stats, metrics).
     pub fn set_metering(&mut self, on: bool) {
         self.meter = on.then(Meter::default);
-        // The built-in FIFO holds the place while the policy moves into its wrapper.
-        if on
-            && self.policy_clock.is_none()
-            && let Some(placeholder) = native_policy("noop")
-        {
-            let clock = Arc::new(AtomicU64::new(0));
-            let inner = std::mem::replace(&mut self.policy, placeholder);
-            self.policy = Box::new(Timed::new(inner, Arc::clone(&clock)));
-            self.policy_clock = Some(clock);
-        }
-    }
-
-    /// Wall-clock ns spent in policy calls since metering started.
-    pub fn policy_call_ns(&self) -> Option<u64> {
-        self.policy_clock
-            .as_ref()
-            .map(|c| c.load(Ordering::Relaxed))
-    }
-
-    /// `policy`, timed if metering is on.
-    fn timed(&self, policy: Box<dyn PolicyBackend>) -> Box<dyn PolicyBackend> {
-        match &self.policy_clock {
-            Some(clock) => Box::new(Timed::new(policy, Arc::clone(clock))),
-            None => policy,
-        }
     }
 
     /// The per-ctx counters, if kept.

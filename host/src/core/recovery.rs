@@ -14,7 +14,7 @@
 use schedhost_sdk::Setup;
 
 use super::{Core, State, depth_limits};
-use crate::policy::{Fault, FaultKind, PolicyBackend, native_policy};
+use crate::policy::{Fault, FaultKind, PolicyBackend};
 
 /// What happens after a policy fault (`--on-fault`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -171,11 +171,7 @@ impl Core {
 
     /// Switches to the built-in FIFO, which cannot fail.
     fn install_fallback(&mut self, now_ns: u64) -> Result<usize, Fault> {
-        let fifo = native_policy("noop").ok_or_else(|| Fault {
-            kind: FaultKind::InvalidAnswer,
-            call: "init",
-            message: "the built-in FIFO is missing from this build".into(),
-        })?;
+        let fifo = (self.fallback)();
         self.install(now_ns, fifo, &[], None)
             .map(|(requeued, _)| requeued)
             .map_err(|e| Fault {
@@ -261,7 +257,6 @@ impl Core {
                 r.epoch = self.epoch;
             }
         }
-        let policy = self.timed(policy);
         let old = std::mem::replace(&mut self.policy, policy);
         self.merge_veto = info.merge_veto;
         self.completions = info.completions;

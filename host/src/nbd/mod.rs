@@ -373,14 +373,15 @@ fn scheduler(
     if let Some(n) = options.nr_requests {
         config.nr_requests = n.max(1);
     }
-    let mut core = Core::new(config, policy, settings).map_err(RealError::from)?;
-    core.supervise(options.supervision);
-    core.record_events(options.trace_events.is_some());
-    core.set_metering(options.status_interval_ns.is_some() || options.metrics.is_some());
-    let lane = Lane {
-        core,
-        name: options.device.display().to_string(),
-    };
+    let mut lane = Lane::new(
+        options.device.display().to_string(),
+        policy,
+        options.status_interval_ns.is_some() || options.metrics.is_some(),
+        |policy, fallback| Core::new(config, policy, settings, fallback),
+    )
+    .map_err(RealError::from)?;
+    lane.core.supervise(options.supervision);
+    lane.core.record_events(options.trace_events.is_some());
     Ok((lane, config))
 }
 

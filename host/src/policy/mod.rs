@@ -65,6 +65,45 @@ impl fmt::Display for Fault {
 
 impl std::error::Error for Fault {}
 
+/// Makes the policy a core falls back to after a fault: injected, so the core links no
+/// policy of its own.
+pub type Fallback = Box<dyn Fn() -> Box<dyn PolicyBackend> + Send>;
+
+/// The built-in FIFO: the bundled noop, linked natively.
+///
+/// # Panics
+/// Never: noop is always linked.
+pub fn builtin_fifo() -> Box<dyn PolicyBackend> {
+    #[expect(clippy::expect_used, reason = "noop is linked into every build")]
+    native_policy("noop").expect("noop is linked into every build")
+}
+
+/// `policy` and the built-in FIFO as a core runs them: each call's wall-clock time added to
+/// `clock` when one is given (metering, for the metrics), the policy untouched otherwise.
+pub fn for_core(
+    policy: Box<dyn PolicyBackend>,
+    clock: Option<&std::sync::Arc<std::sync::atomic::AtomicU64>>,
+) -> (Box<dyn PolicyBackend>, Fallback) {
+    match clock {
+        Some(clock) => {
+            let for_fallback = std::sync::Arc::clone(clock);
+            (
+                timed(policy, clock),
+                Box::new(move || timed(builtin_fifo(), &for_fallback)),
+            )
+        }
+        None => (policy, Box::new(builtin_fifo)),
+    }
+}
+
+/// `policy`, its calls timed into `clock`.
+pub fn timed(
+    policy: Box<dyn PolicyBackend>,
+    clock: &std::sync::Arc<std::sync::atomic::AtomicU64>,
+) -> Box<dyn PolicyBackend> {
+    Box::new(Timed::new(policy, std::sync::Arc::clone(clock)))
+}
+
 /// What one turn of a driver has for the policy.
 #[derive(Debug, Clone, Copy)]
 pub struct Turn<'a> {

@@ -98,6 +98,7 @@ impl PolicyBackend for Timed {
         self.time(|p| p.restore_state(state))
     }
     fn fresh(&self) -> Option<Box<dyn PolicyBackend>> {
-        self.inner.fresh()
+        let inner = self.inner.fresh()?;
+        Some(Box::new(Self::new(inner, Arc::clone(&self.spent_ns))))
     }
 }

@@ -4,7 +4,9 @@
 use crate::core::{Action, Config, Core, Nomerges, StartError, Supervision, UnknownCompletion};
 use crate::device::{DeviceModel, DeviceRequest, DeviceSpec};
 use crate::outcome::{Outcome, SubmitterSummary, SwapRecord};
-use crate::policy::{Fault, PolicyBackend};
+use std::sync::Arc;
+
+use crate::policy::{Fault, PolicyBackend, for_core};
 use crate::stats::CtxStats;
 use crate::workload::{JobSpec, Next, Submitter, next_wake, phase_finished, place, start_phase};
 
@@ -146,7 +148,12 @@ pub fn run_swapping(
         config.nr_requests = n.max(1);
     }
     let info = policy.info().map_err(StartError::Fault)?;
-    let mut core = Core::new(config, policy, settings)?;
+    // Metering times every policy call, as live stats and metrics would.
+    let clock = options
+        .metering
+        .then(|| Arc::new(std::sync::atomic::AtomicU64::new(0)));
+    let (policy, fallback) = for_core(policy, clock.as_ref());
+    let mut core = Core::new(config, policy, settings, fallback)?;
     core.supervise(options.supervision);
     core.record_events(options.record_events);
     core.set_metering(options.metering);
@@ -168,6 +175,7 @@ pub fn run_swapping(
         phase: 0,
         swaps,
         swapped: Vec::new(),
+        clock,
     };
     sim.stats = vec![CtxStats::default(); sim.submitters.len()];
     sim.start_phase(0);
@@ -215,6 +223,8 @@ struct Sim<'a> {
     /// Swaps still to come, latest first.
     swaps: Vec<Swap>,
     swapped: Vec<SwapRecord>,
+    /// Where policy calls are timed, when metering.
+    clock: Option<Arc<std::sync::atomic::AtomicU64>>,
 }
 
 impl Sim<'_> {
@@ -286,6 +296,10 @@ impl Sim<'_> {
     fn swap(&mut self, swap: Swap) {
         let started = std::time::Instant::now();
         let result = (swap.policy)()
+            .map(|policy| match &self.clock {
+                Some(clock) => crate::policy::timed(policy, clock),
+                None => policy,
+            })
             .and_then(|policy| {
                 self.core
                     .replace_policy(self.now, policy, &swap.settings)

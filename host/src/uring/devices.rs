@@ -6,6 +6,7 @@ use std::io::Write;
 use std::mem::ManuallyDrop;
 use std::os::fd::RawFd;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use schedhost_sdk::Op;
@@ -23,10 +24,35 @@ use crate::policy::Fault;
 use crate::stats::live::{Gauges, Live};
 use crate::stats::meter::Meter;
 
-/// One device: its scheduler.
+/// One device: its scheduler, and where its policy calls are timed when metering.
 pub(crate) struct Lane {
     pub core: Core,
     pub name: String,
+    pub policy_clock: Option<Arc<AtomicU64>>,
+}
+
+impl Lane {
+    /// A device named `name` whose core is built by `core` from its policy and fallback,
+    /// with the policy's calls timed when `metering`.
+    pub fn new<E>(
+        name: String,
+        policy: Box<dyn crate::policy::PolicyBackend>,
+        metering: bool,
+        core: impl FnOnce(
+            Box<dyn crate::policy::PolicyBackend>,
+            crate::policy::Fallback,
+        ) -> Result<Core, E>,
+    ) -> Result<Self, E> {
+        let policy_clock = metering.then(|| Arc::new(AtomicU64::new(0)));
+        let (policy, fallback) = crate::policy::for_core(policy, policy_clock.as_ref());
+        let mut core = core(policy, fallback)?;
+        core.set_metering(metering);
+        Ok(Self {
+            core,
+            name,
+            policy_clock,
+        })
+    }
 }
 
 /// Where a bio's buffer goes on its device.
@@ -215,7 +241,10 @@ impl Devices {
                 // One ring carries every device: its in-flight count is theirs together.
                 inflight,
                 ejections: lane.core.ejections().len(),
-                policy_call_ns: lane.core.policy_call_ns().unwrap_or(0),
+                policy_call_ns: lane
+                    .policy_clock
+                    .as_ref()
+                    .map_or(0, |c| c.load(Ordering::Relaxed)),
             })
             .collect()
     }
@@ -558,6 +587,10 @@ impl Devices {
             .iter_mut()
             .zip(policies)
             .map(|(lane, policy)| {
+                let policy = match &lane.policy_clock {
+                    Some(clock) => crate::policy::timed(policy, clock),
+                    None => policy,
+                };
                 lane.core
                     .replace_policy(now, policy, &[])
                     .map_err(|e| format!("{}: refused, the old policy stays: {e}", lane.name))

@@ -218,14 +218,15 @@ pub fn run_controlled(
         if info.is_none() {
             info = Some(policy.info().map_err(StartError::Fault)?);
         }
-        let mut core = Core::new(config, policy, settings)?;
-        core.supervise(options.supervision);
-        core.record_events(options.record_events);
-        core.set_metering(options.status_interval_ns.is_some());
-        lanes.push(Lane {
-            core,
-            name: target.path.display().to_string(),
-        });
+        let mut lane = Lane::new(
+            target.path.display().to_string(),
+            policy,
+            options.status_interval_ns.is_some(),
+            |policy, fallback| Core::new(config, policy, settings, fallback),
+        )?;
+        lane.core.supervise(options.supervision);
+        lane.core.record_events(options.record_events);
+        lanes.push(lane);
     }
     let Some(policy) = info else {
         return Err(RealError::Layout("no device given".into()));
