@@ -16,7 +16,7 @@
 
 use wasmtime::{Engine, Instance, Memory, Module, Store, TypedFunc};
 
-use super::wasm::{Caps, INTERFACE, INTERFACE_VERSION, Scheduler, wit};
+use super::calls::{Caps, INTERFACE, INTERFACE_VERSION, Scheduler, wit};
 
 /// Most ids a dispatch answer is read with: more than any budget, so an oversized answer is
 /// still seen as one (the core refuses it) without copying what a guest claims.

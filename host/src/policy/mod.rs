@@ -3,6 +3,7 @@
 //! finds one.
 
 pub mod answers;
+mod calls;
 mod core_abi;
 mod native;
 pub mod phases;

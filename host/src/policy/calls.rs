@@ -1,0 +1,272 @@
+//! How the host calls a policy instance: the interface's functions as one trait
+//! ([`Scheduler`]), implemented by wasmtime's component bindings here and by a component's
+//! core module in [`super::core_abi`]; and what every policy store carries ([`Caps`]).
+
+use wasmtime::{ResourceLimiter, Store};
+
+pub(super) mod bindings {
+    wasmtime::component::bindgen!({ path: "../wit", world: "policy" });
+}
+
+pub(super) use bindings::exports::schedhost::policy::scheduler as wit;
+
+/// The interface this host speaks: the export a policy component must have.
+pub const INTERFACE: &str = "schedhost:policy/scheduler";
+/// Its version.
+pub const INTERFACE_VERSION: &str = schedhost_sdk::INTERFACE_VERSION;
+
+/// The interface's functions, called through the component API or, for a component that
+/// wraps one plain core module, through that module ([`super::core_abi`]).
+pub(super) trait Scheduler: Send {
+    fn call_info(&self, store: &mut Store<Caps>) -> wasmtime::Result<wit::PolicyInfo>;
+    fn call_tunables(&self, store: &mut Store<Caps>) -> wasmtime::Result<Vec<wit::Tunable>>;
+    fn call_init(
+        &self,
+        store: &mut Store<Caps>,
+        setup: wit::Setup,
+        settings: &[(String, i64)],
+    ) -> wasmtime::Result<Result<(), String>>;
+    fn call_get(&self, store: &mut Store<Caps>, name: &str) -> wasmtime::Result<Option<i64>>;
+    fn call_set(
+        &self,
+        store: &mut Store<Caps>,
+        name: &str,
+        value: i64,
+    ) -> wasmtime::Result<Result<(), String>>;
+    fn call_insert(
+        &self,
+        store: &mut Store<Caps>,
+        now_ns: u64,
+        words: &[u64],
+    ) -> wasmtime::Result<()>;
+    fn call_dispatch(
+        &self,
+        store: &mut Store<Caps>,
+        now_ns: u64,
+        hw_queue: u32,
+        budget: u32,
+    ) -> wasmtime::Result<wit::DispatchAnswer>;
+    fn call_insert_and_dispatch(
+        &self,
+        store: &mut Store<Caps>,
+        now_ns: u64,
+        words: &[u64],
+        hw_queue: u32,
+        budget: u32,
+    ) -> wasmtime::Result<wit::DispatchAnswer>;
+    fn call_allow_merge(
+        &self,
+        store: &mut Store<Caps>,
+        query: wit::MergeQuery,
+    ) -> wasmtime::Result<bool>;
+    fn call_merged(
+        &self,
+        store: &mut Store<Caps>,
+        now_ns: u64,
+        events: &[wit::MergeEvent],
+    ) -> wasmtime::Result<()>;
+    fn call_completed(
+        &self,
+        store: &mut Store<Caps>,
+        now_ns: u64,
+        words: &[u64],
+    ) -> wasmtime::Result<()>;
+    fn call_limit_depth(
+        &self,
+        store: &mut Store<Caps>,
+        op: wit::Op,
+        sync: bool,
+    ) -> wasmtime::Result<u32>;
+    fn call_save_state(&self, store: &mut Store<Caps>) -> wasmtime::Result<Vec<u8>>;
+    fn call_restore_state(
+        &self,
+        store: &mut Store<Caps>,
+        state: &[u8],
+    ) -> wasmtime::Result<Result<(), String>>;
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the flat scalars of one crossing"
+    )]
+    fn call_turn(
+        &self,
+        store: &mut Store<Caps>,
+        now_ns: u64,
+        parts: u32,
+        c: &[u64; 5],
+        r: &[u64; 5],
+        hw_queue: u32,
+        budget: u32,
+    ) -> wasmtime::Result<u64>;
+    fn call_take_answer(&self, store: &mut Store<Caps>) -> wasmtime::Result<wit::DispatchAnswer>;
+}
+
+impl Scheduler for bindings::Policy {
+    fn call_info(&self, store: &mut Store<Caps>) -> wasmtime::Result<wit::PolicyInfo> {
+        self.schedhost_policy_scheduler().call_info(store)
+    }
+    fn call_tunables(&self, store: &mut Store<Caps>) -> wasmtime::Result<Vec<wit::Tunable>> {
+        self.schedhost_policy_scheduler().call_tunables(store)
+    }
+    fn call_init(
+        &self,
+        store: &mut Store<Caps>,
+        setup: wit::Setup,
+        settings: &[(String, i64)],
+    ) -> wasmtime::Result<Result<(), String>> {
+        self.schedhost_policy_scheduler()
+            .call_init(store, setup, settings)
+    }
+    fn call_get(&self, store: &mut Store<Caps>, name: &str) -> wasmtime::Result<Option<i64>> {
+        self.schedhost_policy_scheduler().call_get(store, name)
+    }
+    fn call_set(
+        &self,
+        store: &mut Store<Caps>,
+        name: &str,
+        value: i64,
+    ) -> wasmtime::Result<Result<(), String>> {
+        self.schedhost_policy_scheduler()
+            .call_set(store, name, value)
+    }
+    fn call_insert(
+        &self,
+        store: &mut Store<Caps>,
+        now_ns: u64,
+        words: &[u64],
+    ) -> wasmtime::Result<()> {
+        self.schedhost_policy_scheduler()
+            .call_insert(store, now_ns, words)
+    }
+    fn call_dispatch(
+        &self,
+        store: &mut Store<Caps>,
+        now_ns: u64,
+        hw_queue: u32,
+        budget: u32,
+    ) -> wasmtime::Result<wit::DispatchAnswer> {
+        self.schedhost_policy_scheduler()
+            .call_dispatch(store, now_ns, hw_queue, budget)
+    }
+    fn call_insert_and_dispatch(
+        &self,
+        store: &mut Store<Caps>,
+        now_ns: u64,
+        words: &[u64],
+        hw_queue: u32,
+        budget: u32,
+    ) -> wasmtime::Result<wit::DispatchAnswer> {
+        self.schedhost_policy_scheduler()
+            .call_insert_and_dispatch(store, now_ns, words, hw_queue, budget)
+    }
+    fn call_allow_merge(
+        &self,
+        store: &mut Store<Caps>,
+        query: wit::MergeQuery,
+    ) -> wasmtime::Result<bool> {
+        self.schedhost_policy_scheduler()
+            .call_allow_merge(store, query)
+    }
+    fn call_merged(
+        &self,
+        store: &mut Store<Caps>,
+        now_ns: u64,
+        events: &[wit::MergeEvent],
+    ) -> wasmtime::Result<()> {
+        self.schedhost_policy_scheduler()
+            .call_merged(store, now_ns, events)
+    }
+    fn call_completed(
+        &self,
+        store: &mut Store<Caps>,
+        now_ns: u64,
+        words: &[u64],
+    ) -> wasmtime::Result<()> {
+        self.schedhost_policy_scheduler()
+            .call_completed(store, now_ns, words)
+    }
+    fn call_limit_depth(
+        &self,
+        store: &mut Store<Caps>,
+        op: wit::Op,
+        sync: bool,
+    ) -> wasmtime::Result<u32> {
+        self.schedhost_policy_scheduler()
+            .call_limit_depth(store, op, sync)
+    }
+    fn call_save_state(&self, store: &mut Store<Caps>) -> wasmtime::Result<Vec<u8>> {
+        self.schedhost_policy_scheduler().call_save_state(store)
+    }
+    fn call_restore_state(
+        &self,
+        store: &mut Store<Caps>,
+        state: &[u8],
+    ) -> wasmtime::Result<Result<(), String>> {
+        self.schedhost_policy_scheduler()
+            .call_restore_state(store, state)
+    }
+    fn call_turn(
+        &self,
+        store: &mut Store<Caps>,
+        now_ns: u64,
+        parts: u32,
+        c: &[u64; 5],
+        r: &[u64; 5],
+        hw_queue: u32,
+        budget: u32,
+    ) -> wasmtime::Result<u64> {
+        self.schedhost_policy_scheduler().call_turn(
+            store, now_ns, parts, c[0], c[1], c[2], c[3], c[4], r[0], r[1], r[2], r[3], r[4],
+            hw_queue, budget,
+        )
+    }
+    fn call_take_answer(&self, store: &mut Store<Caps>) -> wasmtime::Result<wit::DispatchAnswer> {
+        self.schedhost_policy_scheduler().call_take_answer(store)
+    }
+}
+
+/// A store's memory cap, remembering whether the policy hit it.
+#[derive(Debug)]
+pub(super) struct Caps {
+    /// Most bytes of linear memory.
+    pub(super) memory_bytes: usize,
+    /// A growth past the cap was refused (the fault is then a memory fault).
+    pub(super) hit: bool,
+}
+
+#[cfg(test)]
+impl Caps {
+    /// Caps for a store the tests build by hand.
+    pub(super) fn for_tests() -> Self {
+        Self {
+            memory_bytes: 1 << 20,
+            hit: false,
+        }
+    }
+}
+
+impl ResourceLimiter for Caps {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired > self.memory_bytes {
+            self.hit = true;
+            return Err(wasmtime::Error::msg(format!(
+                "memory would grow to {desired} bytes, past the policy's cap of {} bytes",
+                self.memory_bytes
+            )));
+        }
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(desired <= 100_000)
+    }
+}
