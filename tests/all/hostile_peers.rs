@@ -132,6 +132,45 @@ fn hostile_nbd_a_reply_that_drips_out_is_cut_off_at_the_reply_deadline() {
 }
 
 #[test]
+fn hostile_nbd_a_write_payload_that_drips_is_cut_off_at_the_deadline() {
+    let dir = scratch("hostile_drip_payload");
+    let mut opts = options(&dir);
+    opts.reply_timeout = Duration::from_millis(500);
+    let server = start(opts, native_policy("noop").unwrap(), None);
+    let mut drip = Client::connect(&server.socket);
+    // A 256 KiB write whose payload comes a byte every 50 ms: it holds a buffer slot.
+    let header = schedhost::nbd::Request {
+        flags: 0,
+        kind: WRITE,
+        cookie: 1,
+        offset: 0,
+        length: 262_144,
+    }
+    .encode();
+    drip.stream.write_all(&header).unwrap();
+    let started = Instant::now();
+    let mut cut_off = false;
+    while started.elapsed() < 3 * BOUND {
+        if drip.stream.write_all(&[0x55]).is_err() {
+            cut_off = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        cut_off,
+        "the dripping writer is still connected after {:?}",
+        started.elapsed()
+    );
+    let mut good = Client::connect(&server.socket);
+    assert_eq!(
+        good.read(0, 4096),
+        vec![0; 4096],
+        "nothing of the write landed"
+    );
+}
+
+#[test]
 fn hostile_nbd_nothing_sent_after_a_failed_reply_runs() {
     let dir = scratch("hostile_broken_reply");
     let server = start(options(&dir), native_policy("noop").unwrap(), None);

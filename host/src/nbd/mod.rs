@@ -642,6 +642,7 @@ impl<'a> Server<'a> {
                 &to_replier,
                 &quota,
                 broken,
+                rules.timeout,
             );
             (replier.join().unwrap_or_default(), why)
         });

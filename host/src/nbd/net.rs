@@ -228,6 +228,28 @@ impl Stream {
         }
     }
 
+    /// Reads what has arrived into `buf` without blocking: `None` if nothing has, `Some(0)`
+    /// at the end of the stream.
+    ///
+    /// # Errors
+    /// The connection failed.
+    pub fn recv_now(&self, buf: &mut [u8]) -> io::Result<Option<usize>> {
+        let fd = match self {
+            Self::Tcp(s) => s.as_raw_fd(),
+            Self::Unix(s) => s.as_raw_fd(),
+        };
+        // SAFETY: `buf` is valid for writes of its length for the duration of the call.
+        let got = unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT) };
+        if got >= 0 {
+            return Ok(Some(got as usize));
+        }
+        let e = io::Error::last_os_error();
+        match e.kind() {
+            io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(None),
+            _ => Err(e),
+        }
+    }
+
     /// Lets reads block for as long as the client takes (after the handshake's deadline).
     ///
     /// # Errors

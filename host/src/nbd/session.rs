@@ -16,7 +16,7 @@ use super::net::{Stream, read_full};
 use super::plan::{self, Limits, Plan, Work};
 use super::wire::{self, Request};
 use crate::core::Bio;
-use crate::peer::{self, Deadline};
+use crate::peer::{self, Bounded, Deadline};
 use crate::uring::Lease;
 
 /// What a connection did, for the server's summary.
@@ -72,6 +72,7 @@ pub fn read_requests(
     replier: &Sender<Event>,
     quota: &Arc<Quota>,
     broken: &AtomicBool,
+    payload_timeout: Duration,
 ) -> Option<String> {
     let mut seq = 0u64;
     let outcome = loop {
@@ -128,7 +129,7 @@ pub fn read_requests(
                     fua,
                     ctx,
                 };
-                if let Err(why) = submit(hub, stream, replier, &io, quota) {
+                if let Err(why) = submit(hub, stream, replier, &io, quota, payload_timeout) {
                     break why;
                 }
             }
@@ -188,12 +189,14 @@ impl Io {
 }
 
 /// Submits `io`'s bios; `Err` ends the connection (with a reason if the client caused it).
+/// A write's payload must arrive within `payload_timeout` of when it is awaited.
 fn submit(
     hub: &Hub,
     stream: &mut Stream,
     replier: &Sender<Event>,
     io: &Io,
     quota: &Arc<Quota>,
+    payload_timeout: Duration,
 ) -> Result<(), Option<String>> {
     let owner = |frees| Owner {
         to: replier.clone(),
@@ -249,7 +252,7 @@ fn submit(
                     buf.fill(0);
                     Ok(())
                 } else {
-                    stream.read_exact(buf)
+                    read_payload(stream, buf, payload_timeout)
                 };
                 if let Err(e) = filled {
                     hub.pools.put(slot, quota);
@@ -580,6 +583,29 @@ fn bio_error(work: Work, status: i32) -> u32 {
         s if work == Work::Trim && -s == libc::EOPNOTSUPP => 0,
         s => wire::error_of_errno(-s),
     }
+}
+
+/// Fills `buf` with a write's payload. What has arrived is taken without blocking (the
+/// common case: no extra system call); the rest must arrive within `timeout`, so a client
+/// that drips its payload holds its data slot no longer than that.
+fn read_payload(stream: &mut Stream, buf: &mut [u8], timeout: Duration) -> io::Result<()> {
+    let mut got = 0;
+    while got < buf.len() {
+        match stream.recv_now(&mut buf[got..])? {
+            Some(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Some(n) => got += n,
+            None => break,
+        }
+    }
+    if got == buf.len() {
+        return Ok(());
+    }
+    let deadline = Deadline::after(timeout);
+    let rest =
+        Bounded::new(stream, deadline, "reading a write's payload").read_exact(&mut buf[got..]);
+    // Between requests a client may stay silent as long as it likes.
+    stream.clear_read_timeout()?;
+    rest
 }
 
 /// Reads and drops `n` bytes.
