@@ -43,7 +43,7 @@ use crate::policy::{PolicyBackend, WasmRuntime};
 use crate::uring::{Devices, Lane, Notifier, OpenRules, RealError, RealOptions, Target};
 use hub::{Hub, Pools, Quota};
 use net::{Listener, Stream};
-use session::ReplyRules;
+use session::{ReadRules, ReplyRules};
 
 /// Bytes per bio: a request is split into pieces of at most this.
 pub const CHUNK: u32 = 256 * 1024;
@@ -634,16 +634,13 @@ impl<'a> Server<'a> {
                     rules,
                 )
             });
-            let why = session::read_requests(
-                self.hub,
-                &mut stream,
+            let read = ReadRules {
                 ctx,
-                &self.limits,
-                &to_replier,
-                &quota,
-                broken,
-                rules.timeout,
-            );
+                limits: &self.limits,
+                payload_timeout: rules.timeout,
+            };
+            let why =
+                session::read_requests(self.hub, &mut stream, read, &to_replier, &quota, broken);
             (replier.join().unwrap_or_default(), why)
         });
         self.lock_ctxs().remove(&ctx);

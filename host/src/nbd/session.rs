@@ -67,13 +67,16 @@ impl Tally {
 pub fn read_requests(
     hub: &Hub,
     stream: &mut Stream,
-    ctx: u32,
-    limits: &Limits,
+    rules: ReadRules<'_>,
     replier: &Sender<Event>,
     quota: &Arc<Quota>,
     broken: &AtomicBool,
-    payload_timeout: Duration,
 ) -> Option<String> {
+    let ReadRules {
+        ctx,
+        limits,
+        payload_timeout,
+    } = rules;
     let mut seq = 0u64;
     let outcome = loop {
         let mut header = [0u8; wire::REQUEST_LEN];
@@ -286,6 +289,17 @@ fn submit(
             Ok(())
         }
     }
+}
+
+/// What the reader of one connection works by.
+#[derive(Debug, Clone, Copy)]
+pub struct ReadRules<'a> {
+    /// The connection's software queue.
+    pub ctx: u32,
+    /// The export's bounds.
+    pub limits: &'a Limits,
+    /// How long a write's payload may take to arrive once its header has.
+    pub payload_timeout: Duration,
 }
 
 /// How the replier writes to its client.
