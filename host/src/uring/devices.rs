@@ -308,7 +308,8 @@ impl Devices {
     }
 
     /// Takes the kernel's completions into the cores; `now` reads the clock after reaping.
-    pub fn reap(&mut self, now: impl Fn() -> u64) -> Result<(), RealError> {
+    /// Returns the time it read, if there was anything to reap.
+    pub fn reap(&mut self, now: impl Fn() -> u64) -> Result<Option<u64>, RealError> {
         let mut reaped = std::mem::take(&mut self.reaped);
         reaped.clear();
         self.ring
@@ -317,15 +318,17 @@ impl Devices {
                 action: "resubmitting a short transfer",
                 source,
             })?;
+        let mut read = None;
         if !reaped.is_empty() {
             let now = now();
+            read = Some(now);
             for &((lane, id), status) in &reaped {
                 self.lanes[lane as usize].core.complete(now, id, status)?;
                 self.drain_actions(lane as usize)?;
             }
         }
         self.reaped = reaped;
-        Ok(())
+        Ok(read)
     }
 
     /// Sleeps until a completion, at most `timeout`.

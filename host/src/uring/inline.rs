@@ -77,7 +77,6 @@ impl Inline<'_, '_> {
         self.clock = Instant::now();
         self.start_phase(0);
         loop {
-            self.now = self.elapsed();
             self.step()?;
             if self.phase_finished() {
                 self.phase += 1;
@@ -93,8 +92,9 @@ impl Inline<'_, '_> {
     /// Everything due now: completions, new bios, policy dispatch.
     fn step(&mut self) -> Result<(), RealError> {
         let clock = self.clock;
-        self.devices.reap(|| clock.elapsed().as_nanos() as u64)?;
-        self.now = self.elapsed();
+        // One clock read per turn where it can be: the reap's, if it reaped anything.
+        let reaped_at = self.devices.reap(|| clock.elapsed().as_nanos() as u64)?;
+        self.now = reaped_at.unwrap_or_else(|| self.elapsed());
         self.complete_finished()?;
         let now = self.now;
         if let Some(control) = self.control {
@@ -174,8 +174,7 @@ impl Inline<'_, '_> {
     fn wait(&mut self) -> Result<(), RealError> {
         let inflight = self.devices.inflight() > 0;
         let next = self.next_time(!inflight);
-        let now = self.elapsed();
-        let timeout = next.map(|t| Duration::from_nanos(t.saturating_sub(now)));
+        let timeout = next.map(|t| Duration::from_nanos(t.saturating_sub(self.elapsed())));
         // With a control socket the ring also wakes for commands, so it waits there.
         if inflight || (self.control.is_some() && timeout.is_some()) {
             return self.devices.wait(timeout);
@@ -185,11 +184,16 @@ impl Inline<'_, '_> {
                 std::thread::sleep(t);
                 Ok(())
             }
-            None if self.devices.starve(now)? => self.complete_finished(),
-            None => Err(RealError::Stalled {
-                at_ms: now as f64 / 1e6,
-                queued: self.devices.queued(),
-            }),
+            None => {
+                let now = self.elapsed();
+                if self.devices.starve(now)? {
+                    return self.complete_finished();
+                }
+                Err(RealError::Stalled {
+                    at_ms: now as f64 / 1e6,
+                    queued: self.devices.queued(),
+                })
+            }
         }
     }
 
