@@ -42,6 +42,11 @@ pub const LEGACY_NR_REQUESTS: u32 = 128;
 /// requests are checked against it where they are read.
 pub const MAX_SECTOR: u64 = 1 << 54;
 
+/// Most submitters (software queues, ctxs) a run may have: each has its own queue,
+/// statistics and, on a real device, buffers, so a job file or a trace cannot ask for
+/// millions.
+pub const MAX_SUBMITTERS: usize = 65_536;
+
 /// The longest time a job or a trace may name: 366 days. Starts, ramps, runtimes, think
 /// times and trace timestamps are added together; each below 2^55 ns, their sums cannot
 /// reach u64::MAX.

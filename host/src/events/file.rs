@@ -139,6 +139,9 @@ pub fn check_new(path: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// The largest event file read (about 80 million events); past it a recording is refused.
+pub const MAX_FILE_BYTES: u64 = 4 << 30;
+
 /// Reads a whole event file.
 ///
 /// # Errors
@@ -177,6 +180,16 @@ pub fn read(path: &Path) -> Result<(Header, Vec<Event>), ReadError> {
     let mut events = Vec::new();
     loop {
         let at = offset;
+        // Every event is kept in memory: a file past the limit is refused, not followed.
+        if at > MAX_FILE_BYTES {
+            return Err(bad(
+                at,
+                format!(
+                    "the file goes on past {} GiB, the limit for an event file",
+                    MAX_FILE_BYTES >> 30
+                ),
+            ));
+        }
         match next_frame(&mut input, &mut buf, &mut offset).map_err(|w| bad(at, w))? {
             Some(bytes) => events
                 .push(postcard::from_bytes(bytes).map_err(|e| bad(at, format!("event: {e}")))?),

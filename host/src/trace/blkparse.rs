@@ -11,12 +11,14 @@
 
 use schedhost_sdk::Op;
 
-use super::{Format, Trace, TraceError, TraceIo, check_range, check_time, error, stream_index};
+use std::collections::HashMap;
+
+use super::{Format, Streams, Trace, TraceError, TraceIo, check_range, check_time, error};
 
 pub(super) fn parse(source: &str, text: &str) -> Result<Trace, TraceError> {
     let mut ios = Vec::new();
-    let mut streams = Vec::new();
-    let mut pids: Vec<(u64, u32)> = Vec::new();
+    let mut streams = Streams::default();
+    let mut pids: HashMap<u64, u32> = HashMap::new();
     let (mut back, mut front) = (0u64, 0u64);
     let mut t0 = None;
     for (n, line) in text.lines().enumerate() {
@@ -67,8 +69,8 @@ pub(super) fn parse(source: &str, text: &str) -> Result<Trace, TraceError> {
             check_range(sector, sectors).map_err(bad)?;
             (sector, sectors)
         };
-        let stream = match pids.iter().find(|(p, _)| *p == pid) {
-            Some(&(_, s)) => s,
+        let stream = match pids.get(&pid) {
+            Some(&s) => s,
             None => {
                 let command = fields
                     .last()
@@ -76,8 +78,8 @@ pub(super) fn parse(source: &str, text: &str) -> Result<Trace, TraceError> {
                     .copied()
                     .unwrap_or("");
                 let label = format!("pid {pid} {command}").trim().to_owned();
-                let s = stream_index(&mut streams, &label);
-                pids.push((pid, s));
+                let s = streams.index(&label).map_err(bad)?;
+                pids.insert(pid, s);
                 s
             }
         };
@@ -94,7 +96,7 @@ pub(super) fn parse(source: &str, text: &str) -> Result<Trace, TraceError> {
     Ok(Trace {
         format: Format::Blkparse,
         ios,
-        streams,
+        streams: streams.into_names(),
         recorded_merges: Some((back, front)),
     })
 }

@@ -5,7 +5,7 @@
 
 use schedhost_sdk::Op;
 
-use super::{Format, Trace, TraceError, TraceIo, check_range, check_time, error, stream_index};
+use super::{Format, Streams, Trace, TraceError, TraceIo, check_range, check_time, error};
 
 pub(super) fn parse(source: &str, text: &str, format: Format) -> Result<Trace, TraceError> {
     let v3 = format == Format::IologV3;
@@ -19,7 +19,7 @@ pub(super) fn parse(source: &str, text: &str, format: Format) -> Result<Trace, T
         Some((_, first)) if first.trim().starts_with(header) => {}
         _ => return Err(error(source, 1, format!("expected the header `{header}`"))),
     }
-    let (mut ios, mut streams) = (Vec::new(), Vec::new());
+    let (mut ios, mut streams) = (Vec::new(), Streams::default());
     let mut clock_ns = 0u64;
     for (n, line) in lines {
         let fields: Vec<&str> = line.split_whitespace().collect();
@@ -86,7 +86,7 @@ pub(super) fn parse(source: &str, text: &str, format: Format) -> Result<Trace, T
             check_range(offset / 512, sectors).map_err(bad)?;
             (offset / 512, sectors)
         };
-        let stream = stream_index(&mut streams, file);
+        let stream = streams.index(file).map_err(bad)?;
         ios.push(TraceIo {
             at_ns: clock_ns,
             stream,
@@ -100,7 +100,7 @@ pub(super) fn parse(source: &str, text: &str, format: Format) -> Result<Trace, T
     Ok(Trace {
         format,
         ios,
-        streams,
+        streams: streams.into_names(),
         recorded_merges: None,
     })
 }
@@ -115,6 +115,21 @@ mod tests {
         let err = parse("t.log", text, Format::IologV3).unwrap_err();
         assert_eq!(err.location.line, 3);
         assert!(err.message.contains("366 days"), "{}", err.message);
+    }
+
+    #[test]
+    fn more_streams_than_submitters_are_refused_with_the_line() {
+        let mut text = String::from("fio version 2 iolog\n");
+        for f in 0..70_000 {
+            text.push_str(&format!("f{f} read 0 4096\n"));
+        }
+        let err = parse("many.log", &text, Format::IologV2).unwrap_err();
+        assert_eq!(err.location.line, 65_538);
+        assert!(
+            err.message.contains("more than 65536 streams"),
+            "{}",
+            err.message
+        );
     }
 
     #[test]

@@ -111,7 +111,9 @@ fn error(source: &str, line: usize, message: String) -> TraceError {
     }
 }
 
-use crate::core::{MAX_DURATION_NS, MAX_SECTOR};
+use std::collections::HashMap;
+
+use crate::core::{MAX_DURATION_NS, MAX_SECTOR, MAX_SUBMITTERS};
 
 /// Checks that an I/O at `at_ns` from the trace's start lies within the longest time a
 /// workload may span ([`MAX_DURATION_NS`], 366 days), so replay times cannot overflow.
@@ -132,13 +134,33 @@ fn check_range(sector: u64, sectors: u32) -> Result<(), String> {
     }
 }
 
-/// The index of stream `name`, added if new.
-fn stream_index(streams: &mut Vec<String>, name: &str) -> u32 {
-    match streams.iter().position(|s| s == name) {
-        Some(i) => i as u32,
-        None => {
-            streams.push(name.to_owned());
-            (streams.len() - 1) as u32
+/// A trace's streams by name. Each becomes a submitter when replayed, so there are at most
+/// [`MAX_SUBMITTERS`]; they are looked up by hash, so a trace of many streams parses in
+/// linear time.
+#[derive(Debug, Default)]
+struct Streams {
+    names: Vec<String>,
+    index: HashMap<String, u32>,
+}
+
+impl Streams {
+    /// The index of stream `name`, added if new.
+    fn index(&mut self, name: &str) -> Result<u32, String> {
+        if let Some(&i) = self.index.get(name) {
+            return Ok(i);
         }
+        if self.names.len() >= MAX_SUBMITTERS {
+            return Err(format!(
+                "more than {MAX_SUBMITTERS} streams (processes or files): a replay runs one submitter each"
+            ));
+        }
+        let i = self.names.len() as u32;
+        self.names.push(name.to_owned());
+        self.index.insert(name.to_owned(), i);
+        Ok(i)
+    }
+
+    fn into_names(self) -> Vec<String> {
+        self.names
     }
 }

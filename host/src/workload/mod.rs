@@ -15,9 +15,7 @@ pub use rng::{Permutation, Rng};
 pub use stream::{Pacing, ReplaySpec};
 pub use submitter::{Next, Placement, Submitter, next_wake, phase_finished, start_phase};
 
-/// Most submitters (job clones) a run may have: each has its own queue, statistics and, on a
-/// real device, buffers, so a job file cannot ask for millions.
-pub const MAX_SUBMITTERS: usize = 65_536;
+pub use crate::core::MAX_SUBMITTERS;
 
 /// Files start on 1 MiB boundaries, as a filesystem would place them.
 const FILE_ALIGN_SECTORS: u64 = 2048;

@@ -18,17 +18,19 @@ pub fn jobs_for_trace(trace: &Trace, pacing: Pacing, source: &str) -> Vec<JobSpe
         .max()
         .unwrap_or(0)
         .max(4096);
+    // Each stream's I/Os, in one pass over the trace (a trace may have thousands of streams).
+    let mut per_stream: Vec<Vec<TraceIo>> = vec![Vec::new(); trace.streams.len()];
+    for io in &trace.ios {
+        if let Some(stream) = per_stream.get_mut(io.stream as usize) {
+            stream.push(*io);
+        }
+    }
     trace
         .streams
         .iter()
-        .enumerate()
-        .map(|(i, name)| {
-            let ios: Arc<[TraceIo]> = trace
-                .ios
-                .iter()
-                .filter(|io| io.stream == i as u32)
-                .copied()
-                .collect();
+        .zip(per_stream)
+        .map(|(name, ios)| {
+            let ios: Arc<[TraceIo]> = ios.into();
             let mut job = JobSpec::for_replay(
                 name,
                 Location {
