@@ -34,6 +34,8 @@ use value::MAX_BYTES;
 pub fn place(jobs: &[JobSpec], capacity_sectors: u64) -> Result<Vec<Placement>, String> {
     let capacity_sectors = capacity_sectors.min(MAX_SECTOR);
     let mut files: Vec<(String, u64, u64)> = Vec::new(); // name, start sector, sectors
+    // By name, so a job file of many files places in linear time.
+    let mut file_index: std::collections::HashMap<String, usize> = Default::default();
     let mut placements = Vec::new();
     let (mut group, mut phase) = (0u32, 0u32);
     let mut next_free = 0u64;
@@ -77,7 +79,8 @@ pub fn place(jobs: &[JobSpec], capacity_sectors: u64) -> Result<Vec<Placement>, 
                     job.location, job.name, job.offset
                 ));
             };
-            let start = match files.iter_mut().find(|(name, ..)| *name == file_name) {
+            let known = file_index.get(&file_name).map(|&i| &mut files[i]);
+            let start = match known {
                 Some((_, start, sectors)) if *sectors >= needed => *start,
                 Some((_, start, sectors)) if *start + *sectors == next_free => {
                     next_free = *start + needed;
@@ -93,6 +96,7 @@ pub fn place(jobs: &[JobSpec], capacity_sectors: u64) -> Result<Vec<Placement>, 
                 None => {
                     let start = next_free.next_multiple_of(FILE_ALIGN_SECTORS);
                     next_free = start + needed;
+                    file_index.insert(file_name.clone(), files.len());
                     files.push((file_name, start, needed));
                     start
                 }
