@@ -177,16 +177,17 @@ fn serve(server: &Arc<Server>, listener: &UnixListener) {
             continue;
         }
         live.fetch_add(1, Ordering::AcqRel);
-        let (server, live) = (Arc::clone(server), Arc::clone(&live));
+        let (server, leaving) = (Arc::clone(server), Arc::clone(&live));
         let spawned = std::thread::Builder::new()
             .name("schedhost-control-client".into())
             .spawn(move || {
                 if let Err(e) = server.session(stream) {
                     tracing::debug!("control session ended: {e:#}");
                 }
-                live.fetch_sub(1, Ordering::AcqRel);
+                leaving.fetch_sub(1, Ordering::AcqRel);
             });
         if let Err(e) = spawned {
+            live.fetch_sub(1, Ordering::AcqRel);
             tracing::warn!("control: no thread for a client: {e}");
         }
     }

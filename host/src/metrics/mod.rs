@@ -105,16 +105,17 @@ fn serve(
             continue;
         }
         live.fetch_add(1, Ordering::AcqRel);
-        let (scrapes, wake, live) = (scrapes.clone(), Arc::clone(&wake), Arc::clone(&live));
+        let (scrapes, wake, leaving) = (scrapes.clone(), Arc::clone(&wake), Arc::clone(&live));
         let spawned = std::thread::Builder::new()
             .name("schedhost-scrape".into())
             .spawn(move || {
                 if let Err(e) = answer(stream, &scrapes, wake.as_ref()) {
                     tracing::debug!("a metrics client went away: {e}");
                 }
-                live.fetch_sub(1, Ordering::AcqRel);
+                leaving.fetch_sub(1, Ordering::AcqRel);
             });
         if let Err(e) = spawned {
+            live.fetch_sub(1, Ordering::AcqRel);
             tracing::warn!("metrics: no thread for a client: {e}");
         }
     }
