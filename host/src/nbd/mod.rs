@@ -522,7 +522,17 @@ impl<'a> Server<'a> {
                         }
                     }
                     self.hub.live.fetch_add(1, Ordering::AcqRel);
-                    scope.spawn(move || self.connection(id, stream, peer));
+                    // Out of threads: this client is turned away, the server goes on.
+                    let spawned = std::thread::Builder::new()
+                        .name("schedhost-nbd".into())
+                        .spawn_scoped(scope, move || self.connection(id, stream, peer));
+                    if let Err(e) = spawned {
+                        let _ = errors.note(&e);
+                        if let Some(c) = self.lock_connections().remove(&id) {
+                            let _ = c.stream.shutdown();
+                        }
+                        self.hub.live.fetch_sub(1, Ordering::AcqRel);
+                    }
                 }
                 Ok(None) => {}
                 Err(e) => {
@@ -623,17 +633,29 @@ impl<'a> Server<'a> {
             let quota_for_replies = Arc::clone(&quota);
             let broken = &broken;
             let rules = self.reply;
-            let replier = scope.spawn(move || {
-                session::reply(
-                    self.hub,
-                    replies,
-                    &events,
-                    &me,
-                    &quota_for_replies,
-                    broken,
-                    rules,
-                )
-            });
+            let replier = std::thread::Builder::new()
+                .name("schedhost-nbd-replies".into())
+                .spawn_scoped(scope, move || {
+                    session::reply(
+                        self.hub,
+                        replies,
+                        &events,
+                        &me,
+                        &quota_for_replies,
+                        broken,
+                        rules,
+                    )
+                });
+            let replier = match replier {
+                Ok(replier) => replier,
+                // Out of threads: the connection ends before it ran anything.
+                Err(e) => {
+                    return (
+                        Tally::default(),
+                        Some(format!("no thread for its replies: {e}")),
+                    );
+                }
+            };
             let read = ReadRules {
                 ctx,
                 limits: &self.limits,

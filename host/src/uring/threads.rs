@@ -226,10 +226,20 @@ fn run_phase(
             .filter_map(|&i| {
                 let submitter = waiting[i].take()?;
                 let slots = shared.run.slots[i].clone();
-                Some((
-                    i,
-                    scope.spawn(move || submitter_thread(shared, submitter, slots)),
-                ))
+                let spawned = std::thread::Builder::new()
+                    .name("schedhost-submitter".into())
+                    .spawn_scoped(scope, move || submitter_thread(shared, submitter, slots));
+                match spawned {
+                    Ok(handle) => Some((i, handle)),
+                    // Out of threads: the run stops with the error instead of a panic.
+                    Err(source) => {
+                        shared.fail(RealError::Ring {
+                            action: "starting a submitter thread",
+                            source,
+                        });
+                        None
+                    }
+                }
             })
             .collect();
         let outcome = ring_loop(shared, devices, members, mode, control, swaps);
