@@ -167,6 +167,10 @@ fn inspect_lists_tunables_of_a_component() {
         "{text}"
     );
     assert!(
+        text.contains("called:     through its core module"),
+        "{text}"
+    );
+    assert!(
         text.contains("max_sweep_kb  default 4096 KiB, range 4..=1073741824"),
         "{text}"
     );

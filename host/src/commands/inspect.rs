@@ -1,7 +1,7 @@
 //! `schedhost policy inspect`: what a policy component is and what it can be tuned with.
 
 use anyhow::{Context, Result, anyhow};
-use schedhost::policy::{WasmRuntime, load};
+use schedhost::policy::{Loaded, WasmRuntime, load};
 
 #[derive(Debug, clap::Args)]
 pub struct InspectArgs {
@@ -22,6 +22,11 @@ impl InspectArgs {
             "interface:  schedhost:policy/scheduler@{}",
             schedhost_sdk::INTERFACE_VERSION
         );
+        let calls = match &loaded {
+            Loaded::Wasm(component) => format!("through its {}", component.crossing()),
+            Loaded::Native(_) => "natively (linked into the host)".to_owned(),
+        };
+        println!("called:     {calls}");
         println!(
             "merge veto: {}",
             if info.merge_veto {
