@@ -106,14 +106,12 @@ pub fn insert_and_dispatch<P: Policy>(
 pub fn turn<P: Policy>(
     rt: &RefCell<Runtime<P>>,
     now_ns: u64,
-    parts: u32,
+    control: u64,
     completion: [u64; 5],
     request: [u64; 5],
-    hw_queue: u32,
-    budget: u32,
 ) -> u64 {
     rt.borrow_mut()
-        .turn_packed(now_ns, parts, &completion, &request, hw_queue, budget)
+        .turn_packed(now_ns, control, &completion, &request)
 }
 
 pub fn take_answer<P: Policy>(rt: &RefCell<Runtime<P>>) -> wit::DispatchAnswer {
@@ -244,13 +242,26 @@ macro_rules! __export_component {
                 fn limit_depth(op: wit::Op, sync: bool) -> u32 {
                     RUNTIME.with(|rt| glue::limit_depth(rt, op, sync))
                 }
+                fn turn(
+                    now_ns: u64,
+                    control: u64,
+                    r0: u64,
+                    r1: u64,
+                    r2: u64,
+                    r3: u64,
+                    r4: u64,
+                ) -> u64 {
+                    // Without a completion, whatever bit 0 says.
+                    let control = control & !$crate::packed::TURN_COMPLETION;
+                    RUNTIME.with(|rt| glue::turn(rt, now_ns, control, [0; 5], [r0, r1, r2, r3, r4]))
+                }
                 #[allow(
                     clippy::too_many_arguments,
                     reason = "the flat scalars of one crossing"
                 )]
-                fn turn(
+                fn turn_after_completion(
                     now_ns: u64,
-                    parts: u32,
+                    control: u64,
                     c0: u64,
                     c1: u64,
                     c2: u64,
@@ -261,18 +272,14 @@ macro_rules! __export_component {
                     r2: u64,
                     r3: u64,
                     r4: u64,
-                    hw_queue: u32,
-                    budget: u32,
                 ) -> u64 {
                     RUNTIME.with(|rt| {
                         glue::turn(
                             rt,
                             now_ns,
-                            parts,
+                            control,
                             [c0, c1, c2, c3, c4],
                             [r0, r1, r2, r3, r4],
-                            hw_queue,
-                            budget,
                         )
                     })
                 }
@@ -287,7 +294,7 @@ macro_rules! __export_component {
                 }
             }
 
-    $crate::__guest::__export_policy_world!(Component with_types_in $crate::__guest);
+            $crate::__guest::__export_policy_world!(Component with_types_in $crate::__guest);
         };
     };
 }

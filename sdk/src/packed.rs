@@ -21,12 +21,28 @@ fn op_from(index: u64) -> Op {
     }
 }
 
-/// `turn`'s `parts`: a completion is present.
-pub const TURN_COMPLETION: u32 = 1;
-/// `turn`'s `parts`: a request is present.
-pub const TURN_REQUEST: u32 = 2;
-/// `turn`'s `parts`: dispatch.
-pub const TURN_DISPATCH: u32 = 4;
+/// `turn`'s `control`: a completion is present (`turn-after-completion`).
+pub const TURN_COMPLETION: u64 = 1;
+/// `turn`'s `control`: a request is present.
+pub const TURN_REQUEST: u64 = 2;
+/// `turn`'s `control`: dispatch.
+pub const TURN_DISPATCH: u64 = 4;
+/// The largest hardware queue `turn`'s `control` can name (24 bits).
+pub const TURN_MAX_HW_QUEUE: u32 = (1 << 24) - 1;
+
+/// `turn`'s `control` word: the parts present, and the dispatch's queue and budget.
+pub fn turn_control(parts: u64, hw_queue: u32, budget: u32) -> u64 {
+    parts | u64::from(hw_queue & TURN_MAX_HW_QUEUE) << 8 | u64::from(budget) << 32
+}
+
+/// The parts, hardware queue and budget of a `control` word.
+pub fn turn_parts(control: u64) -> (u64, u32, u32) {
+    (
+        control & 0xff,
+        ((control >> 8) & 0xff_ffff) as u32,
+        (control >> 32) as u32,
+    )
+}
 /// `turn`'s result when nothing was dispatched and no wake-up asked.
 pub const TURN_NONE: u64 = u64::MAX;
 /// `turn`'s result when the answer is more than one id: `take-answer` has it.
@@ -114,6 +130,15 @@ pub fn unpack_completion(w: &[u64]) -> Completion {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn turn_control_round_trips_parts_queue_and_budget() {
+        let control = turn_control(TURN_REQUEST | TURN_DISPATCH, 1023, u32::MAX);
+        assert_eq!(
+            turn_parts(control),
+            (TURN_REQUEST | TURN_DISPATCH, 1023, u32::MAX)
+        );
+    }
 
     #[test]
     fn packed_request_and_completion_round_trip() {

@@ -126,25 +126,30 @@ impl<P: Policy> Runtime<P> {
     }
 
     /// One driver turn from the scalar encoding of `turn` (see `wit/policy.wit`): the
-    /// completion, the request and the dispatch that `parts` names, in that order. Returns
+    /// completion, the request and the dispatch that `control` names, in that order. Returns
     /// `turn`'s result; with [`crate::packed::TURN_MORE`] the answer waits in
     /// [`Runtime::take_answer`].
     #[doc(hidden)]
     pub fn turn_packed(
         &mut self,
         now_ns: u64,
-        parts: u32,
+        control: u64,
         completion: &[u64; crate::packed::WORDS],
         request: &[u64; crate::packed::WORDS],
-        hw_queue: u32,
-        budget: u32,
     ) -> u64 {
-        use crate::packed::{TURN_COMPLETION, TURN_DISPATCH, TURN_MORE, TURN_NONE, TURN_REQUEST};
+        use crate::packed::{
+            TURN_COMPLETION, TURN_DISPATCH, TURN_MORE, TURN_NONE, TURN_REQUEST, turn_parts,
+        };
+        let (parts, hw_queue, budget) = turn_parts(control);
         if parts & TURN_COMPLETION != 0 {
-            self.completed_packed(now_ns, completion);
+            let done = crate::packed::unpack_completion(completion);
+            self.policy_mut()
+                .completed(now_ns, std::slice::from_ref(&done));
         }
         if parts & TURN_REQUEST != 0 {
-            self.insert_packed(now_ns, request);
+            let request = crate::packed::unpack_request(request);
+            self.policy_mut()
+                .insert(now_ns, std::slice::from_ref(&request));
         }
         if parts & TURN_DISPATCH == 0 {
             return TURN_NONE;

@@ -83,19 +83,20 @@ pub(super) trait Scheduler: Send {
         store: &mut Store<Caps>,
         state: &[u8],
     ) -> wasmtime::Result<Result<(), String>>;
-    #[expect(
-        clippy::too_many_arguments,
-        reason = "the flat scalars of one crossing"
-    )]
     fn call_turn(
         &self,
         store: &mut Store<Caps>,
         now_ns: u64,
-        parts: u32,
+        control: u64,
+        r: &[u64; 5],
+    ) -> wasmtime::Result<u64>;
+    fn call_turn_after_completion(
+        &self,
+        store: &mut Store<Caps>,
+        now_ns: u64,
+        control: u64,
         c: &[u64; 5],
         r: &[u64; 5],
-        hw_queue: u32,
-        budget: u32,
     ) -> wasmtime::Result<u64>;
     fn call_take_answer(&self, store: &mut Store<Caps>) -> wasmtime::Result<wit::DispatchAnswer>;
 }
@@ -208,16 +209,24 @@ impl Scheduler for bindings::Policy {
         &self,
         store: &mut Store<Caps>,
         now_ns: u64,
-        parts: u32,
+        control: u64,
+        r: &[u64; 5],
+    ) -> wasmtime::Result<u64> {
+        self.schedhost_policy_scheduler()
+            .call_turn(store, now_ns, control, r[0], r[1], r[2], r[3], r[4])
+    }
+    fn call_turn_after_completion(
+        &self,
+        store: &mut Store<Caps>,
+        now_ns: u64,
+        control: u64,
         c: &[u64; 5],
         r: &[u64; 5],
-        hw_queue: u32,
-        budget: u32,
     ) -> wasmtime::Result<u64> {
-        self.schedhost_policy_scheduler().call_turn(
-            store, now_ns, parts, c[0], c[1], c[2], c[3], c[4], r[0], r[1], r[2], r[3], r[4],
-            hw_queue, budget,
-        )
+        self.schedhost_policy_scheduler()
+            .call_turn_after_completion(
+                store, now_ns, control, c[0], c[1], c[2], c[3], c[4], r[0], r[1], r[2], r[3], r[4],
+            )
     }
     fn call_take_answer(&self, store: &mut Store<Caps>) -> wasmtime::Result<wit::DispatchAnswer> {
         self.schedhost_policy_scheduler().call_take_answer(store)

@@ -100,13 +100,8 @@ impl CoreModule {
             && func(&f("limit-depth"), &[I32, I32], &[I32])
             && func(&f("save-state"), &[], &[I32])
             && func(&f("restore-state"), &[I32, I32], &[I32])
-            && func(
-                &f("turn"),
-                &[
-                    I64, I32, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I32, I32,
-                ],
-                &[I64],
-            )
+            && func(&f("turn"), &[const { I64 }; 7], &[I64])
+            && func(&f("turn-after-completion"), &[const { I64 }; 12], &[I64])
             && func(&f("take-answer"), &[], &[I32])
     }
 
@@ -149,6 +144,7 @@ impl CoreModule {
             save_state: (typed!("save-state"), post(store, "save-state")),
             restore_state: (typed!("restore-state"), post(store, "restore-state")),
             turn: typed!("turn"),
+            turn_after_completion: typed!("turn-after-completion"),
             take_answer: (typed!("take-answer"), post(store, "take-answer")),
         })
     }
@@ -180,26 +176,10 @@ pub(super) struct CoreCalls {
     limit_depth: TypedFunc<(u32, u32), u32>,
     save_state: WithPost<()>,
     restore_state: WithPost<(u32, u32)>,
+    turn: TypedFunc<(u64, u64, u64, u64, u64, u64, u64), u64>,
     #[expect(clippy::type_complexity, reason = "the flat scalars of one crossing")]
-    turn: TypedFunc<
-        (
-            u64,
-            u32,
-            u64,
-            u64,
-            u64,
-            u64,
-            u64,
-            u64,
-            u64,
-            u64,
-            u64,
-            u64,
-            u32,
-            u32,
-        ),
-        u64,
-    >,
+    turn_after_completion:
+        TypedFunc<(u64, u64, u64, u64, u64, u64, u64, u64, u64, u64, u64, u64), u64>,
     take_answer: WithPost<()>,
 }
 
@@ -587,17 +567,25 @@ impl Scheduler for CoreCalls {
         &self,
         store: &mut Store<Caps>,
         now_ns: u64,
-        parts: u32,
+        control: u64,
+        r: &[u64; 5],
+    ) -> wasmtime::Result<u64> {
+        self.turn
+            .call(store, (now_ns, control, r[0], r[1], r[2], r[3], r[4]))
+    }
+
+    fn call_turn_after_completion(
+        &self,
+        store: &mut Store<Caps>,
+        now_ns: u64,
+        control: u64,
         c: &[u64; 5],
         r: &[u64; 5],
-        hw_queue: u32,
-        budget: u32,
     ) -> wasmtime::Result<u64> {
-        self.turn.call(
+        self.turn_after_completion.call(
             store,
             (
-                now_ns, parts, c[0], c[1], c[2], c[3], c[4], r[0], r[1], r[2], r[3], r[4],
-                hw_queue, budget,
+                now_ns, control, c[0], c[1], c[2], c[3], c[4], r[0], r[1], r[2], r[3], r[4],
             ),
         )
     }

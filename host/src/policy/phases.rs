@@ -44,8 +44,8 @@ pub fn measure(loaded: &LoadedPolicy, calls: u64, rounds: u32) -> anyhow::Result
         p.bench_limit_depth()
     })?;
     run(
-        "14 scalars in, one out, no work (turn, no parts)",
-        &mut |p| p.bench_turn(0, &[0; 5], &[0; 5]).map(drop),
+        "7 scalars in, one out, no work (turn, no parts)",
+        &mut |p| p.bench_turn(0, None, &[0; 5]).map(drop),
     )?;
     let completion = packed::completion_words(&Completion {
         id: 1,
@@ -85,8 +85,17 @@ pub fn measure(loaded: &LoadedPolicy, calls: u64, rounds: u32) -> anyhow::Result
     run("one request in, one id out as scalars (turn)", &mut |p| {
         next_id += 1;
         let parts = packed::TURN_REQUEST | packed::TURN_DISPATCH;
-        p.bench_turn(parts, &[0; 5], &request(next_id)).map(drop)
+        p.bench_turn(parts, None, &request(next_id)).map(drop)
     })?;
+    run(
+        "a completion, one request in, one id out (turn-after-completion)",
+        &mut |p| {
+            next_id += 1;
+            let parts = packed::TURN_REQUEST | packed::TURN_DISPATCH;
+            p.bench_turn(parts, Some(&completion), &request(next_id))
+                .map(drop)
+        },
+    )?;
     Ok(phases)
 }
 

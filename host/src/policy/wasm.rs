@@ -349,16 +349,26 @@ impl WasmPolicy {
         Ok(())
     }
 
+    /// `turn` (or, with a completion in `c`, `turn-after-completion`) with `parts`, a
+    /// dispatch budget of 1 on queue 0.
     pub(super) fn bench_turn(
         &mut self,
-        parts: u32,
-        c: &[u64; packed::WORDS],
+        parts: u64,
+        c: Option<&[u64; packed::WORDS]>,
         r: &[u64; packed::WORDS],
     ) -> anyhow::Result<u64> {
         arm(&mut self.store, self.ticks, self.fuel);
-        Ok(self
-            .calls
-            .call_turn(&mut self.store, 0, parts, c, r, 0, 1)?)
+        Ok(match c {
+            None => {
+                let control = packed::turn_control(parts, 0, 1);
+                self.calls.call_turn(&mut self.store, 0, control, r)?
+            }
+            Some(c) => {
+                let control = packed::turn_control(parts | packed::TURN_COMPLETION, 0, 1);
+                self.calls
+                    .call_turn_after_completion(&mut self.store, 0, control, c, r)?
+            }
+        })
     }
 
     pub(super) fn bench_completed(&mut self, words: &[u64; packed::WORDS]) -> anyhow::Result<()> {
@@ -600,14 +610,16 @@ impl PolicyBackend for WasmPolicy {
 
     fn turn(&mut self, now_ns: u64, turn: &Turn<'_>) -> Result<Option<Dispatch>, Fault> {
         let (completion, request) = match (turn.completions, turn.merges, turn.requests) {
-            (c @ ([] | [_]), [], r @ ([] | [_])) => (c.first(), r.first()),
+            (c @ ([] | [_]), [], r @ ([] | [_]))
+                if turn
+                    .dispatch
+                    .is_none_or(|(q, _)| q <= packed::TURN_MAX_HW_QUEUE) =>
+            {
+                (c.first(), r.first())
+            }
             _ => return turn_by_parts(self, now_ns, turn),
         };
         let mut parts = 0;
-        let c = completion.map_or([0; packed::WORDS], |c| {
-            parts |= packed::TURN_COMPLETION;
-            packed::completion_words(c)
-        });
         let r = request.map_or([0; packed::WORDS], |r| {
             parts |= packed::TURN_REQUEST;
             packed::request_words(r)
@@ -617,10 +629,20 @@ impl PolicyBackend for WasmPolicy {
             parts |= packed::TURN_DISPATCH;
         }
         arm(&mut self.store, self.ticks, self.fuel);
-        let result = self
-            .calls
-            .call_turn(&mut self.store, now_ns, parts, &c, &r, hw_queue, budget)
-            .map_err(|e| self.fault("turn", e))?;
+        let result = match completion {
+            None => {
+                let control = packed::turn_control(parts, hw_queue, budget);
+                self.calls.call_turn(&mut self.store, now_ns, control, &r)
+            }
+            Some(c) => {
+                let control =
+                    packed::turn_control(parts | packed::TURN_COMPLETION, hw_queue, budget);
+                let c = packed::completion_words(c);
+                self.calls
+                    .call_turn_after_completion(&mut self.store, now_ns, control, &c, &r)
+            }
+        }
+        .map_err(|e| self.fault("turn", e))?;
         if turn.dispatch.is_none() {
             return Ok(None);
         }
