@@ -176,6 +176,7 @@ pub(super) struct CoreCalls {
     limit_depth: TypedFunc<(u32, u32), u32>,
     save_state: WithPost<()>,
     restore_state: WithPost<(u32, u32)>,
+    #[expect(clippy::type_complexity, reason = "the flat scalars of one crossing")]
     turn: TypedFunc<(u64, u64, u64, u64, u64, u64, u64), u64>,
     #[expect(clippy::type_complexity, reason = "the flat scalars of one crossing")]
     turn_after_completion:
