@@ -294,7 +294,7 @@ macro_rules! __export_component {
                 }
             }
 
-            $crate::__guest::__export_policy_world!(Component with_types_in $crate::__guest);
+    $crate::__guest::__export_policy_world!(Component with_types_in $crate::__guest);
         };
     };
 }

@@ -245,13 +245,24 @@ impl Guest {
     ) -> wasmtime::Result<Result<(), String>> {
         match self.u8_at(store, area)? {
             0 => Ok(Ok(())),
-            1 => Ok(Err(self.string_at(
-                store,
-                Self::field(area, 4)?,
-                super::answers::MAX_MESSAGE as u32 * 4,
-            )?)),
+            1 => Ok(Err(self.message_at(store, Self::field(area, 4)?)?)),
             _ => Err(bad("a result that is neither ok nor error")),
         }
+    }
+
+    /// A refusal's message whose (pointer, length) pair is at `at`: read no further than
+    /// the host keeps of one ([`super::answers::MAX_MESSAGE`]), as the component API would
+    /// lift it whole and then cut it. Bytes that are not UTF-8 are replaced.
+    fn message_at(&self, store: &Store<Caps>, at: u32) -> wasmtime::Result<String> {
+        let (ptr, len) = (
+            self.u32_at(store, at)?,
+            self.u32_at(store, Self::field(at, 4)?)?,
+        );
+        let bytes = self.bytes(store, ptr, len)?;
+        let kept = &bytes[..bytes.len().min(super::answers::MAX_MESSAGE + 1)];
+        Ok(super::answers::bound_message(
+            String::from_utf8_lossy(kept).into_owned(),
+        ))
     }
 
     /// A `dispatch-answer` in the return area at `area`.
@@ -647,6 +658,21 @@ mod tests {
         // A result discriminant of 2.
         let (store, g) = guest(&[2]);
         assert!(g.unit_or_string(&store, 0).is_err());
+    }
+
+    #[test]
+    fn a_long_refusal_is_cut_not_a_fault() {
+        let mut bytes = vec![1, 0, 0, 0];
+        bytes.extend(le(&[12, 3000]));
+        bytes.extend(std::iter::repeat_n(b'x', 3000));
+        let (store, g) = guest(&bytes);
+        let message = g.unit_or_string(&store, 0).unwrap().unwrap_err();
+        assert!(
+            message.len() <= super::super::answers::MAX_MESSAGE + 8,
+            "{}",
+            message.len()
+        );
+        assert!(message.starts_with("xxx"));
     }
 
     #[test]
