@@ -165,7 +165,11 @@ struct Server {
 fn serve(server: &Arc<Server>, listener: &UnixListener) {
     let live = Arc::new(AtomicUsize::new(0));
     for stream in listener.incoming() {
-        let Ok(mut stream) = stream else { continue };
+        let Ok(mut stream) = stream else {
+            // Out of descriptors, say: accept fails at once, so wait before the next try.
+            std::thread::sleep(Duration::from_millis(10));
+            continue;
+        };
         if live.load(Ordering::Acquire) >= MAX_SESSIONS {
             let busy = json!({ "ok": false, "error": format!("{MAX_SESSIONS} control clients are connected; try again") });
             let line = format!("{busy}\n");

@@ -95,7 +95,11 @@ fn serve(
         if stop.load(Ordering::Acquire) {
             return;
         }
-        let Ok(mut stream) = stream else { continue };
+        let Ok(mut stream) = stream else {
+            // Out of descriptors, say: accept fails at once, so wait before the next try.
+            std::thread::sleep(Duration::from_millis(10));
+            continue;
+        };
         if live.load(Ordering::Acquire) >= MAX_CLIENTS {
             let _ = respond(
                 &mut stream,
