@@ -265,6 +265,65 @@ impl Guest {
         ))
     }
 
+    /// A `policy-info` in the return area at `area`.
+    fn info_at(&self, store: &Store<Caps>, area: u32) -> wasmtime::Result<wit::PolicyInfo> {
+        let limit = super::answers::MAX_NAME as u32 * 4;
+        Ok(wit::PolicyInfo {
+            name: self.string_at(store, area, limit)?,
+            version: self.string_at(store, Self::field(area, 8)?, limit)?,
+            merge_veto: self.u8_at(store, Self::field(area, 16)?)? != 0,
+            completions: self.u8_at(store, Self::field(area, 17)?)? != 0,
+        })
+    }
+
+    /// A `list<tunable>` in the return area at `area`, read to one past the host's bound.
+    fn tunables_at(&self, store: &Store<Caps>, area: u32) -> wasmtime::Result<Vec<wit::Tunable>> {
+        let (ptr, len) = (
+            self.u32_at(store, area)?,
+            self.u32_at(store, Self::field(area, 4)?)?,
+        );
+        // One more than the host accepts, so a longer list is seen as one.
+        let len = len.min(super::answers::MAX_TUNABLES as u32 + 1);
+        let name = super::answers::MAX_NAME as u32 * 4;
+        let help = super::answers::MAX_HELP as u32 * 4;
+        let mut list = Vec::with_capacity(len as usize);
+        for i in 0..len {
+            let at = ptr
+                .checked_add(i.checked_mul(48).ok_or_else(|| bad("tunables"))?)
+                .ok_or_else(|| bad("tunables past the end of memory"))?;
+            list.push(wit::Tunable {
+                name: self.string_at(store, at, name)?,
+                default: self.u64_at(store, Self::field(at, 8)?)? as i64,
+                min: self.u64_at(store, Self::field(at, 16)?)? as i64,
+                max: self.u64_at(store, Self::field(at, 24)?)? as i64,
+                unit: self.string_at(store, Self::field(at, 32)?, name)?,
+                help: self.string_at(store, Self::field(at, 40)?, help)?,
+            });
+        }
+        Ok(list)
+    }
+
+    /// An `option<s64>` in the return area at `area`.
+    fn option_s64_at(&self, store: &Store<Caps>, area: u32) -> wasmtime::Result<Option<i64>> {
+        match self.u8_at(store, area)? {
+            0 => Ok(None),
+            1 => Ok(Some(self.u64_at(store, Self::field(area, 8)?)? as i64)),
+            _ => Err(bad("an option that is neither none nor some")),
+        }
+    }
+
+    /// A `list<u8>` of saved state in the return area at `area`.
+    fn state_at(&self, store: &Store<Caps>, area: u32) -> wasmtime::Result<Vec<u8>> {
+        let (ptr, len) = (
+            self.u32_at(store, area)?,
+            self.u32_at(store, Self::field(area, 4)?)?,
+        );
+        if len > MAX_STATE_BYTES {
+            return Err(bad(&format!("{len} bytes of saved state")));
+        }
+        Ok(self.bytes(store, ptr, len)?.to_vec())
+    }
+
     /// A `dispatch-answer` in the return area at `area`.
     fn answer_at(&self, store: &Store<Caps>, area: u32) -> wasmtime::Result<wit::DispatchAnswer> {
         let (ptr, len) = (
@@ -313,17 +372,6 @@ impl CoreCalls {
     fn lower_str(&self, store: &mut Store<Caps>, s: &str) -> wasmtime::Result<(u32, u32)> {
         Ok((self.lower(store, s.as_bytes(), 1)?, s.len() as u32))
     }
-
-    fn post(
-        store: &mut Store<Caps>,
-        post: &Option<TypedFunc<u32, ()>>,
-        area: u32,
-    ) -> wasmtime::Result<()> {
-        match post {
-            Some(post) => post.call(store, area),
-            None => Ok(()),
-        }
-    }
 }
 
 fn op_index(op: wit::Op) -> u32 {
@@ -344,44 +392,13 @@ fn kind_index(kind: wit::MergeKind) -> u8 {
 
 impl Scheduler for CoreCalls {
     fn call_info(&self, store: &mut Store<Caps>) -> wasmtime::Result<wit::PolicyInfo> {
-        let area = self.info.0.call(&mut *store, ())?;
-        let limit = super::answers::MAX_NAME as u32 * 4;
-        let info = wit::PolicyInfo {
-            name: self.guest.string_at(store, area, limit)?,
-            version: self.guest.string_at(store, Guest::field(area, 8)?, limit)?,
-            merge_veto: self.guest.u8_at(store, Guest::field(area, 16)?)? != 0,
-            completions: self.guest.u8_at(store, Guest::field(area, 17)?)? != 0,
-        };
-        Self::post(store, &self.info.1, area)?;
-        Ok(info)
+        answered(store, &self.info, (), |s, area| self.guest.info_at(s, area))
     }
 
     fn call_tunables(&self, store: &mut Store<Caps>) -> wasmtime::Result<Vec<wit::Tunable>> {
-        let area = self.tunables.0.call(&mut *store, ())?;
-        let (ptr, len) = (
-            self.guest.u32_at(store, area)?,
-            self.guest.u32_at(store, Guest::field(area, 4)?)?,
-        );
-        // One more than the host accepts, so a longer list is seen as one.
-        let len = len.min(super::answers::MAX_TUNABLES as u32 + 1);
-        let name = super::answers::MAX_NAME as u32 * 4;
-        let help = super::answers::MAX_HELP as u32 * 4;
-        let mut list = Vec::with_capacity(len as usize);
-        for i in 0..len {
-            let at = ptr
-                .checked_add(i.checked_mul(48).ok_or_else(|| bad("tunables"))?)
-                .ok_or_else(|| bad("tunables past the end of memory"))?;
-            list.push(wit::Tunable {
-                name: self.guest.string_at(store, at, name)?,
-                default: self.guest.u64_at(store, Guest::field(at, 8)?)? as i64,
-                min: self.guest.u64_at(store, Guest::field(at, 16)?)? as i64,
-                max: self.guest.u64_at(store, Guest::field(at, 24)?)? as i64,
-                unit: self.guest.string_at(store, Guest::field(at, 32)?, name)?,
-                help: self.guest.string_at(store, Guest::field(at, 40)?, help)?,
-            });
-        }
-        Self::post(store, &self.tunables.1, area)?;
-        Ok(list)
+        answered(store, &self.tunables, (), |s, area| {
+            self.guest.tunables_at(s, area)
+        })
     }
 
     fn call_init(
@@ -398,31 +415,23 @@ impl Scheduler for CoreCalls {
             tuples.extend_from_slice(&value.to_le_bytes());
         }
         let list = self.lower(store, &tuples, 8)?;
-        let area = self.init.0.call(
-            &mut *store,
-            (
-                setup.hw_queues,
-                setup.queue_depth,
-                setup.nr_requests,
-                list,
-                settings.len() as u32,
-            ),
-        )?;
-        let answer = self.guest.unit_or_string(store, area)?;
-        Self::post(store, &self.init.1, area)?;
-        Ok(answer)
+        let params = (
+            setup.hw_queues,
+            setup.queue_depth,
+            setup.nr_requests,
+            list,
+            settings.len() as u32,
+        );
+        answered(store, &self.init, params, |s, area| {
+            self.guest.unit_or_string(s, area)
+        })
     }
 
     fn call_get(&self, store: &mut Store<Caps>, name: &str) -> wasmtime::Result<Option<i64>> {
         let (ptr, len) = self.lower_str(store, name)?;
-        let area = self.get.0.call(&mut *store, (ptr, len))?;
-        let value = match self.guest.u8_at(store, area)? {
-            0 => None,
-            1 => Some(self.guest.u64_at(store, Guest::field(area, 8)?)? as i64),
-            _ => return Err(bad("an option that is neither none nor some")),
-        };
-        Self::post(store, &self.get.1, area)?;
-        Ok(value)
+        answered(store, &self.get, (ptr, len), |s, area| {
+            self.guest.option_s64_at(s, area)
+        })
     }
 
     fn call_set(
@@ -432,10 +441,9 @@ impl Scheduler for CoreCalls {
         value: i64,
     ) -> wasmtime::Result<Result<(), String>> {
         let (ptr, len) = self.lower_str(store, name)?;
-        let area = self.set.0.call(&mut *store, (ptr, len, value))?;
-        let answer = self.guest.unit_or_string(store, area)?;
-        Self::post(store, &self.set.1, area)?;
-        Ok(answer)
+        answered(store, &self.set, (ptr, len, value), |s, area| {
+            self.guest.unit_or_string(s, area)
+        })
     }
 
     fn call_insert(
@@ -455,13 +463,12 @@ impl Scheduler for CoreCalls {
         hw_queue: u32,
         budget: u32,
     ) -> wasmtime::Result<wit::DispatchAnswer> {
-        let area = self
-            .dispatch
-            .0
-            .call(&mut *store, (now_ns, hw_queue, budget))?;
-        let answer = self.guest.answer_at(store, area)?;
-        Self::post(store, &self.dispatch.1, area)?;
-        Ok(answer)
+        answered(
+            store,
+            &self.dispatch,
+            (now_ns, hw_queue, budget),
+            |s, area| self.guest.answer_at(s, area),
+        )
     }
 
     fn call_insert_and_dispatch(
@@ -473,13 +480,10 @@ impl Scheduler for CoreCalls {
         budget: u32,
     ) -> wasmtime::Result<wit::DispatchAnswer> {
         let (ptr, len) = self.lower_words(store, words)?;
-        let area = self
-            .insert_and_dispatch
-            .0
-            .call(&mut *store, (now_ns, ptr, len, hw_queue, budget))?;
-        let answer = self.guest.answer_at(store, area)?;
-        Self::post(store, &self.insert_and_dispatch.1, area)?;
-        Ok(answer)
+        let params = (now_ns, ptr, len, hw_queue, budget);
+        answered(store, &self.insert_and_dispatch, params, |s, area| {
+            self.guest.answer_at(s, area)
+        })
     }
 
     fn call_allow_merge(
@@ -547,17 +551,9 @@ impl Scheduler for CoreCalls {
     }
 
     fn call_save_state(&self, store: &mut Store<Caps>) -> wasmtime::Result<Vec<u8>> {
-        let area = self.save_state.0.call(&mut *store, ())?;
-        let (ptr, len) = (
-            self.guest.u32_at(store, area)?,
-            self.guest.u32_at(store, Guest::field(area, 4)?)?,
-        );
-        if len > MAX_STATE_BYTES {
-            return Err(bad(&format!("{len} bytes of saved state")));
-        }
-        let state = self.guest.bytes(store, ptr, len)?.to_vec();
-        Self::post(store, &self.save_state.1, area)?;
-        Ok(state)
+        answered(store, &self.save_state, (), |s, area| {
+            self.guest.state_at(s, area)
+        })
     }
 
     fn call_restore_state(
@@ -566,13 +562,12 @@ impl Scheduler for CoreCalls {
         state: &[u8],
     ) -> wasmtime::Result<Result<(), String>> {
         let ptr = self.lower(store, state, 1)?;
-        let area = self
-            .restore_state
-            .0
-            .call(&mut *store, (ptr, state.len() as u32))?;
-        let answer = self.guest.unit_or_string(store, area)?;
-        Self::post(store, &self.restore_state.1, area)?;
-        Ok(answer)
+        answered(
+            store,
+            &self.restore_state,
+            (ptr, state.len() as u32),
+            |s, area| self.guest.unit_or_string(s, area),
+        )
     }
 
     fn call_turn(
@@ -603,11 +598,26 @@ impl Scheduler for CoreCalls {
     }
 
     fn call_take_answer(&self, store: &mut Store<Caps>) -> wasmtime::Result<wit::DispatchAnswer> {
-        let area = self.take_answer.0.call(&mut *store, ())?;
-        let answer = self.guest.answer_at(store, area)?;
-        Self::post(store, &self.take_answer.1, area)?;
-        Ok(answer)
+        answered(store, &self.take_answer, (), |s, area| {
+            self.guest.answer_at(s, area)
+        })
     }
+}
+
+/// Calls `func` with `params`, reads its answer from the return area with `read`, then lets
+/// the guest free what the answer held (its post-return function, if it has one).
+fn answered<P: wasmtime::WasmParams, T>(
+    store: &mut Store<Caps>,
+    (func, post): &WithPost<P>,
+    params: P,
+    read: impl FnOnce(&Store<Caps>, u32) -> wasmtime::Result<T>,
+) -> wasmtime::Result<T> {
+    let area = func.call(&mut *store, params)?;
+    let answer = read(store, area)?;
+    if let Some(post) = post {
+        post.call(store, area)?;
+    }
+    Ok(answer)
 }
 
 #[cfg(test)]
