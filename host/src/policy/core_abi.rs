@@ -346,10 +346,16 @@ impl Guest {
 }
 
 impl CoreCalls {
-    /// Copies `bytes` into guest memory allocated by its `cabi_realloc`; the pointer.
-    fn lower(&self, store: &mut Store<Caps>, bytes: &[u8], align: u32) -> wasmtime::Result<u32> {
-        let len = u32::try_from(bytes.len()).map_err(|_| bad("an argument past 4 GiB"))?;
-        let ptr = self.realloc.call(&mut *store, (0, 0, align, len))?;
+    /// Room for `len` bytes in guest memory, allocated by its `cabi_realloc` at `align`: the
+    /// pointer and the slice to fill.
+    fn allocate<'s>(
+        &self,
+        store: &'s mut Store<Caps>,
+        len: usize,
+        align: u32,
+    ) -> wasmtime::Result<(u32, &'s mut [u8])> {
+        let size = u32::try_from(len).map_err(|_| bad("an argument past 4 GiB"))?;
+        let ptr = self.realloc.call(&mut *store, (0, 0, align, size))?;
         if ptr % align.max(1) != 0 {
             return Err(bad("a misaligned allocation"));
         }
@@ -357,16 +363,26 @@ impl CoreCalls {
         let target = self
             .guest
             .0
-            .data_mut(&mut *store)
-            .get_mut(start..start + bytes.len())
+            .data_mut(store)
+            .get_mut(start..start + len)
             .ok_or_else(|| bad("an allocation outside memory"))?;
+        Ok((ptr, target))
+    }
+
+    /// Copies `bytes` into guest memory; the pointer.
+    fn lower(&self, store: &mut Store<Caps>, bytes: &[u8], align: u32) -> wasmtime::Result<u32> {
+        let (ptr, target) = self.allocate(store, bytes.len(), align)?;
         target.copy_from_slice(bytes);
         Ok(ptr)
     }
 
+    /// Copies `words` into guest memory, little-endian as the guest reads them.
     fn lower_words(&self, store: &mut Store<Caps>, words: &[u64]) -> wasmtime::Result<(u32, u32)> {
-        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
-        Ok((self.lower(store, &bytes, 8)?, words.len() as u32))
+        let (ptr, target) = self.allocate(store, words.len() * 8, 8)?;
+        for (chunk, word) in target.chunks_exact_mut(8).zip(words) {
+            chunk.copy_from_slice(&word.to_le_bytes());
+        }
+        Ok((ptr, words.len() as u32))
     }
 
     fn lower_str(&self, store: &mut Store<Caps>, s: &str) -> wasmtime::Result<(u32, u32)> {
