@@ -24,7 +24,6 @@ use schedhost_sdk::{
 
 use crate::events::{Event, Kind, op_code};
 use crate::policy::{Fallback, Fault, FaultKind, PolicyBackend, Turn};
-use crate::stats::meter::Meter;
 pub use merge::{MergeIndex, Nomerges, can_coalesce, can_merge};
 pub use recovery::{DEFAULT_WATCHDOG_NS, Ejection, OnFault, Recovery, Supervision, Swapped};
 pub use request::{Bio, BioRef, Bios, Request, RequestTable, State};
@@ -241,8 +240,6 @@ pub struct Core {
     past_wakes: u32,
     /// Per-request events, recorded only when asked for (`--trace-events`).
     events: Option<Vec<Event>>,
-    /// Per-ctx counters, kept only for live stats and metrics.
-    meter: Option<Meter>,
     /// The built-in FIFO the core falls back to, made by whoever built the core.
     fallback: Fallback,
 }
@@ -303,7 +300,6 @@ impl Core {
             last_progress_ns: 0,
             past_wakes: 0,
             events: None,
-            meter: None,
             fallback,
         };
         core.depth_limit = depth_limits(core.policy.as_mut(), &mut core.stats)?;
@@ -380,21 +376,6 @@ impl Core {
     /// The next action for the driver.
     pub fn poll_action(&mut self) -> Option<Action> {
         self.actions.pop_front()
-    }
-
-    /// Starts or stops keeping per-ctx counters (live stats, metrics).
-    pub fn set_metering(&mut self, on: bool) {
-        self.meter = on.then(Meter::default);
-    }
-
-    /// The per-ctx counters, if kept.
-    pub fn meter(&self) -> Option<&Meter> {
-        self.meter.as_ref()
-    }
-
-    /// The per-ctx counters, to empty their recent latencies.
-    pub fn meter_mut(&mut self) -> Option<&mut Meter> {
-        self.meter.as_mut()
     }
 
     /// Starts or stops recording per-request events.
@@ -523,10 +504,6 @@ impl Core {
             id,
         );
         for &(ctx, bio) in &request.bios {
-            if let Some(meter) = &mut self.meter {
-                let latency = now_ns.saturating_sub(bio.submit_ns);
-                meter.record(ctx, request.op, bio.sectors, latency, status);
-            }
             self.actions.push_back(Action::Complete(BioDone {
                 bio: bio.id,
                 ctx,

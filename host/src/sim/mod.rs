@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use crate::policy::{Fault, PolicyBackend, for_core};
 use crate::stats::CtxStats;
+use crate::stats::meter::Meter;
 use crate::workload::{JobSpec, Next, Submitter, next_wake, phase_finished, place, start_phase};
 
 /// Knobs of a simulated run.
@@ -156,7 +157,6 @@ pub fn run_swapping(
     let mut core = Core::new(config, policy, settings, fallback)?;
     core.supervise(options.supervision);
     core.record_events(options.record_events);
-    core.set_metering(options.metering);
     let placements = place(jobs, geometry.capacity_sectors).map_err(SimError::Layout)?;
     let submitters = placements
         .into_iter()
@@ -176,6 +176,7 @@ pub fn run_swapping(
         swaps,
         swapped: Vec::new(),
         clock,
+        meter: options.metering.then(Meter::default),
     };
     sim.stats = vec![CtxStats::default(); sim.submitters.len()];
     sim.start_phase(0);
@@ -225,6 +226,8 @@ struct Sim<'a> {
     swapped: Vec<SwapRecord>,
     /// Where policy calls are timed, when metering.
     clock: Option<Arc<std::sync::atomic::AtomicU64>>,
+    /// Per-ctx counters as live stats and metrics keep them, when metering.
+    meter: Option<Meter>,
 }
 
 impl Sim<'_> {
@@ -336,6 +339,15 @@ impl Sim<'_> {
                 }
                 Action::Complete(done) => {
                     let ctx = done.ctx as usize;
+                    if let Some(meter) = &mut self.meter {
+                        meter.record(
+                            done.ctx,
+                            done.op,
+                            done.sectors,
+                            done.latency_ns,
+                            done.status,
+                        );
+                    }
                     self.stats[ctx].record(
                         self.now,
                         done.op,

@@ -29,6 +29,9 @@ pub(crate) struct Lane {
     pub core: Core,
     pub name: String,
     pub policy_clock: Option<Arc<AtomicU64>>,
+    /// Per-ctx counters for live stats and metrics, recorded from the completions the
+    /// core hands out, while metering.
+    pub meter: Option<Meter>,
 }
 
 impl Lane {
@@ -45,12 +48,11 @@ impl Lane {
     ) -> Result<Self, E> {
         let policy_clock = metering.then(|| Arc::new(AtomicU64::new(0)));
         let (policy, fallback) = crate::policy::for_core(policy, policy_clock.as_ref());
-        let mut core = core(policy, fallback)?;
-        core.set_metering(metering);
         Ok(Self {
-            core,
+            core: core(policy, fallback)?,
             name,
             policy_clock,
+            meter: metering.then(Meter::default),
         })
     }
 }
@@ -194,7 +196,7 @@ impl Devices {
         }
         let mut meter = Meter::default();
         for lane in &mut self.lanes {
-            if let Some(m) = lane.core.meter_mut() {
+            if let Some(m) = &mut lane.meter {
                 meter.absorb(m);
                 m.clear_recent();
             }
@@ -235,7 +237,7 @@ impl Devices {
                     .info()
                     .map(|i| i.name)
                     .unwrap_or_default(),
-                meter: lane.core.meter().cloned().unwrap_or_default(),
+                meter: lane.meter.clone().unwrap_or_default(),
                 stats: lane.core.stats(),
                 queued: lane.core.queued_in_policy(),
                 // One ring carries every device: its in-flight count is theirs together.
@@ -419,6 +421,15 @@ impl Devices {
                     ..
                 } => self.dispatch(l, id, (op, sector, sectors), &bios)?,
                 Action::Complete(done) => {
+                    if let Some(meter) = &mut self.lanes[l].meter {
+                        meter.record(
+                            done.ctx,
+                            done.op,
+                            done.sectors,
+                            done.latency_ns,
+                            done.status,
+                        );
+                    }
                     let lease = Lease::of_bio(done.bio);
                     self.done.push(Finished {
                         lane: l as u32,
