@@ -208,19 +208,48 @@ pub fn bind_private(path: &Path) -> io::Result<UnixListener> {
     let staged = dir.join("s");
     let bound = UnixListener::bind(&staged).and_then(|listener| {
         std::fs::set_permissions(&staged, std::fs::Permissions::from_mode(0o600))?;
-        // A name that appeared since the check above is not replaced.
-        if path.symlink_metadata().is_ok() {
-            return Err(io::Error::new(
-                io::ErrorKind::AlreadyExists,
-                "the path appeared while binding; pick another path",
-            ));
-        }
-        std::fs::rename(&staged, path)?;
+        rename_no_replace(&staged, path)?;
         Ok(listener)
     });
     let _ = std::fs::remove_file(&staged);
     let _ = std::fs::remove_dir(&dir);
     bound
+}
+
+/// Renames `from` to `to` unless `to` exists: a name that appeared since the caller looked
+/// (a file, a planted symlink) is neither replaced nor followed.
+fn rename_no_replace(from: &Path, to: &Path) -> io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = |p: &Path| {
+        std::ffi::CString::new(p.as_os_str().as_bytes())
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a path with a NUL byte"))
+    };
+    let (c_from, c_to) = (c(from)?, c(to)?);
+    // SAFETY: both are valid NUL-terminated paths for the duration of the call.
+    let done = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            c_from.as_ptr(),
+            libc::AT_FDCWD,
+            c_to.as_ptr(),
+            libc::RENAME_NOREPLACE,
+        )
+    };
+    if done == 0 {
+        return Ok(());
+    }
+    let e = io::Error::last_os_error();
+    if e.raw_os_error() != Some(libc::EINVAL) {
+        return Err(e);
+    }
+    // A filesystem without RENAME_NOREPLACE: look, then rename (a narrow window).
+    if to.symlink_metadata().is_ok() {
+        return Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            "the path appeared while binding; pick another path",
+        ));
+    }
+    std::fs::rename(from, to)
 }
 
 /// A new mode-0700 directory beside `path`.
