@@ -171,6 +171,41 @@ fn hostile_nbd_a_write_payload_that_drips_is_cut_off_at_the_deadline() {
 }
 
 #[test]
+fn hostile_nbd_a_writer_that_never_reads_its_acknowledgements_is_closed() {
+    let dir = scratch("hostile_unread_acks");
+    let mut opts = options(&dir);
+    // Far longer than the test: only the bound on waiting replies can close it.
+    opts.reply_timeout = Duration::from_secs(600);
+    let server = start(opts, native_policy("noop").unwrap(), None);
+    let mut writer = Client::connect(&server.socket);
+    writer.stream.set_write_timeout(Some(BOUND)).unwrap();
+    let block = [0x11u8; 512];
+    let mut closed = false;
+    for i in 0..40_000u64 {
+        let mut request = schedhost::nbd::Request {
+            flags: 0,
+            kind: WRITE,
+            cookie: i,
+            offset: 0,
+            length: 512,
+        }
+        .encode()
+        .to_vec();
+        request.extend_from_slice(&block);
+        if writer.stream.write_all(&request).is_err() {
+            closed = true;
+            break;
+        }
+    }
+    assert!(
+        closed,
+        "40 000 unread acknowledgements and the connection is still open"
+    );
+    let mut good = Client::connect(&server.socket);
+    assert_eq!(good.read(4096, 512), vec![0; 512]);
+}
+
+#[test]
 fn hostile_nbd_nothing_sent_after_a_failed_reply_runs() {
     let dir = scratch("hostile_broken_reply");
     let server = start(options(&dir), native_policy("noop").unwrap(), None);

@@ -312,6 +312,11 @@ pub struct ReplyRules {
 /// How often a replier with replies waiting for a slow client tries the socket again.
 const RETRY_SLOW_CLIENT: Duration = Duration::from_millis(5);
 
+/// Most replies that may wait for a client at once. Read data counts against the client's
+/// quota; replies without data (write acknowledgements) do not, so their number is bounded
+/// here: a client that has not taken this many replies is not reading them.
+const MAX_WAITING_REPLIES: usize = 4096;
+
 /// The replier: answers requests as their bios finish, until the reader stopped and
 /// nothing is pending. Returns what the connection did. Once a reply cannot be sent (the
 /// client left, or did not take it within the reply deadline) the connection is closed
@@ -476,6 +481,12 @@ impl Replies<'_> {
             }
         };
         if sent < total {
+            if self.waiting.len() >= MAX_WAITING_REPLIES {
+                drop(parts);
+                self.give_back(slots);
+                self.fail();
+                return;
+            }
             let mut bytes = Vec::with_capacity(total - sent);
             let mut skip = sent;
             for part in &parts {
