@@ -368,10 +368,11 @@ impl From<TraceFormat> for Format {
     }
 }
 
-/// `--status-interval`: as given (0 is off), else once a second when stderr is a terminal.
+/// `--status-interval`: as given (0 is off; at least 10 ms, so a tiny value cannot turn
+/// the status line into a flood), else once a second when stderr is a terminal.
 pub(crate) fn status_interval_ns(secs: Option<f64>) -> Option<u64> {
     match secs {
-        Some(s) if s > 0.0 && s.is_finite() => Some((s * 1e9) as u64),
+        Some(s) if s > 0.0 && s.is_finite() => Some(((s * 1e9) as u64).max(10_000_000)),
         Some(_) => None,
         None => std::io::stderr().is_terminal().then_some(1_000_000_000),
     }
