@@ -81,7 +81,7 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=2))]
     pub nomerges: u8,
     /// Queue attribute nr_requests (scheduler tags per hardware queue); default max(2 × min(depth, 128), 128).
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1_048_576))]
     pub nr_requests: Option<u32>,
     /// Report format.
     #[arg(long, value_enum, default_value_t = OutputFormat::Normal)]

@@ -42,7 +42,7 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = DEFAULT_QUEUE_DEPTH, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub queue_depth: u32,
     /// Queue attribute nr_requests (scheduler tags).
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1_048_576))]
     pub nr_requests: Option<u32>,
     /// Queue attribute nomerges: 0 all merges, 1 one-hit cache only, 2 none.
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=2))]

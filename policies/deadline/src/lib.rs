@@ -251,7 +251,8 @@ impl Policy for Deadline {
             return None;
         }
         Some(if self.async_depth == 0 {
-            (3 * self.nr_requests / 4).max(1)
+            // In u64: a host may give any nr_requests.
+            ((3 * u64::from(self.nr_requests) / 4) as u32).max(1)
         } else {
             self.async_depth
         })
