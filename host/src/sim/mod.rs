@@ -340,13 +340,7 @@ impl Sim<'_> {
                 Action::Complete(done) => {
                     let ctx = done.ctx as usize;
                     if let Some(meter) = &mut self.meter {
-                        meter.record(
-                            done.ctx,
-                            done.op,
-                            done.sectors,
-                            done.latency_ns,
-                            done.status,
-                        );
+                        meter.record_done(&done);
                     }
                     self.stats[ctx].record(
                         self.now,

@@ -5,6 +5,8 @@
 use hdrhistogram::Histogram;
 use schedhost_sdk::Op;
 
+use crate::core::BioDone;
+
 /// Upper bounds of the latency buckets, ns: 25 µs to 2.5 s in 1-2.5-5 steps; one more bucket
 /// counts everything slower.
 pub const BUCKET_BOUNDS_NS: [u64; 16] = [
@@ -73,6 +75,17 @@ pub struct Meter {
 }
 
 impl Meter {
+    /// Counts a bio the core reports finished.
+    pub fn record_done(&mut self, done: &BioDone) {
+        self.record(
+            done.ctx,
+            done.op,
+            done.sectors,
+            done.latency_ns,
+            done.status,
+        );
+    }
+
     /// Counts one finished bio.
     pub fn record(&mut self, ctx: u32, op: Op, sectors: u32, latency_ns: u64, status: i32) {
         let i = ctx as usize;

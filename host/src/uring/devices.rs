@@ -422,13 +422,7 @@ impl Devices {
                 } => self.dispatch(l, id, (op, sector, sectors), &bios)?,
                 Action::Complete(done) => {
                     if let Some(meter) = &mut self.lanes[l].meter {
-                        meter.record(
-                            done.ctx,
-                            done.op,
-                            done.sectors,
-                            done.latency_ns,
-                            done.status,
-                        );
+                        meter.record_done(&done);
                     }
                     let lease = Lease::of_bio(done.bio);
                     self.done.push(Finished {
