@@ -26,6 +26,7 @@
 pub mod control;
 pub mod core;
 pub mod device;
+pub mod engine;
 pub mod events;
 pub mod input;
 pub mod metrics;

@@ -4,9 +4,10 @@
 
 use schedhost::core::{Bio, Config, Core};
 use schedhost::device::DeviceSpec;
+use schedhost::engine::{PolicyMaker, ScheduledSwap};
 use schedhost::outcome::Outcome;
 use schedhost::policy::{LoadedPolicy, NativePolicy, PolicyBackend, WasmRuntime, native_policy};
-use schedhost::sim::{self, PolicyMaker, SimOptions, Swap};
+use schedhost::sim::{self, SimOptions};
 use schedhost::workload::parse_job_file;
 use schedhost_sdk::{Dispatch, MergeEvent, Op, Policy, PrioClass, Request, Setup};
 
@@ -62,7 +63,7 @@ fn maker(name: &'static str) -> PolicyMaker {
     Source::new(&runtime(), name).maker()
 }
 
-fn run(swaps: Vec<Swap>) -> Outcome {
+fn run(swaps: Vec<ScheduledSwap>) -> Outcome {
     let jobs = parse_job_file("swap.fio", JOBS).unwrap();
     let device = DeviceSpec::parse("sim:hdd").unwrap();
     let first = (maker("noop"))().unwrap();
@@ -99,7 +100,7 @@ fn swap_soak_thousand_swaps_lose_and_duplicate_nothing() {
     let swaps = (0..1000u64)
         .map(|i| {
             let source = &sources[(i % 4) as usize];
-            Swap {
+            ScheduledSwap {
                 at_ns: 2_000_000 + i * 3_900_000,
                 label: source.name.into(),
                 policy: source.maker(),
@@ -127,7 +128,7 @@ fn swap_soak_thousand_swaps_lose_and_duplicate_nothing() {
 
 #[test]
 fn swap_to_a_policy_that_will_not_start_keeps_the_old_one() {
-    let swaps = vec![Swap {
+    let swaps = vec![ScheduledSwap {
         at_ns: 1_000_000_000,
         label: "deadline with a bad tunable".into(),
         policy: maker("deadline"),

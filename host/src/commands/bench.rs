@@ -225,7 +225,7 @@ fn swap_stalls(runtime: &WasmRuntime, swaps: u64) -> Result<()> {
             .map(|i| {
                 let (name, path, bytes, loaded) = sources[(i % 4) as usize].clone();
                 let engine = runtime.clone();
-                let make: sim::PolicyMaker = if cached {
+                let make: schedhost::engine::PolicyMaker = if cached {
                     Box::new(move || {
                         let p = loaded.instantiate().map_err(|e| format!("{e:#}"))?;
                         Ok(Box::new(p) as Box<dyn PolicyBackend>)
@@ -239,7 +239,7 @@ fn swap_stalls(runtime: &WasmRuntime, swaps: u64) -> Result<()> {
                         Ok(Box::new(p) as Box<dyn PolicyBackend>)
                     })
                 };
-                sim::Swap {
+                schedhost::engine::ScheduledSwap {
                     at_ns: 1_000_000 + i * (9_000_000_000 / count.max(1)),
                     label: name.into(),
                     policy: make,

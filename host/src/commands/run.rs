@@ -246,7 +246,7 @@ impl RunArgs {
         jobs: &[JobSpec],
         device: &DeviceSpec,
         policy: Box<dyn schedhost::policy::PolicyBackend>,
-        swaps: Vec<sim::Swap>,
+        swaps: Vec<schedhost::engine::ScheduledSwap>,
     ) -> Result<Outcome, sim::SimError> {
         let options = SimOptions {
             seed: self.seed,
@@ -295,12 +295,12 @@ impl RunArgs {
     }
 
     /// The `--swap-at` policies, compiled before the run starts and instantiated at the swap.
-    fn swaps(&self, runtime: &WasmRuntime) -> Result<Vec<sim::Swap>> {
+    fn swaps(&self, runtime: &WasmRuntime) -> Result<Vec<schedhost::engine::ScheduledSwap>> {
         self.swap_at
             .iter()
             .map(|(at_ns, name)| {
                 let (_, loaded) = load(runtime, name)?;
-                Ok(sim::Swap {
+                Ok(schedhost::engine::ScheduledSwap {
                     at_ns: *at_ns,
                     label: name.clone(),
                     policy: Box::new(move || loaded.instantiate().map_err(|e| format!("{e:#}"))),

@@ -1,85 +1,113 @@
-//! The ring thread of the NBD server: bios from the connections into the cores, dispatch
-//! through io_uring, and each finished bio back to the connection that sent it.
+//! The NBD server as the engine's front-end: bios from the connections' inbox into the
+//! engine, each finished bio back to the connection that sent it, and the server's
+//! observers (metrics scrapes, the event file) served between turns.
 
 use std::sync::atomic::Ordering;
 
 use super::hub::{Event, Hub, Owner};
-use crate::control::Control;
+use crate::engine::{Done, Engine, Flow, Frontend};
 use crate::events::file::Writer;
 use crate::metrics::{Endpoint, exposition};
-use crate::outcome::SwapRecord;
-use crate::uring::{Devices, Lease, RealError, StallWatch};
+use crate::uring::{Lease, RealError, RingBackend};
 
-/// Runs until the server is stopping, no connection is left and no I/O is in flight.
-///
-/// # Errors
-/// A [`RealError`] that ends the server: a policy fault under `--on-fault abort`, a stall
-/// no fallback could clear, or io_uring failing.
-pub fn run(
-    hub: &Hub,
-    devices: &mut Devices,
-    slots: usize,
-    control: Option<&Control>,
-    swaps: &mut Vec<SwapRecord>,
-    mut events: Option<&mut Writer>,
-    metrics: Option<&Endpoint>,
-) -> Result<(), RealError> {
-    let mut owners: Vec<Option<Owner>> = (0..slots).map(|_| None).collect();
-    let mut inbox = Vec::new();
-    let mut stall = StallWatch::default();
-    loop {
-        hub.take_inbox(&mut inbox);
-        let now = hub.now();
-        for s in inbox.drain(..) {
-            let lease = Lease::new(s.slot);
-            owners[lease.index()] = Some(s.owner);
-            devices.submit(now, lease, s.bio, 0)?;
+/// The ring thread's side of the server.
+pub struct Front<'a> {
+    hub: &'a Hub,
+    /// Per buffer slot, who hears when its bio finishes.
+    owners: Vec<Option<Owner>>,
+    inbox: Vec<super::hub::Submission>,
+    events: Option<&'a mut Writer>,
+    metrics: Option<&'a Endpoint>,
+}
+
+impl<'a> Front<'a> {
+    /// The server's side over `hub`, whose arena has `slots` buffer slots.
+    pub fn new(
+        hub: &'a Hub,
+        slots: usize,
+        events: Option<&'a mut Writer>,
+        metrics: Option<&'a Endpoint>,
+    ) -> Self {
+        Self {
+            hub,
+            owners: (0..slots).map(|_| None).collect(),
+            inbox: Vec::new(),
+            events,
+            metrics,
         }
-        if let Some(control) = control {
-            devices.serve(control, now, swaps)?;
-        }
-        if let Some(metrics) = metrics {
-            for scrape in metrics.take() {
-                let _ = scrape.send(exposition::render(&devices.views(), swaps.len()));
-            }
-        }
-        devices.reap(|| hub.now())?;
-        devices.run(hub.now())?;
-        for finished in devices.done.drain(..) {
-            let lease = finished.lease;
-            let Some(owner) = owners.get_mut(lease.index()).and_then(Option::take) else {
+    }
+}
+
+impl Frontend<RingBackend> for Front<'_> {
+    type Error = RealError;
+
+    fn complete(&mut self, _now: u64, done: &[Done]) -> Result<(), RealError> {
+        for finished in done {
+            let lease = Lease::of_bio(finished.bio.bio);
+            let Some(owner) = self.owners.get_mut(lease.index()).and_then(Option::take) else {
                 continue;
             };
             if owner.frees {
-                hub.pools.put(lease.slot(), &owner.quota);
+                self.hub.pools.put(lease.slot(), &owner.quota);
             }
             // A connection whose replier is gone has nobody left to tell.
             let _ = owner.to.send(Event::Done {
                 seq: owner.seq,
-                status: finished.done.status,
+                status: finished.bio.status,
             });
         }
-        if let Some(writer) = events.as_deref_mut() {
-            record(writer, devices)?;
+        Ok(())
+    }
+
+    fn issue(&mut self, now: u64, engine: &mut Engine<RingBackend>) -> Result<(), RealError> {
+        self.hub.take_inbox(&mut self.inbox);
+        for s in self.inbox.drain(..) {
+            let lease = Lease::new(s.slot);
+            self.owners[lease.index()] = Some(s.owner);
+            engine.submit::<RealError>(now, s.bio)?;
         }
-        let quiet = devices.inflight() == 0 && devices.queued() == 0;
+        Ok(())
+    }
+
+    fn settle(&mut self, _now: u64, engine: &mut Engine<RingBackend>) -> Result<(), RealError> {
+        if let Some(metrics) = self.metrics {
+            for scrape in metrics.take() {
+                let page = exposition::render(&engine.views(), engine.swaps().len());
+                let _ = scrape.send(page);
+            }
+        }
+        if let Some(writer) = self.events.as_deref_mut() {
+            let events = engine.take_events();
+            writer.write(&events).map_err(|source| RealError::Ring {
+                action: "writing --trace-events",
+                source,
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Over once the server is stopping, no connection is left and no I/O is anywhere.
+    fn flow(&mut self, engine: &Engine<RingBackend>) -> Flow {
+        use crate::engine::Backend;
+        let hub = self.hub;
+        let quiet = engine.backend.inflight() == 0 && engine.queued() == 0;
         if hub.stopping.load(Ordering::Acquire)
             && hub.live.load(Ordering::Acquire) == 0
             && quiet
             && hub.inbox_is_empty()
         {
-            return Ok(());
+            Flow::Done
+        } else {
+            Flow::Wait
         }
-        // The acceptor and the repliers notify when they change what ends the loop.
-        devices.idle(|| hub.now(), &mut stall)?;
     }
-}
 
-/// Writes the events the core recorded since the last call.
-fn record(writer: &mut Writer, devices: &mut Devices) -> Result<(), RealError> {
-    let events = devices.take_events();
-    writer.write(&events).map_err(|source| RealError::Ring {
-        action: "writing --trace-events",
-        source,
-    })
+    fn next_wake(&self, _now: u64, _deadlines: bool) -> Option<u64> {
+        None
+    }
+
+    /// The acceptor and the connections notify when they change what ends the loop.
+    fn fed_from_outside(&self) -> bool {
+        true
+    }
 }

@@ -17,7 +17,6 @@
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::mpsc::Sender;
 use std::sync::{Condvar, Mutex, PoisonError};
-use std::time::Instant;
 
 use std::sync::Arc;
 
@@ -203,7 +202,6 @@ impl Pools {
 
 /// Shared by the ring thread, the acceptor and every connection.
 pub struct Hub {
-    pub clock: Instant,
     pub inbox: Mutex<Vec<Submission>>,
     pub notifier: Arc<Notifier>,
     pub slots: SlotAccess,
@@ -219,11 +217,6 @@ pub struct Hub {
 }
 
 impl Hub {
-    /// Nanoseconds since the server started.
-    pub fn now(&self) -> u64 {
-        self.clock.elapsed().as_nanos() as u64
-    }
-
     /// Hands bios to the ring thread and wakes it.
     pub fn submit(&self, submissions: impl IntoIterator<Item = Submission>) {
         self.inbox

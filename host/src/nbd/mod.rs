@@ -34,13 +34,14 @@ pub use session::Tally;
 pub use wire::{BadMagic, REQUEST_LEN, Request};
 
 use crate::control::Control;
-use crate::core::{Config, Core, CoreStats, Ejection, Nomerges, Supervision};
+use crate::core::{Config, CoreStats, Ejection, Nomerges, Supervision};
+use crate::engine::{Engine, Lane, LaneSetup};
 use crate::events::file::Writer;
 use crate::metrics::Endpoint;
 use crate::outcome::SwapRecord;
 use crate::peer::{Bounded, Deadline};
 use crate::policy::{PolicyBackend, WasmRuntime};
-use crate::uring::{Devices, Lane, Notifier, OpenRules, RealError, RealOptions, Target};
+use crate::uring::{Notifier, OpenRules, RealError, RingBackend, Target};
 use hub::{Hub, Pools, Quota};
 use net::{Listener, Stream};
 use session::{ReadRules, ReplyRules};
@@ -181,32 +182,25 @@ pub fn serve(
     let target = open_target(options)?;
     let (export, limits) = describe(options, &target)?;
     let policy_name = policy.info().map(|i| i.name).unwrap_or_default();
-    let (lane, config) = scheduler(options, policy, settings)?;
-    let lanes = vec![lane];
+    let lane = scheduler(options, policy, settings)?;
     let mut slot_lens = vec![CHUNK as usize; DATA_SLOTS as usize];
     slot_lens.extend(std::iter::repeat_n(0, CONTROL_SLOTS as usize));
-    let real = RealOptions {
-        queue_depth: options.queue_depth,
-        status_interval_ns: options.status_interval_ns,
-        ..RealOptions::default()
-    };
     let mut targets = [target];
-    let mut devices = Devices::new(&targets, lanes, &slot_lens, config, real)?;
+    let mut backend = RingBackend::new(&targets, options.queue_depth, &slot_lens, 1, None)?;
     let notifier = Notifier::new().map_err(|source| RealError::Ring {
         action: "creating an eventfd",
         source,
     })?;
-    devices.watch(Arc::clone(&notifier))?;
+    backend.watch(Arc::clone(&notifier))?;
     let Extras {
         control,
         metrics,
         mut events,
     } = extras(options, control, &notifier, policy_name)?;
     let hub = Hub {
-        clock: Instant::now(),
         inbox: Mutex::new(Vec::new()),
         notifier,
-        slots: devices.slots(),
+        slots: backend.slots(),
         pools: Pools::new(DATA_SLOTS, CONTROL_SLOTS, SLOTS_PER_CONNECTION),
         chunk: CHUNK,
         stopping: AtomicBool::new(false),
@@ -234,18 +228,14 @@ pub fn serve(
         export: &export,
         metrics: metrics.as_ref().map(Endpoint::address),
     });
-    let mut swaps = Vec::new();
+    let mut engine = Engine::new(backend, vec![lane])
+        .with_control(control)
+        .with_live(options.status_interval_ns);
     let outcome = std::thread::scope(|scope| {
         scope.spawn(|| server.accept_until(&listener, stop, scope));
-        let outcome = engine::run(
-            &hub,
-            &mut devices,
-            slot_lens.len(),
-            control.as_ref(),
-            &mut swaps,
-            events.as_mut(),
-            metrics.as_ref(),
-        );
+        let mut front =
+            engine::Front::new(&hub, slot_lens.len(), events.as_mut(), metrics.as_ref());
+        let outcome = crate::engine::drive(&mut engine, &mut front);
         if outcome.is_err() {
             server.fail();
         }
@@ -262,7 +252,7 @@ pub fn serve(
         action: "flushing the target at shutdown",
         source,
     })?;
-    let core = devices.stats().into_iter().next().unwrap_or_default();
+    let finished = engine.finish(0);
     let clients = std::mem::take(
         &mut *server
             .clients
@@ -271,9 +261,9 @@ pub fn serve(
     );
     Ok(Served {
         clients,
-        core,
-        swaps,
-        ejections: devices.ejections(),
+        core: finished.core,
+        swaps: finished.swaps,
+        ejections: finished.ejections,
         size: export.size,
     })
 }
@@ -367,22 +357,21 @@ fn scheduler(
     options: &ServeOptions,
     policy: Box<dyn PolicyBackend>,
     settings: &[(String, i64)],
-) -> Result<(Lane, Config), ServeError> {
+) -> Result<Lane, ServeError> {
     let mut config = Config::for_device(1, options.queue_depth, crate::uring::MAX_SECTORS);
     config.nomerges = options.nomerges;
     if let Some(n) = options.nr_requests {
         config.nr_requests = n.max(1);
     }
-    let mut lane = Lane::new(
-        options.device.display().to_string(),
-        policy,
-        options.status_interval_ns.is_some() || options.metrics.is_some(),
-        |policy, fallback| Core::new(config, policy, settings, fallback),
-    )
-    .map_err(RealError::from)?;
-    lane.core.supervise(options.supervision);
-    lane.core.record_events(options.trace_events.is_some());
-    Ok((lane, config))
+    let setup = LaneSetup {
+        config,
+        settings,
+        supervision: options.supervision,
+        record_events: options.trace_events.is_some(),
+        metering: options.status_interval_ns.is_some() || options.metrics.is_some(),
+    };
+    let lane = Lane::new(options.device.display().to_string(), policy, &setup);
+    Ok(lane.map_err(RealError::from)?)
 }
 
 /// Opens the device under the same rules as `run`: writing to an existing file or a block

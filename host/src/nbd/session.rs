@@ -654,7 +654,6 @@ mod tests {
     use std::sync::Mutex;
     use std::sync::atomic::AtomicUsize;
     use std::sync::mpsc;
-    use std::time::Instant;
 
     use super::*;
     use crate::nbd::hub::Pools;
@@ -664,7 +663,6 @@ mod tests {
     fn a_fua_write_is_not_acknowledged_when_its_flush_cannot_start() {
         let arena = Arena::new(&[4096, 0]);
         let hub = Hub {
-            clock: Instant::now(),
             inbox: Mutex::new(Vec::new()),
             notifier: Notifier::new().unwrap(),
             slots: arena.access(),

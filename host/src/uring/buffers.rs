@@ -129,21 +129,11 @@ impl Arena {
     ///
     /// # Safety
     /// The lease's bio is not in flight: the kernel may write a slot while its I/O runs.
-    pub unsafe fn slot_mut(&mut self, lease: Lease) -> &mut [u8] {
+    unsafe fn slot_mut(&mut self, lease: Lease) -> &mut [u8] {
         let (ptr, len) = self.raw(lease);
         // SAFETY: in bounds (see `raw`); the exclusive borrow of the arena means no other
         // slice of it exists, and the caller vouches that no I/O uses the slot.
         unsafe { std::slice::from_raw_parts_mut(ptr, len) }
-    }
-
-    /// `lease`'s slot, to check after its bio finished.
-    ///
-    /// # Safety
-    /// As for [`Arena::slot_mut`].
-    pub unsafe fn slot(&self, lease: Lease) -> &[u8] {
-        let (ptr, len) = self.raw(lease);
-        // SAFETY: in bounds, and no I/O uses the slot (the caller's contract).
-        unsafe { std::slice::from_raw_parts(ptr, len) }
     }
 }
 
@@ -203,7 +193,7 @@ mod tests {
 
     #[test]
     fn arena_slots_are_page_aligned_and_disjoint() {
-        let mut arena = Arena::new(&[512, 4096, 131072, 512]);
+        let arena = Arena::new(&[512, 4096, 131072, 512]);
         let (base, size) = arena.region();
         assert_eq!(base as usize % 4096, 0);
         assert_eq!(size, 4096 + 4096 + 131072 + 4096);
@@ -211,11 +201,12 @@ mod tests {
             assert_eq!(arena.raw(Lease::new(i)).0 as usize % 4096, 0);
         }
         // SAFETY: no ring exists in this test, so no I/O uses any slot.
+        let access = arena.access();
         unsafe {
-            arena.slot_mut(Lease::new(1)).fill(7);
-            assert!(arena.slot(Lease::new(0)).iter().all(|&b| b == 0));
-            assert!(arena.slot(Lease::new(2)).iter().all(|&b| b == 0));
-            assert_eq!(arena.slot(Lease::new(1)).len(), 4096);
+            access.slot_mut(Lease::new(1)).fill(7);
+            assert!(access.slot(Lease::new(0)).iter().all(|&b| b == 0));
+            assert!(access.slot(Lease::new(2)).iter().all(|&b| b == 0));
+            assert_eq!(access.slot(Lease::new(1)).len(), 4096);
         }
     }
 }

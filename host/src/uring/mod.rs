@@ -7,16 +7,16 @@
 //! `READ_FIXED`/`WRITE_FIXED`. Merged requests go out as vectored I/O over their bios'
 //! buffers.
 //!
-//! Two ways to run the submitters:
-//! - inline (the default): they are state machines on the ring's thread, as one fio job
-//!   thread runs its own I/O, so a bio costs no cross-thread hand-off;
+//! The ring is the engine's backend ([`RingBackend`]). Two front-ends feed it:
+//! - inline (the default): the submitters are state machines on the ring's thread
+//!   ([`crate::workload::frontend::Jobs`]), as one fio job thread runs its own I/O, so a bio
+//!   costs no cross-thread hand-off;
 //! - threads (`--rq-affinity N`): each clone is a thread that pushes bios to the ring's
 //!   thread, and the kernel's rq_affinity decides where completion work runs
 //!   ([`crate::core::RqAffinity`]).
 
+mod backend;
 mod buffers;
-mod devices;
-mod inline;
 mod ring;
 mod target;
 mod threads;
@@ -27,24 +27,23 @@ use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::Mutex;
 
-use crate::core::{
-    Config, Core, CoreStats, Nomerges, RqAffinity, StartError, Supervision, UnknownCompletion,
-};
+use crate::core::{Config, Nomerges, RqAffinity, StartError, Supervision, UnknownCompletion};
 use crate::device::Geometry;
-use crate::outcome::{Outcome, SubmitterSummary, SwapRecord, TargetSummary};
+use crate::engine::{self, Backend, Engine, Lane, LaneSetup, Stop};
+use crate::outcome::{Outcome, TargetSummary};
 use crate::policy::{Fault, PolicyBackend};
-use crate::stats::CtxStats;
 use crate::verify::{Ledger, Mismatch};
+use crate::workload::frontend::{Jobs, JobsRan};
 use crate::workload::{Direction, JobSpec, Placement, Submitter, extent_bytes, place};
 
 use std::sync::Arc;
 
 use crate::control::Control;
 use crate::policy::WasmRuntime;
+pub(crate) use backend::RingBackend;
 #[cfg(test)]
 pub(crate) use buffers::Arena;
 pub(crate) use buffers::{Lease, SlotAccess};
-pub(crate) use devices::{Devices, Lane, StallWatch};
 pub(crate) use ring::Notifier;
 pub use target::{OpenRules, Target, TargetError, TargetKind};
 
@@ -155,6 +154,27 @@ pub enum RealError {
     Driver(#[from] UnknownCompletion),
 }
 
+impl From<Stop> for RealError {
+    fn from(stop: Stop) -> Self {
+        match stop {
+            Stop::Fault {
+                at_ns,
+                device,
+                fault,
+            } => Self::Fault {
+                at_ms: at_ns as f64 / 1e6,
+                device,
+                fault,
+            },
+            Stop::Stalled { at_ns, queued } => Self::Stalled {
+                at_ms: at_ns as f64 / 1e6,
+                queued,
+            },
+            Stop::Driver(bug) => Self::Driver(bug),
+        }
+    }
+}
+
 /// A finished real run: the report's outcome and the targets it used.
 #[derive(Debug)]
 pub struct RealOutcome {
@@ -212,21 +232,24 @@ pub fn run_controlled(
     if let Some(n) = options.nr_requests {
         config.nr_requests = n.max(1);
     }
+    let setup = LaneSetup {
+        config,
+        settings,
+        supervision: options.supervision,
+        record_events: options.record_events,
+        metering: options.status_interval_ns.is_some(),
+    };
     let mut info = None;
     let mut lanes = Vec::new();
     for (mut policy, target) in policies.into_iter().zip(&targets) {
         if info.is_none() {
             info = Some(policy.info().map_err(StartError::Fault)?);
         }
-        let mut lane = Lane::new(
+        lanes.push(Lane::new(
             target.path.display().to_string(),
             policy,
-            options.status_interval_ns.is_some(),
-            |policy, fallback| Core::new(config, policy, settings, fallback),
-        )?;
-        lane.core.supervise(options.supervision);
-        lane.core.record_events(options.record_events);
-        lanes.push(lane);
+            &setup,
+        )?);
     }
     let Some(policy) = info else {
         return Err(RealError::Layout("no device given".into()));
@@ -239,7 +262,13 @@ pub fn run_controlled(
         })
         .collect();
     let (slot_lens, slots) = buffer_slots(jobs, &submitters)?;
-    let mut devices = Devices::new(&targets, lanes, &slot_lens, config, options)?;
+    let mut backend = RingBackend::new(
+        &targets,
+        config.queue_depth,
+        &slot_lens,
+        options.seed,
+        options.sqpoll_idle_ms,
+    )?;
     let run = Run {
         jobs,
         names: targets
@@ -259,7 +288,7 @@ pub fn run_controlled(
             action: "creating an eventfd",
             source,
         })?;
-        devices.watch(Arc::clone(&notifier))?;
+        backend.watch(Arc::clone(&notifier))?;
         Some(notifier)
     } else {
         None
@@ -269,26 +298,34 @@ pub fn run_controlled(
             let notifier = Arc::clone(notifier);
             let wake = Arc::new(move || notifier.notify());
             Some(
-                Control::start(path, runtime.clone(), devices.lanes.len(), wake)
+                Control::start(path, runtime.clone(), lanes.len(), wake)
                     .map_err(|e| RealError::Control(format!("{e:#}")))?,
             )
         }
         _ => None,
     };
+    let lane_count = lanes.len();
+    let mut engine = Engine::new(backend, lanes)
+        .with_control(control)
+        .with_live(options.status_interval_ns);
     // Set up: from here on, files the run created hold its data and stay.
     targets.iter_mut().for_each(Target::keep);
+    engine.backend.restart_clock();
     let ran = match (options.threads, notifier) {
-        (Some(mode), Some(notifier)) => threads::run(
-            &run,
-            &mut devices,
-            submitters,
-            mode,
-            notifier,
-            control.as_ref(),
-        )?,
-        _ => inline::run(&run, &mut devices, submitters, control.as_ref())?,
+        (Some(mode), Some(notifier)) => {
+            threads::run(&run, &mut engine, submitters, mode, notifier)?
+        }
+        _ => {
+            let access = engine.backend.slots();
+            let work = work::Leased::new(&run, access, lane_count);
+            let mut frontend = Jobs::new(submitters, work, None);
+            frontend.start(0);
+            engine::drive(&mut engine, &mut frontend)?;
+            let end_ns = engine.backend.now();
+            (frontend.finish(end_ns).0, end_ns)
+        }
     };
-    Ok(outcome(ran, &mut devices, &targets, config, policy))
+    Ok(outcome(ran, &mut engine, &targets, config, policy))
 }
 
 /// What both ways of running share: the jobs, the devices' names and ledgers, and which
@@ -301,15 +338,6 @@ struct Run<'a> {
     slots: Vec<Range<u32>>,
     /// Per submitter, the index of its job.
     ctx_jobs: Vec<usize>,
-}
-
-/// What a way of running hands back.
-struct Ran {
-    swaps: Vec<SwapRecord>,
-    stats: Vec<CtxStats>,
-    submitters: Vec<SubmitterSummary>,
-    verified: u64,
-    end_ns: u64,
 }
 
 /// The most memory the buffer arena may take: the sum over clones of iodepth × their
@@ -352,25 +380,27 @@ fn buffer_slots(
     Ok((lens, ranges))
 }
 
+/// The report of a run that ended at `end_ns`.
 fn outcome(
-    ran: Ran,
-    devices: &mut Devices,
+    (ran, end_ns): (JobsRan, u64),
+    engine: &mut Engine<RingBackend>,
     targets: &[Target],
     config: Config,
     policy: schedhost_sdk::Info,
 ) -> RealOutcome {
-    let mut core = CoreStats::default();
-    let mut summaries = Vec::new();
-    for (stats, target) in devices.stats().into_iter().zip(targets) {
-        core.add(&stats);
-        summaries.push(TargetSummary {
+    let finished = engine.finish(end_ns);
+    let summaries = finished
+        .lanes
+        .iter()
+        .zip(targets)
+        .map(|(stats, target)| TargetSummary {
             path: target.path.display().to_string(),
             kind: target.kind.label(),
             capacity: target.capacity,
             created: target.created,
-            core: stats,
-        });
-    }
+            core: *stats,
+        })
+        .collect();
     let geometry = Geometry {
         capacity_sectors: targets.iter().map(|t| t.capacity / 512).min().unwrap_or(0),
         hw_queues: 1,
@@ -381,18 +411,18 @@ fn outcome(
         outcome: Outcome {
             stats: ran.stats,
             submitters: ran.submitters,
-            core,
+            core: finished.core,
             geometry,
             config,
             policy,
-            end_ns: ran.end_ns,
+            end_ns,
             verified_blocks: ran.verified,
-            ejections: devices.ejections(),
-            swaps: ran.swaps,
-            events: devices.take_events(),
+            ejections: finished.ejections,
+            swaps: finished.swaps,
+            events: finished.events,
         },
         targets: summaries,
-        fixed_buffers: devices.fixed_buffers(),
+        fixed_buffers: engine.backend.fixed_buffers(),
     }
 }
 

@@ -191,6 +191,11 @@ impl Ring {
         self.queue(sqe)
     }
 
+    /// True iff an eventfd wakes [`Ring::wait`].
+    pub fn watching(&self) -> bool {
+        self.watch.is_some()
+    }
+
     /// True iff buffers are registered.
     pub fn has_fixed_buffers(&self) -> bool {
         self.fixed.is_some()

@@ -19,31 +19,34 @@ use std::time::{Duration, Instant};
 
 use schedhost_sdk::Op;
 
+use super::backend::RingBackend;
 use super::buffers::{Lease, SlotAccess};
-use super::devices::{Devices, Finished, StallWatch, stripe};
 use super::ring::Notifier;
-use super::{Ran, RealError, Run, work};
-use crate::control::Control;
+use super::work::{Finished, SlotUses};
+use super::{RealError, Run, work};
 use crate::core::{Bio, RqAffinity};
-use crate::outcome::{SubmitterSummary, SwapRecord};
+use crate::engine::{self, Done, Engine, Flow, Frontend, stripe};
+use crate::outcome::SubmitterSummary;
 use crate::stats::CtxStats;
+use crate::workload::frontend::JobsRan;
 use crate::workload::{Next, Submitter};
 
+/// Runs `submitters` phase by phase, each clone on its own thread, through `engine`.
+/// Returns their report and when the run ended.
 pub(super) fn run(
     run: &Run<'_>,
-    devices: &mut Devices,
+    engine: &mut Engine<RingBackend>,
     submitters: Vec<Submitter>,
     mode: RqAffinity,
     notifier: Arc<Notifier>,
-    control: Option<&Control>,
-) -> Result<Ran, RealError> {
+) -> Result<(JobsRan, u64), RealError> {
     let shared = Shared {
         run,
-        clock: Instant::now(),
+        clock: engine.backend.clock(),
         inbox: Mutex::new(Vec::new()),
         notifier,
-        slots: devices.slots(),
-        lanes: devices.lanes.len(),
+        slots: engine.backend.slots(),
+        lanes: engine.lanes().len(),
         mailboxes: submitters.iter().map(|_| Mailbox::default()).collect(),
         stats: submitters.iter().map(|_| Mutex::default()).collect(),
         failure: Mutex::new(None),
@@ -55,7 +58,7 @@ pub(super) fn run(
     let mut done: Vec<Option<Submitter>> = waiting.iter().map(|_| None).collect();
     let mut phase = 0;
     let mut end_ns = 0;
-    let mut swaps = Vec::new();
+    let mut uses = SlotUses::new(run.slots.iter().map(|r| r.len()).sum());
     loop {
         let members: Vec<usize> = (0..waiting.len())
             .filter(|&i| {
@@ -67,15 +70,7 @@ pub(super) fn run(
         if members.is_empty() {
             break;
         }
-        let result = run_phase(
-            &shared,
-            devices,
-            &mut waiting,
-            &members,
-            mode,
-            control,
-            &mut swaps,
-        );
+        let result = run_phase(&shared, engine, &mut waiting, &members, mode, &mut uses);
         end_ns = shared.now();
         for (i, s) in result.finished {
             done[i] = Some(s);
@@ -88,8 +83,7 @@ pub(super) fn run(
         .iter()
         .map(|m| m.lock().unwrap_or_else(PoisonError::into_inner).clone())
         .collect();
-    Ok(Ran {
-        swaps,
+    let ran = JobsRan {
         submitters: done
             .iter()
             .flatten()
@@ -97,8 +91,8 @@ pub(super) fn run(
             .collect(),
         stats,
         verified: shared.verified.load(Ordering::Relaxed),
-        end_ns,
-    })
+    };
+    Ok((ran, end_ns))
 }
 
 /// What a submitter thread is told.
@@ -212,12 +206,11 @@ struct PhaseResult {
 /// Runs the submitters `members` (indices into `waiting`) to the end of their phase.
 fn run_phase(
     shared: &Shared<'_, '_>,
-    devices: &mut Devices,
+    engine: &mut Engine<RingBackend>,
     waiting: &mut [Option<Submitter>],
     members: &[usize],
     mode: RqAffinity,
-    control: Option<&Control>,
-    swaps: &mut Vec<SwapRecord>,
+    uses: &mut SlotUses,
 ) -> PhaseResult {
     shared.finished.store(0, Ordering::Release);
     std::thread::scope(|scope| {
@@ -242,7 +235,15 @@ fn run_phase(
                 }
             })
             .collect();
-        let outcome = ring_loop(shared, devices, members, mode, control, swaps);
+        let mut ring_side = RingSide {
+            shared,
+            members,
+            mode,
+            uses,
+            turn: 0,
+            bios: Vec::new(),
+        };
+        let outcome = engine::drive(engine, &mut ring_side);
         if outcome.is_err() {
             shared.stop.store(true, Ordering::Release);
         }
@@ -268,54 +269,79 @@ fn run_phase(
     })
 }
 
-/// The ring thread: bios in, dispatch, completions routed by `mode`, until every member
-/// finished or something failed.
-fn ring_loop(
-    shared: &Shared<'_, '_>,
-    devices: &mut Devices,
-    members: &[usize],
+/// The ring thread's side of a phase: bios in from the submitters' inbox, completions out
+/// routed by `mode`, until every member finished or something failed.
+struct RingSide<'s, 'a, 'r> {
+    shared: &'s Shared<'a, 'r>,
+    members: &'s [usize],
     mode: RqAffinity,
-    control: Option<&Control>,
-    swaps: &mut Vec<SwapRecord>,
-) -> Result<(), RealError> {
-    let mut turn = 0usize;
-    let mut stall = StallWatch::default();
-    let mut bios = Vec::new();
-    loop {
-        if shared.stop.load(Ordering::Acquire) {
-            return Ok(());
-        }
-        std::mem::swap(
-            &mut bios,
-            &mut *shared.inbox.lock().unwrap_or_else(PoisonError::into_inner),
-        );
-        let now = shared.now();
-        for (lease, bio, generation) in bios.drain(..) {
-            devices.submit(now, lease, bio, generation)?;
-        }
-        if let Some(control) = control {
-            devices.serve(control, now, swaps)?;
-        }
-        devices.reap(|| shared.now())?;
-        devices.run(shared.now())?;
-        for finished in devices.done.drain(..) {
+    uses: &'s mut SlotUses,
+    /// Whose turn it is to do completion work under `rq_affinity=1`.
+    turn: usize,
+    bios: Vec<(Lease, Bio, u32)>,
+}
+
+impl Frontend<RingBackend> for RingSide<'_, '_, '_> {
+    type Error = RealError;
+
+    fn complete(&mut self, _now: u64, done: &[Done]) -> Result<(), RealError> {
+        let shared = self.shared;
+        for done in done {
+            let finished = self.uses.finished(done);
             let owner = finished.done.ctx as usize;
-            match mode {
+            match self.mode {
                 RqAffinity::Device => {
                     shared.complete(&finished)?;
                     shared.mailboxes[owner].send(Letter::Credit(finished.lease));
                 }
                 RqAffinity::Submitter => shared.mailboxes[owner].send(Letter::Work(finished)),
                 RqAffinity::Group => {
-                    turn = (turn + 1) % members.len();
-                    shared.mailboxes[members[turn]].send(Letter::Work(finished));
+                    self.turn = (self.turn + 1) % self.members.len();
+                    shared.mailboxes[self.members[self.turn]].send(Letter::Work(finished));
                 }
             }
         }
-        if shared.finished.load(Ordering::Acquire) == members.len() {
-            return Ok(());
+        Ok(())
+    }
+
+    fn issue(&mut self, now: u64, engine: &mut Engine<RingBackend>) -> Result<(), RealError> {
+        std::mem::swap(
+            &mut self.bios,
+            &mut *self
+                .shared
+                .inbox
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        );
+        for (lease, bio, generation) in self.bios.drain(..) {
+            self.uses.lend(lease, &bio, generation);
+            engine.submit::<RealError>(now, bio)?;
         }
-        devices.idle(|| shared.now(), &mut stall)?;
+        Ok(())
+    }
+
+    fn settle(&mut self, _now: u64, _engine: &mut Engine<RingBackend>) -> Result<(), RealError> {
+        Ok(())
+    }
+
+    fn flow(&mut self, _engine: &Engine<RingBackend>) -> Flow {
+        let shared = self.shared;
+        if shared.stop.load(Ordering::Acquire)
+            || shared.finished.load(Ordering::Acquire) == self.members.len()
+        {
+            Flow::Done
+        } else {
+            Flow::Wait
+        }
+    }
+
+    /// The submitters keep their own time.
+    fn next_wake(&self, _now: u64, _deadlines: bool) -> Option<u64> {
+        None
+    }
+
+    fn fed_from_outside(&self) -> bool {
+        true
     }
 }
 

@@ -6,11 +6,59 @@ use std::sync::{Mutex, PoisonError};
 
 use schedhost_sdk::Op;
 
-use super::RealError;
-use super::devices::Finished;
+use super::buffers::{Lease, SlotAccess};
+use super::{RealError, Run};
+use crate::core::{Bio, BioDone};
+use crate::engine::{Done, stripe};
 use crate::stats::CtxStats;
 use crate::verify::{Expect, Ledger, check, stamp};
+use crate::workload::frontend::BioWork;
 use crate::workload::{Direction, JobSpec};
+
+/// Where a bio's buffer goes on its device.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct SlotUse {
+    pub offset: u64,
+    pub generation: u32,
+}
+
+/// A finished bio, the device it went to, and the buffer it leased.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Finished {
+    pub lane: u32,
+    pub done: BioDone,
+    pub lease: Lease,
+    pub slot: SlotUse,
+}
+
+/// Per buffer slot, where its bio goes: what verification checks the slot against.
+pub(super) struct SlotUses(Vec<SlotUse>);
+
+impl SlotUses {
+    pub fn new(slots: usize) -> Self {
+        Self(vec![SlotUse::default(); slots])
+    }
+
+    /// `bio`, holding `lease`, goes out (written with `generation` when verified).
+    pub fn lend(&mut self, lease: Lease, bio: &Bio, generation: u32) {
+        debug_assert_eq!(bio.id, lease.bio_id());
+        self.0[lease.index()] = SlotUse {
+            offset: bio.sector * 512,
+            generation,
+        };
+    }
+
+    /// `done` as completion work sees it.
+    pub fn finished(&self, done: &Done) -> Finished {
+        let lease = Lease::of_bio(done.bio.bio);
+        Finished {
+            lane: done.lane,
+            done: done.bio,
+            lease,
+            slot: self.0[lease.index()],
+        }
+    }
+}
 
 /// What was written where on each device, shared by the threads that write and check.
 pub(super) type Ledgers = [Mutex<Ledger>];
@@ -68,4 +116,76 @@ pub(super) fn complete(
         done.status,
     );
     Ok(checked)
+}
+
+/// The bios of submitters on the ring's thread: each is numbered by the buffer it leases
+/// from its submitter's slots, and its completion work runs on that thread too.
+pub(super) struct Leased<'a, 'r> {
+    run: &'a Run<'r>,
+    access: SlotAccess,
+    /// Per submitter, its free buffers.
+    free: Vec<Vec<Lease>>,
+    uses: SlotUses,
+    lanes: usize,
+}
+
+impl<'a, 'r> Leased<'a, 'r> {
+    pub fn new(run: &'a Run<'r>, access: SlotAccess, lanes: usize) -> Self {
+        Self {
+            free: run
+                .slots
+                .iter()
+                .map(|r| r.clone().rev().map(Lease::new).collect())
+                .collect(),
+            uses: SlotUses::new(run.slots.iter().map(|r| r.len()).sum()),
+            run,
+            access,
+            lanes,
+        }
+    }
+}
+
+impl BioWork for Leased<'_, '_> {
+    type Error = RealError;
+
+    /// A submitter with no free buffer has iodepth bios in flight: nothing to issue.
+    fn next_id(&mut self, ctx: usize) -> Option<u64> {
+        self.free[ctx].last().map(|lease| lease.bio_id())
+    }
+
+    fn issued(&mut self, bio: &Bio) {
+        let ctx = bio.ctx as usize;
+        let Some(lease) = self.free[ctx].pop() else {
+            return;
+        };
+        let job = &self.run.jobs[self.run.ctx_jobs[ctx]];
+        let mut generation = 0;
+        if bio.op == Op::Write && job.verify {
+            let ledger = &self.run.ledgers[stripe(bio, self.lanes)];
+            // SAFETY: the lease came off the submitter's free list: its bio is not in flight.
+            let buf = unsafe { self.access.slot_mut(lease) };
+            generation = prepare_write(ledger, buf, bio.sector * 512);
+        }
+        self.uses.lend(lease, bio, generation);
+    }
+
+    fn complete(&mut self, done: &Done, stats: &mut CtxStats, now: u64) -> Result<bool, RealError> {
+        let finished = self.uses.finished(done);
+        let ctx = done.bio.ctx as usize;
+        let lane = done.lane as usize;
+        let job = &self.run.jobs[self.run.ctx_jobs[ctx]];
+        // SAFETY: the bio finished: no I/O uses its buffer until it is leased again.
+        let data = unsafe { self.access.slot(finished.lease) };
+        let checked = complete(
+            job,
+            &self.run.ledgers,
+            &self.run.names[lane],
+            &finished,
+            data,
+            stats,
+            now,
+        )?;
+        self.free[ctx].push(finished.lease);
+        Ok(checked)
+    }
 }

@@ -1,6 +1,7 @@
 //! Workloads: fio job files and options, where each clone's I/O goes on the device, and the
 //! submitters that issue it.
 
+pub mod frontend;
 pub mod job;
 pub mod replay;
 mod rng;
@@ -13,7 +14,7 @@ pub use job::{Direction, JobError, JobSpec, Pattern, parse_cmdline, parse_job_fi
 pub use replay::jobs_for_trace;
 pub use rng::{Permutation, Rng};
 pub use stream::{Pacing, ReplaySpec};
-pub use submitter::{Next, Placement, Submitter, next_wake, phase_finished, start_phase};
+pub use submitter::{Next, Placement, Submitter};
 
 pub use crate::core::MAX_SUBMITTERS;
 

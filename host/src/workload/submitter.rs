@@ -10,7 +10,6 @@ use super::job::{JobSpec, Pattern};
 use super::rng::{Permutation, Rng};
 use super::stream::Replay;
 use crate::core::Bio;
-use crate::stats::CtxStats;
 
 /// Where a clone's I/O goes and when it may run.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -327,47 +326,4 @@ impl Submitter {
             prio_level: self.prio_level,
         }
     }
-}
-
-/// True iff every submitter of `phase` has finished.
-pub fn phase_finished(submitters: &[Submitter], phase: u32) -> bool {
-    submitters
-        .iter()
-        .filter(|s| s.placement.phase == phase)
-        .all(Submitter::is_finished)
-}
-
-/// Starts the submitters of `phase` at `now_ns`; false iff there are none.
-pub fn start_phase(
-    submitters: &mut [Submitter],
-    stats: &mut [CtxStats],
-    phase: u32,
-    now_ns: u64,
-) -> bool {
-    let mut any = false;
-    for s in submitters.iter_mut().filter(|s| s.placement.phase == phase) {
-        s.start(now_ns);
-        stats[s.ctx as usize].measure_from_ns = s.measured_from_ns();
-        any = true;
-    }
-    any
-}
-
-/// When a running submitter of `phase` next needs attention: a paced issue, or (with
-/// `deadlines`) the end of its runtime.
-pub fn next_wake(
-    submitters: &[Submitter],
-    phase: u32,
-    now_ns: u64,
-    deadlines: bool,
-) -> Option<u64> {
-    submitters
-        .iter()
-        .filter(|s| s.placement.phase == phase && !s.is_finished())
-        .flat_map(|s| {
-            let end = s.deadline().filter(|&d| deadlines && d > now_ns);
-            [s.wake_at(now_ns), end]
-        })
-        .flatten()
-        .min()
 }

@@ -1,0 +1,193 @@
+//! Swaps and control requests (`--control`, `schedhost ctl`), answered between turns: at a
+//! batch boundary, so a swap never splits a policy call.
+
+use std::time::Instant;
+
+use serde_json::{Value, json};
+
+use super::{Backend, Engine, Stop};
+use crate::control::Command;
+use crate::core::Swapped;
+use crate::outcome::SwapRecord;
+use crate::policy::{Fault, PolicyBackend};
+
+impl<B: Backend> Engine<B> {
+    /// Answers every waiting control request; swaps are recorded.
+    ///
+    /// # Errors
+    /// A policy fault in a request (a `set` that traps) when faults stop the run
+    /// (`--on-fault abort`), after the request was answered; or the backend refusing the
+    /// new policies' first dispatches.
+    pub(super) fn serve<E>(&mut self, now: u64) -> Result<(), E>
+    where
+        E: From<Stop> + From<B::Error>,
+    {
+        let envelopes = match &self.control {
+            Some(control) => control.take(),
+            None => return Ok(()),
+        };
+        for envelope in envelopes {
+            let (reply, fatal) = self.command(now, envelope.command);
+            // A client that left does not need its answer.
+            let _ = envelope.reply.send(reply);
+            if let Some((lane, fault)) = fatal {
+                return Err(self.fault(lane, now, fault).into());
+            }
+        }
+        // Swapped-in policies dispatch at once.
+        self.run(now)
+    }
+
+    /// Carries out a control command; returns the reply and a fault that must stop the run
+    /// (with its lane).
+    fn command(&mut self, now: u64, command: Command) -> (Value, Option<(usize, Fault)>) {
+        match command {
+            Command::Swap {
+                label,
+                policies,
+                load_ns,
+                cached,
+            } => {
+                let started = Instant::now();
+                let (results, record) = self.swap(now, label, Ok(policies), &[], started);
+                let reply = swap_reply(&results, &record, load_ns, cached);
+                self.swaps.push(record);
+                (reply, None)
+            }
+            Command::Set { name, value } => self.set(now, &name, value),
+            Command::Get => (self.tunables(), None),
+            Command::Status => (self.status(now), None),
+            Command::Stats => {
+                let devices: Vec<Value> = self
+                    .lanes
+                    .iter()
+                    .map(|lane| json!({ "device": lane.name, "requests": lane.core.stats() }))
+                    .collect();
+                (json!({ "ok": true, "devices": devices }), None)
+            }
+        }
+    }
+
+    /// Replaces each lane's policy with the one made for it; a lane whose new policy will
+    /// not start keeps its old one. `started` is when the swap began, for its stall time.
+    pub(super) fn swap(
+        &mut self,
+        now: u64,
+        label: String,
+        policies: Result<Vec<Box<dyn PolicyBackend>>, String>,
+        settings: &[(String, i64)],
+        started: Instant,
+    ) -> (Vec<Result<Swapped, String>>, SwapRecord) {
+        let results: Vec<Result<Swapped, String>> = match policies {
+            Ok(policies) => self
+                .lanes
+                .iter_mut()
+                .zip(policies)
+                .map(|(lane, policy)| {
+                    let policy = lane.timed(policy);
+                    lane.core
+                        .replace_policy(now, policy, settings)
+                        .map_err(|e| format!("{}: refused, the old policy stays: {e}", lane.name))
+                })
+                .collect(),
+            Err(why) => vec![Err(format!("refused, the old policy stays: {why}"))],
+        };
+        let record = SwapRecord {
+            at_ns: now,
+            to: label,
+            result: results
+                .first()
+                .cloned()
+                .unwrap_or_else(|| Err("no device".into())),
+            stall_ns: started.elapsed().as_nanos() as u64,
+        };
+        (results, record)
+    }
+
+    /// Sets tunable `name` on every lane's policy.
+    fn set(&mut self, now: u64, name: &str, value: i64) -> (Value, Option<(usize, Fault)>) {
+        let mut errors = Vec::new();
+        let mut fatal = None;
+        for (l, lane) in self.lanes.iter_mut().enumerate() {
+            match lane.core.set_tunable(now, name, value) {
+                Ok(Ok(())) => {}
+                Ok(Err(refusal)) => errors.push(format!("{}: {refusal}", lane.name)),
+                Err(fault) => {
+                    errors.push(format!("{}: {fault}", lane.name));
+                    fatal.get_or_insert((l, fault));
+                }
+            }
+        }
+        let reply = if errors.is_empty() {
+            json!({ "ok": true, "set": { name: value } })
+        } else {
+            json!({ "ok": false, "error": errors.join("; ") })
+        };
+        (reply, fatal)
+    }
+
+    /// Every lane's policy and queue, and what is in flight.
+    fn status(&mut self, now: u64) -> Value {
+        let devices: Vec<Value> = self
+            .lanes
+            .iter_mut()
+            .map(|lane| {
+                let info = lane.core.policy_mut().info().ok();
+                json!({
+                    "device": lane.name,
+                    "policy": info.as_ref().map(|i| i.name.clone()),
+                    "version": info.as_ref().map(|i| i.version.clone()),
+                    "queued_in_policy": lane.core.queued_in_policy(),
+                    "requests_in_host": lane.core.requests_in_flight(),
+                    "ejections": lane.core.ejections().len(),
+                })
+            })
+            .collect();
+        json!({
+            "ok": true,
+            "uptime_ms": now / 1_000_000,
+            "inflight": self.backend.inflight(),
+            "devices": devices,
+        })
+    }
+
+    /// Every tunable of the first lane's policy (all lanes run the same one).
+    fn tunables(&mut self) -> Value {
+        let Some(lane) = self.lanes.first_mut() else {
+            return json!({ "ok": false, "error": "no device" });
+        };
+        let policy = lane.core.policy_mut();
+        let specs = match policy.tunables() {
+            Ok(specs) => specs,
+            Err(fault) => return json!({ "ok": false, "error": fault.to_string() }),
+        };
+        let mut values = serde_json::Map::new();
+        for spec in specs {
+            let value = policy.get(&spec.name).ok().flatten();
+            values.insert(spec.name, json!(value));
+        }
+        json!({ "ok": true, "tunables": values })
+    }
+}
+
+/// The reply to a swap: per lane what happened, and what the swap cost.
+fn swap_reply(
+    results: &[Result<Swapped, String>],
+    record: &SwapRecord,
+    load_ns: u64,
+    cached: bool,
+) -> Value {
+    let ok = results.iter().all(Result::is_ok);
+    let errors: Vec<String> = results.iter().filter_map(|r| r.clone().err()).collect();
+    json!({
+        "ok": ok,
+        "error": (!ok).then(|| errors.join("; ")),
+        "devices": results.iter().map(|r| match r {
+            Ok(s) => json!(s),
+            Err(e) => json!({ "error": e }),
+        }).collect::<Vec<_>>(),
+        "stall_us": record.stall_ns as f64 / 1e3,
+        "load_us": load_ns as f64 / 1e3,
+        "cached": cached,
+    })
+}

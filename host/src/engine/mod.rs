@@ -1,0 +1,592 @@
+//! The engine: one driver for every run, simulated or real, whatever feeds it.
+//!
+//! It owns what lies between a front-end and a device: one core per device ("lane"), the
+//! routing of bios to lanes, dispatch to the [`Backend`], completions back into the cores,
+//! policy timers, stall detection, swaps and control requests, the live line and the
+//! counters. A front-end ([`Frontend`]: fio jobs, replay, NBD, submitter threads) feeds it
+//! bios through [`Engine::submit`] and hears of finished bios; [`drive`] is the one loop.
+//! Simulated and real runs differ only in their backend and its clock.
+
+mod backend;
+mod control;
+mod lane;
+
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+pub use backend::{Backend, Dispatch};
+pub use lane::{Lane, LaneSetup};
+
+use crate::control::Control;
+use crate::core::{Action, Bio, BioDone, CoreStats, Ejection, UnknownCompletion};
+use crate::events::Event;
+use crate::metrics::exposition::DeviceView;
+use crate::outcome::SwapRecord;
+use crate::policy::{Fault, PolicyBackend};
+use crate::stats::live::{Gauges, Live};
+use crate::stats::meter::Meter;
+
+/// What stops the engine, whatever the backend.
+#[derive(Debug, thiserror::Error)]
+pub enum Stop {
+    /// A lane's policy failed and the supervision says stop.
+    #[error("at {at_ns} ns, the policy for {device}: {fault}")]
+    Fault {
+        /// When.
+        at_ns: u64,
+        /// The lane's device.
+        device: String,
+        /// The fault.
+        fault: Fault,
+    },
+    /// The policies hold requests with nothing on the device and no wake-up, and no
+    /// fallback could take them over.
+    #[error("at {at_ns} ns the run cannot progress: the policies hold {queued} requests")]
+    Stalled {
+        /// When.
+        at_ns: u64,
+        /// Requests the policies hold.
+        queued: usize,
+    },
+    /// A driver bug: a completion for a request no core dispatched.
+    #[error(transparent)]
+    Driver(#[from] UnknownCompletion),
+}
+
+/// A finished bio and the lane it went through.
+#[derive(Debug, Clone, Copy)]
+pub struct Done {
+    /// The lane (device).
+    pub lane: u32,
+    /// The bio.
+    pub bio: BioDone,
+}
+
+/// A policy swap at a set time (`--swap-at 2s:cfq`).
+pub struct ScheduledSwap {
+    /// When (ns on the backend's clock).
+    pub at_ns: u64,
+    /// What was asked for, for the report.
+    pub label: String,
+    /// Makes the new policy at the time of the swap (from a compiled component, ~5 µs).
+    pub policy: PolicyMaker,
+    /// Its tunables.
+    pub settings: Vec<(String, i64)>,
+}
+
+/// Makes a policy instance when it is needed.
+pub type PolicyMaker = Box<dyn FnOnce() -> Result<Box<dyn PolicyBackend>, String> + Send>;
+
+impl std::fmt::Debug for ScheduledSwap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScheduledSwap")
+            .field("at_ns", &self.at_ns)
+            .field("label", &self.label)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How long the policies may hold requests with nothing on the device, no timer and no new
+/// bios before an engine fed by other threads declares them starving. Fed by its own
+/// front-end, the engine knows at once.
+const STALL_LIMIT: Duration = Duration::from_secs(2);
+
+/// Which of `lanes` lanes a bio goes to: blocks are striped by block number, so a block is
+/// always on the same device and the verify pass finds it there.
+pub fn stripe(bio: &Bio, lanes: usize) -> usize {
+    let block = bio.sector / u64::from(bio.sectors.max(1));
+    (block % lanes.max(1) as u64) as usize
+}
+
+/// The driver state between the front-end and the backend.
+#[derive(Debug)]
+pub struct Engine<B> {
+    /// The device(s).
+    pub backend: B,
+    lanes: Vec<Lane>,
+    /// Bios finished since the front-end last heard.
+    done: Vec<Done>,
+    reaped: Vec<(u32, u64, i32)>,
+    control: Option<Control>,
+    live: Option<Live>,
+    /// Since when the policies have held requests with nothing on the device and no timer.
+    stuck_since: Option<Instant>,
+    /// Swaps still to come, latest first.
+    scheduled: Vec<ScheduledSwap>,
+    swaps: Vec<SwapRecord>,
+}
+
+impl<B: Backend> Engine<B> {
+    /// An engine over `backend` with one lane per device.
+    pub fn new(backend: B, lanes: Vec<Lane>) -> Self {
+        Self {
+            backend,
+            lanes,
+            done: Vec::new(),
+            reaped: Vec::new(),
+            control: None,
+            live: None,
+            stuck_since: None,
+            scheduled: Vec::new(),
+            swaps: Vec::new(),
+        }
+    }
+
+    /// Answers `control`'s requests at every turn.
+    pub fn with_control(mut self, control: Option<Control>) -> Self {
+        self.control = control;
+        self
+    }
+
+    /// Prints a live line to stderr every `every_ns`.
+    pub fn with_live(mut self, every_ns: Option<u64>) -> Self {
+        self.live = every_ns.map(|every| Live::new(every, 0));
+        self
+    }
+
+    /// Makes `swaps` at their times.
+    pub fn with_swaps(mut self, mut swaps: Vec<ScheduledSwap>) -> Self {
+        // Latest first, so the next one due is popped from the end.
+        swaps.sort_by_key(|s| std::cmp::Reverse(s.at_ns));
+        self.scheduled = swaps;
+        self
+    }
+
+    /// The lanes, in device order.
+    pub fn lanes(&self) -> &[Lane] {
+        &self.lanes
+    }
+
+    /// `bio` enters its lane's core.
+    ///
+    /// # Errors
+    /// The policy's merge veto failed, or the backend refused a dispatch.
+    pub fn submit<E>(&mut self, now: u64, bio: Bio) -> Result<(), E>
+    where
+        E: From<Stop> + From<B::Error>,
+    {
+        let lane = stripe(&bio, self.lanes.len());
+        let result = self.lanes[lane].core.submit(now, bio);
+        result.map_err(|fault| self.fault(lane, now, fault))?;
+        Ok(self.drain(lane, now)?)
+    }
+
+    /// Lets every policy dispatch.
+    ///
+    /// # Errors
+    /// A policy failed, or the backend refused a dispatch.
+    pub fn run<E>(&mut self, now: u64) -> Result<(), E>
+    where
+        E: From<Stop> + From<B::Error>,
+    {
+        for l in 0..self.lanes.len() {
+            let result = self.lanes[l].core.run(now);
+            result.map_err(|fault| self.fault(l, now, fault))?;
+            self.drain(l, now)?;
+        }
+        Ok(())
+    }
+
+    /// Takes the backend's finished requests into the cores; returns the time they were
+    /// completed at, if anything finished.
+    ///
+    /// # Errors
+    /// The backend failed, or reported a request no core dispatched.
+    pub fn reap<E>(&mut self) -> Result<Option<u64>, E>
+    where
+        E: From<Stop> + From<B::Error>,
+    {
+        let mut reaped = std::mem::take(&mut self.reaped);
+        reaped.clear();
+        let at = self
+            .backend
+            .reap(&mut |lane, id, status| reaped.push((lane, id, status)));
+        let result = at.map_err(E::from).and_then(|at| {
+            if let Some(now) = at {
+                for &(lane, id, status) in &reaped {
+                    let done = self.lanes[lane as usize].core.complete(now, id, status);
+                    done.map_err(Stop::from)?;
+                    self.drain(lane as usize, now)?;
+                }
+            }
+            Ok(at)
+        });
+        self.reaped = reaped;
+        result
+    }
+
+    /// The bios finished since the last call, in the order they finished.
+    pub fn take_done(&mut self, into: &mut Vec<Done>) {
+        into.clear();
+        std::mem::swap(into, &mut self.done);
+    }
+
+    /// The earliest wake-up a policy asked for.
+    pub fn next_timer(&self) -> Option<u64> {
+        self.lanes
+            .iter()
+            .filter_map(|l| l.core.poll_timeout())
+            .min()
+    }
+
+    /// Requests the policies hold.
+    pub fn queued(&self) -> usize {
+        self.lanes.iter().map(|l| l.core.queued_in_policy()).sum()
+    }
+
+    /// The run is stuck with requests in the policies: ejects the ones holding requests
+    /// (see [`crate::core::Core::starve`]); true iff any was replaced.
+    ///
+    /// # Errors
+    /// A fallback failed too, or the backend refused a dispatch.
+    pub fn starve<E>(&mut self, now: u64) -> Result<bool, E>
+    where
+        E: From<Stop> + From<B::Error>,
+    {
+        let mut replaced = false;
+        for l in 0..self.lanes.len() {
+            let result = self.lanes[l].core.starve(now);
+            replaced |= result.map_err(|fault| self.fault(l, now, fault))?;
+            self.drain(l, now)?;
+        }
+        Ok(replaced)
+    }
+
+    /// Carries out lane `l`'s actions: dispatches go to the backend, finished bios to the
+    /// front-end's list (and the lane's meter).
+    fn drain(&mut self, l: usize, now: u64) -> Result<(), B::Error> {
+        while let Some(action) = self.lanes[l].core.poll_action() {
+            match action {
+                Action::Dispatch {
+                    id,
+                    op,
+                    sector,
+                    sectors,
+                    bios,
+                    ..
+                } => {
+                    let request = Dispatch {
+                        id,
+                        op,
+                        sector,
+                        sectors,
+                        bios: &bios,
+                    };
+                    self.backend.dispatch(now, l as u32, request)?;
+                }
+                Action::Complete(bio) => {
+                    if let Some(meter) = &mut self.lanes[l].meter {
+                        meter.record_done(&bio);
+                    }
+                    self.done.push(Done {
+                        lane: l as u32,
+                        bio,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Makes every scheduled swap due at `now`.
+    fn swap_due(&mut self, now: u64) {
+        while self.scheduled.last().is_some_and(|s| s.at_ns <= now) {
+            if let Some(swap) = self.scheduled.pop() {
+                let started = Instant::now();
+                let policies = (swap.policy)().map(|p| vec![p]);
+                let (_, record) = self.swap(now, swap.label, policies, &swap.settings, started);
+                self.swaps.push(record);
+            }
+        }
+    }
+
+    /// Prints the live line to stderr if one is due at `now`.
+    fn tick_live(&mut self, now: u64) {
+        if !self.live.as_ref().is_some_and(|l| l.due(now)) {
+            return;
+        }
+        let mut meter = Meter::default();
+        for lane in &mut self.lanes {
+            if let Some(m) = &mut lane.meter {
+                meter.absorb(m);
+                m.clear_recent();
+            }
+        }
+        let policy = self
+            .lanes
+            .first_mut()
+            .and_then(|l| l.core.policy_mut().info().ok())
+            .map(|i| i.name)
+            .unwrap_or_default();
+        let gauges = Gauges {
+            policy: &policy,
+            queued: self.queued(),
+            inflight: self.backend.inflight(),
+            ejections: self.lanes.iter().map(|l| l.core.ejections().len()).sum(),
+        };
+        if let Some(live) = &mut self.live {
+            // A closed stderr must not stop the I/O.
+            let _ = writeln!(std::io::stderr(), "{}", live.line(now, &meter, gauges));
+        }
+    }
+
+    /// Every device as the metrics see it (counters empty unless metering is on).
+    pub fn views(&mut self) -> Vec<DeviceView> {
+        let inflight = self.backend.inflight();
+        self.lanes
+            .iter_mut()
+            .map(|lane| DeviceView {
+                name: lane.name.clone(),
+                policy: lane
+                    .core
+                    .policy_mut()
+                    .info()
+                    .map(|i| i.name)
+                    .unwrap_or_default(),
+                meter: lane.meter.clone().unwrap_or_default(),
+                stats: lane.core.stats(),
+                queued: lane.core.queued_in_policy(),
+                // The backend's in-flight count is every lane's together.
+                inflight,
+                ejections: lane.core.ejections().len(),
+                policy_call_ns: lane
+                    .policy_clock
+                    .as_ref()
+                    .map_or(0, |c| c.load(std::sync::atomic::Ordering::Relaxed)),
+            })
+            .collect()
+    }
+
+    /// The swaps made (or refused) so far.
+    pub fn swaps(&self) -> &[SwapRecord] {
+        &self.swaps
+    }
+
+    /// The events every lane's core recorded since the last call, in time order.
+    pub fn take_events(&mut self) -> Vec<Event> {
+        let mut events = Vec::new();
+        for lane in &mut self.lanes {
+            lane.core.take_events(&mut events);
+        }
+        // Each lane's events are in order; a stable sort interleaves them.
+        events.sort_by_key(|e| e.at_ns);
+        events
+    }
+
+    /// What the run's report needs from the engine, once it is over. Swaps scheduled after
+    /// the last I/O are reported as not made, not silently dropped.
+    pub fn finish(&mut self, end_ns: u64) -> Finished {
+        while let Some(swap) = self.scheduled.pop() {
+            let end_ms = end_ns as f64 / 1e6;
+            self.swaps.push(SwapRecord {
+                at_ns: swap.at_ns,
+                to: swap.label,
+                result: Err(format!("not made: the run ended at {end_ms:.3} ms")),
+                stall_ns: 0,
+            });
+        }
+        let lanes: Vec<CoreStats> = self.lanes.iter().map(|l| l.core.stats()).collect();
+        let mut core = CoreStats::default();
+        lanes.iter().for_each(|s| core.add(s));
+        Finished {
+            core,
+            lanes,
+            ejections: self
+                .lanes
+                .iter()
+                .flat_map(|l| l.core.ejections().iter().cloned())
+                .collect(),
+            swaps: std::mem::take(&mut self.swaps),
+            events: self.take_events(),
+        }
+    }
+
+    fn fault(&self, lane: usize, now: u64, fault: Fault) -> Stop {
+        Stop::Fault {
+            at_ns: now,
+            device: self.lanes[lane].name.clone(),
+            fault,
+        }
+    }
+}
+
+/// What a finished run's report takes from the engine.
+#[derive(Debug)]
+pub struct Finished {
+    /// Every lane's core counters together.
+    pub core: CoreStats,
+    /// Per lane.
+    pub lanes: Vec<CoreStats>,
+    /// Policy ejections, in lane order.
+    pub ejections: Vec<Ejection>,
+    /// Swaps, in the order they were made.
+    pub swaps: Vec<SwapRecord>,
+    /// Per-request events not yet taken, in time order.
+    pub events: Vec<Event>,
+}
+
+/// Whether a front-end's run goes on after a turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flow {
+    /// Wait for the next event.
+    Wait,
+    /// Something new started (a phase): take another turn at once.
+    Again,
+    /// The run is over.
+    Done,
+}
+
+/// What feeds the engine and hears of finished bios.
+pub trait Frontend<B: Backend> {
+    /// What the front-end's run fails with.
+    type Error: From<Stop> + From<B::Error>;
+
+    /// `done` finished, in that order.
+    ///
+    /// # Errors
+    /// Completion work failed (data that does not verify).
+    fn complete(&mut self, now: u64, done: &[Done]) -> Result<(), Self::Error>;
+
+    /// Submits, through [`Engine::submit`], what is due at `now`.
+    ///
+    /// # Errors
+    /// The engine's.
+    fn issue(&mut self, now: u64, engine: &mut Engine<B>) -> Result<(), Self::Error>;
+
+    /// The end of a turn at `now`: pacing, observation.
+    ///
+    /// # Errors
+    /// Observation failed (an event file that cannot be written).
+    fn settle(&mut self, now: u64, engine: &mut Engine<B>) -> Result<(), Self::Error>;
+
+    /// Whether the run goes on.
+    fn flow(&mut self, engine: &Engine<B>) -> Flow;
+
+    /// The front-end's next wake-up after `now`; runtime ends count only with `deadlines`.
+    fn next_wake(&self, now: u64, deadlines: bool) -> Option<u64>;
+
+    /// True iff other threads feed it (and wake the backend when they do), so an empty
+    /// engine may yet get bios: a stall is declared only after [`STALL_LIMIT`].
+    fn fed_from_outside(&self) -> bool {
+        false
+    }
+}
+
+/// Runs `frontend` on `engine` until the front-end is done.
+///
+/// # Errors
+/// Whatever stopped the run: a policy fault under `--on-fault abort`, a stall no fallback
+/// could clear, the backend failing, or the front-end's own failure.
+pub fn drive<B: Backend, F: Frontend<B>>(
+    engine: &mut Engine<B>,
+    frontend: &mut F,
+) -> Result<(), F::Error> {
+    let mut done = Vec::new();
+    loop {
+        engine.turn(frontend, &mut done)?;
+        match frontend.flow(engine) {
+            Flow::Done => return Ok(()),
+            Flow::Again => continue,
+            Flow::Wait => engine.idle(frontend)?,
+        }
+    }
+}
+
+impl<B: Backend> Engine<B> {
+    /// Everything due now: scheduled swaps, completions, control requests, new bios, policy
+    /// dispatch.
+    fn turn<F: Frontend<B>>(
+        &mut self,
+        frontend: &mut F,
+        done: &mut Vec<Done>,
+    ) -> Result<(), F::Error> {
+        if !self.scheduled.is_empty() {
+            self.swap_due(self.backend.now());
+        }
+        // One clock read per turn where it can be: the reap's, if it reaped anything.
+        let reaped_at = self.reap::<F::Error>()?;
+        let now = reaped_at.unwrap_or_else(|| self.backend.now());
+        self.take_done(done);
+        frontend.complete(now, done)?;
+        if self.control.is_some() {
+            self.serve::<F::Error>(now)?;
+        }
+        frontend.issue(now, self)?;
+        self.run::<F::Error>(now)?;
+        self.take_done(done);
+        frontend.complete(now, done)?;
+        self.tick_live(now);
+        frontend.settle(now, self)
+    }
+
+    /// Waits for the next thing to happen: a completion, a policy timer, a swap, the
+    /// front-end's wake-up. With nothing in flight and nothing to wait for, the policies
+    /// are starving their requests: they are ejected, or the run stops.
+    fn idle<F: Frontend<B>>(&mut self, frontend: &F) -> Result<(), F::Error> {
+        let now = self.backend.now();
+        let inflight = self.backend.inflight() > 0;
+        let deadlines = self.backend.exact_deadlines() || !inflight;
+        let timer = [
+            self.backend.next_event(),
+            self.next_timer(),
+            self.scheduled.last().map(|s| s.at_ns),
+            frontend.next_wake(now, deadlines),
+        ]
+        .into_iter()
+        .flatten()
+        .min();
+        let live = self
+            .live
+            .as_ref()
+            .map(|l| now.saturating_add(l.wait_ns(now)));
+        if frontend.fed_from_outside() {
+            let watch = self.watch_stall::<F::Error>(now, inflight, timer)?;
+            let until = [timer, watch, live].into_iter().flatten().min();
+            return Ok(self.backend.wait(until)?);
+        }
+        if inflight || timer.is_some() {
+            let until = [timer, live].into_iter().flatten().min();
+            return Ok(self.backend.wait(until)?);
+        }
+        if self.starve::<F::Error>(now)? {
+            return Ok(());
+        }
+        Err(Stop::Stalled {
+            at_ns: now,
+            queued: self.queued(),
+        }
+        .into())
+    }
+
+    /// For an engine fed from outside: a policy holding requests with nothing on the device
+    /// and no timer for [`STALL_LIMIT`] is ejected as starving them. Returns when to look
+    /// again.
+    fn watch_stall<E>(
+        &mut self,
+        now: u64,
+        inflight: bool,
+        timer: Option<u64>,
+    ) -> Result<Option<u64>, E>
+    where
+        E: From<Stop> + From<B::Error>,
+    {
+        let stuck = !inflight && timer.is_none() && self.queued() > 0;
+        self.stuck_since = match (stuck, self.stuck_since) {
+            (false, _) => None,
+            (true, None) => Some(Instant::now()),
+            (true, Some(since)) if since.elapsed() > STALL_LIMIT => {
+                if !self.starve::<E>(now)? {
+                    return Err(Stop::Stalled {
+                        at_ns: now,
+                        queued: self.queued(),
+                    }
+                    .into());
+                }
+                None
+            }
+            (true, since) => since,
+        };
+        let again = (STALL_LIMIT / 4).as_nanos() as u64;
+        Ok(self.stuck_since.map(|_| now.saturating_add(again)))
+    }
+}

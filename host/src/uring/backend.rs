@@ -1,0 +1,194 @@
+//! The ring as the engine's backend: dispatched requests go to the kernel over their bios'
+//! buffers in the arena, on the monotonic clock.
+
+use std::mem::ManuallyDrop;
+use std::os::fd::RawFd;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use schedhost_sdk::Op;
+
+use super::buffers::{Arena, Lease, SlotAccess};
+use super::ring::{Io, IoKind, Notifier, Ring, Segments};
+use super::{RealError, Target};
+use crate::engine::{Backend, Dispatch};
+
+/// The io_uring ring over the targets (one per lane), and the buffer arena whose slots
+/// the bios lease.
+pub(crate) struct RingBackend {
+    // Field order matters: the ring is dropped before the arena whose memory it lends to the
+    // kernel, after `Drop` drained it.
+    ring: Ring,
+    /// Freed by `Drop` only once the ring holds no I/O.
+    arena: ManuallyDrop<Arena>,
+    /// Where the run's time starts.
+    clock: Instant,
+}
+
+impl Drop for RingBackend {
+    fn drop(&mut self) {
+        // Until the ring is drained the kernel may still write into the arena; if it cannot
+        // be drained, leaking the arena is the only safe choice.
+        if self.ring.drain() {
+            // SAFETY: dropped exactly once, here, and never used after.
+            unsafe { ManuallyDrop::drop(&mut self.arena) }
+        }
+    }
+}
+
+impl RingBackend {
+    /// A ring over `targets` deep enough for `depth` requests on each, and one buffer slot
+    /// per entry of `slot_lens`, filled from `seed`.
+    ///
+    /// # Errors
+    /// The ring could not be set up.
+    pub fn new(
+        targets: &[Target],
+        depth: u32,
+        slot_lens: &[usize],
+        seed: u64,
+        sqpoll_idle_ms: Option<u32>,
+    ) -> Result<Self, RealError> {
+        let mut arena = Arena::new(slot_lens);
+        arena.fill_random(seed);
+        let fds: Vec<RawFd> = targets.iter().map(Target::raw_fd).collect();
+        let depth = depth.saturating_mul(targets.len() as u32);
+        let entries = depth.clamp(8, 4096).next_power_of_two();
+        let mut ring =
+            Ring::new(entries, &fds, sqpoll_idle_ms).map_err(|source| RealError::Ring {
+                action: "setting up the ring",
+                source,
+            })?;
+        let (base, len) = arena.region();
+        // SAFETY: the arena outlives the ring's use of it: `Drop` drains the ring before the
+        // arena can be freed, and leaks it if the ring cannot be drained.
+        let fixed = unsafe { ring.register_buffer(base, len) };
+        tracing::debug!(fixed, entries, "io_uring ready");
+        Ok(Self {
+            ring,
+            arena: ManuallyDrop::new(arena),
+            clock: Instant::now(),
+        })
+    }
+
+    /// Starts the run's clock again (after setup).
+    pub fn restart_clock(&mut self) {
+        self.clock = Instant::now();
+    }
+
+    /// Where the run's time starts, for the threads that read it too.
+    pub fn clock(&self) -> Instant {
+        self.clock
+    }
+
+    /// Access to slot contents for whoever holds a lease (see [`SlotAccess`]).
+    pub fn slots(&self) -> SlotAccess {
+        self.arena.access()
+    }
+
+    /// True iff buffers are registered with the ring.
+    pub fn fixed_buffers(&self) -> bool {
+        self.ring.has_fixed_buffers()
+    }
+
+    /// Makes the ring's waits return when `notifier` is written.
+    ///
+    /// # Errors
+    /// The ring refused the eventfd's read.
+    pub fn watch(&mut self, notifier: Arc<Notifier>) -> Result<(), RealError> {
+        self.ring.watch(notifier).map_err(|source| RealError::Ring {
+            action: "watching the eventfd",
+            source,
+        })
+    }
+}
+
+impl Backend for RingBackend {
+    type Error = RealError;
+
+    fn now(&self) -> u64 {
+        self.clock.elapsed().as_nanos() as u64
+    }
+
+    /// Sends the request to the kernel over its bios' buffers, which the core hands over in
+    /// sector order.
+    fn dispatch(&mut self, _now: u64, lane: u32, request: Dispatch<'_>) -> Result<(), RealError> {
+        let kind = match request.op {
+            Op::Read => IoKind::Read,
+            Op::Write => IoKind::Write,
+            Op::Flush => IoKind::Flush,
+            Op::Discard => IoKind::Discard(u64::from(request.sectors) * 512),
+        };
+        let mut segments = Segments::new();
+        if matches!(kind, IoKind::Read | IoKind::Write) {
+            // Each bio's buffer is the start of its slot, as long as the bio.
+            for (_, bio) in request.bios {
+                let len = bio.sectors as usize * 512;
+                let (ptr, room) = self.arena.raw(Lease::of_bio(bio.id));
+                // Slots are sized to their submitter's longest bio: a bio that does not fit
+                // is a driver bug, and cutting it short would report bytes never moved.
+                if len > room {
+                    return Err(RealError::Layout(format!(
+                        "a {len}-byte bio does not fit its {room}-byte buffer; refusing to issue it short"
+                    )));
+                }
+                segments.push((ptr, len));
+            }
+        }
+        let io = Io {
+            file: lane,
+            kind,
+            offset: request.sector * 512,
+            segments,
+            tag: (lane, request.id),
+        };
+        // SAFETY: the segments are arena slots lent to this request's bios; nobody touches a
+        // slot again until its bio finished (after the reap), and the arena outlives the
+        // ring's I/O (see `Drop`).
+        unsafe { self.ring.start(io) }.map_err(|source| RealError::Ring {
+            action: "submitting",
+            source,
+        })
+    }
+
+    fn reap(&mut self, each: &mut dyn FnMut(u32, u64, i32)) -> Result<Option<u64>, RealError> {
+        let mut any = false;
+        self.ring
+            .reap(&mut |(lane, id), status| {
+                any = true;
+                each(lane, id, status);
+            })
+            .map_err(|source| RealError::Ring {
+                action: "resubmitting a short transfer",
+                source,
+            })?;
+        Ok(any.then(|| self.now()))
+    }
+
+    fn inflight(&self) -> usize {
+        self.ring.inflight()
+    }
+
+    fn next_event(&self) -> Option<u64> {
+        None
+    }
+
+    fn wait(&mut self, until: Option<u64>) -> Result<(), RealError> {
+        let timeout = until.map(|t| Duration::from_nanos(t.saturating_sub(self.now())));
+        // With nothing on the ring and no eventfd to watch, only the time is left to wait for.
+        if self.ring.inflight() == 0 && !self.ring.watching() {
+            if let Some(timeout) = timeout {
+                std::thread::sleep(timeout);
+            }
+            return Ok(());
+        }
+        self.ring.wait(timeout).map_err(|source| RealError::Ring {
+            action: "waiting for completions",
+            source,
+        })
+    }
+
+    fn exact_deadlines(&self) -> bool {
+        false
+    }
+}
