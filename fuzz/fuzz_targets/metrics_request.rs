@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use schedhost::metrics::{head_end, parse_head};
+use schedhost::observe::metrics::{head_end, parse_head};
 
 fuzz_target!(|data: &[u8]| {
     let head = head_end(data).map_or(data, |end| &data[..end]);

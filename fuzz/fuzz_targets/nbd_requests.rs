@@ -5,7 +5,7 @@
 use std::io::{Cursor, Read, Write};
 
 use libfuzzer_sys::fuzz_target;
-use schedhost::nbd::{CHUNK, Ended, Export, Limits, Plan, REQUEST_LEN, Request, negotiate, pieces, plan};
+use schedhost::frontend::nbd::{CHUNK, Ended, Export, Limits, Plan, REQUEST_LEN, Request, negotiate, pieces, plan};
 
 /// The fuzzer's bytes as what the client sends; the server's answers are dropped.
 struct Client<'a> {

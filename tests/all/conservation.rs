@@ -2,11 +2,11 @@
 
 use std::collections::HashSet;
 
+use schedhost::backend::sim::DeviceSpec;
 use schedhost::core::{Action, Bio, Core, Nomerges};
-use schedhost::device::DeviceSpec;
+use schedhost::frontend::jobs::sim::{self, SimOptions};
+use schedhost::frontend::jobs::{Rng, parse_job_file};
 use schedhost::policy::NativePolicy;
-use schedhost::sim::{self, SimOptions};
-use schedhost::workload::{Rng, parse_job_file};
 use schedhost_policy_noop::Noop;
 use schedhost_sdk::{Op, PrioClass};
 
@@ -145,7 +145,7 @@ fn simulated_jobs_complete_every_issued_bio_on_each_device() {
 }
 
 /// Runs a job file on sim:null with native noop.
-fn run_null(text: &str) -> schedhost::outcome::Outcome {
+fn run_null(text: &str) -> schedhost::frontend::outcome::Outcome {
     let jobs = parse_job_file("pace.fio", text).unwrap();
     let device = DeviceSpec::parse("sim:null").unwrap();
     sim::run(

@@ -1,10 +1,10 @@
 //! The same seed gives byte-identical JSON; a different seed gives a different random run.
 
-use schedhost::device::DeviceSpec;
+use schedhost::backend::sim::DeviceSpec;
+use schedhost::frontend::jobs::parse_job_file;
+use schedhost::frontend::jobs::sim::{self, SimOptions};
 use schedhost::policy::{PolicyBackend, WasmRuntime};
 use schedhost::report::{RunInfo, Summary, to_json};
-use schedhost::sim::{self, SimOptions};
-use schedhost::workload::parse_job_file;
 
 use crate::helpers::{component, runtime};
 

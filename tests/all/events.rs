@@ -3,13 +3,13 @@
 
 use std::collections::HashMap;
 
-use schedhost::device::DeviceSpec;
-use schedhost::events::{Kind, file, text};
-use schedhost::outcome::Outcome;
+use schedhost::backend::sim::DeviceSpec;
+use schedhost::frontend::jobs::parse_job_file;
+use schedhost::frontend::jobs::sim::{self, SimOptions};
+use schedhost::frontend::outcome::Outcome;
+use schedhost::frontend::replay::{Format, parse};
+use schedhost::observe::events::{Kind, file, text};
 use schedhost::policy::native_policy;
-use schedhost::sim::{self, SimOptions};
-use schedhost::trace::{Format, parse};
-use schedhost::workload::parse_job_file;
 
 fn recorded(policy: &str, record: bool) -> Outcome {
     let jobs = parse_job_file(

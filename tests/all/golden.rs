@@ -10,11 +10,11 @@
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
 
-use schedhost::device::DeviceSpec;
+use schedhost::backend::sim::DeviceSpec;
+use schedhost::frontend::jobs::parse_job_file;
+use schedhost::frontend::jobs::sim::{self, SimOptions};
 use schedhost::policy::native_policy;
 use schedhost::report::{RunInfo, Summary, to_json};
-use schedhost::sim::{self, SimOptions};
-use schedhost::workload::parse_job_file;
 
 const POLICIES: [&str; 6] = ["noop", "deadline", "cfq", "time-slice", "kyber", "bfq"];
 

@@ -139,7 +139,7 @@ fn hostile_nbd_a_write_payload_that_drips_is_cut_off_at_the_deadline() {
     let server = start(opts, native_policy("noop").unwrap(), None);
     let mut drip = Client::connect(&server.socket);
     // A 256 KiB write whose payload comes a byte every 50 ms: it holds a buffer slot.
-    let header = schedhost::nbd::Request {
+    let header = schedhost::frontend::nbd::Request {
         flags: 0,
         kind: WRITE,
         cookie: 1,
@@ -182,7 +182,7 @@ fn hostile_nbd_a_writer_that_never_reads_its_acknowledgements_is_closed() {
     let block = [0x11u8; 512];
     let mut closed = false;
     for i in 0..40_000u64 {
-        let mut request = schedhost::nbd::Request {
+        let mut request = schedhost::frontend::nbd::Request {
             flags: 0,
             kind: WRITE,
             cookie: i,
@@ -217,7 +217,7 @@ fn hostile_nbd_nothing_sent_after_a_failed_reply_runs() {
     // A write sent after that must not reach the disk.
     let data = pattern(MIB, 4096, 0x99);
     let _ = broken.stream.write_all(&{
-        let mut request = schedhost::nbd::Request {
+        let mut request = schedhost::frontend::nbd::Request {
             flags: 0,
             kind: WRITE,
             cookie: 2,

@@ -1,6 +1,6 @@
 //! fio job files and command-line options: what is accepted, and how bad input is reported.
 
-use schedhost::workload::{Direction, Pattern, parse_cmdline, parse_job_file, place};
+use schedhost::frontend::jobs::{Direction, Pattern, parse_cmdline, parse_job_file, place};
 
 #[test]
 fn job_file_sections_inherit_global_options() {
@@ -182,10 +182,10 @@ fn stonewall_starts_a_new_phase_and_group() {
 
 #[test]
 fn ramp_time_runs_before_runtime_and_counts_only_what_completes_after_it() {
-    use schedhost::device::DeviceSpec;
+    use schedhost::backend::sim::DeviceSpec;
+    use schedhost::frontend::jobs::sim::{self, SimOptions};
+    use schedhost::observe::stats::TIMELINE_BUCKET_NS;
     use schedhost::policy::native_policy;
-    use schedhost::sim::{self, SimOptions};
-    use schedhost::stats::TIMELINE_BUCKET_NS;
 
     let jobs = parse_job_file(
         "r.fio",

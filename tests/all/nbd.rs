@@ -15,7 +15,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use schedhost::core::{Nomerges, Supervision};
-use schedhost::nbd::{self, Address, Request, ServeError, ServeOptions, Served};
+use schedhost::frontend::nbd::{self, Address, Request, ServeError, ServeOptions, Served};
 use schedhost::policy::{PolicyBackend, native_policy};
 
 use crate::helpers::{component, runtime};
@@ -775,11 +775,11 @@ fn nbd_trace_events_record_each_clients_bios_under_its_ctx() {
     assert_eq!(b.write(MIB, &[2; 512 * 1024]), 0);
     drop((a, b));
     server.finish();
-    let (_, events) = schedhost::events::file::read(&path).unwrap();
+    let (_, events) = schedhost::observe::events::file::read(&path).unwrap();
     let queued = |ctx: u32| {
         events
             .iter()
-            .filter(|e| e.kind == schedhost::events::Kind::Queue && e.ctx == ctx)
+            .filter(|e| e.kind == schedhost::observe::events::Kind::Queue && e.ctx == ctx)
             .count()
     };
     assert_eq!(queued(0), 1, "one 4 KiB bio");
@@ -787,7 +787,7 @@ fn nbd_trace_events_record_each_clients_bios_under_its_ctx() {
     assert!(
         events
             .iter()
-            .any(|e| matches!(e.kind, schedhost::events::Kind::Complete(0)))
+            .any(|e| matches!(e.kind, schedhost::observe::events::Kind::Complete(0)))
     );
 }
 

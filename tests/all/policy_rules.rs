@@ -2,11 +2,11 @@
 //! naming the call, a policy that sits on requests stops a run instead of hanging it, and
 //! completions reach only policies that ask for them.
 
+use schedhost::backend::sim::DeviceSpec;
 use schedhost::core::{Action, Bio, Config, Core, OnFault, Supervision};
-use schedhost::device::DeviceSpec;
+use schedhost::frontend::jobs::parse_job_file;
+use schedhost::frontend::jobs::sim::{self, SimError, SimOptions};
 use schedhost::policy::{FaultKind, NativePolicy};
-use schedhost::sim::{self, SimError, SimOptions};
-use schedhost::workload::parse_job_file;
 use schedhost_sdk::{Completion, Dispatch, MergeEvent, Op, Policy, PrioClass, Request, Setup};
 
 /// Answers dispatch according to `MODE`: 0 honest FIFO, 1 an invented id, 2 the same id

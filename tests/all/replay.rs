@@ -4,13 +4,13 @@
 
 use std::path::Path;
 
-use schedhost::device::DeviceSpec;
-use schedhost::outcome::Outcome;
+use schedhost::backend::sim::DeviceSpec;
+use schedhost::frontend::jobs::real::{self, RealOptions};
+use schedhost::frontend::jobs::sim::{self, SimOptions};
+use schedhost::frontend::jobs::{Pacing, jobs_for_trace};
+use schedhost::frontend::outcome::Outcome;
+use schedhost::frontend::replay::{Format, Trace, parse};
 use schedhost::policy::native_policy;
-use schedhost::sim::{self, SimOptions};
-use schedhost::trace::{Format, Trace, parse};
-use schedhost::uring::{self, RealOptions};
-use schedhost::workload::{Pacing, jobs_for_trace};
 use schedhost_sdk::Op;
 
 const SAMPLE: &str = include_str!("../../examples/traces/blkparse-sample.txt");
@@ -201,7 +201,7 @@ fn replay_iolog_on_a_real_file_writes_then_reads_back() {
     }
     let trace = parse("real.log", &log, None).unwrap();
     let jobs = jobs_for_trace(&trace, PACED, "real.log");
-    let done = uring::run(
+    let done = real::run(
         &jobs,
         &[dir.join("replay.dat")],
         vec![native_policy("deadline").unwrap()],
@@ -235,7 +235,7 @@ fn replay_on_a_real_file_writes_a_long_io_whole_among_short_ones() {
     let trace = parse("mixed.log", &log, None).unwrap();
     let jobs = jobs_for_trace(&trace, PACED, "mixed.log");
     let path = dir.join("mixed.dat");
-    let done = uring::run(
+    let done = real::run(
         &jobs,
         std::slice::from_ref(&path),
         vec![native_policy("noop").unwrap()],
@@ -269,7 +269,7 @@ fn replay_on_a_real_file_refuses_buffers_past_the_limit_up_front() {
     let trace = parse("huge.log", log, None).unwrap();
     let jobs = jobs_for_trace(&trace, PACED, "huge.log");
     let path = dir.join("huge.dat");
-    let err = uring::run(
+    let err = real::run(
         &jobs,
         std::slice::from_ref(&path),
         vec![native_policy("noop").unwrap()],

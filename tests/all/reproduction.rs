@@ -3,12 +3,12 @@
 
 use std::path::Path;
 
-use schedhost::device::DeviceSpec;
-use schedhost::outcome::Outcome;
+use schedhost::backend::sim::DeviceSpec;
+use schedhost::frontend::jobs::sim::{self, SimOptions};
+use schedhost::frontend::jobs::{JobSpec, parse_job_file};
+use schedhost::frontend::outcome::Outcome;
+use schedhost::observe::stats::OpStats;
 use schedhost::policy::native_policy;
-use schedhost::sim::{self, SimOptions};
-use schedhost::stats::OpStats;
-use schedhost::workload::{JobSpec, parse_job_file};
 
 fn jobs(file: &str, overrides: &[(&str, &str)]) -> Vec<JobSpec> {
     let path = format!("{}/../examples/jobs/{file}", env!("CARGO_MANIFEST_DIR"));

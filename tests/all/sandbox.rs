@@ -4,12 +4,12 @@
 
 use std::time::Duration;
 
+use schedhost::backend::sim::DeviceSpec;
 use schedhost::core::{OnFault, Recovery, Supervision};
-use schedhost::device::DeviceSpec;
-use schedhost::outcome::Outcome;
+use schedhost::frontend::jobs::parse_job_file;
+use schedhost::frontend::jobs::sim::{self, SimError, SimOptions};
+use schedhost::frontend::outcome::Outcome;
 use schedhost::policy::{FaultKind, Limits, WasmRuntime};
-use schedhost::sim::{self, SimError, SimOptions};
-use schedhost::workload::parse_job_file;
 
 use crate::helpers::component;
 

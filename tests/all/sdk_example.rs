@@ -2,11 +2,11 @@
 //! party would: it runs as a component and natively with identical results, and its tunable
 //! is validated the same way in both.
 
-use schedhost::device::DeviceSpec;
+use schedhost::backend::sim::DeviceSpec;
+use schedhost::frontend::jobs::parse_job_file;
+use schedhost::frontend::jobs::sim::{self, SimOptions};
 use schedhost::policy::{NativePolicy, PolicyBackend};
 use schedhost::report::{RunInfo, Summary, to_json};
-use schedhost::sim::{self, SimOptions};
-use schedhost::workload::parse_job_file;
 use schedhost_policy_cscan::Cscan;
 
 use crate::helpers::{component, runtime};

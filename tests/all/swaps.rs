@@ -2,13 +2,13 @@
 //! or completed twice across a thousand swaps, a newer build of the same policy gets the old
 //! one's state, and a swap that cannot be made leaves the old policy running.
 
+use schedhost::backend::sim::DeviceSpec;
 use schedhost::core::{Bio, Config, Core};
-use schedhost::device::DeviceSpec;
 use schedhost::engine::{PolicyMaker, ScheduledSwap};
-use schedhost::outcome::Outcome;
+use schedhost::frontend::jobs::parse_job_file;
+use schedhost::frontend::jobs::sim::{self, SimOptions};
+use schedhost::frontend::outcome::Outcome;
 use schedhost::policy::{LoadedPolicy, NativePolicy, PolicyBackend, WasmRuntime, native_policy};
-use schedhost::sim::{self, SimOptions};
-use schedhost::workload::parse_job_file;
 use schedhost_sdk::{Dispatch, MergeEvent, Op, Policy, PrioClass, Request, Setup};
 
 use crate::helpers::{component, runtime};

@@ -4,10 +4,11 @@
 
 use std::path::{Path, PathBuf};
 
+use schedhost::backend::ring::{OpenRules, Target, TargetError};
 use schedhost::core::{Nomerges, RqAffinity};
+use schedhost::frontend::jobs::real::{self, RealError, RealOptions, RealOutcome};
+use schedhost::frontend::jobs::{JobSpec, parse_job_file};
 use schedhost::policy::{PolicyBackend, native_policy};
-use schedhost::uring::{self, RealError, RealOptions, RealOutcome, TargetError};
-use schedhost::workload::{JobSpec, parse_job_file};
 
 use crate::helpers::{component, runtime};
 
@@ -49,7 +50,7 @@ fn run(
         .iter()
         .map(|_| native_policy(policy).unwrap())
         .collect();
-    uring::run(jobs, paths, policies, &[], options)
+    real::run(jobs, paths, policies, &[], options)
 }
 
 /// Every bio issued completed once, every request dispatched completed once.
@@ -84,7 +85,7 @@ fn uring_verifies_random_writes_through_every_policy_in_both_builds() {
     for name in POLICIES {
         for (build, policy) in builds(name) {
             let path = dir.join(format!("{name}-{build}.dat"));
-            let done = uring::run(&jobs, &[path], vec![policy], &[], RealOptions::default())
+            let done = real::run(&jobs, &[path], vec![policy], &[], RealOptions::default())
                 .unwrap_or_else(|e| panic!("{name} ({build}): {e}"));
             assert_exactly_once(&done);
             assert_eq!(
@@ -461,7 +462,7 @@ verify=crc32c
     });
     let engine = runtime();
     let policies = vec![native_policy("noop").unwrap()];
-    let done = uring::run_controlled(
+    let done = real::run_controlled(
         &jobs,
         &[dir.join("soak.dat")],
         policies,
@@ -493,7 +494,7 @@ fn uring_watchdog_ejects_a_policy_that_asks_to_sleep_an_hour_within_its_period()
         ..RealOptions::default()
     };
     let started = std::time::Instant::now();
-    let done = uring::run(
+    let done = real::run(
         &jobs(RANDWRITE_VERIFY),
         &[dir.join("w.dat")],
         vec![Box::new(policy)],
@@ -512,7 +513,6 @@ fn uring_watchdog_ejects_a_policy_that_asks_to_sleep_an_hour_within_its_period()
 #[test]
 fn uring_refuses_to_write_to_a_block_device_in_use() {
     use std::os::unix::fs::OpenOptionsExt;
-    use uring::{OpenRules, Target};
 
     let dir = scratch("busy_block_device");
     let backing = dir.join("loop.img");

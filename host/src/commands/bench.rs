@@ -5,10 +5,10 @@
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
-use schedhost::device::DeviceSpec;
+use schedhost::backend::sim::DeviceSpec;
+use schedhost::frontend::jobs::sim::{self, SimOptions};
+use schedhost::frontend::jobs::{parse_cmdline, parse_job_file};
 use schedhost::policy::{Loaded, PolicyBackend, PolicySource, WasmRuntime, load, phases, resolve};
-use schedhost::sim::{self, SimOptions};
-use schedhost::workload::{parse_cmdline, parse_job_file};
 
 #[derive(Debug, clap::Args)]
 pub struct BenchArgs {

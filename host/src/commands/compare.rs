@@ -6,14 +6,14 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
+use schedhost::backend::sim::DeviceSpec;
 use schedhost::core::{Nomerges, Supervision};
-use schedhost::device::DeviceSpec;
-use schedhost::outcome::Outcome;
+use schedhost::frontend::jobs::JobSpec;
+use schedhost::frontend::jobs::sim::{self, SimOptions};
+use schedhost::frontend::outcome::Outcome;
+use schedhost::observe::stats::OpStats;
 use schedhost::policy::{Loaded, WasmRuntime, load};
 use schedhost::report::rates;
-use schedhost::sim::{self, SimOptions};
-use schedhost::stats::OpStats;
-use schedhost::workload::JobSpec;
 use serde_json::json;
 
 use super::run::read_jobs;
@@ -174,7 +174,7 @@ impl CompareArgs {
         }
         if let Some(dir) = &self.plot {
             let doc = self.to_json(&sweep_key, &columns, &rows);
-            let svg = schedhost::plot::compare(&doc).map_err(anyhow::Error::msg)?;
+            let svg = schedhost::observe::plot::compare(&doc).map_err(anyhow::Error::msg)?;
             super::plot::write(dir, &[svg])?;
         }
         Ok(())

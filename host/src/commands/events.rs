@@ -5,7 +5,7 @@ use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
-use schedhost::events::{file, text};
+use schedhost::observe::events::{file, text};
 
 #[derive(Debug, clap::Args)]
 pub struct EventsArgs {

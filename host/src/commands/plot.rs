@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
-use schedhost::plot::{self, Report, Svg};
+use schedhost::observe::plot::{self, Report, Svg};
 use serde_json::Value;
 
 #[derive(Debug, clap::Args)]

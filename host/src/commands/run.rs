@@ -6,16 +6,16 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+use schedhost::backend::sim::DeviceSpec;
 use schedhost::core::{Nomerges, OnFault, RqAffinity, Supervision};
-use schedhost::device::DeviceSpec;
-use schedhost::events;
-use schedhost::outcome::Outcome;
+use schedhost::frontend::jobs::real::{self, DEFAULT_QUEUE_DEPTH, RealOptions};
+use schedhost::frontend::jobs::sim::{self, SimOptions};
+use schedhost::frontend::jobs::{JobSpec, Pacing, jobs_for_trace, parse_cmdline, parse_job_file};
+use schedhost::frontend::outcome::Outcome;
+use schedhost::frontend::replay::Format;
+use schedhost::observe::events;
 use schedhost::policy::{DEFAULT_CALL_DEADLINE_MS, DEFAULT_MEMORY_MIB, Limits, WasmRuntime, load};
 use schedhost::report::{RealDetails, RunInfo, Summary, TraceSummary, to_json, to_text};
-use schedhost::sim::{self, SimOptions};
-use schedhost::trace::Format;
-use schedhost::uring::{self, DEFAULT_QUEUE_DEPTH, RealOptions};
-use schedhost::workload::{JobSpec, Pacing, jobs_for_trace, parse_cmdline, parse_job_file};
 
 use super::{OutputFormat, parse_setting};
 
@@ -160,7 +160,7 @@ impl RunArgs {
         };
         let device = DeviceArg::parse(&self.device)?;
         if let Some(path) = &self.trace_events {
-            schedhost::events::file::check_new(path).map_err(anyhow::Error::msg)?;
+            schedhost::observe::events::file::check_new(path).map_err(anyhow::Error::msg)?;
         }
         let runtime = self.sandbox.runtime()?;
         let (source, loaded) = load(&runtime, &self.policy)?;
@@ -208,7 +208,7 @@ impl RunArgs {
                 };
                 let control = self.control.as_deref().map(|path| (path, &runtime));
                 let done =
-                    uring::run_controlled(&jobs, paths, policies, &self.settings, options, control)
+                    real::run_controlled(&jobs, paths, policies, &self.settings, options, control)
                         .with_context(context)?;
                 let details = RealDetails {
                     targets: done.targets,
@@ -277,7 +277,8 @@ impl RunArgs {
             outcome,
         };
         if let Some(dir) = &self.plot {
-            let svgs = schedhost::plot::runs(&[&to_json(&summary)]).map_err(anyhow::Error::msg)?;
+            let svgs = schedhost::observe::plot::runs(&[&to_json(&summary)])
+                .map_err(anyhow::Error::msg)?;
             super::plot::write(dir, &svgs)?;
         }
         let text = match self.output_format {
@@ -318,7 +319,8 @@ impl RunArgs {
         let text = schedhost::input::read_text(path, schedhost::input::MAX_TRACE_BYTES)
             .with_context(|| format!("reading trace {}", path.display()))?;
         let source = path.display().to_string();
-        let trace = schedhost::trace::parse(&source, &text, self.trace_format.map(Into::into))?;
+        let trace =
+            schedhost::frontend::replay::parse(&source, &text, self.trace_format.map(Into::into))?;
         let pacing = Pacing {
             time_scale: self.time_scale,
             no_stall: self.no_stall,
@@ -384,7 +386,7 @@ fn parse_swap_at(text: &str) -> Result<(u64, String), String> {
         .split_once(':')
         .filter(|(_, p)| !p.is_empty())
         .ok_or_else(|| format!("{text}: expected TIME:POLICY, e.g. 2s:cfq"))?;
-    let at = schedhost::workload::value::duration_ns(time, "s")?;
+    let at = schedhost::frontend::jobs::value::duration_ns(time, "s")?;
     Ok((at, policy.to_owned()))
 }
 

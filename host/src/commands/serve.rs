@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use schedhost::core::Nomerges;
-use schedhost::nbd::{self, Address, ServeOptions, Served};
+use schedhost::frontend::jobs::real::DEFAULT_QUEUE_DEPTH;
+use schedhost::frontend::jobs::value::size as size_bytes;
+use schedhost::frontend::nbd::{self, Address, ServeOptions, Served};
 use schedhost::policy::load;
-use schedhost::uring::DEFAULT_QUEUE_DEPTH;
-use schedhost::workload::value::size as size_bytes;
 
 use super::run::{SandboxArgs, status_interval_ns};
 use super::{OutputFormat, parse_setting};
@@ -103,7 +103,7 @@ fn parse_size(text: &str) -> Result<u64> {
 
 /// A timeout: fio's time notation, seconds by default; above 0 and at most a day.
 fn parse_timeout(text: &str) -> Result<Duration, String> {
-    let ns = schedhost::workload::value::duration_ns(text, "s")?;
+    let ns = schedhost::frontend::jobs::value::duration_ns(text, "s")?;
     if ns == 0 || ns > 86_400_000_000_000 {
         return Err(format!("{text}: a timeout is above 0 and at most a day"));
     }

@@ -11,6 +11,7 @@
 //! [`Action::Dispatch`]. [`Core::complete`] finishes a request: every bio in it leaves as
 //! [`Action::Complete`] and the policy hears of it at the next `run`.
 
+pub mod event;
 mod merge;
 mod recovery;
 mod request;
@@ -22,8 +23,8 @@ use schedhost_sdk::{
     Completion, Dispatch, MergeEvent, MergeKind, MergeQuery, Op, Request as PolicyRequest, Setup,
 };
 
-use crate::events::{Event, Kind, op_code};
 use crate::policy::{Fallback, Fault, FaultKind, PolicyBackend, Turn};
+use event::{Event, Kind, op_code};
 pub use merge::{MergeIndex, Nomerges, can_coalesce, can_merge};
 pub use recovery::{DEFAULT_WATCHDOG_NS, Ejection, OnFault, Recovery, Supervision, Swapped};
 pub use request::{Bio, BioRef, Bios, Request, RequestTable, State};

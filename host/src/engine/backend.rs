@@ -1,7 +1,7 @@
 //! What the engine needs from a device: somewhere to send dispatched requests, a way to
 //! collect the finished ones, and a way to wait for the next of them. The simulated device
-//! models implement it in virtual time ([`crate::sim::SimBackend`]); the io_uring ring on
-//! the monotonic clock ([`crate::uring::RingBackend`]).
+//! models implement it in virtual time ([`crate::backend::sim::SimBackend`]); the io_uring ring on
+//! the monotonic clock ([`crate::backend::ring::RingBackend`]).
 
 use schedhost_sdk::Op;
 

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use super::{Backend, Engine, Stop};
 use crate::control::Command;
 use crate::core::Swapped;
-use crate::outcome::SwapRecord;
+use crate::engine::SwapRecord;
 use crate::policy::{Fault, PolicyBackend};
 
 impl<B: Backend> Engine<B> {

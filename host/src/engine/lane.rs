@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
 use crate::core::{Config, Core, StartError, Supervision};
+use crate::observe::stats::meter::Meter;
 use crate::policy::{PolicyBackend, for_core};
-use crate::stats::meter::Meter;
 
 /// How every lane of a run is set up.
 #[derive(Debug, Clone, Copy)]

@@ -18,13 +18,12 @@ pub use backend::{Backend, Dispatch};
 pub use lane::{Lane, LaneSetup};
 
 use crate::control::Control;
-use crate::core::{Action, Bio, BioDone, CoreStats, Ejection, UnknownCompletion};
-use crate::events::Event;
-use crate::metrics::exposition::DeviceView;
-use crate::outcome::SwapRecord;
+use crate::core::{Action, Bio, BioDone, CoreStats, Ejection, Swapped, UnknownCompletion};
+use crate::observe::events::Event;
+use crate::observe::metrics::exposition::DeviceView;
+use crate::observe::stats::live::{Gauges, Live};
+use crate::observe::stats::meter::Meter;
 use crate::policy::{Fault, PolicyBackend};
-use crate::stats::live::{Gauges, Live};
-use crate::stats::meter::Meter;
 
 /// What stops the engine, whatever the backend.
 #[derive(Debug, thiserror::Error)]
@@ -51,6 +50,20 @@ pub enum Stop {
     /// A driver bug: a completion for a request no core dispatched.
     #[error(transparent)]
     Driver(#[from] UnknownCompletion),
+}
+
+/// One hot swap.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct SwapRecord {
+    /// When, on the run's clock.
+    pub at_ns: u64,
+    /// What was asked for (`cfq`, a path).
+    pub to: String,
+    /// What happened: the swap, or why the old policy stayed.
+    pub result: Result<Swapped, String>,
+    /// Wall-clock time dispatch waited for the switch (starting the new instance, handing
+    /// over state and requests), in ns.
+    pub stall_ns: u64,
 }
 
 /// A finished bio and the lane it went through.
@@ -483,23 +496,23 @@ pub fn drive<B: Backend, F: Frontend<B>>(
 ) -> Result<(), F::Error> {
     let mut done = Vec::new();
     loop {
-        engine.turn(frontend, &mut done)?;
+        let now = engine.turn(frontend, &mut done)?;
         match frontend.flow(engine) {
             Flow::Done => return Ok(()),
             Flow::Again => continue,
-            Flow::Wait => engine.idle(frontend)?,
+            Flow::Wait => engine.idle(frontend, now)?,
         }
     }
 }
 
 impl<B: Backend> Engine<B> {
     /// Everything due now: scheduled swaps, completions, control requests, new bios, policy
-    /// dispatch.
+    /// dispatch. Returns the turn's time.
     fn turn<F: Frontend<B>>(
         &mut self,
         frontend: &mut F,
         done: &mut Vec<Done>,
-    ) -> Result<(), F::Error> {
+    ) -> Result<u64, F::Error> {
         if !self.scheduled.is_empty() {
             self.swap_due(self.backend.now());
         }
@@ -516,14 +529,16 @@ impl<B: Backend> Engine<B> {
         self.take_done(done);
         frontend.complete(now, done)?;
         self.tick_live(now);
-        frontend.settle(now, self)
+        frontend.settle(now, self)?;
+        Ok(now)
     }
 
     /// Waits for the next thing to happen: a completion, a policy timer, a swap, the
-    /// front-end's wake-up. With nothing in flight and nothing to wait for, the policies
-    /// are starving their requests: they are ejected, or the run stops.
-    fn idle<F: Frontend<B>>(&mut self, frontend: &F) -> Result<(), F::Error> {
-        let now = self.backend.now();
+    /// front-end's wake-up, as they stood at the turn at `now` (a wake-up that fell due
+    /// since is a deadline already past, and the wait returns at once). With nothing in
+    /// flight and nothing to wait for, the policies are starving their requests: they are
+    /// ejected, or the run stops.
+    fn idle<F: Frontend<B>>(&mut self, frontend: &F, now: u64) -> Result<(), F::Error> {
         let inflight = self.backend.inflight() > 0;
         let deadlines = self.backend.exact_deadlines() || !inflight;
         let timer = [

@@ -3,7 +3,7 @@
 use serde_json::{Map, Value, json};
 
 use super::{PERCENTILES, Summary, rates};
-use crate::stats::{DIRECTIONS, OpStats};
+use crate::observe::stats::{DIRECTIONS, OpStats};
 
 /// The report as a JSON value; keys are sorted, so equal runs give byte-identical text.
 pub fn to_json(summary: &Summary<'_>) -> Value {

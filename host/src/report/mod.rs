@@ -5,9 +5,9 @@
 mod json;
 mod text;
 
-use crate::outcome::Outcome;
-use crate::stats::OpStats;
-use crate::workload::JobSpec;
+use crate::frontend::jobs::JobSpec;
+use crate::frontend::outcome::Outcome;
+use crate::observe::stats::OpStats;
 
 pub use json::to_json;
 pub use text::to_text;
@@ -43,7 +43,7 @@ pub struct TraceSummary {
     /// Its file.
     pub path: String,
     /// Its format.
-    pub format: crate::trace::Format,
+    pub format: crate::frontend::replay::Format,
     /// I/Os in it.
     pub ios: usize,
     /// Streams (processes or files), each a submitter.
@@ -56,7 +56,7 @@ pub struct TraceSummary {
 #[derive(Debug, Clone)]
 pub struct RealDetails {
     /// The devices.
-    pub targets: Vec<crate::outcome::TargetSummary>,
+    pub targets: Vec<crate::frontend::outcome::TargetSummary>,
     /// The buffer arena was registered with the ring.
     pub fixed_buffers: bool,
 }

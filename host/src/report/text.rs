@@ -5,7 +5,7 @@ use std::fmt::Write;
 use hdrhistogram::Histogram;
 
 use super::{PERCENTILES, Summary, rates};
-use crate::stats::{DIRECTIONS, OpStats, short_count};
+use crate::observe::stats::{DIRECTIONS, OpStats, short_count};
 
 /// The report as fio-like text.
 pub fn to_text(summary: &Summary<'_>) -> String {

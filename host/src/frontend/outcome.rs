@@ -2,10 +2,11 @@
 
 use schedhost_sdk::Info;
 
-use crate::core::{Config, CoreStats, Ejection, Swapped};
-use crate::device::Geometry;
-use crate::stats::CtxStats;
-use crate::workload::Placement;
+use crate::backend::sim::Geometry;
+use crate::core::{Config, CoreStats, Ejection};
+use crate::engine::SwapRecord;
+use crate::frontend::jobs::Placement;
+use crate::observe::stats::CtxStats;
 
 /// Everything a report needs from a finished run.
 #[derive(Debug)]
@@ -31,12 +32,12 @@ pub struct Outcome {
     /// Hot swaps, done or refused.
     pub swaps: Vec<SwapRecord>,
     /// Per-request events, when recording was asked for (`--trace-events`).
-    pub events: Vec<crate::events::Event>,
+    pub events: Vec<crate::observe::events::Event>,
 }
 
 impl SubmitterSummary {
     /// `s` at the end of a run that ended at `end_ns`.
-    pub fn of(s: &crate::workload::Submitter, end_ns: u64) -> Self {
+    pub fn of(s: &crate::frontend::jobs::Submitter, end_ns: u64) -> Self {
         Self {
             ctx: s.ctx,
             placement: s.placement.clone(),
@@ -47,20 +48,6 @@ impl SubmitterSummary {
             completed: s.completed,
         }
     }
-}
-
-/// One hot swap.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct SwapRecord {
-    /// When, on the run's clock.
-    pub at_ns: u64,
-    /// What was asked for (`cfq`, a path).
-    pub to: String,
-    /// What happened: the swap, or why the old policy stayed.
-    pub result: Result<Swapped, String>,
-    /// Wall-clock time dispatch waited for the switch (starting the new instance, handing
-    /// over state and requests), in ns.
-    pub stall_ns: u64,
 }
 
 /// One submitter's life.

@@ -5,8 +5,8 @@
 use super::{Next, Submitter};
 use crate::core::Bio;
 use crate::engine::{Backend, Done, Engine, Flow, Frontend, Stop};
-use crate::outcome::SubmitterSummary;
-use crate::stats::CtxStats;
+use crate::frontend::outcome::SubmitterSummary;
+use crate::observe::stats::CtxStats;
 
 /// Where a job front-end's bios get their ids (and buffers), and what finishing one costs.
 /// In virtual time a bio is a number; on a real device it leases a buffer, and its

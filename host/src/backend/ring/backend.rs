@@ -8,10 +8,31 @@ use std::time::{Duration, Instant};
 
 use schedhost_sdk::Op;
 
+use super::Target;
 use super::buffers::{Arena, Lease, SlotAccess};
-use super::ring::{Io, IoKind, Notifier, Ring, Segments};
-use super::{RealError, Target};
+use super::uring::{Io, IoKind, Notifier, Ring, Segments};
 use crate::engine::{Backend, Dispatch};
+
+/// What the ring can fail with.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum RingError {
+    /// io_uring itself failed.
+    #[error("io_uring: {action}: {source}")]
+    Io {
+        /// What was being done.
+        action: &'static str,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// A bio longer than the buffer it leased: a driver bug, refused rather than cut short.
+    #[error("a {len}-byte bio does not fit its {room}-byte buffer; refusing to issue it short")]
+    Oversized {
+        /// The bio's length in bytes.
+        len: usize,
+        /// Its buffer's.
+        room: usize,
+    },
+}
 
 /// The io_uring ring over the targets (one per lane), and the buffer arena whose slots
 /// the bios lease.
@@ -48,14 +69,14 @@ impl RingBackend {
         slot_lens: &[usize],
         seed: u64,
         sqpoll_idle_ms: Option<u32>,
-    ) -> Result<Self, RealError> {
+    ) -> Result<Self, RingError> {
         let mut arena = Arena::new(slot_lens);
         arena.fill_random(seed);
         let fds: Vec<RawFd> = targets.iter().map(Target::raw_fd).collect();
         let depth = depth.saturating_mul(targets.len() as u32);
         let entries = depth.clamp(8, 4096).next_power_of_two();
         let mut ring =
-            Ring::new(entries, &fds, sqpoll_idle_ms).map_err(|source| RealError::Ring {
+            Ring::new(entries, &fds, sqpoll_idle_ms).map_err(|source| RingError::Io {
                 action: "setting up the ring",
                 source,
             })?;
@@ -95,8 +116,8 @@ impl RingBackend {
     ///
     /// # Errors
     /// The ring refused the eventfd's read.
-    pub fn watch(&mut self, notifier: Arc<Notifier>) -> Result<(), RealError> {
-        self.ring.watch(notifier).map_err(|source| RealError::Ring {
+    pub fn watch(&mut self, notifier: Arc<Notifier>) -> Result<(), RingError> {
+        self.ring.watch(notifier).map_err(|source| RingError::Io {
             action: "watching the eventfd",
             source,
         })
@@ -104,7 +125,7 @@ impl RingBackend {
 }
 
 impl Backend for RingBackend {
-    type Error = RealError;
+    type Error = RingError;
 
     fn now(&self) -> u64 {
         self.clock.elapsed().as_nanos() as u64
@@ -112,7 +133,7 @@ impl Backend for RingBackend {
 
     /// Sends the request to the kernel over its bios' buffers, which the core hands over in
     /// sector order.
-    fn dispatch(&mut self, _now: u64, lane: u32, request: Dispatch<'_>) -> Result<(), RealError> {
+    fn dispatch(&mut self, _now: u64, lane: u32, request: Dispatch<'_>) -> Result<(), RingError> {
         let kind = match request.op {
             Op::Read => IoKind::Read,
             Op::Write => IoKind::Write,
@@ -128,9 +149,7 @@ impl Backend for RingBackend {
                 // Slots are sized to their submitter's longest bio: a bio that does not fit
                 // is a driver bug, and cutting it short would report bytes never moved.
                 if len > room {
-                    return Err(RealError::Layout(format!(
-                        "a {len}-byte bio does not fit its {room}-byte buffer; refusing to issue it short"
-                    )));
+                    return Err(RingError::Oversized { len, room });
                 }
                 segments.push((ptr, len));
             }
@@ -145,20 +164,20 @@ impl Backend for RingBackend {
         // SAFETY: the segments are arena slots lent to this request's bios; nobody touches a
         // slot again until its bio finished (after the reap), and the arena outlives the
         // ring's I/O (see `Drop`).
-        unsafe { self.ring.start(io) }.map_err(|source| RealError::Ring {
+        unsafe { self.ring.start(io) }.map_err(|source| RingError::Io {
             action: "submitting",
             source,
         })
     }
 
-    fn reap(&mut self, each: &mut dyn FnMut(u32, u64, i32)) -> Result<Option<u64>, RealError> {
+    fn reap(&mut self, each: &mut dyn FnMut(u32, u64, i32)) -> Result<Option<u64>, RingError> {
         let mut any = false;
         self.ring
             .reap(&mut |(lane, id), status| {
                 any = true;
                 each(lane, id, status);
             })
-            .map_err(|source| RealError::Ring {
+            .map_err(|source| RingError::Io {
                 action: "resubmitting a short transfer",
                 source,
             })?;
@@ -173,7 +192,7 @@ impl Backend for RingBackend {
         None
     }
 
-    fn wait(&mut self, until: Option<u64>) -> Result<(), RealError> {
+    fn wait(&mut self, until: Option<u64>) -> Result<(), RingError> {
         let timeout = until.map(|t| Duration::from_nanos(t.saturating_sub(self.now())));
         // With nothing on the ring and no eventfd to watch, only the time is left to wait for.
         if self.ring.inflight() == 0 && !self.ring.watching() {
@@ -182,7 +201,7 @@ impl Backend for RingBackend {
             }
             return Ok(());
         }
-        self.ring.wait(timeout).map_err(|source| RealError::Ring {
+        self.ring.wait(timeout).map_err(|source| RingError::Io {
             action: "waiting for completions",
             source,
         })

@@ -21,8 +21,8 @@ use std::sync::{Condvar, Mutex, PoisonError};
 use std::sync::Arc;
 
 use super::plan::Work;
+use crate::backend::ring::{Notifier, SlotAccess};
 use crate::core::Bio;
-use crate::uring::{Notifier, SlotAccess};
 
 /// What a connection's replier is told.
 #[derive(Debug)]

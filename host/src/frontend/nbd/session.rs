@@ -15,9 +15,9 @@ use super::hub::{Event, Hub, Owner, Pending, Quota, Submission};
 use super::net::{Stream, read_full};
 use super::plan::{self, Limits, Plan, Work};
 use super::wire::{self, Request};
+use crate::backend::ring::Lease;
 use crate::core::Bio;
 use crate::peer::{self, Bounded, Deadline};
-use crate::uring::Lease;
 
 /// What a connection did, for the server's summary.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -656,8 +656,8 @@ mod tests {
     use std::sync::mpsc;
 
     use super::*;
-    use crate::nbd::hub::Pools;
-    use crate::uring::{Arena, Notifier};
+    use crate::backend::ring::{Arena, Notifier};
+    use crate::frontend::nbd::hub::Pools;
 
     #[test]
     fn a_fua_write_is_not_acknowledged_when_its_flush_cannot_start() {

@@ -33,15 +33,16 @@ pub use plan::{Limits, Plan, Work, pieces, plan};
 pub use session::Tally;
 pub use wire::{BadMagic, REQUEST_LEN, Request};
 
+use crate::backend::ring::{Notifier, OpenRules, RingBackend, Target};
 use crate::control::Control;
 use crate::core::{Config, CoreStats, Ejection, Nomerges, Supervision};
+use crate::engine::SwapRecord;
 use crate::engine::{Engine, Lane, LaneSetup};
-use crate::events::file::Writer;
-use crate::metrics::Endpoint;
-use crate::outcome::SwapRecord;
+use crate::frontend::jobs::real::RealError;
+use crate::observe::events::file::Writer;
+use crate::observe::metrics::Endpoint;
 use crate::peer::{Bounded, Deadline};
 use crate::policy::{PolicyBackend, WasmRuntime};
-use crate::uring::{Notifier, OpenRules, RealError, RingBackend, Target};
 use hub::{Hub, Pools, Quota};
 use net::{Listener, Stream};
 use session::{ReadRules, ReplyRules};
@@ -177,7 +178,7 @@ pub fn serve(
     let listener = Listener::bind(&options.address)
         .map_err(|e| ServeError::Setup(format!("--nbd: binding {:?}: {e}", options.address)))?;
     if let Some(path) = &options.trace_events {
-        crate::events::file::check_new(path).map_err(ServeError::Setup)?;
+        crate::observe::events::file::check_new(path).map_err(ServeError::Setup)?;
     }
     let target = open_target(options)?;
     let (export, limits) = describe(options, &target)?;
@@ -186,12 +187,15 @@ pub fn serve(
     let mut slot_lens = vec![CHUNK as usize; DATA_SLOTS as usize];
     slot_lens.extend(std::iter::repeat_n(0, CONTROL_SLOTS as usize));
     let mut targets = [target];
-    let mut backend = RingBackend::new(&targets, options.queue_depth, &slot_lens, 1, None)?;
+    let mut backend = RingBackend::new(&targets, options.queue_depth, &slot_lens, 1, None)
+        .map_err(RealError::from)?;
     let notifier = Notifier::new().map_err(|source| RealError::Ring {
         action: "creating an eventfd",
         source,
     })?;
-    backend.watch(Arc::clone(&notifier))?;
+    backend
+        .watch(Arc::clone(&notifier))
+        .map_err(RealError::from)?;
     let Extras {
         control,
         metrics,
@@ -306,7 +310,7 @@ fn extras(
     };
     let events = match &options.trace_events {
         Some(path) => {
-            let header = crate::events::file::Header {
+            let header = crate::observe::events::file::Header {
                 device: options.device.display().to_string(),
                 policy: policy_name,
             };
@@ -358,7 +362,7 @@ fn scheduler(
     policy: Box<dyn PolicyBackend>,
     settings: &[(String, i64)],
 ) -> Result<Lane, ServeError> {
-    let mut config = Config::for_device(1, options.queue_depth, crate::uring::MAX_SECTORS);
+    let mut config = Config::for_device(1, options.queue_depth, crate::backend::ring::MAX_SECTORS);
     config.nomerges = options.nomerges;
     if let Some(n) = options.nr_requests {
         config.nr_requests = n.max(1);

@@ -1,10 +1,13 @@
-//! Workloads: fio job files and options, where each clone's I/O goes on the device, and the
-//! submitters that issue it.
+//! The jobs front-end: fio job files and options, where each clone's I/O goes on the
+//! device, the submitters that issue it, and running them on a simulated device ([`sim`])
+//! or on real ones ([`real`]).
 
-pub mod frontend;
+pub mod feed;
 pub mod job;
+pub mod real;
 pub mod replay;
 mod rng;
+pub mod sim;
 mod stream;
 pub mod submitter;
 pub mod value;

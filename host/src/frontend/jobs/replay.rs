@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use super::job::{Direction, JobSpec, Pattern};
 use super::stream::{Pacing, ReplaySpec};
+use crate::frontend::replay::{Trace, TraceIo};
 use crate::input::Location;
-use crate::trace::{Trace, TraceIo};
 
 /// One job per stream of `trace`, named after the stream, sharing the device from sector 0
 /// (the trace's sectors are absolute).

@@ -4,14 +4,14 @@
 
 use std::convert::Infallible;
 
+use crate::backend::sim::{DeviceSpec, SimBackend};
 use crate::core::{Bio, Config, Nomerges, StartError, Supervision, UnknownCompletion};
-use crate::device::{DeviceModel, DeviceRequest, DeviceSpec};
-use crate::engine::{self, Backend, Dispatch, Done, Engine, Lane, LaneSetup, ScheduledSwap, Stop};
-use crate::outcome::Outcome;
+use crate::engine::{self, Backend, Done, Engine, Lane, LaneSetup, ScheduledSwap, Stop};
+use crate::frontend::jobs::feed::{BioWork, Jobs};
+use crate::frontend::jobs::{JobSpec, Submitter, place};
+use crate::frontend::outcome::Outcome;
+use crate::observe::stats::CtxStats;
 use crate::policy::{Fault, PolicyBackend};
-use crate::stats::CtxStats;
-use crate::workload::frontend::{BioWork, Jobs};
-use crate::workload::{JobSpec, Submitter, place};
 
 /// Knobs of a simulated run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -94,69 +94,6 @@ impl From<Stop> for SimError {
 impl From<Infallible> for SimError {
     fn from(never: Infallible) -> Self {
         match never {}
-    }
-}
-
-/// A device model on the virtual clock.
-pub struct SimBackend<'m> {
-    model: &'m mut dyn DeviceModel,
-    now: u64,
-}
-
-impl std::fmt::Debug for SimBackend<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SimBackend")
-            .field("now", &self.now)
-            .finish_non_exhaustive()
-    }
-}
-
-impl Backend for SimBackend<'_> {
-    type Error = Infallible;
-
-    fn now(&self) -> u64 {
-        self.now
-    }
-
-    fn dispatch(&mut self, now: u64, _lane: u32, request: Dispatch<'_>) -> Result<(), Infallible> {
-        self.model.submit(
-            now,
-            DeviceRequest {
-                id: request.id,
-                op: request.op,
-                sector: request.sector,
-                sectors: request.sectors,
-            },
-        );
-        Ok(())
-    }
-
-    fn reap(&mut self, each: &mut dyn FnMut(u32, u64, i32)) -> Result<Option<u64>, Infallible> {
-        let mut any = false;
-        while let Some((id, status)) = self.model.poll(self.now) {
-            each(0, id, status);
-            any = true;
-        }
-        Ok(any.then_some(self.now))
-    }
-
-    fn inflight(&self) -> usize {
-        usize::from(self.model.next_event().is_some())
-    }
-
-    fn next_event(&self) -> Option<u64> {
-        self.model.next_event()
-    }
-
-    fn wait(&mut self, until: Option<u64>) -> Result<(), Infallible> {
-        if let Some(t) = until {
-            self.now = self.now.max(t);
-        }
-        Ok(())
-    }
-
-    fn exact_deadlines(&self) -> bool {
-        true
     }
 }
 
@@ -254,10 +191,7 @@ pub fn run_swapping(
             Submitter::new(ctx as u32, &jobs[placement.job], placement, options.seed)
         })
         .collect();
-    let backend = SimBackend {
-        model: model.as_mut(),
-        now: 0,
-    };
+    let backend = SimBackend::new(model.as_mut());
     let mut engine = Engine::new(backend, vec![lane]).with_swaps(swaps);
     let mut frontend = Jobs::new(submitters, Numbered(0), Some(progress));
     frontend.start(0);

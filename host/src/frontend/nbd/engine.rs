@@ -5,10 +5,11 @@
 use std::sync::atomic::Ordering;
 
 use super::hub::{Event, Hub, Owner};
+use crate::backend::ring::{Lease, RingBackend};
 use crate::engine::{Done, Engine, Flow, Frontend};
-use crate::events::file::Writer;
-use crate::metrics::{Endpoint, exposition};
-use crate::uring::{Lease, RealError, RingBackend};
+use crate::frontend::jobs::real::RealError;
+use crate::observe::events::file::Writer;
+use crate::observe::metrics::{Endpoint, exposition};
 
 /// The ring thread's side of the server.
 pub struct Front<'a> {

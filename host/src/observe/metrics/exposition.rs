@@ -3,7 +3,7 @@
 use std::fmt::Write;
 
 use crate::core::CoreStats;
-use crate::stats::meter::{BUCKET_BOUNDS_NS, CtxMeter, Meter};
+use crate::observe::stats::meter::{BUCKET_BOUNDS_NS, CtxMeter, Meter};
 
 /// One device as the metrics see it.
 #[derive(Debug, Clone)]

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use schedhost_sdk::PrioClass;
 
 use crate::core::Bio;
-use crate::trace::TraceIo;
+use crate::frontend::replay::TraceIo;
 
 /// How a trace is replayed.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -229,7 +229,7 @@ fn next_frame<'b>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::events::Kind;
+    use crate::observe::events::Kind;
 
     fn event(kind: Kind, id: u64) -> Event {
         Event {

@@ -1,6 +1,6 @@
 //! Recorded workloads: blkparse text output and fio iologs (versions 2 and 3), parsed into
 //! timed I/Os per stream (a process, or a file of the iolog). Sans-IO: text in, I/Os or an
-//! error naming the file and line out. [`crate::workload`] turns each stream into a
+//! error naming the file and line out. [`crate::frontend::jobs`] turns each stream into a
 //! submitter that issues its I/Os at the recorded times.
 
 mod blkparse;

@@ -1,24 +1,15 @@
-//! The real driver: the same core and submitters as the simulator, on the monotonic clock,
-//! dispatching to files and block devices through io_uring with O_DIRECT.
+//! Jobs on real files and block devices: the same core and submitters as the simulator,
+//! on the monotonic clock, over the io_uring backend ([`RingBackend`]).
 //!
-//! Each device (`--device a:b`) has its own core and policy instance; blocks are striped
-//! across devices by block number. One ring carries every device's I/O, with registered
-//! files and, where the kernel allows, one registered buffer arena for
-//! `READ_FIXED`/`WRITE_FIXED`. Merged requests go out as vectored I/O over their bios'
-//! buffers.
-//!
-//! The ring is the engine's backend ([`RingBackend`]). Two front-ends feed it:
+//! Each device (`--device a:b`) is a lane with its own core and policy instance; blocks are
+//! striped across devices by block number. Two ways to feed the engine:
 //! - inline (the default): the submitters are state machines on the ring's thread
-//!   ([`crate::workload::frontend::Jobs`]), as one fio job thread runs its own I/O, so a bio
-//!   costs no cross-thread hand-off;
+//!   ([`Jobs`]), as one fio job thread runs its own I/O, so a bio costs no cross-thread
+//!   hand-off;
 //! - threads (`--rq-affinity N`): each clone is a thread that pushes bios to the ring's
 //!   thread, and the kernel's rq_affinity decides where completion work runs
 //!   ([`crate::core::RqAffinity`]).
 
-mod backend;
-mod buffers;
-mod ring;
-mod target;
 mod threads;
 mod work;
 
@@ -27,33 +18,26 @@ use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::Mutex;
 
+use crate::backend::sim::Geometry;
 use crate::core::{Config, Nomerges, RqAffinity, StartError, Supervision, UnknownCompletion};
-use crate::device::Geometry;
 use crate::engine::{self, Backend, Engine, Lane, LaneSetup, Stop};
-use crate::outcome::{Outcome, TargetSummary};
+use crate::frontend::jobs::feed::{Jobs, JobsRan};
+use crate::frontend::jobs::{Direction, JobSpec, Placement, Submitter, extent_bytes, place};
+use crate::frontend::outcome::{Outcome, TargetSummary};
 use crate::policy::{Fault, PolicyBackend};
 use crate::verify::{Ledger, Mismatch};
-use crate::workload::frontend::{Jobs, JobsRan};
-use crate::workload::{Direction, JobSpec, Placement, Submitter, extent_bytes, place};
 
 use std::sync::Arc;
 
+use crate::backend::ring::{
+    MAX_SECTORS, Notifier, OpenRules, RingBackend, RingError, Target, TargetError,
+};
 use crate::control::Control;
 use crate::policy::WasmRuntime;
-pub(crate) use backend::RingBackend;
-#[cfg(test)]
-pub(crate) use buffers::Arena;
-pub(crate) use buffers::{Lease, SlotAccess};
-pub(crate) use ring::Notifier;
-pub use target::{OpenRules, Target, TargetError, TargetKind};
 
 /// Driver tags per device unless `--queue-depth` says otherwise: deep enough for any
 /// single disk or virtio queue, shallow enough that a policy still has requests to order.
 pub const DEFAULT_QUEUE_DEPTH: u32 = 128;
-
-/// Largest request the merge engine builds on a real device or export (1280 KiB, the
-/// simulated disks' limit).
-pub const MAX_SECTORS: u32 = 2560;
 
 /// Knobs of a real run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -152,6 +136,15 @@ pub enum RealError {
     /// A driver bug.
     #[error(transparent)]
     Driver(#[from] UnknownCompletion),
+}
+
+impl From<RingError> for RealError {
+    fn from(error: RingError) -> Self {
+        match error {
+            RingError::Io { action, source } => Self::Ring { action, source },
+            oversized @ RingError::Oversized { .. } => Self::Layout(oversized.to_string()),
+        }
+    }
 }
 
 impl From<Stop> for RealError {
@@ -462,7 +455,7 @@ fn check_blocks(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workload::parse_job_file;
+    use crate::frontend::jobs::parse_job_file;
 
     #[test]
     fn direct_io_refuses_blocks_smaller_than_the_logical_block() {

@@ -6,14 +6,14 @@ use std::sync::{Mutex, PoisonError};
 
 use schedhost_sdk::Op;
 
-use super::buffers::{Lease, SlotAccess};
 use super::{RealError, Run};
+use crate::backend::ring::{Lease, SlotAccess};
 use crate::core::{Bio, BioDone};
 use crate::engine::{Done, stripe};
-use crate::stats::CtxStats;
+use crate::frontend::jobs::feed::BioWork;
+use crate::frontend::jobs::{Direction, JobSpec};
+use crate::observe::stats::CtxStats;
 use crate::verify::{Expect, Ledger, check, stamp};
-use crate::workload::frontend::BioWork;
-use crate::workload::{Direction, JobSpec};
 
 /// Where a bio's buffer goes on its device.
 #[derive(Debug, Clone, Copy, Default)]

@@ -4,6 +4,7 @@
 //! Every parameter is documented with its source in the model's file and can be overridden
 //! from a device spec file (see [`spec`]).
 
+mod backend;
 mod hdd;
 mod null;
 pub mod spec;
@@ -11,6 +12,7 @@ mod ssd;
 
 use schedhost_sdk::Op;
 
+pub use backend::SimBackend;
 pub use hdd::{Hdd, HddParams};
 pub use null::{Null, NullParams};
 pub use spec::{DeviceSpec, SpecError};

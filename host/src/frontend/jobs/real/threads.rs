@@ -19,17 +19,15 @@ use std::time::{Duration, Instant};
 
 use schedhost_sdk::Op;
 
-use super::backend::RingBackend;
-use super::buffers::{Lease, SlotAccess};
-use super::ring::Notifier;
 use super::work::{Finished, SlotUses};
 use super::{RealError, Run, work};
+use crate::backend::ring::{Lease, Notifier, RingBackend, SlotAccess};
 use crate::core::{Bio, RqAffinity};
 use crate::engine::{self, Done, Engine, Flow, Frontend, stripe};
-use crate::outcome::SubmitterSummary;
-use crate::stats::CtxStats;
-use crate::workload::frontend::JobsRan;
-use crate::workload::{Next, Submitter};
+use crate::frontend::jobs::feed::JobsRan;
+use crate::frontend::jobs::{Next, Submitter};
+use crate::frontend::outcome::SubmitterSummary;
+use crate::observe::stats::CtxStats;
 
 /// Runs `submitters` phase by phase, each clone on its own thread, through `engine`.
 /// Returns their report and when the run ended.
