@@ -454,11 +454,17 @@ pub trait Frontend<B: Backend> {
     /// What the front-end's run fails with.
     type Error: From<Stop> + From<B::Error>;
 
-    /// `done` finished, in that order.
+    /// `done` finished, in that order. Completion work may submit more (a flush a write
+    /// waits for) through `engine`.
     ///
     /// # Errors
-    /// Completion work failed (data that does not verify).
-    fn complete(&mut self, now: u64, done: &[Done]) -> Result<(), Self::Error>;
+    /// Completion work failed (data that does not verify), or the engine's.
+    fn complete(
+        &mut self,
+        now: u64,
+        done: &[Done],
+        engine: &mut Engine<B>,
+    ) -> Result<(), Self::Error>;
 
     /// Submits, through [`Engine::submit`], what is due at `now`.
     ///
@@ -520,14 +526,14 @@ impl<B: Backend> Engine<B> {
         let reaped_at = self.reap::<F::Error>()?;
         let now = reaped_at.unwrap_or_else(|| self.backend.now());
         self.take_done(done);
-        frontend.complete(now, done)?;
+        frontend.complete(now, done, self)?;
         if self.control.is_some() {
             self.serve::<F::Error>(now)?;
         }
         frontend.issue(now, self)?;
         self.run::<F::Error>(now)?;
         self.take_done(done);
-        frontend.complete(now, done)?;
+        frontend.complete(now, done, self)?;
         self.tick_live(now);
         frontend.settle(now, self)?;
         Ok(now)

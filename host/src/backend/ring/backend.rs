@@ -124,6 +124,27 @@ impl RingBackend {
     }
 }
 
+impl RingBackend {
+    /// Wakes the engine, and names `token` in [`RingBackend::take_ready`], once `fd` is
+    /// ready for `events` (`libc::POLLIN`, `libc::POLLOUT`); one-shot.
+    ///
+    /// # Errors
+    /// The ring refused the poll.
+    pub fn poll(&mut self, fd: RawFd, events: u32, token: u64) -> Result<(), RingError> {
+        self.ring
+            .poll(fd, events, token)
+            .map_err(|source| RingError::Io {
+                action: "polling a socket",
+                source,
+            })
+    }
+
+    /// The tokens of the polls that fired since the last call.
+    pub fn take_ready(&mut self, into: &mut Vec<u64>) {
+        self.ring.take_ready(into);
+    }
+}
+
 impl Backend for RingBackend {
     type Error = RingError;
 

@@ -9,8 +9,7 @@ mod target;
 mod uring;
 
 pub(crate) use backend::{RingBackend, RingError};
-#[cfg(test)]
-pub(crate) use buffers::Arena;
+
 pub(crate) use buffers::{Lease, SlotAccess};
 pub use target::{OpenRules, Target, TargetError, TargetKind};
 pub(crate) use uring::Notifier;

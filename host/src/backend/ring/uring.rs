@@ -18,6 +18,9 @@ const MAX_EAGAIN: u32 = 64;
 /// `user_data` of the read that watches a [`Notifier`].
 const WATCH: u64 = u64::MAX;
 
+/// `user_data` bit of a readiness poll ([`Ring::poll`]); the rest is the caller's token.
+const POLL: u64 = 1 << 62;
+
 /// An eventfd other threads write to wake a ring's [`Ring::wait`].
 #[derive(Debug)]
 pub struct Notifier {
@@ -106,6 +109,8 @@ pub struct Ring {
     /// The registered buffer region, for `*_FIXED` I/O inside it.
     fixed: Option<(usize, usize)>,
     watch: Option<Watch>,
+    /// Tokens of readiness polls that fired since the caller last took them.
+    ready: Vec<u64>,
     /// Tests: the next submissions fail as if the kernel refused them.
     #[cfg(test)]
     refuse_submissions: bool,
@@ -140,6 +145,7 @@ impl Ring {
             inflight: 0,
             fixed: None,
             watch: None,
+            ready: Vec::new(),
             #[cfg(test)]
             refuse_submissions: false,
         })
@@ -189,6 +195,24 @@ impl Ring {
         .user_data(WATCH);
         watch.armed = true;
         self.queue(sqe)
+    }
+
+    /// Asks to hear (through [`Ring::take_ready`], waking [`Ring::wait`]) once `fd` is ready
+    /// for `events` (`POLLIN`, `POLLOUT`), under `token` (below 2^62). One-shot: ask again
+    /// after it fired. A poll holds no memory, so an armed one needs no draining.
+    ///
+    /// # Errors
+    /// The kernel refused the submission.
+    pub fn poll(&mut self, fd: RawFd, events: u32, token: u64) -> io::Result<()> {
+        debug_assert!(token < POLL);
+        let sqe = opcode::PollAdd::new(Fd(fd), events).build();
+        self.queue(sqe.user_data(POLL | token))
+    }
+
+    /// The tokens of the polls that fired since the last call.
+    pub fn take_ready(&mut self, into: &mut Vec<u64>) {
+        into.clear();
+        std::mem::swap(into, &mut self.ready);
     }
 
     /// True iff an eventfd wakes [`Ring::wait`].
@@ -389,6 +413,10 @@ impl Ring {
                     if let Some(watch) = self.watch.as_mut() {
                         watch.armed = false;
                     }
+                    continue;
+                }
+                if index & POLL != 0 {
+                    self.ready.push(index & !POLL);
                     continue;
                 }
                 if let Some(status) = self.settle(index as u32, result)? {

@@ -137,7 +137,12 @@ where
 {
     type Error = W::Error;
 
-    fn complete(&mut self, now: u64, done: &[Done]) -> Result<(), W::Error> {
+    fn complete(
+        &mut self,
+        now: u64,
+        done: &[Done],
+        _engine: &mut Engine<B>,
+    ) -> Result<(), W::Error> {
         for finished in done {
             let ctx = finished.bio.ctx as usize;
             let checked = self.work.complete(finished, &mut self.stats[ctx], now)?;

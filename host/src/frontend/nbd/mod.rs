@@ -3,34 +3,37 @@
 //! every client's I/O goes through the policy on its way to io_uring.
 //!
 //! - [`wire`] and [`plan`] are sans-IO: the protocol's bytes, and what a request becomes.
-//! - [`handshake`] runs the fixed newstyle handshake over any stream.
-//! - [`session`] is one connection: a reader turning requests into bios of the
-//!   connection's ctx, and a replier answering each request when its bios finished.
-//! - [`engine`] is the ring thread; [`hub`] what it shares with the connections.
+//! - [`handshake`] runs the fixed newstyle handshake over any stream, on a thread of its
+//!   own for as long as the handshake lasts (bounded by `--handshake-timeout`).
+//! - [`engine`] serves every connection past its handshake on the engine's thread: the
+//!   ring says when a socket is ready, [`conn`] turns requests into bios of the
+//!   connection's ctx and answers each when its bios finished, and [`pool`] holds the
+//!   buffer slots. [`hub`] is what the acceptor and the handshakes share with it.
 //!
 //! Each connection is one ctx (software queue), so cfq and bfq share the disk between
 //! clients as they share it between processes. A request is split into bios of at most
 //! 256 KiB, as the kernel splits at max_sectors_kb, and the merge engine joins neighbours
 //! again; the protocol's simple replies carry the data of reads.
 
+mod conn;
 mod engine;
 mod handshake;
 mod hub;
 mod net;
 mod plan;
-mod session;
+mod pool;
 mod wire;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, mpsc};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+pub use conn::Tally;
 pub use handshake::{Ended, Export, negotiate, negotiate_admitting};
 pub use net::{Address, DEFAULT_PORT};
 pub use plan::{Limits, Plan, Work, pieces, plan};
-pub use session::Tally;
 pub use wire::{BadMagic, REQUEST_LEN, Request};
 
 use crate::backend::ring::{Notifier, OpenRules, RingBackend, Target};
@@ -43,9 +46,8 @@ use crate::observe::events::file::Writer;
 use crate::observe::metrics::Endpoint;
 use crate::peer::{Bounded, Deadline};
 use crate::policy::{PolicyBackend, WasmRuntime};
-use hub::{Hub, Pools, Quota};
+use hub::{Arrival, Hub};
 use net::{Listener, Stream};
-use session::{ReadRules, ReplyRules};
 
 /// Bytes per bio: a request is split into pieces of at most this.
 pub const CHUNK: u32 = 256 * 1024;
@@ -58,6 +60,26 @@ const DATA_SLOTS: u32 = 4 * MAX_PAYLOAD / CHUNK;
 const SLOTS_PER_CONNECTION: u32 = MAX_PAYLOAD / CHUNK;
 /// Slots for flushes and trims, which carry no data.
 const CONTROL_SLOTS: u32 = 256;
+
+/// How the buffer arena is cut into slots.
+#[derive(Debug, Clone, Copy)]
+struct SlotPlan {
+    /// Data slots, numbered from 0, of `chunk` bytes each.
+    data: u32,
+    /// Control slots, numbered after them, of no bytes.
+    control: u32,
+    /// Data slots one connection may hold.
+    per_connection: u32,
+    /// Bytes per data slot: a bio's most.
+    chunk: u32,
+}
+
+const SLOTS: SlotPlan = SlotPlan {
+    data: DATA_SLOTS,
+    control: CONTROL_SLOTS,
+    per_connection: SLOTS_PER_CONNECTION,
+    chunk: CHUNK,
+};
 /// How long a whole reply may take to reach the client before the connection is closed
 /// (`--reply-timeout`).
 pub const DEFAULT_REPLY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -184,8 +206,8 @@ pub fn serve(
     let (export, limits) = describe(options, &target)?;
     let policy_name = policy.info().map(|i| i.name).unwrap_or_default();
     let lane = scheduler(options, policy, settings)?;
-    let mut slot_lens = vec![CHUNK as usize; DATA_SLOTS as usize];
-    slot_lens.extend(std::iter::repeat_n(0, CONTROL_SLOTS as usize));
+    let mut slot_lens = vec![SLOTS.chunk as usize; SLOTS.data as usize];
+    slot_lens.extend(std::iter::repeat_n(0, SLOTS.control as usize));
     let mut targets = [target];
     let mut backend = RingBackend::new(&targets, options.queue_depth, &slot_lens, 1, None)
         .map_err(RealError::from)?;
@@ -202,11 +224,8 @@ pub fn serve(
         mut events,
     } = extras(options, control, &notifier, policy_name)?;
     let hub = Hub {
-        inbox: Mutex::new(Vec::new()),
+        arrivals: Mutex::new(Vec::new()),
         notifier,
-        slots: backend.slots(),
-        pools: Pools::new(DATA_SLOTS, CONTROL_SLOTS, SLOTS_PER_CONNECTION),
-        chunk: CHUNK,
         stopping: AtomicBool::new(false),
         failed: AtomicBool::new(false),
         live: AtomicUsize::new(0),
@@ -214,16 +233,10 @@ pub fn serve(
     let server = Server {
         hub: &hub,
         export: &export,
-        limits,
         max_clients: options.max_clients.max(1),
         handshake_timeout: options.handshake_timeout,
-        reply: ReplyRules {
-            timeout: options.reply_timeout,
-        },
         established: AtomicUsize::new(0),
         connections: Mutex::new(HashMap::new()),
-        ctxs: Mutex::new(BTreeSet::new()),
-        clients: Mutex::new(Vec::new()),
     };
     // Clients may write from here on: a file the server created stays.
     targets[0].keep();
@@ -232,19 +245,32 @@ pub fn serve(
         export: &export,
         metrics: metrics.as_ref().map(Endpoint::address),
     });
+    let access = backend.slots();
+    let clock = backend.clock();
     let mut engine = Engine::new(backend, vec![lane])
         .with_control(control)
         .with_live(options.status_interval_ns);
+    let setup = engine::Setup {
+        hub: &hub,
+        established: &server.established,
+        slots: SLOTS,
+        access,
+        limits,
+        timeout: options.reply_timeout,
+        events: events.as_mut(),
+        metrics: metrics.as_ref(),
+    };
+    let mut front = engine::Front::new(setup, clock);
     let outcome = std::thread::scope(|scope| {
         scope.spawn(|| server.accept_until(&listener, stop, scope));
-        let mut front =
-            engine::Front::new(&hub, slot_lens.len(), events.as_mut(), metrics.as_ref());
         let outcome = crate::engine::drive(&mut engine, &mut front);
         if outcome.is_err() {
             server.fail();
         }
         outcome
     });
+    let clients = std::mem::take(&mut front.clients);
+    drop(front);
     outcome?;
     if let Some(writer) = events {
         writer.finish().map_err(|source| RealError::Ring {
@@ -257,12 +283,6 @@ pub fn serve(
         source,
     })?;
     let finished = engine.finish(0);
-    let clients = std::mem::take(
-        &mut *server
-            .clients
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner),
-    );
     Ok(Served {
         clients,
         core: finished.core,
@@ -421,30 +441,26 @@ fn export_flags(read_only: bool) -> u16 {
     }
 }
 
-/// The acceptor's and the connections' view of the server.
+/// The acceptor's and the handshakes' view of the server.
 struct Server<'a> {
     hub: &'a Hub,
     export: &'a Export,
-    limits: Limits,
     max_clients: usize,
     handshake_timeout: Duration,
-    reply: ReplyRules,
-    /// Clients past the handshake (counted as they are admitted, before they know it).
+    /// Clients past the handshake (counted as they are admitted, before they know it); the
+    /// engine's thread counts them out as they leave.
     established: AtomicUsize,
-    /// Every open connection, to end them when the server stops, with when its handshake
-    /// began while it is in one.
+    /// Connections in their handshake, with when it began, to end the oldest when room is
+    /// needed and every one when the server stops.
     connections: Mutex<HashMap<u64, Connection>>,
-    /// ctx numbers in use; a new client takes the lowest free one.
-    ctxs: Mutex<BTreeSet<u32>>,
-    clients: Mutex<Vec<ClientSummary>>,
 }
 
-/// An open connection as the acceptor sees it.
+/// A connection in its handshake, as the acceptor sees it.
 #[derive(Debug)]
 struct Connection {
     stream: Stream,
-    /// When its handshake began, while it is in one.
-    handshaking_since: Option<Instant>,
+    /// When its handshake began.
+    since: Instant,
 }
 
 /// Failed accepts, reported at most once per [`ACCEPT_WARNING_EVERY`].
@@ -505,7 +521,7 @@ impl<'a> Server<'a> {
                                 id,
                                 Connection {
                                     stream: handle,
-                                    handshaking_since: Some(Instant::now()),
+                                    since: Instant::now(),
                                 },
                             );
                         }
@@ -551,16 +567,10 @@ impl<'a> Server<'a> {
             return false;
         }
         let connections = self.lock_connections();
-        let handshaking = connections
-            .values()
-            .filter(|c| c.handshaking_since.is_some())
-            .count();
+        let handshaking = connections.len();
         if self.established.load(Ordering::Acquire) + handshaking >= self.max_clients {
-            let oldest = connections
-                .values()
-                .filter_map(|c| Some((c.handshaking_since?, c)))
-                .min_by_key(|&(since, _)| since);
-            if let Some((_, c)) = oldest {
+            let oldest = connections.values().min_by_key(|c| c.since);
+            if let Some(c) = oldest {
                 tracing::warn!(%address, "ending the oldest unfinished handshake to make room");
                 let _ = c.stream.shutdown();
             }
@@ -568,20 +578,21 @@ impl<'a> Server<'a> {
         true
     }
 
-    /// One client, from handshake to close. The whole handshake must finish within the
-    /// handshake deadline.
+    /// One client's handshake, which must finish within the handshake deadline; past it,
+    /// the client goes to the engine's thread.
     fn connection(&self, id: u64, mut stream: Stream, peer: String) {
         let started = Instant::now();
         let deadline = Deadline::after(self.handshake_timeout);
+        let mut admitted = false;
         let mut admit = || {
-            let admitted = self
+            admitted = self
                 .established
                 .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
                     (n < self.max_clients).then_some(n + 1)
                 })
                 .is_ok();
-            if admitted && let Some(c) = self.lock_connections().get_mut(&id) {
-                c.handshaking_since = None;
+            if admitted {
+                self.lock_connections().remove(&id);
             }
             admitted
         };
@@ -590,115 +601,33 @@ impl<'a> Server<'a> {
             self.export,
             &mut admit,
         );
+        self.lock_connections().remove(&id);
         match negotiated {
-            Ok(Ended::Transmission) => {
-                if let Err(e) = stream.clear_read_timeout() {
-                    tracing::warn!(%peer, "closing: {e}");
-                } else {
-                    self.transmit(stream, &peer, started);
+            Ok(Ended::Transmission) => match stream.clear_read_timeout() {
+                // From here the engine's thread owns the client, and counts it out.
+                Ok(()) => {
+                    self.hub.arrive(Arrival {
+                        peer,
+                        stream,
+                        started,
+                    });
+                    return;
                 }
-                self.established.fetch_sub(1, Ordering::AcqRel);
-            }
+                Err(e) => tracing::warn!(%peer, "closing: {e}"),
+            },
             Ok(Ended::Closed) => tracing::debug!(%peer, "client left during the handshake"),
             Err(why) => tracing::warn!(%peer, "closing: {why}"),
         }
-        self.lock_connections().remove(&id);
+        if admitted {
+            self.established.fetch_sub(1, Ordering::AcqRel);
+        }
         self.hub.live.fetch_sub(1, Ordering::AcqRel);
         self.hub.notifier.notify();
     }
 
-    /// The transmission phase: the reader on this thread, the replier on another.
-    fn transmit(&self, mut stream: Stream, peer: &str, started: Instant) {
-        let replies = match stream.try_clone() {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::warn!(%peer, "closing: {e}");
-                return;
-            }
-        };
-        let ctx = self.take_ctx();
-        tracing::info!(%peer, ctx, "client connected");
-        let quota = Arc::new(Quota::default());
-        let broken = AtomicBool::new(false);
-        let (to_replier, events) = mpsc::channel();
-        let (tally, closed_because) = std::thread::scope(|scope| {
-            let me = to_replier.clone();
-            let quota_for_replies = Arc::clone(&quota);
-            let broken = &broken;
-            let rules = self.reply;
-            let replier = std::thread::Builder::new()
-                .name("schedhost-nbd-replies".into())
-                .spawn_scoped(scope, move || {
-                    session::reply(
-                        self.hub,
-                        replies,
-                        &events,
-                        &me,
-                        &quota_for_replies,
-                        broken,
-                        rules,
-                    )
-                });
-            let replier = match replier {
-                Ok(replier) => replier,
-                // Out of threads: the connection ends before it ran anything.
-                Err(e) => {
-                    return (
-                        Tally::default(),
-                        Some(format!("no thread for its replies: {e}")),
-                    );
-                }
-            };
-            let read = ReadRules {
-                ctx,
-                limits: &self.limits,
-                payload_timeout: rules.timeout,
-            };
-            let why =
-                session::read_requests(self.hub, &mut stream, read, &to_replier, &quota, broken);
-            (replier.join().unwrap_or_default(), why)
-        });
-        self.lock_ctxs().remove(&ctx);
-        if let Some(why) = &closed_because {
-            tracing::warn!(%peer, ctx, "closed: {why}");
-        }
-        let summary = ClientSummary {
-            peer: peer.to_owned(),
-            ctx,
-            seconds: started.elapsed().as_secs_f64(),
-            tally,
-            closed_because,
-        };
-        tracing::info!(
-            peer = %summary.peer,
-            ctx,
-            reads = tally.reads,
-            writes = tally.writes,
-            "client left"
-        );
-        self.clients
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(summary);
-    }
-
-    /// The lowest ctx no connected client uses.
-    fn take_ctx(&self) -> u32 {
-        let mut used = self.lock_ctxs();
-        let ctx = (0..).find(|c| !used.contains(c)).unwrap_or(0);
-        used.insert(ctx);
-        ctx
-    }
-
-    /// The ring thread failed: release everyone waiting on it.
+    /// The engine failed: the acceptor stops and every handshake ends.
     fn fail(&self) {
         self.hub.failed.store(true, Ordering::Release);
-        self.hub.pools.close();
-        self.hub
-            .inbox
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clear();
         for connection in self.lock_connections().values() {
             let _ = connection.stream.shutdown();
         }
@@ -708,10 +637,6 @@ impl<'a> Server<'a> {
         self.connections
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn lock_ctxs(&self) -> std::sync::MutexGuard<'_, BTreeSet<u32>> {
-        self.ctxs.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 

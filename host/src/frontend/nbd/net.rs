@@ -261,6 +261,26 @@ impl Stream {
         }
     }
 
+    /// Makes reads and writes return at once instead of waiting (the engine's thread
+    /// serves every connection, so it never blocks on one).
+    ///
+    /// # Errors
+    /// The socket refused the flag.
+    pub fn set_nonblocking(&self) -> io::Result<()> {
+        match self {
+            Self::Tcp(s) => s.set_nonblocking(true),
+            Self::Unix(s) => s.set_nonblocking(true),
+        }
+    }
+
+    /// The socket's descriptor, for the ring's polls.
+    pub fn raw_fd(&self) -> RawFd {
+        match self {
+            Self::Tcp(s) => s.as_raw_fd(),
+            Self::Unix(s) => s.as_raw_fd(),
+        }
+    }
+
     fn set_blocking(&self) -> io::Result<()> {
         match self {
             Self::Tcp(s) => s.set_nonblocking(false),

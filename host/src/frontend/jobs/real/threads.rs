@@ -282,7 +282,12 @@ struct RingSide<'s, 'a, 'r> {
 impl Frontend<RingBackend> for RingSide<'_, '_, '_> {
     type Error = RealError;
 
-    fn complete(&mut self, _now: u64, done: &[Done]) -> Result<(), RealError> {
+    fn complete(
+        &mut self,
+        _now: u64,
+        done: &[Done],
+        _engine: &mut Engine<RingBackend>,
+    ) -> Result<(), RealError> {
         let shared = self.shared;
         for done in done {
             let finished = self.uses.finished(done);
