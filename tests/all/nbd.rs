@@ -551,6 +551,49 @@ fn nbd_concurrent_clients_get_their_own_ctx_and_their_own_data() {
     );
 }
 
+/// Threads of this process whose name starts with `prefix`.
+fn threads_named(prefix: &str) -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
+        .filter(|name| name.starts_with(prefix))
+        .count()
+}
+
+#[test]
+fn nbd_serves_200_connected_clients_without_a_thread_each() {
+    const CLIENTS: u64 = 200;
+    let dir = scratch("many_clients");
+    let server = start(options(&dir), native_policy("noop").unwrap(), None);
+    let mut clients: Vec<Client> = (0..CLIENTS)
+        .map(|_| Client::connect(&server.socket))
+        .collect();
+    for (k, c) in clients.iter_mut().enumerate() {
+        let offset = k as u64 * 4096;
+        assert_eq!(c.write(offset, &pattern(offset, 4096, k as u8)), 0);
+    }
+    // Every client is past its handshake and connected. A thread per connection would show
+    // here as CLIENTS of them or more; other tests' handshakes in flight are a few dozen.
+    let nbd_threads = threads_named("schedhost-nbd");
+    assert!(
+        nbd_threads < CLIENTS as usize / 2,
+        "{nbd_threads} NBD threads for {CLIENTS} connected clients"
+    );
+    for (k, c) in clients.iter_mut().enumerate().rev() {
+        let offset = k as u64 * 4096;
+        assert_eq!(c.read(offset, 4096), pattern(offset, 4096, k as u8));
+    }
+    drop(clients);
+    let served = server.finish();
+    assert_eq!(served.clients.len(), CLIENTS as usize);
+    assert!(
+        served
+            .clients
+            .iter()
+            .all(|c| c.tally.writes == 1 && c.tally.reads == 1)
+    );
+}
+
 #[test]
 fn nbd_policy_swaps_through_the_control_socket_while_clients_write() {
     let dir = scratch("swaps");
