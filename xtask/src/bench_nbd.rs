@@ -1,7 +1,11 @@
-//! `cargo xtask bench-nbd`: two fio clients (the nbd engine) on one `schedhost serve`
-//! export at once, under each policy: how the disk is shared between clients. Each round
-//! runs every policy in turn; the table gives mean IOPS per client and the second client's
-//! share of the total.
+//! `cargo xtask bench-nbd`, in three parts (`--only` picks one):
+//! - `qemu`: one fio client (the nbd engine) against `schedhost serve` and against qemu-nbd
+//!   on the same file, interleaved round by round;
+//! - `share`: two fio clients on one export at once, under each policy: how the disk is
+//!   shared between clients (mean IOPS per client and the second one's share);
+//! - `clients`: N clients at once (default 1000), each at QD1 reading and checking 4 KiB
+//!   blocks: every client's rate against the mean, and the server's thread count while all
+//!   are connected.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -19,15 +23,39 @@ const SCENARIOS: &[(&str, u32, u32)] = &[
 ];
 
 /// Bytes of the exported file; each client reads its own half.
-const FILE_BYTES: u64 = 256 << 20;
+pub const FILE_BYTES: u64 = 256 << 20;
 
-pub fn run(root: &Path, rounds: usize, seconds: u32) -> Result<()> {
+pub fn run(
+    root: &Path,
+    rounds: usize,
+    seconds: u32,
+    only: Option<&str>,
+    clients: usize,
+) -> Result<()> {
     let schedhost = root.join("target/release/schedhost");
     let dir = root.join("target/bench-nbd");
     std::fs::create_dir_all(&dir)?;
     let disk = dir.join("disk.img");
     fill(&disk)?;
-    against_qemu_nbd(&schedhost, &dir, &disk, rounds, seconds)?;
+    let wanted = |part: &str| only.is_none_or(|o| o == part);
+    ensure!(
+        only.is_none_or(|o| ["qemu", "share", "clients"].contains(&o)),
+        "--only takes qemu, share or clients"
+    );
+    if wanted("qemu") {
+        against_qemu_nbd(&schedhost, &dir, &disk, rounds, seconds)?;
+    }
+    if wanted("share") {
+        sharing(&schedhost, &dir, &disk, rounds, seconds)?;
+    }
+    if wanted("clients") {
+        crate::bench_clients::run(&schedhost, &dir, &disk, clients, seconds)?;
+    }
+    Ok(())
+}
+
+/// Two clients at once under each policy.
+fn sharing(schedhost: &Path, dir: &Path, disk: &Path, rounds: usize, seconds: u32) -> Result<()> {
     for &(label, depth_a, depth_b) in SCENARIOS {
         println!("\n{label}: 4k randread, {seconds} s, {rounds} rounds (mean IOPS)");
         println!(
@@ -37,7 +65,7 @@ pub fn run(root: &Path, rounds: usize, seconds: u32) -> Result<()> {
         let mut sums = vec![(0.0, 0.0); POLICIES.len()];
         for _ in 0..rounds {
             for (i, policy) in POLICIES.iter().enumerate() {
-                let (a, b) = round(&schedhost, &dir, &disk, policy, seconds, [depth_a, depth_b])?;
+                let (a, b) = round(schedhost, dir, disk, policy, seconds, [depth_a, depth_b])?;
                 sums[i].0 += a;
                 sums[i].1 += b;
             }
@@ -53,8 +81,9 @@ pub fn run(root: &Path, rounds: usize, seconds: u32) -> Result<()> {
     Ok(())
 }
 
-/// One fio client against `schedhost serve` (noop) and against qemu-nbd (O_DIRECT, io_uring)
-/// on the same file, interleaved round by round: what the scheduler's path costs a client.
+/// One fio client against `schedhost serve` (noop) and against qemu-nbd (O_DIRECT, native
+/// AIO) on the same file, interleaved round by round: what the scheduler's path costs a
+/// client.
 fn against_qemu_nbd(
     schedhost: &Path,
     dir: &Path,
@@ -75,7 +104,7 @@ fn against_qemu_nbd(
             let server = Server(
                 Command::new("qemu-nbd")
                     .args(["--persistent", "--shared=4", "--format=raw", "--cache=none"])
-                    .args(["--aio=io_uring", "--socket"])
+                    .args(["--aio=native", "--socket"])
                     .arg(&socket)
                     .arg(disk)
                     .stdout(Stdio::null())
@@ -100,7 +129,18 @@ fn against_qemu_nbd(
 }
 
 /// `schedhost serve` on `socket` under `policy`, once it listens.
-fn serve(schedhost: &Path, socket: &Path, disk: &Path, policy: &str) -> Result<Server> {
+pub fn serve(schedhost: &Path, socket: &Path, disk: &Path, policy: &str) -> Result<Server> {
+    serve_with(schedhost, socket, disk, policy, &[])
+}
+
+/// As [`serve`], with more options.
+pub fn serve_with(
+    schedhost: &Path,
+    socket: &Path,
+    disk: &Path,
+    policy: &str,
+    extra: &[&str],
+) -> Result<Server> {
     let _ = std::fs::remove_file(socket);
     let server = Server(
         Command::new(schedhost)
@@ -109,6 +149,7 @@ fn serve(schedhost: &Path, socket: &Path, disk: &Path, policy: &str) -> Result<S
             .arg(format!("unix:{}", socket.display()))
             .arg("--device")
             .arg(disk)
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -178,10 +219,16 @@ fn round(
 }
 
 /// The server process; stopped with SIGTERM, as an operator would.
-struct Server(Child);
+pub struct Server(Child);
 
 impl Server {
-    fn stop(mut self) -> Result<()> {
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.0.id()
+    }
+
+    /// Stops it and checks it exited cleanly.
+    pub fn stop(mut self) -> Result<()> {
         let sent = Command::new("kill")
             .args(["-TERM", &self.0.id().to_string()])
             .status()?;

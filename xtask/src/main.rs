@@ -7,6 +7,7 @@ use std::{env, fs};
 
 use anyhow::{Context, Result, bail, ensure};
 
+mod bench_clients;
 mod bench_fio;
 mod bench_nbd;
 mod toolchain;
@@ -27,8 +28,10 @@ cargo xtask <command>
   bench-loop [--rounds N] [--seconds S]
                       on a loop device (root): the kernel's mq-deadline, bfq and kyber under fio
                       against schedhost's deadline, bfq and kyber over the kernel's none
-  bench-nbd [--rounds N] [--seconds S]
-                      two fio nbd clients on one `schedhost serve` export: each policy's split
+  bench-nbd [--rounds N] [--seconds S] [--only qemu|share|clients] [--clients N]
+                      fio's nbd engine against qemu-nbd (QD1, QD16); two fio nbd clients on one
+                      `schedhost serve` export: each policy's split; N clients (default 1000)
+                      at QD1 with verified reads: shares and the server's threads
 ";
 
 /// Folders whose subfolders with a Cargo.toml are policy crates built by `build` (tests/ has
@@ -114,8 +117,18 @@ fn run(args: Vec<String>) -> Result<()> {
         }
         ["bench-nbd", rest @ ..] => {
             build_all(&root)?;
-            let (rounds, seconds) = rounds_and_seconds("bench-nbd", rest)?;
-            bench_nbd::run(&root, rounds, seconds)
+            let mut only = None;
+            let mut clients = 1000;
+            let mut timing = Vec::new();
+            for pair in rest.chunks(2) {
+                match pair {
+                    ["--only", part] => only = Some(part.to_string()),
+                    ["--clients", n] => clients = n.parse().context("--clients takes a number")?,
+                    other => timing.extend_from_slice(other),
+                }
+            }
+            let (rounds, seconds) = rounds_and_seconds("bench-nbd", &timing)?;
+            bench_nbd::run(&root, rounds, seconds, only.as_deref(), clients)
         }
         ["fuzz", rest @ ..] => {
             let seconds: u64 = match rest {
