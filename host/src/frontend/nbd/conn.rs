@@ -203,8 +203,25 @@ pub struct Conn {
 }
 
 impl Conn {
-    /// A connection past its handshake.
-    pub fn new(stream: Stream, peer: String, ctx: u32, started: Instant) -> Self {
+    /// A connection past its handshake, with what the client sent after it (`early`) and
+    /// the handshake's replies the socket has not taken yet (`unsent`, due by `due`).
+    pub fn new(
+        stream: Stream,
+        (peer, ctx, started): (String, u32, Instant),
+        early: &[u8],
+        (unsent, due): (Vec<u8>, Instant),
+    ) -> Self {
+        let mut rx = vec![0; RX_BYTES.max(early.len())].into_boxed_slice();
+        rx[..early.len()].copy_from_slice(early);
+        let mut waiting = VecDeque::new();
+        if !unsent.is_empty() {
+            waiting.push_back(Waiting {
+                bytes: unsent,
+                sent: 0,
+                slots: 0,
+                due,
+            });
+        }
         Self {
             peer,
             ctx,
@@ -215,13 +232,13 @@ impl Conn {
             closed_because: None,
             polling_in: false,
             polling_out: false,
-            rx: vec![0; RX_BYTES].into_boxed_slice(),
+            rx,
             rx_start: 0,
-            rx_end: 0,
+            rx_end: early.len(),
             reading: Reading::Header,
             seq: 0,
             pending: HashMap::new(),
-            waiting: VecDeque::new(),
+            waiting,
             flushes: VecDeque::new(),
             broken: false,
         }

@@ -1,28 +1,55 @@
-//! The NBD server as the engine's front-end, on the engine's thread: every connection past
-//! its handshake is served here. The ring says when a socket is readable or writable;
-//! requests become bios as their bytes arrive, and each reply goes out from where its last
-//! bio's completion is reaped. No thread per connection, and no hand-off per request.
+//! The NBD server as the engine's front-end, on the engine's thread: it accepts clients,
+//! runs their handshakes and serves them. The ring says when the listener or a socket is
+//! ready; requests become bios as their bytes arrive, and each reply goes out from where
+//! its last bio's completion is reaped. No thread per connection, and no hand-off per
+//! request.
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::conn::{Conn, Env, Owner};
-use super::hub::{Arrival, Hub};
+use super::greet::{Greeted, Greeting};
+use super::handshake::Export;
+use super::net::Listener;
 use super::plan::Limits;
 use super::pool::Pools;
-use super::{ClientSummary, SlotPlan};
+use super::{AcceptErrors, ClientSummary, SlotPlan};
 use crate::backend::ring::{Lease, RingBackend, SlotAccess};
 use crate::engine::{Backend, Done, Engine, Flow, Frontend};
 use crate::frontend::jobs::real::RealError;
 use crate::observe::events::file::Writer;
 use crate::observe::metrics::{Endpoint, exposition};
 
+/// The token of the listener's poll (connections are numbered from 1).
+const LISTENER: u64 = 0;
+
+/// Clients accepted in one turn at most, so a flood of connections cannot keep the engine
+/// from the clients it serves.
+const ACCEPTS_PER_TURN: usize = 64;
+
+/// How long accepting pauses after it failed (out of descriptors, say).
+const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
+
 /// The engine's side of the server.
 pub struct Front<'a> {
-    hub: &'a Hub,
-    /// Clients past the handshake, which admission counts.
-    established: &'a AtomicUsize,
+    listener: &'a Listener,
+    export: &'a Export,
+    /// Set (by a signal) when the server is to stop.
+    stop: &'a AtomicBool,
+    max_clients: usize,
+    handshake_timeout: Duration,
+    /// Clients counted in: admitted in their handshake, or served.
+    established: usize,
+    /// Connections in their handshake.
+    greetings: HashMap<u64, Greeting>,
+    /// A poll on the listener is armed.
+    listening: bool,
+    /// Accepting failed; it resumes then.
+    accept_paused_until: Option<Instant>,
+    accept_errors: AcceptErrors,
+    /// The server stops: no new clients, and each connection finishes what it sent.
+    stopping: bool,
     /// Where the engine's time starts, to turn deadlines into its nanoseconds.
     clock: Instant,
     conns: HashMap<u64, Conn>,
@@ -43,8 +70,6 @@ pub struct Front<'a> {
     /// Connections that stopped at the per-turn bound with more to read.
     busy: Vec<u64>,
     ready: Vec<u64>,
-    arrivals: Vec<Arrival>,
-    stopped_reading: bool,
     /// Clients that left, in the order they left.
     pub clients: Vec<ClientSummary>,
     events: Option<&'a mut Writer>,
@@ -53,10 +78,16 @@ pub struct Front<'a> {
 
 /// What the server's front-end is set up with.
 pub struct Setup<'a> {
-    /// Shared with the acceptor and the handshakes.
-    pub hub: &'a Hub,
-    /// Clients past the handshake.
-    pub established: &'a AtomicUsize,
+    /// Where clients connect.
+    pub listener: &'a Listener,
+    /// What the handshake offers.
+    pub export: &'a Export,
+    /// Set when the server is to stop.
+    pub stop: &'a AtomicBool,
+    /// Clients served at once (`--max-clients`).
+    pub max_clients: usize,
+    /// How long a whole handshake may take (`--handshake-timeout`).
+    pub handshake_timeout: Duration,
     /// The slots' layout.
     pub slots: SlotPlan,
     /// The slots' memory.
@@ -76,8 +107,17 @@ impl<'a> Front<'a> {
     pub fn new(setup: Setup<'a>, clock: Instant) -> Self {
         let plan = setup.slots;
         Self {
-            hub: setup.hub,
-            established: setup.established,
+            listener: setup.listener,
+            export: setup.export,
+            stop: setup.stop,
+            max_clients: setup.max_clients.max(1),
+            handshake_timeout: setup.handshake_timeout,
+            established: 0,
+            greetings: HashMap::new(),
+            listening: false,
+            accept_paused_until: None,
+            accept_errors: AcceptErrors::default(),
+            stopping: false,
             clock,
             conns: HashMap::new(),
             next_id: 0,
@@ -92,8 +132,6 @@ impl<'a> Front<'a> {
             touched: Vec::new(),
             busy: Vec::new(),
             ready: Vec::new(),
-            arrivals: Vec::new(),
-            stopped_reading: false,
             clients: Vec::new(),
             events: setup.events,
             metrics: setup.metrics,
@@ -154,30 +192,109 @@ impl<'a> Front<'a> {
         Ok(())
     }
 
-    /// Takes the clients that finished their handshake.
-    fn admit(&mut self) {
-        self.hub.take_arrivals(&mut self.arrivals);
-        for arrival in std::mem::take(&mut self.arrivals) {
-            if let Err(e) = arrival.stream.set_nonblocking() {
-                tracing::warn!(peer = %arrival.peer, "closing: {e}");
-                self.established.fetch_sub(1, Ordering::AcqRel);
-                self.hub.live.fetch_sub(1, Ordering::AcqRel);
+    /// Accepts the clients waiting, as room allows: past `--max-clients` clients a new one
+    /// is closed; when they and the handshakes in progress reach it, the oldest handshake is
+    /// ended, so sockets that never speak cannot keep a real client out.
+    fn accept(&mut self) {
+        for _ in 0..ACCEPTS_PER_TURN {
+            let (stream, address) = match self.listener.accept() {
+                Ok(Some(accepted)) => accepted,
+                Ok(None) => return,
+                Err(e) => {
+                    let _ = self.accept_errors.note(&e);
+                    self.accept_paused_until = Some(Instant::now() + ACCEPT_PAUSE);
+                    return;
+                }
+            };
+            if self.established >= self.max_clients {
+                tracing::warn!(%address, "turning a client away: {} are connected (--max-clients)", self.max_clients);
+                let _ = stream.shutdown();
                 continue;
             }
-            let ctx = (0..).find(|c| !self.ctxs.contains(c)).unwrap_or(0);
-            self.ctxs.insert(ctx);
-            tracing::info!(peer = %arrival.peer, ctx, "client connected");
+            if self.established + self.greetings.len() >= self.max_clients
+                && let Some(oldest) = self
+                    .greetings
+                    .iter()
+                    .min_by_key(|(_, g)| g.started)
+                    .map(|(&id, _)| id)
+            {
+                tracing::warn!(%address, "ending the oldest unfinished handshake to make room");
+                self.end_greeting(oldest, None);
+            }
             self.next_id += 1;
             let id = self.next_id;
-            let conn = Conn::new(arrival.stream, arrival.peer, ctx, arrival.started);
-            self.conns.insert(id, conn);
-            // It may have sent requests already.
+            // Unix clients share the socket's name; the number tells them apart.
+            let peer = format!("#{id} {address}");
+            let due = Instant::now() + self.handshake_timeout;
+            self.greetings.insert(id, Greeting::new(stream, peer, due));
             self.busy.push(id);
+        }
+        // More may wait: look again next turn.
+        self.listening = false;
+        self.busy.push(LISTENER);
+    }
+
+    /// Handshake `id` takes a step; past it, the client is served.
+    fn greet(&mut self, id: u64) {
+        let Some(greeting) = self.greetings.get_mut(&id) else {
+            return;
+        };
+        let (established, max) = (&mut self.established, self.max_clients);
+        let mut admit = || {
+            let room = *established < max;
+            *established += usize::from(room);
+            room
+        };
+        match greeting.progress(self.export, &mut admit) {
+            Greeted::Waiting => self.touched.push(id),
+            Greeted::Closed(why) => self.end_greeting(id, why),
+            Greeted::Transmission { early, unsent } => {
+                let Some(greeting) = self.greetings.remove(&id) else {
+                    return;
+                };
+                let ctx = (0..).find(|c| !self.ctxs.contains(c)).unwrap_or(0);
+                self.ctxs.insert(ctx);
+                tracing::info!(peer = %greeting.peer, ctx, "client connected");
+                let reply_due = Instant::now() + self.timeout;
+                let mut conn = Conn::new(
+                    greeting.stream,
+                    (greeting.peer, ctx, greeting.started),
+                    &early,
+                    (unsent, reply_due),
+                );
+                // Its handshake's polls stay armed; they now wake the connection.
+                conn.polling_in = greeting.polling_in;
+                conn.polling_out = greeting.polling_out;
+                self.conns.insert(id, conn);
+                // It may have sent requests already.
+                self.busy.push(id);
+            }
         }
     }
 
-    /// The server stops: every connection finishes what it sent and reads nothing more.
-    fn stop_reading(&mut self, engine: &mut Engine<RingBackend>, now: u64) {
+    /// Handshake `id` is over without transmission.
+    fn end_greeting(&mut self, id: u64, why: Option<String>) {
+        let Some(greeting) = self.greetings.remove(&id) else {
+            return;
+        };
+        match why {
+            Some(why) => tracing::warn!(peer = %greeting.peer, "closing: {why}"),
+            None => tracing::debug!(peer = %greeting.peer, "client left during the handshake"),
+        }
+        if greeting.admitted {
+            self.established -= 1;
+        }
+        let _ = greeting.stream.shutdown();
+    }
+
+    /// The server stops: no new clients, handshakes end, and every connection finishes what
+    /// it sent and reads nothing more.
+    fn stop_serving(&mut self, engine: &mut Engine<RingBackend>, now: u64) {
+        self.stopping = true;
+        let greetings: Vec<u64> = self.greetings.keys().copied().collect();
+        for id in greetings {
+            self.end_greeting(id, None);
+        }
         let ids: Vec<u64> = self.conns.keys().copied().collect();
         for id in ids {
             let Some(conn) = self.conns.get_mut(&id) else {
@@ -201,6 +318,16 @@ impl<'a> Front<'a> {
     /// Closes connections past a deadline.
     fn enforce_deadlines(&mut self, engine: &mut Engine<RingBackend>, now: u64) {
         let at = Instant::now();
+        let late: Vec<u64> = self
+            .greetings
+            .iter()
+            .filter(|(_, g)| g.due <= at)
+            .map(|(&id, _)| id)
+            .collect();
+        for id in late {
+            let why = "the handshake took longer than --handshake-timeout";
+            self.end_greeting(id, Some(why.into()));
+        }
         for (&id, conn) in &mut self.conns {
             if conn.next_deadline().is_none_or(|due| due > at) {
                 continue;
@@ -225,7 +352,30 @@ impl<'a> Front<'a> {
         let mut touched = std::mem::take(&mut self.touched);
         touched.sort_unstable();
         touched.dedup();
+        if !self.stopping
+            && !self.listening
+            && self.accept_paused_until.is_none_or(|t| t <= Instant::now())
+        {
+            self.listening = true;
+            self.accept_paused_until = None;
+            let fd = self.listener.raw_fd();
+            engine
+                .backend
+                .poll(fd, libc::POLLIN as u32, LISTENER << 1)?;
+        }
         for &id in &touched {
+            if let Some(greeting) = self.greetings.get_mut(&id) {
+                let fd = greeting.stream.raw_fd();
+                if !greeting.polling_in {
+                    greeting.polling_in = true;
+                    engine.backend.poll(fd, libc::POLLIN as u32, id << 1)?;
+                }
+                if greeting.wants_output() && !greeting.polling_out {
+                    greeting.polling_out = true;
+                    engine.backend.poll(fd, libc::POLLOUT as u32, id << 1 | 1)?;
+                }
+                continue;
+            }
             let Some(conn) = self.conns.get_mut(&id) else {
                 continue;
             };
@@ -274,8 +424,7 @@ impl<'a> Front<'a> {
             tally: conn.tally,
             closed_because: conn.closed_because,
         });
-        self.established.fetch_sub(1, Ordering::AcqRel);
-        self.hub.live.fetch_sub(1, Ordering::AcqRel);
+        self.established -= 1;
     }
 
     /// The engine's nanoseconds at `at`.
@@ -329,45 +478,42 @@ impl Frontend<RingBackend> for Front<'_> {
     }
 
     fn issue(&mut self, now: u64, engine: &mut Engine<RingBackend>) -> Result<(), RealError> {
-        self.admit();
-        if self.hub.stopping.load(Ordering::Acquire) && !self.stopped_reading {
-            self.stopped_reading = true;
-            self.stop_reading(engine, now);
+        if !self.stopping && self.stop.load(Ordering::Acquire) {
+            self.stop_serving(engine, now);
         }
         engine.backend.take_ready(&mut self.ready);
-        let mut ready = std::mem::take(&mut self.ready);
-        for token in ready.iter_mut() {
+        let mut ready = std::mem::take(&mut self.busy);
+        for &token in &self.ready {
             // Its poll fired: it is armed no more.
-            let (id, writable) = (*token >> 1, *token & 1 == 1);
-            if let Some(conn) = self.conns.get_mut(&id) {
+            let (id, writable) = (token >> 1, token & 1 == 1);
+            if id == LISTENER {
+                self.listening = false;
+            } else if let Some(g) = self.greetings.get_mut(&id) {
+                if writable {
+                    g.polling_out = false;
+                } else {
+                    g.polling_in = false;
+                }
+            } else if let Some(conn) = self.conns.get_mut(&id) {
                 if writable {
                     conn.polling_out = false;
                 } else {
                     conn.polling_in = false;
                 }
             }
-            *token = id;
+            ready.push(id);
         }
-        ready.append(&mut self.busy);
         ready.sort_unstable();
         ready.dedup();
-        for &id in &ready {
-            if self.stopped_reading
-                && let Some(conn) = self.conns.get_mut(&id)
-            {
-                let mut env = Env {
-                    pools: &mut self.pools,
-                    owners: &mut self.owners,
-                    slots: &self.slots,
-                    limits: &self.limits,
-                    chunk: self.chunk,
-                    timeout: self.timeout,
-                    engine: &mut *engine,
-                    now,
-                };
-                conn.stop_reading(&mut env);
+        if ready.first() == Some(&LISTENER) && !self.stopping {
+            self.accept();
+        }
+        for &id in ready.iter().filter(|&&id| id != LISTENER) {
+            if self.greetings.contains_key(&id) {
+                self.greet(id);
+            } else {
+                self.serve(id, engine, now)?;
             }
-            self.serve(id, engine, now)?;
         }
         ready.clear();
         self.ready = ready;
@@ -396,34 +542,31 @@ impl Frontend<RingBackend> for Front<'_> {
 
     /// Over once the server is stopping, no connection is left and no I/O is anywhere.
     fn flow(&mut self, engine: &Engine<RingBackend>) -> Flow {
-        let hub = self.hub;
         let quiet = engine.backend.inflight() == 0 && engine.queued() == 0;
-        if hub.stopping.load(Ordering::Acquire)
-            && hub.live.load(Ordering::Acquire) == 0
-            && self.conns.is_empty()
-            && quiet
-            && hub.no_arrivals()
-        {
+        if self.stopping && self.conns.is_empty() && self.greetings.is_empty() && quiet {
             Flow::Done
         } else {
             Flow::Wait
         }
     }
 
-    /// At once if a connection has more to read; else the earliest reply or payload
-    /// deadline.
+    /// At once if a connection has more to read; else the earliest handshake, reply or
+    /// payload deadline, or when accepting resumes.
     fn next_wake(&self, now: u64, _deadlines: bool) -> Option<u64> {
         if !self.busy.is_empty() {
             return Some(now);
         }
-        self.conns
-            .values()
-            .filter_map(Conn::next_deadline)
+        let conns = self.conns.values().filter_map(Conn::next_deadline);
+        let greetings = self.greetings.values().map(|g| g.due);
+        conns
+            .chain(greetings)
+            .chain(self.accept_paused_until)
             .min()
             .map(|due| self.ns(due))
     }
 
-    /// The acceptor and the handshakes notify when they change what ends the loop.
+    /// The stop watcher and the control and metrics threads wake the ring when they have
+    /// something for it.
     fn fed_from_outside(&self) -> bool {
         true
     }

@@ -58,7 +58,8 @@ pub fn negotiate<S: Read + Write>(stream: &mut S, export: &Export) -> Result<End
 /// As [`negotiate`], asking `admit` before transmission starts; a client it refuses (the
 /// server is full) is told so with `NBD_REP_ERR_POLICY` where the protocol allows a reply,
 /// and closed. `admit` runs before the reply that starts transmission is written, so a
-/// client is counted before it can know it was admitted.
+/// client is counted before it can know it was admitted. A blocking driver of
+/// [`Negotiation`].
 ///
 /// # Errors
 /// As [`negotiate`].
@@ -68,45 +69,162 @@ pub fn negotiate_admitting<S: Read + Write>(
     admit: &mut dyn FnMut() -> bool,
 ) -> Result<Ended, String> {
     let io = |e: io::Error| format!("handshake: {e}");
-    stream.write_all(&wire::greeting()).map_err(io)?;
-    let mut flags = [0u8; 4];
-    if !read_full(stream, &mut flags).map_err(io)? {
-        return Ok(Ended::Closed);
-    }
-    let flags = u32::from_be_bytes(flags);
-    let known = wire::CLIENT_FIXED_NEWSTYLE | wire::CLIENT_NO_ZEROES;
-    if flags & !known != 0 {
-        return Err(format!("client flags {flags:#x} include unknown bits"));
-    }
-    let no_zeroes = flags & wire::CLIENT_NO_ZEROES != 0;
-    for _ in 0..MAX_OPTIONS {
-        let mut header = [0u8; 16];
-        if !read_full(stream, &mut header).map_err(io)? {
-            return Ok(Ended::Closed);
+    let mut negotiation = Negotiation::new();
+    let mut input = Vec::new();
+    loop {
+        stream.write_all(&negotiation.take_output()).map_err(io)?;
+        input.resize(negotiation.wants(), 0);
+        if !read_full(stream, &mut input).map_err(io)? {
+            return negotiation.ended_early();
         }
-        let header = wire::parse_option_header(&header)?;
-        if header.length > wire::MAX_OPTION_LEN {
-            return Err(format!(
-                "option {} carries {} bytes; at most {} are accepted",
-                header.option,
-                header.length,
-                wire::MAX_OPTION_LEN
-            ));
-        }
-        let mut data = vec![0u8; header.length as usize];
-        stream.read_exact(&mut data).map_err(io)?;
-        let asked = Asked {
-            option: header.option,
-            data: &data,
-            no_zeroes,
-        };
-        if let Some(ended) = answer(stream, export, &asked, admit).map_err(io)? {
+        if let Some(ended) = negotiation.feed(&mut input.as_slice(), export, admit)? {
+            stream.write_all(&negotiation.take_output()).map_err(io)?;
             return Ok(ended);
         }
     }
-    Err(format!(
-        "more than {MAX_OPTIONS} options without choosing an export"
-    ))
+}
+
+/// What the handshake waits for next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Need {
+    /// The client's flags.
+    Flags,
+    /// An option's header.
+    Header,
+    /// Option `option`'s `length` bytes of data.
+    Data { option: u32, length: u32 },
+}
+
+/// The server's side of the handshake without I/O: bytes from the client go in through
+/// [`Negotiation::feed`], replies come out of [`Negotiation::take_output`]. The greeting is
+/// the first output.
+#[derive(Debug)]
+pub struct Negotiation {
+    need: Need,
+    no_zeroes: bool,
+    options: usize,
+    out: Vec<u8>,
+}
+
+impl Default for Negotiation {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Negotiation {
+    /// A handshake about to greet its client.
+    pub fn new() -> Self {
+        Self {
+            need: Need::Flags,
+            no_zeroes: false,
+            options: 0,
+            out: wire::greeting().to_vec(),
+        }
+    }
+
+    /// Bytes the next step needs whole.
+    pub fn wants(&self) -> usize {
+        match self.need {
+            Need::Flags => 4,
+            Need::Header => 16,
+            Need::Data { length, .. } => length as usize,
+        }
+    }
+
+    /// What to send the client, taken.
+    pub fn take_output(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.out)
+    }
+
+    /// The client left before sending [`Negotiation::wants`] bytes: quietly where a step
+    /// begins (`have` is 0 there), an error inside one.
+    ///
+    /// # Errors
+    /// The client left inside an option's data.
+    pub fn ended_early(&self) -> Result<Ended, String> {
+        match self.need {
+            Need::Flags | Need::Header => Ok(Ended::Closed),
+            Need::Data { .. } => Err("handshake: the client left inside an option".into()),
+        }
+    }
+
+    /// Takes whole steps from the front of `input` (leaving a partial one there); `Some`
+    /// once the handshake is over.
+    ///
+    /// # Errors
+    /// What the client got wrong; the caller closes the connection.
+    pub fn feed(
+        &mut self,
+        input: &mut &[u8],
+        export: &Export,
+        admit: &mut dyn FnMut() -> bool,
+    ) -> Result<Option<Ended>, String> {
+        while input.len() >= self.wants() {
+            let (step, rest) = input.split_at(self.wants());
+            *input = rest;
+            if let Some(ended) = self.step(step, export, admit)? {
+                return Ok(Some(ended));
+            }
+        }
+        Ok(None)
+    }
+
+    /// One whole step's bytes.
+    fn step(
+        &mut self,
+        bytes: &[u8],
+        export: &Export,
+        admit: &mut dyn FnMut() -> bool,
+    ) -> Result<Option<Ended>, String> {
+        match self.need {
+            Need::Flags => {
+                let flags = u32::from_be_bytes(bytes.try_into().map_err(|_| "flags")?);
+                let known = wire::CLIENT_FIXED_NEWSTYLE | wire::CLIENT_NO_ZEROES;
+                if flags & !known != 0 {
+                    return Err(format!("client flags {flags:#x} include unknown bits"));
+                }
+                self.no_zeroes = flags & wire::CLIENT_NO_ZEROES != 0;
+                self.need = Need::Header;
+            }
+            Need::Header => {
+                let header: &[u8; 16] = bytes.try_into().map_err(|_| "option header")?;
+                let header = wire::parse_option_header(header)?;
+                if header.length > wire::MAX_OPTION_LEN {
+                    return Err(format!(
+                        "option {} carries {} bytes; at most {} are accepted",
+                        header.option,
+                        header.length,
+                        wire::MAX_OPTION_LEN
+                    ));
+                }
+                self.need = Need::Data {
+                    option: header.option,
+                    length: header.length,
+                };
+            }
+            Need::Data { option, .. } => {
+                let asked = Asked {
+                    option,
+                    data: bytes,
+                    no_zeroes: self.no_zeroes,
+                };
+                // Writing into a Vec cannot fail.
+                let answered = answer(&mut self.out, export, &asked, admit);
+                if let Ok(Some(ended)) = answered {
+                    return Ok(Some(ended));
+                }
+                self.options += 1;
+                if self.options >= MAX_OPTIONS {
+                    return Err(format!(
+                        "more than {MAX_OPTIONS} options without choosing an export"
+                    ));
+                }
+                self.need = Need::Header;
+            }
+        }
+        Ok(None)
+    }
 }
 
 /// One option as the client sent it.
@@ -294,6 +412,38 @@ mod tests {
             rest = &rest[20 + len..];
         }
         found
+    }
+
+    #[test]
+    fn a_handshake_fed_a_byte_at_a_time_answers_as_one_fed_at_once() {
+        let mut input = 3u32.to_be_bytes().to_vec();
+        input.extend(option(wire::OPT_LIST, &[]));
+        input.extend(go(""));
+        // What follows the handshake is left for transmission.
+        input.extend_from_slice(b"early");
+        let (whole, whole_out) = run(input.clone());
+        assert_eq!(whole, Ok(Ended::Transmission));
+        let mut negotiation = Negotiation::new();
+        let mut out = negotiation.take_output();
+        let mut held = Vec::new();
+        let mut bytes = input.iter();
+        let ended = loop {
+            let Some(&b) = bytes.next() else {
+                panic!("the handshake never ended");
+            };
+            held.push(b);
+            let mut rest = held.as_slice();
+            let fed = negotiation.feed(&mut rest, &export(), &mut || true);
+            held = rest.to_vec();
+            out.extend(negotiation.take_output());
+            if let Some(ended) = fed.unwrap() {
+                break ended;
+            }
+        };
+        assert_eq!(ended, Ended::Transmission);
+        assert_eq!(out, whole_out);
+        let early: Vec<u8> = held.iter().chain(bytes).copied().collect();
+        assert_eq!(early, b"early");
     }
 
     #[test]

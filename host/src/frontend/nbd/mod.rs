@@ -3,12 +3,12 @@
 //! every client's I/O goes through the policy on its way to io_uring.
 //!
 //! - [`wire`] and [`plan`] are sans-IO: the protocol's bytes, and what a request becomes.
-//! - [`handshake`] runs the fixed newstyle handshake over any stream, on a thread of its
-//!   own for as long as the handshake lasts (bounded by `--handshake-timeout`).
-//! - [`engine`] serves every connection past its handshake on the engine's thread: the
-//!   ring says when a socket is ready, [`conn`] turns requests into bios of the
-//!   connection's ctx and answers each when its bios finished, and [`pool`] holds the
-//!   buffer slots. [`hub`] is what the acceptor and the handshakes share with it.
+//! - [`handshake`] is the fixed newstyle handshake as a state machine (and a blocking
+//!   driver of it for any stream).
+//! - [`engine`] serves the listener and every connection on the engine's thread: the ring
+//!   says when a socket is ready, [`greet`] runs a handshake as its bytes arrive, [`conn`]
+//!   turns requests into bios of the connection's ctx and answers each when its bios
+//!   finished, and [`pool`] holds the buffer slots.
 //!
 //! Each connection is one ctx (software queue), so cfq and bfq share the disk between
 //! clients as they share it between processes. A request is split into bios of at most
@@ -17,17 +17,16 @@
 
 mod conn;
 mod engine;
+mod greet;
 mod handshake;
-mod hub;
 mod net;
 mod plan;
 mod pool;
 mod wire;
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 pub use conn::Tally;
@@ -44,10 +43,8 @@ use crate::engine::{Engine, Lane, LaneSetup};
 use crate::frontend::jobs::real::RealError;
 use crate::observe::events::file::Writer;
 use crate::observe::metrics::Endpoint;
-use crate::peer::{Bounded, Deadline};
 use crate::policy::{PolicyBackend, WasmRuntime};
-use hub::{Arrival, Hub};
-use net::{Listener, Stream};
+use net::Listener;
 
 /// Bytes per bio: a request is split into pieces of at most this.
 pub const CHUNK: u32 = 256 * 1024;
@@ -223,21 +220,6 @@ pub fn serve(
         metrics,
         mut events,
     } = extras(options, control, &notifier, policy_name)?;
-    let hub = Hub {
-        arrivals: Mutex::new(Vec::new()),
-        notifier,
-        stopping: AtomicBool::new(false),
-        failed: AtomicBool::new(false),
-        live: AtomicUsize::new(0),
-    };
-    let server = Server {
-        hub: &hub,
-        export: &export,
-        max_clients: options.max_clients.max(1),
-        handshake_timeout: options.handshake_timeout,
-        established: AtomicUsize::new(0),
-        connections: Mutex::new(HashMap::new()),
-    };
     // Clients may write from here on: a file the server created stays.
     targets[0].keep();
     listening(Listening {
@@ -251,8 +233,11 @@ pub fn serve(
         .with_control(control)
         .with_live(options.status_interval_ns);
     let setup = engine::Setup {
-        hub: &hub,
-        established: &server.established,
+        listener: &listener,
+        export: &export,
+        stop,
+        max_clients: options.max_clients,
+        handshake_timeout: options.handshake_timeout,
         slots: SLOTS,
         access,
         limits,
@@ -261,12 +246,12 @@ pub fn serve(
         metrics: metrics.as_ref(),
     };
     let mut front = engine::Front::new(setup, clock);
+    let done = AtomicBool::new(false);
     let outcome = std::thread::scope(|scope| {
-        scope.spawn(|| server.accept_until(&listener, stop, scope));
+        // A signal only sets `stop`: this wakes the engine to see it.
+        scope.spawn(|| watch_stop(stop, &done, &notifier));
         let outcome = crate::engine::drive(&mut engine, &mut front);
-        if outcome.is_err() {
-            server.fail();
-        }
+        done.store(true, Ordering::Release);
         outcome
     });
     let clients = std::mem::take(&mut front.clients);
@@ -441,26 +426,16 @@ fn export_flags(read_only: bool) -> u16 {
     }
 }
 
-/// The acceptor's and the handshakes' view of the server.
-struct Server<'a> {
-    hub: &'a Hub,
-    export: &'a Export,
-    max_clients: usize,
-    handshake_timeout: Duration,
-    /// Clients past the handshake (counted as they are admitted, before they know it); the
-    /// engine's thread counts them out as they leave.
-    established: AtomicUsize,
-    /// Connections in their handshake, with when it began, to end the oldest when room is
-    /// needed and every one when the server stops.
-    connections: Mutex<HashMap<u64, Connection>>,
-}
-
-/// A connection in its handshake, as the acceptor sees it.
-#[derive(Debug)]
-struct Connection {
-    stream: Stream,
-    /// When its handshake began.
-    since: Instant,
+/// Wakes the engine (through `notifier`) once `stop` is set, looking every 100 ms, until
+/// `done`.
+fn watch_stop(stop: &AtomicBool, done: &AtomicBool, notifier: &Notifier) {
+    while !done.load(Ordering::Acquire) {
+        if stop.load(Ordering::Acquire) {
+            notifier.notify();
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// Failed accepts, reported at most once per [`ACCEPT_WARNING_EVERY`].
@@ -488,168 +463,6 @@ impl AcceptErrors {
         }
         due
     }
-}
-
-impl<'a> Server<'a> {
-    /// Accepts clients until `stop` is set or the ring thread failed, then stops reading
-    /// from every connection so each finishes what it sent.
-    fn accept_until<'s>(
-        &'s self,
-        listener: &Listener,
-        stop: &AtomicBool,
-        scope: &'s std::thread::Scope<'s, '_>,
-    ) {
-        let mut next_id = 0u64;
-        let mut errors = AcceptErrors::default();
-        while !stop.load(Ordering::Acquire) && !self.hub.has_failed() {
-            if !wait_readable(listener, Duration::from_millis(100)) {
-                continue;
-            }
-            match listener.accept() {
-                Ok(Some((stream, address))) => {
-                    if !self.make_room(&address) {
-                        let _ = stream.shutdown();
-                        continue;
-                    }
-                    next_id += 1;
-                    let id = next_id;
-                    // Unix clients share the socket's name; the number tells them apart.
-                    let peer = format!("#{id} {address}");
-                    match stream.try_clone() {
-                        Ok(handle) => {
-                            self.lock_connections().insert(
-                                id,
-                                Connection {
-                                    stream: handle,
-                                    since: Instant::now(),
-                                },
-                            );
-                        }
-                        Err(e) => {
-                            tracing::warn!(%peer, "dropping a client: {e}");
-                            continue;
-                        }
-                    }
-                    self.hub.live.fetch_add(1, Ordering::AcqRel);
-                    // Out of threads: this client is turned away, the server goes on.
-                    let spawned = std::thread::Builder::new()
-                        .name("schedhost-nbd".into())
-                        .spawn_scoped(scope, move || self.connection(id, stream, peer));
-                    if let Err(e) = spawned {
-                        let _ = errors.note(&e);
-                        if let Some(c) = self.lock_connections().remove(&id) {
-                            let _ = c.stream.shutdown();
-                        }
-                        self.hub.live.fetch_sub(1, Ordering::AcqRel);
-                    }
-                }
-                Ok(None) => {}
-                Err(e) => {
-                    let _ = errors.note(&e);
-                    std::thread::sleep(Duration::from_millis(100));
-                }
-            }
-        }
-        self.hub.stopping.store(true, Ordering::Release);
-        for connection in self.lock_connections().values() {
-            let _ = connection.stream.shutdown_read();
-        }
-        self.hub.notifier.notify();
-    }
-
-    /// Whether a new connection may start its handshake. Past `max_clients` established
-    /// clients it may not; when the established and handshaking ones together reach
-    /// `max_clients`, the oldest handshake is ended to make room, so connections that never
-    /// finish theirs cannot keep a real client out (each costs a thread meanwhile).
-    fn make_room(&self, address: &str) -> bool {
-        if self.established.load(Ordering::Acquire) >= self.max_clients {
-            tracing::warn!(%address, "turning a client away: {} are connected (--max-clients)", self.max_clients);
-            return false;
-        }
-        let connections = self.lock_connections();
-        let handshaking = connections.len();
-        if self.established.load(Ordering::Acquire) + handshaking >= self.max_clients {
-            let oldest = connections.values().min_by_key(|c| c.since);
-            if let Some(c) = oldest {
-                tracing::warn!(%address, "ending the oldest unfinished handshake to make room");
-                let _ = c.stream.shutdown();
-            }
-        }
-        true
-    }
-
-    /// One client's handshake, which must finish within the handshake deadline; past it,
-    /// the client goes to the engine's thread.
-    fn connection(&self, id: u64, mut stream: Stream, peer: String) {
-        let started = Instant::now();
-        let deadline = Deadline::after(self.handshake_timeout);
-        let mut admitted = false;
-        let mut admit = || {
-            admitted = self
-                .established
-                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                    (n < self.max_clients).then_some(n + 1)
-                })
-                .is_ok();
-            if admitted {
-                self.lock_connections().remove(&id);
-            }
-            admitted
-        };
-        let negotiated = negotiate_admitting(
-            &mut Bounded::new(&mut stream, deadline, "the handshake"),
-            self.export,
-            &mut admit,
-        );
-        self.lock_connections().remove(&id);
-        match negotiated {
-            Ok(Ended::Transmission) => match stream.clear_read_timeout() {
-                // From here the engine's thread owns the client, and counts it out.
-                Ok(()) => {
-                    self.hub.arrive(Arrival {
-                        peer,
-                        stream,
-                        started,
-                    });
-                    return;
-                }
-                Err(e) => tracing::warn!(%peer, "closing: {e}"),
-            },
-            Ok(Ended::Closed) => tracing::debug!(%peer, "client left during the handshake"),
-            Err(why) => tracing::warn!(%peer, "closing: {why}"),
-        }
-        if admitted {
-            self.established.fetch_sub(1, Ordering::AcqRel);
-        }
-        self.hub.live.fetch_sub(1, Ordering::AcqRel);
-        self.hub.notifier.notify();
-    }
-
-    /// The engine failed: the acceptor stops and every handshake ends.
-    fn fail(&self) {
-        self.hub.failed.store(true, Ordering::Release);
-        for connection in self.lock_connections().values() {
-            let _ = connection.stream.shutdown();
-        }
-    }
-
-    fn lock_connections(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Connection>> {
-        self.connections
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
-/// True iff `listener` has a client waiting within `timeout`.
-fn wait_readable(listener: &Listener, timeout: Duration) -> bool {
-    let mut fds = libc::pollfd {
-        fd: listener.raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: one valid pollfd, for the duration of the call.
-    let ready = unsafe { libc::poll(&mut fds, 1, timeout.as_millis() as libc::c_int) };
-    ready > 0
 }
 
 #[cfg(test)]

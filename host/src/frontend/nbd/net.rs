@@ -85,7 +85,7 @@ impl Listener {
             Address::Tcp(addr) => Self::Tcp(TcpListener::bind(addr)?),
             Address::Unix(path) => Self::Unix(crate::peer::bind_private(path)?, path.clone()),
         };
-        // Accepting polls, so that a shutdown request is seen between clients.
+        // The engine accepts when the ring says a client waits, and never blocks on it.
         match &listener {
             Self::Tcp(l) => l.set_nonblocking(true)?,
             Self::Unix(l, _) => l.set_nonblocking(true)?,
@@ -108,8 +108,9 @@ impl Listener {
                 .map(|(s, _)| (Stream::Unix(s), path.display().to_string())),
         };
         match accepted {
+            // The engine's thread serves every connection, so none may block it.
             Ok((stream, peer)) => {
-                stream.set_blocking()?;
+                stream.set_nonblocking()?;
                 Ok(Some((stream, peer)))
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
@@ -155,17 +156,6 @@ pub enum Stream {
 }
 
 impl Stream {
-    /// A second handle on the same connection (the replier writes while the reader reads).
-    ///
-    /// # Errors
-    /// The descriptor could not be duplicated.
-    pub fn try_clone(&self) -> io::Result<Self> {
-        Ok(match self {
-            Self::Tcp(s) => Self::Tcp(s.try_clone()?),
-            Self::Unix(s) => Self::Unix(s.try_clone()?),
-        })
-    }
-
     /// Ends the connection both ways; a reader blocked on it sees the end.
     ///
     /// # Errors
@@ -250,17 +240,6 @@ impl Stream {
         }
     }
 
-    /// Lets reads block for as long as the client takes (after the handshake's deadline).
-    ///
-    /// # Errors
-    /// The socket refused the option.
-    pub fn clear_read_timeout(&self) -> io::Result<()> {
-        match self {
-            Self::Tcp(s) => s.set_read_timeout(None),
-            Self::Unix(s) => s.set_read_timeout(None),
-        }
-    }
-
     /// Makes reads and writes return at once instead of waiting (the engine's thread
     /// serves every connection, so it never blocks on one).
     ///
@@ -278,13 +257,6 @@ impl Stream {
         match self {
             Self::Tcp(s) => s.as_raw_fd(),
             Self::Unix(s) => s.as_raw_fd(),
-        }
-    }
-
-    fn set_blocking(&self) -> io::Result<()> {
-        match self {
-            Self::Tcp(s) => s.set_nonblocking(false),
-            Self::Unix(s) => s.set_nonblocking(false),
         }
     }
 }
