@@ -10,11 +10,16 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
 
-use crate::bench_nbd::{FILE_BYTES, serve_with};
+use crate::bench_nbd::{Bench, FILE_BYTES, serve_with};
 
 const BLOCK: usize = 4096;
 
-pub fn run(schedhost: &Path, dir: &Path, disk: &Path, clients: usize, seconds: u32) -> Result<()> {
+pub fn run(bench: &Bench, clients: usize, seconds: u32) -> Result<()> {
+    let Bench {
+        schedhost,
+        dir,
+        disk,
+    } = bench;
     raise_open_files(clients as u64 * 2 + 256)?;
     let expected = std::fs::read(disk).context("reading the exported file")?;
     ensure!(

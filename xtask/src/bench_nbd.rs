@@ -25,31 +25,46 @@ const SCENARIOS: &[(&str, u32, u32)] = &[
 /// Bytes of the exported file; each client reads its own half.
 pub const FILE_BYTES: u64 = 256 << 20;
 
-pub fn run(
-    root: &Path,
-    rounds: usize,
-    seconds: u32,
-    only: Option<&str>,
-    clients: usize,
-) -> Result<()> {
-    let schedhost = root.join("target/release/schedhost");
+/// Where a benchmark's server, files and sockets are.
+pub struct Bench {
+    /// The release build.
+    pub schedhost: PathBuf,
+    /// Its scratch folder.
+    pub dir: PathBuf,
+    /// The exported file, [`FILE_BYTES`] of random data.
+    pub disk: PathBuf,
+}
+
+/// The scratch folder and the exported file, made once.
+pub fn prepare(root: &Path) -> Result<Bench> {
     let dir = root.join("target/bench-nbd");
     std::fs::create_dir_all(&dir)?;
     let disk = dir.join("disk.img");
     fill(&disk)?;
-    let wanted = |part: &str| only.is_none_or(|o| o == part);
-    ensure!(
-        only.is_none_or(|o| ["qemu", "share", "clients"].contains(&o)),
-        "--only takes qemu, share or clients"
-    );
+    Ok(Bench {
+        schedhost: root.join("target/release/schedhost"),
+        dir,
+        disk,
+    })
+}
+
+/// The `qemu` part, then the `share` part, as `wanted` says.
+pub fn run(
+    bench: &Bench,
+    rounds: usize,
+    seconds: u32,
+    wanted: &dyn Fn(&str) -> bool,
+) -> Result<()> {
+    let Bench {
+        schedhost,
+        dir,
+        disk,
+    } = bench;
     if wanted("qemu") {
-        against_qemu_nbd(&schedhost, &dir, &disk, rounds, seconds)?;
+        against_qemu_nbd(schedhost, dir, disk, rounds, seconds)?;
     }
     if wanted("share") {
-        sharing(&schedhost, &dir, &disk, rounds, seconds)?;
-    }
-    if wanted("clients") {
-        crate::bench_clients::run(&schedhost, &dir, &disk, clients, seconds)?;
+        sharing(schedhost, dir, disk, rounds, seconds)?;
     }
     Ok(())
 }

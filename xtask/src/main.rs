@@ -128,7 +128,18 @@ fn run(args: Vec<String>) -> Result<()> {
                 }
             }
             let (rounds, seconds) = rounds_and_seconds("bench-nbd", &timing)?;
-            bench_nbd::run(&root, rounds, seconds, only.as_deref(), clients)
+            ensure!(
+                only.as_deref()
+                    .is_none_or(|o| ["qemu", "share", "clients"].contains(&o)),
+                "bench-nbd: --only takes qemu, share or clients"
+            );
+            let wanted = |part: &str| only.as_deref().is_none_or(|o| o == part);
+            let bench = bench_nbd::prepare(&root)?;
+            bench_nbd::run(&bench, rounds, seconds, &wanted)?;
+            if wanted("clients") {
+                bench_clients::run(&bench, clients, seconds)?;
+            }
+            Ok(())
         }
         ["fuzz", rest @ ..] => {
             let seconds: u64 = match rest {
