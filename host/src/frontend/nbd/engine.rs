@@ -54,13 +54,7 @@ pub struct Front<'a> {
     clock: Instant,
     conns: HashMap<u64, Conn>,
     next_id: u64,
-    pools: Pools,
-    /// Per buffer slot, whose bio holds it.
-    owners: Vec<Option<Owner>>,
-    slots: SlotAccess,
-    limits: Limits,
-    chunk: u32,
-    timeout: Duration,
+    shared: Shared,
     /// ctx numbers in use; a new client takes the lowest free one.
     ctxs: BTreeSet<u32>,
     /// Connections that waited for slots, in the order they started waiting.
@@ -74,6 +68,34 @@ pub struct Front<'a> {
     pub clients: Vec<ClientSummary>,
     events: Option<&'a mut Writer>,
     metrics: Option<&'a Endpoint>,
+}
+
+/// What every connection works with: the buffer slots and who holds them, and the
+/// export's rules.
+struct Shared {
+    pools: Pools,
+    /// Per buffer slot, whose bio holds it.
+    owners: Vec<Option<Owner>>,
+    slots: SlotAccess,
+    limits: Limits,
+    chunk: u32,
+    timeout: Duration,
+}
+
+impl Shared {
+    /// A connection's view of it, with the engine its bios go to at `now`.
+    fn env<'e>(&'e mut self, engine: &'e mut Engine<RingBackend>, now: u64) -> Env<'e> {
+        Env {
+            pools: &mut self.pools,
+            owners: &mut self.owners,
+            slots: &self.slots,
+            limits: &self.limits,
+            chunk: self.chunk,
+            timeout: self.timeout,
+            engine,
+            now,
+        }
+    }
 }
 
 /// What the server's front-end is set up with.
@@ -121,12 +143,14 @@ impl<'a> Front<'a> {
             clock,
             conns: HashMap::new(),
             next_id: 0,
-            pools: Pools::new(plan.data, plan.control, plan.per_connection),
-            owners: vec![None; (plan.data + plan.control) as usize],
-            slots: setup.access,
-            limits: setup.limits,
-            chunk: plan.chunk,
-            timeout: setup.timeout,
+            shared: Shared {
+                pools: Pools::new(plan.data, plan.control, plan.per_connection),
+                owners: vec![None; (plan.data + plan.control) as usize],
+                slots: setup.access,
+                limits: setup.limits,
+                chunk: plan.chunk,
+                timeout: setup.timeout,
+            },
             ctxs: BTreeSet::new(),
             starved: VecDeque::new(),
             touched: Vec::new(),
@@ -148,16 +172,7 @@ impl<'a> Front<'a> {
         let Some(conn) = self.conns.get_mut(&id) else {
             return Ok(());
         };
-        let mut env = Env {
-            pools: &mut self.pools,
-            owners: &mut self.owners,
-            slots: &self.slots,
-            limits: &self.limits,
-            chunk: self.chunk,
-            timeout: self.timeout,
-            engine,
-            now,
-        };
+        let mut env = self.shared.env(engine, now);
         if conn.wants_output() {
             conn.flush(&mut env);
         }
@@ -255,7 +270,7 @@ impl<'a> Front<'a> {
                 let ctx = (0..).find(|c| !self.ctxs.contains(c)).unwrap_or(0);
                 self.ctxs.insert(ctx);
                 tracing::info!(peer = %greeting.peer, ctx, "client connected");
-                let reply_due = Instant::now() + self.timeout;
+                let reply_due = Instant::now() + self.shared.timeout;
                 let mut conn = Conn::new(
                     greeting.stream,
                     (greeting.peer, ctx, greeting.started),
@@ -300,16 +315,7 @@ impl<'a> Front<'a> {
             let Some(conn) = self.conns.get_mut(&id) else {
                 continue;
             };
-            let mut env = Env {
-                pools: &mut self.pools,
-                owners: &mut self.owners,
-                slots: &self.slots,
-                limits: &self.limits,
-                chunk: self.chunk,
-                timeout: self.timeout,
-                engine: &mut *engine,
-                now,
-            };
+            let mut env = self.shared.env(engine, now);
             conn.stop_reading(&mut env);
             self.touched.push(id);
         }
@@ -332,16 +338,7 @@ impl<'a> Front<'a> {
             if conn.next_deadline().is_none_or(|due| due > at) {
                 continue;
             }
-            let mut env = Env {
-                pools: &mut self.pools,
-                owners: &mut self.owners,
-                slots: &self.slots,
-                limits: &self.limits,
-                chunk: self.chunk,
-                timeout: self.timeout,
-                engine: &mut *engine,
-                now,
-            };
+            let mut env = self.shared.env(engine, now);
             conn.enforce_deadlines(&mut env, at);
             self.touched.push(id);
         }
@@ -446,22 +443,18 @@ impl Frontend<RingBackend> for Front<'_> {
     ) -> Result<(), RealError> {
         for finished in done {
             let lease = Lease::of_bio(finished.bio.bio);
-            let Some(owner) = self.owners.get_mut(lease.index()).and_then(Option::take) else {
+            let Some(owner) = self
+                .shared
+                .owners
+                .get_mut(lease.index())
+                .and_then(Option::take)
+            else {
                 continue;
             };
             let Some(conn) = self.conns.get_mut(&owner.conn) else {
                 continue;
             };
-            let mut env = Env {
-                pools: &mut self.pools,
-                owners: &mut self.owners,
-                slots: &self.slots,
-                limits: &self.limits,
-                chunk: self.chunk,
-                timeout: self.timeout,
-                engine: &mut *engine,
-                now,
-            };
+            let mut env = self.shared.env(engine, now);
             conn.finished(
                 owner.conn,
                 &mut env,
