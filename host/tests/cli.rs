@@ -506,6 +506,26 @@ fn serve_on_tcp_loopback_answers_a_client_and_stops_cleanly_on_sigterm() {
     s.write_all(&request(2, 3, 0, 0)).unwrap();
     drop(s);
 
+    // The live line comes every 50 ms; wait (boundedly) for one that has seen the read
+    // before stopping the server, since a fast machine serves the client inside the first
+    // interval.
+    let (lines, seen) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        for line in stderr.lines().map_while(Result::ok) {
+            let _ = lines.send(line);
+        }
+    });
+    let is_live = |l: &str| l.contains("deadline | read ") && l.contains("ejections 0");
+    let wait_until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut live = Vec::new();
+    while !live.iter().any(|l: &String| is_live(l)) {
+        let left = wait_until.saturating_duration_since(std::time::Instant::now());
+        match seen.recv_timeout(left) {
+            Ok(line) => live.push(line),
+            Err(_) => break,
+        }
+    }
+
     let killed = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()
@@ -513,12 +533,12 @@ fn serve_on_tcp_loopback_answers_a_client_and_stops_cleanly_on_sigterm() {
     assert!(killed.success());
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success(), "exit {:?}", out.status);
-    let mut live = String::new();
-    stderr.read_to_string(&mut live).unwrap();
+    reader.join().unwrap();
+    live.extend(seen.try_iter());
     assert!(
-        live.lines()
-            .any(|l| l.contains("deadline | read ") && l.contains("ejections 0")),
-        "no live line in:\n{live}"
+        live.iter().any(|l| is_live(l)),
+        "no live line in:\n{}",
+        live.join("\n")
     );
     let summary = String::from_utf8_lossy(&out.stdout);
     assert!(summary.contains("1 client(s) served"), "{summary}");
