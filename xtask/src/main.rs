@@ -273,73 +273,18 @@ fn policy_dirs(root: &Path) -> Result<Vec<PathBuf>> {
     Ok(dirs)
 }
 
-/// Builds the policy crate in `dir` for wasm32 and wraps it as a component; returns its path.
+/// Builds the policy crate in `dir` into `target/policies/NAME.wasm`: the same build as
+/// `schedhost policy build`, with every policy's cargo artifacts in one `target/wasm`.
 fn build_policy(root: &Path, dir: &Path) -> Result<PathBuf> {
-    let manifest = dir.join("Cargo.toml");
-    ensure!(manifest.is_file(), "{} has no Cargo.toml", dir.display());
-    let target_dir = root.join("target/wasm");
-    let mut cargo = toolchain::wasm_cargo();
-    cargo
-        .args([
-            "build",
-            "--release",
-            "--target",
-            "wasm32-unknown-unknown",
-            "-Zbuild-std=std,panic_abort",
-        ])
-        .arg("--manifest-path")
-        .arg(&manifest)
-        .arg("--target-dir")
-        .arg(&target_dir)
-        .arg("--message-format=short");
-    cargo_status(root, &mut cargo)
-        .with_context(|| format!("building the policy in {}", dir.display()))?;
-
-    let lib = lib_name(&manifest)?;
-    let module = target_dir
-        .join("wasm32-unknown-unknown/release")
-        .join(format!("{lib}.wasm"));
-    let bytes = fs::read(&module).with_context(|| format!("reading {}", module.display()))?;
-    let component = wit_component::ComponentEncoder::default()
-        .module(&bytes)
-        .with_context(|| {
-            format!(
-                "{} carries no schedhost bindings (does it call schedhost_sdk::export!?)",
-                module.display()
-            )
-        })?
-        .validate(true)
-        .encode()
-        .with_context(|| format!("turning {} into a component", module.display()))?;
-
-    let out_dir = root.join("target/policies");
-    fs::create_dir_all(&out_dir)?;
-    let name = lib
-        .strip_prefix("schedhost_policy_")
-        .unwrap_or(&lib)
-        .replace('_', "-");
-    let out = out_dir.join(format!("{name}.wasm"));
-    fs::write(&out, component).with_context(|| format!("writing {}", out.display()))?;
-    Ok(out)
-}
-
-/// The crate's library name as cargo names its artifact: the package name with `-` as `_`.
-fn lib_name(manifest: &Path) -> Result<String> {
-    let text = fs::read_to_string(manifest)?;
-    let mut in_package = false;
-    for line in text.lines().map(str::trim) {
-        if line.starts_with('[') {
-            in_package = line == "[package]";
-        } else if in_package && let Some(rest) = line.strip_prefix("name") {
-            let value = rest
-                .trim_start()
-                .trim_start_matches('=')
-                .trim()
-                .trim_matches('"');
-            return Ok(value.replace('-', "_"));
-        }
-    }
-    bail!("{}: no [package] name", manifest.display())
+    let toolchain = schedhost_kit::WasmToolchain::find()?;
+    let built = schedhost_kit::build_policy(
+        &toolchain,
+        dir,
+        Some(&root.join("target/wasm")),
+        &root.join("target/policies"),
+    )
+    .with_context(|| format!("building the policy in {}", dir.display()))?;
+    Ok(built.component)
 }
 
 fn cargo_status(root: &Path, cmd: &mut Command) -> Result<()> {

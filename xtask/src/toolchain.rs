@@ -6,7 +6,7 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
-const PACKAGES: &[&str] = &["rustc-web", "cargo-web", "rust-web-src", "lld-22"];
+const PACKAGES: &[&str] = schedhost_kit::toolchain::DEBIAN_PACKAGES;
 const CARGO: &str = "/usr/bin/cargo";
 
 /// The real clients the tests drive: qemu-img and qemu-io, nbdcopy and nbdinfo, fio (its
@@ -41,23 +41,6 @@ fn install_missing(packages: &[&str], what: &str) -> Result<()> {
     let mut install = vec!["install", "-y", "-q"];
     install.extend(&missing);
     apt(sudo, &install, packages)
-}
-
-/// A `cargo` command that builds for wasm32 with Debian's toolchain.
-pub fn wasm_cargo() -> Command {
-    let mut cmd = Command::new(CARGO);
-    let path = std::env::var("PATH").unwrap_or_default();
-    // Debian's rustc and its linker must be found before rustup's.
-    cmd.env("PATH", format!("/usr/bin:{path}"))
-        .env("RUSTC", "/usr/bin/rustc")
-        .env("RUSTC_BOOTSTRAP", "1")
-        .env_remove("RUSTUP_TOOLCHAIN")
-        .env_remove("CARGO_TARGET_DIR")
-        .env("CARGO_PROFILE_RELEASE_DEBUG", "false")
-        .env("CARGO_PROFILE_RELEASE_LTO", "true")
-        .env("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "1")
-        .env("CARGO_PROFILE_RELEASE_PANIC", "abort");
-    cmd
 }
 
 fn installed(package: &str) -> bool {

@@ -1,0 +1,61 @@
+//! `schedhost policy new` and `schedhost policy build`: the author's side of a policy, over
+//! the kit that `cargo xtask` uses too.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use schedhost_kit::{WasmToolchain, build_policy, new_policy};
+
+#[derive(Debug, clap::Args)]
+pub struct NewArgs {
+    /// The new crate's directory (must not exist, or be empty).
+    pub dir: PathBuf,
+    /// The policy's name (default: the directory's name).
+    #[arg(long)]
+    pub name: Option<String>,
+}
+
+impl NewArgs {
+    pub fn execute(self) -> Result<()> {
+        let made = new_policy(&self.dir, self.name.as_deref())?;
+        let dir = self.dir.display();
+        println!(
+            "created policy '{}' in {dir} ({} files; the SDK and WIT are vendored in {dir}/vendor)",
+            made.name,
+            made.files.len()
+        );
+        println!("next:");
+        println!("  (cd {dir} && cargo test)");
+        println!("  schedhost policy build {dir}");
+        println!("  schedhost policy check {dir}/target/{}.wasm", made.name);
+        Ok(())
+    }
+}
+
+#[derive(Debug, clap::Args)]
+pub struct BuildArgs {
+    /// The policy crate's directory.
+    #[arg(default_value = ".")]
+    pub dir: PathBuf,
+    /// Where the component goes (default: DIR/target).
+    #[arg(long, value_name = "DIR")]
+    pub out_dir: Option<PathBuf>,
+    /// cargo's target directory for the wasm build (default: DIR/target/wasm).
+    #[arg(long, value_name = "DIR")]
+    pub target_dir: Option<PathBuf>,
+}
+
+impl BuildArgs {
+    pub fn execute(self) -> Result<()> {
+        let toolchain = WasmToolchain::find()?;
+        eprintln!("schedhost: building with {}", toolchain.describe());
+        let out_dir = self
+            .out_dir
+            .clone()
+            .unwrap_or_else(|| self.dir.join("target"));
+        let built = build_policy(&toolchain, &self.dir, self.target_dir.as_deref(), &out_dir)
+            .with_context(|| format!("building the policy in {}", self.dir.display()))?;
+        println!("{}", built.component.display());
+        Ok(())
+    }
+}

@@ -1,0 +1,174 @@
+//! `schedhost policy new DIR`: a policy crate that builds anywhere. The SDK's sources and the
+//! WIT are copied into `DIR/vendor/` from the ones this binary was built with, so the crate
+//! needs no schedhost checkout, and the interface it builds against is exactly the one the
+//! host that made it loads. Only `wit-bindgen` comes from crates.io.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail, ensure};
+
+/// The SDK's sources, as `vendor/schedhost-sdk/src/NAME`.
+const SDK_SOURCES: &[(&str, &str)] = &[
+    ("lib.rs", include_str!("../../sdk/src/lib.rs")),
+    (
+        "collections.rs",
+        include_str!("../../sdk/src/collections.rs"),
+    ),
+    ("guest.rs", include_str!("../../sdk/src/guest.rs")),
+    ("packed.rs", include_str!("../../sdk/src/packed.rs")),
+    ("policy.rs", include_str!("../../sdk/src/policy.rs")),
+    ("runtime.rs", include_str!("../../sdk/src/runtime.rs")),
+    ("types.rs", include_str!("../../sdk/src/types.rs")),
+];
+
+/// The interface, as `vendor/wit/policy.wit` (the SDK's bindings read `../wit`).
+const WIT: &str = include_str!("../../wit/policy.wit");
+
+/// The vendored SDK's manifest: the workspace's settings written out.
+const SDK_MANIFEST: &str = r#"[package]
+name = "schedhost-sdk"
+description = "Write schedhost scheduling policies in safe Rust (vendored by `schedhost policy new`)"
+version = "0.1.0"
+edition = "2024"
+license = "Apache-2.0"
+publish = false
+
+[dependencies]
+
+[target.'cfg(target_arch = "wasm32")'.dependencies]
+wit-bindgen = { version = "0.61", default-features = false, features = ["macros", "realloc"] }
+"#;
+
+const POLICY_MANIFEST: &str = include_str!("../template/Cargo.toml");
+const POLICY_SOURCE: &str = include_str!("../template/lib.rs");
+const POLICY_README: &str = include_str!("../template/README.md");
+const POLICY_GITIGNORE: &str = "/target\n";
+
+/// What `new_policy` wrote.
+#[derive(Debug, Clone)]
+pub struct Scaffolded {
+    /// The policy's name (its component is `NAME.wasm`).
+    pub name: String,
+    /// Every file written, in order.
+    pub files: Vec<PathBuf>,
+}
+
+/// Writes a new policy crate into `dir`, which must not exist or be empty. Its name is
+/// `name`, or `dir`'s last component.
+///
+/// # Errors
+/// `dir` holds files (nothing is overwritten), the name is not a valid policy name, or a
+/// file cannot be written.
+pub fn new_policy(dir: &Path, name: Option<&str>) -> Result<Scaffolded> {
+    let name = match name {
+        Some(name) => name.to_owned(),
+        None => dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .context("give the new policy's directory, e.g. `schedhost policy new my-policy`")?,
+    };
+    check_name(&name)?;
+    if dir.exists() {
+        let mut entries = fs::read_dir(dir)
+            .with_context(|| format!("{} exists and is not a directory", dir.display()))?;
+        ensure!(
+            entries.next().is_none(),
+            "{} is not empty; `policy new` writes only into a new or empty directory",
+            dir.display()
+        );
+    }
+    let fill = |text: &str| {
+        text.replace("{{name}}", &name)
+            .replace("{{crate}}", &name.replace('-', "_"))
+            .replace("{{Type}}", &type_name(&name))
+    };
+    let mut files = Vec::new();
+    let mut write = |rel: &str, text: &str| -> Result<()> {
+        let path = dir.join(rel);
+        if let Some(parent) = path.parent() {
+            fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
+        }
+        fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+        files.push(path);
+        Ok(())
+    };
+    write("Cargo.toml", &fill(POLICY_MANIFEST))?;
+    write("src/lib.rs", &fill(POLICY_SOURCE))?;
+    write("README.md", &fill(POLICY_README))?;
+    write(".gitignore", POLICY_GITIGNORE)?;
+    write("vendor/schedhost-sdk/Cargo.toml", SDK_MANIFEST)?;
+    for (file, text) in SDK_SOURCES {
+        write(&format!("vendor/schedhost-sdk/src/{file}"), text)?;
+    }
+    write("vendor/wit/policy.wit", WIT)?;
+    Ok(Scaffolded { name, files })
+}
+
+/// A policy name: lowercase ASCII letters, digits and `-`, starting with a letter, at most
+/// 48 characters (it becomes a crate name and a file name).
+fn check_name(name: &str) -> Result<()> {
+    let valid = name.len() <= 48
+        && name.starts_with(|c: char| c.is_ascii_lowercase())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && !name.ends_with('-');
+    if !valid {
+        bail!(
+            "{name:?} is not a policy name: use lowercase letters, digits and '-', starting with a letter (at most 48), or pass --name"
+        );
+    }
+    Ok(())
+}
+
+/// `my-fifo` → `MyFifo`.
+fn type_name(name: &str) -> String {
+    name.split('-')
+        .map(|part| {
+            let mut chars = part.chars();
+            chars.next().map_or_else(String::new, |first| {
+                first.to_ascii_uppercase().to_string() + chars.as_str()
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_sdk_source_file_is_vendored() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../sdk/src");
+        let mut on_disk: Vec<String> = fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        on_disk.sort();
+        let mut vendored: Vec<String> = SDK_SOURCES.iter().map(|(f, _)| (*f).to_owned()).collect();
+        vendored.sort();
+        assert_eq!(on_disk, vendored, "add the new SDK file to SDK_SOURCES");
+    }
+
+    #[test]
+    fn names_are_checked_and_typed() {
+        assert!(check_name("my-fifo2").is_ok());
+        for bad in ["My", "9x", "a_b", "x-", "", &"a".repeat(49)] {
+            assert!(check_name(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(type_name("my-fifo2"), "MyFifo2");
+    }
+
+    #[test]
+    fn a_non_empty_directory_is_never_written_into() {
+        let dir = std::env::temp_dir().join(format!("kit-new-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(dir.join("keep.txt"), "mine").unwrap();
+        let err = new_policy(&dir, Some("p")).unwrap_err();
+        assert!(err.to_string().contains("is not empty"), "{err}");
+        assert_eq!(fs::read_to_string(dir.join("keep.txt")).unwrap(), "mine");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+}
