@@ -71,13 +71,18 @@ const TUNABLES: &[TunableSpec] = &[
         "KiB",
         "longest backward seek taken in sector order",
     ),
-    tunable(
-        "back_seek_penalty",
-        2,
-        1024,
-        "",
-        "a backward seek counts this many times its distance",
-    ),
+    // At least 1, as the kernel's store clamps it; declared so, a 0 is refused with the
+    // range instead of being read back as 1.
+    TunableSpec {
+        min: 1,
+        ..tunable(
+            "back_seek_penalty",
+            2,
+            1024,
+            "",
+            "a backward seek counts this many times its distance",
+        )
+    },
     tunable(
         "slice_sync",
         100,
@@ -225,7 +230,7 @@ impl Policy for Cfq {
             "fifo_expire_sync" => t.fifo_expire[1] = v * MS,
             "fifo_expire_async" => t.fifo_expire[0] = v * MS,
             "back_seek_max" => t.back_seek_max_sectors = v * 2,
-            "back_seek_penalty" => t.back_seek_penalty = v.max(1),
+            "back_seek_penalty" => t.back_seek_penalty = v,
             "slice_sync" => t.slice_sync = v * MS,
             "slice_async" => t.slice_async = v * MS,
             "slice_async_rq" => t.slice_async_rq = v as u32,
