@@ -52,6 +52,12 @@ pub enum Command {
 pub enum PolicyCommand {
     /// Print a policy's name, version, interface version and tunables.
     Inspect(commands::inspect::InspectArgs),
+    /// Create a policy crate that builds outside this repository (the SDK vendored).
+    New(commands::author::NewArgs),
+    /// Build a policy crate into a component and print its path.
+    Build(commands::author::BuildArgs),
+    /// Check a policy against the host's contract on seeded simulated workloads.
+    Check(commands::check::CheckArgs),
 }
 
 impl Command {
@@ -66,6 +72,9 @@ impl Command {
                 )
             }
             Command::Policy(PolicyCommand::Inspect(args)) => args.execute(),
+            Command::Policy(PolicyCommand::New(args)) => args.execute(),
+            Command::Policy(PolicyCommand::Build(args)) => args.execute(),
+            Command::Policy(PolicyCommand::Check(args)) => args.execute(),
             Command::Bench(args) => args.execute(),
             Command::Ctl(args) => args.execute(),
             Command::Serve(args) => args.execute(),

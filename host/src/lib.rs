@@ -22,6 +22,7 @@
 #![deny(missing_docs)]
 
 pub mod backend;
+pub mod check;
 pub mod control;
 pub mod core;
 pub mod engine;

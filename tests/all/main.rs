@@ -19,6 +19,7 @@ mod kyber;
 mod loading;
 mod merging;
 mod nbd;
+mod policy_check;
 mod policy_rules;
 mod replay;
 mod reproduction;

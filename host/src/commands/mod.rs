@@ -2,7 +2,9 @@
 
 use clap::ValueEnum;
 
+pub mod author;
 pub mod bench;
+pub mod check;
 pub mod compare;
 pub mod ctl;
 pub mod events;

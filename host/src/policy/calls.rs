@@ -240,6 +240,8 @@ pub(super) struct Caps {
     pub(super) memory_bytes: usize,
     /// A growth past the cap was refused (the fault is then a memory fault).
     pub(super) hit: bool,
+    /// The most linear memory granted so far (wasm memories never shrink).
+    pub(super) peak: usize,
 }
 
 #[cfg(test)]
@@ -249,6 +251,7 @@ impl Caps {
         Self {
             memory_bytes: 1 << 20,
             hit: false,
+            peak: 0,
         }
     }
 }
@@ -267,6 +270,7 @@ impl ResourceLimiter for Caps {
                 self.memory_bytes
             )));
         }
+        self.peak = self.peak.max(desired);
         Ok(true)
     }
 

@@ -200,4 +200,8 @@ pub trait PolicyBackend: Send {
     fn fresh(&self) -> Option<Box<dyn PolicyBackend>> {
         None
     }
+    /// The most linear memory the instance has held, if it runs in a sandbox that counts it.
+    fn memory_bytes(&mut self) -> Option<u64> {
+        None
+    }
 }

@@ -97,6 +97,9 @@ impl PolicyBackend for Timed {
     fn restore_state(&mut self, state: &[u8]) -> Result<Result<(), String>, Fault> {
         self.time(|p| p.restore_state(state))
     }
+    fn memory_bytes(&mut self) -> Option<u64> {
+        self.inner.memory_bytes()
+    }
     fn fresh(&self) -> Option<Box<dyn PolicyBackend>> {
         let inner = self.inner.fresh()?;
         Some(Box::new(Self::new(inner, Arc::clone(&self.spent_ns))))

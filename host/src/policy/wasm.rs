@@ -304,6 +304,7 @@ impl LoadedPolicy {
         let caps = Caps {
             memory_bytes: self.limits.memory_bytes,
             hit: false,
+            peak: 0,
         };
         let mut store = Store::new(&self.engine, caps);
         store.limiter(|caps| caps);
@@ -488,6 +489,10 @@ impl PolicyBackend for WasmPolicy {
     fn fresh(&self) -> Option<Box<dyn PolicyBackend>> {
         let policy = self.loaded.instantiate().ok()?;
         Some(Box::new(policy))
+    }
+
+    fn memory_bytes(&mut self) -> Option<u64> {
+        Some(self.store.data().peak as u64)
     }
 
     fn info(&mut self) -> Result<Info, Fault> {

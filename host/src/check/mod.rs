@@ -1,0 +1,558 @@
+//! The policy contract, checked from outside: `schedhost policy check`. A policy runs on
+//! seeded mixed workloads over the simulated devices, wrapped in a [`recorder`] that checks
+//! every answer, with faults stopping the run (`--on-fault abort`) so none is hidden by a
+//! fallback. Around the runs: its tunables, its saved state, and a second run of the first
+//! seed, which must dispatch in the same order.
+
+mod recorder;
+mod workload;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use schedhost_sdk::{PrioClass, Setup, Tunable};
+
+pub use recorder::Violation;
+use recorder::{Record, Recorded};
+
+use crate::backend::sim::DeviceSpec;
+use crate::core::{OnFault, Supervision};
+use crate::engine::ScheduledSwap;
+use crate::frontend::jobs::sim::{self, SimError, SimOptions};
+use crate::policy::{Fault, PolicyBackend, builtin_fifo};
+
+/// Makes a fresh, uninitialised instance of the policy under check.
+pub type Maker = Arc<dyn Fn() -> Result<Box<dyn PolicyBackend>, String> + Send + Sync>;
+
+/// What to check, and how hard.
+#[derive(Debug, Clone)]
+pub struct CheckOptions {
+    /// The first workload's seed; round `r` uses `seed + r`.
+    pub seed: u64,
+    /// Workloads to run (alternating the simulated SSD and HDD; odd rounds swap the
+    /// policy out and back in).
+    pub rounds: u32,
+    /// Virtual time each workload runs.
+    pub runtime_ns: u64,
+    /// Longest a request may wait in the policy before it is a violation.
+    pub max_wait_ns: u64,
+    /// The watchdog: holding requests this long while dispatching nothing is a fault.
+    pub watchdog_ns: u64,
+    /// Tunables set on every instance.
+    pub settings: Vec<(String, i64)>,
+}
+
+impl Default for CheckOptions {
+    fn default() -> Self {
+        Self {
+            seed: 1,
+            rounds: 4,
+            runtime_ns: 1_000_000_000,
+            max_wait_ns: 5_000_000_000,
+            watchdog_ns: 2_000_000_000,
+            settings: Vec::new(),
+        }
+    }
+}
+
+/// One workload's run.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RoundReport {
+    /// Its seed.
+    pub seed: u64,
+    /// The simulated device.
+    pub device: String,
+    /// Whether the policy was swapped out and back in during it.
+    pub swaps: bool,
+    /// Submitters.
+    pub ctxs: usize,
+    /// Requests the policy was given.
+    pub requests: u64,
+    /// Requests it dispatched (the rest were absorbed by merges).
+    pub dispatched: u64,
+    /// Virtual time at the end, in ns.
+    pub end_ns: u64,
+}
+
+/// The longest wait of one class and direction.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Wait {
+    /// `rt`, `be` or `idle` (requests without a class count as `be`).
+    pub class: &'static str,
+    /// `read` or `write`.
+    pub direction: &'static str,
+    /// The longest submission-to-dispatch time seen, in ns.
+    pub longest_ns: u64,
+}
+
+/// The report card.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct CheckReport {
+    /// The policy's name and version, as it says.
+    pub policy: String,
+    /// True iff no rule was broken.
+    pub passed: bool,
+    /// Every broken rule (the first few of each run).
+    pub violations: Vec<Violation>,
+    /// The workloads run.
+    pub rounds: Vec<RoundReport>,
+    /// Longest waits, by class and direction.
+    pub waits: Vec<Wait>,
+    /// The bound on waits, in ns.
+    pub max_wait_ns: u64,
+    /// The first seed ran twice with the same dispatch order.
+    pub deterministic: bool,
+    /// Tunables checked (defaults in range, get and set round trips).
+    pub tunables_checked: usize,
+    /// Bytes of saved state that restored and saved again unchanged.
+    pub state_bytes: Option<usize>,
+    /// Wall-clock time in policy calls per request given to the policy, in ns.
+    pub cost_ns_per_request: f64,
+    /// Policy calls made.
+    pub calls: u64,
+    /// The most linear memory an instance held (components only).
+    pub memory_high_water_bytes: Option<u64>,
+}
+
+/// Checks the policy `make` builds.
+pub fn check(make: &Maker, options: &CheckOptions) -> CheckReport {
+    let mut violations = Vec::new();
+    let mut note = |rule: &'static str, detail: String| violations.push(Violation { rule, detail });
+    let policy = match describe(make) {
+        Ok(name) => name,
+        Err(e) => {
+            note("start", e);
+            String::from("?")
+        }
+    };
+    let tunables_checked = check_tunables(make, &options.settings, &mut note);
+    let state_bytes = check_state(make, &options.settings, &mut note);
+
+    let mut rounds = Vec::new();
+    let mut waits: BTreeMap<(PrioClass, &'static str), u64> = BTreeMap::new();
+    let (mut call_ns, mut calls, mut requests) = (0u64, 0u64, 0u64);
+    let mut memory = None;
+    let mut first_order = None;
+    for r in 0..options.rounds {
+        let seed = options.seed.wrapping_add(u64::from(r));
+        let run = run_round(make, options, seed, r % 2 == 1);
+        for v in &run.record.violations {
+            violations.push(v.clone());
+        }
+        if run.record.violation_count > run.record.violations.len() as u64 {
+            violations.push(Violation {
+                rule: "more",
+                detail: format!(
+                    "seed {seed}: {} more violations not listed",
+                    run.record.violation_count - run.record.violations.len() as u64
+                ),
+            });
+        }
+        if let Some(stop) = run.stop {
+            violations.push(stop);
+        }
+        for (&key, &wait) in &run.record.longest_wait_ns {
+            let longest = waits.entry(key).or_default();
+            *longest = (*longest).max(wait);
+        }
+        call_ns += run.record.call_ns;
+        calls += run.record.calls;
+        requests += run.record.inserted;
+        memory = memory.max(run.record.memory_bytes);
+        if r == 0 {
+            first_order = Some(run.record.order_hash);
+        }
+        rounds.push(run.report);
+    }
+    let deterministic = match first_order {
+        Some(hash) => {
+            let again = run_round(make, options, options.seed, false);
+            let same = again.record.order_hash == hash;
+            if !same {
+                violations.push(Violation {
+                    rule: "nondeterministic",
+                    detail: format!(
+                        "seed {} dispatched in a different order the second time",
+                        options.seed
+                    ),
+                });
+            }
+            same
+        }
+        None => false,
+    };
+    let waits: Vec<Wait> = waits
+        .into_iter()
+        .map(|((class, direction), longest_ns)| Wait {
+            class: class_name(class),
+            direction,
+            longest_ns,
+        })
+        .collect();
+    for w in &waits {
+        if w.longest_ns > options.max_wait_ns {
+            violations.push(Violation {
+                rule: "wait-bound",
+                detail: format!(
+                    "a {} {} waited {:.1} ms in the policy, past the bound of {:.1} ms (--max-wait-ms)",
+                    w.class,
+                    w.direction,
+                    w.longest_ns as f64 / 1e6,
+                    options.max_wait_ns as f64 / 1e6
+                ),
+            });
+        }
+    }
+    CheckReport {
+        policy,
+        passed: violations.is_empty(),
+        violations,
+        rounds,
+        waits,
+        max_wait_ns: options.max_wait_ns,
+        deterministic,
+        tunables_checked,
+        state_bytes,
+        cost_ns_per_request: call_ns as f64 / requests.max(1) as f64,
+        calls,
+        memory_high_water_bytes: memory,
+    }
+}
+
+fn class_name(class: PrioClass) -> &'static str {
+    match class.effective() {
+        PrioClass::Rt => "rt",
+        PrioClass::Idle => "idle",
+        _ => "be",
+    }
+}
+
+fn describe(make: &Maker) -> Result<String, String> {
+    let mut p = make()?;
+    let info = p.info().map_err(|f| one_line(&f))?;
+    Ok(format!("{} {}", info.name, info.version))
+}
+
+const SETUP: Setup = Setup {
+    hw_queues: 1,
+    queue_depth: 32,
+    nr_requests: 64,
+};
+
+/// A fault in one line (its message's first line: the wasm backtrace follows).
+fn one_line(fault: &Fault) -> String {
+    fault
+        .to_string()
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// Defaults inside their ranges; after `init`, `get` gives the default; `set` to each end
+/// of the range reads back; one past an end is refused. A fault ends the check (the
+/// instance is gone). Returns the tunables checked.
+fn check_tunables(
+    make: &Maker,
+    settings: &[(String, i64)],
+    note: &mut dyn FnMut(&'static str, String),
+) -> usize {
+    let Ok(mut p) = make() else { return 0 };
+    let tunables = match p.tunables() {
+        Ok(t) => t,
+        Err(f) => {
+            note("tunables", one_line(&f));
+            return 0;
+        }
+    };
+    match p.init(&SETUP, settings) {
+        Ok(Ok(())) => {}
+        Ok(Err(why)) => {
+            note("init", format!("init refused the settings: {why}"));
+            return 0;
+        }
+        Err(f) => {
+            note("init", one_line(&f));
+            return 0;
+        }
+    }
+    for (checked, t) in tunables.iter().enumerate() {
+        if let Err(fault) = check_tunable(p.as_mut(), t, settings, note) {
+            note("tunables", format!("{}: {}", t.name, one_line(&fault)));
+            return checked;
+        }
+    }
+    tunables.len()
+}
+
+fn check_tunable(
+    p: &mut dyn PolicyBackend,
+    t: &Tunable,
+    settings: &[(String, i64)],
+    note: &mut dyn FnMut(&'static str, String),
+) -> Result<(), Fault> {
+    let name = &t.name;
+    if !(t.min..=t.max).contains(&t.default) {
+        note(
+            "tunables",
+            format!(
+                "{name}: default {} outside {}..={}",
+                t.default, t.min, t.max
+            ),
+        );
+    }
+    let expected = settings
+        .iter()
+        .rev()
+        .find(|(n, _)| n == name)
+        .map_or(t.default, |&(_, v)| v);
+    let got = p.get(name)?;
+    if got != Some(expected) {
+        note(
+            "tunables",
+            format!("{name}: get after init answered {got:?}, not {expected}"),
+        );
+    }
+    round_trip(p, name, t.min, "minimum", note)?;
+    round_trip(p, name, t.max, "maximum", note)?;
+    for outside in [t.min.checked_sub(1), t.max.checked_add(1)]
+        .into_iter()
+        .flatten()
+    {
+        if p.set(name, outside)?.is_ok() {
+            note(
+                "tunables",
+                format!(
+                    "{name}: {outside} is outside {}..={} but was accepted",
+                    t.min, t.max
+                ),
+            );
+        }
+    }
+    round_trip(p, name, expected, "setting", note)
+}
+
+/// `set` to `value` is accepted and `get` reads it back.
+fn round_trip(
+    p: &mut dyn PolicyBackend,
+    name: &str,
+    value: i64,
+    what: &str,
+    note: &mut dyn FnMut(&'static str, String),
+) -> Result<(), Fault> {
+    if let Err(why) = p.set(name, value)? {
+        note(
+            "tunables",
+            format!("{name}: its {what} {value} was refused: {why}"),
+        );
+        return Ok(());
+    }
+    let back = p.get(name)?;
+    if back != Some(value) {
+        note(
+            "tunables",
+            format!("{name}: set to its {what} {value}, get answered {back:?}"),
+        );
+    }
+    Ok(())
+}
+
+/// The state a started instance saves restores into a fresh one, which saves the same
+/// bytes again. Returns the state's size.
+fn check_state(
+    make: &Maker,
+    settings: &[(String, i64)],
+    note: &mut dyn FnMut(&'static str, String),
+) -> Option<usize> {
+    let started = |note: &mut dyn FnMut(&'static str, String)| {
+        let mut p = make().map_err(|e| note("start", e)).ok()?;
+        match p.init(&SETUP, settings) {
+            Ok(Ok(())) => Some(p),
+            _ => None,
+        }
+    };
+    let mut old = started(note)?;
+    let saved = match old.save_state() {
+        Ok(bytes) => bytes,
+        Err(f) => {
+            note("save-restore", format!("saving: {}", one_line(&f)));
+            return None;
+        }
+    };
+    let mut new = started(note)?;
+    match new.restore_state(&saved) {
+        Ok(Ok(())) => {}
+        Ok(Err(why)) => {
+            note(
+                "save-restore",
+                format!(
+                    "its own saved state ({} bytes) was refused: {why}",
+                    saved.len()
+                ),
+            );
+            return None;
+        }
+        Err(f) => {
+            note(
+                "save-restore",
+                format!(
+                    "restoring its own saved state ({} bytes): {}",
+                    saved.len(),
+                    one_line(&f)
+                ),
+            );
+            return None;
+        }
+    }
+    match new.save_state() {
+        Ok(again) if again == saved => Some(saved.len()),
+        Ok(again) => {
+            note(
+                "save-restore",
+                format!(
+                    "restored from {} bytes, it saved {} different bytes",
+                    saved.len(),
+                    again.len()
+                ),
+            );
+            None
+        }
+        Err(f) => {
+            note(
+                "save-restore",
+                format!("saving after a restore: {}", one_line(&f)),
+            );
+            None
+        }
+    }
+}
+
+struct Round {
+    report: RoundReport,
+    record: Record,
+    stop: Option<Violation>,
+}
+
+fn run_round(make: &Maker, options: &CheckOptions, seed: u64, swaps: bool) -> Round {
+    let record = recorder::record();
+    let device_name = if seed % 2 == 0 { "sim:hdd" } else { "sim:ssd" };
+    let jobs = workload::jobs(seed, options.runtime_ns).unwrap_or_default();
+    let ctxs = jobs.iter().map(|j| j.numjobs as usize).sum();
+    let mut stop = None;
+    let mut end_ns = 0;
+    let result = DeviceSpec::parse(device_name)
+        .map_err(|e| Violation {
+            rule: "host",
+            detail: e.to_string(),
+        })
+        .and_then(|device| {
+            if jobs.is_empty() {
+                return Err(Violation {
+                    rule: "host",
+                    detail: "the check's own workload did not parse".to_owned(),
+                });
+            }
+            let started = make().map_err(|detail| Violation {
+                rule: "start",
+                detail,
+            })?;
+            let policy: Box<dyn PolicyBackend> = Box::new(Recorded::new(started, &record));
+            let schedule = if swaps {
+                swap_out_and_in(make, &record, options)
+            } else {
+                Vec::new()
+            };
+            let sim_options = SimOptions {
+                seed,
+                supervision: Supervision {
+                    on_fault: OnFault::Abort,
+                    watchdog_ns: Some(options.watchdog_ns),
+                },
+                ..SimOptions::default()
+            };
+            sim::run_swapping(
+                &jobs,
+                &device,
+                policy,
+                &options.settings,
+                sim_options,
+                schedule,
+                &mut |_| {},
+            )
+            .map_err(|e| stop_reason(&e))
+        });
+    match result {
+        Ok(outcome) => {
+            end_ns = outcome.end_ns;
+            for swap in &outcome.swaps {
+                if let Err(why) = &swap.result {
+                    stop = Some(Violation {
+                        rule: "swap",
+                        detail: format!("seed {seed}: swap to {} refused: {why}", swap.to),
+                    });
+                }
+            }
+        }
+        Err(why) => stop = Some(why),
+    }
+    if let Some(v) = &mut stop {
+        v.detail = format!("seed {seed} on {device_name}: {}", v.detail);
+    }
+    let record = Arc::try_unwrap(record)
+        .map(|m| m.into_inner().unwrap_or_else(PoisonError::into_inner))
+        .unwrap_or_else(|shared| {
+            std::mem::take(&mut *shared.lock().unwrap_or_else(PoisonError::into_inner))
+        });
+    Round {
+        report: RoundReport {
+            seed,
+            device: device_name.to_owned(),
+            swaps,
+            ctxs,
+            requests: record.inserted,
+            dispatched: record.dispatched,
+            end_ns,
+        },
+        record,
+        stop,
+    }
+}
+
+/// A third of the way through, the built-in FIFO takes over; two thirds through, a fresh
+/// instance of the policy takes its requests back.
+fn swap_out_and_in(
+    make: &Maker,
+    record: &Arc<Mutex<Record>>,
+    options: &CheckOptions,
+) -> Vec<ScheduledSwap> {
+    let back = Arc::clone(make);
+    let shared = Arc::clone(record);
+    vec![
+        ScheduledSwap {
+            at_ns: options.runtime_ns / 3,
+            label: "the built-in FIFO".into(),
+            policy: Box::new(|| Ok(builtin_fifo())),
+            settings: Vec::new(),
+        },
+        ScheduledSwap {
+            at_ns: options.runtime_ns / 3 * 2,
+            label: "the policy again".into(),
+            policy: Box::new(move || {
+                Ok(Box::new(Recorded::new(back()?, &shared)) as Box<dyn PolicyBackend>)
+            }),
+            settings: options.settings.clone(),
+        },
+    ]
+}
+
+fn stop_reason(e: &SimError) -> Violation {
+    let rule = match e {
+        SimError::Fault { .. } => "fault",
+        SimError::Stalled { .. } => "stall",
+        SimError::Start(_) => "start",
+        SimError::Layout(_) | SimError::Driver(_) => "host",
+    };
+    // The first line: a trap's wasm backtrace follows it.
+    let detail = e.to_string().lines().next().unwrap_or_default().to_owned();
+    Violation { rule, detail }
+}

@@ -1,0 +1,263 @@
+//! A policy wrapped so that every answer is checked against what it was told: the ids it
+//! holds, the ones merges absorbed, the ones it already sent, the budget. It also times
+//! each call and watches the instance's memory. What it sees goes into a [`Record`] shared
+//! by every instance of one run (a swap brings a new one).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
+
+use schedhost_sdk::{
+    Completion, Dispatch, Info, MergeEvent, MergeQuery, Op, PrioClass, Request, Setup, Tunable,
+};
+
+use crate::policy::{Fault, PolicyBackend, Turn};
+
+/// At most this many violations are kept per run: the first ones say what is wrong.
+const KEPT_VIOLATIONS: usize = 16;
+
+/// A broken rule of the policy contract.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Violation {
+    /// A short name of the rule (`unknown-id`, `over-budget`, …).
+    pub rule: &'static str,
+    /// What happened, with the ids and times.
+    pub detail: String,
+}
+
+/// What one run's policy instances did, seen from outside.
+#[derive(Debug, Default)]
+pub struct Record {
+    /// Broken rules, the first [`KEPT_VIOLATIONS`].
+    pub violations: Vec<Violation>,
+    /// Broken rules in all.
+    pub violation_count: u64,
+    /// Dispatched ids in order, as an FNV-1a hash (same seed, same hash).
+    pub order_hash: u64,
+    /// Requests dispatched.
+    pub dispatched: u64,
+    /// Requests handed to the policy (including those handed over by swaps).
+    pub inserted: u64,
+    /// Longest submission-to-dispatch wait, by effective class and direction.
+    pub longest_wait_ns: BTreeMap<(PrioClass, &'static str), u64>,
+    /// Wall-clock time inside policy calls.
+    pub call_ns: u64,
+    /// Policy calls.
+    pub calls: u64,
+    /// The most linear memory an instance held.
+    pub memory_bytes: Option<u64>,
+    /// Ids sent to the device.
+    sent: HashSet<u64>,
+    /// Ids a merge absorbed.
+    absorbed: HashSet<u64>,
+}
+
+impl Record {
+    fn violate(&mut self, rule: &'static str, detail: String) {
+        self.violation_count += 1;
+        if self.violations.len() < KEPT_VIOLATIONS {
+            self.violations.push(Violation { rule, detail });
+        }
+    }
+
+    fn hash(&mut self, id: u64) {
+        const PRIME: u64 = 0x100_0000_01b3;
+        for byte in id.to_le_bytes() {
+            self.order_hash = (self.order_hash ^ u64::from(byte)).wrapping_mul(PRIME);
+        }
+    }
+}
+
+/// A new, shared record.
+pub fn record() -> Arc<Mutex<Record>> {
+    Arc::new(Mutex::new(Record {
+        order_hash: 0xcbf2_9ce4_8422_2325,
+        ..Record::default()
+    }))
+}
+
+/// One instance under watch.
+pub struct Recorded {
+    inner: Box<dyn PolicyBackend>,
+    record: Arc<Mutex<Record>>,
+    /// What this instance holds: id → (arrival, class, direction).
+    queued: HashMap<u64, (u64, PrioClass, &'static str)>,
+}
+
+impl std::fmt::Debug for Recorded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Recorded")
+            .field("queued", &self.queued.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Recorded {
+    /// `inner`, its calls checked into `record`.
+    pub fn new(inner: Box<dyn PolicyBackend>, record: &Arc<Mutex<Record>>) -> Self {
+        Self {
+            inner,
+            record: Arc::clone(record),
+            queued: HashMap::new(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Record> {
+        self.record.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Runs one call of the inner policy, timed, and notes its memory afterwards.
+    fn call<T>(&mut self, f: impl FnOnce(&mut dyn PolicyBackend) -> T) -> T {
+        let started = Instant::now();
+        let answer = f(self.inner.as_mut());
+        let spent = started.elapsed().as_nanos() as u64;
+        let memory = self.inner.memory_bytes();
+        let mut record = self.lock();
+        record.call_ns += spent;
+        record.calls += 1;
+        if let Some(bytes) = memory {
+            record.memory_bytes = Some(record.memory_bytes.unwrap_or(0).max(bytes));
+        }
+        answer
+    }
+
+    fn told_requests(&mut self, requests: &[Request]) {
+        for r in requests {
+            let direction = if r.op.is_write() { "write" } else { "read" };
+            self.queued
+                .insert(r.id, (r.arrival_ns, r.prio_class.effective(), direction));
+        }
+        self.lock().inserted += requests.len() as u64;
+    }
+
+    fn told_merges(&mut self, events: &[MergeEvent]) {
+        let absorbed: Vec<u64> = events.iter().filter_map(|e| e.absorbed).collect();
+        for id in &absorbed {
+            self.queued.remove(id);
+        }
+        self.lock().absorbed.extend(absorbed);
+    }
+
+    /// Checks a dispatch answer against what the policy holds and the budget.
+    fn check_answer(&mut self, now_ns: u64, budget: u32, answer: &Dispatch) {
+        let mut taken = Vec::with_capacity(answer.ids.len());
+        for &id in &answer.ids {
+            taken.push((id, self.queued.remove(&id)));
+        }
+        let mut record = self.lock();
+        if answer.ids.len() > budget as usize {
+            record.violate(
+                "over-budget",
+                format!(
+                    "at {now_ns} ns dispatch answered {} ids for a budget of {budget}",
+                    answer.ids.len()
+                ),
+            );
+        }
+        for (id, held) in taken {
+            match held {
+                Some((arrival, class, direction)) => {
+                    record.sent.insert(id);
+                    record.dispatched += 1;
+                    record.hash(id);
+                    let wait = now_ns.saturating_sub(arrival);
+                    let longest = record
+                        .longest_wait_ns
+                        .entry((class, direction))
+                        .or_default();
+                    *longest = (*longest).max(wait);
+                }
+                None if record.absorbed.contains(&id) => record.violate(
+                    "absorbed-id",
+                    format!("at {now_ns} ns dispatched request {id}, which a merge had absorbed"),
+                ),
+                None if record.sent.contains(&id) => record.violate(
+                    "dispatched-twice",
+                    format!("at {now_ns} ns dispatched request {id} again"),
+                ),
+                None => record.violate(
+                    "unknown-id",
+                    format!("at {now_ns} ns dispatched id {id}, which it was never given"),
+                ),
+            }
+        }
+    }
+}
+
+impl PolicyBackend for Recorded {
+    fn info(&mut self) -> Result<Info, Fault> {
+        self.call(|p| p.info())
+    }
+    fn tunables(&mut self) -> Result<Vec<Tunable>, Fault> {
+        self.call(|p| p.tunables())
+    }
+    fn init(
+        &mut self,
+        setup: &Setup,
+        settings: &[(String, i64)],
+    ) -> Result<Result<(), String>, Fault> {
+        self.call(|p| p.init(setup, settings))
+    }
+    fn get(&mut self, name: &str) -> Result<Option<i64>, Fault> {
+        self.call(|p| p.get(name))
+    }
+    fn set(&mut self, name: &str, value: i64) -> Result<Result<(), String>, Fault> {
+        self.call(|p| p.set(name, value))
+    }
+    fn insert(&mut self, now_ns: u64, requests: &[Request]) -> Result<(), Fault> {
+        self.told_requests(requests);
+        self.call(|p| p.insert(now_ns, requests))
+    }
+    fn dispatch(&mut self, now_ns: u64, hw_queue: u32, budget: u32) -> Result<Dispatch, Fault> {
+        let answer = self.call(|p| p.dispatch(now_ns, hw_queue, budget))?;
+        self.check_answer(now_ns, budget, &answer);
+        Ok(answer)
+    }
+    fn insert_and_dispatch(
+        &mut self,
+        now_ns: u64,
+        requests: &[Request],
+        hw_queue: u32,
+        budget: u32,
+    ) -> Result<Dispatch, Fault> {
+        self.told_requests(requests);
+        let answer = self.call(|p| p.insert_and_dispatch(now_ns, requests, hw_queue, budget))?;
+        self.check_answer(now_ns, budget, &answer);
+        Ok(answer)
+    }
+    fn turn(&mut self, now_ns: u64, turn: &Turn<'_>) -> Result<Option<Dispatch>, Fault> {
+        self.told_merges(turn.merges);
+        self.told_requests(turn.requests);
+        let answer = self.call(|p| p.turn(now_ns, turn))?;
+        if let (Some((_, budget)), Some(answer)) = (turn.dispatch, &answer) {
+            self.check_answer(now_ns, budget, answer);
+        }
+        Ok(answer)
+    }
+    fn allow_merge(&mut self, query: &MergeQuery) -> Result<bool, Fault> {
+        self.call(|p| p.allow_merge(query))
+    }
+    fn merged(&mut self, now_ns: u64, events: &[MergeEvent]) -> Result<(), Fault> {
+        self.told_merges(events);
+        self.call(|p| p.merged(now_ns, events))
+    }
+    fn completed(&mut self, now_ns: u64, done: &[Completion]) -> Result<(), Fault> {
+        self.call(|p| p.completed(now_ns, done))
+    }
+    fn limit_depth(&mut self, op: Op, sync: bool) -> Result<u32, Fault> {
+        self.call(|p| p.limit_depth(op, sync))
+    }
+    fn save_state(&mut self) -> Result<Vec<u8>, Fault> {
+        self.call(|p| p.save_state())
+    }
+    fn restore_state(&mut self, state: &[u8]) -> Result<Result<(), String>, Fault> {
+        self.call(|p| p.restore_state(state))
+    }
+    fn memory_bytes(&mut self) -> Option<u64> {
+        self.inner.memory_bytes()
+    }
+    fn fresh(&self) -> Option<Box<dyn PolicyBackend>> {
+        let inner = self.inner.fresh()?;
+        Some(Box::new(Self::new(inner, &self.record)))
+    }
+}

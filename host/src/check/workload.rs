@@ -1,0 +1,50 @@
+//! The seeded workloads a check runs: random and sequential readers (whose 4 KiB reads
+//! merge), a sequential writer, a mixed real-time submitter, an idle-class one and a
+//! 64-deep one that keeps more queued than the device takes (so budgets bind), with
+//! depths, sizes and priorities drawn from the seed.
+
+use crate::frontend::jobs::{JobSpec, Rng, parse_job_file};
+
+/// The jobs for `seed`, each running `runtime_ns` of virtual time.
+///
+/// # Errors
+/// Only if this module's own job text stops parsing (a bug, reported, never a panic).
+pub fn jobs(seed: u64, runtime_ns: u64) -> Result<Vec<JobSpec>, String> {
+    let mut rng = Rng::new(seed);
+    let mut pick = |choices: &[u64]| choices[rng.below(choices.len() as u64) as usize];
+    let text = format!(
+        "[global]\nruntime={runtime}us\ntime_based=1\nsize=32m\n\
+         [reader]\nrw=randread\nbs=4k\niodepth={reader_depth}\nnumjobs={readers}\nprioclass=2\nprio={prio}\n\
+         [streamer]\nrw=read\nbs=4k\niodepth=8\n\
+         [writer]\nrw=write\nbs={write_kb}k\niodepth=4\n\
+         [mixed]\nrw=randrw\nrwmixread={mix}\nbs=8k\niodepth=2\nprioclass=1\nprio={rt_prio}\n\
+         [background]\nrw=randread\nbs=4k\niodepth=1\nprioclass=3\n\
+         [burst]\nrw=randread\nbs=4k\niodepth=64\n",
+        runtime = (runtime_ns / 1000).max(1),
+        reader_depth = pick(&[1, 4, 16]),
+        readers = pick(&[1, 2, 3]),
+        prio = pick(&[0, 4, 7]),
+        write_kb = pick(&[16, 64, 256]),
+        mix = pick(&[50, 70, 90]),
+        rt_prio = pick(&[0, 3]),
+    );
+    parse_job_file("policy check workload", &text).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn workloads_parse_and_differ_by_seed() {
+        let a = jobs(1, 1_000_000_000).unwrap();
+        assert_eq!(a.len(), 6);
+        let differ = (2..20).any(|s| {
+            let b = jobs(s, 1_000_000_000).unwrap();
+            b.iter()
+                .zip(&a)
+                .any(|(x, y)| x.iodepth != y.iodepth || x.numjobs != y.numjobs || x.bs != y.bs)
+        });
+        assert!(differ);
+    }
+}

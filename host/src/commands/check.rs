@@ -1,0 +1,165 @@
+//! `schedhost policy check`: the contract a policy must keep, checked on seeded simulated
+//! workloads, with a report card in text or JSON and a non-zero exit on any violation.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use schedhost::check::{CheckOptions, CheckReport, Maker, check};
+use schedhost::policy::{DEFAULT_CALL_DEADLINE_MS, DEFAULT_MEMORY_MIB, Limits, WasmRuntime, load};
+
+use super::{OutputFormat, parse_setting};
+
+/// Fuel per call under check: honest policies use a few thousand units a call on these
+/// workloads; a call that needs millions is doing something no scheduler needs.
+const CHECK_FUEL: u64 = 2_000_000;
+
+#[derive(Debug, clap::Args)]
+pub struct CheckArgs {
+    /// A component (PATH.wasm), a bundled name, or native:NAME.
+    pub policy: String,
+    /// Set a policy tunable on every instance (repeatable): --set fifo_batch=8.
+    #[arg(long = "set", value_name = "NAME=VALUE", value_parser = parse_setting)]
+    pub settings: Vec<(String, i64)>,
+    /// The first workload's seed (round r uses SEED + r).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Workloads to run, alternating the simulated SSD and HDD; odd ones swap the policy
+    /// out and back in.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub rounds: u32,
+    /// Virtual time per workload, in seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 1.0)]
+    pub runtime: f64,
+    /// Longest a request may wait in the policy (submission to dispatch) before it is a
+    /// violation, in ms.
+    #[arg(long, value_name = "MS", default_value_t = 5000, value_parser = clap::value_parser!(u64).range(1..=86_400_000))]
+    pub max_wait_ms: u64,
+    /// Holding requests while dispatching nothing for this long (virtual time) is a fault.
+    #[arg(long, value_name = "MS", default_value_t = 2000, value_parser = clap::value_parser!(u64).range(1..=86_400_000))]
+    pub watchdog_ms: u64,
+    /// Wall-clock time a policy call may take.
+    #[arg(long, value_name = "MS", default_value_t = DEFAULT_CALL_DEADLINE_MS, value_parser = clap::value_parser!(u64).range(1..))]
+    pub call_deadline: u64,
+    /// Linear memory a policy instance may use.
+    #[arg(long, value_name = "MIB", default_value_t = DEFAULT_MEMORY_MIB as u64, value_parser = clap::value_parser!(u64).range(1..=256))]
+    pub policy_memory: u64,
+    /// Fuel per policy call (about one unit per wasm instruction).
+    #[arg(long, value_name = "UNITS", default_value_t = CHECK_FUEL, value_parser = clap::value_parser!(u64).range(1..))]
+    pub fuel: u64,
+    /// Report format.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Normal)]
+    pub output_format: OutputFormat,
+}
+
+impl CheckArgs {
+    pub fn execute(self) -> Result<()> {
+        if !(self.runtime > 0.0 && self.runtime <= 3600.0) {
+            bail!("--runtime {}: give 0 < SECS ≤ 3600", self.runtime);
+        }
+        let limits = Limits {
+            call_deadline: Duration::from_millis(self.call_deadline),
+            memory_bytes: (self.policy_memory as usize) << 20,
+            fuel: Some(self.fuel),
+        };
+        let runtime =
+            WasmRuntime::with_limits(limits).context("setting up the WebAssembly engine")?;
+        let (source, loaded) = load(&runtime, &self.policy)?;
+        let make: Maker = Arc::new(move || loaded.instantiate().map_err(|e| format!("{e:#}")));
+        let options = CheckOptions {
+            seed: self.seed,
+            rounds: self.rounds,
+            runtime_ns: (self.runtime * 1e9) as u64,
+            max_wait_ns: self.max_wait_ms * 1_000_000,
+            watchdog_ns: self.watchdog_ms * 1_000_000,
+            settings: self.settings.clone(),
+        };
+        let report = check(&make, &options);
+        match self.output_format {
+            OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+            OutputFormat::Normal => print!("{}", card(&source.label(), &report)),
+        }
+        if !report.passed {
+            bail!(
+                "{} broke the policy contract ({} violation{})",
+                self.policy,
+                report.violations.len(),
+                if report.violations.len() == 1 {
+                    ""
+                } else {
+                    "s"
+                }
+            );
+        }
+        Ok(())
+    }
+}
+
+/// The text report card.
+fn card(source: &str, r: &CheckReport) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let verdict = if r.passed { "PASS" } else { "FAIL" };
+    let _ = writeln!(out, "policy check: {} ({source}): {verdict}", r.policy);
+    for round in &r.rounds {
+        let _ = writeln!(
+            out,
+            "  seed {:<4} {:<8} {} ctxs{}: {} requests, {} dispatched, {:.3} s virtual",
+            round.seed,
+            round.device,
+            round.ctxs,
+            if round.swaps {
+                ", swapped out and back"
+            } else {
+                ""
+            },
+            round.requests,
+            round.dispatched,
+            round.end_ns as f64 / 1e9
+        );
+    }
+    let _ = writeln!(
+        out,
+        "  longest wait in the policy (bound {:.0} ms):",
+        r.max_wait_ns as f64 / 1e6
+    );
+    for w in &r.waits {
+        let _ = writeln!(
+            out,
+            "    {:<5} {:<6} {:>10.3} ms",
+            w.class,
+            w.direction,
+            w.longest_ns as f64 / 1e6
+        );
+    }
+    let yes = |b: bool| if b { "yes" } else { "no" };
+    let _ = writeln!(
+        out,
+        "  same seed, same dispatch order: {}",
+        yes(r.deterministic)
+    );
+    let _ = writeln!(out, "  tunables checked: {}", r.tunables_checked);
+    let state = r
+        .state_bytes
+        .map_or_else(|| "failed".to_owned(), |n| format!("{n} bytes round-trip"));
+    let _ = writeln!(out, "  save/restore: {state}");
+    let _ = writeln!(
+        out,
+        "  cost: {:.0} ns of policy calls per request ({} calls)",
+        r.cost_ns_per_request, r.calls
+    );
+    let memory = r.memory_high_water_bytes.map_or_else(
+        || "not counted (native)".to_owned(),
+        |b| format!("{} KiB", b / 1024),
+    );
+    let _ = writeln!(out, "  memory high-water: {memory}");
+    if r.violations.is_empty() {
+        let _ = writeln!(out, "  violations: none");
+    } else {
+        let _ = writeln!(out, "  violations:");
+        for v in &r.violations {
+            let _ = writeln!(out, "    [{}] {}", v.rule, v.detail);
+        }
+    }
+    out
+}

@@ -1,0 +1,293 @@
+//! `policy check`: the bundled policies keep the contract; every chaos mode, and policies
+//! written here to break one rule each, fail it with that rule named.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use schedhost::check::{CheckOptions, CheckReport, Maker, check};
+use schedhost::policy::{Limits, NativePolicy, PolicyBackend, WasmRuntime};
+use schedhost_sdk::{Dispatch, MergeEvent, Policy, Request, Setup, TunableSpec};
+
+use crate::helpers::component;
+
+/// Short runs: the rules are broken early or not at all on these workloads.
+fn quick() -> CheckOptions {
+    CheckOptions {
+        rounds: 2,
+        runtime_ns: 300_000_000,
+        ..CheckOptions::default()
+    }
+}
+
+fn component_maker(name: &str) -> Option<Maker> {
+    let path = component(name)?;
+    let limits = Limits {
+        fuel: Some(2_000_000),
+        ..Limits::default()
+    };
+    let loaded = WasmRuntime::with_limits(limits)
+        .unwrap()
+        .load(&path)
+        .unwrap();
+    Some(Arc::new(move || {
+        let p: Box<dyn PolicyBackend> = Box::new(loaded.instantiate().map_err(|e| e.to_string())?);
+        Ok(p)
+    }))
+}
+
+fn native<P: Policy + Send + 'static>() -> Maker {
+    Arc::new(|| Ok(Box::new(NativePolicy::<P>::default()) as Box<dyn PolicyBackend>))
+}
+
+fn rules(report: &CheckReport) -> Vec<&'static str> {
+    report.violations.iter().map(|v| v.rule).collect()
+}
+
+#[test]
+fn the_six_bundled_policies_pass_with_cost_and_memory_reported() {
+    for name in ["noop", "deadline", "cfq", "time-slice", "kyber", "bfq"] {
+        let Some(make) = component_maker(name) else {
+            return;
+        };
+        let report = check(&make, &quick());
+        assert!(report.passed, "{name}: {:?}", report.violations);
+        assert!(report.deterministic, "{name}");
+        assert!(report.rounds.iter().all(|r| r.dispatched > 0), "{name}");
+        assert!(
+            report.memory_high_water_bytes.is_some_and(|b| b > 0),
+            "{name}"
+        );
+        assert!(
+            report.calls > 0 && report.cost_ns_per_request > 0.0,
+            "{name}"
+        );
+        assert!(!report.waits.is_empty(), "{name}");
+    }
+}
+
+#[test]
+fn every_chaos_mode_fails_check_with_its_violation_named() {
+    // mode → the rule that names it, and a phrase of its detail.
+    let expected: [(i64, &str, &str); 10] = [
+        (1, "fault", "deadline"),
+        (2, "fault", "trapped"),
+        (3, "fault", "insert-and-dispatch"),
+        (4, "unknown-id", "never given"),
+        (5, "dispatched-twice", "again"),
+        (6, "stall", "asked for no wake-up"),
+        (7, "fault", "fuel"),
+        (8, "save-restore", "restore-state"),
+        (9, "fault", "woken in the past"),
+        (10, "fault", "starved"),
+    ];
+    let Some(make) = component_maker("chaos") else {
+        return;
+    };
+    for (mode, rule, phrase) in expected {
+        let options = CheckOptions {
+            settings: vec![("mode".into(), mode)],
+            ..quick()
+        };
+        let report = check(&make, &options);
+        assert!(!report.passed, "mode {mode} passed");
+        assert!(
+            report
+                .violations
+                .iter()
+                .any(|v| v.rule == rule && v.detail.contains(phrase)),
+            "mode {mode}: no [{rule}] … {phrase:?} in {:?}",
+            report.violations
+        );
+    }
+}
+
+#[test]
+fn a_set_that_traps_is_named_by_the_tunables_check() {
+    let Some(make) = component_maker("chaos") else {
+        return;
+    };
+    let report = check(&make, &quick());
+    let trap = report
+        .violations
+        .iter()
+        .find(|v| v.rule == "tunables")
+        .expect("panic_on_set traps in set");
+    assert!(
+        trap.detail
+            .starts_with("panic_on_set: policy trapped in `set`"),
+        "{}",
+        trap.detail
+    );
+    assert_eq!(rules(&report), ["tunables"], "mode 0 is otherwise honest");
+}
+
+/// FIFO helpers for the policies below.
+#[derive(Default)]
+struct Fifo {
+    queue: std::collections::VecDeque<u64>,
+}
+
+impl Fifo {
+    fn take(&mut self, n: usize, out: &mut Dispatch) {
+        while out.ids.len() < n {
+            let Some(id) = self.queue.pop_front() else {
+                break;
+            };
+            out.ids.push(id);
+        }
+    }
+    fn forget(&mut self, event: &MergeEvent) {
+        if let Some(gone) = event.absorbed {
+            self.queue.retain(|&id| id != gone);
+        }
+    }
+}
+
+/// Answers everything it holds, whatever the budget.
+#[derive(Default)]
+struct Greedy(Fifo);
+
+impl Policy for Greedy {
+    const NAME: &'static str = "greedy";
+    const VERSION: &'static str = "0";
+    fn new(_: &Setup) -> Self {
+        Self::default()
+    }
+    fn insert(&mut self, _: u64, requests: &[Request]) {
+        self.0.queue.extend(requests.iter().map(|r| r.id));
+    }
+    fn dispatch(&mut self, _: u64, _: u32, _budget: u32, out: &mut Dispatch) {
+        self.0.take(usize::MAX, out);
+    }
+    fn merged(&mut self, _: u64, event: &MergeEvent) {
+        self.0.forget(event);
+    }
+}
+
+#[test]
+fn a_policy_over_its_budget_is_named() {
+    let report = check(&native::<Greedy>(), &quick());
+    assert!(
+        rules(&report).contains(&"over-budget"),
+        "{:?}",
+        report.violations
+    );
+}
+
+/// A tunable whose `get` does not say what `set` stored.
+#[derive(Default)]
+struct Liar(Fifo);
+
+impl Policy for Liar {
+    const NAME: &'static str = "liar";
+    const VERSION: &'static str = "0";
+    const TUNABLES: &'static [TunableSpec] = &[TunableSpec {
+        name: "depth",
+        default: 4,
+        min: 1,
+        max: 64,
+        unit: "",
+        help: "stored nowhere",
+    }];
+    fn new(_: &Setup) -> Self {
+        Self::default()
+    }
+    fn get(&self, name: &str) -> Option<i64> {
+        (name == "depth").then_some(4)
+    }
+    fn insert(&mut self, _: u64, requests: &[Request]) {
+        self.0.queue.extend(requests.iter().map(|r| r.id));
+    }
+    fn dispatch(&mut self, _: u64, _: u32, budget: u32, out: &mut Dispatch) {
+        self.0.take(budget as usize, out);
+    }
+    fn merged(&mut self, _: u64, event: &MergeEvent) {
+        self.0.forget(event);
+    }
+}
+
+#[test]
+fn a_tunable_that_does_not_read_back_is_named() {
+    let report = check(&native::<Liar>(), &quick());
+    assert_eq!(
+        rules(&report),
+        ["tunables", "tunables"],
+        "{:?}",
+        report.violations
+    );
+    assert!(
+        report.violations[0]
+            .detail
+            .contains("depth: set to its minimum 1, get answered Some(4)")
+    );
+}
+
+/// Each instance reverses the order of the one before: the same seed does not give the
+/// same dispatch order.
+#[derive(Default)]
+struct Moody {
+    fifo: Fifo,
+    lifo: bool,
+}
+
+static INSTANCES: AtomicU64 = AtomicU64::new(0);
+
+impl Policy for Moody {
+    const NAME: &'static str = "moody";
+    const VERSION: &'static str = "0";
+    fn new(_: &Setup) -> Self {
+        Self {
+            fifo: Fifo::default(),
+            lifo: INSTANCES.fetch_add(1, Ordering::Relaxed) % 2 == 1,
+        }
+    }
+    fn insert(&mut self, _: u64, requests: &[Request]) {
+        self.fifo.queue.extend(requests.iter().map(|r| r.id));
+    }
+    fn dispatch(&mut self, _: u64, _: u32, budget: u32, out: &mut Dispatch) {
+        if self.lifo {
+            self.fifo.queue.make_contiguous().reverse();
+        }
+        self.fifo.take(budget as usize, out);
+    }
+    fn merged(&mut self, _: u64, event: &MergeEvent) {
+        self.fifo.forget(event);
+    }
+}
+
+#[test]
+fn a_policy_whose_order_depends_on_more_than_the_seed_is_named() {
+    let options = CheckOptions {
+        rounds: 1,
+        ..quick()
+    };
+    let report = check(&native::<Moody>(), &options);
+    assert!(!report.deterministic);
+    assert!(
+        rules(&report).contains(&"nondeterministic"),
+        "{:?}",
+        report.violations
+    );
+}
+
+#[test]
+fn a_wait_past_the_bound_is_named_with_its_class() {
+    let Some(make) = component_maker("bfq") else {
+        return;
+    };
+    let options = CheckOptions {
+        max_wait_ns: 1_000_000,
+        ..quick()
+    };
+    let report = check(&make, &options);
+    let wait = report
+        .violations
+        .iter()
+        .find(|v| v.rule == "wait-bound")
+        .expect("bfq idles longer than 1 ms");
+    assert!(
+        wait.detail.contains("past the bound of 1.0 ms"),
+        "{}",
+        wait.detail
+    );
+}
