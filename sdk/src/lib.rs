@@ -74,10 +74,11 @@
 //!
 //! ## Building a component
 //!
-//! The crate needs `crate-type = ["cdylib", "rlib"]`; `cargo xtask build` in the schedhost
-//! repository builds every policy, and `cargo xtask build-policy PATH` builds one out of tree.
-//! Both write `NAME.wasm` components that `schedhost --policy` and `schedhost policy inspect`
-//! accept.
+//! `schedhost policy new DIR` writes a policy crate with this SDK vendored; `schedhost
+//! policy build DIR` compiles it for wasm32 and writes `DIR/target/NAME.wasm`, and
+//! `schedhost policy check NAME.wasm` tests it against the rules below on seeded workloads.
+//! The crate needs `crate-type = ["cdylib", "rlib"]`. In the schedhost repository,
+//! `cargo xtask build` builds every bundled policy the same way.
 //!
 //! ## Rules the host enforces
 //!

@@ -79,7 +79,8 @@ fn run(args: Vec<String>) -> Result<()> {
                 .env("SCHEDHOST_REQUIRE_WASM", "1")
                 .env("SCHEDHOST_REQUIRE_CLIENTS", "1");
             cargo_status(&root, &mut test)?;
-            test_examples(&root)
+            test_examples(&root)?;
+            test_author_kit(&root)
         }
         ["bench-fio", rest @ ..] => {
             build_all(&root)?;
@@ -186,6 +187,46 @@ fn test_examples(root: &Path) -> Result<()> {
         cargo_status(root, &mut test).with_context(|| format!("testing {}", dir.display()))?;
     }
     Ok(())
+}
+
+/// The README's "Writing a policy" sequence, as an author outside this repository runs it:
+/// from an empty directory, create a policy, test it natively, build it, check it, run it.
+fn test_author_kit(root: &Path) -> Result<()> {
+    let work = root.join("target/author-kit");
+    if work.exists() {
+        fs::remove_dir_all(&work).with_context(|| format!("clearing {}", work.display()))?;
+    }
+    fs::create_dir_all(&work)?;
+    let schedhost = root.join("target/debug/schedhost");
+    let run = |args: &[&str]| -> Result<()> {
+        eprintln!("xtask: (in {}) schedhost {}", work.display(), args.join(" "));
+        let status = Command::new(&schedhost)
+            .args(args)
+            .current_dir(&work)
+            .status()
+            .with_context(|| format!("starting {}", schedhost.display()))?;
+        ensure!(status.success(), "schedhost {} failed ({status})", args.join(" "));
+        Ok(())
+    };
+    run(&["policy", "new", "my-fifo"])?;
+    let mut test = Command::new(env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    test.arg("test").current_dir(work.join("my-fifo"));
+    let status = test.status().context("starting cargo test")?;
+    ensure!(status.success(), "cargo test of the new policy failed ({status})");
+    run(&["policy", "build", "my-fifo"])?;
+    run(&["policy", "check", "my-fifo/target/my-fifo.wasm"])?;
+    run(&[
+        "--policy",
+        "my-fifo/target/my-fifo.wasm",
+        "--set",
+        "idle_us=500",
+        "--rw=randread",
+        "--bs=4k",
+        "--size=64m",
+        "--iodepth=4",
+        "--numjobs=2",
+        "--runtime=2s",
+    ])
 }
 
 /// The fuzz targets: each listed in fuzz/Cargo.toml, run for `seconds` with cargo-fuzz.

@@ -29,8 +29,8 @@ pub type Maker = Arc<dyn Fn() -> Result<Box<dyn PolicyBackend>, String> + Send +
 pub struct CheckOptions {
     /// The first workload's seed; round `r` uses `seed + r`.
     pub seed: u64,
-    /// Workloads to run (alternating the simulated SSD and HDD; odd rounds swap the
-    /// policy out and back in).
+    /// Workloads to run: even rounds on the simulated SSD, odd ones on the HDD with the
+    /// policy swapped out and back in.
     pub rounds: u32,
     /// Virtual time each workload runs.
     pub runtime_ns: u64,
@@ -135,7 +135,7 @@ pub fn check(make: &Maker, options: &CheckOptions) -> CheckReport {
     let mut first_order = None;
     for r in 0..options.rounds {
         let seed = options.seed.wrapping_add(u64::from(r));
-        let run = run_round(make, options, seed, r % 2 == 1);
+        let run = run_round(make, options, seed, r);
         for v in &run.record.violations {
             violations.push(v.clone());
         }
@@ -166,7 +166,7 @@ pub fn check(make: &Maker, options: &CheckOptions) -> CheckReport {
     }
     let deterministic = match first_order {
         Some(hash) => {
-            let again = run_round(make, options, options.seed, false);
+            let again = run_round(make, options, options.seed, 0);
             let same = again.record.order_hash == hash;
             if !same {
                 violations.push(Violation {
@@ -433,9 +433,12 @@ struct Round {
     stop: Option<Violation>,
 }
 
-fn run_round(make: &Maker, options: &CheckOptions, seed: u64, swaps: bool) -> Round {
+/// Round `round` with `seed`: even rounds on the simulated SSD, odd ones on the HDD with
+/// the policy swapped out and back in.
+fn run_round(make: &Maker, options: &CheckOptions, seed: u64, round: u32) -> Round {
     let record = recorder::record();
-    let device_name = if seed % 2 == 0 { "sim:hdd" } else { "sim:ssd" };
+    let swaps = round % 2 == 1;
+    let device_name = if swaps { "sim:hdd" } else { "sim:ssd" };
     let jobs = workload::jobs(seed, options.runtime_ns).unwrap_or_default();
     let ctxs = jobs.iter().map(|j| j.numjobs as usize).sum();
     let mut stop = None;
