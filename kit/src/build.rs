@@ -81,12 +81,25 @@ pub fn build_policy(
 /// The module has no component-type section (it was not built against the SDK's bindings,
 /// or never calls `export!`), or wit-component refuses it.
 pub fn componentize(module: &[u8]) -> Result<Vec<u8>> {
+    // wit-component turns a module without bindings into an empty component; refuse it here,
+    // where the reason is still known.
+    ensure!(
+        has_bindings(module),
+        "the module carries no schedhost bindings (does the crate call schedhost_sdk::export!?)"
+    );
     wit_component::ComponentEncoder::default()
         .module(module)
-        .context("the module carries no schedhost bindings (does the crate call schedhost_sdk::export!?)")?
+        .context("reading the module's bindings")?
         .validate(true)
         .encode()
         .context("turning the module into a component")
+}
+
+/// True iff the module has the custom section wit-bindgen writes for its world.
+fn has_bindings(module: &[u8]) -> bool {
+    wasmparser::Parser::new(0).parse_all(module).any(|payload| {
+        matches!(payload, Ok(wasmparser::Payload::CustomSection(c)) if c.name().starts_with("component-type"))
+    })
 }
 
 fn read_module(module: &Path) -> Result<Vec<u8>> {
