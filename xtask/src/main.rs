@@ -199,20 +199,31 @@ fn test_author_kit(root: &Path) -> Result<()> {
     fs::create_dir_all(&work)?;
     let schedhost = root.join("target/debug/schedhost");
     let run = |args: &[&str]| -> Result<()> {
-        eprintln!("xtask: (in {}) schedhost {}", work.display(), args.join(" "));
+        eprintln!(
+            "xtask: (in {}) schedhost {}",
+            work.display(),
+            args.join(" ")
+        );
         let status = Command::new(&schedhost)
             .args(args)
             .current_dir(&work)
             .status()
             .with_context(|| format!("starting {}", schedhost.display()))?;
-        ensure!(status.success(), "schedhost {} failed ({status})", args.join(" "));
+        ensure!(
+            status.success(),
+            "schedhost {} failed ({status})",
+            args.join(" ")
+        );
         Ok(())
     };
     run(&["policy", "new", "my-fifo"])?;
     let mut test = Command::new(env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     test.arg("test").current_dir(work.join("my-fifo"));
     let status = test.status().context("starting cargo test")?;
-    ensure!(status.success(), "cargo test of the new policy failed ({status})");
+    ensure!(
+        status.success(),
+        "cargo test of the new policy failed ({status})"
+    );
     run(&["policy", "build", "my-fifo"])?;
     run(&["policy", "check", "my-fifo/target/my-fifo.wasm"])?;
     run(&[

@@ -200,6 +200,10 @@ pub struct Conn {
     flushes: VecDeque<u64>,
     /// A reply could not be sent: the stream is out of step, so nothing read after runs.
     broken: bool,
+    /// The peer stopped reading (a send failed with EPIPE or ECONNRESET): replies are
+    /// dropped, and only the bytes that had already arrived then are still read, so the
+    /// requests a client sent before it disconnected run, and nothing sent later does.
+    drain_left: Option<usize>,
 }
 
 impl Conn {
@@ -241,6 +245,7 @@ impl Conn {
             waiting,
             flushes: VecDeque::new(),
             broken: false,
+            drain_left: None,
         }
     }
 
@@ -703,7 +708,7 @@ impl Conn {
     /// copy); otherwise a slow client holds its own memory, bounded by its quota, never the
     /// pool's.
     fn send(&mut self, env: &mut Env<'_>, cookie: u64, error: u32, slots: &[(u32, usize)]) {
-        if self.broken {
+        if self.broken || self.drain_left.is_some() {
             self.give_back(env, slots);
             return;
         }
@@ -723,11 +728,14 @@ impl Conn {
         } else {
             Ok(0)
         };
-        let Ok(sent) = sent else {
-            drop(parts);
-            self.give_back(env, slots);
-            self.fail(env);
-            return;
+        let sent = match sent {
+            Ok(sent) => sent,
+            Err(e) => {
+                drop(parts);
+                self.give_back(env, slots);
+                self.send_failed(env, &e);
+                return;
+            }
         };
         if sent < total {
             if self.waiting.len() >= MAX_WAITING_REPLIES {
@@ -766,8 +774,8 @@ impl Conn {
                 .send_now(&[IoSlice::new(&front.bytes[front.sent..])])
             {
                 Ok(n) => front.sent += n,
-                Err(_) => {
-                    self.fail(env);
+                Err(e) => {
+                    self.send_failed(env, &e);
                     return;
                 }
             }
@@ -776,6 +784,22 @@ impl Conn {
             }
             let done = self.waiting.pop_front().map_or(0, |w| w.slots);
             Pools::unpark(done, &mut self.held);
+        }
+    }
+
+    /// A send failed with `e`: a peer that closed its end gets no more replies but its
+    /// buffered requests still run; any other failure closes the connection.
+    fn send_failed(&mut self, env: &mut Env<'_>, e: &std::io::Error) {
+        use std::io::ErrorKind::{BrokenPipe, ConnectionReset};
+        if matches!(e.kind(), BrokenPipe | ConnectionReset) {
+            if self.drain_left.is_none() {
+                self.drain_left = Some(self.stream.unread_bytes());
+            }
+            for waiting in self.waiting.drain(..) {
+                Pools::unpark(waiting.slots, &mut self.held);
+            }
+        } else {
+            self.fail(env);
         }
     }
 
@@ -819,7 +843,18 @@ impl Conn {
             self.rx.copy_within(self.rx_start..self.rx_end, 0);
             (self.rx_start, self.rx_end) = (0, self.rx_end - self.rx_start);
         }
-        match self.stream.recv_now(&mut self.rx[self.rx_end..]) {
+        let room = match self.drain_left {
+            Some(0) => {
+                self.end_reading(env, None);
+                return false;
+            }
+            Some(left) => left.min(self.rx.len() - self.rx_end),
+            None => self.rx.len() - self.rx_end,
+        };
+        match self
+            .stream
+            .recv_now(&mut self.rx[self.rx_end..self.rx_end + room])
+        {
             Ok(Some(0)) => {
                 let partial =
                     self.rx_end > self.rx_start || !matches!(self.reading, Reading::Header);
@@ -830,6 +865,9 @@ impl Conn {
             }
             Ok(Some(n)) => {
                 self.rx_end += n;
+                if let Some(left) = &mut self.drain_left {
+                    *left = left.saturating_sub(n);
+                }
                 true
             }
             Ok(None) => false,

@@ -240,6 +240,22 @@ impl Stream {
         }
     }
 
+    /// Bytes that have arrived and are not yet read (FIONREAD); 0 if the socket cannot say.
+    pub fn unread_bytes(&self) -> usize {
+        let fd = match self {
+            Self::Tcp(s) => s.as_raw_fd(),
+            Self::Unix(s) => s.as_raw_fd(),
+        };
+        let mut n: libc::c_int = 0;
+        // SAFETY: FIONREAD writes one c_int through the pointer, which is valid for it.
+        let ok = unsafe { libc::ioctl(fd, libc::FIONREAD, &mut n) } == 0;
+        if ok {
+            usize::try_from(n).unwrap_or(0)
+        } else {
+            0
+        }
+    }
+
     /// Makes reads and writes return at once instead of waiting (the engine's thread
     /// serves every connection, so it never blocks on one).
     ///
