@@ -239,10 +239,9 @@ const SETUP: Setup = Setup {
     nr_requests: 64,
 };
 
-/// A fault in one line (its message's first line: the wasm backtrace follows).
-fn one_line(fault: &Fault) -> String {
-    fault
-        .to_string()
+/// A fault or stop in one line: its message's first line (a trap's wasm backtrace follows).
+fn one_line(what: &dyn std::fmt::Display) -> String {
+    what.to_string()
         .lines()
         .next()
         .unwrap_or_default()
@@ -439,8 +438,10 @@ fn run_round(make: &Maker, options: &CheckOptions, seed: u64, round: u32) -> Rou
     let record = recorder::record();
     let swaps = round % 2 == 1;
     let device_name = if swaps { "sim:hdd" } else { "sim:ssd" };
-    let jobs = workload::jobs(seed, options.runtime_ns).unwrap_or_default();
-    let ctxs = jobs.iter().map(|j| j.numjobs as usize).sum();
+    let jobs = workload::jobs(seed, options.runtime_ns);
+    let ctxs = jobs
+        .as_ref()
+        .map_or(0, |jobs| jobs.iter().map(|j| j.numjobs as usize).sum());
     let mut stop = None;
     let mut end_ns = 0;
     let result = DeviceSpec::parse(device_name)
@@ -449,12 +450,10 @@ fn run_round(make: &Maker, options: &CheckOptions, seed: u64, round: u32) -> Rou
             detail: e.to_string(),
         })
         .and_then(|device| {
-            if jobs.is_empty() {
-                return Err(Violation {
-                    rule: "host",
-                    detail: "the check's own workload did not parse".to_owned(),
-                });
-            }
+            let jobs = jobs.as_ref().map_err(|e| Violation {
+                rule: "host",
+                detail: format!("the check's own workload does not parse: {e}"),
+            })?;
             let started = make().map_err(|detail| Violation {
                 rule: "start",
                 detail,
@@ -474,7 +473,7 @@ fn run_round(make: &Maker, options: &CheckOptions, seed: u64, round: u32) -> Rou
                 ..SimOptions::default()
             };
             sim::run_swapping(
-                &jobs,
+                jobs,
                 &device,
                 policy,
                 &options.settings,
@@ -555,7 +554,8 @@ fn stop_reason(e: &SimError) -> Violation {
         SimError::Start(_) => "start",
         SimError::Layout(_) | SimError::Driver(_) => "host",
     };
-    // The first line: a trap's wasm backtrace follows it.
-    let detail = e.to_string().lines().next().unwrap_or_default().to_owned();
-    Violation { rule, detail }
+    Violation {
+        rule,
+        detail: one_line(e),
+    }
 }

@@ -3,7 +3,7 @@
 //! each call and watches the instance's memory. What it sees goes into a [`Record`] shared
 //! by every instance of one run (a swap brings a new one).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
@@ -15,6 +15,10 @@ use crate::policy::{Fault, PolicyBackend, Turn};
 
 /// At most this many violations are kept per run: the first ones say what is wrong.
 const KEPT_VIOLATIONS: usize = 16;
+
+/// Absorbed ids remembered, so a late dispatch of one is named as such; older ones are
+/// forgotten (and named `unknown-id`), so a long check holds bounded memory.
+const KEPT_ABSORBED: usize = 65_536;
 
 /// A broken rule of the policy contract.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -46,10 +50,11 @@ pub struct Record {
     pub calls: u64,
     /// The most linear memory an instance held.
     pub memory_bytes: Option<u64>,
-    /// Ids sent to the device.
+    /// Ids on the device: sent and not yet finished.
     sent: HashSet<u64>,
-    /// Ids a merge absorbed.
+    /// Ids a merge absorbed, the latest [`KEPT_ABSORBED`], oldest first.
     absorbed: HashSet<u64>,
+    absorbed_order: VecDeque<u64>,
 }
 
 impl Record {
@@ -57,6 +62,17 @@ impl Record {
         self.violation_count += 1;
         if self.violations.len() < KEPT_VIOLATIONS {
             self.violations.push(Violation { rule, detail });
+        }
+    }
+
+    fn absorb(&mut self, id: u64) {
+        if self.absorbed.insert(id) {
+            self.absorbed_order.push_back(id);
+        }
+        if self.absorbed_order.len() > KEPT_ABSORBED
+            && let Some(old) = self.absorbed_order.pop_front()
+        {
+            self.absorbed.remove(&old);
         }
     }
 
@@ -135,7 +151,20 @@ impl Recorded {
         for id in &absorbed {
             self.queued.remove(id);
         }
-        self.lock().absorbed.extend(absorbed);
+        let mut record = self.lock();
+        for id in absorbed {
+            record.absorb(id);
+        }
+    }
+
+    fn told_completions(&mut self, done: &[Completion]) {
+        if done.is_empty() {
+            return;
+        }
+        let mut record = self.lock();
+        for c in done {
+            record.sent.remove(&c.id);
+        }
     }
 
     /// Checks a dispatch answer against what the policy holds and the budget.
@@ -177,7 +206,9 @@ impl Recorded {
                 ),
                 None => record.violate(
                     "unknown-id",
-                    format!("at {now_ns} ns dispatched id {id}, which it was never given"),
+                    format!(
+                        "at {now_ns} ns dispatched id {id}, which it was never given (or which already finished)"
+                    ),
                 ),
             }
         }
@@ -226,6 +257,7 @@ impl PolicyBackend for Recorded {
         Ok(answer)
     }
     fn turn(&mut self, now_ns: u64, turn: &Turn<'_>) -> Result<Option<Dispatch>, Fault> {
+        self.told_completions(turn.completions);
         self.told_merges(turn.merges);
         self.told_requests(turn.requests);
         let answer = self.call(|p| p.turn(now_ns, turn))?;
@@ -242,6 +274,7 @@ impl PolicyBackend for Recorded {
         self.call(|p| p.merged(now_ns, events))
     }
     fn completed(&mut self, now_ns: u64, done: &[Completion]) -> Result<(), Fault> {
+        self.told_completions(done);
         self.call(|p| p.completed(now_ns, done))
     }
     fn limit_depth(&mut self, op: Op, sync: bool) -> Result<u32, Fault> {
