@@ -23,7 +23,7 @@ const SDK_SOURCES: &[(&str, &str)] = &[
 ];
 
 /// The interface, as `vendor/wit/policy.wit` (the SDK's bindings read `../wit`).
-const WIT: &str = include_str!("../../wit/policy.wit");
+pub(crate) const WIT: &str = include_str!("../../wit/policy.wit");
 
 /// The vendored SDK's manifest: the workspace's settings written out.
 const SDK_MANIFEST: &str = r#"[package]

@@ -6,16 +6,16 @@
 
 use std::collections::VecDeque;
 
-use schedhost_sdk::{
-    Completion, Dispatch, MergeEvent, Op, Policy, Request, Setup, TunableSpec,
-};
+use schedhost_sdk::{Completion, Dispatch, Op, Policy, Request, RequestId, Setup, TunableSpec};
 
 /// The policy's state for one device.
 #[derive(Debug, Default)]
 pub struct {{Type}} {
     /// Queued requests as (id, submitter), oldest first.
-    queue: VecDeque<(u64, u32)>,
-    /// Tunable `idle_us`, in ns.
+    queue: VecDeque<(RequestId, u32)>,
+    /// Tunable `idle_us`, as set.
+    idle_us: i64,
+    /// The same in ns.
     idle_ns: u64,
     /// The submitter whose read just finished, and until when the device waits for it.
     idling_for: Option<(u32, u64)>,
@@ -24,28 +24,25 @@ pub struct {{Type}} {
 impl Policy for {{Type}} {
     const NAME: &'static str = "{{name}}";
     const VERSION: &'static str = env!("CARGO_PKG_VERSION");
-    const TUNABLES: &'static [TunableSpec] = &[TunableSpec {
+    // Each tunable is declared once and bound to its field: the SDK checks the range,
+    // stores the value and answers `get`.
+    const TUNABLES: &'static [TunableSpec<Self>] = &[TunableSpec {
         name: "idle_us",
         default: 200,
         min: 0,
         max: 100_000,
         unit: "us",
         help: "how long the device waits for the next read of the submitter whose read just finished",
+        field: |p| &mut p.idle_us,
     }];
 
     fn new(_setup: &Setup) -> Self {
         Self::default()
     }
 
-    fn set(&mut self, name: &str, value: i64) {
-        // The SDK has checked the name and the range already.
-        if name == "idle_us" {
-            self.idle_ns = value.unsigned_abs() * 1000;
-        }
-    }
-
-    fn get(&self, name: &str) -> Option<i64> {
-        (name == "idle_us").then_some((self.idle_ns / 1000) as i64)
+    fn retuned(&mut self, _name: &str) {
+        // Called after every change of a tunable: derive the working value.
+        self.idle_ns = self.idle_us.unsigned_abs() * 1000;
     }
 
     fn insert(&mut self, _now_ns: u64, requests: &[Request]) {
@@ -72,12 +69,8 @@ impl Policy for {{Type}} {
         }
     }
 
-    fn merged(&mut self, _now_ns: u64, event: &MergeEvent) {
-        // A request absorbed by a merge is gone: it must never be dispatched.
-        if let Some(gone) = event.absorbed {
-            self.queue.retain(|&(id, _)| id != gone);
-        }
-    }
+    // No `merged`: a request a merge absorbed stays in `queue`, and the SDK drops it from
+    // the answer and asks again for the rest of the budget.
 
     fn completed(&mut self, now_ns: u64, done: &[Completion]) {
         if self.idle_ns == 0 {
@@ -94,22 +87,28 @@ schedhost_sdk::export!({{Type}});
 
 #[cfg(test)]
 mod tests {
-    use schedhost_sdk::{Completion, Op, PrioClass, Request, Runtime, Setup};
+    use schedhost_sdk::{
+        Completion, MergeEvent, MergeKind, Op, PrioClass, Request, RequestId, Runtime, Sector, Setup,
+    };
 
     use super::*;
 
     fn request(id: u64, ctx: u32) -> Request {
         Request {
-            id,
+            id: RequestId(id),
             ctx,
             op: Op::Read,
-            sector: id * 8,
+            sector: Sector(id * 8),
             sectors: 8,
             sync: true,
             prio_class: PrioClass::None,
             prio_level: 4,
             arrival_ns: 0,
         }
+    }
+
+    fn ids(ids: &[u64]) -> Vec<RequestId> {
+        ids.iter().copied().map(RequestId).collect()
     }
 
     fn started(settings: &[(String, i64)]) -> Runtime<{{Type}}> {
@@ -123,14 +122,14 @@ mod tests {
     fn requests_leave_in_arrival_order() {
         let mut rt = started(&[]);
         rt.insert(0, &[request(1, 0), request(2, 1), request(3, 0)]);
-        assert_eq!(rt.dispatch(0, 0, 32).ids, vec![1, 2, 3]);
+        assert_eq!(rt.dispatch(0, 0, 32).ids, ids(&[1, 2, 3]));
     }
 
     #[test]
     fn after_a_read_the_device_waits_for_the_same_reader() {
         let mut rt = started(&[("idle_us".into(), 500)]);
         let done = Completion {
-            id: 1, ctx: 0, op: Op::Read, sectors: 8, latency_ns: 1, service_ns: 1, status: 0,
+            id: RequestId(1), ctx: 0, op: Op::Read, sectors: 8, latency_ns: 1, service_ns: 1, status: 0,
         };
         rt.completed(1_000, &[done]);
         rt.insert(1_000, &[request(2, 1)]);
@@ -138,22 +137,25 @@ mod tests {
         assert!(idle.ids.is_empty());
         assert_eq!(idle.wake_at_ns, Some(501_000));
         rt.insert(2_000, &[request(3, 0)]);
-        assert_eq!(rt.dispatch(2_000, 0, 32).ids, vec![3, 2]);
+        assert_eq!(rt.dispatch(2_000, 0, 32).ids, ids(&[3, 2]));
     }
 
     #[test]
     fn an_absorbed_request_is_never_dispatched() {
         let mut rt = started(&[]);
         rt.insert(0, &[request(1, 0), request(2, 0)]);
-        rt.merged(0, &[schedhost_sdk::MergeEvent {
-            target: 1, sector: 8, sectors: 16, kind: schedhost_sdk::MergeKind::Back, absorbed: Some(2),
+        rt.merged(0, &[MergeEvent {
+            target: RequestId(1), sector: Sector(8), sectors: 16, kind: MergeKind::Back,
+            absorbed: Some(RequestId(2)),
         }]);
-        assert_eq!(rt.dispatch(0, 0, 32).ids, vec![1]);
+        assert_eq!(rt.dispatch(0, 0, 32).ids, ids(&[1]));
     }
 
     #[test]
     fn out_of_range_settings_are_refused() {
         let mut rt = started(&[]);
         assert!(rt.set("idle_us", 1_000_000).unwrap_err().contains("out of range"));
+        rt.set("idle_us", 7).unwrap();
+        assert_eq!(rt.get("idle_us"), Some(7));
     }
 }

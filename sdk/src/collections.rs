@@ -3,6 +3,8 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 
+use crate::types::{MergeEvent, Request, RequestId, Sector};
+
 /// A hasher for request ids: one multiply, no random seed, so maps behave the same natively
 /// and inside a component (which has no source of randomness).
 #[derive(Debug, Default, Clone, Copy)]
@@ -30,15 +32,49 @@ impl Hasher for IdHasher {
     }
 }
 
-/// A map keyed by request id (or ctx).
-pub type IdMap<V> = HashMap<u64, V, BuildHasherDefault<IdHasher>>;
+/// A map keyed by request id.
+pub type IdMap<V> = HashMap<RequestId, V, BuildHasherDefault<IdHasher>>;
 /// A set of request ids.
-pub type IdSet = HashSet<u64, BuildHasherDefault<IdHasher>>;
+pub type IdSet = HashSet<RequestId, BuildHasherDefault<IdHasher>>;
+
+/// A queued request and where it starts: what the sector-ordered lookups find.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Positioned {
+    /// Its first sector (the sort key, so it comes first).
+    pub sector: Sector,
+    /// The request.
+    pub id: RequestId,
+}
+
+/// A queued request and its deadline: what the expiry-ordered lookups find.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Due {
+    /// The request.
+    pub id: RequestId,
+    /// When it expires.
+    pub expires_ns: u64,
+}
+
+/// Where a queued request lies on the device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Extent {
+    /// Its first sector.
+    pub sector: Sector,
+    /// Its length in sectors.
+    pub sectors: u32,
+}
+
+impl Extent {
+    /// One past its last sector.
+    pub fn end(&self) -> Sector {
+        self.sector.plus(self.sectors)
+    }
+}
 
 /// Request ids sorted by start sector: the elevator's sort tree.
 #[derive(Debug, Default, Clone)]
 pub struct SectorSet {
-    by_sector: BTreeSet<(u64, u64)>,
+    by_sector: BTreeSet<Positioned>,
 }
 
 impl SectorSet {
@@ -48,34 +84,37 @@ impl SectorSet {
     }
 
     /// Adds request `id` starting at `sector`.
-    pub fn insert(&mut self, sector: u64, id: u64) {
-        self.by_sector.insert((sector, id));
+    pub fn insert(&mut self, sector: Sector, id: RequestId) {
+        self.by_sector.insert(Positioned { sector, id });
     }
 
     /// Removes request `id` starting at `sector`; returns true iff it was there.
-    pub fn remove(&mut self, sector: u64, id: u64) -> bool {
-        self.by_sector.remove(&(sector, id))
+    pub fn remove(&mut self, sector: Sector, id: RequestId) -> bool {
+        self.by_sector.remove(&Positioned { sector, id })
     }
 
     /// Moves request `id` whose start changed (a front merge).
-    pub fn reposition(&mut self, old_sector: u64, new_sector: u64, id: u64) {
+    pub fn reposition(&mut self, old_sector: Sector, new_sector: Sector, id: RequestId) {
         if self.remove(old_sector, id) {
             self.insert(new_sector, id);
         }
     }
 
-    /// The first request starting at or after `sector`, as `(sector, id)`.
-    pub fn at_or_after(&self, sector: u64) -> Option<(u64, u64)> {
-        self.by_sector.range((sector, 0)..).next().copied()
+    /// The first request starting at or after `sector`.
+    pub fn at_or_after(&self, sector: Sector) -> Option<Positioned> {
+        self.by_sector.range(lowest_at(sector)..).next().copied()
     }
 
-    /// The last request starting before `sector`, as `(sector, id)`.
-    pub fn before(&self, sector: u64) -> Option<(u64, u64)> {
-        self.by_sector.range(..(sector, 0)).next_back().copied()
+    /// The last request starting before `sector`.
+    pub fn before(&self, sector: Sector) -> Option<Positioned> {
+        self.by_sector
+            .range(..lowest_at(sector))
+            .next_back()
+            .copied()
     }
 
     /// The request with the lowest start sector.
-    pub fn first(&self) -> Option<(u64, u64)> {
+    pub fn first(&self) -> Option<Positioned> {
         self.by_sector.first().copied()
     }
 
@@ -89,9 +128,17 @@ impl SectorSet {
         self.by_sector.is_empty()
     }
 
-    /// All `(sector, id)` pairs in sector order.
-    pub fn iter(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+    /// All requests in sector order.
+    pub fn iter(&self) -> impl Iterator<Item = Positioned> + '_ {
         self.by_sector.iter().copied()
+    }
+}
+
+/// The smallest key at `sector`: range bounds that include every id there.
+fn lowest_at(sector: Sector) -> Positioned {
+    Positioned {
+        sector,
+        id: RequestId(0),
     }
 }
 
@@ -101,7 +148,8 @@ impl SectorSet {
 /// takes the earlier deadline of the two ([`ExpiryFifo::absorb`]), as mq-deadline does.
 #[derive(Debug, Default, Clone)]
 pub struct ExpiryFifo {
-    order: BTreeMap<(u64, u64), u64>,
+    /// Keyed by (expiry, insertion sequence).
+    order: BTreeMap<(u64, u64), RequestId>,
     key_of: IdMap<(u64, u64)>,
     seq: u64,
 }
@@ -113,7 +161,7 @@ impl ExpiryFifo {
     }
 
     /// Appends `id`, expiring at `expires_ns`.
-    pub fn push(&mut self, id: u64, expires_ns: u64) {
+    pub fn push(&mut self, id: RequestId, expires_ns: u64) {
         let key = (expires_ns, self.seq);
         self.seq += 1;
         self.order.insert(key, id);
@@ -121,7 +169,7 @@ impl ExpiryFifo {
     }
 
     /// Removes `id`; returns true iff it was queued.
-    pub fn remove(&mut self, id: u64) -> bool {
+    pub fn remove(&mut self, id: RequestId) -> bool {
         match self.key_of.remove(&id) {
             Some(key) => self.order.remove(&key).is_some(),
             None => false,
@@ -130,7 +178,7 @@ impl ExpiryFifo {
 
     /// `absorbed` merged into `target`: drops `absorbed`, and `target` inherits its place
     /// if that was earlier.
-    pub fn absorb(&mut self, target: u64, absorbed: u64) {
+    pub fn absorb(&mut self, target: RequestId, absorbed: RequestId) {
         let Some(gone) = self.key_of.remove(&absorbed) else {
             return;
         };
@@ -144,15 +192,15 @@ impl ExpiryFifo {
         }
     }
 
-    /// The request that expires first, as `(id, expires_ns)`.
-    pub fn front(&self) -> Option<(u64, u64)> {
+    /// The request that expires first.
+    pub fn front(&self) -> Option<Due> {
         self.order
             .first_key_value()
-            .map(|(&(expires, _), &id)| (id, expires))
+            .map(|(&(expires_ns, _), &id)| Due { id, expires_ns })
     }
 
     /// Removes and returns the request that expires first.
-    pub fn pop_front(&mut self) -> Option<u64> {
+    pub fn pop_front(&mut self) -> Option<RequestId> {
         let (_, id) = self.order.pop_first()?;
         self.key_of.remove(&id);
         Some(id)
@@ -160,11 +208,11 @@ impl ExpiryFifo {
 
     /// True iff the first request's deadline is at or before `now_ns`.
     pub fn expired(&self, now_ns: u64) -> bool {
-        self.front().is_some_and(|(_, expires)| expires <= now_ns)
+        self.front().is_some_and(|due| due.expires_ns <= now_ns)
     }
 
     /// True iff `id` is queued.
-    pub fn contains(&self, id: u64) -> bool {
+    pub fn contains(&self, id: RequestId) -> bool {
         self.key_of.contains_key(&id)
     }
 
@@ -186,7 +234,7 @@ impl ExpiryFifo {
 pub struct ElevatorQueue {
     sorted: SectorSet,
     fifo: ExpiryFifo,
-    extents: IdMap<(u64, u32)>,
+    extents: IdMap<Extent>,
 }
 
 impl ElevatorQueue {
@@ -196,65 +244,68 @@ impl ElevatorQueue {
     }
 
     /// Queues `request`, due by `expires_ns`.
-    pub fn push(&mut self, request: &crate::Request, expires_ns: u64) {
+    pub fn push(&mut self, request: &Request, expires_ns: u64) {
         self.sorted.insert(request.sector, request.id);
         self.fifo.push(request.id, expires_ns);
-        self.extents
-            .insert(request.id, (request.sector, request.sectors));
+        let extent = Extent {
+            sector: request.sector,
+            sectors: request.sectors,
+        };
+        self.extents.insert(request.id, extent);
     }
 
-    /// Removes `id`; returns its start sector and length if it was queued here.
-    pub fn take(&mut self, id: u64) -> Option<(u64, u32)> {
-        let (sector, sectors) = self.extents.remove(&id)?;
-        self.sorted.remove(sector, id);
+    /// Removes `id`; returns where it lay if it was queued here.
+    pub fn take(&mut self, id: RequestId) -> Option<Extent> {
+        let extent = self.extents.remove(&id)?;
+        self.sorted.remove(extent.sector, id);
         self.fifo.remove(id);
-        Some((sector, sectors))
+        Some(extent)
     }
 
     /// `absorbed` merged into `target`: drops `absorbed`; `target`, if queued here, inherits
     /// the earlier deadline of the two.
-    pub fn absorb(&mut self, target: u64, absorbed: u64) {
-        if let Some((sector, _)) = self.extents.remove(&absorbed) {
-            self.sorted.remove(sector, absorbed);
+    pub fn absorb(&mut self, target: RequestId, absorbed: RequestId) {
+        if let Some(extent) = self.extents.remove(&absorbed) {
+            self.sorted.remove(extent.sector, absorbed);
             self.fifo.absorb(target, absorbed);
         }
     }
 
     /// Request `id` now covers `sector` + `sectors` (it grew by a merge).
-    pub fn resize(&mut self, id: u64, sector: u64, sectors: u32) {
+    pub fn resize(&mut self, id: RequestId, sector: Sector, sectors: u32) {
         if let Some(extent) = self.extents.get_mut(&id) {
-            if extent.0 != sector {
-                self.sorted.reposition(extent.0, sector, id);
+            if extent.sector != sector {
+                self.sorted.reposition(extent.sector, sector, id);
             }
-            *extent = (sector, sectors);
+            *extent = Extent { sector, sectors };
         }
     }
 
     /// Applies a merge event to whichever of its requests are queued here.
-    pub fn merged(&mut self, event: &crate::MergeEvent) {
+    pub fn merged(&mut self, event: &MergeEvent) {
         if let Some(gone) = event.absorbed {
             self.absorb(event.target, gone);
         }
         self.resize(event.target, event.sector, event.sectors);
     }
 
-    /// The first request starting at or after `sector`, as `(sector, id)`.
-    pub fn at_or_after(&self, sector: u64) -> Option<(u64, u64)> {
+    /// The first request starting at or after `sector`.
+    pub fn at_or_after(&self, sector: Sector) -> Option<Positioned> {
         self.sorted.at_or_after(sector)
     }
 
-    /// The last request starting before `sector`, as `(sector, id)`.
-    pub fn before(&self, sector: u64) -> Option<(u64, u64)> {
+    /// The last request starting before `sector`.
+    pub fn before(&self, sector: Sector) -> Option<Positioned> {
         self.sorted.before(sector)
     }
 
-    /// The request with the lowest start sector, as `(sector, id)`.
-    pub fn lowest(&self) -> Option<(u64, u64)> {
+    /// The request with the lowest start sector.
+    pub fn lowest(&self) -> Option<Positioned> {
         self.sorted.first()
     }
 
-    /// The request due first, as `(id, expires_ns)`.
-    pub fn fifo_front(&self) -> Option<(u64, u64)> {
+    /// The request due first.
+    pub fn fifo_front(&self) -> Option<Due> {
         self.fifo.front()
     }
 
@@ -263,8 +314,8 @@ impl ElevatorQueue {
         self.fifo.expired(now_ns)
     }
 
-    /// Start sector and length of queued request `id`.
-    pub fn extent(&self, id: u64) -> Option<(u64, u32)> {
+    /// Where queued request `id` lies.
+    pub fn extent(&self, id: RequestId) -> Option<Extent> {
         self.extents.get(&id).copied()
     }
 
@@ -283,42 +334,56 @@ impl ElevatorQueue {
 mod tests {
     use super::*;
 
+    fn at(sector: u64, id: u64) -> Option<Positioned> {
+        Some(Positioned {
+            sector: Sector(sector),
+            id: RequestId(id),
+        })
+    }
+
+    fn due(id: u64, expires_ns: u64) -> Option<Due> {
+        Some(Due {
+            id: RequestId(id),
+            expires_ns,
+        })
+    }
+
     #[test]
     fn sector_set_finds_next_request_at_or_after_position() {
         let mut set = SectorSet::new();
-        set.insert(100, 1);
-        set.insert(50, 2);
-        set.insert(200, 3);
-        assert_eq!(set.at_or_after(60), Some((100, 1)));
-        assert_eq!(set.at_or_after(100), Some((100, 1)));
-        assert_eq!(set.at_or_after(201), None);
-        assert_eq!(set.before(100), Some((50, 2)));
-        set.reposition(100, 40, 1);
-        assert_eq!(set.first(), Some((40, 1)));
+        set.insert(Sector(100), RequestId(1));
+        set.insert(Sector(50), RequestId(2));
+        set.insert(Sector(200), RequestId(3));
+        assert_eq!(set.at_or_after(Sector(60)), at(100, 1));
+        assert_eq!(set.at_or_after(Sector(100)), at(100, 1));
+        assert_eq!(set.at_or_after(Sector(201)), None);
+        assert_eq!(set.before(Sector(100)), at(50, 2));
+        set.reposition(Sector(100), Sector(40), RequestId(1));
+        assert_eq!(set.first(), at(40, 1));
     }
 
     #[test]
     fn expiry_fifo_orders_by_deadline_then_insertion() {
         let mut fifo = ExpiryFifo::new();
-        fifo.push(1, 500);
-        fifo.push(2, 500);
-        fifo.push(3, 400);
-        assert_eq!(fifo.front(), Some((3, 400)));
+        fifo.push(RequestId(1), 500);
+        fifo.push(RequestId(2), 500);
+        fifo.push(RequestId(3), 400);
+        assert_eq!(fifo.front(), due(3, 400));
         assert!(fifo.expired(400));
         assert!(!fifo.expired(399));
-        assert_eq!(fifo.pop_front(), Some(3));
-        assert_eq!(fifo.pop_front(), Some(1));
-        assert!(fifo.remove(2));
+        assert_eq!(fifo.pop_front(), Some(RequestId(3)));
+        assert_eq!(fifo.pop_front(), Some(RequestId(1)));
+        assert!(fifo.remove(RequestId(2)));
         assert!(fifo.is_empty());
     }
 
     #[test]
     fn elevator_queue_follows_merges_in_both_orders() {
-        let req = |id, sector| crate::Request {
-            id,
+        let req = |id, sector| Request {
+            id: RequestId(id),
             ctx: 0,
             op: crate::Op::Read,
-            sector,
+            sector: Sector(sector),
             sectors: 8,
             sync: true,
             prio_class: crate::PrioClass::None,
@@ -330,37 +395,41 @@ mod tests {
         q.push(&req(2, 108), 500);
         q.push(&req(3, 300), 700);
         // A bio before 100 grew request 1 at the front, and it absorbed request 2.
-        q.merged(&crate::MergeEvent {
-            target: 1,
-            sector: 92,
+        q.merged(&MergeEvent {
+            target: RequestId(1),
+            sector: Sector(92),
             sectors: 24,
             kind: crate::MergeKind::Front,
-            absorbed: Some(2),
+            absorbed: Some(RequestId(2)),
         });
         assert_eq!(q.len(), 2);
-        assert_eq!(q.at_or_after(0), Some((92, 1)));
+        assert_eq!(q.at_or_after(Sector(0)), at(92, 1));
         assert_eq!(
             q.fifo_front(),
-            Some((1, 500)),
+            due(1, 500),
             "the survivor inherits the earlier deadline"
         );
-        assert_eq!(q.take(1), Some((92, 24)));
-        assert_eq!(q.lowest(), Some((300, 3)));
-        assert_eq!(q.take(2), None);
+        let taken = q.take(RequestId(1)).unwrap();
+        assert_eq!(
+            (taken.sector, taken.sectors, taken.end()),
+            (Sector(92), 24, Sector(116))
+        );
+        assert_eq!(q.lowest(), at(300, 3));
+        assert_eq!(q.take(RequestId(2)), None);
     }
 
     #[test]
     fn expiry_fifo_absorb_keeps_earlier_deadline_for_survivor() {
         let mut fifo = ExpiryFifo::new();
-        fifo.push(1, 100);
-        fifo.push(2, 900);
-        fifo.push(3, 500);
-        fifo.absorb(2, 1);
+        fifo.push(RequestId(1), 100);
+        fifo.push(RequestId(2), 900);
+        fifo.push(RequestId(3), 500);
+        fifo.absorb(RequestId(2), RequestId(1));
         assert_eq!(fifo.len(), 2);
-        assert_eq!(fifo.front(), Some((2, 100)));
-        assert!(!fifo.contains(1));
-        fifo.absorb(3, 2);
-        assert_eq!(fifo.front(), Some((3, 100)));
+        assert_eq!(fifo.front(), due(2, 100));
+        assert!(!fifo.contains(RequestId(1)));
+        fifo.absorb(RequestId(3), RequestId(2));
+        assert_eq!(fifo.front(), due(3, 100));
         assert_eq!(fifo.len(), 1);
     }
 }

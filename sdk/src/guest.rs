@@ -63,7 +63,7 @@ pub fn init<P: Policy>(
 }
 
 pub fn get<P: Policy>(rt: &RefCell<Runtime<P>>, name: String) -> Option<i64> {
-    rt.borrow().get(&name)
+    rt.borrow_mut().get(&name)
 }
 
 pub fn set<P: Policy>(rt: &RefCell<Runtime<P>>, name: String, value: i64) -> Result<(), String> {
@@ -81,10 +81,7 @@ pub fn dispatch<P: Policy>(
     budget: u32,
 ) -> wit::DispatchAnswer {
     let answer = rt.borrow_mut().dispatch(now_ns, hw_queue, budget);
-    wit::DispatchAnswer {
-        ids: answer.ids,
-        wake_at_ns: answer.wake_at_ns,
-    }
+    answer_of(answer)
 }
 
 pub fn insert_and_dispatch<P: Policy>(
@@ -97,10 +94,7 @@ pub fn insert_and_dispatch<P: Policy>(
     let answer = rt
         .borrow_mut()
         .insert_and_dispatch_packed(now_ns, &words, hw_queue, budget);
-    wit::DispatchAnswer {
-        ids: answer.ids,
-        wake_at_ns: answer.wake_at_ns,
-    }
+    answer_of(answer)
 }
 
 pub fn turn<P: Policy>(
@@ -116,19 +110,16 @@ pub fn turn<P: Policy>(
 
 pub fn take_answer<P: Policy>(rt: &RefCell<Runtime<P>>) -> wit::DispatchAnswer {
     let answer = rt.borrow_mut().take_answer();
-    wit::DispatchAnswer {
-        ids: answer.ids,
-        wake_at_ns: answer.wake_at_ns,
-    }
+    answer_of(answer)
 }
 
 pub fn allow_merge<P: Policy>(rt: &RefCell<Runtime<P>>, q: wit::MergeQuery) -> bool {
     let query = sdk::MergeQuery {
-        target: q.target,
+        target: sdk::RequestId(q.target),
         target_ctx: q.target_ctx,
         ctx: q.ctx,
         op: op(q.op),
-        sector: q.sector,
+        sector: sdk::Sector(q.sector),
         sectors: q.sectors,
         sync: q.sync,
         kind: kind(q.kind),
@@ -140,11 +131,11 @@ pub fn merged<P: Policy>(rt: &RefCell<Runtime<P>>, now_ns: u64, events: Vec<wit:
     let events: Vec<sdk::MergeEvent> = events
         .into_iter()
         .map(|e| sdk::MergeEvent {
-            target: e.target,
-            sector: e.sector,
+            target: sdk::RequestId(e.target),
+            sector: sdk::Sector(e.sector),
             sectors: e.sectors,
             kind: kind(e.kind),
-            absorbed: e.absorbed,
+            absorbed: e.absorbed.map(sdk::RequestId),
         })
         .collect();
     rt.borrow_mut().merged(now_ns, &events);
@@ -164,6 +155,14 @@ pub fn save_state<P: Policy>(rt: &RefCell<Runtime<P>>) -> Vec<u8> {
 
 pub fn restore_state<P: Policy>(rt: &RefCell<Runtime<P>>, state: Vec<u8>) -> Result<(), String> {
     rt.borrow_mut().restore_state(&state)
+}
+
+fn answer_of(answer: sdk::Dispatch) -> wit::DispatchAnswer {
+    wit::DispatchAnswer {
+        // Same size and layout: the collect reuses the allocation.
+        ids: answer.ids.into_iter().map(|id| id.0).collect(),
+        wake_at_ns: answer.wake_at_ns,
+    }
 }
 
 fn op(o: wit::Op) -> sdk::Op {

@@ -11,31 +11,25 @@
 //! Last in, first out — a bad idea on a disk, but a complete one:
 //!
 //! ```
-//! use schedhost_sdk::{Dispatch, MergeEvent, Policy, Request, Setup, TunableSpec};
+//! use schedhost_sdk::{Dispatch, Policy, Request, RequestId, Setup, TunableSpec};
 //!
 //! pub struct Lifo {
-//!     stack: Vec<u64>,
+//!     stack: Vec<RequestId>,
 //!     batch: i64,
 //! }
 //!
 //! impl Policy for Lifo {
 //!     const NAME: &'static str = "lifo";
 //!     const VERSION: &'static str = "0.1.0";
-//!     const TUNABLES: &'static [TunableSpec] = &[TunableSpec {
+//!     // Declared once: the SDK range-checks, stores into the field and answers `get`.
+//!     const TUNABLES: &'static [TunableSpec<Self>] = &[TunableSpec {
 //!         name: "batch", default: 4, min: 1, max: 64, unit: "requests",
 //!         help: "most requests sent per dispatch call",
+//!         field: |p| &mut p.batch,
 //!     }];
 //!
 //!     fn new(_setup: &Setup) -> Self {
 //!         Lifo { stack: Vec::new(), batch: 0 }
-//!     }
-//!
-//!     fn set(&mut self, name: &str, value: i64) {
-//!         if name == "batch" { self.batch = value }
-//!     }
-//!
-//!     fn get(&self, name: &str) -> Option<i64> {
-//!         (name == "batch").then_some(self.batch)
 //!     }
 //!
 //!     fn insert(&mut self, _now_ns: u64, requests: &[Request]) {
@@ -49,26 +43,25 @@
 //!             out.ids.push(id);
 //!         }
 //!     }
-//!
-//!     fn merged(&mut self, _now_ns: u64, event: &MergeEvent) {
-//!         // A request absorbed into another must never be dispatched.
-//!         if let Some(gone) = event.absorbed {
-//!             self.stack.retain(|&id| id != gone);
-//!         }
-//!     }
+//!     // No `merged`: the SDK drops ids that merges absorbed from the answers.
 //! }
 //!
 //! // Generates the component's exports when built for wasm32; nothing natively.
 //! schedhost_sdk::export!(Lifo);
 //!
 //! // Native mode: drive it as the host would.
-//! # use schedhost_sdk::{Op, PrioClass, Runtime};
+//! # use schedhost_sdk::{MergeEvent, MergeKind, Op, PrioClass, Runtime, Sector};
 //! let mut rt = Runtime::<Lifo>::new();
 //! rt.init(&Setup { hw_queues: 1, queue_depth: 32, nr_requests: 64 }, &[("batch".into(), 2)]).unwrap();
-//! let req = |id| Request { id, ctx: 0, op: Op::Read, sector: id * 8, sectors: 8, sync: true,
-//!                          prio_class: PrioClass::None, prio_level: 4, arrival_ns: 0 };
+//! let req = |id| Request { id: RequestId(id), ctx: 0, op: Op::Read, sector: Sector(id * 8),
+//!                          sectors: 8, sync: true, prio_class: PrioClass::None, prio_level: 4,
+//!                          arrival_ns: 0 };
 //! rt.insert(0, &[req(1), req(2), req(3)]);
-//! assert_eq!(rt.dispatch(0, 0, 32).ids, vec![3, 2]);
+//! // Request 2 grew over request 3 and absorbed it.
+//! rt.merged(0, &[MergeEvent { target: RequestId(2), sector: Sector(16), sectors: 16,
+//!                             kind: MergeKind::Back, absorbed: Some(RequestId(3)) }]);
+//! assert_eq!(rt.dispatch(0, 0, 32).ids, [RequestId(2), RequestId(1)]);
+//! assert_eq!(rt.get("batch"), Some(2));
 //! assert!(rt.set("batch", 0).unwrap_err().contains("out of range 1..=64"));
 //! ```
 //!
@@ -104,16 +97,42 @@ pub mod guest;
 #[doc(hidden)]
 pub use guest as __guest;
 
-pub use collections::{ElevatorQueue, ExpiryFifo, IdMap, IdSet, SectorSet};
+pub use collections::{
+    Due, ElevatorQueue, ExpiryFifo, Extent, IdMap, IdSet, Positioned, SectorSet,
+};
 pub use policy::{Policy, TunableSpec};
 pub use runtime::Runtime;
 pub use types::{
-    Completion, Dispatch, Info, MergeEvent, MergeKind, MergeQuery, Op, PrioClass, Request, Setup,
-    Tunable,
+    Completion, Dispatch, Info, MergeEvent, MergeKind, MergeQuery, Op, PrioClass, Request,
+    RequestId, Sector, Setup, Tunable,
 };
 
-/// The WIT package version this SDK implements.
-pub const INTERFACE_VERSION: &str = "0.2.0";
+/// The WIT package version this SDK implements, read from `wit/policy.wit` itself so the two
+/// cannot disagree.
+pub const INTERFACE_VERSION: &str = package_version(include_str!("../../wit/policy.wit"));
+
+/// The `X` of the first `package NAMESPACE:NAME@X;` in a WIT source, at compile time.
+const fn package_version(wit: &str) -> &str {
+    let bytes = wit.as_bytes();
+    let mut at = 0;
+    while at < bytes.len() && bytes[at] != b'@' {
+        at += 1;
+    }
+    let mut end = at;
+    while end < bytes.len() && bytes[end] != b';' {
+        end += 1;
+    }
+    assert!(
+        end < bytes.len(),
+        "wit/policy.wit names no package@version;"
+    );
+    let (head, _) = bytes.split_at(end);
+    let (_, version) = head.split_at(at + 1);
+    match core::str::from_utf8(version) {
+        Ok(version) => version,
+        Err(_) => panic!("wit/policy.wit: the package version is not UTF-8"),
+    }
+}
 
 /// Exports a [`Policy`] as the component's implementation of the `schedhost:policy` world.
 ///
@@ -124,4 +143,16 @@ macro_rules! export {
         #[cfg(target_arch = "wasm32")]
         $crate::__export_component!($policy);
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn interface_version_is_the_wit_packages() {
+        let wit = include_str!("../../wit/policy.wit");
+        assert!(wit.starts_with(&format!("package schedhost:policy@{INTERFACE_VERSION};")));
+        assert_eq!(package_version("package a:b@10.2.3;\n"), "10.2.3");
+    }
 }

@@ -3,7 +3,7 @@
 //! field by field; `schedhost bench` measured the difference (BENCHMARKS.md). The layouts are
 //! documented in `wit/policy.wit`.
 
-use crate::types::{Completion, Op, PrioClass, Request};
+use crate::types::{Completion, Op, PrioClass, Request, RequestId, Sector};
 
 /// Words per packed request or completion.
 pub const WORDS: usize = 5;
@@ -55,8 +55,8 @@ pub fn request_words(r: &Request) -> [u64; WORDS] {
         | (r.prio_class as u64) << 16
         | u64::from(r.prio_level) << 24;
     [
-        r.id,
-        r.sector,
+        r.id.0,
+        r.sector.0,
         r.arrival_ns,
         u64::from(r.sectors) | u64::from(r.ctx) << 32,
         flags,
@@ -71,8 +71,8 @@ pub fn pack_request(r: &Request, out: &mut Vec<u64>) {
 /// The request in five words.
 pub fn unpack_request(w: &[u64]) -> Request {
     Request {
-        id: w[0],
-        sector: w[1],
+        id: RequestId(w[0]),
+        sector: Sector(w[1]),
         arrival_ns: w[2],
         sectors: w[3] as u32,
         ctx: (w[3] >> 32) as u32,
@@ -96,7 +96,7 @@ pub fn pack_completion(c: &Completion, out: &mut Vec<u64>) {
 /// `c` in five words.
 pub fn completion_words(c: &Completion) -> [u64; WORDS] {
     [
-        c.id,
+        c.id.0,
         c.latency_ns,
         c.service_ns,
         u64::from(c.sectors) | u64::from(c.ctx) << 32,
@@ -109,7 +109,7 @@ pub fn completion_words(c: &Completion) -> [u64; WORDS] {
 pub fn turn_result(answer: &crate::Dispatch) -> Option<u64> {
     match (answer.ids.as_slice(), answer.wake_at_ns) {
         ([], None) => Some(TURN_NONE),
-        ([id], None) if *id < 1 << 63 => Some(*id),
+        ([id], None) if id.0 < 1 << 63 => Some(id.0),
         _ => None,
     }
 }
@@ -117,7 +117,7 @@ pub fn turn_result(answer: &crate::Dispatch) -> Option<u64> {
 /// The completion in five words.
 pub fn unpack_completion(w: &[u64]) -> Completion {
     Completion {
-        id: w[0],
+        id: RequestId(w[0]),
         latency_ns: w[1],
         service_ns: w[2],
         sectors: w[3] as u32,
@@ -143,10 +143,10 @@ mod tests {
     #[test]
     fn packed_request_and_completion_round_trip() {
         let r = Request {
-            id: u64::MAX - 3,
+            id: RequestId(u64::MAX - 3),
             ctx: 77,
             op: Op::Discard,
-            sector: 1 << 40,
+            sector: Sector(1 << 40),
             sectors: 2560,
             sync: true,
             prio_class: PrioClass::Idle,
@@ -154,7 +154,7 @@ mod tests {
             arrival_ns: 123_456_789,
         };
         let c = Completion {
-            id: 9,
+            id: RequestId(9),
             ctx: u32::MAX,
             op: Op::Write,
             sectors: 8,

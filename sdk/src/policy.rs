@@ -2,11 +2,12 @@
 
 use crate::types::{Completion, Dispatch, MergeEvent, MergeQuery, Op, Request, Setup};
 
-/// The static description of one tunable, declared by a policy in [`Policy::TUNABLES`].
+/// One tunable, declared once by a policy in [`Policy::TUNABLES`] and bound to the field
+/// that holds its value.
 ///
-/// The SDK checks names and ranges before [`Policy::set`] is called, so `set` only stores.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TunableSpec {
+/// The SDK checks names and ranges, stores into `field`, and reads `get` from it; a policy
+/// that derives something from a tunable recomputes it in [`Policy::retuned`].
+pub struct TunableSpec<P> {
     /// Name, as in sysfs (`fifo_batch`).
     pub name: &'static str,
     /// Value before any `set`.
@@ -19,38 +20,62 @@ pub struct TunableSpec {
     pub unit: &'static str,
     /// One line on what it does.
     pub help: &'static str,
+    /// Where the value lives: `|p| &mut p.fifo_batch`.
+    pub field: fn(&mut P) -> &mut i64,
+}
+
+// By hand: derives would ask `P` itself to be `Clone` and `Debug`.
+impl<P> Clone for TunableSpec<P> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<P> Copy for TunableSpec<P> {}
+
+impl<P> std::fmt::Debug for TunableSpec<P> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TunableSpec")
+            .field("name", &self.name)
+            .field("default", &self.default)
+            .field("min", &self.min)
+            .field("max", &self.max)
+            .field("unit", &self.unit)
+            .finish_non_exhaustive()
+    }
 }
 
 /// A scheduling policy.
 ///
-/// The host calls `new` once, then `set` for every tunable (defaults first, then the user's
-/// settings), then the scheduling methods. Every queued request is eventually returned from
-/// `dispatch`; a request that was absorbed by a merge ([`MergeEvent::absorbed`]) must not be.
-/// Time only arrives as `now` arguments, so a policy is deterministic.
+/// The host calls `new` once; the SDK then stores every tunable's default and the user's
+/// settings into their fields, calling [`Policy::retuned`] after each; then come the
+/// scheduling methods. Every queued request is eventually returned from `dispatch`, unless a
+/// merge absorbed it ([`MergeEvent::absorbed`]): the SDK drops absorbed ids from `dispatch`'s
+/// answers, so a policy that only queues may ignore merges. Time only arrives as `now`
+/// arguments, so a policy is deterministic.
 pub trait Policy: Sized + 'static {
     /// Short name, e.g. `"deadline"`.
     const NAME: &'static str;
     /// The policy's own version, e.g. `env!("CARGO_PKG_VERSION")`.
     const VERSION: &'static str;
     /// Tunables with their defaults and ranges.
-    const TUNABLES: &'static [TunableSpec] = &[];
+    const TUNABLES: &'static [TunableSpec<Self>] = &[];
     /// Set to ask [`Policy::allow_merge`] before each merge into a queued request.
     const MERGE_VETO: bool = false;
     /// Clear to tell the host not to call [`Policy::completed`] (saves a call per batch).
     const COMPLETIONS: bool = true;
+    /// Set when [`Policy::merged`] removes absorbed requests from the policy's own queues
+    /// (an elevator must, to keep its sort order). Left clear, the SDK remembers absorbed
+    /// ids and filters them out of `dispatch`'s answers, asking again for the rest of the
+    /// budget, so the policy never has to know about them.
+    const HANDLES_ABSORBED: bool = false;
 
     /// Creates the policy for a device, before any tunable is set.
     fn new(setup: &Setup) -> Self;
 
-    /// Stores a tunable already checked against [`Policy::TUNABLES`].
-    fn set(&mut self, name: &str, value: i64) {
-        let _ = (name, value);
-    }
-
-    /// The current value of a tunable.
-    fn get(&self, name: &str) -> Option<i64> {
+    /// Tunable `name` was just stored in its field: recompute whatever derives from it.
+    fn retuned(&mut self, name: &str) {
         let _ = name;
-        None
     }
 
     /// Requests enter the scheduler, in arrival order.
@@ -66,8 +91,11 @@ pub trait Policy: Sized + 'static {
         true
     }
 
-    /// A queued request grew, and perhaps absorbed another.
-    fn merged(&mut self, now_ns: u64, event: &MergeEvent);
+    /// A queued request grew, and perhaps absorbed another. The SDK already keeps absorbed
+    /// ids out of `dispatch` unless [`Policy::HANDLES_ABSORBED`] is set.
+    fn merged(&mut self, now_ns: u64, event: &MergeEvent) {
+        let _ = (now_ns, event);
+    }
 
     /// Dispatched requests finished. Only called when `COMPLETIONS` is set (the default).
     fn completed(&mut self, now_ns: u64, done: &[Completion]) {

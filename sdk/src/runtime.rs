@@ -1,9 +1,10 @@
 //! [`Runtime`]: the policy-side half of the interface, shared by the wasm export glue and the
 //! native mode, so a policy behaves identically in both.
 
+use crate::collections::IdSet;
 use crate::policy::{Policy, TunableSpec};
 use crate::types::{
-    Completion, Dispatch, Info, MergeEvent, MergeQuery, Op, Request, Setup, Tunable,
+    Completion, Dispatch, Info, MergeEvent, MergeQuery, Op, Request, RequestId, Setup, Tunable,
 };
 
 /// Holds a policy and answers the interface's calls for it: tunable validation, init order,
@@ -20,6 +21,9 @@ pub struct Runtime<P: Policy> {
     /// The answer of a `turn`, reused so the common turn allocates nothing, and kept for
     /// `take-answer` when it does not fit `turn`'s result.
     answer: Dispatch,
+    /// Ids absorbed by merges and not yet filtered out of an answer (unless the policy
+    /// handles absorption itself).
+    absorbed: IdSet,
 }
 
 impl<P: Policy> Default for Runtime<P> {
@@ -36,6 +40,7 @@ impl<P: Policy> Runtime<P> {
             requests: Vec::new(),
             done: Vec::new(),
             answer: Dispatch::default(),
+            absorbed: IdSet::default(),
         }
     }
 
@@ -64,22 +69,21 @@ impl<P: Policy> Runtime<P> {
         }
         let mut policy = P::new(setup);
         for spec in P::TUNABLES {
-            policy.set(spec.name, spec.default);
+            store(&mut policy, spec, spec.default);
         }
         for (name, value) in settings {
-            policy.set(name, *value);
+            let spec = check::<P>(name, *value)?;
+            store(&mut policy, spec, *value);
         }
         self.policy = Some(policy);
+        self.absorbed.clear();
         Ok(())
     }
 
     /// The current value of a tunable, if the policy has one of that name.
-    pub fn get(&self, name: &str) -> Option<i64> {
-        P::TUNABLES
-            .iter()
-            .any(|spec| spec.name == name)
-            .then(|| self.policy().get(name))
-            .flatten()
+    pub fn get(&mut self, name: &str) -> Option<i64> {
+        let spec = P::TUNABLES.iter().find(|spec| spec.name == name)?;
+        Some(*(spec.field)(self.policy_mut()))
     }
 
     /// Sets a tunable after checking its name and range.
@@ -87,8 +91,8 @@ impl<P: Policy> Runtime<P> {
     /// # Errors
     /// Names the tunable and its accepted range.
     pub fn set(&mut self, name: &str, value: i64) -> Result<(), String> {
-        check::<P>(name, value)?;
-        self.policy_mut().set(name, value);
+        let spec = check::<P>(name, value)?;
+        store(self.policy_mut(), spec, value);
         Ok(())
     }
 
@@ -157,8 +161,7 @@ impl<P: Policy> Runtime<P> {
         let mut answer = std::mem::take(&mut self.answer);
         answer.ids.clear();
         answer.wake_at_ns = None;
-        self.policy_mut()
-            .dispatch(now_ns, hw_queue, budget, &mut answer);
+        self.dispatch_into(now_ns, hw_queue, budget, &mut answer);
         let result = crate::packed::turn_result(&answer).unwrap_or(TURN_MORE);
         self.answer = answer;
         result
@@ -190,15 +193,42 @@ impl<P: Policy> Runtime<P> {
         self.done = done;
     }
 
-    /// Forwards [`Policy::dispatch`] with an empty answer.
+    /// Forwards [`Policy::dispatch`] with an empty answer, and keeps absorbed ids out of it.
     pub fn dispatch(&mut self, now_ns: u64, hw_queue: u32, budget: u32) -> Dispatch {
         let mut out = Dispatch {
             ids: Vec::with_capacity(budget.min(64) as usize),
             wake_at_ns: None,
         };
-        self.policy_mut()
-            .dispatch(now_ns, hw_queue, budget, &mut out);
+        self.dispatch_into(now_ns, hw_queue, budget, &mut out);
         out
+    }
+
+    /// The policy's answer with every absorbed id dropped: while some were, the policy is
+    /// asked again for the rest of the budget, and its latest wake-up stands. Ends because
+    /// each round empties at least one entry of a finite set.
+    fn dispatch_into(&mut self, now_ns: u64, hw_queue: u32, budget: u32, out: &mut Dispatch) {
+        let policy = self
+            .policy
+            .as_mut()
+            .expect("the host calls init before anything else");
+        policy.dispatch(now_ns, hw_queue, budget, out);
+        if P::HANDLES_ABSORBED {
+            return;
+        }
+        let absorbed = &mut self.absorbed;
+        while !absorbed.is_empty() && drop_absorbed(&mut out.ids, absorbed) {
+            let room = (budget as usize).saturating_sub(out.ids.len());
+            if room == 0 {
+                break;
+            }
+            let mut more = Dispatch::default();
+            policy.dispatch(now_ns, hw_queue, room as u32, &mut more);
+            out.wake_at_ns = more.wake_at_ns;
+            if more.ids.is_empty() {
+                break;
+            }
+            out.ids.append(&mut more.ids);
+        }
     }
 
     /// Forwards [`Policy::allow_merge`].
@@ -206,8 +236,12 @@ impl<P: Policy> Runtime<P> {
         self.policy_mut().allow_merge(query)
     }
 
-    /// Forwards each event to [`Policy::merged`].
+    /// Forwards each event to [`Policy::merged`], remembering absorbed ids to filter.
     pub fn merged(&mut self, now_ns: u64, events: &[MergeEvent]) {
+        if !P::HANDLES_ABSORBED {
+            self.absorbed
+                .extend(events.iter().filter_map(|event| event.absorbed));
+        }
         let policy = self.policy_mut();
         for event in events {
             policy.merged(now_ns, event);
@@ -254,7 +288,20 @@ impl<P: Policy> Runtime<P> {
     }
 }
 
-fn tunable_of(spec: &TunableSpec) -> Tunable {
+/// Drops from `ids` every id in `absorbed`, emptying those entries; true iff any was.
+fn drop_absorbed(ids: &mut Vec<RequestId>, absorbed: &mut IdSet) -> bool {
+    let before = ids.len();
+    ids.retain(|id| !absorbed.remove(id));
+    ids.len() != before
+}
+
+/// Stores `value` (already checked) in the tunable's field and tells the policy.
+fn store<P: Policy>(policy: &mut P, spec: &TunableSpec<P>, value: i64) {
+    *(spec.field)(policy) = value;
+    policy.retuned(spec.name);
+}
+
+fn tunable_of<P>(spec: &TunableSpec<P>) -> Tunable {
     Tunable {
         name: spec.name.to_owned(),
         default: spec.default,
@@ -265,8 +312,9 @@ fn tunable_of(spec: &TunableSpec) -> Tunable {
     }
 }
 
-/// Returns an error naming the tunable unless `name` exists and `value` is in its range.
-fn check<P: Policy>(name: &str, value: i64) -> Result<(), String> {
+/// The tunable called `name`, or an error naming it unless it exists and `value` is in its
+/// range.
+fn check<P: Policy>(name: &str, value: i64) -> Result<&'static TunableSpec<P>, String> {
     let Some(spec) = P::TUNABLES.iter().find(|spec| spec.name == name) else {
         let known: Vec<&str> = P::TUNABLES.iter().map(|spec| spec.name).collect();
         return Err(if known.is_empty() {
@@ -292,5 +340,5 @@ fn check<P: Policy>(name: &str, value: i64) -> Result<(), String> {
             }
         ));
     }
-    Ok(())
+    Ok(spec)
 }

@@ -3,6 +3,57 @@
 //! They mirror the records of `wit/policy.wit` one for one; the wasm glue converts between the
 //! two so policy code never sees generated bindings.
 
+use std::fmt;
+
+/// A request's identity, unique for the life of a host (and below 2^63).
+///
+/// Only ever handed out by the host: a policy stores and returns ids, it never makes them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+#[repr(transparent)]
+pub struct RequestId(pub u64);
+
+impl fmt::Display for RequestId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "#{}", self.0)
+    }
+}
+
+/// A position on the device, in 512-byte sectors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+#[repr(transparent)]
+pub struct Sector(pub u64);
+
+impl Sector {
+    /// The device's first sector.
+    pub const ZERO: Sector = Sector(0);
+
+    /// The sector `sectors` further on (saturating: a policy never panics on the host's
+    /// numbers).
+    #[must_use]
+    pub fn plus(self, sectors: u32) -> Sector {
+        Sector(self.0.saturating_add(u64::from(sectors)))
+    }
+
+    /// How far apart two positions are, in sectors, in either direction: a seek's length.
+    pub fn distance(self, other: Sector) -> u64 {
+        self.0.abs_diff(other.0)
+    }
+}
+
+impl std::ops::Add<u32> for Sector {
+    type Output = Sector;
+
+    fn add(self, sectors: u32) -> Sector {
+        self.plus(sectors)
+    }
+}
+
+impl fmt::Display for Sector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
 /// What a request does to the device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Op {
@@ -64,13 +115,13 @@ impl PrioClass {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Request {
     /// Unique for the life of the host.
-    pub id: u64,
+    pub id: RequestId,
     /// The submitter (software queue) it came from.
     pub ctx: u32,
     /// What it does.
     pub op: Op,
     /// First 512-byte sector.
-    pub sector: u64,
+    pub sector: Sector,
     /// Length in 512-byte sectors.
     pub sectors: u32,
     /// The submitter waits for it.
@@ -85,8 +136,8 @@ pub struct Request {
 
 impl Request {
     /// One past the last sector.
-    pub fn end_sector(&self) -> u64 {
-        self.sector + u64::from(self.sectors)
+    pub fn end_sector(&self) -> Sector {
+        self.sector.plus(self.sectors)
     }
 }
 
@@ -103,7 +154,7 @@ pub enum MergeKind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MergeQuery {
     /// The queued request.
-    pub target: u64,
+    pub target: RequestId,
     /// The queued request's submitter.
     pub target_ctx: u32,
     /// The bio's submitter.
@@ -111,7 +162,7 @@ pub struct MergeQuery {
     /// The bio's operation.
     pub op: Op,
     /// The bio's first sector.
-    pub sector: u64,
+    pub sector: Sector,
     /// The bio's length in sectors.
     pub sectors: u32,
     /// Whether the bio is synchronous.
@@ -125,22 +176,22 @@ pub struct MergeQuery {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MergeEvent {
     /// The request that grew.
-    pub target: u64,
+    pub target: RequestId,
     /// Its first sector now.
-    pub sector: u64,
+    pub sector: Sector,
     /// Its length now.
     pub sectors: u32,
     /// Which end grew.
     pub kind: MergeKind,
     /// A request that disappeared into `target`.
-    pub absorbed: Option<u64>,
+    pub absorbed: Option<RequestId>,
 }
 
 /// A dispatched request finished.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Completion {
     /// The request.
-    pub id: u64,
+    pub id: RequestId,
     /// Its submitter.
     pub ctx: u32,
     /// Its operation.
@@ -159,7 +210,7 @@ pub struct Completion {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Dispatch {
     /// Requests to send, in order; at most the budget.
-    pub ids: Vec<u64>,
+    pub ids: Vec<RequestId>,
     /// Ask again at this time even if nothing else happens (idling, slice expiry).
     pub wake_at_ns: Option<u64>,
 }

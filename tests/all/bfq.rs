@@ -1,8 +1,10 @@
 //! bfq's behaviour, each scenario run on the native build and on the component.
 
+use crate::helpers::RawIds;
 use schedhost::policy::PolicyBackend;
 use schedhost_policy_bfq::Bfq;
 use schedhost_sdk::{Completion, Op, PrioClass, Request, Setup};
+use schedhost_sdk::{RequestId, Sector};
 
 use crate::helpers::both_builds;
 
@@ -22,10 +24,10 @@ fn builds(settings: &[(&str, i64)]) -> Vec<(&'static str, Box<dyn PolicyBackend>
 
 fn read(id: u64, ctx: u32, level: u8, sector: u64) -> Request {
     Request {
-        id,
+        id: RequestId(id),
         ctx,
         op: Op::Read,
-        sector,
+        sector: Sector(sector),
         sectors: 8,
         sync: true,
         prio_class: PrioClass::Be,
@@ -49,13 +51,13 @@ fn bfq_shares_sectors_in_proportion_to_weight() {
         }
         p.insert(0, &requests).unwrap();
         for step in 0..800u64 {
-            let ids = p.dispatch(step * MS, 0, 1).unwrap().ids;
+            let ids = p.dispatch(step * MS, 0, 1).unwrap().ids.raw();
             for &id in &ids {
                 served[usize::from(id >= 1000)] += 8;
                 p.completed(
                     step * MS,
                     &[Completion {
-                        id,
+                        id: RequestId(id),
                         ctx: 0,
                         op: Op::Read,
                         sectors: 8,
@@ -80,12 +82,12 @@ fn bfq_idles_for_empty_sync_queue_then_moves_on() {
     for (build, mut p) in builds(&[]) {
         p.insert(0, &[read(1, 0, 4, 0), read(2, 1, 4, 100_000)])
             .unwrap();
-        let first = p.dispatch(0, 0, 4).unwrap().ids;
+        let first = p.dispatch(0, 0, 4).unwrap().ids.raw();
         assert_eq!(first.len(), 1, "{build}: one queue in service");
         p.completed(
             MS,
             &[Completion {
-                id: first[0],
+                id: RequestId(first[0]),
                 ctx: 0,
                 op: Op::Read,
                 sectors: 8,
@@ -116,7 +118,7 @@ fn bfq_serves_realtime_before_best_effort() {
         let mut rt = read(2, 1, 4, 50_000);
         rt.prio_class = PrioClass::Rt;
         p.insert(0, &[read(1, 0, 0, 0), rt]).unwrap();
-        assert_eq!(p.dispatch(0, 0, 1).unwrap().ids, vec![2], "{build}");
+        assert_eq!(p.dispatch(0, 0, 1).unwrap().ids.raw(), vec![2], "{build}");
     }
 }
 

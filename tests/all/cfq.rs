@@ -1,8 +1,10 @@
 //! cfq's behaviour, each scenario run on the native build and on the component.
 
+use crate::helpers::RawIds;
 use schedhost::policy::PolicyBackend;
 use schedhost_policy_cfq::Cfq;
 use schedhost_sdk::{Completion, MergeKind, MergeQuery, Op, PrioClass, Request, Setup};
+use schedhost_sdk::{RequestId, Sector};
 
 use crate::helpers::both_builds;
 
@@ -22,10 +24,10 @@ fn builds(settings: &[(&str, i64)]) -> Vec<(&'static str, Box<dyn PolicyBackend>
 
 fn read(id: u64, ctx: u32, sector: u64, at_ms: u64) -> Request {
     Request {
-        id,
+        id: RequestId(id),
         ctx,
         op: Op::Read,
-        sector,
+        sector: Sector(sector),
         sectors: 8,
         sync: true,
         prio_class: PrioClass::None,
@@ -36,7 +38,7 @@ fn read(id: u64, ctx: u32, sector: u64, at_ms: u64) -> Request {
 
 fn done(id: u64, ctx: u32) -> Completion {
     Completion {
-        id,
+        id: RequestId(id),
         ctx,
         op: Op::Read,
         sectors: 8,
@@ -52,7 +54,7 @@ fn cfq_idles_for_same_ctx_within_slice_idle() {
         p.insert(0, &[read(1, 0, 0, 0), read(2, 1, 100_000, 0)])
             .unwrap();
         assert_eq!(
-            p.dispatch(0, 0, 8).unwrap().ids,
+            p.dispatch(0, 0, 8).unwrap().ids.raw(),
             vec![1],
             "{build}: one queue owns the device"
         );
@@ -65,7 +67,7 @@ fn cfq_idles_for_same_ctx_within_slice_idle() {
         assert_eq!(idle.wake_at_ns, Some(10 * MS), "{build}");
         p.insert(5 * MS, &[read(3, 0, 8, 5)]).unwrap();
         assert_eq!(
-            p.dispatch(5 * MS, 0, 8).unwrap().ids,
+            p.dispatch(5 * MS, 0, 8).unwrap().ids.raw(),
             vec![3],
             "{build}: the reader came back within slice_idle"
         );
@@ -75,7 +77,11 @@ fn cfq_idles_for_same_ctx_within_slice_idle() {
             "{build}: idling again"
         );
         // Idling ran out at 14 ms: ctx 1 gets the device.
-        assert_eq!(p.dispatch(14 * MS, 0, 8).unwrap().ids, vec![2], "{build}");
+        assert_eq!(
+            p.dispatch(14 * MS, 0, 8).unwrap().ids.raw(),
+            vec![2],
+            "{build}"
+        );
     }
 }
 
@@ -89,7 +95,7 @@ fn cfq_rotates_after_slice() {
         p.insert(0, &reqs).unwrap();
         let mut sent = Vec::new();
         for ms in 0..10 {
-            let ids = p.dispatch(ms * MS, 0, 1).unwrap().ids;
+            let ids = p.dispatch(ms * MS, 0, 1).unwrap().ids.raw();
             for &id in &ids {
                 p.completed(ms * MS, &[done(id, 0)]).unwrap();
             }
@@ -101,11 +107,19 @@ fn cfq_rotates_after_slice() {
             "{build}: ctx 0 keeps its 20 ms slice"
         );
         p.insert(10 * MS, &[read(10, 0, 80, 10)]).unwrap();
-        assert_eq!(p.dispatch(15 * MS, 0, 1).unwrap().ids, vec![10], "{build}");
+        assert_eq!(
+            p.dispatch(15 * MS, 0, 1).unwrap().ids.raw(),
+            vec![10],
+            "{build}"
+        );
         p.completed(15 * MS, &[done(10, 0)]).unwrap();
         p.insert(15 * MS, &[read(11, 0, 88, 15)]).unwrap();
         // The slice (0–20 ms) has ended: ctx 1's turn, though ctx 0 has work.
-        assert_eq!(p.dispatch(21 * MS, 0, 1).unwrap().ids, vec![100], "{build}");
+        assert_eq!(
+            p.dispatch(21 * MS, 0, 1).unwrap().ids.raw(),
+            vec![100],
+            "{build}"
+        );
     }
 }
 
@@ -120,10 +134,10 @@ fn cfq_sync_request_preempts_async_slice() {
             })
             .collect();
         p.insert(0, &writes).unwrap();
-        assert_eq!(p.dispatch(0, 0, 1).unwrap().ids, vec![10], "{build}");
+        assert_eq!(p.dispatch(0, 0, 1).unwrap().ids.raw(), vec![10], "{build}");
         p.insert(MS, &[read(1, 0, 500_000, 1)]).unwrap();
         assert_eq!(
-            p.dispatch(MS, 0, 1).unwrap().ids,
+            p.dispatch(MS, 0, 1).unwrap().ids.raw(),
             vec![1],
             "{build}: the read does not wait for the async slice"
         );
@@ -135,11 +149,11 @@ fn cfq_merges_only_within_the_queue_a_bio_would_join() {
     for (build, mut p) in builds(&[]) {
         p.insert(0, &[read(1, 0, 0, 0)]).unwrap();
         let query = MergeQuery {
-            target: 1,
+            target: RequestId(1),
             target_ctx: 0,
             ctx: 0,
             op: Op::Read,
-            sector: 8,
+            sector: Sector(8),
             sectors: 8,
             sync: true,
             kind: MergeKind::Back,

@@ -1,8 +1,10 @@
 //! deadline's behaviour, each scenario run on the native build and on the component.
 
+use crate::helpers::RawIds;
 use schedhost::policy::PolicyBackend;
 use schedhost_policy_deadline::Deadline;
 use schedhost_sdk::{MergeKind, MergeQuery, Op, PrioClass, Request, Setup};
+use schedhost_sdk::{RequestId, Sector};
 
 use crate::helpers::both_builds;
 
@@ -22,10 +24,10 @@ fn builds(settings: &[(&str, i64)]) -> Vec<(&'static str, Box<dyn PolicyBackend>
 
 fn req(id: u64, op: Op, sector: u64, arrival_ms: u64) -> Request {
     Request {
-        id,
+        id: RequestId(id),
         ctx: 0,
         op,
-        sector,
+        sector: Sector(sector),
         sectors: 8,
         sync: true,
         prio_class: PrioClass::None,
@@ -35,7 +37,7 @@ fn req(id: u64, op: Op, sector: u64, arrival_ms: u64) -> Request {
 }
 
 fn one(p: &mut Box<dyn PolicyBackend>, now_ms: u64) -> Option<u64> {
-    let ids = p.dispatch(now_ms * MS, 0, 1).unwrap().ids;
+    let ids = p.dispatch(now_ms * MS, 0, 1).unwrap().ids.raw();
     assert!(ids.len() <= 1);
     ids.first().copied()
 }
@@ -121,11 +123,11 @@ fn deadline_serves_realtime_class_first_unless_lower_class_aged() {
 #[test]
 fn deadline_front_merges_follow_the_tunable() {
     let query = MergeQuery {
-        target: 1,
+        target: RequestId(1),
         target_ctx: 0,
         ctx: 0,
         op: Op::Read,
-        sector: 0,
+        sector: Sector(0),
         sectors: 8,
         sync: true,
         kind: MergeKind::Front,
@@ -184,15 +186,15 @@ fn deadline_absorbed_request_is_never_dispatched() {
         p.merged(
             0,
             &[schedhost_sdk::MergeEvent {
-                target: 1,
-                sector: 0,
+                target: RequestId(1),
+                sector: Sector(0),
                 sectors: 24,
                 kind: MergeKind::Back,
-                absorbed: Some(2),
+                absorbed: Some(RequestId(2)),
             }],
         )
         .unwrap();
-        let ids = p.dispatch(MS, 0, 8).unwrap().ids;
+        let ids = p.dispatch(MS, 0, 8).unwrap().ids.raw();
         assert_eq!(ids, vec![1, 3], "{build}");
     }
 }

@@ -81,3 +81,15 @@ pub fn both_builds<P: Policy + Send>(
     }
     out
 }
+
+/// Ids as plain numbers, for comparing answers with literals.
+pub trait RawIds {
+    /// Each id's number, in order.
+    fn raw(&self) -> Vec<u64>;
+}
+
+impl RawIds for [schedhost_sdk::RequestId] {
+    fn raw(&self) -> Vec<u64> {
+        self.iter().map(|id| id.0).collect()
+    }
+}

@@ -1,8 +1,10 @@
 //! kyber's behaviour, each scenario run on the native build and on the component.
 
+use crate::helpers::RawIds;
 use schedhost::policy::PolicyBackend;
 use schedhost_policy_kyber::Kyber;
 use schedhost_sdk::{Completion, Op, PrioClass, Request, Setup};
+use schedhost_sdk::{RequestId, Sector};
 
 use crate::helpers::both_builds;
 
@@ -22,10 +24,10 @@ fn builds() -> Vec<(&'static str, Box<dyn PolicyBackend>)> {
 
 fn request(id: u64, op: Op) -> Request {
     Request {
-        id,
+        id: RequestId(id),
         ctx: 0,
         op,
-        sector: id * 8,
+        sector: Sector(id * 8),
         sectors: 8,
         sync: true,
         prio_class: PrioClass::None,
@@ -46,11 +48,11 @@ fn round_trip(
 ) -> usize {
     let requests: Vec<Request> = (first..first + n).map(|id| request(id, op)).collect();
     p.insert(now, &requests).unwrap();
-    let ids = p.dispatch(now, 0, 1024).unwrap().ids;
+    let ids = p.dispatch(now, 0, 1024).unwrap().ids.raw();
     let done: Vec<Completion> = ids
         .iter()
         .map(|&id| Completion {
-            id,
+            id: RequestId(id),
             ctx: 0,
             op,
             sectors: 8,
@@ -110,7 +112,7 @@ fn kyber_takes_batches_from_each_domain_in_turn() {
         let mut requests: Vec<Request> = (0..20).map(|id| request(id, Op::Write)).collect();
         requests.extend((100..120).map(|id| request(id, Op::Read)));
         p.insert(0, &requests).unwrap();
-        let ids = p.dispatch(0, 0, 30).unwrap().ids;
+        let ids = p.dispatch(0, 0, 30).unwrap().ids.raw();
         let kinds: Vec<bool> = ids.iter().map(|&id| id >= 100).collect();
         // 16 reads, then 8 writes, then reads again.
         let expected: Vec<bool> = std::iter::repeat_n(true, 16)

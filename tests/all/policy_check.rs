@@ -1,6 +1,7 @@
 //! `policy check`: the bundled policies keep the contract; every chaos mode, and policies
 //! written here to break one rule each, fail it with that rule named.
 
+use schedhost_sdk::RequestId;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -124,7 +125,7 @@ fn a_set_that_traps_is_named_by_the_tunables_check() {
 /// FIFO helpers for the policies below.
 #[derive(Default)]
 struct Fifo {
-    queue: std::collections::VecDeque<u64>,
+    queue: std::collections::VecDeque<RequestId>,
 }
 
 impl Fifo {
@@ -174,35 +175,39 @@ fn a_policy_over_its_budget_is_named() {
     );
 }
 
-/// A tunable whose `get` does not say what `set` stored.
+/// A tunable whose `retuned` overwrites what `set` stored, so `get` does not say it.
 #[derive(Default)]
-struct Liar(Fifo);
+struct Liar {
+    fifo: Fifo,
+    depth: i64,
+}
 
 impl Policy for Liar {
     const NAME: &'static str = "liar";
     const VERSION: &'static str = "0";
-    const TUNABLES: &'static [TunableSpec] = &[TunableSpec {
+    const TUNABLES: &'static [TunableSpec<Self>] = &[TunableSpec {
         name: "depth",
         default: 4,
         min: 1,
         max: 64,
         unit: "",
-        help: "stored nowhere",
+        help: "always put back to 4",
+        field: |p| &mut p.depth,
     }];
     fn new(_: &Setup) -> Self {
         Self::default()
     }
-    fn get(&self, name: &str) -> Option<i64> {
-        (name == "depth").then_some(4)
+    fn retuned(&mut self, _: &str) {
+        self.depth = 4;
     }
     fn insert(&mut self, _: u64, requests: &[Request]) {
-        self.0.queue.extend(requests.iter().map(|r| r.id));
+        self.fifo.queue.extend(requests.iter().map(|r| r.id));
     }
     fn dispatch(&mut self, _: u64, _: u32, budget: u32, out: &mut Dispatch) {
-        self.0.take(budget as usize, out);
+        self.fifo.take(budget as usize, out);
     }
     fn merged(&mut self, _: u64, event: &MergeEvent) {
-        self.0.forget(event);
+        self.fifo.forget(event);
     }
 }
 

@@ -7,13 +7,14 @@ use schedhost::core::{Action, Bio, Config, Core, OnFault, Supervision};
 use schedhost::frontend::jobs::parse_job_file;
 use schedhost::frontend::jobs::sim::{self, SimError, SimOptions};
 use schedhost::policy::{FaultKind, NativePolicy};
+use schedhost_sdk::RequestId;
 use schedhost_sdk::{Completion, Dispatch, MergeEvent, Op, Policy, PrioClass, Request, Setup};
 
 /// Answers dispatch according to `MODE`: 0 honest FIFO, 1 an invented id, 2 the same id
 /// twice, 3 more ids than the budget, 4 nothing ever; 5 honest FIFO that declines completions.
 #[derive(Debug, Default)]
 struct Rogue<const MODE: u8> {
-    queue: Vec<u64>,
+    queue: Vec<RequestId>,
     completed: u64,
 }
 
@@ -32,7 +33,7 @@ impl<const MODE: u8> Policy for Rogue<MODE> {
 
     fn dispatch(&mut self, _: u64, _: u32, budget: u32, out: &mut Dispatch) {
         match MODE {
-            1 => out.ids.push(0xdead_beef),
+            1 => out.ids.push(RequestId(0xdead_beef)),
             2 => {
                 if let Some(&id) = self.queue.first() {
                     out.ids.extend([id, id]);
@@ -198,7 +199,7 @@ fn completions_reach_only_policies_that_ask_for_them() {
 /// Holds every request until it is 1 ms old, asking to be woken then: an idling policy.
 #[derive(Debug, Default)]
 struct Patient {
-    queue: std::collections::VecDeque<(u64, u64)>,
+    queue: std::collections::VecDeque<(RequestId, u64)>,
 }
 
 impl Policy for Patient {

@@ -9,6 +9,7 @@ use schedhost::frontend::jobs::parse_job_file;
 use schedhost::frontend::jobs::sim::{self, SimOptions};
 use schedhost::frontend::outcome::Outcome;
 use schedhost::policy::{LoadedPolicy, NativePolicy, PolicyBackend, WasmRuntime, native_policy};
+use schedhost_sdk::RequestId;
 use schedhost_sdk::{Dispatch, MergeEvent, Op, Policy, PrioClass, Request, Setup};
 
 use crate::helpers::{component, runtime};
@@ -143,7 +144,7 @@ fn swap_to_a_policy_that_will_not_start_keeps_the_old_one() {
 /// Counts what it dispatched and carries the count across builds (`save-state`).
 #[derive(Debug, Default)]
 struct Counter {
-    queue: std::collections::VecDeque<u64>,
+    queue: std::collections::VecDeque<RequestId>,
     dispatched: u64,
 }
 

@@ -8,7 +8,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
 use schedhost_sdk::{
-    Completion, Dispatch, Info, MergeEvent, MergeQuery, Op, PrioClass, Request, Setup, Tunable,
+    Completion, Dispatch, Info, MergeEvent, MergeQuery, Op, PrioClass, Request, RequestId, Setup,
+    Tunable,
 };
 
 use crate::policy::{Fault, PolicyBackend, Turn};
@@ -51,10 +52,10 @@ pub struct Record {
     /// The most linear memory an instance held.
     pub memory_bytes: Option<u64>,
     /// Ids on the device: sent and not yet finished.
-    sent: HashSet<u64>,
+    sent: HashSet<RequestId>,
     /// Ids a merge absorbed, the latest [`KEPT_ABSORBED`], oldest first.
-    absorbed: HashSet<u64>,
-    absorbed_order: VecDeque<u64>,
+    absorbed: HashSet<RequestId>,
+    absorbed_order: VecDeque<RequestId>,
 }
 
 impl Record {
@@ -65,7 +66,7 @@ impl Record {
         }
     }
 
-    fn absorb(&mut self, id: u64) {
+    fn absorb(&mut self, id: RequestId) {
         if self.absorbed.insert(id) {
             self.absorbed_order.push_back(id);
         }
@@ -76,9 +77,9 @@ impl Record {
         }
     }
 
-    fn hash(&mut self, id: u64) {
+    fn hash(&mut self, id: RequestId) {
         const PRIME: u64 = 0x100_0000_01b3;
-        for byte in id.to_le_bytes() {
+        for byte in id.0.to_le_bytes() {
             self.order_hash = (self.order_hash ^ u64::from(byte)).wrapping_mul(PRIME);
         }
     }
@@ -97,7 +98,7 @@ pub struct Recorded {
     inner: Box<dyn PolicyBackend>,
     record: Arc<Mutex<Record>>,
     /// What this instance holds: id → (arrival, class, direction).
-    queued: HashMap<u64, (u64, PrioClass, &'static str)>,
+    queued: HashMap<RequestId, (u64, PrioClass, &'static str)>,
 }
 
 impl std::fmt::Debug for Recorded {
@@ -147,7 +148,7 @@ impl Recorded {
     }
 
     fn told_merges(&mut self, events: &[MergeEvent]) {
-        let absorbed: Vec<u64> = events.iter().filter_map(|e| e.absorbed).collect();
+        let absorbed: Vec<RequestId> = events.iter().filter_map(|e| e.absorbed).collect();
         for id in &absorbed {
             self.queued.remove(id);
         }

@@ -20,7 +20,8 @@ mod routing;
 use std::collections::VecDeque;
 
 use schedhost_sdk::{
-    Completion, Dispatch, MergeEvent, MergeKind, MergeQuery, Op, Request as PolicyRequest, Setup,
+    Completion, Dispatch, MergeEvent, MergeKind, MergeQuery, Op, Request as PolicyRequest,
+    RequestId, Sector, Setup,
 };
 
 use crate::policy::{Fallback, Fault, FaultKind, PolicyBackend, Turn};
@@ -518,7 +519,7 @@ impl Core {
         }
         if self.completions && request.epoch == self.epoch {
             self.pending_completions.push(Completion {
-                id,
+                id: RequestId(id),
                 ctx: request.ctx,
                 op: request.op,
                 sectors: request.sectors,
@@ -649,7 +650,7 @@ impl Core {
         if !answer.ids.is_empty() {
             self.last_progress_ns = now_ns;
         }
-        for &id in &answer.ids {
+        for &RequestId(id) in &answer.ids {
             let Some(request) = self.table.get_mut(id).filter(|r| r.is_queued()) else {
                 self.latch(invalid(
                     call,
@@ -718,11 +719,11 @@ impl Core {
             }
             if self.merge_veto && request.is_queued() {
                 let query = MergeQuery {
-                    target: id,
+                    target: RequestId(id),
                     target_ctx: request.ctx,
                     ctx: bio.ctx,
                     op: bio.op,
-                    sector: bio.sector,
+                    sector: Sector(bio.sector),
                     sectors: bio.sectors,
                     sync: bio.sync,
                     kind,
@@ -758,11 +759,11 @@ impl Core {
                     kind
                 };
                 self.pending_merges.push(MergeEvent {
-                    target,
-                    sector: request.sector,
+                    target: RequestId(target),
+                    sector: Sector(request.sector),
                     sectors: request.sectors,
                     kind,
-                    absorbed,
+                    absorbed: absorbed.map(RequestId),
                 });
             }
             return true;
@@ -836,11 +837,11 @@ impl Core {
         }
         if self.merge_veto && s.is_queued() {
             let query = MergeQuery {
-                target: survivor,
+                target: RequestId(survivor),
                 target_ctx: s.ctx,
                 ctx: a.ctx,
                 op: a.op,
-                sector: a.sector,
+                sector: Sector(a.sector),
                 sectors: a.sectors,
                 sync: a.sync,
                 kind: MergeKind::Back,
@@ -976,10 +977,10 @@ fn depth_limits(
 
 fn policy_view(id: u64, r: &Request) -> PolicyRequest {
     PolicyRequest {
-        id,
+        id: RequestId(id),
         ctx: r.ctx,
         op: r.op,
-        sector: r.sector,
+        sector: Sector(r.sector),
         sectors: r.sectors,
         sync: r.sync,
         prio_class: r.prio_class,

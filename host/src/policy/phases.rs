@@ -5,7 +5,7 @@
 
 use std::time::Instant;
 
-use schedhost_sdk::{Completion, Op, PrioClass, Request, packed};
+use schedhost_sdk::{Completion, Op, PrioClass, Request, RequestId, Sector, packed};
 
 use super::wasm::{LoadedPolicy, WasmPolicy, arm};
 
@@ -48,7 +48,7 @@ pub fn measure(loaded: &LoadedPolicy, calls: u64, rounds: u32) -> anyhow::Result
         &mut |p| p.bench_turn(0, None, &[0; 5]).map(drop),
     )?;
     let completion = packed::completion_words(&Completion {
-        id: 1,
+        id: RequestId(1),
         ctx: 0,
         op: Op::Read,
         sectors: 8,
@@ -64,10 +64,10 @@ pub fn measure(loaded: &LoadedPolicy, calls: u64, rounds: u32) -> anyhow::Result
     })?;
     let request = |id: u64| {
         packed::request_words(&Request {
-            id,
+            id: RequestId(id),
             ctx: 0,
             op: Op::Read,
-            sector: id * 8,
+            sector: Sector(id * 8),
             sectors: 8,
             sync: true,
             prio_class: PrioClass::None,

@@ -14,7 +14,8 @@ use std::time::Duration;
 
 use schedhost_sdk::packed;
 use schedhost_sdk::{
-    Completion, Dispatch, Info, MergeEvent, MergeKind, MergeQuery, Op, Request, Setup, Tunable,
+    Completion, Dispatch, Info, MergeEvent, MergeKind, MergeQuery, Op, Request, RequestId, Setup,
+    Tunable,
 };
 use wasmtime::component::{Component, Linker, types::ComponentItem};
 use wasmtime::{
@@ -406,10 +407,7 @@ impl WasmPolicy {
             .calls
             .call_take_answer(&mut self.store)
             .map_err(|e| self.fault("take-answer", e))?;
-        Ok(Dispatch {
-            ids: answer.ids,
-            wake_at_ns: answer.wake_at_ns,
-        })
+        Ok(dispatch_of(answer))
     }
 }
 
@@ -585,10 +583,7 @@ impl PolicyBackend for WasmPolicy {
             .calls
             .call_dispatch(&mut self.store, now_ns, hw_queue, budget)
             .map_err(|e| self.fault("dispatch", e))?;
-        Ok(Dispatch {
-            ids: answer.ids,
-            wake_at_ns: answer.wake_at_ns,
-        })
+        Ok(dispatch_of(answer))
     }
 
     fn insert_and_dispatch(
@@ -607,10 +602,7 @@ impl PolicyBackend for WasmPolicy {
             .calls
             .call_insert_and_dispatch(&mut self.store, now_ns, &self.words, hw_queue, budget)
             .map_err(|e| self.fault("insert-and-dispatch", e))?;
-        Ok(Dispatch {
-            ids: answer.ids,
-            wake_at_ns: answer.wake_at_ns,
-        })
+        Ok(dispatch_of(answer))
     }
 
     fn turn(&mut self, now_ns: u64, turn: &Turn<'_>) -> Result<Option<Dispatch>, Fault> {
@@ -655,7 +647,7 @@ impl PolicyBackend for WasmPolicy {
             packed::TURN_NONE => Dispatch::default(),
             packed::TURN_MORE => self.take_answer()?,
             id => Dispatch {
-                ids: vec![id],
+                ids: vec![RequestId(id)],
                 wake_at_ns: None,
             },
         }))
@@ -664,11 +656,11 @@ impl PolicyBackend for WasmPolicy {
     fn allow_merge(&mut self, q: &MergeQuery) -> Result<bool, Fault> {
         arm(&mut self.store, self.ticks, self.fuel);
         let query = wit::MergeQuery {
-            target: q.target,
+            target: q.target.0,
             target_ctx: q.target_ctx,
             ctx: q.ctx,
             op: to_wit_op(q.op),
-            sector: q.sector,
+            sector: q.sector.0,
             sectors: q.sectors,
             sync: q.sync,
             kind: to_wit_kind(q.kind),
@@ -683,11 +675,11 @@ impl PolicyBackend for WasmPolicy {
         let batch: Vec<wit::MergeEvent> = events
             .iter()
             .map(|e| wit::MergeEvent {
-                target: e.target,
-                sector: e.sector,
+                target: e.target.0,
+                sector: e.sector.0,
                 sectors: e.sectors,
                 kind: to_wit_kind(e.kind),
-                absorbed: e.absorbed,
+                absorbed: e.absorbed.map(|id| id.0),
             })
             .collect();
         self.calls
@@ -725,6 +717,15 @@ impl PolicyBackend for WasmPolicy {
         self.calls
             .call_restore_state(&mut self.store, state)
             .map_err(|e| self.fault("restore-state", e))
+    }
+}
+
+/// The component's answer in the SDK's types. The ids are the guest's word and the core
+/// checks each; the collect reuses the list's allocation (same layout).
+fn dispatch_of(answer: wit::DispatchAnswer) -> Dispatch {
+    Dispatch {
+        ids: answer.ids.into_iter().map(RequestId).collect(),
+        wake_at_ns: answer.wake_at_ns,
     }
 }
 

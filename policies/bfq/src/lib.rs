@@ -17,8 +17,8 @@
 use std::collections::BTreeMap;
 
 use schedhost_sdk::{
-    Completion, Dispatch, ElevatorQueue, IdMap, MergeEvent, Policy, PrioClass, Request, Setup,
-    TunableSpec,
+    Completion, Dispatch, ElevatorQueue, IdMap, MergeEvent, Policy, PrioClass, Request, RequestId,
+    Sector, Setup, TunableSpec,
 };
 
 const MS: u64 = 1_000_000;
@@ -32,7 +32,7 @@ const VT_SCALE: u128 = 1 << 20;
 /// FIFO expiry of sync and async requests (`bfq_fifo_expire`: 125 ms and 250 ms).
 const FIFO_EXPIRE_NS: [u64; 2] = [250 * MS, 125 * MS];
 
-const TUNABLES: &[TunableSpec] = &[
+const TUNABLES: &[TunableSpec<Bfq>] = &[
     TunableSpec {
         name: "slice_idle",
         default: 8,
@@ -40,6 +40,7 @@ const TUNABLES: &[TunableSpec] = &[
         max: 1_000,
         unit: "ms",
         help: "how long an empty sync queue keeps the device",
+        field: |p| &mut p.knobs.slice_idle,
     },
     TunableSpec {
         name: "timeout_sync",
@@ -48,6 +49,7 @@ const TUNABLES: &[TunableSpec] = &[
         max: 60_000,
         unit: "ms",
         help: "longest service of one queue at a time",
+        field: |p| &mut p.knobs.timeout_sync,
     },
     TunableSpec {
         name: "max_budget",
@@ -56,6 +58,7 @@ const TUNABLES: &[TunableSpec] = &[
         max: 1 << 30,
         unit: "sectors",
         help: "sectors a queue is served per turn; 0 = auto (16384)",
+        field: |p| &mut p.knobs.max_budget,
     },
     TunableSpec {
         name: "low_latency",
@@ -64,6 +67,7 @@ const TUNABLES: &[TunableSpec] = &[
         max: 1,
         unit: "",
         help: "raise the weight of new submitters' queues for their first seconds",
+        field: |p| &mut p.knobs.low_latency,
     },
     TunableSpec {
         name: "strict_guarantees",
@@ -72,6 +76,7 @@ const TUNABLES: &[TunableSpec] = &[
         max: 1,
         unit: "",
         help: "idle for async queues too, trading throughput for fairness",
+        field: |p| &mut p.knobs.strict_guarantees,
     },
 ];
 
@@ -115,12 +120,24 @@ pub struct Bfq {
     in_service: Option<InService>,
     /// System virtual time per class.
     vtime: [u128; 3],
-    head: u64,
+    head: Sector,
+    knobs: Knobs,
     slice_idle: u64,
     timeout: u64,
     max_budget: u64,
     low_latency: bool,
     strict: bool,
+}
+
+/// The tunables as the user set them, in their sysfs units; `retuned` derives the working
+/// values.
+#[derive(Debug, Default)]
+struct Knobs {
+    slice_idle: i64,
+    timeout_sync: i64,
+    max_budget: i64,
+    low_latency: i64,
+    strict_guarantees: i64,
 }
 
 fn class_index(class: PrioClass) -> usize {
@@ -134,33 +151,20 @@ fn class_index(class: PrioClass) -> usize {
 impl Policy for Bfq {
     const NAME: &'static str = "bfq";
     const VERSION: &'static str = env!("CARGO_PKG_VERSION");
-    const TUNABLES: &'static [TunableSpec] = TUNABLES;
+    const TUNABLES: &'static [TunableSpec<Self>] = TUNABLES;
+    const HANDLES_ABSORBED: bool = true;
 
     fn new(_setup: &Setup) -> Self {
         Self::default()
     }
 
-    fn set(&mut self, name: &str, value: i64) {
-        let v = value.unsigned_abs();
-        match name {
-            "slice_idle" => self.slice_idle = v * MS,
-            "timeout_sync" => self.timeout = v * MS,
-            "max_budget" => self.max_budget = v,
-            "low_latency" => self.low_latency = v != 0,
-            "strict_guarantees" => self.strict = v != 0,
-            _ => {}
-        }
-    }
-
-    fn get(&self, name: &str) -> Option<i64> {
-        Some(match name {
-            "slice_idle" => (self.slice_idle / MS) as i64,
-            "timeout_sync" => (self.timeout / MS) as i64,
-            "max_budget" => self.max_budget as i64,
-            "low_latency" => i64::from(self.low_latency),
-            "strict_guarantees" => i64::from(self.strict),
-            _ => return None,
-        })
+    fn retuned(&mut self, _name: &str) {
+        let k = &self.knobs;
+        self.slice_idle = k.slice_idle.unsigned_abs() * MS;
+        self.timeout = k.timeout_sync.unsigned_abs() * MS;
+        self.max_budget = k.max_budget.unsigned_abs();
+        self.low_latency = k.low_latency != 0;
+        self.strict = k.strict_guarantees != 0;
     }
 
     fn insert(&mut self, now_ns: u64, requests: &[Request]) {
@@ -368,35 +372,35 @@ impl Bfq {
     }
 
     /// The next request of queue `key`: an expired FIFO head, else the next in sector order.
-    fn choose(&self, key: QueueKey, now_ns: u64) -> u64 {
+    fn choose(&self, key: QueueKey, now_ns: u64) -> RequestId {
         let queue = &self.queues[&key];
         if queue.requests.expired(now_ns)
-            && let Some((id, _)) = queue.requests.fifo_front()
+            && let Some(due) = queue.requests.fifo_front()
         {
-            return id;
+            return due.id;
         }
         queue
             .requests
             .at_or_after(self.head)
             .or_else(|| queue.requests.lowest())
-            .map_or(0, |(_, id)| id)
+            .map_or(RequestId(0), |next| next.id)
     }
 
-    fn send(&mut self, id: u64) {
+    fn send(&mut self, id: RequestId) {
         let Some(key) = self.queued.remove(&id) else {
             return;
         };
         let Some(queue) = self.queues.get_mut(&key) else {
             return;
         };
-        let Some((sector, sectors)) = queue.requests.take(id) else {
+        let Some(extent) = queue.requests.take(id) else {
             return;
         };
         queue.inflight += 1;
         self.on_device.insert(id, key);
-        self.head = sector + u64::from(sectors);
+        self.head = extent.end();
         if let Some(s) = &mut self.in_service {
-            s.served += u64::from(sectors);
+            s.served += u64::from(extent.sectors);
             s.idle_until = None;
         }
     }

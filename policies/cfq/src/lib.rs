@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use schedhost_sdk::{
     Completion, Dispatch, ElevatorQueue, IdMap, MergeEvent, MergeQuery, Policy, PrioClass, Request,
-    Setup, TunableSpec,
+    RequestId, Sector, Setup, TunableSpec,
 };
 
 const MS: u64 = 1_000_000;
@@ -29,7 +29,8 @@ const fn tunable(
     max: i64,
     unit: &'static str,
     help: &'static str,
-) -> TunableSpec {
+    field: fn(&mut Cfq) -> &mut i64,
+) -> TunableSpec<Cfq> {
     TunableSpec {
         name,
         default,
@@ -37,18 +38,20 @@ const fn tunable(
         max,
         unit,
         help,
+        field,
     }
 }
 
 /// The tunables, with the kernel's names and defaults. Idling is capped at a second and the
 /// other times at a minute: past those a disk is simply left idle.
-const TUNABLES: &[TunableSpec] = &[
+const TUNABLES: &[TunableSpec<Cfq>] = &[
     tunable(
         "quantum",
         8,
         1024,
         "requests",
         "most requests the active queue has on the device",
+        |p| &mut p.knobs.quantum,
     ),
     tunable(
         "fifo_expire_sync",
@@ -56,6 +59,7 @@ const TUNABLES: &[TunableSpec] = &[
         60_000,
         "ms",
         "a sync request is served out of sector order after this long",
+        |p| &mut p.knobs.fifo_expire_sync,
     ),
     tunable(
         "fifo_expire_async",
@@ -63,6 +67,7 @@ const TUNABLES: &[TunableSpec] = &[
         60_000,
         "ms",
         "an async request is served out of sector order after this long",
+        |p| &mut p.knobs.fifo_expire_async,
     ),
     tunable(
         "back_seek_max",
@@ -70,6 +75,7 @@ const TUNABLES: &[TunableSpec] = &[
         1 << 30,
         "KiB",
         "longest backward seek taken in sector order",
+        |p| &mut p.knobs.back_seek_max,
     ),
     // At least 1, as the kernel's store clamps it; declared so, a 0 is refused with the
     // range instead of being read back as 1.
@@ -81,6 +87,7 @@ const TUNABLES: &[TunableSpec] = &[
             1024,
             "",
             "a backward seek counts this many times its distance",
+            |p| &mut p.knobs.back_seek_penalty,
         )
     },
     tunable(
@@ -89,6 +96,7 @@ const TUNABLES: &[TunableSpec] = &[
         60_000,
         "ms",
         "time slice of a sync queue at priority level 4",
+        |p| &mut p.knobs.slice_sync,
     ),
     tunable(
         "slice_async",
@@ -96,6 +104,7 @@ const TUNABLES: &[TunableSpec] = &[
         60_000,
         "ms",
         "time slice of an async queue at priority level 4",
+        |p| &mut p.knobs.slice_async,
     ),
     tunable(
         "slice_async_rq",
@@ -103,6 +112,7 @@ const TUNABLES: &[TunableSpec] = &[
         1024,
         "requests",
         "async requests per slice at level 4 (scaled by level)",
+        |p| &mut p.knobs.slice_async_rq,
     ),
     tunable(
         "slice_idle",
@@ -110,6 +120,7 @@ const TUNABLES: &[TunableSpec] = &[
         1_000,
         "ms",
         "how long an empty sync queue keeps the device",
+        |p| &mut p.knobs.slice_idle,
     ),
     tunable(
         "group_idle",
@@ -117,6 +128,7 @@ const TUNABLES: &[TunableSpec] = &[
         1_000,
         "ms",
         "accepted for compatibility; schedhost has no cgroups",
+        |p| &mut p.knobs.group_idle,
     ),
     tunable(
         "low_latency",
@@ -124,6 +136,7 @@ const TUNABLES: &[TunableSpec] = &[
         1,
         "",
         "shorten slices so every busy queue is served within target_latency",
+        |p| &mut p.knobs.low_latency,
     ),
     tunable(
         "target_latency",
@@ -131,6 +144,7 @@ const TUNABLES: &[TunableSpec] = &[
         60_000,
         "ms",
         "with low_latency, the round of all busy sync queues",
+        |p| &mut p.knobs.target_latency,
     ),
 ];
 
@@ -177,8 +191,27 @@ pub struct Cfq {
     waiting: [VecDeque<QueueKey>; 3],
     active: Option<Active>,
     /// Where the last dispatched request ended.
-    head: u64,
+    head: Sector,
+    knobs: Knobs,
     t: Tunables,
+}
+
+/// The tunables as the user set them, in their sysfs units; `retuned` derives [`Tunables`].
+#[derive(Debug, Default, Clone, Copy)]
+struct Knobs {
+    quantum: i64,
+    fifo_expire_sync: i64,
+    fifo_expire_async: i64,
+    back_seek_max: i64,
+    back_seek_penalty: i64,
+    slice_sync: i64,
+    slice_async: i64,
+    slice_async_rq: i64,
+    slice_idle: i64,
+    /// Kept only to read back: schedhost has no cgroups.
+    group_idle: i64,
+    low_latency: i64,
+    target_latency: i64,
 }
 
 #[derive(Debug, Default, Clone, Copy)]
@@ -191,7 +224,6 @@ struct Tunables {
     slice_async: u64,
     slice_async_rq: u32,
     slice_idle: u64,
-    group_idle: u64,
     low_latency: bool,
     target_latency: u64,
 }
@@ -215,51 +247,30 @@ fn key_of(r: &Request) -> QueueKey {
 impl Policy for Cfq {
     const NAME: &'static str = "cfq";
     const VERSION: &'static str = env!("CARGO_PKG_VERSION");
-    const TUNABLES: &'static [TunableSpec] = TUNABLES;
+    const TUNABLES: &'static [TunableSpec<Self>] = TUNABLES;
     const MERGE_VETO: bool = true;
+    const HANDLES_ABSORBED: bool = true;
 
     fn new(_setup: &Setup) -> Self {
         Self::default()
     }
 
-    fn set(&mut self, name: &str, value: i64) {
-        let v = value.unsigned_abs();
-        let t = &mut self.t;
-        match name {
-            "quantum" => t.quantum = v as u32,
-            "fifo_expire_sync" => t.fifo_expire[1] = v * MS,
-            "fifo_expire_async" => t.fifo_expire[0] = v * MS,
-            "back_seek_max" => t.back_seek_max_sectors = v * 2,
-            "back_seek_penalty" => t.back_seek_penalty = v,
-            "slice_sync" => t.slice_sync = v * MS,
-            "slice_async" => t.slice_async = v * MS,
-            "slice_async_rq" => t.slice_async_rq = v as u32,
-            "slice_idle" => t.slice_idle = v * MS,
-            "group_idle" => t.group_idle = v * MS,
-            "low_latency" => t.low_latency = v != 0,
-            "target_latency" => t.target_latency = v * MS,
-            _ => {}
-        }
-    }
-
-    fn get(&self, name: &str) -> Option<i64> {
-        let t = &self.t;
-        let ms = |ns: u64| (ns / MS) as i64;
-        Some(match name {
-            "quantum" => i64::from(t.quantum),
-            "fifo_expire_sync" => ms(t.fifo_expire[1]),
-            "fifo_expire_async" => ms(t.fifo_expire[0]),
-            "back_seek_max" => (t.back_seek_max_sectors / 2) as i64,
-            "back_seek_penalty" => t.back_seek_penalty as i64,
-            "slice_sync" => ms(t.slice_sync),
-            "slice_async" => ms(t.slice_async),
-            "slice_async_rq" => i64::from(t.slice_async_rq),
-            "slice_idle" => ms(t.slice_idle),
-            "group_idle" => ms(t.group_idle),
-            "low_latency" => i64::from(t.low_latency),
-            "target_latency" => ms(t.target_latency),
-            _ => return None,
-        })
+    fn retuned(&mut self, _name: &str) {
+        // The SDK range-checked every knob, so each fits its working type.
+        let k = &self.knobs;
+        let v = |value: i64| value.unsigned_abs();
+        self.t = Tunables {
+            quantum: v(k.quantum) as u32,
+            fifo_expire: [v(k.fifo_expire_async) * MS, v(k.fifo_expire_sync) * MS],
+            back_seek_max_sectors: v(k.back_seek_max) * 2,
+            back_seek_penalty: v(k.back_seek_penalty),
+            slice_sync: v(k.slice_sync) * MS,
+            slice_async: v(k.slice_async) * MS,
+            slice_async_rq: v(k.slice_async_rq) as u32,
+            slice_idle: v(k.slice_idle) * MS,
+            low_latency: k.low_latency != 0,
+            target_latency: v(k.target_latency) * MS,
+        };
     }
 
     fn insert(&mut self, _now_ns: u64, requests: &[Request]) {
@@ -342,7 +353,7 @@ impl Policy for Cfq {
 
 /// What the active queue does next.
 enum Step {
-    Sent(u64),
+    Sent(RequestId),
     Expire,
     WaitUntil(u64),
 }
@@ -400,7 +411,7 @@ impl Cfq {
 
     /// The next request of queue `key`: the expired FIFO head once per slice, otherwise the
     /// nearest in sector order from the head, backward seeks penalised.
-    fn choose(&mut self, key: QueueKey, now_ns: u64) -> u64 {
+    fn choose(&mut self, key: QueueKey, now_ns: u64) -> RequestId {
         let t = self.t;
         let queue = &self.queues[&key];
         if let Some(a) = &mut self.active
@@ -408,38 +419,39 @@ impl Cfq {
         {
             a.fifo_checked = true;
             if queue.requests.expired(now_ns)
-                && let Some((id, _)) = queue.requests.fifo_front()
+                && let Some(due) = queue.requests.fifo_front()
             {
-                return id;
+                return due.id;
             }
         }
         let ahead = queue.requests.at_or_after(self.head);
         let behind = queue
             .requests
             .before(self.head)
-            .filter(|(s, _)| self.head - s <= t.back_seek_max_sectors);
+            .filter(|b| self.head.distance(b.sector) <= t.back_seek_max_sectors);
         match (ahead, behind) {
-            (Some((a, ida)), Some((b, idb))) => {
-                if (self.head - b) * t.back_seek_penalty < a - self.head {
-                    idb
+            (Some(a), Some(b)) => {
+                let back = self.head.distance(b.sector) * t.back_seek_penalty;
+                if back < a.sector.distance(self.head) {
+                    b.id
                 } else {
-                    ida
+                    a.id
                 }
             }
-            (Some((_, id)), None) | (None, Some((_, id))) => id,
-            (None, None) => queue.requests.lowest().map_or(0, |(_, id)| id),
+            (Some(only), None) | (None, Some(only)) => only.id,
+            (None, None) => queue.requests.lowest().map_or(RequestId(0), |p| p.id),
         }
     }
 
     /// Moves request `id` from its queue to the device.
-    fn send(&mut self, id: u64) {
+    fn send(&mut self, id: RequestId) {
         let Some(key) = self.queued.remove(&id) else {
             return;
         };
         let Some(queue) = self.queues.get_mut(&key) else {
             return;
         };
-        let Some((sector, sectors)) = queue.requests.take(id) else {
+        let Some(extent) = queue.requests.take(id) else {
             return;
         };
         queue.inflight += 1;
@@ -448,7 +460,7 @@ impl Cfq {
             a.dispatched += 1;
             a.idle_until = None;
         }
-        self.head = sector + u64::from(sectors);
+        self.head = extent.end();
     }
 
     /// Ends the active slice; the queue waits for another turn if it still has requests.

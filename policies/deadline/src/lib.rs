@@ -13,7 +13,7 @@
 
 use schedhost_sdk::{
     Dispatch, ElevatorQueue, IdMap, MergeEvent, MergeKind, MergeQuery, Op, Policy, PrioClass,
-    Request, Setup, TunableSpec,
+    Request, RequestId, Sector, Setup, TunableSpec,
 };
 
 /// Directions, as the kernel's `enum dd_data_dir`.
@@ -28,10 +28,10 @@ const DIRS: [Dir; 2] = [Dir::Read, Dir::Write];
 /// Priority classes served in this order, as `enum dd_prio`.
 const PRIOS: usize = 3;
 
-const MS: i64 = 1_000_000;
+const MS: u64 = 1_000_000;
 
 /// The tunables, with the kernel's names and defaults.
-const TUNABLES: &[TunableSpec] = &[
+const TUNABLES: &[TunableSpec<Deadline>] = &[
     TunableSpec {
         name: "read_expire",
         default: 500,
@@ -39,6 +39,7 @@ const TUNABLES: &[TunableSpec] = &[
         max: 60_000,
         unit: "ms",
         help: "a read is served within this long",
+        field: |p| &mut p.knobs.read_expire,
     },
     TunableSpec {
         name: "write_expire",
@@ -47,6 +48,7 @@ const TUNABLES: &[TunableSpec] = &[
         max: 60_000,
         unit: "ms",
         help: "a write is served within this long",
+        field: |p| &mut p.knobs.write_expire,
     },
     TunableSpec {
         name: "writes_starved",
@@ -55,6 +57,7 @@ const TUNABLES: &[TunableSpec] = &[
         max: 1024,
         unit: "batches",
         help: "how many times reads may be preferred while writes wait",
+        field: |p| &mut p.knobs.writes_starved,
     },
     TunableSpec {
         name: "fifo_batch",
@@ -63,6 +66,7 @@ const TUNABLES: &[TunableSpec] = &[
         max: 1024,
         unit: "requests",
         help: "requests per batch in sector order",
+        field: |p| &mut p.knobs.fifo_batch,
     },
     TunableSpec {
         name: "front_merges",
@@ -71,6 +75,7 @@ const TUNABLES: &[TunableSpec] = &[
         max: 1,
         unit: "",
         help: "allow bios to merge in front of a queued request",
+        field: |p| &mut p.knobs.front_merges,
     },
     TunableSpec {
         name: "async_depth",
@@ -79,6 +84,7 @@ const TUNABLES: &[TunableSpec] = &[
         max: 1 << 20,
         unit: "requests",
         help: "scheduler tags async requests may hold; 0 = 3/4 of nr_requests",
+        field: |p| &mut p.knobs.async_depth,
     },
     TunableSpec {
         name: "prio_aging_expire",
@@ -87,6 +93,7 @@ const TUNABLES: &[TunableSpec] = &[
         max: 60_000,
         unit: "ms",
         help: "a lower-priority request waiting this long goes before higher classes",
+        field: |p| &mut p.knobs.prio_aging_expire,
     },
 ];
 
@@ -100,6 +107,19 @@ impl PerPrio {
     fn is_empty(&self) -> bool {
         self.dirs.iter().all(ElevatorQueue::is_empty)
     }
+}
+
+/// The tunables as the user set them, in their sysfs units; [`Deadline::retuned`] derives the
+/// working values.
+#[derive(Debug, Default)]
+struct Knobs {
+    read_expire: i64,
+    write_expire: i64,
+    writes_starved: i64,
+    fifo_batch: i64,
+    front_merges: i64,
+    async_depth: i64,
+    prio_aging_expire: i64,
 }
 
 /// Where a queued request is, and when it arrived (for priority aging).
@@ -116,12 +136,13 @@ pub struct Deadline {
     prios: [PerPrio; PRIOS],
     queued: IdMap<Queued>,
     /// Where the last dispatched request of each direction ended (`latest_pos`).
-    latest_pos: [u64; 2],
+    latest_pos: [Sector; 2],
     last_dir: Dir,
     /// Requests dispatched in the current batch.
     batching: u32,
     /// Times reads were preferred while writes waited.
     starved: u32,
+    knobs: Knobs,
     expire_ns: [u64; 2],
     writes_starved: u32,
     fifo_batch: u32,
@@ -150,19 +171,21 @@ fn prio_index(class: PrioClass) -> usize {
 impl Policy for Deadline {
     const NAME: &'static str = "deadline";
     const VERSION: &'static str = env!("CARGO_PKG_VERSION");
-    const TUNABLES: &'static [TunableSpec] = TUNABLES;
+    const TUNABLES: &'static [TunableSpec<Self>] = TUNABLES;
     const MERGE_VETO: bool = true;
     const COMPLETIONS: bool = false;
+    const HANDLES_ABSORBED: bool = true;
 
     fn new(setup: &Setup) -> Self {
         Self {
             prios: Default::default(),
             queued: IdMap::default(),
-            latest_pos: [0; 2],
+            latest_pos: [Sector::ZERO; 2],
             // As dd_init_sched: the first batch "continues" writes if any are queued.
             last_dir: Dir::Write,
             batching: 0,
             starved: 0,
+            knobs: Knobs::default(),
             expire_ns: [0; 2],
             writes_starved: 0,
             fifo_batch: 1,
@@ -173,32 +196,16 @@ impl Policy for Deadline {
         }
     }
 
-    fn set(&mut self, name: &str, value: i64) {
-        let ms = (value * MS) as u64;
-        match name {
-            "read_expire" => self.expire_ns[Dir::Read as usize] = ms,
-            "write_expire" => self.expire_ns[Dir::Write as usize] = ms,
-            "writes_starved" => self.writes_starved = value as u32,
-            "fifo_batch" => self.fifo_batch = value as u32,
-            "front_merges" => self.front_merges = value != 0,
-            "async_depth" => self.async_depth = value as u32,
-            "prio_aging_expire" => self.prio_aging_ns = ms,
-            _ => {}
-        }
-    }
-
-    fn get(&self, name: &str) -> Option<i64> {
-        let ms = |ns: u64| (ns / MS as u64) as i64;
-        Some(match name {
-            "read_expire" => ms(self.expire_ns[Dir::Read as usize]),
-            "write_expire" => ms(self.expire_ns[Dir::Write as usize]),
-            "writes_starved" => i64::from(self.writes_starved),
-            "fifo_batch" => i64::from(self.fifo_batch),
-            "front_merges" => i64::from(self.front_merges),
-            "async_depth" => i64::from(self.async_depth),
-            "prio_aging_expire" => ms(self.prio_aging_ns),
-            _ => return None,
-        })
+    fn retuned(&mut self, _name: &str) {
+        // The SDK range-checked every knob, so each fits its working type.
+        let k = &self.knobs;
+        let ms = |value: i64| value.unsigned_abs() * MS;
+        self.expire_ns = [ms(k.read_expire), ms(k.write_expire)];
+        self.writes_starved = k.writes_starved as u32;
+        self.fifo_batch = k.fifo_batch as u32;
+        self.front_merges = k.front_merges != 0;
+        self.async_depth = k.async_depth as u32;
+        self.prio_aging_ns = ms(k.prio_aging_expire);
     }
 
     fn insert(&mut self, _now_ns: u64, requests: &[Request]) {
@@ -262,26 +269,26 @@ impl Policy for Deadline {
 impl Deadline {
     /// The next request of priority class `prio` (`__dd_dispatch_request`), or None if the
     /// class is empty. Updates batch and starvation state.
-    fn next_in_prio(&mut self, prio: usize, now_ns: u64) -> Option<u64> {
+    fn next_in_prio(&mut self, prio: usize, now_ns: u64) -> Option<RequestId> {
         let per = &self.prios[prio];
         if per.is_empty() {
             return None;
         }
         // Continue the current batch in sector order while entitled to.
         if self.batching < self.fifo_batch
-            && let Some((_, id)) = per.dirs[self.last_dir as usize]
+            && let Some(next) = per.dirs[self.last_dir as usize]
                 .at_or_after(self.latest_pos[self.last_dir as usize])
         {
             self.batching += 1;
-            return Some(id);
+            return Some(next.id);
         }
         let dir = self.choose_direction(prio)?;
         let per = &self.prios[prio];
         let ahead = per.dirs[dir as usize]
             .at_or_after(self.latest_pos[dir as usize])
-            .map(|(_, id)| id);
+            .map(|next| next.id);
         let id = if per.dirs[dir as usize].expired(now_ns) || ahead.is_none() {
-            per.dirs[dir as usize].fifo_front().map(|(id, _)| id)
+            per.dirs[dir as usize].fifo_front().map(|due| due.id)
         } else {
             ahead
         }?;
@@ -315,13 +322,13 @@ impl Deadline {
 
     /// A request of a lower class that has waited past `prio_aging_expire`, oldest class
     /// last (`dd_dispatch_prio_aged_requests`).
-    fn aged_request(&mut self, now_ns: u64) -> Option<u64> {
+    fn aged_request(&mut self, now_ns: u64) -> Option<RequestId> {
         for prio in 1..PRIOS {
             let per = &self.prios[prio];
             let oldest = DIRS
                 .iter()
                 .filter_map(|&d| per.dirs[d as usize].fifo_front())
-                .filter_map(|(id, _)| self.queued.get(&id).map(|q| (q.arrival_ns, id)))
+                .filter_map(|due| self.queued.get(&due.id).map(|q| (q.arrival_ns, due.id)))
                 .min();
             if let Some((arrival, id)) = oldest
                 && now_ns.saturating_sub(arrival) >= self.prio_aging_ns
@@ -334,13 +341,13 @@ impl Deadline {
     }
 
     /// Forgets request `id`; when dispatched, remembers where it ended.
-    fn remove(&mut self, id: u64, dispatched: bool) {
+    fn remove(&mut self, id: RequestId, dispatched: bool) {
         let Some(q) = self.queued.remove(&id) else {
             return;
         };
         let taken = self.prios[q.prio].dirs[q.dir as usize].take(id);
-        if dispatched && let Some((sector, sectors)) = taken {
-            self.latest_pos[q.dir as usize] = sector + u64::from(sectors);
+        if dispatched && let Some(extent) = taken {
+            self.latest_pos[q.dir as usize] = extent.end();
         }
     }
 }

@@ -13,10 +13,11 @@
 use std::collections::VecDeque;
 
 use schedhost_sdk::{
-    Completion, Dispatch, IdMap, IdSet, MergeEvent, Op, Policy, Request, Setup, TunableSpec,
+    Completion, Dispatch, IdMap, IdSet, MergeEvent, Op, Policy, Request, RequestId, Setup,
+    TunableSpec,
 };
 
-const TUNABLES: &[TunableSpec] = &[
+const TUNABLES: &[TunableSpec<Kyber>] = &[
     TunableSpec {
         name: "read_lat_nsec",
         default: 2_000_000,
@@ -24,6 +25,7 @@ const TUNABLES: &[TunableSpec] = &[
         max: 60_000_000_000,
         unit: "ns",
         help: "target read latency",
+        field: |p| &mut p.lat_nsec[READ],
     },
     TunableSpec {
         name: "write_lat_nsec",
@@ -32,6 +34,7 @@ const TUNABLES: &[TunableSpec] = &[
         max: 60_000_000_000,
         unit: "ns",
         help: "target write latency",
+        field: |p| &mut p.lat_nsec[WRITE],
     },
 ];
 
@@ -65,11 +68,14 @@ fn domain_of(op: Op) -> usize {
 /// The Kyber policy.
 #[derive(Debug)]
 pub struct Kyber {
-    queues: [VecDeque<u64>; DOMAINS],
+    queues: [VecDeque<RequestId>; DOMAINS],
+    /// Ids absorbed while queued: skipped when popped, so they take no token.
     absorbed: IdSet,
     on_device: IdMap<usize>,
     inflight: [u32; DOMAINS],
     depth: [u32; DOMAINS],
+    /// `read_lat_nsec` and `write_lat_nsec` as set (the other two are unused).
+    lat_nsec: [i64; 2],
     target_ns: [u64; DOMAINS],
     /// Latency histogram of the current window, per domain.
     window: [[u64; BUCKETS]; DOMAINS],
@@ -83,7 +89,8 @@ pub struct Kyber {
 impl Policy for Kyber {
     const NAME: &'static str = "kyber";
     const VERSION: &'static str = env!("CARGO_PKG_VERSION");
-    const TUNABLES: &'static [TunableSpec] = TUNABLES;
+    const TUNABLES: &'static [TunableSpec<Self>] = TUNABLES;
+    const HANDLES_ABSORBED: bool = true;
 
     fn new(_setup: &Setup) -> Self {
         Self {
@@ -92,6 +99,7 @@ impl Policy for Kyber {
             on_device: IdMap::default(),
             inflight: [0; DOMAINS],
             depth: MAX_DEPTH,
+            lat_nsec: [0; 2],
             target_ns: [0, 0, DISCARD_TARGET_NS, 0],
             window: [[0; BUCKETS]; DOMAINS],
             window_start: None,
@@ -101,20 +109,9 @@ impl Policy for Kyber {
         }
     }
 
-    fn set(&mut self, name: &str, value: i64) {
-        match name {
-            "read_lat_nsec" => self.target_ns[READ] = value.unsigned_abs(),
-            "write_lat_nsec" => self.target_ns[WRITE] = value.unsigned_abs(),
-            _ => {}
-        }
-    }
-
-    fn get(&self, name: &str) -> Option<i64> {
-        match name {
-            "read_lat_nsec" => Some(self.target_ns[READ] as i64),
-            "write_lat_nsec" => Some(self.target_ns[WRITE] as i64),
-            _ => None,
-        }
+    fn retuned(&mut self, _name: &str) {
+        self.target_ns[READ] = self.lat_nsec[READ].unsigned_abs();
+        self.target_ns[WRITE] = self.lat_nsec[WRITE].unsigned_abs();
     }
 
     fn insert(&mut self, _now_ns: u64, requests: &[Request]) {
@@ -184,7 +181,7 @@ impl Policy for Kyber {
 }
 
 impl Kyber {
-    fn pop(&mut self, d: usize) -> Option<u64> {
+    fn pop(&mut self, d: usize) -> Option<RequestId> {
         while let Some(id) = self.queues[d].pop_front() {
             if self.absorbed.is_empty() || !self.absorbed.remove(&id) {
                 return Some(id);

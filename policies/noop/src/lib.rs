@@ -1,20 +1,19 @@
 //! noop: first in, first out, with the host's merging — the kernel's `none` scheduler.
 //!
 //! Requests leave in the order they arrived. The host still merges contiguous bios into
-//! queued requests; a request absorbed by such a merge is dropped from the queue.
+//! queued requests; a request absorbed by such a merge stays in the queue and the SDK drops
+//! it from the answer, so noop never hears of merges.
 
 #![forbid(unsafe_code)]
 
 use std::collections::VecDeque;
 
-use schedhost_sdk::{Dispatch, IdSet, MergeEvent, Policy, Request, Setup};
+use schedhost_sdk::{Dispatch, Policy, Request, RequestId, Setup};
 
 /// The FIFO policy.
 #[derive(Debug, Default)]
 pub struct Noop {
-    queue: VecDeque<u64>,
-    /// Ids absorbed by merges while still in `queue`; skipped when reached.
-    absorbed: IdSet,
+    queue: VecDeque<RequestId>,
 }
 
 impl Policy for Noop {
@@ -35,15 +34,7 @@ impl Policy for Noop {
             let Some(id) = self.queue.pop_front() else {
                 break;
             };
-            if self.absorbed.is_empty() || !self.absorbed.remove(&id) {
-                out.ids.push(id);
-            }
-        }
-    }
-
-    fn merged(&mut self, _now_ns: u64, event: &MergeEvent) {
-        if let Some(gone) = event.absorbed {
-            self.absorbed.insert(gone);
+            out.ids.push(id);
         }
     }
 }
@@ -52,16 +43,16 @@ schedhost_sdk::export!(Noop);
 
 #[cfg(test)]
 mod tests {
-    use schedhost_sdk::{MergeKind, Op, PrioClass, Runtime};
+    use schedhost_sdk::{MergeEvent, MergeKind, Op, PrioClass, Runtime, Sector};
 
     use super::*;
 
     fn request(id: u64, sector: u64) -> Request {
         Request {
-            id,
+            id: RequestId(id),
             ctx: 0,
             op: Op::Read,
-            sector,
+            sector: Sector(sector),
             sectors: 8,
             sync: true,
             prio_class: PrioClass::None,
@@ -88,8 +79,8 @@ mod tests {
     fn noop_dispatches_in_arrival_order_within_budget() {
         let mut rt = runtime();
         rt.insert(0, &[request(7, 800), request(3, 0), request(5, 400)]);
-        assert_eq!(rt.dispatch(0, 0, 2).ids, vec![7, 3]);
-        assert_eq!(rt.dispatch(0, 0, 2).ids, vec![5]);
+        assert_eq!(rt.dispatch(0, 0, 2).ids, ids(&[7, 3]));
+        assert_eq!(rt.dispatch(0, 0, 2).ids, ids(&[5]));
         assert!(rt.dispatch(0, 0, 2).ids.is_empty());
     }
 
@@ -100,14 +91,23 @@ mod tests {
         rt.merged(
             0,
             &[MergeEvent {
-                target: 1,
-                sector: 0,
+                target: RequestId(1),
+                sector: Sector(0),
                 sectors: 24,
                 kind: MergeKind::Back,
-                absorbed: Some(2),
+                absorbed: Some(RequestId(2)),
             }],
         );
-        assert_eq!(rt.dispatch(0, 0, 8).ids, vec![1, 3]);
+        assert_eq!(
+            rt.dispatch(0, 0, 2).ids,
+            ids(&[1, 3]),
+            "the budget is refilled"
+        );
+        assert!(rt.dispatch(0, 0, 8).ids.is_empty());
+    }
+
+    fn ids(ids: &[u64]) -> Vec<RequestId> {
+        ids.iter().copied().map(RequestId).collect()
     }
 
     #[test]

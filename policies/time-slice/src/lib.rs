@@ -17,23 +17,28 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use schedhost_sdk::{Completion, Dispatch, IdSet, MergeEvent, Policy, Request, Setup, TunableSpec};
+use schedhost_sdk::{
+    Completion, Dispatch, IdSet, MergeEvent, Policy, Request, RequestId, Setup, TunableSpec,
+};
 
-const TUNABLES: &[TunableSpec] = &[TunableSpec {
+const TUNABLES: &[TunableSpec<TimeSlice>] = &[TunableSpec {
     name: "time_slice_us",
     default: 0,
     min: 0,
     max: 10_000_000,
     unit: "us",
     help: "serve one submitter exclusively for this long; 0 = round robin per request (plain blk-mq)",
+    field: |p| &mut p.time_slice_us,
 }];
 
 /// The time-slice policy.
 #[derive(Debug, Default)]
 pub struct TimeSlice {
-    queues: BTreeMap<u32, VecDeque<u64>>,
-    /// Ids absorbed by merges while still queued; skipped when reached.
+    queues: BTreeMap<u32, VecDeque<RequestId>>,
+    /// Ids absorbed by merges while still queued; skipped when reached, so that an
+    /// absorbed id never counts as the active submitter's next request.
     absorbed: IdSet,
+    time_slice_us: i64,
     slice_ns: u64,
     /// The ctx being served and when its slice ends.
     active: Option<(u32, u64)>,
@@ -49,8 +54,9 @@ pub struct TimeSlice {
 impl Policy for TimeSlice {
     const NAME: &'static str = "time-slice";
     const VERSION: &'static str = env!("CARGO_PKG_VERSION");
-    const TUNABLES: &'static [TunableSpec] = TUNABLES;
+    const TUNABLES: &'static [TunableSpec<Self>] = TUNABLES;
     const COMPLETIONS: bool = true;
+    const HANDLES_ABSORBED: bool = true;
 
     fn new(_setup: &Setup) -> Self {
         Self {
@@ -59,14 +65,8 @@ impl Policy for TimeSlice {
         }
     }
 
-    fn set(&mut self, name: &str, value: i64) {
-        if name == "time_slice_us" {
-            self.slice_ns = value.unsigned_abs() * 1000;
-        }
-    }
-
-    fn get(&self, name: &str) -> Option<i64> {
-        (name == "time_slice_us").then_some((self.slice_ns / 1000) as i64)
+    fn retuned(&mut self, _name: &str) {
+        self.slice_ns = self.time_slice_us.unsigned_abs() * 1000;
     }
 
     fn insert(&mut self, _now_ns: u64, requests: &[Request]) {
@@ -136,7 +136,7 @@ impl TimeSlice {
     /// The first ctx after `after` (wrapping) with a queued request.
     fn next_busy_ctx(&mut self, after: u32) -> Option<u32> {
         self.drop_absorbed_heads();
-        let busy = |(&ctx, q): (&u32, &VecDeque<u64>)| (!q.is_empty()).then_some(ctx);
+        let busy = |(&ctx, q): (&u32, &VecDeque<RequestId>)| (!q.is_empty()).then_some(ctx);
         let later = self.queues.range(after.saturating_add(1)..).find_map(busy);
         later.or_else(|| self.queues.iter().find_map(busy))
     }
@@ -146,14 +146,14 @@ impl TimeSlice {
     }
 
     /// The next live request of `ctx`, counted as on the device.
-    fn take(&mut self, ctx: u32) -> Option<u64> {
+    fn take(&mut self, ctx: u32) -> Option<RequestId> {
         let id = self.pop(ctx)?;
         *self.on_device.entry(ctx).or_default() += 1;
         Some(id)
     }
 
     /// The next live request of `ctx`.
-    fn pop(&mut self, ctx: u32) -> Option<u64> {
+    fn pop(&mut self, ctx: u32) -> Option<RequestId> {
         let queue = self.queues.get_mut(&ctx)?;
         while let Some(id) = queue.pop_front() {
             if self.absorbed.is_empty() || !self.absorbed.remove(&id) {

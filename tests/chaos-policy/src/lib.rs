@@ -19,9 +19,9 @@
 
 use std::collections::VecDeque;
 
-use schedhost_sdk::{Dispatch, IdSet, MergeEvent, Policy, Request, Setup, TunableSpec};
+use schedhost_sdk::{Dispatch, IdSet, MergeEvent, Policy, Request, RequestId, Setup, TunableSpec};
 
-const TUNABLES: &[TunableSpec] = &[
+const TUNABLES: &[TunableSpec<Chaos>] = &[
     TunableSpec {
         name: "mode",
         default: 0,
@@ -29,6 +29,7 @@ const TUNABLES: &[TunableSpec] = &[
         max: 10,
         unit: "",
         help: "the misbehaviour (see the crate docs)",
+        field: |p| &mut p.mode,
     },
     TunableSpec {
         name: "after",
@@ -37,6 +38,7 @@ const TUNABLES: &[TunableSpec] = &[
         max: 1_000_000_000,
         unit: "calls",
         help: "honest dispatch calls before misbehaving",
+        field: |p| &mut p.after,
     },
     TunableSpec {
         name: "panic_on_set",
@@ -45,6 +47,7 @@ const TUNABLES: &[TunableSpec] = &[
         max: 1,
         unit: "",
         help: "setting it to 1 panics inside `set`",
+        field: |p| &mut p.panic_on_set,
     },
     TunableSpec {
         name: "spin",
@@ -53,16 +56,18 @@ const TUNABLES: &[TunableSpec] = &[
         max: 100_000,
         unit: "M iterations",
         help: "work per call in mode 7",
+        field: |p| &mut p.spin,
     },
 ];
 
 /// The chaos policy.
 #[derive(Debug, Default)]
 pub struct Chaos {
-    queue: VecDeque<u64>,
+    queue: VecDeque<RequestId>,
     absorbed: IdSet,
     mode: i64,
     after: i64,
+    panic_on_set: i64,
     spin: i64,
     calls: i64,
     /// Keeps the hog's allocations alive.
@@ -72,8 +77,10 @@ pub struct Chaos {
 impl Policy for Chaos {
     const NAME: &'static str = "chaos";
     const VERSION: &'static str = env!("CARGO_PKG_VERSION");
-    const TUNABLES: &'static [TunableSpec] = TUNABLES;
+    const TUNABLES: &'static [TunableSpec<Self>] = TUNABLES;
     const COMPLETIONS: bool = false;
+    // Its own filter, so the SDK never calls `dispatch` twice and `after` counts calls.
+    const HANDLES_ABSORBED: bool = true;
 
     fn new(_setup: &Setup) -> Self {
         Self {
@@ -82,23 +89,9 @@ impl Policy for Chaos {
         }
     }
 
-    fn set(&mut self, name: &str, value: i64) {
-        match name {
-            "mode" => self.mode = value,
-            "after" => self.after = value,
-            "spin" => self.spin = value,
-            "panic_on_set" if value == 1 => panic!("chaos: panicking in set on purpose"),
-            _ => {}
-        }
-    }
-
-    fn get(&self, name: &str) -> Option<i64> {
-        match name {
-            "mode" => Some(self.mode),
-            "after" => Some(self.after),
-            "spin" => Some(self.spin),
-            "panic_on_set" => Some(0),
-            _ => None,
+    fn retuned(&mut self, name: &str) {
+        if name == "panic_on_set" && self.panic_on_set == 1 {
+            panic!("chaos: panicking in set on purpose");
         }
     }
 
@@ -121,7 +114,7 @@ impl Policy for Chaos {
                 block[0] = 1;
                 self.hoard.push(std::hint::black_box(block));
             },
-            4 => out.ids.push(0x0bad_0000_0bad),
+            4 => out.ids.push(RequestId(0x0bad_0000_0bad)),
             5 => {
                 if let Some(&id) = self.queue.front() {
                     out.ids.extend([id, id]);
