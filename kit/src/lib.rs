@@ -4,9 +4,11 @@
 //!   the WIT travel with it as a vendored copy (`vendor/`), so nothing but crates.io is
 //!   needed to build it;
 //! - [`toolchain`] finds a Rust that can target wasm32 on this machine, or says how to get one;
-//! - [`build`] compiles a policy crate for wasm32 and turns the core module into a component.
+//! - [`build`] compiles a policy crate for wasm32 and turns the core module into a component;
+//! - [`c`] does the same for a policy written in C.
 
 pub mod build;
+pub mod c;
 pub mod scaffold;
 pub mod toolchain;
 

@@ -6,6 +6,7 @@
 )]
 
 mod bfq;
+mod c_policy;
 mod cfq;
 mod conservation;
 mod deadline;

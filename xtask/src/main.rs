@@ -2,7 +2,7 @@
 //! the test suite. `cargo xtask help` lists the commands.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::{env, fs};
 
 use anyhow::{Context, Result, bail, ensure};
@@ -179,6 +179,10 @@ fn test_examples(root: &Path) -> Result<()> {
         .into_iter()
         .filter(|d| d.starts_with(root.join("examples")))
     {
+        if schedhost_kit::c::is_c_policy(&dir) {
+            test_c_example(root, &dir)?;
+            continue;
+        }
         let mut test = Command::new(env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
         test.arg("test")
             .arg("--manifest-path")
@@ -186,6 +190,37 @@ fn test_examples(root: &Path) -> Result<()> {
             .env("CARGO_TARGET_DIR", root.join("target/examples"));
         cargo_status(root, &mut test).with_context(|| format!("testing {}", dir.display()))?;
     }
+    Ok(())
+}
+
+/// A policy in C, as its README builds and checks it, through the CLI (the workspace tests
+/// already ran the component `cargo xtask build` made).
+fn test_c_example(root: &Path, dir: &Path) -> Result<()> {
+    let schedhost = root.join("target/debug/schedhost");
+    let out = root.join("target/examples/c");
+    let built = Command::new(&schedhost)
+        .args(["policy", "build"])
+        .arg(dir)
+        .arg("--out-dir")
+        .arg(&out)
+        .stderr(Stdio::inherit())
+        .output()
+        .with_context(|| format!("starting {}", schedhost.display()))?;
+    ensure!(
+        built.status.success(),
+        "schedhost policy build {} failed ({})",
+        dir.display(),
+        built.status
+    );
+    let component = String::from_utf8(built.stdout)?.trim().to_owned();
+    let status = Command::new(&schedhost)
+        .args(["policy", "check", &component])
+        .status()
+        .with_context(|| format!("starting {}", schedhost.display()))?;
+    ensure!(
+        status.success(),
+        "schedhost policy check {component} failed ({status})"
+    );
     Ok(())
 }
 
@@ -316,7 +351,7 @@ fn policy_dirs(root: &Path) -> Result<Vec<PathBuf>> {
             fs::read_dir(root.join(parent)).with_context(|| format!("listing {parent}/"))?
         {
             let path = entry?.path();
-            if path.join("Cargo.toml").is_file() {
+            if path.join("Cargo.toml").is_file() || schedhost_kit::c::is_c_policy(&path) {
                 dirs.push(path);
             }
         }
@@ -325,9 +360,16 @@ fn policy_dirs(root: &Path) -> Result<Vec<PathBuf>> {
     Ok(dirs)
 }
 
-/// Builds the policy crate in `dir` into `target/policies/NAME.wasm`: the same build as
-/// `schedhost policy build`, with every policy's cargo artifacts in one `target/wasm`.
+/// Builds the policy in `dir` into `target/policies/NAME.wasm`: the same build as
+/// `schedhost policy build`, with every Rust policy's cargo artifacts in one `target/wasm`.
 fn build_policy(root: &Path, dir: &Path) -> Result<PathBuf> {
+    if schedhost_kit::c::is_c_policy(dir) {
+        let toolchain = schedhost_kit::c::CToolchain::find()?;
+        let built =
+            schedhost_kit::c::build_c_policy(&toolchain, dir, &root.join("target/policies"))
+                .with_context(|| format!("building the C policy in {}", dir.display()))?;
+        return Ok(built.component);
+    }
     let toolchain = schedhost_kit::WasmToolchain::find()?;
     let built = schedhost_kit::build_policy(
         &toolchain,

@@ -7,6 +7,8 @@ use std::process::Command;
 use anyhow::{Context, Result, bail};
 
 const PACKAGES: &[&str] = schedhost_kit::toolchain::DEBIAN_PACKAGES;
+/// clang for wasm32 and wasi-libc, for the policy in C (examples/sstf-policy).
+const C_PACKAGES: &[&str] = schedhost_kit::c::DEBIAN_PACKAGES;
 const CARGO: &str = "/usr/bin/cargo";
 
 /// The real clients the tests drive: qemu-img and qemu-io, nbdcopy and nbdinfo, fio (its
@@ -16,6 +18,7 @@ const CLIENT_PACKAGES: &[&str] = &["qemu-utils", "libnbd-bin", "fio", "curl"];
 /// Installs the wasm toolchain's Debian packages unless all are present.
 pub fn ensure() -> Result<()> {
     install_missing(PACKAGES, "the wasm toolchain")?;
+    install_missing(C_PACKAGES, "the C toolchain for wasm32")?;
     if !Path::new(CARGO).exists() {
         bail!(
             "{CARGO} is missing although {} are installed",

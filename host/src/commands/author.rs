@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
+use schedhost_kit::c::{CToolchain, build_c_policy, is_c_policy};
 use schedhost_kit::{WasmToolchain, build_policy, new_policy};
 
 #[derive(Debug, clap::Args)]
@@ -34,7 +35,8 @@ impl NewArgs {
 
 #[derive(Debug, clap::Args)]
 pub struct BuildArgs {
-    /// The policy crate's directory.
+    /// The policy's directory: a Rust crate (Cargo.toml), or C sources (*.c), whose
+    /// component is named after the directory without `-policy`.
     #[arg(default_value = ".")]
     pub dir: PathBuf,
     /// Where the component goes (default: DIR/target).
@@ -47,14 +49,20 @@ pub struct BuildArgs {
 
 impl BuildArgs {
     pub fn execute(self) -> Result<()> {
-        let toolchain = WasmToolchain::find()?;
-        eprintln!("schedhost: building with {}", toolchain.describe());
         let out_dir = self
             .out_dir
             .clone()
             .unwrap_or_else(|| self.dir.join("target"));
-        let built = build_policy(&toolchain, &self.dir, self.target_dir.as_deref(), &out_dir)
-            .with_context(|| format!("building the policy in {}", self.dir.display()))?;
+        let built = if is_c_policy(&self.dir) {
+            let toolchain = CToolchain::find()?;
+            eprintln!("schedhost: building C with {}", toolchain.describe());
+            build_c_policy(&toolchain, &self.dir, &out_dir)
+        } else {
+            let toolchain = WasmToolchain::find()?;
+            eprintln!("schedhost: building with {}", toolchain.describe());
+            build_policy(&toolchain, &self.dir, self.target_dir.as_deref(), &out_dir)
+        }
+        .with_context(|| format!("building the policy in {}", self.dir.display()))?;
         println!("{}", built.component.display());
         Ok(())
     }
