@@ -40,6 +40,11 @@ pub enum Command {
     Events(commands::events::EventsArgs),
     /// Draw SVG plots from JSON reports: latency CDFs, IOPS over time, compare tables.
     Plot(commands::plot::PlotArgs),
+    /// Replay a drive's recorded service times on a simulated device and print the demerit
+    /// figure (DiskSim's validation traces).
+    Validate(commands::validate::ValidateArgs),
+    /// Turn a DiskSim drive (.diskspecs with its .model and .seek) into a device spec.
+    ImportDisksim(commands::validate::ImportArgs),
     /// Replay a trace (blkparse text, fio iolog v2/v3): `schedhost replay TRACE [run options]`
     /// is `schedhost run --replay TRACE [run options]`.
     Replay {
@@ -76,6 +81,8 @@ impl Command {
             Command::Policy(PolicyCommand::Build(args)) => args.execute(),
             Command::Policy(PolicyCommand::Check(args)) => args.execute(),
             Command::Bench(args) => args.execute(),
+            Command::Validate(args) => args.execute(),
+            Command::ImportDisksim(args) => args.execute(),
             Command::Ctl(args) => args.execute(),
             Command::Serve(args) => args.execute(),
             Command::Events(args) => args.execute(),

@@ -32,4 +32,5 @@ pub mod observe;
 pub mod peer;
 pub mod policy;
 pub mod report;
+pub mod validate;
 pub mod verify;

@@ -12,6 +12,7 @@ pub mod inspect;
 pub mod plot;
 pub mod run;
 pub mod serve;
+pub mod validate;
 
 /// Report formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

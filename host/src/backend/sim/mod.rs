@@ -5,6 +5,7 @@
 //! from a device spec file (see [`spec`]).
 
 mod backend;
+pub mod drive;
 mod hdd;
 mod null;
 pub mod spec;
@@ -13,6 +14,7 @@ mod ssd;
 use schedhost_sdk::Op;
 
 pub use backend::SimBackend;
+pub use drive::{Drive, DriveParams, DriveZone};
 pub use hdd::{Hdd, HddParams};
 pub use null::{Null, NullParams};
 pub use spec::{DeviceSpec, SpecError};

@@ -8,11 +8,18 @@
 //! ncq_depth = 1
 //! ```
 //!
-//! Keys are the field names of [`HddParams`], [`SsdParams`] and [`NullParams`].
+//! Keys are the field names of [`HddParams`], [`SsdParams`] and [`NullParams`]. A `drive`
+//! (a disk described as DiskSim describes one, usually written by `schedhost import-disksim`)
+//! takes [`DriveParams`]' scalars plus repeated `zone = first last spt track_skew
+//! cylinder_skew spares` and `seek = distance ms` lines; the first of each replaces the
+//! default table.
 
 use std::path::{Path, PathBuf};
 
-use super::{DeviceModel, Hdd, HddParams, Null, NullParams, Ssd, SsdParams};
+use super::drive::Drive;
+use super::{
+    DeviceModel, DriveParams, DriveZone, Hdd, HddParams, Null, NullParams, Ssd, SsdParams,
+};
 
 /// A device model with its parameters.
 #[derive(Debug, Clone, PartialEq)]
@@ -23,6 +30,8 @@ pub enum DeviceSpec {
     Ssd(SsdParams),
     /// The disk.
     Hdd(HddParams),
+    /// A disk described parameter by parameter (DiskSim's way).
+    Drive(Box<DriveParams>),
 }
 
 /// What is wrong with a `--device` argument or spec file.
@@ -48,8 +57,16 @@ pub enum SpecError {
         /// What is wrong.
         message: String,
     },
+    /// A DiskSim drive that could not be imported.
+    #[error("--device {arg}: {reason}")]
+    Import {
+        /// The argument.
+        arg: String,
+        /// What the importer said.
+        reason: String,
+    },
     /// The file names no model.
-    #[error("{0}: no `model = null|ssd|hdd` line")]
+    #[error("{0}: no `model = null|ssd|hdd|drive` line")]
     NoModel(PathBuf),
 }
 
@@ -65,6 +82,14 @@ impl DeviceSpec {
             "sim:hdd" => return Ok(Self::Hdd(HddParams::default())),
             _ => {}
         }
+        if Path::new(arg).extension().is_some_and(|e| e == "diskspecs") {
+            let imported =
+                super::drive::disksim::import(Path::new(arg)).map_err(|e| SpecError::Import {
+                    arg: arg.to_owned(),
+                    reason: e.to_string(),
+                })?;
+            return Ok(Self::Drive(Box::new(imported.params)));
+        }
         let text = crate::input::read_text(Path::new(arg), crate::input::MAX_CONFIG_BYTES)
             .map_err(|e| SpecError::Unknown {
                 arg: arg.to_owned(),
@@ -79,6 +104,7 @@ impl DeviceSpec {
     /// A [`SpecError::Line`] for the first bad line.
     pub fn parse_file(path: &Path, text: &str) -> Result<Self, SpecError> {
         let mut spec: Option<Self> = None;
+        let mut tables_given: Vec<&str> = Vec::new();
         for (n, raw) in text.lines().enumerate() {
             let line = raw.split(['#', ';']).next().unwrap_or("").trim();
             if line.is_empty() {
@@ -101,7 +127,12 @@ impl DeviceSpec {
                     "null" => Self::Null(NullParams::default()),
                     "ssd" => Self::Ssd(SsdParams::default()),
                     "hdd" => Self::Hdd(HddParams::default()),
-                    other => return Err(err(format!("unknown model `{other}` (null, ssd, hdd)"))),
+                    "drive" => Self::Drive(Box::default()),
+                    other => {
+                        return Err(err(format!(
+                            "unknown model `{other}` (null, ssd, hdd, drive)"
+                        )));
+                    }
                 });
                 continue;
             }
@@ -110,9 +141,27 @@ impl DeviceSpec {
                     "`{key}` before `model = …`: name the model first"
                 )));
             };
+            if let Self::Drive(p) = spec
+                && let Some(table) = ["zone", "seek"].into_iter().find(|t| *t == key)
+                && !tables_given.contains(&table)
+            {
+                tables_given.push(table);
+                match table {
+                    "zone" => p.zones.clear(),
+                    _ => p.seek.clear(),
+                }
+            }
             spec.set(key, value).map_err(err)?;
         }
-        spec.ok_or_else(|| SpecError::NoModel(path.to_owned()))
+        let spec = spec.ok_or_else(|| SpecError::NoModel(path.to_owned()))?;
+        if let Self::Drive(p) = &spec {
+            check_drive(p).map_err(|message| SpecError::Line {
+                path: path.to_owned(),
+                line: text.lines().count(),
+                message,
+            })?;
+        }
+        Ok(spec)
     }
 
     /// The model's short name.
@@ -121,6 +170,7 @@ impl DeviceSpec {
             Self::Null(_) => "null",
             Self::Ssd(_) => "ssd",
             Self::Hdd(_) => "hdd",
+            Self::Drive(_) => "drive",
         }
     }
 
@@ -130,11 +180,13 @@ impl DeviceSpec {
             Self::Null(p) => Box::new(Null::new(*p)),
             Self::Ssd(p) => Box::new(Ssd::new(*p)),
             Self::Hdd(p) => Box::new(Hdd::new(*p)),
+            Self::Drive(p) => Box::new(Drive::new((**p).clone())),
         }
     }
 
     fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
         match self {
+            Self::Drive(p) => return set_drive(p, key, value),
             Self::Null(p) => match key {
                 "latency_ns" => p.latency_ns = num(key, value)?,
                 "capacity_sectors" => p.capacity_sectors = positive(key, value)?,
@@ -204,6 +256,138 @@ impl DeviceSpec {
             );
         }
         Ok(())
+    }
+}
+
+const DRIVE_KEYS: &str = "rpm surfaces capacity_sectors zone seek full_seek_ms head_switch_ms write_settle_ms bus_sector_ms read_hit_after_read_ms read_hit_after_write_ms read_miss_after_read_ms read_miss_after_write_ms write_hit_after_read_ms write_hit_after_write_ms write_miss_after_read_ms write_miss_after_write_ms cache_segments segment_sectors max_read_ahead_sectors write_back";
+
+fn set_drive(p: &mut DriveParams, key: &str, value: &str) -> Result<(), String> {
+    let o = &mut p.overheads;
+    let after = usize::from(key.contains("after_write"));
+    match key {
+        "rpm" => p.rpm = f64::from(positive::<u32>(key, value)?),
+        "surfaces" => p.surfaces = positive(key, value)?,
+        "capacity_sectors" => p.capacity_sectors = positive(key, value)?,
+        "full_seek_ms" => p.full_seek_ms = millis_or_zero(key, value)?,
+        "head_switch_ms" => p.head_switch_ms = millis_or_zero(key, value)?,
+        "write_settle_ms" => p.write_settle_ms = millis_or_zero(key, value)?,
+        "bus_sector_ms" => p.bus_sector_ms = millis_or_zero(key, value)?,
+        "read_hit_after_read_ms" | "read_hit_after_write_ms" => {
+            o.read_hit[after] = millis_or_zero(key, value)?;
+        }
+        "read_miss_after_read_ms" | "read_miss_after_write_ms" => {
+            o.read_miss[after] = millis_or_zero(key, value)?;
+        }
+        "write_hit_after_read_ms" | "write_hit_after_write_ms" => {
+            o.write_hit[after] = millis_or_zero(key, value)?;
+        }
+        "write_miss_after_read_ms" | "write_miss_after_write_ms" => {
+            o.write_miss[after] = millis_or_zero(key, value)?;
+        }
+        "cache_segments" => p.cache_segments = positive(key, value)?,
+        "segment_sectors" => p.segment_sectors = positive(key, value)?,
+        "max_read_ahead_sectors" => p.max_read_ahead_sectors = num(key, value)?,
+        "write_back" => p.write_back = num::<u8>(key, value)? != 0,
+        "zone" => {
+            if p.zones.len() >= 65_536 {
+                return Err("more than 65536 zones".into());
+            }
+            let n = numbers::<6>(key, value)?;
+            let [
+                first_cylinder,
+                last_cylinder,
+                sectors_per_track,
+                track_skew,
+                cylinder_skew,
+                spares,
+            ] = n;
+            if last_cylinder < first_cylinder
+                || sectors_per_track == 0
+                || last_cylinder > 10_000_000
+                || sectors_per_track > 1 << 20
+            {
+                return Err(format!(
+                    "`zone = {value}`: needs first <= last cylinder (at most 10000000) and 1 to 1048576 sectors per track"
+                ));
+            }
+            if p.zones
+                .last()
+                .is_some_and(|z| first_cylinder <= z.last_cylinder)
+            {
+                return Err(format!("`zone = {value}` starts inside the zone before"));
+            }
+            p.zones.push(DriveZone {
+                first_cylinder,
+                last_cylinder,
+                sectors_per_track,
+                track_skew: track_skew % sectors_per_track,
+                cylinder_skew: cylinder_skew % sectors_per_track,
+                spares,
+            });
+        }
+        "seek" => {
+            if p.seek.len() >= 1 << 20 {
+                return Err("more than 1048576 seek points".into());
+            }
+            let (d, ms) = value
+                .split_once(char::is_whitespace)
+                .ok_or_else(|| format!("`seek = {value}`: expected `distance ms`"))?;
+            let d: u64 = d
+                .trim()
+                .parse()
+                .map_err(|_| format!("`seek = {value}`: the distance is not a whole number"))?;
+            let ms = millis_or_zero(key, ms.trim())?;
+            if p.seek.last().is_some_and(|&(last, _)| d <= last) || d == 0 {
+                return Err(format!("`seek = {value}`: distances must rise from 1"));
+            }
+            p.seek.push((d, ms));
+        }
+        _ => return Err(unknown(key, "drive", DRIVE_KEYS)),
+    }
+    Ok(())
+}
+
+/// A drive's parameters hang together: zones and seeks given, capacity within the zones.
+fn check_drive(p: &DriveParams) -> Result<(), String> {
+    if p.zones.is_empty() || p.seek.is_empty() {
+        return Err("a drive needs at least one `zone` and one `seek` line".into());
+    }
+    let zoned = p.zoned_sectors();
+    if p.capacity_sectors > zoned {
+        return Err(format!(
+            "capacity_sectors = {} is more than the zones hold ({zoned})",
+            p.capacity_sectors
+        ));
+    }
+    if p.surfaces > 1024 {
+        return Err(format!(
+            "surfaces = {} is past its limit of 1024",
+            p.surfaces
+        ));
+    }
+    Ok(())
+}
+
+fn numbers<const N: usize>(key: &str, value: &str) -> Result<[u64; N], String> {
+    let parts: Vec<&str> = value.split_whitespace().collect();
+    if parts.len() != N {
+        return Err(format!("`{key} = {value}`: expected {N} whole numbers"));
+    }
+    let mut out = [0; N];
+    for (slot, part) in out.iter_mut().zip(parts) {
+        *slot = part
+            .parse()
+            .map_err(|_| format!("`{key} = {value}`: `{part}` is not a whole number"))?;
+    }
+    Ok(out)
+}
+
+fn millis_or_zero(key: &str, value: &str) -> Result<f64, String> {
+    match value.parse::<f64>() {
+        Ok(ms) if ms.is_finite() && (0.0..=3_600_000.0).contains(&ms) => Ok(ms),
+        _ => Err(format!(
+            "`{key}` needs a number of milliseconds from 0 to one hour, found `{value}`"
+        )),
     }
 }
 

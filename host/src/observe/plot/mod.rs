@@ -132,6 +132,53 @@ fn latency_cdf(runs: &[&Value]) -> Result<String, String> {
     })
 }
 
+/// Response-time CDFs of named distributions (each ascending, in µs) on one log-x chart:
+/// `validate`'s measured drive against the model.
+///
+/// # Errors
+/// Drawing failed.
+pub fn distributions(title: &str, series: &[(String, &[f64])]) -> Result<String, String> {
+    let curves: Vec<(String, Vec<(f64, f64)>)> = series
+        .iter()
+        .map(|(label, sorted)| {
+            let n = sorted.len().max(1) as f64;
+            let points = sorted
+                .iter()
+                .enumerate()
+                .filter(|(_, x)| x.is_finite() && **x > 0.0)
+                .map(|(i, &x)| (x, (i + 1) as f64 / n))
+                .collect();
+            (label.clone(), points)
+        })
+        .collect();
+    let (lo, hi) = curves
+        .iter()
+        .flat_map(|(_, p)| p.iter().map(|&(x, _)| x))
+        .fold((f64::MAX, 0f64), |(lo, hi), x| (lo.min(x), hi.max(x)));
+    let (lo, hi) = if hi <= 0.0 {
+        (1.0, 10.0)
+    } else {
+        ((lo * 0.8).max(0.01), (hi * 1.25).max(lo * 10.0))
+    };
+    draw(|root| {
+        let mut chart = ChartBuilder::on(root)
+            .caption(title, ("sans-serif", 22))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(55)
+            .build_cartesian_2d((lo..hi).log_scale(), 0f64..1.0)
+            .map_err(err)?;
+        chart
+            .configure_mesh()
+            .x_desc("response time (µs, log scale)")
+            .y_desc("fraction of requests")
+            .draw()
+            .map_err(err)?;
+        lines(&mut chart, &curves, SeriesLabelPosition::LowerRight)?;
+        Ok(())
+    })
+}
+
 /// Bios completed per second by each ctx, from the run's 10 ms timeline.
 fn iops_over_time(doc: &Value) -> Result<String, String> {
     let mut series: Vec<(String, Vec<(f64, f64)>)> = Vec::new();

@@ -1,0 +1,653 @@
+//! Importing a DiskSim drive: its `.diskspecs` (controller, cache, overheads), the `.model`
+//! it names (surfaces, zones, skews, spares, mechanics) and the `.seek` table that names.
+//!
+//! DiskSim's parameter files are nested blocks, `type NAME { Key = value, … }`, with lists in
+//! `[ … ]` and `#` comments. Every parameter is either carried into [`DriveParams`], or
+//! reported in [`Imported::not_represented`] with its value: none is dropped silently.
+
+use std::path::{Path, PathBuf};
+
+use super::{DriveParams, DriveZone, Overheads};
+
+/// Deepest nesting accepted (DiskSim's own files nest four deep).
+const MAX_DEPTH: usize = 16;
+/// Most zones and seek points accepted.
+const MAX_ZONES: usize = 4096;
+const MAX_SEEK_POINTS: usize = 1 << 20;
+
+/// A parsed DiskSim value.
+#[derive(Debug, Clone, PartialEq)]
+enum Node {
+    Scalar(String),
+    List(Vec<Node>),
+    Block {
+        kind: String,
+        fields: Vec<(String, Node)>,
+    },
+}
+
+/// A drive read from DiskSim's files.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Imported {
+    /// The drive's name in the `.diskspecs`.
+    pub name: String,
+    /// What schedhost's `drive` model takes.
+    pub params: DriveParams,
+    /// Parameters the model does not represent, with their values and why it matters.
+    pub not_represented: Vec<String>,
+}
+
+/// What went wrong, with the file and where.
+#[derive(Debug, thiserror::Error)]
+#[error("{path}: {message}")]
+pub struct ImportError {
+    /// The file at fault.
+    pub path: PathBuf,
+    /// What is wrong.
+    pub message: String,
+}
+
+fn fail(path: &Path, message: impl Into<String>) -> ImportError {
+    ImportError {
+        path: path.to_owned(),
+        message: message.into(),
+    }
+}
+
+/// Reads `diskspecs` and the files it names.
+///
+/// # Errors
+/// A file is unreadable or malformed, or a parameter the model needs is missing or out of
+/// range; the message names the file and the parameter.
+pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
+    let text = read(diskspecs)?;
+    let (kind, name, fields) = first_block(diskspecs, &text)?;
+    if kind != "disksim_disk" {
+        return Err(fail(
+            diskspecs,
+            format!("expected a `disksim_disk` block, found `{kind}`"),
+        ));
+    }
+    let mut notes = Vec::new();
+    let mut specs = Fields::new(diskspecs, fields);
+    let model_path = specs.take_source("Model")?;
+    let model_text = read(&model_path)?;
+    let (_, _, model_fields) = first_block(&model_path, &model_text)?;
+    let mut model = Fields::new(&model_path, model_fields);
+
+    let surfaces = model.take_u64("Number of data surfaces", 1, 1024)?;
+    let cylinders = model.take_u64("Number of cylinders", 1, 10_000_000)?;
+    let blocks = model.take_u64("Block count", 1, crate::core::MAX_SECTOR)?;
+    let mut mech = model.take_block("Mechanical Model")?;
+    let seek_type = mech.take_text("Seek type")?;
+    if seek_type != "extracted" {
+        return Err(fail(
+            &model_path,
+            format!(
+                "`Seek type = {seek_type}`: only an extracted seek table (`extracted`) is imported"
+            ),
+        ));
+    }
+    let single = mech.take_ms("Single cylinder seek time")?;
+    let seek_path = mech.take_path("Full seek curve")?;
+    let full_seek_ms = mech.take_ms("Full strobe seek time")?;
+    let write_settle_ms = mech.take_ms("Add. write settling delay")?;
+    let head_switch_ms = mech.take_ms("Head switch time")?;
+    let rpm = mech.take_f64("Rotation speed (in rpms)", 1.0, 100_000.0)?;
+    let rpm_error = mech.take_f64("Percent error in rpms", 0.0, 100.0)?;
+    if rpm_error != 0.0 {
+        notes.push(format!(
+            "Percent error in rpms = {rpm_error}: the spindle runs at exactly {rpm} rpm"
+        ));
+    }
+    let access = mech.take_text("Access time type")?;
+    if access != "trackSwitchPlusRotation" {
+        notes.push(format!(
+            "Access time type = {access}: modelled as seek, then head switch, then rotation"
+        ));
+    }
+    mech.rest(&mut notes, "Mechanical Model");
+
+    let mut layout = model.take_block("Layout Model")?;
+    let zones = import_zones(&mut layout, &mut notes, &model_path)?;
+    for key in [
+        "LBN-to-PBN mapping scheme",
+        "Sparing scheme used",
+        "Rangesize for sparing",
+    ] {
+        if let Some(v) = layout.take_opt_text(key) {
+            notes.push(format!(
+                "{key} = {v}: spares are taken from each zone's end, in LBN order"
+            ));
+        }
+    }
+    layout.rest(&mut notes, "Layout Model");
+    model.rest(&mut notes, "the model");
+
+    let mut seek = read_seek(&seek_path)?;
+    if seek.first().is_none_or(|&(d, _)| d != 1) {
+        seek.insert(0, (1, single));
+    }
+
+    let scale = specs.take_f64("Time scale for overheads", 0.0, 1000.0)?;
+    let per_request = specs.take_ms("Per-request overhead time")?;
+    let mut pair = |what: &str| -> Result<[f64; 2], ImportError> {
+        let after_read = specs.take_ms(&format!("{what} after read"))?;
+        let after_write = specs.take_ms(&format!("{what} after write"))?;
+        Ok([after_read, after_write].map(|ms| (ms + per_request) * scale))
+    };
+    let overheads = Overheads {
+        read_hit: pair("Read hit over.")?,
+        read_miss: pair("Read miss over.")?,
+        write_hit: pair("Write hit over.")?,
+        write_miss: pair("Write miss over.")?,
+    };
+    let bus_sector_ms = specs.take_ms("Bulk sector transfer time")?;
+    let cache_segments = specs.take_u64("Number of buffer segments", 1, 65_536)? as u32;
+    let segment_sectors = specs.take_u64("Segment size (in blks)", 1, 1 << 24)?;
+    let max_read_ahead_sectors = specs.take_u64("Maximum read-ahead (blks)", 0, 1 << 24)?;
+    let fast_write = specs.take_u64("Fast write level", 0, 2)?;
+    let queue = specs.take_u64("Max queue length", 0, 1 << 16)?;
+    if queue > 1 {
+        notes.push(format!(
+            "Max queue length = {queue}: the drive serves one command at a time"
+        ));
+    }
+    let _ = specs.take_opt_text("Print stats");
+    let _ = specs.take_opt_text("Avg sectors per cylinder");
+    if let Some(scheduler) = specs.take_opt_block("Scheduler") {
+        scheduler.rest(&mut notes, "Scheduler (the drive serves in arrival order)");
+    }
+    specs.rest(&mut notes, "the disk");
+
+    if zones
+        .last()
+        .is_some_and(|z| z.last_cylinder + 1 != cylinders)
+    {
+        let last = zones.last().map_or(0, |z| z.last_cylinder);
+        notes.push(format!(
+            "Number of cylinders = {cylinders}, but the zones end at cylinder {last}"
+        ));
+    }
+    let mut imported = Imported {
+        name,
+        params: DriveParams {
+            rpm,
+            surfaces,
+            zones,
+            seek,
+            full_seek_ms,
+            head_switch_ms,
+            write_settle_ms,
+            bus_sector_ms,
+            overheads,
+            cache_segments,
+            segment_sectors,
+            max_read_ahead_sectors,
+            write_back: fast_write > 0,
+            capacity_sectors: 0,
+        },
+        not_represented: notes,
+    };
+    let zoned = imported.params.zoned_sectors();
+    imported.params.capacity_sectors = blocks.min(zoned);
+    if zoned != blocks {
+        imported.not_represented.push(format!(
+            "Block count = {blocks}, but the zones less their spares hold {zoned}; capacity is {}",
+            blocks.min(zoned)
+        ));
+    }
+    Ok(imported)
+}
+
+fn import_zones(
+    layout: &mut Fields<'_>,
+    notes: &mut Vec<String>,
+    path: &Path,
+) -> Result<Vec<DriveZone>, ImportError> {
+    let Node::List(items) = layout.take("Zones")? else {
+        return Err(fail(path, "`Zones` is not a list"));
+    };
+    if items.is_empty() || items.len() > MAX_ZONES {
+        return Err(fail(
+            path,
+            format!("`Zones` has {} entries (1 to {MAX_ZONES})", items.len()),
+        ));
+    }
+    let mut zones = Vec::with_capacity(items.len());
+    let (mut slips, mut defects) = (0usize, 0usize);
+    for (i, item) in items.into_iter().enumerate() {
+        let Node::Block { fields, .. } = item else {
+            return Err(fail(path, format!("zone {i} is not a block")));
+        };
+        let mut z = Fields::new(path, fields);
+        let first = z.take_u64("First cylinder number", 0, 10_000_000)?;
+        let last = z.take_u64("Last cylinder number", first, 10_000_000)?;
+        let spt = z.take_u64("Blocks per track", 1, 1 << 20)?;
+        let track_skew = z.take_f64("Skew for track switch", 0.0, 1e6)?.round() as u64 % spt;
+        let cylinder_skew = z.take_f64("Skew for cylinder switch", 0.0, 1e6)?.round() as u64 % spt;
+        let spares = z.take_u64("Number of spares", 0, u64::MAX >> 8)?;
+        if let Some(Node::List(list)) = z.take_opt("slips") {
+            slips += list.len();
+        }
+        if let Some(Node::List(list)) = z.take_opt("defects") {
+            defects += list.len();
+        }
+        for key in ["Offset of first block", "Empty space at zone front"] {
+            if let Some(v) = z.take_opt_text(key)
+                && v.parse::<f64>().is_ok_and(|x| x != 0.0)
+            {
+                notes.push(format!("zone {i}: {key} = {v}"));
+            }
+        }
+        z.rest(notes, &format!("zone {i}"));
+        if let Some(prev) = zones.last().map(|p: &DriveZone| p.last_cylinder)
+            && first <= prev
+        {
+            return Err(fail(
+                path,
+                format!("zone {i} starts at cylinder {first}, inside the zone before"),
+            ));
+        }
+        zones.push(DriveZone {
+            first_cylinder: first,
+            last_cylinder: last,
+            sectors_per_track: spt,
+            track_skew,
+            cylinder_skew,
+            spares,
+        });
+    }
+    if slips + defects > 0 {
+        notes.push(format!("{slips} slipped and {defects} defective sectors: the LBN map does not skip them (each shifts later sectors by one)"));
+    }
+    Ok(zones)
+}
+
+/// The seek table: a header line, then `distance, ms` per line.
+fn read_seek(path: &Path) -> Result<Vec<(u64, f64)>, ImportError> {
+    let text = read(path)?;
+    let mut points: Vec<(u64, f64)> = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with("Seek distances") || line.starts_with('#') {
+            continue;
+        }
+        let bad = || {
+            fail(
+                path,
+                format!("line {}: expected `distance, ms`, found `{line}`", n + 1),
+            )
+        };
+        let (d, ms) = line.split_once(',').ok_or_else(bad)?;
+        let d: u64 = d.trim().parse().map_err(|_| bad())?;
+        let ms: f64 = ms.trim().parse().map_err(|_| bad())?;
+        if !(ms.is_finite() && (0.0..=3_600_000.0).contains(&ms)) {
+            return Err(bad());
+        }
+        if points.last().is_some_and(|&(last, _)| d <= last) {
+            return Err(fail(
+                path,
+                format!("line {}: distance {d} is not above the one before", n + 1),
+            ));
+        }
+        if points.len() == MAX_SEEK_POINTS {
+            return Err(fail(
+                path,
+                format!("more than {MAX_SEEK_POINTS} seek points"),
+            ));
+        }
+        points.push((d, ms));
+    }
+    if points.is_empty() {
+        return Err(fail(path, "no seek points"));
+    }
+    Ok(points)
+}
+
+fn read(path: &Path) -> Result<String, ImportError> {
+    crate::input::read_text(path, crate::input::MAX_CONFIG_BYTES)
+        .map_err(|e| fail(path, e.to_string()))
+}
+
+/// The fields of one block, taken one by one; what is left is reported.
+struct Fields<'a> {
+    path: &'a Path,
+    fields: Vec<(String, Node)>,
+}
+
+impl<'a> Fields<'a> {
+    fn new(path: &'a Path, fields: Vec<(String, Node)>) -> Self {
+        Self { path, fields }
+    }
+
+    fn take_opt(&mut self, key: &str) -> Option<Node> {
+        let i = self
+            .fields
+            .iter()
+            .position(|(k, _)| k.eq_ignore_ascii_case(key))?;
+        Some(self.fields.remove(i).1)
+    }
+
+    fn take(&mut self, key: &str) -> Result<Node, ImportError> {
+        self.take_opt(key)
+            .ok_or_else(|| fail(self.path, format!("missing `{key}`")))
+    }
+
+    fn take_opt_text(&mut self, key: &str) -> Option<String> {
+        match self.take_opt(key)? {
+            Node::Scalar(s) => Some(s),
+            other => Some(format!("{other:?}")),
+        }
+    }
+
+    fn take_text(&mut self, key: &str) -> Result<String, ImportError> {
+        match self.take(key)? {
+            Node::Scalar(s) => Ok(s),
+            _ => Err(fail(self.path, format!("`{key}` is not a plain value"))),
+        }
+    }
+
+    fn take_f64(&mut self, key: &str, min: f64, max: f64) -> Result<f64, ImportError> {
+        let text = self.take_text(key)?;
+        match text.parse::<f64>() {
+            Ok(v) if v.is_finite() && (min..=max).contains(&v) => Ok(v),
+            _ => Err(fail(
+                self.path,
+                format!("`{key} = {text}`: expected a number from {min} to {max}"),
+            )),
+        }
+    }
+
+    fn take_ms(&mut self, key: &str) -> Result<f64, ImportError> {
+        self.take_f64(key, 0.0, 3_600_000.0)
+    }
+
+    fn take_u64(&mut self, key: &str, min: u64, max: u64) -> Result<u64, ImportError> {
+        let text = self.take_text(key)?;
+        match text.parse::<f64>() {
+            Ok(v) if v.fract() == 0.0 && v >= min as f64 && v <= max as f64 => Ok(v as u64),
+            _ => Err(fail(
+                self.path,
+                format!("`{key} = {text}`: expected a whole number from {min} to {max}"),
+            )),
+        }
+    }
+
+    fn take_opt_block(&mut self, key: &str) -> Option<Fields<'a>> {
+        match self.take_opt(key)? {
+            Node::Block { fields, .. } => Some(Fields::new(self.path, fields)),
+            _ => None,
+        }
+    }
+
+    fn take_block(&mut self, key: &str) -> Result<Fields<'a>, ImportError> {
+        let path = self.path;
+        self.take_opt_block(key)
+            .ok_or_else(|| fail(path, format!("missing block `{key}`")))
+    }
+
+    /// A file named by `key`, relative to this file's directory.
+    fn take_path(&mut self, key: &str) -> Result<PathBuf, ImportError> {
+        let name = self.take_text(key)?;
+        Ok(self.path.parent().unwrap_or(Path::new(".")).join(name))
+    }
+
+    /// `Model = source FILE`.
+    fn take_source(&mut self, key: &str) -> Result<PathBuf, ImportError> {
+        let text = self.take_text(key)?;
+        let Some(name) = text.strip_prefix("source").map(str::trim) else {
+            return Err(fail(
+                self.path,
+                format!("`{key} = {text}`: expected `source FILE`"),
+            ));
+        };
+        Ok(self.path.parent().unwrap_or(Path::new(".")).join(name))
+    }
+
+    /// Reports every field not taken whose value is not zero.
+    fn rest(self, notes: &mut Vec<String>, within: &str) {
+        for (key, value) in self.fields {
+            match value {
+                Node::Scalar(v) if v.parse::<f64>().is_ok_and(|x| x == 0.0) => {}
+                Node::Scalar(v) => notes.push(format!("{within}: {key} = {v}")),
+                other => notes.push(format!("{within}: {key} = {other:?}")),
+            }
+        }
+    }
+}
+
+/// A top-level block: its type, its name and its fields.
+type TopBlock = (String, String, Vec<(String, Node)>);
+
+/// The first `kind NAME { … }` block of a file.
+fn first_block(path: &Path, text: &str) -> Result<TopBlock, ImportError> {
+    let mut p = Parser {
+        text: text.as_bytes(),
+        at: 0,
+    };
+    let header = p.until(b"{").ok_or_else(|| fail(path, "no `{` block"))?;
+    let mut words = header.split_whitespace();
+    let kind = words.next().unwrap_or_default().to_owned();
+    let name = words.collect::<Vec<_>>().join(" ");
+    p.at += 1;
+    let fields = p
+        .fields(0)
+        .map_err(|(at, m)| fail(path, format!("line {}: {m}", line_of(text, at))))?;
+    Ok((kind, name, fields))
+}
+
+fn line_of(text: &str, at: usize) -> usize {
+    1 + text.as_bytes()[..at.min(text.len())]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+}
+
+struct Parser<'t> {
+    text: &'t [u8],
+    at: usize,
+}
+
+type ParseResult<T> = Result<T, (usize, String)>;
+
+impl Parser<'_> {
+    fn skip_space(&mut self) {
+        while self.at < self.text.len() {
+            match self.text[self.at] {
+                b'#' => {
+                    while self.at < self.text.len() && self.text[self.at] != b'\n' {
+                        self.at += 1;
+                    }
+                }
+                b if b.is_ascii_whitespace() => self.at += 1,
+                _ => break,
+            }
+        }
+    }
+
+    fn peek(&mut self) -> Option<u8> {
+        self.skip_space();
+        self.text.get(self.at).copied()
+    }
+
+    /// The text up to (not including) the first of `stops`, comments removed.
+    fn until(&mut self, stops: &[u8]) -> Option<String> {
+        let mut out = Vec::new();
+        while self.at < self.text.len() {
+            let b = self.text[self.at];
+            if stops.contains(&b) {
+                return Some(String::from_utf8_lossy(&out).trim().to_owned());
+            }
+            if b == b'#' {
+                self.skip_space();
+                out.push(b' ');
+                continue;
+            }
+            out.push(b);
+            self.at += 1;
+        }
+        None
+    }
+
+    /// `Key = value, …` up to the closing `}`.
+    fn fields(&mut self, depth: usize) -> ParseResult<Vec<(String, Node)>> {
+        if depth > MAX_DEPTH {
+            return Err((self.at, format!("nested more than {MAX_DEPTH} deep")));
+        }
+        let mut fields = Vec::new();
+        loop {
+            match self.peek() {
+                None => return Err((self.at, "unclosed `{`".into())),
+                Some(b'}') => {
+                    self.at += 1;
+                    return Ok(fields);
+                }
+                Some(b',') => self.at += 1,
+                Some(_) => {
+                    let key = self
+                        .until(b"=}")
+                        .ok_or((self.at, "unclosed `{`".to_owned()))?;
+                    if self.text.get(self.at) != Some(&b'=') {
+                        return Err((self.at, format!("`{key}` has no `=`")));
+                    }
+                    self.at += 1;
+                    let value = self.value(depth)?;
+                    fields.push((key, value));
+                }
+            }
+        }
+    }
+
+    fn value(&mut self, depth: usize) -> ParseResult<Node> {
+        match self.peek() {
+            Some(b'[') => {
+                self.at += 1;
+                let mut items = Vec::new();
+                loop {
+                    match self.peek() {
+                        None => return Err((self.at, "unclosed `[`".into())),
+                        Some(b']') => {
+                            self.at += 1;
+                            return Ok(Node::List(items));
+                        }
+                        Some(b',') => self.at += 1,
+                        Some(_) => items.push(self.value(depth + 1)?),
+                    }
+                }
+            }
+            Some(_) => {
+                let start = self.at;
+                let text = self.until(b"{,}]\n").unwrap_or_default();
+                if self.text.get(self.at) == Some(&b'{') {
+                    self.at += 1;
+                    let fields = self.fields(depth + 1)?;
+                    return Ok(Node::Block { kind: text, fields });
+                }
+                if text.is_empty() {
+                    return Err((start, "a value is missing".into()));
+                }
+                Ok(Node::Scalar(text))
+            }
+            None => Err((self.at, "a value is missing".into())),
+        }
+    }
+}
+
+/// The spec-file text for `imported`: every parameter, and what was not represented as
+/// comments.
+pub fn to_spec_text(imported: &Imported, source: &Path) -> String {
+    use std::fmt::Write;
+    let p = &imported.params;
+    let o = &p.overheads;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "# {} imported from {} by `schedhost import-disksim`",
+        imported.name,
+        source.display()
+    );
+    for note in &imported.not_represented {
+        let _ = writeln!(s, "# not represented: {note}");
+    }
+    let _ = writeln!(s, "model = drive");
+    let _ = writeln!(s, "rpm = {}", p.rpm);
+    let _ = writeln!(s, "surfaces = {}", p.surfaces);
+    let _ = writeln!(s, "capacity_sectors = {}", p.capacity_sectors);
+    let _ = writeln!(s, "full_seek_ms = {}", p.full_seek_ms);
+    let _ = writeln!(s, "head_switch_ms = {}", p.head_switch_ms);
+    let _ = writeln!(s, "write_settle_ms = {}", p.write_settle_ms);
+    let _ = writeln!(s, "bus_sector_ms = {}", p.bus_sector_ms);
+    for (name, pair) in [
+        ("read_hit", o.read_hit),
+        ("read_miss", o.read_miss),
+        ("write_hit", o.write_hit),
+        ("write_miss", o.write_miss),
+    ] {
+        let _ = writeln!(s, "{name}_after_read_ms = {}", pair[0]);
+        let _ = writeln!(s, "{name}_after_write_ms = {}", pair[1]);
+    }
+    let _ = writeln!(s, "cache_segments = {}", p.cache_segments);
+    let _ = writeln!(s, "segment_sectors = {}", p.segment_sectors);
+    let _ = writeln!(s, "max_read_ahead_sectors = {}", p.max_read_ahead_sectors);
+    let _ = writeln!(s, "write_back = {}", u8::from(p.write_back));
+    let _ = writeln!(
+        s,
+        "# zone = first_cylinder last_cylinder sectors_per_track track_skew cylinder_skew spares"
+    );
+    for z in &p.zones {
+        let _ = writeln!(
+            s,
+            "zone = {} {} {} {} {} {}",
+            z.first_cylinder,
+            z.last_cylinder,
+            z.sectors_per_track,
+            z.track_skew,
+            z.cylinder_skew,
+            z.spares
+        );
+    }
+    let _ = writeln!(s, "# seek = distance_cylinders ms");
+    for (d, ms) in &p.seek {
+        let _ = writeln!(s, "seek = {d} {ms}");
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn disksim_blocks_lists_and_comments_parse_into_fields() {
+        let text = "disksim_disk D {\n  Model = source d.model,  # the layout\n  Zones = [ z { A = 1, B = 2 }, z { A = 3 } ],\n  Sub = t { X = 0.5 }\n}\n";
+        let (kind, name, fields) = first_block(Path::new("d"), text).unwrap();
+        assert_eq!((kind.as_str(), name.as_str()), ("disksim_disk", "D"));
+        assert_eq!(
+            fields[0],
+            ("Model".into(), Node::Scalar("source d.model".into()))
+        );
+        let Node::List(zones) = &fields[1].1 else {
+            panic!("{fields:?}")
+        };
+        assert_eq!(zones.len(), 2);
+        assert!(matches!(&fields[2].1, Node::Block { kind, .. } if kind == "t"));
+    }
+
+    #[test]
+    fn malformed_disksim_files_name_the_line() {
+        for (text, want) in [
+            ("d D {\n A = 1,\n B 2\n}", "line 4: `B 2` has no `=`"),
+            ("d D {\n A = [ 1, 2\n", "unclosed `[`"),
+            ("d D {\n A = 1,\n", "unclosed `{`"),
+        ] {
+            let err = first_block(Path::new("x.diskspecs"), text)
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(want), "{err}");
+        }
+        let deep = format!("d D {{ {} }}", "A = t { ".repeat(40));
+        let err = first_block(Path::new("x"), &deep).unwrap_err().to_string();
+        assert!(err.contains("nested more than"), "{err}");
+    }
+}

@@ -1,0 +1,468 @@
+//! `drive`: a disk described the way DiskSim describes one, parameter for parameter, so a
+//! drive DiskSim's authors extracted and validated can be imported ([`disksim`]) and checked
+//! against its recorded service times (`schedhost validate`).
+//!
+//! Where the `hdd` model derives its layout and seek curve from a few published figures, this
+//! one takes them as measured: every zone's cylinders, sectors per track and skews; the seek
+//! time for each measured distance (linear between them); head switch and write settling;
+//! the controller's overheads by operation, cache outcome and previous operation; the
+//! per-sector bus time; the buffer's segments and read-ahead; write-back caching.
+//!
+//! The mechanism serves one command at a time in arrival order (the validated drives ran with
+//! `Max queue length = 1`). After a read it keeps reading ahead into the segment while idle;
+//! a read wholly in the buffer, or arriving in time as the read-ahead streams, is a hit. With
+//! write-back a write completes once its data is in the buffer and is written to the media
+//! before the mechanism takes the next command.
+
+pub mod disksim;
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+
+use schedhost_sdk::Op;
+
+use super::{DeviceModel, DeviceRequest, EIO, Geometry, in_range};
+
+/// One recording zone, as DiskSim's `dm_layout_g1_zone`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DriveZone {
+    /// First cylinder.
+    pub first_cylinder: u64,
+    /// Last cylinder (inclusive).
+    pub last_cylinder: u64,
+    /// Sectors per track.
+    pub sectors_per_track: u64,
+    /// Rotational offset of a track's first sector from the previous track's, in sectors.
+    pub track_skew: u64,
+    /// The same across a cylinder boundary.
+    pub cylinder_skew: u64,
+    /// Sectors of the zone kept as spares (not addressable).
+    pub spares: u64,
+}
+
+/// Controller overheads in ms, by what the command is and what the previous one was.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Overheads {
+    /// A read served from the buffer, after a read and after a write.
+    pub read_hit: [f64; 2],
+    /// A read that goes to the media.
+    pub read_miss: [f64; 2],
+    /// A write accepted into the buffer at once (write-back).
+    pub write_hit: [f64; 2],
+    /// A write that waits for the media.
+    pub write_miss: [f64; 2],
+}
+
+/// Parameters of a DiskSim-described drive.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DriveParams {
+    /// Spindle speed.
+    pub rpm: f64,
+    /// Recording surfaces (heads).
+    pub surfaces: u64,
+    /// Zones, outer to inner.
+    pub zones: Vec<DriveZone>,
+    /// Measured seek times: (distance in cylinders, ms), ascending.
+    pub seek: Vec<(u64, f64)>,
+    /// Seek across the whole disk, for distances past the table.
+    pub full_seek_ms: f64,
+    /// Switching to another surface in the same cylinder.
+    pub head_switch_ms: f64,
+    /// Extra settling before a write.
+    pub write_settle_ms: f64,
+    /// Bus time per sector between the drive's buffer and the host.
+    pub bus_sector_ms: f64,
+    /// Controller overheads.
+    pub overheads: Overheads,
+    /// Buffer segments.
+    pub cache_segments: u32,
+    /// Sectors per segment.
+    pub segment_sectors: u64,
+    /// How far a read is followed by read-ahead, in sectors past its end.
+    pub max_read_ahead_sectors: u64,
+    /// Writes complete once buffered (DiskSim's `Fast write level` > 0).
+    pub write_back: bool,
+    /// Addressable sectors.
+    pub capacity_sectors: u64,
+}
+
+impl Default for DriveParams {
+    /// A small generic drive, so a spec file may start from `model = drive`.
+    fn default() -> Self {
+        Self {
+            rpm: 7200.0,
+            surfaces: 4,
+            zones: vec![DriveZone {
+                first_cylinder: 0,
+                last_cylinder: 9999,
+                sectors_per_track: 400,
+                track_skew: 40,
+                cylinder_skew: 60,
+                spares: 0,
+            }],
+            seek: vec![(1, 1.0), (3333, 8.5), (10_000, 16.0)],
+            full_seek_ms: 16.0,
+            head_switch_ms: 0.8,
+            write_settle_ms: 0.0,
+            bus_sector_ms: 0.005,
+            overheads: Overheads::default(),
+            cache_segments: 4,
+            segment_sectors: 512,
+            max_read_ahead_sectors: 512,
+            write_back: true,
+            capacity_sectors: 16_000_000,
+        }
+    }
+}
+
+impl DriveParams {
+    /// Sectors the zones hold, spares taken out.
+    pub fn zoned_sectors(&self) -> u64 {
+        self.zones
+            .iter()
+            .map(|z| {
+                let tracks = (z.last_cylinder + 1).saturating_sub(z.first_cylinder) * self.surfaces;
+                (tracks * z.sectors_per_track).saturating_sub(z.spares)
+            })
+            .sum()
+    }
+}
+
+/// Where an LBN lies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Place {
+    cylinder: u64,
+    surface: u64,
+    /// Rotational position of the sector, in sectors from the index.
+    angle: u64,
+    sectors_per_track: u64,
+    /// Sectors left on this track from here.
+    left_on_track: u64,
+    zone: usize,
+}
+
+/// A buffer segment: sectors `[start, end)` held, and the read-ahead still streaming into it.
+#[derive(Debug, Clone, Copy)]
+struct Segment {
+    start: u64,
+    /// Held at `since_ps`.
+    end: u64,
+    /// While streaming: when `end` was reached, ps per sector, and where it stops.
+    since_ps: u64,
+    per_sector_ps: u64,
+    stream_to: u64,
+    streaming: bool,
+    used: u64,
+}
+
+impl Segment {
+    /// The end of what the segment holds at `at_ps`.
+    fn end_at(&self, at_ps: u64) -> u64 {
+        if !self.streaming || at_ps <= self.since_ps {
+            return self.end;
+        }
+        let read = (at_ps - self.since_ps) / self.per_sector_ps.max(1);
+        (self.end + read).min(self.stream_to)
+    }
+}
+
+/// The drive.
+#[derive(Debug)]
+pub struct Drive {
+    params: DriveParams,
+    /// First LBN of each zone.
+    zone_lbn: Vec<u64>,
+    rev_ps: u64,
+    cylinder: u64,
+    surface: u64,
+    /// When the mechanism may take the next command.
+    mech_free_ps: u64,
+    last_was_write: bool,
+    queue: VecDeque<(u64, DeviceRequest)>,
+    segments: Vec<Segment>,
+    due: BinaryHeap<Reverse<(u64, u64, u64, i32)>>,
+    seq: u64,
+}
+
+const PS_PER_NS: u64 = 1000;
+
+fn ms_ps(ms: f64) -> u64 {
+    (ms * 1e9).max(0.0) as u64
+}
+
+impl Drive {
+    /// A drive with `params`.
+    pub fn new(params: DriveParams) -> Self {
+        let mut zone_lbn = Vec::with_capacity(params.zones.len());
+        let mut lbn = 0;
+        for z in &params.zones {
+            zone_lbn.push(lbn);
+            let tracks = (z.last_cylinder + 1).saturating_sub(z.first_cylinder) * params.surfaces;
+            lbn += (tracks * z.sectors_per_track).saturating_sub(z.spares);
+        }
+        let rev_ps = (60e12 / params.rpm.max(1.0)) as u64;
+        Self {
+            params,
+            zone_lbn,
+            rev_ps,
+            cylinder: 0,
+            surface: 0,
+            mech_free_ps: 0,
+            last_was_write: false,
+            queue: VecDeque::new(),
+            segments: Vec::new(),
+            due: BinaryHeap::new(),
+            seq: 0,
+        }
+    }
+
+    fn place(&self, lbn: u64) -> Place {
+        let zone = match self.zone_lbn.binary_search(&lbn) {
+            Ok(i) => i,
+            Err(i) => i.saturating_sub(1),
+        };
+        let z = self.params.zones[zone];
+        let spt = z.sectors_per_track.max(1);
+        let offset = lbn - self.zone_lbn[zone];
+        let track = offset / spt;
+        let surfaces = self.params.surfaces.max(1);
+        let (cyl_in_zone, surface) = (track / surfaces, track % surfaces);
+        // Skew accumulates with every track and cylinder switch since the zone's start.
+        let switches = cyl_in_zone * (surfaces - 1) + surface;
+        let skew = switches * z.track_skew + cyl_in_zone * z.cylinder_skew;
+        let in_track = offset % spt;
+        Place {
+            cylinder: z.first_cylinder + cyl_in_zone,
+            surface,
+            angle: (in_track + skew) % spt,
+            sectors_per_track: spt,
+            left_on_track: spt - in_track,
+            zone,
+        }
+    }
+
+    /// Seek time over `distance` cylinders: the measured table, linear between its points.
+    pub fn seek_ms(&self, distance: u64) -> f64 {
+        if distance == 0 {
+            return 0.0;
+        }
+        let table = &self.params.seek;
+        let Some(&(last_d, last_ms)) = table.last() else {
+            return self.params.full_seek_ms;
+        };
+        if distance >= last_d {
+            // Past the last measured distance: the full-stroke time bounds it.
+            return last_ms.max(self.params.full_seek_ms);
+        }
+        let i = table.partition_point(|&(d, _)| d <= distance);
+        if i == 0 {
+            return table[0].1;
+        }
+        let (d0, t0) = table[i - 1];
+        let (d1, t1) = table[i];
+        t0 + (t1 - t0) * (distance - d0) as f64 / (d1 - d0).max(1) as f64
+    }
+
+    fn overhead_ps(&self, write: bool, hit: bool) -> u64 {
+        let o = &self.params.overheads;
+        let table = match (write, hit) {
+            (false, true) => o.read_hit,
+            (false, false) => o.read_miss,
+            (true, true) => o.write_hit,
+            (true, false) => o.write_miss,
+        };
+        ms_ps(table[usize::from(self.last_was_write)])
+    }
+
+    fn bus_ps(&self, sectors: u32) -> u64 {
+        ms_ps(self.params.bus_sector_ms * f64::from(sectors))
+    }
+
+    /// The mechanism positions for `request` starting at `at_ps` and transfers it; returns
+    /// when its first sector is under the head and when its last has passed.
+    fn access(&mut self, at_ps: u64, request: &DeviceRequest, write: bool) -> (u64, u64) {
+        let place = self.place(request.sector);
+        let distance = place.cylinder.abs_diff(self.cylinder);
+        let mut position = ms_ps(self.seek_ms(distance));
+        if distance == 0 && place.surface != self.surface {
+            position = ms_ps(self.params.head_switch_ms);
+        }
+        if write {
+            position += ms_ps(self.params.write_settle_ms);
+        }
+        let arrive = at_ps + position;
+        let spt = place.sectors_per_track;
+        let per_sector = self.rev_ps / spt;
+        let target = place.angle * self.rev_ps / spt;
+        let wait = (target + self.rev_ps - arrive % self.rev_ps) % self.rev_ps;
+        let start = arrive + wait;
+        let end = start + self.media_ps(request.sector, u64::from(request.sectors), per_sector);
+        let last = self.place(request.end().saturating_sub(1).max(request.sector));
+        self.cylinder = last.cylinder;
+        self.surface = last.surface;
+        (start, end)
+    }
+
+    /// Reading or writing `sectors` from `lbn` once the first is under the head: media time,
+    /// with each track boundary costing its skew.
+    fn media_ps(&self, lbn: u64, sectors: u64, per_sector: u64) -> u64 {
+        let first = self.place(lbn);
+        if sectors <= first.left_on_track {
+            return sectors * per_sector;
+        }
+        let z = self.params.zones[first.zone];
+        let crossings = 1 + (sectors - first.left_on_track - 1) / first.sectors_per_track;
+        (sectors + crossings * z.track_skew) * per_sector
+    }
+
+    /// The segment holding `[sector, end)` by `at_ps`, or streaming towards it, and when the
+    /// last sector is (or will be) there.
+    fn lookup(&self, at_ps: u64, sector: u64, end: u64) -> Option<(usize, u64)> {
+        self.segments.iter().enumerate().find_map(|(i, s)| {
+            if s.start > sector {
+                return None;
+            }
+            if s.end_at(at_ps) >= end {
+                return Some((i, at_ps));
+            }
+            (s.streaming && end <= s.stream_to && sector < s.end_at(at_ps) + 1)
+                .then(|| (i, s.since_ps + (end - s.end) * s.per_sector_ps))
+        })
+    }
+
+    fn stop_streaming(&mut self, at_ps: u64) {
+        for s in &mut self.segments {
+            if s.streaming {
+                s.end = s.end_at(at_ps);
+                s.streaming = false;
+            }
+        }
+    }
+
+    fn add_segment(&mut self, segment: Segment) {
+        if self.segments.len() >= self.params.cache_segments.max(1) as usize
+            && let Some(lru) = (0..self.segments.len()).min_by_key(|&i| self.segments[i].used)
+        {
+            self.segments.swap_remove(lru);
+        }
+        self.segments.push(segment);
+    }
+
+    fn complete_at(&mut self, at_ps: u64, id: u64, status: i32) {
+        self.seq += 1;
+        self.due
+            .push(Reverse((at_ps.div_ceil(PS_PER_NS), self.seq, id, status)));
+    }
+
+    fn serve(&mut self, arrived_ps: u64, request: DeviceRequest) {
+        self.seq += 1;
+        let write = request.op == Op::Write;
+        if !matches!(request.op, Op::Read | Op::Write) {
+            let at = arrived_ps.max(self.mech_free_ps);
+            self.complete_at(at, request.id, 0);
+            return;
+        }
+        let free = arrived_ps.max(self.mech_free_ps);
+        if write {
+            // Buffered data the write replaces is stale.
+            self.segments
+                .retain(|s| s.end_at(free) <= request.sector || s.start >= request.end());
+            let hit = self.params.write_back;
+            let received = arrived_ps + self.overhead_ps(true, hit) + self.bus_ps(request.sectors);
+            self.stop_streaming(free);
+            // The mechanism positions while the data crosses the bus.
+            let mech_start = free.max(arrived_ps + self.overhead_ps(true, hit));
+            let (_, media_end) = self.access(mech_start, &request, true);
+            self.mech_free_ps = media_end;
+            let done = if hit {
+                received
+            } else {
+                media_end.max(received)
+            };
+            self.last_was_write = true;
+            self.complete_at(done, request.id, 0);
+            return;
+        }
+        if let Some((i, ready)) = self.lookup(arrived_ps, request.sector, request.end()) {
+            let overhead = self.overhead_ps(false, true);
+            self.segments[i].used = self.seq;
+            let done = (arrived_ps + overhead).max(ready) + self.bus_ps(request.sectors);
+            self.last_was_write = false;
+            self.complete_at(done, request.id, 0);
+            return;
+        }
+        let overhead = self.overhead_ps(false, false);
+        self.stop_streaming(free);
+        let (start, media_end) = self.access(free + overhead, &request, false);
+        let done = media_end.max(start + self.bus_ps(request.sectors));
+        let place = self.place(request.end().saturating_sub(1));
+        let per_sector = self.rev_ps / place.sectors_per_track;
+        let ahead = self.params.max_read_ahead_sectors.min(
+            self.params
+                .segment_sectors
+                .saturating_sub(u64::from(request.sectors)),
+        );
+        self.add_segment(Segment {
+            start: request.sector,
+            end: request.end(),
+            since_ps: media_end,
+            per_sector_ps: per_sector,
+            stream_to: (request.end() + ahead).min(self.params.capacity_sectors),
+            streaming: ahead > 0,
+            used: self.seq,
+        });
+        // Read-ahead never holds the mechanism: the next command stops it.
+        self.mech_free_ps = media_end;
+        self.last_was_write = false;
+        self.complete_at(done, request.id, 0);
+    }
+
+    fn advance(&mut self, now_ps: u64) {
+        while self.mech_free_ps <= now_ps
+            && let Some((arrived, request)) = self.queue.pop_front()
+        {
+            self.serve(arrived.max(self.mech_free_ps.min(now_ps)), request);
+        }
+    }
+}
+
+impl DeviceModel for Drive {
+    fn geometry(&self) -> Geometry {
+        Geometry {
+            capacity_sectors: self.params.capacity_sectors,
+            hw_queues: 1,
+            queue_depth: 1,
+            max_sectors: 2048,
+        }
+    }
+
+    fn submit(&mut self, now_ns: u64, request: DeviceRequest) {
+        let now_ps = now_ns * PS_PER_NS;
+        if !in_range(&request, self.params.capacity_sectors) {
+            self.complete_at(now_ps, request.id, EIO);
+            return;
+        }
+        self.queue.push_back((now_ps, request));
+        self.advance(now_ps);
+    }
+
+    fn next_event(&self) -> Option<u64> {
+        let due = self.due.peek().map(|Reverse((at, ..))| *at);
+        let waiting = (!self.queue.is_empty()).then(|| self.mech_free_ps.div_ceil(PS_PER_NS));
+        match (due, waiting) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    fn poll(&mut self, now_ns: u64) -> Option<(u64, i32)> {
+        self.advance(now_ns * PS_PER_NS);
+        match self.due.peek() {
+            Some(Reverse((at, ..))) if *at <= now_ns => {
+                let Reverse((_, _, id, status)) = self.due.pop()?;
+                Some((id, status))
+            }
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,144 @@
+//! `schedhost validate` and `schedhost import-disksim`: a simulated device against a drive's
+//! recorded service times, and DiskSim's drive descriptions as schedhost device specs.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, bail};
+use schedhost::backend::sim::DeviceSpec;
+use schedhost::backend::sim::drive::disksim;
+use schedhost::validate::{Distribution, Validation, parse_trace, validate};
+
+use super::OutputFormat;
+
+#[derive(Debug, clap::Args)]
+pub struct ValidateArgs {
+    /// A validation trace: `R|W Hit|Miss blkno bcount service_us next_us` per line.
+    pub trace: PathBuf,
+    /// The simulated device: sim:hdd, a spec file, or a DiskSim .diskspecs (imported).
+    #[arg(long)]
+    pub device: String,
+    /// Write both CDFs as DIR/validate-cdf.svg.
+    #[arg(long, value_name = "DIR")]
+    pub plot: Option<PathBuf>,
+    /// Report format.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Normal)]
+    pub output_format: OutputFormat,
+}
+
+impl ValidateArgs {
+    pub fn execute(self) -> Result<()> {
+        let text = schedhost::input::read_text(&self.trace, schedhost::input::MAX_TRACE_BYTES)
+            .with_context(|| format!("reading {}", self.trace.display()))?;
+        let trace = parse_trace(&text).with_context(|| self.trace.display().to_string())?;
+        let device = DeviceSpec::parse(&self.device)?;
+        let result = validate(&trace, &device)
+            .map_err(anyhow::Error::msg)
+            .with_context(|| format!("replaying {} on {}", self.trace.display(), self.device))?;
+        if let Some(dir) = &self.plot {
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+            let svg = schedhost::observe::plot::distributions(
+                &format!("{} on {}", file_name(&self.trace), self.device),
+                &[
+                    ("measured".to_owned(), &result.curves.0[..]),
+                    (
+                        format!("simulated ({})", device.name()),
+                        &result.curves.1[..],
+                    ),
+                ],
+            )
+            .map_err(anyhow::Error::msg)?;
+            let out = dir.join("validate-cdf.svg");
+            std::fs::write(&out, svg).with_context(|| format!("writing {}", out.display()))?;
+            eprintln!("schedhost: wrote {}", out.display());
+        }
+        match self.output_format {
+            OutputFormat::Json => {
+                let doc = serde_json::json!({
+                    "trace": self.trace.display().to_string(),
+                    "device": self.device,
+                    "model": device.name(),
+                    "validation": result,
+                });
+                println!("{}", serde_json::to_string_pretty(&doc)?);
+            }
+            OutputFormat::Normal => print!("{}", card(&self.trace, &self.device, &result)),
+        }
+        Ok(())
+    }
+}
+
+fn file_name(path: &std::path::Path) -> String {
+    path.file_name().map_or_else(
+        || path.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    )
+}
+
+fn card(trace: &std::path::Path, device: &str, v: &Validation) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "validate: {} on {device}: {} requests",
+        trace.display(),
+        v.requests
+    );
+    let _ = writeln!(
+        s,
+        "  demerit: {:.2} % of the measured mean ({:.0} µs RMS)",
+        v.demerit_percent, v.demerit_us
+    );
+    if let (Some(r), Some(w)) = (v.reads_demerit_percent, v.writes_demerit_percent) {
+        let _ = writeln!(s, "  reads alone {r:.2} %, writes alone {w:.2} %");
+    }
+    let _ = writeln!(
+        s,
+        "  {:<10} {:>9} {:>9} {:>9} {:>9} {:>9}",
+        "µs", "mean", "p50", "p90", "p99", "max"
+    );
+    let row = |s: &mut String, name: &str, d: &Distribution| {
+        let _ = writeln!(
+            s,
+            "  {name:<10} {:>9.0} {:>9.0} {:>9.0} {:>9.0} {:>9.0}",
+            d.mean_us, d.p50_us, d.p90_us, d.p99_us, d.max_us
+        );
+    };
+    row(&mut s, "measured", &v.measured);
+    row(&mut s, "simulated", &v.simulated);
+    s
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ImportArgs {
+    /// The drive's .diskspecs; the .model and .seek files it names are read beside it.
+    pub diskspecs: PathBuf,
+    /// Write the spec here instead of standard output (never over an existing file).
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
+
+impl ImportArgs {
+    pub fn execute(self) -> Result<()> {
+        let imported = disksim::import(&self.diskspecs)?;
+        for note in &imported.not_represented {
+            eprintln!("schedhost: not represented: {note}");
+        }
+        let text = disksim::to_spec_text(&imported, &self.diskspecs);
+        match &self.output {
+            None => print!("{text}"),
+            Some(out) => {
+                if out.exists() {
+                    bail!("{} exists; give a new file name", out.display());
+                }
+                std::fs::write(out, text).with_context(|| format!("writing {}", out.display()))?;
+                eprintln!(
+                    "schedhost: wrote {} ({} zones, {} seek points)",
+                    out.display(),
+                    imported.params.zones.len(),
+                    imported.params.seek.len()
+                );
+            }
+        }
+        Ok(())
+    }
+}
