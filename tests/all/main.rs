@@ -29,3 +29,4 @@ mod sdk_example;
 mod swaps;
 mod time_slice;
 mod uring;
+mod validate;

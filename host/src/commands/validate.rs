@@ -110,7 +110,8 @@ fn card(trace: &std::path::Path, device: &str, v: &Validation) -> String {
 
 #[derive(Debug, clap::Args)]
 pub struct ImportArgs {
-    /// The drive's .diskspecs; the .model and .seek files it names are read beside it.
+    /// The drive's .diskspecs (the .model and .seek it names are read beside it), or a
+    /// .parv, whose bus timing is taken too.
     pub diskspecs: PathBuf,
     /// Write the spec here instead of standard output (never over an existing file).
     #[arg(long, short = 'o', value_name = "FILE")]
@@ -119,7 +120,11 @@ pub struct ImportArgs {
 
 impl ImportArgs {
     pub fn execute(self) -> Result<()> {
-        let imported = disksim::import(&self.diskspecs)?;
+        let imported = if self.diskspecs.extension().is_some_and(|e| e == "parv") {
+            disksim::import_parv(&self.diskspecs)?
+        } else {
+            disksim::import(&self.diskspecs)?
+        };
         for note in &imported.not_represented {
             eprintln!("schedhost: not represented: {note}");
         }

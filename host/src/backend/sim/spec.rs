@@ -82,12 +82,17 @@ impl DeviceSpec {
             "sim:hdd" => return Ok(Self::Hdd(HddParams::default())),
             _ => {}
         }
-        if Path::new(arg).extension().is_some_and(|e| e == "diskspecs") {
-            let imported =
-                super::drive::disksim::import(Path::new(arg)).map_err(|e| SpecError::Import {
-                    arg: arg.to_owned(),
-                    reason: e.to_string(),
-                })?;
+        let path = Path::new(arg);
+        let disksim = match path.extension().and_then(|e| e.to_str()) {
+            Some("diskspecs") => Some(super::drive::disksim::import(path)),
+            Some("parv") => Some(super::drive::disksim::import_parv(path)),
+            _ => None,
+        };
+        if let Some(imported) = disksim {
+            let imported = imported.map_err(|e| SpecError::Import {
+                arg: arg.to_owned(),
+                reason: e.to_string(),
+            })?;
             return Ok(Self::Drive(Box::new(imported.params)));
         }
         let text = crate::input::read_text(Path::new(arg), crate::input::MAX_CONFIG_BYTES)
@@ -259,7 +264,7 @@ impl DeviceSpec {
     }
 }
 
-const DRIVE_KEYS: &str = "rpm surfaces capacity_sectors zone seek full_seek_ms head_switch_ms write_settle_ms bus_sector_ms read_hit_after_read_ms read_hit_after_write_ms read_miss_after_read_ms read_miss_after_write_ms write_hit_after_read_ms write_hit_after_write_ms write_miss_after_read_ms write_miss_after_write_ms cache_segments segment_sectors max_read_ahead_sectors write_back";
+const DRIVE_KEYS: &str = "rpm surfaces capacity_sectors zone seek full_seek_ms head_switch_ms write_settle_ms bus_sector_ms read_hit_after_read_ms read_hit_after_write_ms read_miss_after_read_ms read_miss_after_write_ms write_hit_after_read_ms write_hit_after_write_ms write_miss_after_read_ms write_miss_after_write_ms read_completion_ms write_completion_ms cache_segments segment_sectors max_read_ahead_sectors write_back transfer_after_media";
 
 fn set_drive(p: &mut DriveParams, key: &str, value: &str) -> Result<(), String> {
     let o = &mut p.overheads;
@@ -284,15 +289,25 @@ fn set_drive(p: &mut DriveParams, key: &str, value: &str) -> Result<(), String> 
         "write_miss_after_read_ms" | "write_miss_after_write_ms" => {
             o.write_miss[after] = millis_or_zero(key, value)?;
         }
+        "read_completion_ms" => o.completion[0] = millis_or_zero(key, value)?,
+        "write_completion_ms" => o.completion[1] = millis_or_zero(key, value)?,
         "cache_segments" => p.cache_segments = positive(key, value)?,
         "segment_sectors" => p.segment_sectors = positive(key, value)?,
         "max_read_ahead_sectors" => p.max_read_ahead_sectors = num(key, value)?,
         "write_back" => p.write_back = num::<u8>(key, value)? != 0,
+        "transfer_after_media" => p.transfer_after_media = num::<u8>(key, value)? != 0,
         "zone" => {
             if p.zones.len() >= 65_536 {
                 return Err("more than 65536 zones".into());
             }
-            let n = numbers::<6>(key, value)?;
+            // Six numbers, or eight with the first sector's offset and the unused front.
+            let n = match value.split_whitespace().count() {
+                6 => {
+                    let six = numbers::<6>(key, value)?;
+                    [six[0], six[1], six[2], six[3], six[4], six[5], 0, 0]
+                }
+                _ => numbers::<8>(key, value)?,
+            };
             let [
                 first_cylinder,
                 last_cylinder,
@@ -300,6 +315,8 @@ fn set_drive(p: &mut DriveParams, key: &str, value: &str) -> Result<(), String> 
                 track_skew,
                 cylinder_skew,
                 spares,
+                first_offset,
+                front_gap,
             ] = n;
             if last_cylinder < first_cylinder
                 || sectors_per_track == 0
@@ -308,6 +325,13 @@ fn set_drive(p: &mut DriveParams, key: &str, value: &str) -> Result<(), String> 
             {
                 return Err(format!(
                     "`zone = {value}`: needs first <= last cylinder (at most 10000000) and 1 to 1048576 sectors per track"
+                ));
+            }
+            let tracks = (last_cylinder + 1 - first_cylinder) * p.surfaces.min(1024);
+            if spares.saturating_add(front_gap) > tracks * sectors_per_track {
+                return Err(format!(
+                    "`zone = {value}`: spares and the unused front are more than the zone's {} sectors",
+                    tracks * sectors_per_track
                 ));
             }
             if p.zones
@@ -323,6 +347,8 @@ fn set_drive(p: &mut DriveParams, key: &str, value: &str) -> Result<(), String> 
                 track_skew: track_skew % sectors_per_track,
                 cylinder_skew: cylinder_skew % sectors_per_track,
                 spares,
+                first_offset: first_offset % sectors_per_track,
+                front_gap,
             });
         }
         "seek" => {

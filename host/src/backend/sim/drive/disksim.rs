@@ -136,17 +136,27 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
         let after_write = specs.take_ms(&format!("{what} after write"))?;
         Ok([after_read, after_write].map(|ms| (ms + per_request) * scale))
     };
-    let overheads = Overheads {
+    let mut overheads = Overheads {
         read_hit: pair("Read hit over.")?,
         read_miss: pair("Read miss over.")?,
         write_hit: pair("Write hit over.")?,
         write_miss: pair("Write miss over.")?,
+        completion: [0.0; 2],
     };
+    overheads.completion = [
+        specs.take_opt_f64("Read completion overhead", 0.0, 3_600_000.0)? * scale,
+        specs.take_opt_f64("Write completion overhead", 0.0, 3_600_000.0)? * scale,
+    ];
     let bus_sector_ms = specs.take_ms("Bulk sector transfer time")?;
     let cache_segments = specs.take_u64("Number of buffer segments", 1, 65_536)? as u32;
     let segment_sectors = specs.take_u64("Segment size (in blks)", 1, 1 << 24)?;
     let max_read_ahead_sectors = specs.take_u64("Maximum read-ahead (blks)", 0, 1 << 24)?;
     let fast_write = specs.take_u64("Fast write level", 0, 2)?;
+    if fast_write == 1 {
+        notes.push("Fast write level = 1 (write-back for sequential writes only): every write is write-back".into());
+    }
+    let by_reqsize = specs.take_opt_f64("Set watermark by reqsize", 0.0, 1.0)? != 0.0;
+    let hold_bus = specs.take_opt_f64("Hold bus entire read xfer", 0.0, 1.0)? != 0.0;
     let queue = specs.take_u64("Max queue length", 0, 1 << 16)?;
     if queue > 1 {
         notes.push(format!(
@@ -185,6 +195,7 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
             segment_sectors,
             max_read_ahead_sectors,
             write_back: fast_write > 0,
+            transfer_after_media: by_reqsize || hold_bus,
             capacity_sectors: 0,
         },
         not_represented: notes,
@@ -196,6 +207,54 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
             "Block count = {blocks}, but the zones less their spares hold {zoned}; capacity is {}",
             blocks.min(zoned)
         ));
+    }
+    Ok(imported)
+}
+
+/// Reads a `.parv`: the drive its `source X.diskspecs` line names, with the slowest bus's
+/// per-block transfer time when that is slower than the drive's own.
+///
+/// # Errors
+/// As [`import`], or the `.parv` names no `.diskspecs`.
+pub fn import_parv(parv: &Path) -> Result<Imported, ImportError> {
+    let text = read(parv)?;
+    let specs = text
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("source "))
+        .map(str::trim)
+        .find(|name| name.ends_with(".diskspecs"))
+        .ok_or_else(|| fail(parv, "no `source X.diskspecs` line"))?;
+    let mut imported = import(&parv.parent().unwrap_or(Path::new(".")).join(specs))?;
+    let mut bus_ms = 0f64;
+    let mut from = 0;
+    while let Some(found) = text[from..].find("disksim_bus ") {
+        let start = from + found;
+        from = start + 1;
+        let Some(brace) = text[start..].find('{').map(|b| start + b) else {
+            break;
+        };
+        // `disksim_bus NAME {` on one line; the topology's `disksim_bus bus0 [` is not a block.
+        if text[start..brace].contains(['\n', '[']) {
+            continue;
+        }
+        let mut p = Parser {
+            text: text.as_bytes(),
+            at: brace + 1,
+        };
+        let fields = p
+            .fields(0)
+            .map_err(|(at, m)| fail(parv, format!("line {}: {m}", line_of(&text, at))))?;
+        let mut bus = Fields::new(parv, fields);
+        for key in ["Read block transfer time", "Write block transfer time"] {
+            bus_ms = bus_ms.max(bus.take_opt_f64(key, 0.0, 3_600_000.0)?);
+        }
+    }
+    if bus_ms > imported.params.bus_sector_ms {
+        imported.not_represented.push(format!(
+            "the bus takes {bus_ms} ms per block, more than the drive's {} ms: the bus's is used",
+            imported.params.bus_sector_ms
+        ));
+        imported.params.bus_sector_ms = bus_ms;
     }
     Ok(imported)
 }
@@ -233,13 +292,10 @@ fn import_zones(
         if let Some(Node::List(list)) = z.take_opt("defects") {
             defects += list.len();
         }
-        for key in ["Offset of first block", "Empty space at zone front"] {
-            if let Some(v) = z.take_opt_text(key)
-                && v.parse::<f64>().is_ok_and(|x| x != 0.0)
-            {
-                notes.push(format!("zone {i}: {key} = {v}"));
-            }
-        }
+        let first_offset = z.take_opt_f64("Offset of first block", 0.0, 1e9)?.round() as u64 % spt;
+        let front_gap = z
+            .take_opt_f64("Empty space at zone front", 0.0, 1e12)?
+            .round() as u64;
         z.rest(notes, &format!("zone {i}"));
         if let Some(prev) = zones.last().map(|p: &DriveZone| p.last_cylinder)
             && first <= prev
@@ -256,6 +312,8 @@ fn import_zones(
             track_skew,
             cylinder_skew,
             spares,
+            first_offset,
+            front_gap,
         });
     }
     if slips + defects > 0 {
@@ -356,6 +414,15 @@ impl<'a> Fields<'a> {
                 self.path,
                 format!("`{key} = {text}`: expected a number from {min} to {max}"),
             )),
+        }
+    }
+
+    /// An optional number, 0 when absent.
+    fn take_opt_f64(&mut self, key: &str, min: f64, max: f64) -> Result<f64, ImportError> {
+        if self.fields.iter().any(|(k, _)| k.eq_ignore_ascii_case(key)) {
+            self.take_f64(key, min, max)
+        } else {
+            Ok(0.0)
         }
     }
 
@@ -587,24 +654,33 @@ pub fn to_spec_text(imported: &Imported, source: &Path) -> String {
         let _ = writeln!(s, "{name}_after_read_ms = {}", pair[0]);
         let _ = writeln!(s, "{name}_after_write_ms = {}", pair[1]);
     }
+    let _ = writeln!(s, "read_completion_ms = {}", o.completion[0]);
+    let _ = writeln!(s, "write_completion_ms = {}", o.completion[1]);
     let _ = writeln!(s, "cache_segments = {}", p.cache_segments);
     let _ = writeln!(s, "segment_sectors = {}", p.segment_sectors);
     let _ = writeln!(s, "max_read_ahead_sectors = {}", p.max_read_ahead_sectors);
     let _ = writeln!(s, "write_back = {}", u8::from(p.write_back));
     let _ = writeln!(
         s,
-        "# zone = first_cylinder last_cylinder sectors_per_track track_skew cylinder_skew spares"
+        "transfer_after_media = {}",
+        u8::from(p.transfer_after_media)
+    );
+    let _ = writeln!(
+        s,
+        "# zone = first_cylinder last_cylinder sectors_per_track track_skew cylinder_skew spares first_offset front_gap"
     );
     for z in &p.zones {
         let _ = writeln!(
             s,
-            "zone = {} {} {} {} {} {}",
+            "zone = {} {} {} {} {} {} {} {}",
             z.first_cylinder,
             z.last_cylinder,
             z.sectors_per_track,
             z.track_skew,
             z.cylinder_skew,
-            z.spares
+            z.spares,
+            z.first_offset,
+            z.front_gap
         );
     }
     let _ = writeln!(s, "# seek = distance_cylinders ms");

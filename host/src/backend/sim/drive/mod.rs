@@ -38,6 +38,10 @@ pub struct DriveZone {
     pub cylinder_skew: u64,
     /// Sectors of the zone kept as spares (not addressable).
     pub spares: u64,
+    /// Rotational position of the zone's first sector, in sectors from the index.
+    pub first_offset: u64,
+    /// Sectors unused at the zone's front, before its first LBN.
+    pub front_gap: u64,
 }
 
 /// Controller overheads in ms, by what the command is and what the previous one was.
@@ -51,6 +55,8 @@ pub struct Overheads {
     pub write_hit: [f64; 2],
     /// A write that waits for the media.
     pub write_miss: [f64; 2],
+    /// After the data of a read, and of a write, before the completion is reported.
+    pub completion: [f64; 2],
 }
 
 /// Parameters of a DiskSim-described drive.
@@ -82,6 +88,9 @@ pub struct DriveParams {
     pub max_read_ahead_sectors: u64,
     /// Writes complete once buffered (DiskSim's `Fast write level` > 0).
     pub write_back: bool,
+    /// A read's data crosses the bus only once all of it is in the buffer (DiskSim's
+    /// `Set watermark by reqsize` or `Hold bus entire read xfer`), not while it streams.
+    pub transfer_after_media: bool,
     /// Addressable sectors.
     pub capacity_sectors: u64,
 }
@@ -99,6 +108,8 @@ impl Default for DriveParams {
                 track_skew: 40,
                 cylinder_skew: 60,
                 spares: 0,
+                first_offset: 0,
+                front_gap: 0,
             }],
             seek: vec![(1, 1.0), (3333, 8.5), (10_000, 16.0)],
             full_seek_ms: 16.0,
@@ -110,6 +121,7 @@ impl Default for DriveParams {
             segment_sectors: 512,
             max_read_ahead_sectors: 512,
             write_back: true,
+            transfer_after_media: false,
             capacity_sectors: 16_000_000,
         }
     }
@@ -122,7 +134,7 @@ impl DriveParams {
             .iter()
             .map(|z| {
                 let tracks = (z.last_cylinder + 1).saturating_sub(z.first_cylinder) * self.surfaces;
-                (tracks * z.sectors_per_track).saturating_sub(z.spares)
+                (tracks * z.sectors_per_track).saturating_sub(z.spares.saturating_add(z.front_gap))
             })
             .sum()
     }
@@ -198,7 +210,8 @@ impl Drive {
         for z in &params.zones {
             zone_lbn.push(lbn);
             let tracks = (z.last_cylinder + 1).saturating_sub(z.first_cylinder) * params.surfaces;
-            lbn += (tracks * z.sectors_per_track).saturating_sub(z.spares);
+            lbn +=
+                (tracks * z.sectors_per_track).saturating_sub(z.spares.saturating_add(z.front_gap));
         }
         let rev_ps = (60e12 / params.rpm.max(1.0)) as u64;
         Self {
@@ -223,7 +236,8 @@ impl Drive {
         };
         let z = self.params.zones[zone];
         let spt = z.sectors_per_track.max(1);
-        let offset = lbn - self.zone_lbn[zone];
+        // The zone's unused front comes before its first LBN.
+        let offset = lbn - self.zone_lbn[zone] + z.front_gap;
         let track = offset / spt;
         let surfaces = self.params.surfaces.max(1);
         let (cyl_in_zone, surface) = (track / surfaces, track % surfaces);
@@ -234,7 +248,7 @@ impl Drive {
         Place {
             cylinder: z.first_cylinder + cyl_in_zone,
             surface,
-            angle: (in_track + skew) % spt,
+            angle: (in_track + skew + z.first_offset) % spt,
             sectors_per_track: spt,
             left_on_track: spt - in_track,
             zone,
@@ -386,7 +400,9 @@ impl Drive {
         if let Some((i, ready)) = self.lookup(arrived_ps, request.sector, request.end()) {
             let overhead = self.overhead_ps(false, true);
             self.segments[i].used = self.seq;
-            let done = (arrived_ps + overhead).max(ready) + self.bus_ps(request.sectors);
+            let done = (arrived_ps + overhead).max(ready)
+                + self.bus_ps(request.sectors)
+                + ms_ps(self.params.overheads.completion[0]);
             self.last_was_write = false;
             self.complete_at(done, request.id, 0);
             return;
@@ -394,7 +410,12 @@ impl Drive {
         let overhead = self.overhead_ps(false, false);
         self.stop_streaming(free);
         let (start, media_end) = self.access(free + overhead, &request, false);
-        let done = media_end.max(start + self.bus_ps(request.sectors));
+        let bus = self.bus_ps(request.sectors);
+        let done = if self.params.transfer_after_media {
+            media_end + bus
+        } else {
+            media_end.max(start + bus)
+        } + ms_ps(self.params.overheads.completion[0]);
         let place = self.place(request.end().saturating_sub(1));
         let per_sector = self.rev_ps / place.sectors_per_track;
         let ahead = self.params.max_read_ahead_sectors.min(
