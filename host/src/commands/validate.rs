@@ -88,8 +88,12 @@ fn card(trace: &std::path::Path, device: &str, v: &Validation) -> String {
         "  demerit: {:.2} % of the measured mean ({:.0} µs RMS)",
         v.demerit_percent, v.demerit_us
     );
-    if let (Some(r), Some(w)) = (v.reads_demerit_percent, v.writes_demerit_percent) {
-        let _ = writeln!(s, "  reads alone {r:.2} %, writes alone {w:.2} %");
+    for op in &v.by_op {
+        let _ = writeln!(
+            s,
+            "  {}s alone ({}): {:.2} %",
+            op.op, op.requests, op.demerit_percent
+        );
     }
     let _ = writeln!(
         s,
@@ -105,6 +109,10 @@ fn card(trace: &std::path::Path, device: &str, v: &Validation) -> String {
     };
     row(&mut s, "measured", &v.measured);
     row(&mut s, "simulated", &v.simulated);
+    for op in &v.by_op {
+        row(&mut s, &format!("{} meas.", op.op), &op.measured);
+        row(&mut s, &format!("{} sim.", op.op), &op.simulated);
+    }
     s
 }
 

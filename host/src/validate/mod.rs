@@ -219,13 +219,26 @@ pub struct Validation {
     pub measured: Distribution,
     /// What the model took.
     pub simulated: Distribution,
-    /// The same for reads and writes alone, when the trace has both.
-    pub reads_demerit_percent: Option<f64>,
-    /// Writes alone.
-    pub writes_demerit_percent: Option<f64>,
+    /// Reads alone and writes alone, when the trace has both.
+    pub by_op: Vec<OpValidation>,
     /// Both distributions, ascending (for plots).
     #[serde(skip)]
     pub curves: (Vec<f64>, Vec<f64>),
+}
+
+/// One operation's share of a validation.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct OpValidation {
+    /// `read` or `write`.
+    pub op: &'static str,
+    /// Its requests.
+    pub requests: usize,
+    /// Its demerit, against its own measured mean.
+    pub demerit_percent: f64,
+    /// What the drive took.
+    pub measured: Distribution,
+    /// What the model took.
+    pub simulated: Distribution,
 }
 
 /// Replays and compares.
@@ -238,16 +251,29 @@ pub fn validate(trace: &[Recorded], device: &DeviceSpec) -> Result<Validation, S
         v.sort_by(f64::total_cmp);
         v
     };
-    let per_op = |op: Op| -> Option<f64> {
+    let per_op = |op: Op| -> Option<OpValidation> {
         let (m, s): (Vec<f64>, Vec<f64>) = trace
             .iter()
             .zip(&simulated)
             .filter(|(r, _)| r.op == op)
             .map(|(r, s)| (r.service_us, *s))
             .unzip();
-        (!m.is_empty() && m.len() < trace.len()).then(|| demerit(&sorted(m), &sorted(s)).1)
+        if m.is_empty() || m.len() == trace.len() {
+            return None;
+        }
+        let (m, s) = (sorted(m), sorted(s));
+        Some(OpValidation {
+            op: op.name(),
+            requests: m.len(),
+            demerit_percent: demerit(&m, &s).1,
+            measured: distribution(&m),
+            simulated: distribution(&s),
+        })
     };
-    let (reads, writes) = (per_op(Op::Read), per_op(Op::Write));
+    let by_op: Vec<OpValidation> = [Op::Read, Op::Write]
+        .into_iter()
+        .filter_map(per_op)
+        .collect();
     let measured = sorted(trace.iter().map(|r| r.service_us).collect());
     let simulated = sorted(simulated);
     let (demerit_us, demerit_percent) = demerit(&measured, &simulated);
@@ -257,8 +283,7 @@ pub fn validate(trace: &[Recorded], device: &DeviceSpec) -> Result<Validation, S
         demerit_percent,
         measured: distribution(&measured),
         simulated: distribution(&simulated),
-        reads_demerit_percent: reads,
-        writes_demerit_percent: writes,
+        by_op,
         curves: (measured, simulated),
     })
 }
