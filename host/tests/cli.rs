@@ -718,3 +718,55 @@ fn compare_plot_and_plot_command_draw_saved_reports_and_refuse_other_json() {
     let out = schedhost(&["plot", other.to_str().unwrap()]);
     assert_fails_with(&out, "not a schedhost JSON report");
 }
+
+#[test]
+fn compare_puts_a_real_file_beside_a_simulated_disk_and_threads_do_not_change_the_table() {
+    let dir = real_dir("compare_devices");
+    let file = dir.join("disk.img");
+    std::fs::write(&file, vec![0u8; 4 << 20]).unwrap();
+    let json = dir.join("t.json");
+    let args = |threads: &str| {
+        schedhost(&[
+            "compare",
+            "-p",
+            "native:noop",
+            "-p",
+            "native:deadline",
+            "--device",
+            "sim:hdd",
+            "--device",
+            file.to_str().unwrap(),
+            "--threads",
+            threads,
+            "--json",
+            json.to_str().unwrap(),
+            "--name=r",
+            "--rw=randread",
+            "--bs=4k",
+            "--size=4m",
+            "--runtime=100ms",
+        ])
+    };
+    let out = args("2");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let table = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        table.contains("noop @ sim:hdd") && table.contains("deadline @ "),
+        "{table}"
+    );
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let cells = v["rows"][0]["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 4);
+    assert_eq!(cells[3]["device"], file.to_str().unwrap());
+    assert!(
+        cells.iter().all(|c| c["mean"].as_f64().unwrap() > 0.0),
+        "{v}"
+    );
+    // The simulated half is deterministic, whatever the number of threads.
+    let sim = |v: &serde_json::Value| v["rows"][0]["cells"].as_array().unwrap()[..2].to_vec();
+    let first = sim(&v);
+    let out = args("1");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let again: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(sim(&again), first);
+}

@@ -6,7 +6,6 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
-use schedhost::backend::sim::DeviceSpec;
 use schedhost::core::{Nomerges, Supervision};
 use schedhost::frontend::jobs::JobSpec;
 use schedhost::frontend::jobs::sim::{self, SimOptions};
@@ -16,7 +15,9 @@ use schedhost::policy::{Loaded, WasmRuntime, load};
 use schedhost::report::rates;
 use serde_json::json;
 
-use super::run::read_jobs;
+use schedhost::frontend::jobs::real::{self, RealOptions};
+
+use super::run::{DeviceArg, read_jobs};
 
 /// What a cell shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -94,9 +95,17 @@ pub struct CompareArgs {
     pub policies: Vec<String>,
     /// fio job files; fio options may be given instead or as well.
     pub jobs: Vec<PathBuf>,
-    /// Device: sim:hdd, sim:ssd, sim:null, or a spec file.
-    #[arg(long, default_value = "sim:hdd")]
-    pub device: String,
+    /// A device, repeatable (each is a group of columns): sim:hdd, sim:ssd, sim:null, a spec
+    /// file, a DiskSim .diskspecs or .parv, or real files and block devices (a:b).
+    #[arg(long = "device", default_value = "sim:hdd")]
+    pub devices: Vec<String>,
+    /// Threads for the simulated cells (default: every core). The table does not depend on
+    /// it; real devices are measured one cell at a time.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub threads: Option<u32>,
+    /// On real devices, allow writing over existing files and block devices.
+    #[arg(long)]
+    pub allow_overwrite: bool,
     /// Sweep a fio option over every job: numjobs=1..8 or iodepth=1,32,2048.
     #[arg(long, value_name = "OPTION=VALUES")]
     pub sweep: Option<String>,
@@ -123,28 +132,59 @@ pub struct CompareArgs {
     pub plot: Option<PathBuf>,
 }
 
-/// A policy column: how to build it and its settings.
+/// A policy: how to build it and its settings.
 struct Column {
     label: String,
     loaded: Loaded,
     settings: Vec<(String, i64)>,
 }
 
+/// A column of the table: a policy on a device.
+struct Cell<'a> {
+    label: String,
+    device: usize,
+    policy: &'a Column,
+}
+
+/// One run of the table: a row's jobs, a column, a seed.
+#[derive(Debug, Clone, Copy)]
+struct Work {
+    row: usize,
+    column: usize,
+    seed: u64,
+}
+
 impl CompareArgs {
     pub fn execute(self, fio_options: Vec<String>) -> Result<()> {
         let jobs = read_jobs(&self.jobs, &fio_options)?;
-        let device = DeviceSpec::parse(&self.device)?;
+        let devices = self
+            .devices
+            .iter()
+            .map(|d| DeviceArg::parse(d).with_context(|| format!("--device {d}")))
+            .collect::<Result<Vec<_>>>()?;
         let runtime = WasmRuntime::new().context("setting up the WebAssembly engine")?;
-        let columns = self
+        let policies = self
             .policies
             .iter()
             .map(|spec| column(&runtime, spec))
             .collect::<Result<Vec<_>>>()?;
+        let columns: Vec<Cell<'_>> = (0..devices.len())
+            .flat_map(|device| policies.iter().map(move |policy| (device, policy)))
+            .map(|(device, policy)| Cell {
+                label: if devices.len() > 1 {
+                    format!("{} @ {}", policy.label, self.devices[device])
+                } else {
+                    policy.label.clone()
+                },
+                device,
+                policy,
+            })
+            .collect();
         let (sweep_key, sweep_values) = match &self.sweep {
             Some(sweep) => parse_sweep(sweep)?,
             None => (String::new(), vec![String::new()]),
         };
-        let mut rows = Vec::new();
+        let mut row_jobs = Vec::new();
         for value in &sweep_values {
             let mut jobs = jobs.clone();
             if !sweep_key.is_empty() {
@@ -154,9 +194,27 @@ impl CompareArgs {
                     })?;
                 }
             }
+            row_jobs.push(jobs);
+        }
+        let work: Vec<Work> = (0..row_jobs.len())
+            .flat_map(|row| (0..columns.len()).map(move |column| (row, column)))
+            .flat_map(|(row, column)| {
+                (0..u64::from(self.repeat)).map(move |i| Work {
+                    row,
+                    column,
+                    seed: self.seed + i,
+                })
+            })
+            .collect();
+        let values = self.measure(&work, &row_jobs, &devices, &columns, &sweep_values)?;
+        let mut rows = Vec::new();
+        let mut at = 0;
+        for value in &sweep_values {
             let mut cells = Vec::new();
-            for column in &columns {
-                cells.push(self.cell(&jobs, &device, column, value)?);
+            for _ in &columns {
+                let n = self.repeat as usize;
+                cells.push(values[at..at + n].to_vec());
+                at += n;
             }
             rows.push((value.clone(), cells));
         }
@@ -180,47 +238,119 @@ impl CompareArgs {
         Ok(())
     }
 
-    /// The metric over `repeat` seeded runs.
-    fn cell(
+    /// Every run's metric, in `work`'s order: simulated runs on a pool of threads (each run
+    /// is deterministic, so the pool's size and order change nothing), then real ones, one at
+    /// a time so they do not disturb each other.
+    fn measure(
         &self,
-        jobs: &[JobSpec],
-        device: &DeviceSpec,
-        column: &Column,
-        sweep_value: &str,
+        work: &[Work],
+        row_jobs: &[Vec<JobSpec>],
+        devices: &[DeviceArg],
+        columns: &[Cell<'_>],
+        sweep_values: &[String],
     ) -> Result<Vec<f64>> {
-        (0..u64::from(self.repeat))
-            .map(|i| {
-                let options = SimOptions {
-                    seed: self.seed + i,
-                    nomerges: Nomerges::from_level(self.nomerges).unwrap_or_default(),
-                    nr_requests: None,
-                    supervision: Supervision::default(),
-                    record_events: false,
-                    metering: false,
-                };
-                let outcome = sim::run(
-                    jobs,
-                    device,
-                    column.loaded.instantiate()?,
-                    &column.settings,
-                    options,
-                    &mut |_| {},
+        let run = |w: &Work| -> Result<f64> {
+            let cell = &columns[w.column];
+            let context = || {
+                format!(
+                    "policy {} on {} at sweep value {:?}, seed {}",
+                    cell.policy.label, self.devices[cell.device], sweep_values[w.row], w.seed
                 )
-                .with_context(|| {
-                    format!(
-                        "policy {} at sweep value {sweep_value:?}, seed {}",
-                        column.label, options.seed
+            };
+            let nomerges = Nomerges::from_level(self.nomerges).unwrap_or_default();
+            let outcome = match &devices[cell.device] {
+                DeviceArg::Sim(device) => {
+                    let options = SimOptions {
+                        seed: w.seed,
+                        nomerges,
+                        nr_requests: None,
+                        supervision: Supervision::default(),
+                        record_events: false,
+                        metering: false,
+                    };
+                    sim::run(
+                        &row_jobs[w.row],
+                        device,
+                        cell.policy.loaded.instantiate()?,
+                        &cell.policy.settings,
+                        options,
+                        &mut |_| {},
                     )
-                })?;
-                Ok(self.metric.of(&outcome))
-            })
-            .collect()
+                    .with_context(context)?
+                }
+                DeviceArg::Real(paths) => {
+                    let policies = paths
+                        .iter()
+                        .map(|_| cell.policy.loaded.instantiate())
+                        .collect::<Result<Vec<_>, _>>()?;
+                    let options = RealOptions {
+                        seed: w.seed,
+                        nomerges,
+                        allow_overwrite: self.allow_overwrite,
+                        ..RealOptions::default()
+                    };
+                    real::run(
+                        &row_jobs[w.row],
+                        paths,
+                        policies,
+                        &cell.policy.settings,
+                        options,
+                    )
+                    .with_context(context)?
+                    .outcome
+                }
+            };
+            Ok(self.metric.of(&outcome))
+        };
+        let simulated = |w: &&Work| matches!(devices[columns[w.column].device], DeviceArg::Sim(_));
+        let sims: Vec<(usize, &Work)> = work
+            .iter()
+            .enumerate()
+            .filter(|(_, w)| simulated(w))
+            .collect();
+        let threads = self
+            .threads
+            .map_or_else(
+                || std::thread::available_parallelism().map_or(1, usize::from),
+                |n| n as usize,
+            )
+            .min(sims.len().max(1));
+        let slots: Vec<std::sync::Mutex<Option<Result<f64>>>> =
+            work.iter().map(|_| std::sync::Mutex::new(None)).collect();
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        std::thread::scope(|scope| {
+            for _ in 0..threads {
+                scope.spawn(|| {
+                    loop {
+                        let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(&(index, w)) = sims.get(k) else {
+                            break;
+                        };
+                        let result = run(w);
+                        *slots[index]
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(result);
+                    }
+                });
+            }
+        });
+        let mut values = Vec::with_capacity(work.len());
+        for (slot, w) in slots.into_iter().zip(work) {
+            let done = slot
+                .into_inner()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            values.push(match done {
+                Some(result) => result?,
+                None => run(w)?,
+            });
+        }
+        Ok(values)
     }
 
     fn table(
         &self,
         sweep_key: &str,
-        columns: &[Column],
+        columns: &[Cell<'_>],
         rows: &[(String, Vec<Vec<f64>>)],
     ) -> String {
         let mut out = String::new();
@@ -228,7 +358,7 @@ impl CompareArgs {
             out,
             "{} on {}, {} run(s) per cell: mean (stddev)",
             self.metric.label(),
-            self.device,
+            self.devices.join(", "),
             self.repeat
         );
         let first = if sweep_key.is_empty() { "" } else { sweep_key };
@@ -256,13 +386,14 @@ impl CompareArgs {
     fn to_json(
         &self,
         sweep_key: &str,
-        columns: &[Column],
+        columns: &[Cell<'_>],
         rows: &[(String, Vec<Vec<f64>>)],
     ) -> serde_json::Value {
         json!({
             "metric": format!("{:?}", self.metric),
             "label": self.metric.label(),
-            "device": self.device,
+            "device": self.devices.join(", "),
+            "devices": self.devices,
             "repeat": self.repeat,
             "seed": self.seed,
             "sweep": sweep_key,
@@ -271,14 +402,20 @@ impl CompareArgs {
                 "value": value,
                 "cells": cells.iter().zip(columns).map(|(values, c)| {
                     let (mean, stddev) = mean_stddev(values);
-                    json!({ "policy": c.label, "mean": mean, "stddev": stddev, "values": values })
+                    json!({
+                        "policy": c.label,
+                        "device": self.devices[c.device],
+                        "mean": mean,
+                        "stddev": stddev,
+                        "values": values,
+                    })
                 }).collect::<Vec<_>>(),
             })).collect::<Vec<_>>(),
         })
     }
 }
 
-fn to_csv(sweep_key: &str, columns: &[Column], rows: &[(String, Vec<Vec<f64>>)]) -> String {
+fn to_csv(sweep_key: &str, columns: &[Cell<'_>], rows: &[(String, Vec<Vec<f64>>)]) -> String {
     let mut out = format!(
         "{},policy,mean,stddev,values\n",
         if sweep_key.is_empty() {

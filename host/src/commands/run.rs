@@ -407,16 +407,20 @@ fn parse_on_fault(text: &str) -> Result<OnFault, String> {
 }
 
 /// What `--device` names: a simulated device, or real files and block devices.
-enum DeviceArg {
+pub(crate) enum DeviceArg {
     Sim(DeviceSpec),
     Real(Vec<PathBuf>),
 }
 
 impl DeviceArg {
-    /// `sim:NAME` and `*.spec` are simulated; anything else is a colon-separated list of
-    /// paths, as fio's `filename=a:b`.
-    fn parse(arg: &str) -> Result<Self> {
-        if arg.starts_with("sim:") || arg.ends_with(".spec") {
+    /// `sim:NAME`, `*.spec` and DiskSim's `*.diskspecs` and `*.parv` are simulated; anything
+    /// else is a colon-separated list of paths, as fio's `filename=a:b`.
+    pub(crate) fn parse(arg: &str) -> Result<Self> {
+        if arg.starts_with("sim:")
+            || [".spec", ".diskspecs", ".parv"]
+                .iter()
+                .any(|e| arg.ends_with(e))
+        {
             return Ok(Self::Sim(DeviceSpec::parse(arg)?));
         }
         let paths: Vec<PathBuf> = arg
