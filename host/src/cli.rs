@@ -43,6 +43,8 @@ pub enum Command {
     /// Replay a drive's recorded service times on a simulated device and print the demerit
     /// figure (DiskSim's validation traces).
     Validate(commands::validate::ValidateArgs),
+    /// Probe a real file or block device and write a simulated device spec that predicts it.
+    Calibrate(commands::calibrate::CalibrateArgs),
     /// Turn a DiskSim drive (.diskspecs with its .model and .seek) into a device spec.
     ImportDisksim(commands::validate::ImportArgs),
     /// Replay a trace (blkparse text, fio iolog v2/v3): `schedhost replay TRACE [run options]`
@@ -82,6 +84,7 @@ impl Command {
             Command::Policy(PolicyCommand::Check(args)) => args.execute(),
             Command::Bench(args) => args.execute(),
             Command::Validate(args) => args.execute(),
+            Command::Calibrate(args) => args.execute(),
             Command::ImportDisksim(args) => args.execute(),
             Command::Ctl(args) => args.execute(),
             Command::Serve(args) => args.execute(),

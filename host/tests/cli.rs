@@ -770,3 +770,67 @@ fn compare_puts_a_real_file_beside_a_simulated_disk_and_threads_do_not_change_th
     let again: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     assert_eq!(sim(&again), first);
 }
+
+#[test]
+fn calibrate_writes_a_spec_that_compare_loads_and_leaves_an_existing_file_untouched() {
+    let dir = real_dir("calibrate");
+    let fresh = dir.join("fresh.img");
+    let spec = dir.join("fresh.spec");
+    let out = schedhost(&[
+        "calibrate",
+        "--device",
+        fresh.to_str().unwrap(),
+        "--size",
+        "8m",
+        "--seconds",
+        "0.2",
+        "-o",
+        spec.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = std::fs::read_to_string(&spec).unwrap();
+    assert!(text.contains("1 MiB sequential write at depth 1"), "{text}");
+    assert!(
+        text.contains("model = ssd") || text.contains("model = hdd"),
+        "{text}"
+    );
+    let run = schedhost(&[
+        "compare",
+        "-p",
+        "native:noop",
+        "--device",
+        spec.to_str().unwrap(),
+        "--name=r",
+        "--rw=randread",
+        "--size=8m",
+        "--runtime=50ms",
+    ]);
+    assert!(run.status.success(), "{}", stderr(&run));
+    // An existing file is only read without --allow-overwrite, and -o never overwrites.
+    let kept = dir.join("kept.img");
+    let data: Vec<u8> = (0..8u32 << 20).map(|i| (i % 251) as u8).collect();
+    std::fs::write(&kept, &data).unwrap();
+    let out = schedhost(&[
+        "calibrate",
+        "--device",
+        kept.to_str().unwrap(),
+        "--size",
+        "8m",
+        "--seconds",
+        "0.2",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("writes not probed"));
+    assert!(
+        std::fs::read(&kept).unwrap() == data,
+        "calibrate wrote to a file it was not allowed to"
+    );
+    let again = schedhost(&[
+        "calibrate",
+        "--device",
+        kept.to_str().unwrap(),
+        "-o",
+        spec.to_str().unwrap(),
+    ]);
+    assert_fails_with(&again, "exists; give a new file name");
+}

@@ -4,6 +4,7 @@ use clap::ValueEnum;
 
 pub mod author;
 pub mod bench;
+pub mod calibrate;
 pub mod check;
 pub mod compare;
 pub mod ctl;

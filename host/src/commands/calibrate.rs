@@ -1,0 +1,259 @@
+//! `schedhost calibrate --device PATH`: a short probe run on a real file or block device that
+//! writes a simulated device spec, so `compare --device SPEC` predicts the device.
+//!
+//! The probes go through the same path `compare` measures (io_uring, O_DIRECT, the bundled
+//! noop component), so the host's own cost per request is part of what is fitted:
+//!
+//! 1. 1 MiB sequential writes at depth 1 (only with `--allow-overwrite`, or on a file this
+//!    command creates, which is written once first): the write time per MiB;
+//! 2. 4 KiB random reads at depth 1: the latency of one request;
+//! 3. 4 KiB random reads at depth 64: how many requests the device serves at once;
+//! 4. 1 MiB sequential reads at depth 1: for telling a disk from flash.
+//!
+//! Flash-like devices (a random read under 1.5 ms) become an `ssd` spec: one die per channel,
+//! the dies' read time and count fitted so that depth 1 gives the measured latency and deep
+//! queues the measured IOPS, the program time so that a 1 MiB write takes what it took.
+//! Slower devices become an `hdd` spec fitted from the same figures.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, bail};
+use schedhost::frontend::jobs::parse_cmdline;
+use schedhost::frontend::jobs::real::{self, RealOptions};
+use schedhost::policy::{WasmRuntime, load};
+use schedhost::report::rates;
+
+#[derive(Debug, clap::Args)]
+pub struct CalibrateArgs {
+    /// The file or block device to measure (a file that does not exist is created).
+    #[arg(long)]
+    pub device: PathBuf,
+    /// How much of it the probes use, as fio's size= (default 256m).
+    #[arg(long, default_value = "256m")]
+    pub size: String,
+    /// Seconds per probe.
+    #[arg(long, value_name = "SECS", default_value_t = 2.0)]
+    pub seconds: f64,
+    /// Allow the write probe on an existing file or block device: the first --size bytes
+    /// are overwritten.
+    #[arg(long)]
+    pub allow_overwrite: bool,
+    /// Write the spec here (never over an existing file) instead of standard output.
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
+
+/// What the probes measured.
+#[derive(Debug, Clone, Copy)]
+struct Probes {
+    /// 4 KiB random reads per second at depth 1 and 64.
+    qd1_iops: f64,
+    qd64_iops: f64,
+    /// 1 MiB sequential writes and reads, bytes per second at depth 1 (writes: None when not
+    /// allowed).
+    write_bps: Option<f64>,
+    read_bps: f64,
+}
+
+impl CalibrateArgs {
+    pub fn execute(self) -> Result<()> {
+        if !(self.seconds > 0.0 && self.seconds <= 600.0) {
+            bail!("--seconds {}: give 0 < SECS ≤ 600", self.seconds);
+        }
+        if let Some(out) = &self.output
+            && out.exists()
+        {
+            bail!("{} exists; give a new file name", out.display());
+        }
+        let created = !self.device.exists();
+        let may_write = created || self.allow_overwrite;
+        let runtime = WasmRuntime::new().context("setting up the WebAssembly engine")?;
+        let (_, noop) = load(&runtime, "noop")?;
+        let probe = |rw: &str, bs: &str, depth: u32| -> Result<f64> {
+            let options: Vec<String> = [
+                "--name=probe".to_owned(),
+                format!("--rw={rw}"),
+                format!("--bs={bs}"),
+                format!("--size={}", self.size),
+                format!("--iodepth={depth}"),
+                format!("--runtime={}ms", (self.seconds * 1000.0) as u64),
+            ]
+            .into();
+            let jobs = parse_cmdline(&options)?;
+            let options = RealOptions {
+                allow_overwrite: self.allow_overwrite || created,
+                ..RealOptions::default()
+            };
+            let done = real::run(
+                &jobs,
+                std::slice::from_ref(&self.device),
+                vec![noop.instantiate()?],
+                &[],
+                options,
+            )
+            .with_context(|| {
+                format!(
+                    "probing {} with {rw} {bs} at depth {depth}",
+                    self.device.display()
+                )
+            })?;
+            let o = &done.outcome;
+            let dir = usize::from(rw.contains("write"));
+            let (s, sub) = (&o.stats[0], &o.submitters[0]);
+            let r = rates(&s.dirs[dir], sub.finished_ns.saturating_sub(sub.started_ns));
+            eprintln!(
+                "schedhost: calibrate: {rw} {bs} depth {depth}: {:.0} IOPS, {:.1} MB/s",
+                r.iops,
+                r.iops * block_bytes(bs) / 1e6
+            );
+            Ok(r.iops)
+        };
+        // The write comes first: it also fills a new file, so the reads meet real data. A
+        // file's first write also allocates it, so a created file is written twice and the
+        // second pass measured, as `compare` on the file would find it.
+        let write_bps = if may_write {
+            if created {
+                probe("write", "1m", 1)?;
+            }
+            Some(probe("write", "1m", 1)? * 1_048_576.0)
+        } else {
+            eprintln!(
+                "schedhost: calibrate: no write probe on an existing device without --allow-overwrite; writes are modelled as fast as reads"
+            );
+            None
+        };
+        let probes = Probes {
+            write_bps,
+            qd1_iops: probe("randread", "4k", 1)?,
+            qd64_iops: probe("randread", "4k", 64)?,
+            read_bps: probe("read", "1m", 1)? * 1_048_576.0,
+        };
+        let capacity = device_sectors(&self.device)?;
+        let spec = if 1.0 / probes.qd1_iops.max(1.0) < 0.0015 {
+            ssd_spec(&probes, capacity)
+        } else {
+            hdd_spec(&probes, capacity)
+        };
+        let text = format!("{}{spec}", header(&self.device, &probes));
+        match &self.output {
+            None => print!("{text}"),
+            Some(out) => {
+                std::fs::write(out, text).with_context(|| format!("writing {}", out.display()))?;
+                eprintln!("schedhost: wrote {}", out.display());
+            }
+        }
+        Ok(())
+    }
+}
+
+fn block_bytes(bs: &str) -> f64 {
+    if bs == "1m" { 1_048_576.0 } else { 4096.0 }
+}
+
+fn device_sectors(path: &std::path::Path) -> Result<u64> {
+    use std::io::{Seek, SeekFrom};
+    let mut file =
+        std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    let bytes = file
+        .seek(SeekFrom::End(0))
+        .with_context(|| format!("sizing {}", path.display()))?;
+    Ok((bytes / 512).max(1))
+}
+
+fn header(device: &std::path::Path, p: &Probes) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "# {} as measured by `schedhost calibrate` (noop, io_uring, O_DIRECT):",
+        device.display()
+    );
+    let _ = writeln!(
+        s,
+        "#   4 KiB random read: {:.0} IOPS at depth 1, {:.0} at depth 64",
+        p.qd1_iops, p.qd64_iops
+    );
+    let _ = writeln!(
+        s,
+        "#   1 MiB sequential read at depth 1: {:.1} MB/s",
+        p.read_bps / 1e6
+    );
+    match p.write_bps {
+        Some(w) => {
+            let _ = writeln!(
+                s,
+                "#   1 MiB sequential write at depth 1: {:.1} MB/s",
+                w / 1e6
+            );
+        }
+        None => {
+            let _ = writeln!(
+                s,
+                "#   writes not probed (an existing device without --allow-overwrite)"
+            );
+        }
+    }
+    s
+}
+
+/// Pages are 4 KiB and requests at most 128 KiB (the `ssd` model's defaults).
+const PAGE: f64 = 4096.0;
+const PAGES_PER_MIB: f64 = 256.0;
+
+/// Flash: QD1 latency = overhead + read time (+ a page on a fast channel); deep queues are
+/// bounded by dies / read time; a 1 MiB write is its pages programmed over the dies.
+fn ssd_spec(p: &Probes, capacity: u64) -> String {
+    let latency_ns = 1e9 / p.qd1_iops.max(1.0);
+    let channel_bytes_per_s = (p.read_bps.max(p.write_bps.unwrap_or(0.0)) * 4.0).max(1e9);
+    let transfer_ns = PAGE * 1e9 / channel_bytes_per_s;
+    let overhead_ns = (latency_ns * 0.1).min(10_000.0);
+    let read_ns = (latency_ns - overhead_ns - transfer_ns).max(1000.0);
+    let dies = (p.qd64_iops * read_ns / 1e9).round().clamp(1.0, 1024.0);
+    let program_ns = match p.write_bps {
+        Some(bps) => {
+            let per_mib_ns = 1_048_576.0 * 1e9 / bps.max(1.0);
+            let rounds = (PAGES_PER_MIB / dies).ceil();
+            ((per_mib_ns - overhead_ns - transfer_ns) / rounds).max(1000.0)
+        }
+        None => read_ns,
+    };
+    let mut s = String::new();
+    let _ = writeln!(s, "model = ssd");
+    let _ = writeln!(s, "channels = {dies}");
+    let _ = writeln!(s, "dies_per_channel = 1");
+    let _ = writeln!(s, "page_bytes = 4096");
+    let _ = writeln!(s, "read_ns = {}", read_ns.round());
+    let _ = writeln!(s, "program_ns = {}", program_ns.round());
+    let _ = writeln!(s, "channel_bytes_per_s = {}", channel_bytes_per_s.round());
+    let _ = writeln!(s, "overhead_ns = {}", overhead_ns.round());
+    let _ = writeln!(s, "capacity_sectors = {capacity}");
+    let _ = writeln!(s, "hw_queues = 1");
+    let _ = writeln!(s, "queue_depth = 128");
+    s
+}
+
+/// A disk: the random read is a seek and half a turn at 7200 rpm; the gain from depth 1 to
+/// 64 is the drive's reordering (NCQ); the sequential rates are the media rates. Not checked
+/// against a real disk here: this machine has none.
+fn hdd_spec(p: &Probes, capacity: u64) -> String {
+    let latency_ms = 1e3 / p.qd1_iops.max(1.0);
+    let half_turn_ms = 60_000.0 / 7200.0 / 2.0;
+    let avg_seek_ms = (latency_ms - half_turn_ms - 0.05).max(0.5);
+    let mb = (p.read_bps / 1e6).clamp(1.0, 100_000.0);
+    let ncq = if p.qd64_iops > 1.3 * p.qd1_iops {
+        31
+    } else {
+        1
+    };
+    let mut s = String::new();
+    let _ = writeln!(s, "model = hdd");
+    let _ = writeln!(s, "rpm = 7200");
+    let _ = writeln!(s, "capacity_sectors = {capacity}");
+    let _ = writeln!(s, "outer_mb_per_s = {}", mb.round());
+    let _ = writeln!(s, "inner_mb_per_s = {}", (mb * 0.6).round().max(1.0));
+    let _ = writeln!(s, "track_to_track_ms = {:.3}", avg_seek_ms.min(0.8));
+    let _ = writeln!(s, "avg_seek_ms = {avg_seek_ms:.3}");
+    let _ = writeln!(s, "full_stroke_ms = {:.3}", avg_seek_ms * 2.0);
+    let _ = writeln!(s, "ncq_depth = {ncq}");
+    s
+}
