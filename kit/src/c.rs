@@ -14,7 +14,7 @@ use anyhow::{Context, Result, bail, ensure};
 use wit_bindgen_core::Files;
 use wit_bindgen_core::wit_parser::Resolve;
 
-use crate::build::{Built, componentize};
+use crate::build::{Built, finish};
 use crate::scaffold::WIT;
 
 /// What to install when no C compiler for wasm32 is found: Debian's packages.
@@ -188,15 +188,7 @@ pub fn build_c_policy(toolchain: &CToolchain, dir: &Path, out_dir: &Path) -> Res
         toolchain.describe(),
         dir.display()
     );
-    let bytes = fs::read(&module).with_context(|| format!("reading {}", module.display()))?;
-    let component = componentize(&bytes).with_context(|| module.display().to_string())?;
-    fs::create_dir_all(out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
-    let out = out_dir.join(format!("{name}.wasm"));
-    fs::write(&out, component).with_context(|| format!("writing {}", out.display()))?;
-    Ok(Built {
-        name,
-        component: out,
-    })
+    finish(&module, name, out_dir)
 }
 
 /// `examples/sstf-policy` → `sstf`.

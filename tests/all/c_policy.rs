@@ -2,16 +2,15 @@
 //! checks, schedules as its README says, and runs a seed job to the end.
 
 use std::path::Path;
-use std::sync::Arc;
 
 use schedhost::backend::sim::DeviceSpec;
-use schedhost::check::{CheckOptions, Maker, check};
+use schedhost::check::{CheckOptions, check};
 use schedhost::frontend::jobs::parse_job_file;
 use schedhost::frontend::jobs::sim::{self, SimOptions};
-use schedhost::policy::{Limits, PolicyBackend, WasmRuntime};
+use schedhost::policy::{PolicyBackend, WasmRuntime};
 use schedhost_sdk::{MergeEvent, MergeKind, Op, PrioClass, Request, RequestId, Sector, Setup};
 
-use crate::helpers::{RawIds, component};
+use crate::helpers::{RawIds, component, component_maker};
 
 const MS: u64 = 1_000_000;
 
@@ -49,21 +48,9 @@ fn read(id: u64, sector: u64, arrival_ns: u64) -> Request {
 
 #[test]
 fn the_c_policy_passes_policy_check() {
-    let Some(path) = component("sstf") else {
+    let Some(make) = component_maker("sstf") else {
         return;
     };
-    let limits = Limits {
-        fuel: Some(2_000_000),
-        ..Limits::default()
-    };
-    let loaded = WasmRuntime::with_limits(limits)
-        .unwrap()
-        .load(&path)
-        .unwrap();
-    let make: Maker = Arc::new(move || {
-        let p: Box<dyn PolicyBackend> = Box::new(loaded.instantiate().map_err(|e| e.to_string())?);
-        Ok(p)
-    });
     let options = CheckOptions {
         rounds: 2,
         runtime_ns: 300_000_000,

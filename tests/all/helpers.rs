@@ -93,3 +93,21 @@ impl RawIds for [schedhost_sdk::RequestId] {
         self.iter().map(|id| id.0).collect()
     }
 }
+
+/// Fresh instances of component `name` under `policy check`'s fuel (2 M units a call), for
+/// `schedhost::check::check`; `None` as [`component`].
+pub fn component_maker(name: &str) -> Option<schedhost::check::Maker> {
+    let path = component(name)?;
+    let limits = schedhost::policy::Limits {
+        fuel: Some(2_000_000),
+        ..schedhost::policy::Limits::default()
+    };
+    let loaded = WasmRuntime::with_limits(limits)
+        .unwrap()
+        .load(&path)
+        .unwrap();
+    Some(std::sync::Arc::new(move || {
+        let p: Box<dyn PolicyBackend> = Box::new(loaded.instantiate().map_err(|e| e.to_string())?);
+        Ok(p)
+    }))
+}

@@ -6,10 +6,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use schedhost::check::{CheckOptions, CheckReport, Maker, check};
-use schedhost::policy::{Limits, NativePolicy, PolicyBackend, WasmRuntime};
+use schedhost::policy::{NativePolicy, PolicyBackend};
 use schedhost_sdk::{Dispatch, MergeEvent, Policy, Request, Setup, TunableSpec};
 
-use crate::helpers::component;
+use crate::helpers::component_maker;
 
 /// Short runs: the rules are broken early or not at all on these workloads.
 fn quick() -> CheckOptions {
@@ -18,22 +18,6 @@ fn quick() -> CheckOptions {
         runtime_ns: 300_000_000,
         ..CheckOptions::default()
     }
-}
-
-fn component_maker(name: &str) -> Option<Maker> {
-    let path = component(name)?;
-    let limits = Limits {
-        fuel: Some(2_000_000),
-        ..Limits::default()
-    };
-    let loaded = WasmRuntime::with_limits(limits)
-        .unwrap()
-        .load(&path)
-        .unwrap();
-    Some(Arc::new(move || {
-        let p: Box<dyn PolicyBackend> = Box::new(loaded.instantiate().map_err(|e| e.to_string())?);
-        Ok(p)
-    }))
 }
 
 fn native<P: Policy + Send + 'static>() -> Maker {

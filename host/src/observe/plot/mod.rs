@@ -104,18 +104,33 @@ fn latency_cdf(runs: &[&Value]) -> Result<String, String> {
             }
         }
     }
+    cdf_chart(
+        "Completion latency CDF",
+        "latency (µs, log scale)",
+        "fraction of bios",
+        &curves,
+    )
+}
+
+/// CDF curves (x in µs) on one chart with a log x axis fitted to them.
+fn cdf_chart(
+    title: &str,
+    x_desc: &str,
+    y_desc: &str,
+    curves: &[(String, Vec<(f64, f64)>)],
+) -> Result<String, String> {
     let (lo, hi) = curves
         .iter()
         .flat_map(|(_, p)| p.iter().map(|&(x, _)| x))
         .fold((f64::MAX, 0f64), |(lo, hi), x| (lo.min(x), hi.max(x)));
-    let (lo, hi) = if curves.is_empty() {
+    let (lo, hi) = if hi <= 0.0 {
         (1.0, 10.0)
     } else {
         ((lo * 0.8).max(0.01), (hi * 1.25).max(lo * 10.0))
     };
     draw(|root| {
         let mut chart = ChartBuilder::on(root)
-            .caption("Completion latency CDF", ("sans-serif", 22))
+            .caption(title, ("sans-serif", 22))
             .margin(12)
             .x_label_area_size(40)
             .y_label_area_size(55)
@@ -123,11 +138,11 @@ fn latency_cdf(runs: &[&Value]) -> Result<String, String> {
             .map_err(err)?;
         chart
             .configure_mesh()
-            .x_desc("latency (µs, log scale)")
-            .y_desc("fraction of bios")
+            .x_desc(x_desc)
+            .y_desc(y_desc)
             .draw()
             .map_err(err)?;
-        lines(&mut chart, &curves, SeriesLabelPosition::LowerRight)?;
+        lines(&mut chart, curves, SeriesLabelPosition::LowerRight)?;
         Ok(())
     })
 }
@@ -151,32 +166,12 @@ pub fn distributions(title: &str, series: &[(String, &[f64])]) -> Result<String,
             (label.clone(), points)
         })
         .collect();
-    let (lo, hi) = curves
-        .iter()
-        .flat_map(|(_, p)| p.iter().map(|&(x, _)| x))
-        .fold((f64::MAX, 0f64), |(lo, hi), x| (lo.min(x), hi.max(x)));
-    let (lo, hi) = if hi <= 0.0 {
-        (1.0, 10.0)
-    } else {
-        ((lo * 0.8).max(0.01), (hi * 1.25).max(lo * 10.0))
-    };
-    draw(|root| {
-        let mut chart = ChartBuilder::on(root)
-            .caption(title, ("sans-serif", 22))
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(55)
-            .build_cartesian_2d((lo..hi).log_scale(), 0f64..1.0)
-            .map_err(err)?;
-        chart
-            .configure_mesh()
-            .x_desc("response time (µs, log scale)")
-            .y_desc("fraction of requests")
-            .draw()
-            .map_err(err)?;
-        lines(&mut chart, &curves, SeriesLabelPosition::LowerRight)?;
-        Ok(())
-    })
+    cdf_chart(
+        title,
+        "response time (µs, log scale)",
+        "fraction of requests",
+        &curves,
+    )
 }
 
 /// Bios completed per second by each ctx, from the run's 10 ms timeline.
