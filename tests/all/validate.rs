@@ -24,7 +24,7 @@ fn demerit(trace: &str, device: &DeviceSpec) -> f64 {
 fn the_three_recorded_drives_import_and_validate_within_their_measured_demerit() {
     // The figures of BENCHMARKS.md ("Simulator validation"), with a little room: a change
     // that moves one past its bound changed the model and must say so there.
-    for (drive, bound) in [("atlas10k", 4.5), ("cheetah4LP", 5.8), ("hp_c3323a", 3.0)] {
+    for (drive, bound) in [("atlas10k", 4.9), ("cheetah4LP", 5.0), ("hp_c3323a", 2.9)] {
         let device = DeviceSpec::parse(data(&format!("{drive}.parv")).to_str().unwrap()).unwrap();
         let d = demerit(&format!("{drive}.trace"), &device);
         assert!(d <= bound, "{drive}: demerit {d:.2} % (bound {bound} %)");

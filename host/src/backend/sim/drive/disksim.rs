@@ -157,6 +157,7 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
     }
     let by_reqsize = specs.take_opt_f64("Set watermark by reqsize", 0.0, 1.0)? != 0.0;
     let hold_bus = specs.take_opt_f64("Hold bus entire read xfer", 0.0, 1.0)? != 0.0;
+    let read_hits_on_writes = specs.take_opt_f64("Allow read hits on write data", 0.0, 1.0)? != 0.0;
     let queue = specs.take_u64("Max queue length", 0, 1 << 16)?;
     if queue > 1 {
         notes.push(format!(
@@ -196,6 +197,7 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
             max_read_ahead_sectors,
             write_back: fast_write > 0,
             transfer_after_media: by_reqsize || hold_bus,
+            read_hits_on_writes,
             capacity_sectors: 0,
         },
         not_represented: notes,
@@ -664,6 +666,11 @@ pub fn to_spec_text(imported: &Imported, source: &Path) -> String {
         s,
         "transfer_after_media = {}",
         u8::from(p.transfer_after_media)
+    );
+    let _ = writeln!(
+        s,
+        "read_hits_on_writes = {}",
+        u8::from(p.read_hits_on_writes)
     );
     let _ = writeln!(
         s,

@@ -51,7 +51,7 @@ pub struct Overheads {
     pub read_hit: [f64; 2],
     /// A read that goes to the media.
     pub read_miss: [f64; 2],
-    /// A write accepted into the buffer at once (write-back).
+    /// A write over data the buffer holds.
     pub write_hit: [f64; 2],
     /// A write that waits for the media.
     pub write_miss: [f64; 2],
@@ -88,6 +88,9 @@ pub struct DriveParams {
     pub max_read_ahead_sectors: u64,
     /// Writes complete once buffered (DiskSim's `Fast write level` > 0).
     pub write_back: bool,
+    /// Written data stays in the buffer for later reads and writes to hit (DiskSim's
+    /// `Allow read hits on write data`).
+    pub read_hits_on_writes: bool,
     /// A read's data crosses the bus only once all of it is in the buffer (DiskSim's
     /// `Set watermark by reqsize` or `Hold bus entire read xfer`), not while it streams.
     pub transfer_after_media: bool,
@@ -122,6 +125,7 @@ impl Default for DriveParams {
             max_read_ahead_sectors: 512,
             write_back: true,
             transfer_after_media: false,
+            read_hits_on_writes: true,
             capacity_sectors: 16_000_000,
         }
     }
@@ -378,21 +382,36 @@ impl Drive {
         }
         let free = arrived_ps.max(self.mech_free_ps);
         if write {
-            // Buffered data the write replaces is stale.
-            self.segments
-                .retain(|s| s.end_at(free) <= request.sector || s.start >= request.end());
-            let hit = self.params.write_back;
+            // A write hit overwrites data the buffer holds (DiskSim's sense); that data is
+            // stale from now on.
+            let overlaps = |s: &Segment| s.end_at(free) > request.sector && s.start < request.end();
+            let hit = self.segments.iter().any(overlaps);
+            self.segments.retain(|s| !overlaps(s));
             let received = arrived_ps + self.overhead_ps(true, hit) + self.bus_ps(request.sectors);
             self.stop_streaming(free);
             // The mechanism positions while the data crosses the bus.
             let mech_start = free.max(arrived_ps + self.overhead_ps(true, hit));
             let (_, media_end) = self.access(mech_start, &request, true);
             self.mech_free_ps = media_end;
-            let done = if hit {
+            // Write-back reports once the data is in the buffer; otherwise once on the media.
+            let stored = if self.params.write_back {
                 received
             } else {
                 media_end.max(received)
             };
+            let done = stored + ms_ps(self.params.overheads.completion[1]);
+            if self.params.read_hits_on_writes {
+                // The written data stays in the buffer, where later commands hit it.
+                self.add_segment(Segment {
+                    start: request.sector,
+                    end: request.end(),
+                    since_ps: done,
+                    per_sector_ps: 1,
+                    stream_to: request.end(),
+                    streaming: false,
+                    used: self.seq,
+                });
+            }
             self.last_was_write = true;
             self.complete_at(done, request.id, 0);
             return;
