@@ -80,16 +80,32 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
     let blocks = model.take_u64("Block count", 1, crate::core::MAX_SECTOR)?;
     let mut mech = model.take_block("Mechanical Model")?;
     let seek_type = mech.take_text("Seek type")?;
-    if seek_type != "extracted" {
-        return Err(fail(
-            &model_path,
-            format!(
-                "`Seek type = {seek_type}`: only an extracted seek table (`extracted`) is imported"
-            ),
-        ));
-    }
     let single = mech.take_ms("Single cylinder seek time")?;
-    let seek_path = mech.take_path("Full seek curve")?;
+    let mut seek = match seek_type.as_str() {
+        "extracted" => read_seek(&mech.take_path("Full seek curve")?)?,
+        "hpl" | "1st10+hpl" => {
+            let hpl = mech.take_numbers("HPL seek equation values", 6)?;
+            let first_ten = if seek_type == "1st10+hpl" {
+                mech.take_numbers("First ten seek times", 10)?
+            } else {
+                Vec::new()
+            };
+            hpl_table(&hpl, &first_ten, cylinders)
+        }
+        other => {
+            return Err(fail(
+                &model_path,
+                format!(
+                    "`Seek type = {other}`: imported are `extracted` (a .seek table), `hpl` and `1st10+hpl`"
+                ),
+            ));
+        }
+    };
+    // Only the types that name it take the table file; the others may still carry it.
+    let _ = mech.take_opt("Full seek curve");
+    if seek.first().is_none_or(|&(d, _)| d != 1) {
+        seek.insert(0, (1, single));
+    }
     let full_seek_ms = mech.take_ms("Full strobe seek time")?;
     let write_settle_ms = mech.take_ms("Add. write settling delay")?;
     let head_switch_ms = mech.take_ms("Head switch time")?;
@@ -123,11 +139,6 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
     }
     layout.rest(&mut notes, "Layout Model");
     model.rest(&mut notes, "the model");
-
-    let mut seek = read_seek(&seek_path)?;
-    if seek.first().is_none_or(|&(d, _)| d != 1) {
-        seek.insert(0, (1, single));
-    }
 
     let scale = specs.take_f64("Time scale for overheads", 0.0, 1000.0)?;
     let per_request = specs.take_ms("Per-request overhead time")?;
@@ -324,6 +335,35 @@ fn import_zones(
     Ok(zones)
 }
 
+/// A seek table from DiskSim's HPL equation (Ruemmler and Wilkes' two-part curve):
+/// `[boundary, a, b, c, d, single]` gives `a + b·√x` below `boundary` cylinders and
+/// `c + d·x` from it on, with `single` for one cylinder unless it is −1. `first_ten` (the
+/// `1st10+hpl` type) gives distances 1 to 10 directly. The curve is sampled at every distance
+/// up to 100 and then in 1 % steps, which the model joins with straight lines.
+fn hpl_table(hpl: &[f64], first_ten: &[f64], cylinders: u64) -> Vec<(u64, f64)> {
+    let [boundary, a, b, c, d, single] = [hpl[0], hpl[1], hpl[2], hpl[3], hpl[4], hpl[5]];
+    let curve = |x: u64| {
+        let x = x as f64;
+        if x < boundary {
+            a + b * x.sqrt()
+        } else {
+            c + d * x
+        }
+    };
+    let mut table = Vec::new();
+    let mut x = 1u64;
+    while x < cylinders.max(2) {
+        let ms = match x {
+            1 if single >= 0.0 => single,
+            1..=10 if first_ten.len() == 10 => first_ten[x as usize - 1],
+            _ => curve(x),
+        };
+        table.push((x, ms.max(0.0)));
+        x = if x < 100 { x + 1 } else { x + (x / 100).max(1) };
+    }
+    table
+}
+
 /// The seek table: a header line, then `distance, ms` per line.
 fn read_seek(path: &Path) -> Result<Vec<(u64, f64)>, ImportError> {
     let text = read(path)?;
@@ -426,6 +466,30 @@ impl<'a> Fields<'a> {
         } else {
             Ok(0.0)
         }
+    }
+
+    /// A list of exactly `n` numbers, each finite.
+    fn take_numbers(&mut self, key: &str, n: usize) -> Result<Vec<f64>, ImportError> {
+        let path = self.path;
+        let bad = || fail(path, format!("`{key}` must be a list of {n} numbers"));
+        let Node::List(items) = self.take(key)? else {
+            return Err(bad());
+        };
+        let numbers: Vec<f64> = items
+            .iter()
+            .map(|item| match item {
+                Node::Scalar(v) => v
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|x| x.is_finite() && x.abs() < 1e9),
+                _ => None,
+            })
+            .collect::<Option<_>>()
+            .ok_or_else(bad)?;
+        if numbers.len() != n {
+            return Err(bad());
+        }
+        Ok(numbers)
     }
 
     fn take_ms(&mut self, key: &str) -> Result<f64, ImportError> {
@@ -715,6 +779,21 @@ mod tests {
         };
         assert_eq!(zones.len(), 2);
         assert!(matches!(&fields[2].1, Node::Block { kind, .. } if kind == "t"));
+    }
+
+    #[test]
+    fn hpl_seek_curves_become_a_table_with_the_first_ten_and_single_cylinder_times() {
+        let hpl = [300.0, 3.75, 0.33, 7.69, 0.0059, 0.2];
+        let table = hpl_table(&hpl, &[], 3000);
+        assert_eq!(table[0], (1, 0.2), "the single-cylinder time");
+        let at = |d: u64| table.iter().find(|p| p.0 == d).unwrap().1;
+        assert!((at(100) - (3.75 + 0.33 * 10.0)).abs() < 1e-9);
+        let last = *table.last().unwrap();
+        assert!(last.0 < 3000 && (last.1 - (7.69 + 0.0059 * last.0 as f64)).abs() < 1e-9);
+        assert!(table.windows(2).all(|w| w[0].0 < w[1].0), "distances rise");
+        let ten: Vec<f64> = (1..=10).map(f64::from).collect();
+        let table = hpl_table(&[300.0, 3.75, 0.33, 7.69, 0.0059, -1.0], &ten, 3000);
+        assert_eq!(&table[..3], &[(1, 1.0), (2, 2.0), (3, 3.0)]);
     }
 
     #[test]
