@@ -26,7 +26,8 @@ use schedhost::report::rates;
 
 #[derive(Debug, clap::Args)]
 pub struct CalibrateArgs {
-    /// The file or block device to measure (a file that does not exist is created).
+    /// The file or block device to measure. A file that does not exist is created, filled by
+    /// the write probe, and left in place.
     #[arg(long)]
     pub device: PathBuf,
     /// How much of it the probes use, as fio's size= (default 256m).

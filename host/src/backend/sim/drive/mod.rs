@@ -178,7 +178,7 @@ impl Segment {
             return self.end;
         }
         let read = (at_ps - self.since_ps) / self.per_sector_ps.max(1);
-        (self.end + read).min(self.stream_to)
+        self.end.saturating_add(read).min(self.stream_to)
     }
 }
 
@@ -311,10 +311,15 @@ impl Drive {
         let arrive = at_ps + position;
         let spt = place.sectors_per_track;
         let per_sector = self.rev_ps / spt;
-        let target = place.angle * self.rev_ps / spt;
+        // In u128: a slow spindle's revolution times a long track passes u64.
+        let target = (u128::from(place.angle) * u128::from(self.rev_ps) / u128::from(spt)) as u64;
         let wait = (target + self.rev_ps - arrive % self.rev_ps) % self.rev_ps;
         let start = arrive + wait;
-        let end = start + self.media_ps(request.sector, u64::from(request.sectors), per_sector);
+        let end = start.saturating_add(self.media_ps(
+            request.sector,
+            u64::from(request.sectors),
+            per_sector,
+        ));
         let last = self.place(request.end().saturating_sub(1).max(request.sector));
         self.cylinder = last.cylinder;
         self.surface = last.surface;
@@ -326,11 +331,11 @@ impl Drive {
     fn media_ps(&self, lbn: u64, sectors: u64, per_sector: u64) -> u64 {
         let first = self.place(lbn);
         if sectors <= first.left_on_track {
-            return sectors * per_sector;
+            return sectors.saturating_mul(per_sector);
         }
         let z = self.params.zones[first.zone];
         let crossings = 1 + (sectors - first.left_on_track - 1) / first.sectors_per_track;
-        (sectors + crossings * z.track_skew) * per_sector
+        (sectors + crossings.saturating_mul(z.track_skew)).saturating_mul(per_sector)
     }
 
     /// The segment holding `[sector, end)` by `at_ps`, or streaming towards it, and when the
@@ -343,8 +348,10 @@ impl Drive {
             if s.end_at(at_ps) >= end {
                 return Some((i, at_ps));
             }
-            (s.streaming && end <= s.stream_to && sector < s.end_at(at_ps) + 1)
-                .then(|| (i, s.since_ps + (end - s.end) * s.per_sector_ps))
+            (s.streaming && end <= s.stream_to && sector < s.end_at(at_ps) + 1).then(|| {
+                let streamed = (end - s.end).saturating_mul(s.per_sector_ps);
+                (i, s.since_ps.saturating_add(streamed))
+            })
         })
     }
 
