@@ -834,3 +834,37 @@ fn calibrate_writes_a_spec_that_compare_loads_and_leaves_an_existing_file_untouc
     ]);
     assert_fails_with(&again, "exists; give a new file name");
 }
+
+#[test]
+fn no_fixed_buffers_runs_with_plain_reads_and_says_so() {
+    let dir = real_dir("no_fixed_buffers");
+    let file = dir.join("disk.img");
+    std::fs::write(&file, vec![7u8; 4 << 20]).unwrap();
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "--policy",
+            "native:noop",
+            "--device",
+            file.to_str().unwrap(),
+            "--name=r",
+            "--rw=randread",
+            "--size=4m",
+            "--runtime=100ms",
+            "--output-format",
+            "json",
+        ];
+        args.extend_from_slice(extra);
+        let out = schedhost(&args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        (
+            v["schedhost"]["fixed_buffers"].as_bool(),
+            v["jobs"][0]["read"]["total_ios"].as_u64(),
+        )
+    };
+    let (plain, ios) = run(&["--no-fixed-buffers"]);
+    assert_eq!(plain, Some(false));
+    assert!(ios.is_some_and(|n| n > 0), "{ios:?}");
+    // The kernel may refuse to register them (a locked-memory limit), so only "not off".
+    assert_ne!(run(&[]).0, None);
+}

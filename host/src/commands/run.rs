@@ -39,6 +39,10 @@ pub struct RunArgs {
     /// Real devices: a kernel thread polls the submission queue (SQPOLL), idling after MS.
     #[arg(long, value_name = "MS")]
     pub sqpoll: Option<u32>,
+    /// Real devices: plain reads and writes instead of registered buffers, as fio without
+    /// `--fixedbufs` (to compare like with like).
+    #[arg(long)]
+    pub no_fixed_buffers: bool,
     /// Real devices: run each job clone on its own thread, with completion work where the
     /// kernel's rq_affinity would put it: 0 the ring's thread, 1 a thread of the
     /// submitter's group, 2 the submitting thread. Without it, submitters run on the
@@ -201,6 +205,7 @@ impl RunArgs {
                     queue_depth: self.queue_depth,
                     allow_overwrite: self.allow_overwrite,
                     sqpoll_idle_ms: self.sqpoll,
+                    fixed_buffers: !self.no_fixed_buffers,
                     threads: self.rq_affinity.and_then(RqAffinity::from_level),
                     supervision: self.sandbox.supervision(),
                     record_events: self.trace_events.is_some(),

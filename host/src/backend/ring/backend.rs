@@ -57,6 +57,26 @@ impl Drop for RingBackend {
     }
 }
 
+/// How the ring is set up, beyond its size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RingSetup {
+    /// A kernel thread polls the submission queue (idle timeout, ms).
+    pub sqpoll_idle_ms: Option<u32>,
+    /// Register the buffer arena with the kernel (`READ_FIXED`/`WRITE_FIXED`), as fio's
+    /// `fixedbufs`: the pages are not mapped per I/O. Off, the ring issues plain reads and
+    /// writes, as fio does by default.
+    pub fixed_buffers: bool,
+}
+
+impl Default for RingSetup {
+    fn default() -> Self {
+        Self {
+            sqpoll_idle_ms: None,
+            fixed_buffers: true,
+        }
+    }
+}
+
 impl RingBackend {
     /// A ring over `targets` deep enough for `depth` requests on each, and one buffer slot
     /// per entry of `slot_lens`, filled from `seed`.
@@ -68,7 +88,7 @@ impl RingBackend {
         depth: u32,
         slot_lens: &[usize],
         seed: u64,
-        sqpoll_idle_ms: Option<u32>,
+        setup: RingSetup,
     ) -> Result<Self, RingError> {
         let mut arena = Arena::new(slot_lens);
         arena.fill_random(seed);
@@ -76,14 +96,14 @@ impl RingBackend {
         let depth = depth.saturating_mul(targets.len() as u32);
         let entries = depth.clamp(8, 4096).next_power_of_two();
         let mut ring =
-            Ring::new(entries, &fds, sqpoll_idle_ms).map_err(|source| RingError::Io {
+            Ring::new(entries, &fds, setup.sqpoll_idle_ms).map_err(|source| RingError::Io {
                 action: "setting up the ring",
                 source,
             })?;
         let (base, len) = arena.region();
         // SAFETY: the arena outlives the ring's use of it: `Drop` drains the ring before the
         // arena can be freed, and leaks it if the ring cannot be drained.
-        let fixed = unsafe { ring.register_buffer(base, len) };
+        let fixed = setup.fixed_buffers && unsafe { ring.register_buffer(base, len) };
         tracing::debug!(fixed, entries, "io_uring ready");
         Ok(Self {
             ring,

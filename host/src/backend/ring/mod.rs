@@ -8,7 +8,7 @@ mod buffers;
 mod target;
 mod uring;
 
-pub(crate) use backend::{RingBackend, RingError};
+pub(crate) use backend::{RingBackend, RingError, RingSetup};
 
 pub(crate) use buffers::{Lease, SlotAccess};
 pub use target::{OpenRules, Target, TargetError, TargetKind};

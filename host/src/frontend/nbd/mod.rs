@@ -35,7 +35,7 @@ pub use net::{Address, DEFAULT_PORT};
 pub use plan::{Limits, Plan, Work, pieces, plan};
 pub use wire::{BadMagic, REQUEST_LEN, Request};
 
-use crate::backend::ring::{Notifier, OpenRules, RingBackend, Target};
+use crate::backend::ring::{Notifier, OpenRules, RingBackend, RingSetup, Target};
 use crate::control::Control;
 use crate::core::{Config, CoreStats, Ejection, Nomerges, Supervision};
 use crate::engine::SwapRecord;
@@ -206,8 +206,14 @@ pub fn serve(
     let mut slot_lens = vec![SLOTS.chunk as usize; SLOTS.data as usize];
     slot_lens.extend(std::iter::repeat_n(0, SLOTS.control as usize));
     let mut targets = [target];
-    let mut backend = RingBackend::new(&targets, options.queue_depth, &slot_lens, 1, None)
-        .map_err(RealError::from)?;
+    let mut backend = RingBackend::new(
+        &targets,
+        options.queue_depth,
+        &slot_lens,
+        1,
+        RingSetup::default(),
+    )
+    .map_err(RealError::from)?;
     let notifier = Notifier::new().map_err(|source| RealError::Ring {
         action: "creating an eventfd",
         source,

@@ -30,7 +30,7 @@ use crate::verify::{Ledger, Mismatch};
 use std::sync::Arc;
 
 use crate::backend::ring::{
-    MAX_SECTORS, Notifier, OpenRules, RingBackend, RingError, Target, TargetError,
+    MAX_SECTORS, Notifier, OpenRules, RingBackend, RingError, RingSetup, Target, TargetError,
 };
 use crate::control::Control;
 use crate::policy::WasmRuntime;
@@ -54,6 +54,8 @@ pub struct RealOptions {
     pub allow_overwrite: bool,
     /// A kernel thread polls the submission queue (idle timeout, ms).
     pub sqpoll_idle_ms: Option<u32>,
+    /// Register the buffers with the kernel (fio's `fixedbufs`; on by default).
+    pub fixed_buffers: bool,
     /// Run each clone on its own thread, with completion work placed by this rq_affinity;
     /// `None` runs the submitters on the ring's thread.
     pub threads: Option<RqAffinity>,
@@ -74,6 +76,7 @@ impl Default for RealOptions {
             queue_depth: DEFAULT_QUEUE_DEPTH,
             allow_overwrite: false,
             sqpoll_idle_ms: None,
+            fixed_buffers: true,
             threads: None,
             supervision: Supervision::default(),
             record_events: false,
@@ -260,7 +263,10 @@ pub fn run_controlled(
         config.queue_depth,
         &slot_lens,
         options.seed,
-        options.sqpoll_idle_ms,
+        RingSetup {
+            sqpoll_idle_ms: options.sqpoll_idle_ms,
+            fixed_buffers: options.fixed_buffers,
+        },
     )?;
     let run = Run {
         jobs,
