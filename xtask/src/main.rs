@@ -15,7 +15,7 @@ mod toolchain;
 const USAGE: &str = "\
 cargo xtask <command>
 
-  setup               install the wasm toolchains (Debian's Rust 1.96, std sources, lld-22; clang-22, wasi-libc) if missing
+  setup               install the wasm toolchains (Debian's Rust 1.96, std sources, lld-22; clang-22, wasi-libc, compiler-rt) if missing
   build               build every policy as a component into target/policies/, and the host (release)
   build-policy DIR    build the policy crate in DIR (out of tree is fine) into target/policies/NAME.wasm
   demo                build, then run the bundled job on the simulated HDD with the noop policy
