@@ -18,7 +18,12 @@ use crate::build::{Built, finish};
 use crate::scaffold::WIT;
 
 /// What to install when no C compiler for wasm32 is found: Debian's packages.
-pub const DEBIAN_PACKAGES: &[&str] = &["clang-22", "lld-22", "wasi-libc", "libclang-rt-22-dev-wasm32"];
+pub const DEBIAN_PACKAGES: &[&str] = &[
+    "clang-22",
+    "lld-22",
+    "wasi-libc",
+    "libclang-rt-22-dev-wasm32",
+];
 
 /// clang's wasm32 target with the WASI libc headers (only `malloc`, `memcpy` and friends are
 /// used; a policy has no imports, so the module must call nothing of WASI).

@@ -16,6 +16,10 @@ use crate::backend::sim::{DeviceModel, DeviceRequest, DeviceSpec};
 /// Most requests a trace may hold (the shared traces have 10 000).
 pub const MAX_REQUESTS: usize = 10_000_000;
 
+/// Most virtual time a replay may span: 100 days. The device models count picoseconds in
+/// u64, which hold about 213 days; the shared traces span minutes.
+pub const MAX_REPLAY_NS: u64 = 100 * 86_400 * 1_000_000_000;
+
 /// One recorded request.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Recorded {
@@ -159,6 +163,12 @@ pub fn replay(trace: &[Recorded], device: &DeviceSpec) -> Result<Vec<f64>, Strin
         };
         out.push((done_ns - now_ns) as f64 / 1000.0);
         now_ns = done_ns.saturating_add((r.next_us * 1000.0) as u64);
+        if now_ns > MAX_REPLAY_NS && i + 1 < trace.len() {
+            return Err(format!(
+                "request {}: the trace spans more than 100 days of virtual time",
+                i + 2
+            ));
+        }
     }
     Ok(out)
 }
@@ -341,5 +351,15 @@ mod tests {
                 .unwrap_err()
                 .contains("past the device's 1000 sectors")
         );
+    }
+
+    #[test]
+    fn a_replay_longer_than_100_days_of_virtual_time_is_refused() {
+        // An hour between requests, 2 500 times: past the bound, whose picoseconds would
+        // otherwise run out of u64 a hundred days later.
+        let text = "R Hit 0 8 1 3600000000\n".repeat(2500);
+        let trace = parse_trace(&text).unwrap();
+        let err = replay(&trace, &DeviceSpec::parse("sim:null").unwrap()).unwrap_err();
+        assert!(err.contains("more than 100 days"), "{err}");
     }
 }

@@ -44,6 +44,14 @@ pub struct DriveZone {
     pub front_gap: u64,
 }
 
+impl DriveZone {
+    /// LBNs the zone holds on `surfaces` surfaces: its sectors less spares and unused front.
+    pub fn lbns(&self, surfaces: u64) -> u64 {
+        let tracks = (self.last_cylinder + 1).saturating_sub(self.first_cylinder) * surfaces;
+        (tracks * self.sectors_per_track).saturating_sub(self.spares.saturating_add(self.front_gap))
+    }
+}
+
 /// Controller overheads in ms, by what the command is and what the previous one was.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Overheads {
@@ -134,13 +142,7 @@ impl Default for DriveParams {
 impl DriveParams {
     /// Sectors the zones hold, spares taken out.
     pub fn zoned_sectors(&self) -> u64 {
-        self.zones
-            .iter()
-            .map(|z| {
-                let tracks = (z.last_cylinder + 1).saturating_sub(z.first_cylinder) * self.surfaces;
-                (tracks * z.sectors_per_track).saturating_sub(z.spares.saturating_add(z.front_gap))
-            })
-            .sum()
+        self.zones.iter().map(|z| z.lbns(self.surfaces)).sum()
     }
 }
 
@@ -213,9 +215,7 @@ impl Drive {
         let mut lbn = 0;
         for z in &params.zones {
             zone_lbn.push(lbn);
-            let tracks = (z.last_cylinder + 1).saturating_sub(z.first_cylinder) * params.surfaces;
-            lbn +=
-                (tracks * z.sectors_per_track).saturating_sub(z.spares.saturating_add(z.front_gap));
+            lbn += z.lbns(params.surfaces);
         }
         let rev_ps = (60e12 / params.rpm.max(1.0)) as u64;
         Self {
@@ -394,10 +394,11 @@ impl Drive {
             let overlaps = |s: &Segment| s.end_at(free) > request.sector && s.start < request.end();
             let hit = self.segments.iter().any(overlaps);
             self.segments.retain(|s| !overlaps(s));
-            let received = arrived_ps + self.overhead_ps(true, hit) + self.bus_ps(request.sectors);
+            let accepted = arrived_ps + self.overhead_ps(true, hit);
+            let received = accepted + self.bus_ps(request.sectors);
             self.stop_streaming(free);
             // The mechanism positions while the data crosses the bus.
-            let mech_start = free.max(arrived_ps + self.overhead_ps(true, hit));
+            let mech_start = free.max(accepted);
             let (_, media_end) = self.access(mech_start, &request, true);
             self.mech_free_ps = media_end;
             // Write-back reports once the data is in the buffer; otherwise once on the media.
@@ -468,7 +469,8 @@ impl Drive {
         while self.mech_free_ps <= now_ps
             && let Some((arrived, request)) = self.queue.pop_front()
         {
-            self.serve(arrived.max(self.mech_free_ps.min(now_ps)), request);
+            // The command starts when it arrived or when the mechanism came free.
+            self.serve(arrived.max(self.mech_free_ps), request);
         }
     }
 }
@@ -484,7 +486,7 @@ impl DeviceModel for Drive {
     }
 
     fn submit(&mut self, now_ns: u64, request: DeviceRequest) {
-        let now_ps = now_ns * PS_PER_NS;
+        let now_ps = now_ns.saturating_mul(PS_PER_NS);
         if !in_range(&request, self.params.capacity_sectors) {
             self.complete_at(now_ps, request.id, EIO);
             return;
@@ -503,7 +505,7 @@ impl DeviceModel for Drive {
     }
 
     fn poll(&mut self, now_ns: u64) -> Option<(u64, i32)> {
-        self.advance(now_ns * PS_PER_NS);
+        self.advance(now_ns.saturating_mul(PS_PER_NS));
         match self.due.peek() {
             Some(Reverse((at, ..))) if *at <= now_ns => {
                 let Reverse((_, _, id, status)) = self.due.pop()?;
