@@ -37,6 +37,9 @@ pub struct BenchArgs {
     /// `--ios` calls per phase and round.
     #[arg(long)]
     pub phases: bool,
+    /// With --phases: only the phases whose name contains this text.
+    #[arg(long, value_name = "TEXT", requires = "phases")]
+    pub phase: Option<String>,
 }
 
 impl BenchArgs {
@@ -127,9 +130,13 @@ impl BenchArgs {
         })?
         .load(&loaded.path)?;
         let component = (**loaded).clone().through_component();
-        let core = phases::measure(loaded, self.ios, self.rounds)?;
-        let fueled = phases::measure(&fuel, self.ios, self.rounds)?;
-        let api = phases::measure(&component, self.ios, self.rounds)?;
+        let only = self.phase.as_deref();
+        let core = phases::measure(loaded, self.ios, self.rounds, only)?;
+        let fueled = phases::measure(&fuel, self.ios, self.rounds, only)?;
+        let api = phases::measure(&component, self.ios, self.rounds, only)?;
+        if core.is_empty() {
+            bail!("no phase's name contains '{}'", only.unwrap_or_default());
+        }
         println!(
             "schedhost bench --phases: {label}, {} calls per phase and round, {} rounds (median)",
             self.ios, self.rounds

@@ -2,6 +2,7 @@
 //! ([`Scheduler`]), implemented by wasmtime's component bindings here and by a component's
 //! core module in [`super::core_abi`]; and what every policy store carries ([`Caps`]).
 
+use schedhost_sdk::{Completion, Request, packed};
 use wasmtime::{ResourceLimiter, Store};
 
 pub(super) mod bindings {
@@ -14,6 +15,11 @@ pub(super) use bindings::exports::schedhost::policy::scheduler as wit;
 pub const INTERFACE: &str = "schedhost:policy/scheduler";
 /// Its version.
 pub const INTERFACE_VERSION: &str = schedhost_sdk::INTERFACE_VERSION;
+
+/// `requests` in the interface's packed encoding, for the component API to lower.
+fn packed_requests(requests: &[Request]) -> Vec<u64> {
+    requests.iter().flat_map(packed::request_words).collect()
+}
 
 /// The interface's functions, called through the component API or, for a component that
 /// wraps one plain core module, through that module ([`super::core_abi`]).
@@ -37,7 +43,7 @@ pub(super) trait Scheduler: Send {
         &self,
         store: &mut Store<Caps>,
         now_ns: u64,
-        words: &[u64],
+        requests: &[Request],
     ) -> wasmtime::Result<()>;
     fn call_dispatch(
         &self,
@@ -50,7 +56,7 @@ pub(super) trait Scheduler: Send {
         &self,
         store: &mut Store<Caps>,
         now_ns: u64,
-        words: &[u64],
+        requests: &[Request],
         hw_queue: u32,
         budget: u32,
     ) -> wasmtime::Result<wit::DispatchAnswer>;
@@ -69,7 +75,7 @@ pub(super) trait Scheduler: Send {
         &self,
         store: &mut Store<Caps>,
         now_ns: u64,
-        words: &[u64],
+        done: &[Completion],
     ) -> wasmtime::Result<()>;
     fn call_limit_depth(
         &self,
@@ -133,10 +139,10 @@ impl Scheduler for bindings::Policy {
         &self,
         store: &mut Store<Caps>,
         now_ns: u64,
-        words: &[u64],
+        requests: &[Request],
     ) -> wasmtime::Result<()> {
         self.schedhost_policy_scheduler()
-            .call_insert(store, now_ns, words)
+            .call_insert(store, now_ns, &packed_requests(requests))
     }
     fn call_dispatch(
         &self,
@@ -152,12 +158,13 @@ impl Scheduler for bindings::Policy {
         &self,
         store: &mut Store<Caps>,
         now_ns: u64,
-        words: &[u64],
+        requests: &[Request],
         hw_queue: u32,
         budget: u32,
     ) -> wasmtime::Result<wit::DispatchAnswer> {
+        let words = packed_requests(requests);
         self.schedhost_policy_scheduler()
-            .call_insert_and_dispatch(store, now_ns, words, hw_queue, budget)
+            .call_insert_and_dispatch(store, now_ns, &words, hw_queue, budget)
     }
     fn call_allow_merge(
         &self,
@@ -180,10 +187,11 @@ impl Scheduler for bindings::Policy {
         &self,
         store: &mut Store<Caps>,
         now_ns: u64,
-        words: &[u64],
+        done: &[Completion],
     ) -> wasmtime::Result<()> {
+        let words: Vec<u64> = done.iter().flat_map(packed::completion_words).collect();
         self.schedhost_policy_scheduler()
-            .call_completed(store, now_ns, words)
+            .call_completed(store, now_ns, &words)
     }
     fn call_limit_depth(
         &self,

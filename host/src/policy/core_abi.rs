@@ -14,6 +14,7 @@
 //! checked against its memory before it is read, lengths are bounded before anything is
 //! copied, and text must be UTF-8.
 
+use schedhost_sdk::{Completion, Request, packed};
 use wasmtime::{Engine, Instance, Memory, Module, Store, TypedFunc};
 
 use super::calls::{Caps, INTERFACE, INTERFACE_VERSION, Scheduler, wit};
@@ -376,13 +377,27 @@ impl CoreCalls {
         Ok(ptr)
     }
 
-    /// Copies `words` into guest memory, little-endian as the guest reads them.
-    fn lower_words(&self, store: &mut Store<Caps>, words: &[u64]) -> wasmtime::Result<(u32, u32)> {
-        let (ptr, target) = self.allocate(store, words.len() * 8, 8)?;
-        for (chunk, word) in target.chunks_exact_mut(8).zip(words) {
-            chunk.copy_from_slice(&word.to_le_bytes());
+    /// Packs `records` straight into guest memory, little-endian as the guest reads them:
+    /// the list's pointer and its length in words.
+    fn lower_packed<T>(
+        &self,
+        store: &mut Store<Caps>,
+        records: &[T],
+        words_of: impl Fn(&T) -> [u64; packed::WORDS],
+    ) -> wasmtime::Result<(u32, u32)> {
+        const RECORD_BYTES: usize = packed::WORDS * 8;
+        let words = records
+            .len()
+            .checked_mul(packed::WORDS)
+            .and_then(|w| u32::try_from(w).ok())
+            .ok_or_else(|| bad("an argument past 4 GiB"))?;
+        let (ptr, target) = self.allocate(store, words as usize * 8, 8)?;
+        for (slot, record) in target.chunks_exact_mut(RECORD_BYTES).zip(records) {
+            for (bytes, word) in slot.chunks_exact_mut(8).zip(words_of(record)) {
+                bytes.copy_from_slice(&word.to_le_bytes());
+            }
         }
-        Ok((ptr, words.len() as u32))
+        Ok((ptr, words))
     }
 
     fn lower_str(&self, store: &mut Store<Caps>, s: &str) -> wasmtime::Result<(u32, u32)> {
@@ -466,9 +481,9 @@ impl Scheduler for CoreCalls {
         &self,
         store: &mut Store<Caps>,
         now_ns: u64,
-        words: &[u64],
+        requests: &[Request],
     ) -> wasmtime::Result<()> {
-        let (ptr, len) = self.lower_words(store, words)?;
+        let (ptr, len) = self.lower_packed(store, requests, packed::request_words)?;
         self.insert.call(store, (now_ns, ptr, len))
     }
 
@@ -491,11 +506,11 @@ impl Scheduler for CoreCalls {
         &self,
         store: &mut Store<Caps>,
         now_ns: u64,
-        words: &[u64],
+        requests: &[Request],
         hw_queue: u32,
         budget: u32,
     ) -> wasmtime::Result<wit::DispatchAnswer> {
-        let (ptr, len) = self.lower_words(store, words)?;
+        let (ptr, len) = self.lower_packed(store, requests, packed::request_words)?;
         let params = (now_ns, ptr, len, hw_queue, budget);
         answered(store, &self.insert_and_dispatch, params, |s, area| {
             self.guest.answer_at(s, area)
@@ -550,9 +565,9 @@ impl Scheduler for CoreCalls {
         &self,
         store: &mut Store<Caps>,
         now_ns: u64,
-        words: &[u64],
+        done: &[Completion],
     ) -> wasmtime::Result<()> {
-        let (ptr, len) = self.lower_words(store, words)?;
+        let (ptr, len) = self.lower_packed(store, done, packed::completion_words)?;
         self.completed.call(store, (now_ns, ptr, len))
     }
 

@@ -18,12 +18,17 @@ pub struct Phase {
     pub ns: f64,
 }
 
-/// Measures each phase on a fresh instance of `loaded`, `calls` calls per round, the median
-/// of `rounds` rounds.
+/// Measures each phase (or those whose name contains `only`) on a fresh instance of
+/// `loaded`, `calls` calls per round, the median of `rounds` rounds.
 ///
 /// # Errors
 /// The component cannot be instantiated or a call fails.
-pub fn measure(loaded: &LoadedPolicy, calls: u64, rounds: u32) -> anyhow::Result<Vec<Phase>> {
+pub fn measure(
+    loaded: &LoadedPolicy,
+    calls: u64,
+    rounds: u32,
+    only: Option<&str>,
+) -> anyhow::Result<Vec<Phase>> {
     let mut policy = loaded.instantiate()?;
     policy.init_for_bench()?;
     let mut phases = Vec::new();
@@ -31,6 +36,9 @@ pub fn measure(loaded: &LoadedPolicy, calls: u64, rounds: u32) -> anyhow::Result
     let mut run = |name: &'static str,
                    body: &mut dyn FnMut(&mut WasmPolicy) -> anyhow::Result<()>|
      -> anyhow::Result<()> {
+        if only.is_some_and(|only| !name.contains(only)) {
+            return Ok(());
+        }
         let ns = median_ns(calls, rounds, || body(&mut policy))?;
         phases.push(Phase { name, ns });
         Ok(())
@@ -47,7 +55,7 @@ pub fn measure(loaded: &LoadedPolicy, calls: u64, rounds: u32) -> anyhow::Result
         "7 scalars in, one out, no work (turn, no parts)",
         &mut |p| p.bench_turn(0, None, &[0; 5]).map(drop),
     )?;
-    let completion = packed::completion_words(&Completion {
+    let done = Completion {
         id: RequestId(1),
         ctx: 0,
         op: Op::Read,
@@ -55,49 +63,57 @@ pub fn measure(loaded: &LoadedPolicy, calls: u64, rounds: u32) -> anyhow::Result
         latency_ns: 1,
         service_ns: 1,
         status: 0,
-    });
+    };
+    let completion = packed::completion_words(&done);
     run("a list argument, 5 words (completed)", &mut |p| {
-        p.bench_completed(&completion)
+        p.bench_completed(&done)
     })?;
     run("a list result and post-return (dispatch, none)", &mut |p| {
         p.bench_dispatch().map(drop)
     })?;
-    let request = |id: u64| {
-        packed::request_words(&Request {
-            id: RequestId(id),
-            ctx: 0,
-            op: Op::Read,
-            sector: Sector(id * 8),
-            sectors: 8,
-            sync: true,
-            prio_class: PrioClass::None,
-            prio_level: 4,
-            arrival_ns: id,
-        })
+    let request = |id: u64| Request {
+        id: RequestId(id),
+        ctx: 0,
+        op: Op::Read,
+        sector: Sector(id * 8),
+        sectors: 8,
+        sync: true,
+        prio_class: PrioClass::None,
+        prio_level: 4,
+        arrival_ns: id,
     };
     run(
         "one request in, one id out as lists (insert-and-dispatch)",
         &mut |p| {
             next_id += 1;
-            p.bench_insert_and_dispatch(&request(next_id)).map(drop)
+            p.bench_insert_and_dispatch(&[request(next_id)]).map(drop)
         },
+    )?;
+    let batch: Vec<Request> = (1..=BATCH as u64).map(request).collect();
+    run(
+        "32 requests in, 32 ids out as lists (insert-and-dispatch), per call",
+        &mut |p| p.bench_insert_and_dispatch(&batch).map(drop),
     )?;
     run("one request in, one id out as scalars (turn)", &mut |p| {
         next_id += 1;
         let parts = packed::TURN_REQUEST | packed::TURN_DISPATCH;
-        p.bench_turn(parts, None, &request(next_id)).map(drop)
+        let r = packed::request_words(&request(next_id));
+        p.bench_turn(parts, None, &r).map(drop)
     })?;
     run(
         "a completion, one request in, one id out (turn-after-completion)",
         &mut |p| {
             next_id += 1;
             let parts = packed::TURN_REQUEST | packed::TURN_DISPATCH;
-            p.bench_turn(parts, Some(&completion), &request(next_id))
-                .map(drop)
+            let r = packed::request_words(&request(next_id));
+            p.bench_turn(parts, Some(&completion), &r).map(drop)
         },
     )?;
     Ok(phases)
 }
+
+/// Requests in the batch phase: a full queue at the benchmark's iodepth 32.
+const BATCH: usize = 32;
 
 /// The median over `rounds` of the ns per call of `calls` calls of `body`.
 fn median_ns(

@@ -153,6 +153,10 @@ impl WasmRuntime {
         config.cranelift_opt_level(OptLevel::Speed);
         config.epoch_interruption(true);
         config.consume_fuel(limits.fuel.is_some());
+        if std::env::var_os("SCHEDHOST_PERFMAP").is_some() {
+            // `perf report` then names the policies' compiled functions.
+            config.profiler(wasmtime::ProfilingStrategy::PerfMap);
+        }
         let mut pool = PoolingAllocationConfig::default();
         // A host runs one instance per device plus spares for swaps. Each memory keeps the
         // default 4 GiB reservation (virtual address space only): with it, Cranelift elides
@@ -163,7 +167,13 @@ impl WasmRuntime {
         pool.total_tables(64);
         pool.max_memory_size(256 << 20);
         config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
-        let engine = Engine::new(&config)?;
+        // The pool reserves its address space up front (about half a TiB). Where that is
+        // refused (`ulimit -v`, valgrind), memories are reserved one instance at a time; the
+        // policy's memory cap is the store's limiter either way.
+        let engine = Engine::new(&config).or_else(|_| {
+            config.allocation_strategy(InstanceAllocationStrategy::OnDemand);
+            Engine::new(&config)
+        })?;
         start_epoch_ticker(&engine)?;
         Ok(Self { engine, limits })
     }
@@ -320,7 +330,6 @@ impl LoadedPolicy {
         Ok(WasmPolicy {
             store,
             calls,
-            words: Vec::new(),
             ticks,
             fuel: self.limits.fuel,
             loaded: self.clone(),
@@ -373,9 +382,10 @@ impl WasmPolicy {
         })
     }
 
-    pub(super) fn bench_completed(&mut self, words: &[u64; packed::WORDS]) -> anyhow::Result<()> {
+    pub(super) fn bench_completed(&mut self, done: &Completion) -> anyhow::Result<()> {
         arm(&mut self.store, self.ticks, self.fuel);
-        self.calls.call_completed(&mut self.store, 0, words)?;
+        self.calls
+            .call_completed(&mut self.store, 0, std::slice::from_ref(done))?;
         Ok(())
     }
 
@@ -387,14 +397,16 @@ impl WasmPolicy {
             .map(|answer| answer.ids.len())?)
     }
 
+    /// The budget is one id per request.
     pub(super) fn bench_insert_and_dispatch(
         &mut self,
-        words: &[u64; packed::WORDS],
+        requests: &[Request],
     ) -> anyhow::Result<usize> {
         arm(&mut self.store, self.ticks, self.fuel);
+        let budget = requests.len() as u32;
         Ok(self
             .calls
-            .call_insert_and_dispatch(&mut self.store, 0, words, 0, 1)
+            .call_insert_and_dispatch(&mut self.store, 0, requests, 0, budget)
             .map(|answer| answer.ids.len())?)
     }
 }
@@ -433,8 +445,6 @@ pub(super) fn arm(store: &mut Store<Caps>, ticks: u64, fuel: Option<u64>) {
 pub struct WasmPolicy {
     store: Store<Caps>,
     calls: Box<dyn Scheduler>,
-    /// Reused buffer for packed batches.
-    words: Vec<u64>,
     /// Epoch ticks each call may run.
     ticks: u64,
     fuel: Option<u64>,
@@ -568,12 +578,8 @@ impl PolicyBackend for WasmPolicy {
 
     fn insert(&mut self, now_ns: u64, requests: &[Request]) -> Result<(), Fault> {
         arm(&mut self.store, self.ticks, self.fuel);
-        self.words.clear();
-        for request in requests {
-            packed::pack_request(request, &mut self.words);
-        }
         self.calls
-            .call_insert(&mut self.store, now_ns, &self.words)
+            .call_insert(&mut self.store, now_ns, requests)
             .map_err(|e| self.fault("insert", e))
     }
 
@@ -594,13 +600,9 @@ impl PolicyBackend for WasmPolicy {
         budget: u32,
     ) -> Result<Dispatch, Fault> {
         arm(&mut self.store, self.ticks, self.fuel);
-        self.words.clear();
-        for request in requests {
-            packed::pack_request(request, &mut self.words);
-        }
         let answer = self
             .calls
-            .call_insert_and_dispatch(&mut self.store, now_ns, &self.words, hw_queue, budget)
+            .call_insert_and_dispatch(&mut self.store, now_ns, requests, hw_queue, budget)
             .map_err(|e| self.fault("insert-and-dispatch", e))?;
         Ok(dispatch_of(answer))
     }
@@ -689,12 +691,8 @@ impl PolicyBackend for WasmPolicy {
 
     fn completed(&mut self, now_ns: u64, done: &[Completion]) -> Result<(), Fault> {
         arm(&mut self.store, self.ticks, self.fuel);
-        self.words.clear();
-        for completion in done {
-            packed::pack_completion(completion, &mut self.words);
-        }
         self.calls
-            .call_completed(&mut self.store, now_ns, &self.words)
+            .call_completed(&mut self.store, now_ns, done)
             .map_err(|e| self.fault("completed", e))
     }
 

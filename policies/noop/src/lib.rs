@@ -30,12 +30,15 @@ impl Policy for Noop {
     }
 
     fn dispatch(&mut self, _now_ns: u64, _hw_queue: u32, budget: u32, out: &mut Dispatch) {
-        while out.ids.len() < budget as usize {
-            let Some(id) = self.queue.pop_front() else {
-                break;
-            };
-            out.ids.push(id);
-        }
+        // The oldest `n` ids, copied a slice at a time.
+        let n = (budget as usize)
+            .saturating_sub(out.ids.len())
+            .min(self.queue.len());
+        let (front, back) = self.queue.as_slices();
+        let from_front = n.min(front.len());
+        out.ids.extend_from_slice(&front[..from_front]);
+        out.ids.extend_from_slice(&back[..n - from_front]);
+        self.queue.drain(..n);
     }
 }
 
@@ -82,6 +85,31 @@ mod tests {
         assert_eq!(rt.dispatch(0, 0, 2).ids, ids(&[7, 3]));
         assert_eq!(rt.dispatch(0, 0, 2).ids, ids(&[5]));
         assert!(rt.dispatch(0, 0, 2).ids.is_empty());
+    }
+
+    #[test]
+    fn noop_keeps_arrival_order_across_its_ring_buffer_wrapping() {
+        let mut rt = runtime();
+        let mut next = 0;
+        let mut expected = 0;
+        // Uneven inserts and dispatches walk the queue's start around its buffer, so some
+        // answers take ids from both of its halves.
+        for round in 0..50u64 {
+            let batch: Vec<Request> = (0..1 + round % 7)
+                .map(|_| {
+                    next += 1;
+                    request(next, next * 8)
+                })
+                .collect();
+            rt.insert(0, &batch);
+            let answer = rt.dispatch(0, 0, 1 + (round % 5) as u32).ids;
+            for id in answer {
+                expected += 1;
+                assert_eq!(id, RequestId(expected), "round {round}");
+            }
+        }
+        let rest = rt.dispatch(0, 0, u32::MAX).ids;
+        assert_eq!(rest, ids(&((expected + 1)..=next).collect::<Vec<_>>()));
     }
 
     #[test]
