@@ -868,3 +868,18 @@ fn no_fixed_buffers_runs_with_plain_reads_and_says_so() {
     // The kernel may refuse to register them (a locked-memory limit), so only "not off".
     assert_ne!(run(&[]).0, None);
 }
+
+#[test]
+fn a_component_still_runs_where_the_memory_pool_cannot_reserve_its_address_space() {
+    // 16 GiB of address space: too little for the pool's up-front reservation (64 memories
+    // with their guard regions), enough for one policy's memory reserved on demand.
+    let run = format!(
+        "ulimit -v 16777216 && exec {} run --policy noop --device sim:ssd {}",
+        env!("CARGO_BIN_EXE_schedhost"),
+        QUICK.join(" ")
+    );
+    let out = Command::new("sh").args(["-c", &run]).output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(report.contains("completed=4096"), "{report}");
+}
