@@ -18,6 +18,8 @@ wit_bindgen::generate!({
     world: "policy",
     pub_export_macro: true,
     export_macro_name: "__export_policy_world",
+    // Rust on wasm32 has no static constructors to run, and the guard cost every call.
+    disable_run_ctors_once_workaround: true,
 });
 
 pub use exports::schedhost::policy::scheduler as wit;

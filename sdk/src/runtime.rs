@@ -158,13 +158,23 @@ impl<P: Policy> Runtime<P> {
         if parts & TURN_DISPATCH == 0 {
             return TURN_NONE;
         }
-        let mut answer = std::mem::take(&mut self.answer);
+        let Self {
+            policy,
+            answer,
+            absorbed,
+            ..
+        } = self;
         answer.ids.clear();
         answer.wake_at_ns = None;
-        self.dispatch_into(now_ns, hw_queue, budget, &mut answer);
-        let result = crate::packed::turn_result(&answer).unwrap_or(TURN_MORE);
-        self.answer = answer;
-        result
+        dispatch_filtered(
+            policy_of(policy),
+            absorbed,
+            now_ns,
+            hw_queue,
+            budget,
+            answer,
+        );
+        crate::packed::turn_result(answer).unwrap_or(TURN_MORE)
     }
 
     /// The answer of the last turn that returned [`crate::packed::TURN_MORE`].
@@ -199,36 +209,18 @@ impl<P: Policy> Runtime<P> {
             ids: Vec::with_capacity(budget.min(64) as usize),
             wake_at_ns: None,
         };
-        self.dispatch_into(now_ns, hw_queue, budget, &mut out);
+        let Self {
+            policy, absorbed, ..
+        } = self;
+        dispatch_filtered(
+            policy_of(policy),
+            absorbed,
+            now_ns,
+            hw_queue,
+            budget,
+            &mut out,
+        );
         out
-    }
-
-    /// The policy's answer with every absorbed id dropped: while some were, the policy is
-    /// asked again for the rest of the budget, and its latest wake-up stands. Ends because
-    /// each round empties at least one entry of a finite set.
-    fn dispatch_into(&mut self, now_ns: u64, hw_queue: u32, budget: u32, out: &mut Dispatch) {
-        let policy = self
-            .policy
-            .as_mut()
-            .expect("the host calls init before anything else");
-        policy.dispatch(now_ns, hw_queue, budget, out);
-        if P::HANDLES_ABSORBED {
-            return;
-        }
-        let absorbed = &mut self.absorbed;
-        while !absorbed.is_empty() && drop_absorbed(&mut out.ids, absorbed) {
-            let room = (budget as usize).saturating_sub(out.ids.len());
-            if room == 0 {
-                break;
-            }
-            let mut more = Dispatch::default();
-            policy.dispatch(now_ns, hw_queue, room as u32, &mut more);
-            out.wake_at_ns = more.wake_at_ns;
-            if more.ids.is_empty() {
-                break;
-            }
-            out.ids.append(&mut more.ids);
-        }
     }
 
     /// Forwards [`Policy::allow_merge`].
@@ -282,10 +274,46 @@ impl<P: Policy> Runtime<P> {
     }
 
     fn policy_mut(&mut self) -> &mut P {
-        self.policy
-            .as_mut()
-            .expect("the host calls init before anything else")
+        policy_of(&mut self.policy)
     }
+}
+
+/// The policy's answer with every absorbed id dropped: while some were, the policy is asked
+/// again for the rest of the budget, and its latest wake-up stands. Ends because each round
+/// empties at least one entry of a finite set. (A function of the runtime's fields, so a
+/// turn fills the answer it keeps in place.)
+fn dispatch_filtered<P: Policy>(
+    policy: &mut P,
+    absorbed: &mut IdSet,
+    now_ns: u64,
+    hw_queue: u32,
+    budget: u32,
+    out: &mut Dispatch,
+) {
+    policy.dispatch(now_ns, hw_queue, budget, out);
+    if P::HANDLES_ABSORBED {
+        return;
+    }
+    while !absorbed.is_empty() && drop_absorbed(&mut out.ids, absorbed) {
+        let room = (budget as usize).saturating_sub(out.ids.len());
+        if room == 0 {
+            break;
+        }
+        let mut more = Dispatch::default();
+        policy.dispatch(now_ns, hw_queue, room as u32, &mut more);
+        out.wake_at_ns = more.wake_at_ns;
+        if more.ids.is_empty() {
+            break;
+        }
+        out.ids.append(&mut more.ids);
+    }
+}
+
+/// The policy, which exists once the host has called `init`.
+fn policy_of<P>(policy: &mut Option<P>) -> &mut P {
+    policy
+        .as_mut()
+        .expect("the host calls init before anything else")
 }
 
 /// Drops from `ids` every id in `absorbed`, emptying those entries; true iff any was.

@@ -112,26 +112,29 @@ impl PrioClass {
 }
 
 /// A request queued for scheduling.
+// Laid out in the order of its packed words (`crate::packed`), so a component unpacking a
+// batch copies whole words: `sectors` and `ctx` are one word, the flags four bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(C)]
 pub struct Request {
     /// Unique for the life of the host.
     pub id: RequestId,
+    /// First 512-byte sector.
+    pub sector: Sector,
+    /// When it entered the host, in nanoseconds.
+    pub arrival_ns: u64,
+    /// Length in 512-byte sectors.
+    pub sectors: u32,
     /// The submitter (software queue) it came from.
     pub ctx: u32,
     /// What it does.
     pub op: Op,
-    /// First 512-byte sector.
-    pub sector: Sector,
-    /// Length in 512-byte sectors.
-    pub sectors: u32,
     /// The submitter waits for it.
     pub sync: bool,
     /// Priority class.
     pub prio_class: PrioClass,
     /// Level within the class, 0 (highest) to 7.
     pub prio_level: u8,
-    /// When it entered the host, in nanoseconds.
-    pub arrival_ns: u64,
 }
 
 impl Request {

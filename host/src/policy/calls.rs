@@ -2,7 +2,7 @@
 //! ([`Scheduler`]), implemented by wasmtime's component bindings here and by a component's
 //! core module in [`super::core_abi`]; and what every policy store carries ([`Caps`]).
 
-use schedhost_sdk::{Completion, Request, packed};
+use schedhost_sdk::{Completion, Dispatch, Request, RequestId, packed};
 use wasmtime::{ResourceLimiter, Store};
 
 pub(super) mod bindings {
@@ -15,6 +15,15 @@ pub(super) use bindings::exports::schedhost::policy::scheduler as wit;
 pub const INTERFACE: &str = "schedhost:policy/scheduler";
 /// Its version.
 pub const INTERFACE_VERSION: &str = schedhost_sdk::INTERFACE_VERSION;
+
+/// The component's answer in the SDK's types. The ids are the guest's word and the core
+/// checks each; the collect reuses the list's allocation (same layout).
+fn dispatch_of(answer: wit::DispatchAnswer) -> Dispatch {
+    Dispatch {
+        ids: answer.ids.into_iter().map(RequestId).collect(),
+        wake_at_ns: answer.wake_at_ns,
+    }
+}
 
 /// `requests` in the interface's packed encoding, for the component API to lower.
 fn packed_requests(requests: &[Request]) -> Vec<u64> {
@@ -51,7 +60,7 @@ pub(super) trait Scheduler: Send {
         now_ns: u64,
         hw_queue: u32,
         budget: u32,
-    ) -> wasmtime::Result<wit::DispatchAnswer>;
+    ) -> wasmtime::Result<Dispatch>;
     fn call_insert_and_dispatch(
         &self,
         store: &mut Store<Caps>,
@@ -59,7 +68,7 @@ pub(super) trait Scheduler: Send {
         requests: &[Request],
         hw_queue: u32,
         budget: u32,
-    ) -> wasmtime::Result<wit::DispatchAnswer>;
+    ) -> wasmtime::Result<Dispatch>;
     fn call_allow_merge(
         &self,
         store: &mut Store<Caps>,
@@ -104,7 +113,7 @@ pub(super) trait Scheduler: Send {
         c: &[u64; 5],
         r: &[u64; 5],
     ) -> wasmtime::Result<u64>;
-    fn call_take_answer(&self, store: &mut Store<Caps>) -> wasmtime::Result<wit::DispatchAnswer>;
+    fn call_take_answer(&self, store: &mut Store<Caps>) -> wasmtime::Result<Dispatch>;
 }
 
 impl Scheduler for bindings::Policy {
@@ -150,9 +159,10 @@ impl Scheduler for bindings::Policy {
         now_ns: u64,
         hw_queue: u32,
         budget: u32,
-    ) -> wasmtime::Result<wit::DispatchAnswer> {
+    ) -> wasmtime::Result<Dispatch> {
         self.schedhost_policy_scheduler()
             .call_dispatch(store, now_ns, hw_queue, budget)
+            .map(dispatch_of)
     }
     fn call_insert_and_dispatch(
         &self,
@@ -161,10 +171,11 @@ impl Scheduler for bindings::Policy {
         requests: &[Request],
         hw_queue: u32,
         budget: u32,
-    ) -> wasmtime::Result<wit::DispatchAnswer> {
+    ) -> wasmtime::Result<Dispatch> {
         let words = packed_requests(requests);
         self.schedhost_policy_scheduler()
             .call_insert_and_dispatch(store, now_ns, &words, hw_queue, budget)
+            .map(dispatch_of)
     }
     fn call_allow_merge(
         &self,
@@ -236,8 +247,10 @@ impl Scheduler for bindings::Policy {
                 store, now_ns, control, c[0], c[1], c[2], c[3], c[4], r[0], r[1], r[2], r[3], r[4],
             )
     }
-    fn call_take_answer(&self, store: &mut Store<Caps>) -> wasmtime::Result<wit::DispatchAnswer> {
-        self.schedhost_policy_scheduler().call_take_answer(store)
+    fn call_take_answer(&self, store: &mut Store<Caps>) -> wasmtime::Result<Dispatch> {
+        self.schedhost_policy_scheduler()
+            .call_take_answer(store)
+            .map(dispatch_of)
     }
 }
 

@@ -14,7 +14,7 @@
 //! checked against its memory before it is read, lengths are bounded before anything is
 //! copied, and text must be UTF-8.
 
-use schedhost_sdk::{Completion, Request, packed};
+use schedhost_sdk::{Completion, Dispatch, Request, RequestId, packed};
 use wasmtime::{Engine, Instance, Memory, Module, Store, TypedFunc};
 
 use super::calls::{Caps, INTERFACE, INTERFACE_VERSION, Scheduler, wit};
@@ -326,23 +326,25 @@ impl Guest {
     }
 
     /// A `dispatch-answer` in the return area at `area`.
-    fn answer_at(&self, store: &Store<Caps>, area: u32) -> wasmtime::Result<wit::DispatchAnswer> {
+    fn answer_at(&self, store: &Store<Caps>, area: u32) -> wasmtime::Result<Dispatch> {
         let (ptr, len) = (
             self.u32_at(store, area)?,
             self.u32_at(store, Self::field(area, 4)?)?,
         );
         let len = len.min(MAX_ANSWER_IDS);
         let bytes = self.bytes(store, ptr, len.checked_mul(8).ok_or_else(|| bad("ids"))?)?;
-        let ids = bytes
-            .chunks_exact(8)
-            .map(|c| u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
-            .collect();
+        let mut ids = vec![RequestId(0); len as usize];
+        for (id, word) in ids.iter_mut().zip(bytes.chunks_exact(8)) {
+            let mut le = [0; 8];
+            le.copy_from_slice(word);
+            *id = RequestId(u64::from_le_bytes(le));
+        }
         let wake_at_ns = match self.u8_at(store, Self::field(area, 8)?)? {
             0 => None,
             1 => Some(self.u64_at(store, Self::field(area, 16)?)?),
             _ => return Err(bad("an option that is neither none nor some")),
         };
-        Ok(wit::DispatchAnswer { ids, wake_at_ns })
+        Ok(Dispatch { ids, wake_at_ns })
     }
 }
 
@@ -493,7 +495,7 @@ impl Scheduler for CoreCalls {
         now_ns: u64,
         hw_queue: u32,
         budget: u32,
-    ) -> wasmtime::Result<wit::DispatchAnswer> {
+    ) -> wasmtime::Result<Dispatch> {
         answered(
             store,
             &self.dispatch,
@@ -509,7 +511,7 @@ impl Scheduler for CoreCalls {
         requests: &[Request],
         hw_queue: u32,
         budget: u32,
-    ) -> wasmtime::Result<wit::DispatchAnswer> {
+    ) -> wasmtime::Result<Dispatch> {
         let (ptr, len) = self.lower_packed(store, requests, packed::request_words)?;
         let params = (now_ns, ptr, len, hw_queue, budget);
         answered(store, &self.insert_and_dispatch, params, |s, area| {
@@ -628,7 +630,7 @@ impl Scheduler for CoreCalls {
         )
     }
 
-    fn call_take_answer(&self, store: &mut Store<Caps>) -> wasmtime::Result<wit::DispatchAnswer> {
+    fn call_take_answer(&self, store: &mut Store<Caps>) -> wasmtime::Result<Dispatch> {
         answered(store, &self.take_answer, (), |s, area| {
             self.guest.answer_at(s, area)
         })
@@ -723,6 +725,6 @@ mod tests {
         assert!(g.answer_at(&store, 0).is_err());
         let (store, g) = guest(&le(&[24, 1, 0, 0, 0, 0, 42, 0]));
         let answer = g.answer_at(&store, 0).unwrap();
-        assert_eq!((answer.ids, answer.wake_at_ns), (vec![42], None));
+        assert_eq!((answer.ids, answer.wake_at_ns), (vec![RequestId(42)], None));
     }
 }

@@ -415,11 +415,9 @@ impl WasmPolicy {
     /// The answer a `turn` kept back because it was more than one id.
     fn take_answer(&mut self) -> Result<Dispatch, Fault> {
         arm(&mut self.store, self.ticks, self.fuel);
-        let answer = self
-            .calls
+        self.calls
             .call_take_answer(&mut self.store)
-            .map_err(|e| self.fault("take-answer", e))?;
-        Ok(dispatch_of(answer))
+            .map_err(|e| self.fault("take-answer", e))
     }
 }
 
@@ -585,11 +583,9 @@ impl PolicyBackend for WasmPolicy {
 
     fn dispatch(&mut self, now_ns: u64, hw_queue: u32, budget: u32) -> Result<Dispatch, Fault> {
         arm(&mut self.store, self.ticks, self.fuel);
-        let answer = self
-            .calls
+        self.calls
             .call_dispatch(&mut self.store, now_ns, hw_queue, budget)
-            .map_err(|e| self.fault("dispatch", e))?;
-        Ok(dispatch_of(answer))
+            .map_err(|e| self.fault("dispatch", e))
     }
 
     fn insert_and_dispatch(
@@ -600,11 +596,9 @@ impl PolicyBackend for WasmPolicy {
         budget: u32,
     ) -> Result<Dispatch, Fault> {
         arm(&mut self.store, self.ticks, self.fuel);
-        let answer = self
-            .calls
+        self.calls
             .call_insert_and_dispatch(&mut self.store, now_ns, requests, hw_queue, budget)
-            .map_err(|e| self.fault("insert-and-dispatch", e))?;
-        Ok(dispatch_of(answer))
+            .map_err(|e| self.fault("insert-and-dispatch", e))
     }
 
     fn turn(&mut self, now_ns: u64, turn: &Turn<'_>) -> Result<Option<Dispatch>, Fault> {
@@ -715,15 +709,6 @@ impl PolicyBackend for WasmPolicy {
         self.calls
             .call_restore_state(&mut self.store, state)
             .map_err(|e| self.fault("restore-state", e))
-    }
-}
-
-/// The component's answer in the SDK's types. The ids are the guest's word and the core
-/// checks each; the collect reuses the list's allocation (same layout).
-fn dispatch_of(answer: wit::DispatchAnswer) -> Dispatch {
-    Dispatch {
-        ids: answer.ids.into_iter().map(RequestId).collect(),
-        wake_at_ns: answer.wake_at_ns,
     }
 }
 

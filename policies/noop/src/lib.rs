@@ -26,18 +26,17 @@ impl Policy for Noop {
     }
 
     fn insert(&mut self, _now_ns: u64, requests: &[Request]) {
-        self.queue.extend(requests.iter().map(|r| r.id));
+        for r in requests {
+            self.queue.push_back(r.id);
+        }
     }
 
     fn dispatch(&mut self, _now_ns: u64, _hw_queue: u32, budget: u32, out: &mut Dispatch) {
-        // The oldest `n` ids, copied a slice at a time.
         let n = (budget as usize)
             .saturating_sub(out.ids.len())
             .min(self.queue.len());
-        let (front, back) = self.queue.as_slices();
-        let from_front = n.min(front.len());
-        out.ids.extend_from_slice(&front[..from_front]);
-        out.ids.extend_from_slice(&back[..n - from_front]);
+        // Copied, then dropped: one pass each, with no per-id capacity checks.
+        out.ids.extend(self.queue.iter().take(n).copied());
         self.queue.drain(..n);
     }
 }
