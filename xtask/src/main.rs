@@ -9,6 +9,7 @@ use anyhow::{Context, Result, bail, ensure};
 
 mod bench_clients;
 mod bench_fio;
+mod bench_instructions;
 mod bench_nbd;
 mod toolchain;
 
@@ -25,6 +26,9 @@ cargo xtask <command>
   bench-affinity [--file PATH] [--rounds N]
                       elapsed time under rq_affinity 0, 1 and 2 with submitter threads (seed 2)
   fuzz [SECONDS]      run every fuzz target in fuzz/ for SECONDS each (default 60); installs cargo-fuzz
+  bench-instructions [--policy NAME] [--iodepth N]...
+                      instructions per bio, component against native, counted by callgrind on
+                      sim:null (needs valgrind); default noop at iodepth 1 and 32
   bench-loop [--rounds N] [--seconds S]
                       on a loop device (root): the kernel's mq-deadline, bfq and kyber under fio
                       against schedhost's deadline, bfq and kyber over the kernel's none
@@ -110,6 +114,24 @@ fn run(args: Vec<String>) -> Result<()> {
                 }
             }
             bench_fio::affinity(&root, file, rounds)
+        }
+        ["bench-instructions", rest @ ..] => {
+            build_all(&root)?;
+            let (mut policy, mut depths) = ("noop", Vec::new());
+            for pair in rest.chunks(2) {
+                match pair {
+                    ["--policy", name] => policy = name,
+                    ["--iodepth", n] => depths.push(n.parse().context("--iodepth takes a number")?),
+                    other => bail!(
+                        "bench-instructions: unknown option {:?}\n\n{USAGE}",
+                        other.join(" ")
+                    ),
+                }
+            }
+            if depths.is_empty() {
+                depths = vec![1, 32];
+            }
+            bench_instructions::run(&root, policy, &depths)
         }
         ["bench-loop", rest @ ..] => {
             build_all(&root)?;
