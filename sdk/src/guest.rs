@@ -18,7 +18,9 @@ wit_bindgen::generate!({
     world: "policy",
     pub_export_macro: true,
     export_macro_name: "__export_policy_world",
-    // Rust on wasm32 has no static constructors to run, and the guard cost every call.
+    // The guard cost every call about 50 instructions, to run constructors a Rust policy
+    // does not have (its `__wasm_call_ctors` is empty). A policy that adds one (the `ctor`
+    // crate) would have wasm-ld run it before every export instead of once.
     disable_run_ctors_once_workaround: true,
 });
 
