@@ -325,6 +325,11 @@ impl Deadline {
     fn aged_request(&mut self, now_ns: u64) -> Option<RequestId> {
         for prio in 1..PRIOS {
             let per = &self.prios[prio];
+            // Aging only matters with a higher class waiting; checked first, it spares the
+            // FIFO lookups when every request is in one class.
+            if per.is_empty() || self.prios[..prio].iter().all(PerPrio::is_empty) {
+                continue;
+            }
             let oldest = DIRS
                 .iter()
                 .filter_map(|&d| per.dirs[d as usize].fifo_front())
@@ -332,7 +337,6 @@ impl Deadline {
                 .min();
             if let Some((arrival, id)) = oldest
                 && now_ns.saturating_sub(arrival) >= self.prio_aging_ns
-                && self.prios[..prio].iter().any(|p| !p.is_empty())
             {
                 return Some(id);
             }
