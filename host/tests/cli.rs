@@ -27,6 +27,24 @@ fn temp_file(name: &str, text: &str) -> PathBuf {
     path
 }
 
+/// The bundled component `name`, if `cargo xtask build` made it; without it the test is
+/// skipped, unless the run requires the wasm (`cargo xtask test`), where that fails.
+fn built_component(name: &str) -> Option<PathBuf> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../target/policies")
+        .join(format!("{name}.wasm"));
+    if path.is_file() {
+        return Some(path);
+    }
+    assert!(
+        std::env::var_os("SCHEDHOST_REQUIRE_WASM").is_none(),
+        "{} missing",
+        path.display()
+    );
+    eprintln!("skipping: {} not built", path.display());
+    None
+}
+
 /// Asserts a failed run: non-zero exit, one clear message, no panic.
 fn assert_fails_with(out: &Output, expected: &str) {
     let err = stderr(out);
@@ -148,16 +166,9 @@ fn missing_job_and_bad_device_are_explained() {
 
 #[test]
 fn inspect_lists_tunables_of_a_component() {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/policies/cscan.wasm");
-    if !path.is_file() {
-        assert!(
-            std::env::var_os("SCHEDHOST_REQUIRE_WASM").is_none(),
-            "{} missing",
-            path.display()
-        );
-        eprintln!("skipping: {} not built", path.display());
+    let Some(path) = built_component("cscan") else {
         return;
-    }
+    };
     let out = schedhost(&["policy", "inspect", path.to_str().unwrap()]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{}", stderr(&out));
@@ -871,16 +882,9 @@ fn no_fixed_buffers_runs_with_plain_reads_and_says_so() {
 
 #[test]
 fn a_component_still_runs_where_the_memory_pool_cannot_reserve_its_address_space() {
-    let noop = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/policies/noop.wasm");
-    if !noop.is_file() {
-        assert!(
-            std::env::var_os("SCHEDHOST_REQUIRE_WASM").is_none(),
-            "{} missing",
-            noop.display()
-        );
-        eprintln!("skipping: {} not built", noop.display());
+    let Some(noop) = built_component("noop") else {
         return;
-    }
+    };
     // 16 GiB of address space: too little for the pool's up-front reservation (64 memories
     // with their guard regions), enough for one policy's memory reserved on demand.
     let out = Command::new("sh")
