@@ -29,6 +29,7 @@ pub mod engine;
 pub mod frontend;
 pub mod input;
 pub mod observe;
+pub mod output;
 pub mod peer;
 pub mod policy;
 pub mod report;

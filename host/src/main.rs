@@ -16,9 +16,11 @@ fn main() -> ExitCode {
     match cli.command.execute(fio_options) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("schedhost: error: {err}");
+            // Errors quote their inputs (a job's name, a spec's line): escaped, never obeyed.
+            let printable = |text: String| schedhost::output::printable_lines(&text);
+            eprintln!("schedhost: error: {}", printable(err.to_string()));
             for cause in err.chain().skip(1) {
-                eprintln!("  caused by: {cause}");
+                eprintln!("  caused by: {}", printable(cause.to_string()));
             }
             ExitCode::FAILURE
         }

@@ -227,7 +227,7 @@ fn compare_prints_a_table_and_writes_json_and_csv() {
     let csv = std::fs::read_to_string(&csv).unwrap();
     assert_eq!(csv.lines().count(), 5, "{csv}");
     assert!(
-        csv.starts_with("numjobs,policy,mean,stddev,values\n1,native:noop,"),
+        csv.starts_with("numjobs,policy,mean,stddev,values,ejected_runs\n1,native:noop,"),
         "{csv}"
     );
 }

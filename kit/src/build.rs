@@ -64,17 +64,18 @@ pub fn build_policy(
         .strip_prefix("schedhost_policy_")
         .unwrap_or(&lib)
         .replace('_', "-");
-    finish(&module, name, out_dir)
+    finish(&module, name, dir, out_dir)
 }
 
 /// Reads the core module a compiler left at `module`, componentizes it and writes
-/// `out_dir/NAME.wasm`: the last steps of every policy build, whatever the language.
-pub(crate) fn finish(module: &Path, name: String, out_dir: &Path) -> Result<Built> {
+/// `out_dir/NAME.wasm`: the last steps of every policy build, whatever the language. Inside
+/// the policy directory `dir`, nothing is written through a link the build did not make.
+pub(crate) fn finish(module: &Path, name: String, dir: &Path, out_dir: &Path) -> Result<Built> {
     let bytes = read_module(module)?;
     let component = componentize(&bytes).with_context(|| module.display().to_string())?;
-    fs::create_dir_all(out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
+    crate::files::real_dir(dir, out_dir)?;
     let out = out_dir.join(format!("{name}.wasm"));
-    fs::write(&out, component).with_context(|| format!("writing {}", out.display()))?;
+    crate::files::replace(&out, &component)?;
     Ok(Built {
         name,
         component: out,

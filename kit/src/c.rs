@@ -154,7 +154,7 @@ pub fn write_bindings(out: &Path) -> Result<Vec<PathBuf>> {
     let mut written = Vec::new();
     for (name, bytes) in files.iter() {
         let path = out.join(name);
-        fs::write(&path, bytes).with_context(|| format!("writing {}", path.display()))?;
+        crate::files::replace(&path, bytes)?;
         written.push(path);
     }
     Ok(written)
@@ -171,8 +171,17 @@ pub fn build_c_policy(toolchain: &CToolchain, dir: &Path, out_dir: &Path) -> Res
     let name = policy_name(dir)?;
     let work = dir.join("target");
     let bindings = work.join("bindings");
+    crate::files::real_dir(dir, &bindings)?;
     let generated = write_bindings(&bindings)?;
     let module = work.join(format!("{name}.core.wasm"));
+    // clang writes its output by name: a link shipped there is removed, not written through.
+    if module
+        .symlink_metadata()
+        .is_ok_and(|m| m.file_type().is_symlink())
+    {
+        fs::remove_file(&module)
+            .with_context(|| format!("removing the link {}", module.display()))?;
+    }
     let status = toolchain
         .compile()
         .arg("-I")
@@ -193,7 +202,7 @@ pub fn build_c_policy(toolchain: &CToolchain, dir: &Path, out_dir: &Path) -> Res
         toolchain.describe(),
         dir.display()
     );
-    finish(&module, name, out_dir)
+    finish(&module, name, dir, out_dir)
 }
 
 /// `examples/sstf-policy` → `sstf`.

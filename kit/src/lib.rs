@@ -9,6 +9,7 @@
 
 pub mod build;
 pub mod c;
+mod files;
 pub mod scaffold;
 pub mod toolchain;
 

@@ -101,6 +101,49 @@ fn hostile_nbd_clients_that_stop_reading_hold_no_buffers_others_need() {
 }
 
 #[test]
+fn hostile_nbd_many_non_readers_together_keep_at_most_the_pool_in_copies() {
+    let dir = scratch("hostile_many_nonreaders");
+    let mut opts = options(&dir);
+    // Far past the test: only the server-wide bound on copies can close anyone.
+    opts.reply_timeout = Duration::from_secs(120);
+    let server = start(opts, native_policy("noop").unwrap(), None);
+    // Eight clients, each asking one quota (16 MiB) of reads and reading none: 128 MiB of
+    // copies, twice the pool, were kept until the reply deadline before.
+    let mut stuck: Vec<Client> = (0..8)
+        .map(|_| {
+            let mut c = Client::connect(&server.socket);
+            for i in 0..16u64 {
+                c.send(READ, 0, i * MIB, MIB as u32, &[]);
+            }
+            c
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(1500));
+    // A closed client reads what was sent, then the end; an open one blocks for more.
+    let mut closed = 0;
+    let mut buf = vec![0u8; 1 << 20];
+    for c in &mut stuck {
+        c.stream
+            .set_read_timeout(Some(Duration::from_millis(300)))
+            .unwrap();
+        loop {
+            match c.stream.read(&mut buf) {
+                Ok(0) => {
+                    closed += 1;
+                    break;
+                }
+                Ok(_) => {}
+                Err(_) => break,
+            }
+        }
+    }
+    assert!(
+        (3..=5).contains(&closed),
+        "{closed} of 8 non-readers closed: the copies of all of them must stay near the pool's 64 MiB"
+    );
+}
+
+#[test]
 fn hostile_nbd_a_reply_that_drips_out_is_cut_off_at_the_reply_deadline() {
     let dir = scratch("hostile_drip_reader");
     let mut opts = options(&dir);

@@ -277,8 +277,8 @@ fn nbd_round_trips_data_spanning_many_bios_through_every_policy() {
         assert_eq!(client.read(8 * MIB, 4096), fua, "{name}");
         drop(client);
         let served = server.finish();
-        assert_eq!(served.clients.len(), 1);
-        let tally = served.clients[0].tally;
+        assert_eq!(served.clients.latest.len(), 1);
+        let tally = served.clients.latest[0].tally;
         assert_eq!(
             (tally.writes, tally.reads, tally.errors),
             (2, 2, 0),
@@ -332,8 +332,8 @@ fn nbd_refuses_bad_requests_with_the_protocols_errors_and_keeps_serving() {
     assert_eq!(c.read(0, 4096), vec![0u8; 4096]);
     drop(c);
     let served = server.finish();
-    assert_eq!(served.clients[0].tally.errors, 7);
-    assert_eq!(served.clients[0].closed_because, None);
+    assert_eq!(served.clients.latest[0].tally.errors, 7);
+    assert_eq!(served.clients.latest[0].closed_because, None);
 }
 
 #[test]
@@ -422,7 +422,7 @@ fn nbd_trim_and_write_zeroes_read_back_as_zeroes() {
     assert_eq!(c.read(2 * MIB, MIB as u32), vec![0u8; MIB as usize]);
     assert_eq!(c.read(3 * MIB, MIB as u32), data[3 * MIB as usize..]);
     drop(c);
-    let tally = server.finish().clients[0].tally;
+    let tally = server.finish().clients.latest[0].tally;
     assert_eq!((tally.zeroes, tally.trims), (1, 1));
 }
 
@@ -450,7 +450,12 @@ fn nbd_pipelined_writes_then_disconnect_all_reach_the_disk() {
     }
     drop(check);
     let served = server.finish();
-    let first = served.clients.iter().find(|c| c.tally.writes > 0).unwrap();
+    let first = served
+        .clients
+        .latest
+        .iter()
+        .find(|c| c.tally.writes > 0)
+        .unwrap();
     assert_eq!(first.tally.writes, 64);
     assert_eq!(first.tally.errors, 0);
 }
@@ -499,6 +504,7 @@ fn nbd_hostile_clients_are_closed_while_a_good_client_keeps_running() {
     let served = server.finish();
     let closed: Vec<&str> = served
         .clients
+        .latest
         .iter()
         .filter_map(|c| c.closed_because.as_deref())
         .collect();
@@ -540,12 +546,13 @@ fn nbd_concurrent_clients_get_their_own_ctx_and_their_own_data() {
         w.join().unwrap();
     }
     let served = server.finish();
-    let mut ctxs: Vec<u32> = served.clients.iter().map(|c| c.ctx).collect();
+    let mut ctxs: Vec<u32> = served.clients.latest.iter().map(|c| c.ctx).collect();
     ctxs.sort_unstable();
     assert_eq!(ctxs, vec![0, 1, 2, 3]);
     assert!(
         served
             .clients
+            .latest
             .iter()
             .all(|c| c.tally.writes == 8 && c.tally.reads == 8)
     );
@@ -585,10 +592,11 @@ fn nbd_serves_200_connected_clients_without_a_thread_each() {
     }
     drop(clients);
     let served = server.finish();
-    assert_eq!(served.clients.len(), CLIENTS as usize);
+    assert_eq!(served.clients.latest.len(), CLIENTS as usize);
     assert!(
         served
             .clients
+            .latest
             .iter()
             .all(|c| c.tally.writes == 1 && c.tally.reads == 1)
     );
@@ -647,7 +655,7 @@ fn nbd_policy_swaps_through_the_control_socket_while_clients_write() {
     let served = server.finish();
     assert_eq!(served.swaps.len(), 41);
     assert!(served.swaps.iter().all(|s| s.result.is_ok()));
-    assert_eq!(served.clients[0].tally.errors, 0);
+    assert_eq!(served.clients.latest[0].tally.errors, 0);
 }
 
 /// A real client program; `None` (skipped) when it is not installed, unless the tests run
@@ -704,7 +712,12 @@ fn qemu_img_converts_an_image_into_the_export_and_compares_it_back() {
     );
     assert!(compare.contains("Images are identical"), "{compare}");
     let served = server.finish();
-    let written: u64 = served.clients.iter().map(|c| c.tally.bytes_written).sum();
+    let written: u64 = served
+        .clients
+        .latest
+        .iter()
+        .map(|c| c.tally.bytes_written)
+        .sum();
     assert!(written >= 12 * MIB, "qemu-img wrote {written} bytes");
 }
 
@@ -765,7 +778,7 @@ fn nbdinfo_and_nbdcopy_see_and_copy_the_export() {
         "nbdcopy read back other bytes"
     );
     let served = server.finish();
-    assert!(served.clients.len() >= 2);
+    assert!(served.clients.latest.len() >= 2);
 }
 
 #[test]
@@ -798,8 +811,8 @@ fn fio_nbd_engine_verifies_its_writes_through_the_server() {
     assert_eq!(job["write"]["total_ios"], 2048);
     // fio connects once to size the export, then once for the job.
     let served = server.finish();
-    let writes: u64 = served.clients.iter().map(|c| c.tally.writes).sum();
-    let reads: u64 = served.clients.iter().map(|c| c.tally.reads).sum();
+    let writes: u64 = served.clients.latest.iter().map(|c| c.tally.writes).sum();
+    let reads: u64 = served.clients.latest.iter().map(|c| c.tally.reads).sum();
     assert_eq!(writes, 2048);
     assert!(reads >= 2048, "the verify pass read it all back");
 }
@@ -987,7 +1000,7 @@ fn nbd_a_client_that_never_reads_its_replies_cannot_hold_up_the_others() {
     drop(good);
     drop(stuck);
     let served = server.finish();
-    assert_eq!(served.clients.len(), 2);
+    assert_eq!(served.clients.latest.len(), 2);
 }
 
 #[test]
@@ -1010,5 +1023,5 @@ fn nbd_turns_clients_away_past_max_clients_and_serves_the_rest() {
     assert_eq!(a.read(0, 4096), vec![5; 4096]);
     drop(a);
     drop(_b);
-    assert_eq!(server.finish().clients.len(), 2);
+    assert_eq!(server.finish().clients.latest.len(), 2);
 }

@@ -62,7 +62,7 @@ fn every_chaos_mode_fails_check_with_its_violation_named() {
         (6, "stall", "asked for no wake-up"),
         (7, "fault", "fuel"),
         (8, "save-restore", "restore-state"),
-        (9, "fault", "woken in the past"),
+        (9, "fault", "times in a row"),
         (10, "fault", "starved"),
     ];
     let Some(make) = component_maker("chaos") else {

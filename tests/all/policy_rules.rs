@@ -191,7 +191,7 @@ fn completions_reach_only_policies_that_ask_for_them() {
             core.complete(5, id, 0).unwrap();
         }
         core.run(5).unwrap();
-        let state = core.policy_mut().save_state().unwrap();
+        let state = core.saved_state(5).unwrap().unwrap();
         assert_eq!(u64::from_le_bytes(state.try_into().unwrap()), expected);
     }
 }

@@ -152,8 +152,34 @@ fn sandbox_ejects_a_policy_that_never_dispatches_as_starving() {
 #[test]
 fn sandbox_ejects_a_policy_that_asks_to_be_woken_in_the_past_forever() {
     let Some(e) = ejected(9) else { return };
-    assert_eq!(e.kind, "invalid-answer");
-    assert!(e.message.contains("woken in the past"), "{}", e.message);
+    assert_eq!(e.kind, "starved");
+    assert!(
+        e.message.contains("times in a row at its own request"),
+        "{}",
+        e.message
+    );
+}
+
+#[test]
+fn sandbox_ejects_a_policy_that_asks_to_be_woken_a_nanosecond_later_forever() {
+    let Some(e) = ejected(11) else { return };
+    assert_eq!(e.kind, "starved");
+    assert!(
+        e.message.contains("times in a row at its own request"),
+        "{}",
+        e.message
+    );
+}
+
+#[test]
+fn sandbox_ejects_a_policy_that_dispatches_once_per_hundred_thousand_wakes() {
+    let Some(e) = ejected(12) else { return };
+    assert_eq!(e.kind, "starved");
+    assert!(
+        e.message.contains("times in a row at its own request"),
+        "{}",
+        e.message
+    );
 }
 
 #[test]

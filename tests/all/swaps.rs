@@ -216,7 +216,7 @@ fn swap_to_a_newer_build_hands_over_state_and_queued_requests() {
         .unwrap();
     assert_eq!(swapped.requeued, 3);
     assert_eq!(swapped.state_bytes, Some(8));
-    assert_eq!(core.policy_mut().save_state().unwrap(), 1u64.to_le_bytes());
+    assert_eq!(core.saved_state(1).unwrap().unwrap(), 1u64.to_le_bytes());
 }
 
 #[test]

@@ -550,9 +550,9 @@ fn swap_out_and_in(
 fn stop_reason(e: &SimError) -> Violation {
     let rule = match e {
         SimError::Fault { .. } => "fault",
-        SimError::Stalled { .. } => "stall",
+        SimError::Stalled { .. } | SimError::PastHorizon(_) => "stall",
         SimError::Start(_) => "start",
-        SimError::Layout(_) | SimError::Driver(_) => "host",
+        SimError::Layout(_) | SimError::Driver(_) | SimError::Unrouted(_) => "host",
     };
     Violation {
         rule,

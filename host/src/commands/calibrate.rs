@@ -63,11 +63,35 @@ impl CalibrateArgs {
             bail!("--seconds {}: give 0 < SECS ≤ 600", self.seconds);
         }
         if let Some(out) = &self.output
-            && out.exists()
+            && out.symlink_metadata().is_ok()
         {
             bail!("{} exists; give a new file name", out.display());
         }
-        let created = !self.device.exists();
+        // A device that is not there is created here, exclusively, so that "created" means
+        // this run made it: a file someone else puts there later is never written over.
+        let created = match schedhost::output::create_new(&self.device) {
+            Ok(_) => true,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => false,
+            Err(e) => bail!("creating {}: {e}", self.device.display()),
+        };
+        let probed = self.probe_and_fit(created);
+        if created && probed.is_err() {
+            let _ = std::fs::remove_file(&self.device);
+        }
+        let text = probed?;
+        match &self.output {
+            None => print!("{text}"),
+            Some(out) => {
+                schedhost::output::write_new(out, text.as_bytes()).map_err(anyhow::Error::msg)?;
+                eprintln!("schedhost: wrote {}", out.display());
+            }
+        }
+        Ok(())
+    }
+
+    /// Probes the device and returns the spec fitted to it. `created`: this run made the
+    /// file, so it may write it.
+    fn probe_and_fit(&self, created: bool) -> Result<String> {
         let may_write = created || self.allow_overwrite;
         let runtime = WasmRuntime::new().context("setting up the WebAssembly engine")?;
         let (_, noop) = load(&runtime, "noop")?;
@@ -136,15 +160,7 @@ impl CalibrateArgs {
         } else {
             hdd_spec(&probes, capacity)
         };
-        let text = format!("{}{spec}", header(&self.device, &probes));
-        match &self.output {
-            None => print!("{text}"),
-            Some(out) => {
-                std::fs::write(out, text).with_context(|| format!("writing {}", out.display()))?;
-                eprintln!("schedhost: wrote {}", out.display());
-            }
-        }
-        Ok(())
+        Ok(format!("{}{spec}", header(&self.device, &probes)))
     }
 }
 

@@ -77,7 +77,10 @@ impl CheckArgs {
         let report = check(&make, &options);
         match self.output_format {
             OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&report)?),
-            OutputFormat::Normal => print!("{}", card(&source.label(), &report)),
+            OutputFormat::Normal => print!(
+                "{}",
+                schedhost::output::printable_lines(&card(&source.label(), &report))
+            ),
         }
         if !report.passed {
             bail!(

@@ -146,6 +146,21 @@ struct Cell<'a> {
     policy: &'a Column,
 }
 
+/// A cell's runs: the metric of each, and how many had their policy ejected (their figures
+/// are partly the fallback FIFO's, and are marked as such).
+#[derive(Debug, Clone, Default)]
+struct Runs {
+    values: Vec<f64>,
+    ejected: usize,
+}
+
+/// One run's metric, and whether its policy was ejected.
+#[derive(Debug, Clone, Copy)]
+struct Measured {
+    value: f64,
+    ejected: bool,
+}
+
 /// One run of the table: a row's jobs, a column, a seed.
 #[derive(Debug, Clone, Copy)]
 struct Work {
@@ -213,12 +228,19 @@ impl CompareArgs {
             let mut cells = Vec::new();
             for _ in &columns {
                 let n = self.repeat as usize;
-                cells.push(values[at..at + n].to_vec());
+                let runs = &values[at..at + n];
+                cells.push(Runs {
+                    values: runs.iter().map(|m| m.value).collect(),
+                    ejected: runs.iter().filter(|m| m.ejected).count(),
+                });
                 at += n;
             }
             rows.push((value.clone(), cells));
         }
-        print!("{}", self.table(&sweep_key, &columns, &rows));
+        print!(
+            "{}",
+            schedhost::output::printable_lines(&self.table(&sweep_key, &columns, &rows))
+        );
         if let Some(path) = &self.json {
             std::fs::write(
                 path,
@@ -248,8 +270,8 @@ impl CompareArgs {
         devices: &[DeviceArg],
         columns: &[Cell<'_>],
         sweep_values: &[String],
-    ) -> Result<Vec<f64>> {
-        let run = |w: &Work| -> Result<f64> {
+    ) -> Result<Vec<Measured>> {
+        let run = |w: &Work| -> Result<Measured> {
             let cell = &columns[w.column];
             let context = || {
                 format!(
@@ -300,7 +322,10 @@ impl CompareArgs {
                     .outcome
                 }
             };
-            Ok(self.metric.of(&outcome))
+            Ok(Measured {
+                value: self.metric.of(&outcome),
+                ejected: !outcome.ejections.is_empty(),
+            })
         };
         let simulated = |w: &&Work| matches!(devices[columns[w.column].device], DeviceArg::Sim(_));
         let sims: Vec<(usize, &Work)> = work
@@ -315,7 +340,7 @@ impl CompareArgs {
                 |n| n as usize,
             )
             .min(sims.len().max(1));
-        let slots: Vec<std::sync::Mutex<Option<Result<f64>>>> =
+        let slots: Vec<std::sync::Mutex<Option<Result<Measured>>>> =
             work.iter().map(|_| std::sync::Mutex::new(None)).collect();
         let next = std::sync::atomic::AtomicUsize::new(0);
         std::thread::scope(|scope| {
@@ -347,12 +372,7 @@ impl CompareArgs {
         Ok(values)
     }
 
-    fn table(
-        &self,
-        sweep_key: &str,
-        columns: &[Cell<'_>],
-        rows: &[(String, Vec<Vec<f64>>)],
-    ) -> String {
+    fn table(&self, sweep_key: &str, columns: &[Cell<'_>], rows: &[(String, Vec<Runs>)]) -> String {
         let mut out = String::new();
         let _ = writeln!(
             out,
@@ -368,17 +388,26 @@ impl CompareArgs {
             let _ = write!(out, "  {:>width$}", c.label);
         }
         let _ = writeln!(out);
+        let mut any_ejected = false;
         for (value, cells) in rows {
             let _ = write!(out, "{value:<10}");
-            for (values, width) in cells.iter().zip(&widths) {
-                let (mean, sd) = mean_stddev(values);
+            for (runs, width) in cells.iter().zip(&widths) {
+                let (mean, sd) = mean_stddev(&runs.values);
+                let mark = if runs.ejected > 0 { "*" } else { "" };
+                any_ejected |= runs.ejected > 0;
                 let _ = write!(
                     out,
                     "  {:>width$}",
-                    format!("{} ({})", figure(mean), figure(sd))
+                    format!("{mark}{} ({})", figure(mean), figure(sd))
                 );
             }
             let _ = writeln!(out);
+        }
+        if any_ejected {
+            let _ = writeln!(
+                out,
+                "* the policy was ejected in some of the cell's runs: after the ejection its figures are the fallback FIFO's"
+            );
         }
         out
     }
@@ -387,7 +416,7 @@ impl CompareArgs {
         &self,
         sweep_key: &str,
         columns: &[Cell<'_>],
-        rows: &[(String, Vec<Vec<f64>>)],
+        rows: &[(String, Vec<Runs>)],
     ) -> serde_json::Value {
         json!({
             "metric": format!("{:?}", self.metric),
@@ -400,14 +429,15 @@ impl CompareArgs {
             "policies": columns.iter().map(|c| c.label.clone()).collect::<Vec<_>>(),
             "rows": rows.iter().map(|(value, cells)| json!({
                 "value": value,
-                "cells": cells.iter().zip(columns).map(|(values, c)| {
-                    let (mean, stddev) = mean_stddev(values);
+                "cells": cells.iter().zip(columns).map(|(runs, c)| {
+                    let (mean, stddev) = mean_stddev(&runs.values);
                     json!({
                         "policy": c.label,
                         "device": self.devices[c.device],
                         "mean": mean,
                         "stddev": stddev,
-                        "values": values,
+                        "values": runs.values,
+                        "ejected_runs": runs.ejected,
                     })
                 }).collect::<Vec<_>>(),
             })).collect::<Vec<_>>(),
@@ -415,9 +445,9 @@ impl CompareArgs {
     }
 }
 
-fn to_csv(sweep_key: &str, columns: &[Cell<'_>], rows: &[(String, Vec<Vec<f64>>)]) -> String {
+fn to_csv(sweep_key: &str, columns: &[Cell<'_>], rows: &[(String, Vec<Runs>)]) -> String {
     let mut out = format!(
-        "{},policy,mean,stddev,values\n",
+        "{},policy,mean,stddev,values,ejected_runs\n",
         if sweep_key.is_empty() {
             "sweep"
         } else {
@@ -425,14 +455,15 @@ fn to_csv(sweep_key: &str, columns: &[Cell<'_>], rows: &[(String, Vec<Vec<f64>>)
         }
     );
     for (value, cells) in rows {
-        for (values, c) in cells.iter().zip(columns) {
-            let (mean, sd) = mean_stddev(values);
-            let list: Vec<String> = values.iter().map(|v| format!("{v:.3}")).collect();
+        for (runs, c) in cells.iter().zip(columns) {
+            let (mean, sd) = mean_stddev(&runs.values);
+            let list: Vec<String> = runs.values.iter().map(|v| format!("{v:.3}")).collect();
             let _ = writeln!(
                 out,
-                "{value},{},{mean:.3},{sd:.3},{}",
+                "{value},{},{mean:.3},{sd:.3},{},{}",
                 c.label,
-                list.join(" ")
+                list.join(" "),
+                runs.ejected
             );
         }
     }

@@ -15,23 +15,26 @@ pub struct EventsArgs {
 
 impl EventsArgs {
     pub fn execute(self) -> Result<()> {
-        let (header, events) = file::read(&self.file)?;
+        // One event at a time: a recording of any size is printed in constant memory.
+        let (header, mut reader) = file::Reader::open(&self.file)?;
         let stdout = std::io::stdout();
         let mut out = BufWriter::new(stdout.lock());
-        let write = |out: &mut BufWriter<_>| -> std::io::Result<()> {
-            for (seq, event) in events.iter().enumerate() {
-                writeln!(out, "{}", text::line(seq as u64 + 1, event))?;
+        let mut seq = 0u64;
+        let written = loop {
+            let Some(event) = reader.next_event()? else {
+                break writeln!(
+                    out,
+                    "# {seq} events on {} under {}",
+                    header.device, header.policy
+                )
+                .and_then(|()| out.flush());
+            };
+            seq += 1;
+            if let Err(e) = writeln!(out, "{}", text::line(seq, &event)) {
+                break Err(e);
             }
-            writeln!(
-                out,
-                "# {} events on {} under {}",
-                events.len(),
-                header.device,
-                header.policy
-            )?;
-            out.flush()
         };
-        match write(&mut out) {
+        match written {
             // `schedhost events F | head` closes the pipe early: not an error.
             Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
             other => other.context("writing the events"),

@@ -1,12 +1,21 @@
 //! `schedhost policy inspect`: what a policy component is and what it can be tuned with.
 
 use anyhow::{Context, Result, anyhow};
+use schedhost::output::printable_lines;
 use schedhost::policy::{Loaded, WasmRuntime, load};
 
 #[derive(Debug, clap::Args)]
 pub struct InspectArgs {
     /// A component (PATH.wasm), a bundled name, or native:NAME.
     pub policy: String,
+}
+
+/// `writeln!` into a String, which cannot fail.
+macro_rules! line {
+    ($out:expr, $($arg:tt)*) => {{
+        use std::fmt::Write as _;
+        let _ = writeln!($out, $($arg)*);
+    }};
 }
 
 impl InspectArgs {
@@ -16,9 +25,12 @@ impl InspectArgs {
         let mut policy = loaded.instantiate()?;
         let info = policy.info().map_err(|f| anyhow!("{f}"))?;
         let tunables = policy.tunables().map_err(|f| anyhow!("{f}"))?;
-        println!("policy:     {} {}", info.name, info.version);
-        println!("source:     {}", source.label());
-        println!(
+        // The policy names and describes itself: its text is escaped before the terminal.
+        let mut out = String::new();
+        line!(out, "policy:     {} {}", info.name, info.version);
+        line!(out, "source:     {}", source.label());
+        line!(
+            out,
             "interface:  schedhost:policy/scheduler@{}",
             schedhost_sdk::INTERFACE_VERSION
         );
@@ -26,8 +38,9 @@ impl InspectArgs {
             Loaded::Wasm(component) => format!("through its {}", component.crossing()),
             Loaded::Native(_) => "natively (linked into the host)".to_owned(),
         };
-        println!("called:     {calls}");
-        println!(
+        line!(out, "called:     {calls}");
+        line!(
+            out,
             "merge veto: {}",
             if info.merge_veto {
                 "yes (asked before merges into queued requests)"
@@ -35,7 +48,8 @@ impl InspectArgs {
                 "no"
             }
         );
-        println!(
+        line!(
+            out,
             "completions: {}",
             if info.completions {
                 "yes"
@@ -44,10 +58,11 @@ impl InspectArgs {
             }
         );
         if tunables.is_empty() {
-            println!("tunables:   none");
+            line!(out, "tunables:   none");
+            print!("{}", printable_lines(&out));
             return Ok(());
         }
-        println!("tunables:");
+        line!(out, "tunables:");
         let width = tunables.iter().map(|t| t.name.len()).max().unwrap_or(0);
         for t in &tunables {
             let unit = if t.unit.is_empty() {
@@ -55,11 +70,17 @@ impl InspectArgs {
             } else {
                 format!(" {}", t.unit)
             };
-            println!(
+            line!(
+                out,
                 "  {:width$}  default {}{unit}, range {}..={}  {}",
-                t.name, t.default, t.min, t.max, t.help
+                t.name,
+                t.default,
+                t.min,
+                t.max,
+                t.help
             );
         }
+        print!("{}", printable_lines(&out));
         Ok(())
     }
 }

@@ -287,7 +287,7 @@ impl RunArgs {
             super::plot::write(dir, &svgs)?;
         }
         let text = match self.output_format {
-            OutputFormat::Normal => to_text(&summary),
+            OutputFormat::Normal => schedhost::output::printable_lines(&to_text(&summary)),
             OutputFormat::Json => format!("{:#}\n", to_json(&summary)),
         };
         match &self.output {
@@ -297,7 +297,7 @@ impl RunArgs {
                 .write_all(text.as_bytes())
                 .context("writing the report")?,
         }
-        Ok(())
+        failed_ios(outcome)
     }
 
     /// The `--swap-at` policies, compiled before the run starts and instantiated at the swap.
@@ -501,4 +501,19 @@ impl Progress {
             eprintln!();
         }
     }
+}
+
+/// A run whose I/O failed exits non-zero, as fio does, after its report is written: the
+/// report says which jobs and directions failed.
+fn failed_ios(outcome: &Outcome) -> Result<()> {
+    let failed: u64 = outcome
+        .stats
+        .iter()
+        .flat_map(|s| s.dirs.iter())
+        .map(|d| d.errors)
+        .sum();
+    if failed > 0 {
+        bail!("{failed} I/Os failed (the report counts them per job and direction)");
+    }
+    Ok(())
 }

@@ -208,14 +208,19 @@ impl ServeArgs {
                     "device": self.device.display().to_string(),
                     "policy": policy,
                     "size": served.size,
-                    "clients": served.clients,
+                    "clients": served.clients.latest,
+                    "clients_total": served.clients.total(),
+                    "earlier_clients": { "clients": served.clients.earlier_clients, "tally": served.clients.earlier },
                     "core": served.core,
                     "swaps": served.swaps.len(),
                     "ejections": served.ejections.len(),
                 });
                 println!("{}", serde_json::to_string_pretty(&value)?);
             }
-            OutputFormat::Normal => print!("{}", summary(served, policy)),
+            OutputFormat::Normal => print!(
+                "{}",
+                schedhost::output::printable_lines(&summary(served, policy))
+            ),
         }
         Ok(())
     }
@@ -228,9 +233,18 @@ fn summary(served: &Served, policy: &str) -> String {
     let _ = writeln!(
         out,
         "schedhost serve: policy {policy}, {} client(s) served",
-        served.clients.len()
+        served.clients.total()
     );
-    for c in &served.clients {
+    let earlier = &served.clients;
+    if earlier.earlier_clients > 0 {
+        let t = &earlier.earlier;
+        let _ = writeln!(
+            out,
+            "  {} earlier clients together: {} reads, {} writes, {} errors",
+            earlier.earlier_clients, t.reads, t.writes, t.errors
+        );
+    }
+    for c in &served.clients.latest {
         let t = &c.tally;
         let _ = writeln!(
             out,

@@ -2,9 +2,9 @@
 //! recorded service times, and DiskSim's drive descriptions as schedhost device specs.
 
 use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use schedhost::backend::sim::DeviceSpec;
 use schedhost::backend::sim::drive::disksim;
 use schedhost::validate::{Distribution, Validation, parse_trace, validate};
@@ -62,7 +62,10 @@ impl ValidateArgs {
                 });
                 println!("{}", serde_json::to_string_pretty(&doc)?);
             }
-            OutputFormat::Normal => print!("{}", card(&self.trace, &self.device, &result)),
+            OutputFormat::Normal => print!(
+                "{}",
+                schedhost::output::printable_lines(&card(&self.trace, &self.device, &result))
+            ),
         }
         Ok(())
     }
@@ -134,16 +137,23 @@ impl ImportArgs {
             disksim::import(&self.diskspecs)?
         };
         for note in &imported.not_represented {
-            eprintln!("schedhost: not represented: {note}");
+            eprintln!(
+                "schedhost: not represented: {}",
+                schedhost::output::printable(note)
+            );
         }
         let text = disksim::to_spec_text(&imported, &self.diskspecs);
+        // What is written must be what `--device FILE.spec` takes back.
+        DeviceSpec::parse_file(Path::new("the imported spec"), &text).map_err(|e| {
+            anyhow::anyhow!(
+                "{}: the drive imports into a spec schedhost would refuse ({e}); nothing was written",
+                self.diskspecs.display()
+            )
+        })?;
         match &self.output {
             None => print!("{text}"),
             Some(out) => {
-                if out.exists() {
-                    bail!("{} exists; give a new file name", out.display());
-                }
-                std::fs::write(out, text).with_context(|| format!("writing {}", out.display()))?;
+                schedhost::output::write_new(out, text.as_bytes()).map_err(anyhow::Error::msg)?;
                 eprintln!(
                     "schedhost: wrote {} ({} zones, {} seek points)",
                     out.display(),

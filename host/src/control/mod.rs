@@ -114,6 +114,11 @@ impl Control {
     ) -> Result<Self> {
         let listener = peer::bind_private(path)
             .with_context(|| format!("--control {}: binding the socket", path.display()))?;
+        // Bound, so the path is ours: a signal that ends the run removes it too.
+        if let Err(e) = remove_on_signal(path) {
+            let _ = std::fs::remove_file(path);
+            return Err(e);
+        }
         let (sender, inbox) = mpsc::channel();
         let server = Server {
             runtime,
@@ -141,7 +146,63 @@ impl Control {
 
 impl Drop for Control {
     fn drop(&mut self) {
+        forget_on_signal();
         let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// The socket a fatal signal must remove, as a C string (null: none). A handler reads it,
+/// so it is never freed while set: at most one string per `--control` run leaks.
+static SOCKET_ON_SIGNAL: std::sync::atomic::AtomicPtr<libc::c_char> =
+    std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
+
+/// On SIGINT, SIGTERM or SIGHUP, removes the socket at `path`, then dies of the signal as
+/// it would have: the next run on that path is not refused by a socket left behind. For
+/// the commands that own a control socket and otherwise stop on the signal's default
+/// action (`run --control`).
+///
+/// # Errors
+/// The path holds a NUL byte, or a handler could not be installed.
+fn remove_on_signal(path: &Path) -> Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .context("the --control path holds a NUL byte")?;
+    SOCKET_ON_SIGNAL.store(path.into_raw(), std::sync::atomic::Ordering::Release);
+    for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        // SAFETY: the handler calls only async-signal-safe functions (unlink, signal,
+        // raise) on a pointer that stays valid for the life of the process; the sigaction
+        // struct is zeroed and filled before the call, which copies it.
+        let failed = unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = unlink_and_die as *const () as libc::sighandler_t;
+            libc::sigemptyset(&mut action.sa_mask);
+            libc::sigaction(signal, &action, std::ptr::null_mut()) != 0
+        };
+        if failed {
+            anyhow::bail!(
+                "installing the signal handler: {}",
+                std::io::Error::last_os_error()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The socket is gone by other means: a signal now has nothing to remove.
+fn forget_on_signal() {
+    SOCKET_ON_SIGNAL.store(std::ptr::null_mut(), std::sync::atomic::Ordering::Release);
+}
+
+extern "C" fn unlink_and_die(signal: libc::c_int) {
+    let path = SOCKET_ON_SIGNAL.load(std::sync::atomic::Ordering::Acquire);
+    // SAFETY: `path` is null or a CString leaked by `remove_on_signal`; unlink, signal and
+    // raise are async-signal-safe.
+    unsafe {
+        if !path.is_null() {
+            libc::unlink(path);
+        }
+        libc::signal(signal, libc::SIG_DFL);
+        libc::raise(signal);
     }
 }
 

@@ -130,13 +130,25 @@ fn remove_if(map: &mut SectorKeyMap, key: u64, id: u64) {
 /// True iff `bio` may join `request` without exceeding `max_sectors`: same operation and
 /// priority, still mergeable, and — unless the policy already has the request — from the same
 /// submitter (software-queue merges are per submitter, as the kernel's plug is per task).
-pub fn can_merge(request: &Request, bio: &Bio, max_sectors: u32) -> bool {
+pub fn can_merge(request: &Request, bio: &Bio, limits: Limits) -> bool {
     request.is_mergeable()
         && request.op == bio.op
         && request.prio_class == bio.prio_class
         && request.prio_level == bio.prio_level
-        && fits(request.sectors, bio.sectors, max_sectors)
+        && fits(request.sectors, bio.sectors, limits.max_sectors)
+        && request.bios.len() < limits.max_segments as usize
         && (request.is_queued() || request.ctx == bio.ctx)
+}
+
+/// How large a merged request may grow: the queue limits `max_sectors` and `max_segments`.
+/// Each bio is one segment (one buffer, one iovec on a real device), so the segment limit
+/// keeps a request of small bios within what one vectored I/O can carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest request, in sectors.
+    pub max_sectors: u32,
+    /// Most bios in one request.
+    pub max_segments: u32,
 }
 
 /// True iff `a + b` sectors stay within `max_sectors`, summed without wrapping.
@@ -146,7 +158,7 @@ fn fits(a: u32, b: u32, max_sectors: u32) -> bool {
 
 /// True iff request `b` may be absorbed into `a` (they touch, in that order or the other):
 /// same operation and priority, same stage of life, within `max_sectors`.
-pub fn can_coalesce(a: &Request, b: &Request, max_sectors: u32) -> bool {
+pub fn can_coalesce(a: &Request, b: &Request, limits: Limits) -> bool {
     a.is_mergeable()
         && b.is_mergeable()
         && a.op == b.op
@@ -154,7 +166,8 @@ pub fn can_coalesce(a: &Request, b: &Request, max_sectors: u32) -> bool {
         && a.prio_level == b.prio_level
         && a.state == b.state
         && (a.is_queued() || a.ctx == b.ctx)
-        && fits(a.sectors, b.sectors, max_sectors)
+        && fits(a.sectors, b.sectors, limits.max_sectors)
+        && a.bios.len() + b.bios.len() <= limits.max_segments as usize
 }
 
 #[cfg(test)]
@@ -163,6 +176,7 @@ mod tests {
 
     use super::*;
     use crate::core::State;
+    use crate::core::request::BioRef;
 
     fn request(sector: u64, sectors: u32) -> Request {
         Request {
@@ -194,17 +208,74 @@ mod tests {
         }
     }
 
+    fn sectors(max_sectors: u32) -> Limits {
+        Limits {
+            max_sectors,
+            max_segments: u32::MAX,
+        }
+    }
+
     #[test]
     fn lengths_whose_sum_wraps_u32_do_not_merge() {
         let big = request(0, u32::MAX);
         let touching = bio(u64::from(u32::MAX), 2);
-        assert!(!can_merge(&big, &touching, u32::MAX));
+        assert!(!can_merge(&big, &touching, sectors(u32::MAX)));
         assert!(!can_coalesce(
             &big,
             &request(u64::from(u32::MAX), 2),
-            u32::MAX
+            sectors(u32::MAX)
         ));
-        assert!(can_merge(&request(0, 8), &bio(8, 8), 16));
+        assert!(can_merge(&request(0, 8), &bio(8, 8), sectors(16)));
+    }
+
+    #[test]
+    fn a_request_at_the_segment_limit_takes_no_more_bios() {
+        let limits = Limits {
+            max_sectors: u32::MAX,
+            max_segments: 2,
+        };
+        let mut two = request(0, 2);
+        two.bios.push((
+            0,
+            BioRef {
+                id: 1,
+                submit_ns: 0,
+                sectors: 1,
+            },
+        ));
+        two.bios.push((
+            0,
+            BioRef {
+                id: 2,
+                submit_ns: 0,
+                sectors: 1,
+            },
+        ));
+        assert!(
+            !can_merge(&two, &bio(2, 1), limits),
+            "a third bio would be a third segment"
+        );
+        let mut one = request(0, 1);
+        one.bios.push((
+            0,
+            BioRef {
+                id: 1,
+                submit_ns: 0,
+                sectors: 1,
+            },
+        ));
+        assert!(can_merge(&one, &bio(1, 1), limits));
+        let mut other = request(2, 1);
+        other.bios.push((
+            0,
+            BioRef {
+                id: 3,
+                submit_ns: 0,
+                sectors: 1,
+            },
+        ));
+        assert!(!can_coalesce(&two, &other, limits));
+        assert!(can_coalesce(&one, &other, limits));
     }
 
     #[test]

@@ -26,7 +26,7 @@ use schedhost_sdk::{
 
 use crate::policy::{Fallback, Fault, FaultKind, PolicyBackend, Turn};
 use event::{Event, Kind, op_code};
-pub use merge::{MergeIndex, Nomerges, can_coalesce, can_merge};
+pub use merge::{Limits, MergeIndex, Nomerges, can_coalesce, can_merge};
 pub use recovery::{DEFAULT_WATCHDOG_NS, Ejection, OnFault, Recovery, Supervision, Swapped};
 pub use request::{Bio, BioRef, Bios, Request, RequestTable, State};
 pub use routing::{CompletionSite, RqAffinity, site};
@@ -64,13 +64,27 @@ pub struct Config {
     pub nr_requests: u32,
     /// Largest request, in sectors (max_sectors_kb × 2).
     pub max_sectors: u32,
+    /// Most bios in one request (the queue's max_segments).
+    pub max_segments: u32,
     /// Which merges are tried.
     pub nomerges: Nomerges,
     /// Where completion work runs.
     pub rq_affinity: RqAffinity,
 }
 
+/// The default segment limit: UIO_MAXIOV, the most iovecs one vectored read or write may
+/// carry, so a merged request of small bios always fits one I/O on a real device.
+pub const MAX_SEGMENTS: u32 = 1024;
+
 impl Config {
+    /// What merges must stay within.
+    pub fn limits(&self) -> merge::Limits {
+        merge::Limits {
+            max_sectors: self.max_sectors,
+            max_segments: self.max_segments.max(1),
+        }
+    }
+
     /// Defaults for a device of this depth: nr_requests = max(2 × min(depth, 128), 128).
     pub fn for_device(hw_queues: u32, queue_depth: u32, max_sectors: u32) -> Self {
         Self {
@@ -78,6 +92,7 @@ impl Config {
             queue_depth: queue_depth.max(1),
             nr_requests: (2 * queue_depth.clamp(1, 128)).max(LEGACY_NR_REQUESTS),
             max_sectors: max_sectors.max(1),
+            max_segments: MAX_SEGMENTS,
             nomerges: Nomerges::All,
             rq_affinity: RqAffinity::Group,
         }
@@ -238,12 +253,16 @@ pub struct Core {
     settings: Vec<(String, i64)>,
     /// The last time the policy dispatched something or held nothing (for the watchdog).
     last_progress_ns: u64,
-    /// Consecutive empty answers that asked to be woken in the past.
-    past_wakes: u32,
+    /// Wake-ups of the policy's own timer in a row after which it dispatched nothing while
+    /// it held requests and tags were free: progress is bounded in calls, not only in time.
+    idle_wakes: u32,
     /// Per-request events, recorded only when asked for (`--trace-events`).
     events: Option<Vec<Event>>,
     /// The built-in FIFO the core falls back to, made by whoever built the core.
     fallback: Fallback,
+    /// What the policy said of itself when it started: reports and status read it here,
+    /// so nothing outside the core calls the policy.
+    info: schedhost_sdk::Info,
 }
 
 impl std::fmt::Debug for Core {
@@ -300,9 +319,10 @@ impl Core {
             restarts: 0,
             settings: settings.to_vec(),
             last_progress_ns: 0,
-            past_wakes: 0,
+            idle_wakes: 0,
             events: None,
             fallback,
+            info,
         };
         core.depth_limit = depth_limits(core.policy.as_mut(), &mut core.stats)?;
         Ok(core)
@@ -318,9 +338,63 @@ impl Core {
         self.stats
     }
 
-    /// The policy, for tunable queries and reports.
-    pub fn policy_mut(&mut self) -> &mut dyn PolicyBackend {
-        self.policy.as_mut()
+    /// The running policy's name, version and wishes, as it gave them when it started.
+    pub fn policy_info(&self) -> &schedhost_sdk::Info {
+        &self.info
+    }
+
+    /// Every tunable of the policy with its current value, under the same supervision as
+    /// every other call: the first fault ejects the policy (or, under
+    /// [`OnFault::Abort`], stops the run) and no further call is made.
+    ///
+    /// # Errors
+    /// A fault that stops the run; after an ejection the answer is `Ok(Err(why))`.
+    pub fn tunable_values(
+        &mut self,
+        now_ns: u64,
+    ) -> Result<Result<Vec<(String, Option<i64>)>, String>, Fault> {
+        match self.read_tunables() {
+            Ok(values) => Ok(Ok(values)),
+            Err(fault) => {
+                let why = format!(
+                    "the policy failed in {} and was ejected: {fault}",
+                    fault.call
+                );
+                self.latch(fault);
+                self.settle(now_ns)?;
+                Ok(Err(why))
+            }
+        }
+    }
+
+    /// The policy's saved state (what a newer build of it would be handed), supervised as
+    /// [`Self::tunable_values`].
+    ///
+    /// # Errors
+    /// A fault that stops the run; after an ejection the answer is `Ok(Err(why))`.
+    pub fn saved_state(&mut self, now_ns: u64) -> Result<Result<Vec<u8>, String>, Fault> {
+        self.stats.policy_calls += 1;
+        match self.policy.save_state() {
+            Ok(state) => Ok(Ok(state)),
+            Err(fault) => {
+                let why = format!("the policy failed in save_state and was ejected: {fault}");
+                self.latch(fault);
+                self.settle(now_ns)?;
+                Ok(Err(why))
+            }
+        }
+    }
+
+    fn read_tunables(&mut self) -> Result<Vec<(String, Option<i64>)>, Fault> {
+        self.stats.policy_calls += 1;
+        let specs = self.policy.tunables()?;
+        let mut values = Vec::with_capacity(specs.len());
+        for spec in specs {
+            self.stats.policy_calls += 1;
+            let value = self.policy.get(&spec.name)?;
+            values.push((spec.name, value));
+        }
+        Ok(values)
     }
 
     /// Changes a tunable at `now_ns`; depth limits are asked again afterwards. A fault in the
@@ -548,11 +622,14 @@ impl Core {
 
     /// One round of policy calls. Never fails: a fault is latched for [`Core::settle`].
     fn run_policy(&mut self, now_ns: u64) {
+        let mut woken = false;
         for queue in &mut self.queues {
             if queue.timer.is_some_and(|t| t <= now_ns) {
                 queue.timer = None;
+                woken = true;
             }
         }
+        let dispatched = self.stats.dispatched;
         let served = self.take_turn(now_ns);
         for hw_queue in 0..self.config.hw_queues {
             let budget = self.budget(hw_queue);
@@ -564,7 +641,35 @@ impl Core {
                 }
             }
         }
+        if woken {
+            self.count_idle_wake(self.stats.dispatched > dispatched);
+        }
         self.watch(now_ns);
+    }
+
+    /// After a wake-up the policy asked for: a policy that keeps asking to be woken and
+    /// then dispatches nothing, while it holds requests and the device has free tags, is
+    /// at fault after [`MAX_IDLE_WAKES`] in a row, however close together it asks (one
+    /// nanosecond apart would otherwise step virtual time a nanosecond at a time).
+    fn count_idle_wake(&mut self, dispatched: bool) {
+        let free = (0..self.config.hw_queues).any(|q| self.budget(q) > 0);
+        if dispatched || self.queued == 0 || !free {
+            self.idle_wakes = 0;
+            return;
+        }
+        self.idle_wakes += 1;
+        if self.idle_wakes > MAX_IDLE_WAKES && self.alive() {
+            let message = format!(
+                "was woken {} times in a row at its own request and dispatched nothing while it held {} requests and the device had free tags",
+                self.idle_wakes, self.queued
+            );
+            self.idle_wakes = 0;
+            self.latch(Fault {
+                kind: FaultKind::Starved,
+                call: "dispatch",
+                message,
+            });
+        }
     }
 
     /// The turn's notices (completions, merges) and new requests go to the policy together
@@ -683,22 +788,8 @@ impl Core {
         }
         if let Some(wake) = answer.wake_at_ns {
             // A wake in the past means "as soon as possible": the next nanosecond. Asked for
-            // again and again with nothing dispatched, it would spin the host forever.
-            if wake <= now_ns && answer.ids.is_empty() {
-                self.past_wakes += 1;
-                if self.past_wakes > MAX_PAST_WAKES {
-                    let message = format!(
-                        "asked {} times in a row to be woken in the past while dispatching nothing",
-                        self.past_wakes
-                    );
-                    self.past_wakes = 0;
-                    self.latch(invalid(call, message));
-                    return;
-                }
-            } else {
-                self.past_wakes = 0;
-            }
-            self.queues[hw_queue as usize].timer = Some(wake.max(now_ns + 1));
+            // again and again with nothing dispatched, the idle-wake count ejects it.
+            self.queues[hw_queue as usize].timer = Some(wake.max(now_ns.saturating_add(1)));
         }
     }
 
@@ -714,7 +805,7 @@ impl Core {
             let Some(request) = self.table.get(id) else {
                 continue;
             };
-            if !can_merge(request, bio, self.config.max_sectors) {
+            if !can_merge(request, bio, self.config.limits()) {
                 continue;
             }
             if self.merge_veto && request.is_queued() {
@@ -832,7 +923,7 @@ impl Core {
         let (Some(s), Some(a)) = (self.table.get(survivor), self.table.get(absorbed)) else {
             return None;
         };
-        if survivor == absorbed || !can_coalesce(s, a, self.config.max_sectors) {
+        if survivor == absorbed || !can_coalesce(s, a, self.config.limits()) {
             return None;
         }
         if self.merge_veto && s.is_queued() {
@@ -957,8 +1048,10 @@ impl Core {
     }
 }
 
-/// Empty answers with a wake-up in the past tolerated in a row before the policy is at fault.
-const MAX_PAST_WAKES: u32 = 10_000;
+/// Wake-ups in a row that end with nothing dispatched (while requests wait and tags are
+/// free) tolerated before the policy is starving its requests. A real policy idles for one
+/// wake-up, or a few, before it dispatches (cfq's slice_idle, bfq's budget timeout).
+const MAX_IDLE_WAKES: u32 = 10_000;
 
 /// Scheduler tags each kind of request may hold, as `policy` says.
 fn depth_limits(

@@ -194,10 +194,22 @@ impl Core {
         mut policy: Box<dyn PolicyBackend>,
         settings: &[(String, i64)],
     ) -> Result<Swapped, super::StartError> {
-        let from = self.policy.info()?;
+        let from = self.info.clone();
         let to = policy.info()?;
         let state = if from.name == to.name {
-            Some(self.policy.save_state()?)
+            match self.policy.save_state() {
+                Ok(state) => Some(state),
+                Err(fault) => {
+                    // The old policy failed: it is ejected as after any fault, and the swap
+                    // is refused (what replaced it holds the requests now).
+                    let refusal = super::StartError::Rejected(format!(
+                        "the running policy failed in save_state and was ejected: {fault}"
+                    ));
+                    self.latch(fault);
+                    self.settle(now_ns)?;
+                    return Err(refusal);
+                }
+            }
         } else {
             None
         };
@@ -260,6 +272,7 @@ impl Core {
         let old = std::mem::replace(&mut self.policy, policy);
         self.merge_veto = info.merge_veto;
         self.completions = info.completions;
+        self.info = info;
         self.depth_limit = limits;
         self.pending_completions.clear();
         self.pending_merges.clear();
@@ -268,7 +281,7 @@ impl Core {
         }
         self.fault = None;
         self.last_progress_ns = now_ns;
-        self.past_wakes = 0;
+        self.idle_wakes = 0;
         Ok((held.len(), old))
     }
 

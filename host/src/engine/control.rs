@@ -55,7 +55,7 @@ impl<B: Backend> Engine<B> {
                 (reply, None)
             }
             Command::Set { name, value } => self.set(now, &name, value),
-            Command::Get => (self.tunables(), None),
+            Command::Get => self.tunables(now),
             Command::Status => (self.status(now), None),
             Command::Stats => {
                 let devices: Vec<Value> = self
@@ -132,11 +132,11 @@ impl<B: Backend> Engine<B> {
             .lanes
             .iter_mut()
             .map(|lane| {
-                let info = lane.core.policy_mut().info().ok();
+                let info = lane.core.policy_info();
                 json!({
                     "device": lane.name,
-                    "policy": info.as_ref().map(|i| i.name.clone()),
-                    "version": info.as_ref().map(|i| i.version.clone()),
+                    "policy": info.name,
+                    "version": info.version,
                     "queued_in_policy": lane.core.queued_in_policy(),
                     "requests_in_host": lane.core.requests_in_flight(),
                     "ejections": lane.core.ejections().len(),
@@ -151,22 +151,29 @@ impl<B: Backend> Engine<B> {
         })
     }
 
-    /// Every tunable of the first lane's policy (all lanes run the same one).
-    fn tunables(&mut self) -> Value {
+    /// Every tunable of the first lane's policy (all lanes run the same one), read under
+    /// the core's supervision: a policy that fails in `tunables` or `get` is ejected.
+    fn tunables(&mut self, now: u64) -> (Value, Option<(usize, Fault)>) {
         let Some(lane) = self.lanes.first_mut() else {
-            return json!({ "ok": false, "error": "no device" });
+            return (json!({ "ok": false, "error": "no device" }), None);
         };
-        let policy = lane.core.policy_mut();
-        let specs = match policy.tunables() {
-            Ok(specs) => specs,
-            Err(fault) => return json!({ "ok": false, "error": fault.to_string() }),
-        };
-        let mut values = serde_json::Map::new();
-        for spec in specs {
-            let value = policy.get(&spec.name).ok().flatten();
-            values.insert(spec.name, json!(value));
+        match lane.core.tunable_values(now) {
+            Ok(Ok(values)) => {
+                let values: serde_json::Map<String, Value> = values
+                    .into_iter()
+                    .map(|(name, v)| (name, json!(v)))
+                    .collect();
+                (json!({ "ok": true, "tunables": values }), None)
+            }
+            Ok(Err(why)) => (
+                json!({ "ok": false, "error": format!("{}: {why}", lane.name) }),
+                None,
+            ),
+            Err(fault) => (
+                json!({ "ok": false, "error": format!("{}: {fault}", lane.name) }),
+                Some((0, fault)),
+            ),
         }
-        json!({ "ok": true, "tunables": values })
     }
 }
 

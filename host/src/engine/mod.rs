@@ -50,6 +50,18 @@ pub enum Stop {
     /// A driver bug: a completion for a request no core dispatched.
     #[error(transparent)]
     Driver(#[from] UnknownCompletion),
+    /// A front-end bug: a bio that spans two stripe chunks, so no one device holds it.
+    #[error(
+        "bio at sector {sector} of {sectors} sectors spans two stripe chunks of {chunk_sectors} sectors"
+    )]
+    Straddles {
+        /// Its first sector.
+        sector: u64,
+        /// Its length.
+        sectors: u32,
+        /// The stripe unit.
+        chunk_sectors: u64,
+    },
 }
 
 /// One hot swap.
@@ -104,11 +116,42 @@ impl std::fmt::Debug for ScheduledSwap {
 /// front-end, the engine knows at once.
 const STALL_LIMIT: Duration = Duration::from_secs(2);
 
-/// Which of `lanes` lanes a bio goes to: blocks are striped by block number, so a block is
-/// always on the same device and the verify pass finds it there.
-pub fn stripe(bio: &Bio, lanes: usize) -> usize {
-    let block = bio.sector / u64::from(bio.sectors.max(1));
-    (block % lanes.max(1) as u64) as usize
+/// How bios are spread over a run's devices: the address space is cut into chunks of
+/// `chunk_sectors`, chunk `i` on device `i mod lanes`. The lane is a function of the
+/// address alone, so a block always goes to one device, whatever the size of the I/O that
+/// reaches it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Striping {
+    lanes: u64,
+    chunk_sectors: u64,
+}
+
+impl Striping {
+    /// One device: everything on lane 0.
+    pub fn single() -> Self {
+        Self {
+            lanes: 1,
+            chunk_sectors: u64::MAX,
+        }
+    }
+
+    /// `lanes` devices in chunks of `chunk_sectors`.
+    pub fn new(lanes: usize, chunk_sectors: u64) -> Self {
+        Self {
+            lanes: lanes.max(1) as u64,
+            chunk_sectors: chunk_sectors.max(1),
+        }
+    }
+
+    /// The lane of `bio`, or None if it straddles two chunks (it would need two devices).
+    pub fn lane_of(&self, bio: &Bio) -> Option<usize> {
+        if self.lanes == 1 {
+            return Some(0);
+        }
+        let chunk = bio.sector / self.chunk_sectors;
+        let last = bio.end().saturating_sub(1).max(bio.sector) / self.chunk_sectors;
+        (chunk == last).then_some((chunk % self.lanes) as usize)
+    }
 }
 
 /// The driver state between the front-end and the backend.
@@ -117,6 +160,7 @@ pub struct Engine<B> {
     /// The device(s).
     pub backend: B,
     lanes: Vec<Lane>,
+    striping: Striping,
     /// Bios finished since the front-end last heard.
     done: Vec<Done>,
     reaped: Vec<(u32, u64, i32)>,
@@ -134,6 +178,7 @@ impl<B: Backend> Engine<B> {
     pub fn new(backend: B, lanes: Vec<Lane>) -> Self {
         Self {
             backend,
+            striping: Striping::single(),
             lanes,
             done: Vec::new(),
             reaped: Vec::new(),
@@ -143,6 +188,12 @@ impl<B: Backend> Engine<B> {
             scheduled: Vec::new(),
             swaps: Vec::new(),
         }
+    }
+
+    /// Spreads bios over the lanes by `striping` (one lane needs none).
+    pub fn with_striping(mut self, striping: Striping) -> Self {
+        self.striping = striping;
+        self
     }
 
     /// Answers `control`'s requests at every turn.
@@ -178,7 +229,15 @@ impl<B: Backend> Engine<B> {
     where
         E: From<Stop> + From<B::Error>,
     {
-        let lane = stripe(&bio, self.lanes.len());
+        let lane = self.striping.lane_of(&bio).ok_or(Stop::Straddles {
+            sector: bio.sector,
+            sectors: bio.sectors,
+            chunk_sectors: self.striping.chunk_sectors,
+        })?;
+        debug_assert!(
+            lane < self.lanes.len(),
+            "striping over more lanes than the engine has"
+        );
         let result = self.lanes[lane].core.submit(now, bio);
         result.map_err(|fault| self.fault(lane, now, fault))?;
         Ok(self.drain(lane, now)?)
@@ -327,9 +386,8 @@ impl<B: Backend> Engine<B> {
         }
         let policy = self
             .lanes
-            .first_mut()
-            .and_then(|l| l.core.policy_mut().info().ok())
-            .map(|i| i.name)
+            .first()
+            .map(|l| l.core.policy_info().name.clone())
             .unwrap_or_default();
         let gauges = Gauges {
             policy: &policy,
@@ -350,12 +408,7 @@ impl<B: Backend> Engine<B> {
             .iter_mut()
             .map(|lane| DeviceView {
                 name: lane.name.clone(),
-                policy: lane
-                    .core
-                    .policy_mut()
-                    .info()
-                    .map(|i| i.name)
-                    .unwrap_or_default(),
+                policy: lane.core.policy_info().name.clone(),
                 meter: lane.meter.clone().unwrap_or_default(),
                 stats: lane.core.stats(),
                 queued: lane.core.queued_in_policy(),

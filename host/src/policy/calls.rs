@@ -254,16 +254,25 @@ impl Scheduler for bindings::Policy {
     }
 }
 
-/// A store's memory cap, remembering whether the policy hit it.
+/// A store's memory cap, remembering whether the policy hit it. The cap is for the whole
+/// policy: every memory of every core instance in its store counts, so a component cannot
+/// multiply it by bringing more memories.
 #[derive(Debug)]
 pub(super) struct Caps {
-    /// Most bytes of linear memory.
+    /// Most bytes of linear memory, all memories together.
     pub(super) memory_bytes: usize,
     /// A growth past the cap was refused (the fault is then a memory fault).
     pub(super) hit: bool,
-    /// The most linear memory granted so far (wasm memories never shrink).
+    /// Linear memory granted so far, all memories together (wasm memories never shrink, so
+    /// this is also the high-water mark).
     pub(super) peak: usize,
 }
+
+/// Core instances one policy's store may hold: the components `policy build` writes have
+/// one; the cap keeps a component from taking the process's instance pool for itself.
+pub const MAX_CORE_INSTANCES: usize = 4;
+/// Linear memories, and tables, one policy's store may hold.
+pub const MAX_MEMORIES: usize = 4;
 
 #[cfg(test)]
 impl Caps {
@@ -280,19 +289,33 @@ impl Caps {
 impl ResourceLimiter for Caps {
     fn memory_growing(
         &mut self,
-        _current: usize,
+        current: usize,
         desired: usize,
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        if desired > self.memory_bytes {
+        // The store's memories together: this one's growth added to what all hold.
+        let total = self.peak.saturating_sub(current).saturating_add(desired);
+        if total > self.memory_bytes {
             self.hit = true;
             return Err(wasmtime::Error::msg(format!(
-                "memory would grow to {desired} bytes, past the policy's cap of {} bytes",
+                "memory would grow to {total} bytes (all the policy's memories together), past the policy's cap of {} bytes",
                 self.memory_bytes
             )));
         }
-        self.peak = self.peak.max(desired);
+        self.peak = total;
         Ok(true)
+    }
+
+    fn instances(&self) -> usize {
+        MAX_CORE_INSTANCES
+    }
+
+    fn memories(&self) -> usize {
+        MAX_MEMORIES
+    }
+
+    fn tables(&self) -> usize {
+        MAX_MEMORIES
     }
 
     fn table_growing(

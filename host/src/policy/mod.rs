@@ -3,6 +3,7 @@
 //! finds one.
 
 pub mod answers;
+mod budget;
 mod calls;
 mod core_abi;
 mod native;

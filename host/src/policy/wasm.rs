@@ -203,6 +203,10 @@ impl WasmRuntime {
             Some([0, b'a', b's', b'm', ..]) => {}
             _ => return Err(LoadError::NotWasm { path }),
         }
+        super::budget::check(bytes).map_err(|why| LoadError::Invalid {
+            path: path.clone(),
+            message: why,
+        })?;
         let component =
             Component::from_binary(&self.engine, bytes).map_err(|e| LoadError::Invalid {
                 path: path.clone(),

@@ -122,10 +122,20 @@ pub fn check(block: &[u8], offset: u64, expect: Expect) -> Result<(), Mismatch> 
 }
 
 /// What the run wrote where: per block offset, writes issued and in flight, and what is
-/// known to be on the media.
-#[derive(Debug, Default)]
+/// known to be on the media. A block is `interval` bytes (fio's `verify_interval`): an I/O
+/// covers one or more whole blocks, each stamped and checked on its own, so a read that
+/// spans blocks rewritten by smaller writes still knows what each part should hold, and a
+/// stale copy of any part is caught.
+#[derive(Debug)]
 pub struct Ledger {
+    interval: usize,
     blocks: HashMap<u64, Entry>,
+}
+
+impl Default for Ledger {
+    fn default() -> Self {
+        Self::new(4096)
+    }
 }
 
 #[derive(Debug, Default, Clone, Copy)]
@@ -148,6 +158,58 @@ enum OnMedia {
 }
 
 impl Ledger {
+    /// A ledger of `interval`-byte blocks (at least a header's worth).
+    pub fn new(interval: usize) -> Self {
+        Self {
+            interval: interval.max(HEADER_BYTES),
+            blocks: HashMap::new(),
+        }
+    }
+
+    /// The block size it stamps and checks.
+    pub fn interval(&self) -> usize {
+        self.interval
+    }
+
+    /// Each block of `buf`, about to be written at `offset`, is stamped with its next
+    /// generation. A trailing part shorter than the interval is stamped as a block of its own.
+    pub fn stamp_write(&mut self, buf: &mut [u8], offset: u64) {
+        for (at, block) in blocks_of(buf.len(), self.interval, offset) {
+            let generation = self.begin_write(at);
+            stamp(&mut buf[block], at, generation);
+        }
+    }
+
+    /// The write of `buf` (as [`Self::stamp_write`] left it) at `offset` finished; `ok`
+    /// iff it succeeded. Each block's generation is read back from its own header.
+    pub fn finish_write(&mut self, buf: &[u8], offset: u64, ok: bool) {
+        for (at, block) in blocks_of(buf.len(), self.interval, offset) {
+            let header = &buf[block][16..20];
+            let generation = u32::from_le_bytes([header[0], header[1], header[2], header[3]]);
+            self.end_write(at, generation, ok);
+        }
+    }
+
+    /// Checks every block of `buf`, read from `offset`; returns whether any block was
+    /// vouched for (`trust_unwritten`: see [`Self::expect`]).
+    ///
+    /// # Errors
+    /// The first block that does not hold what the ledger says.
+    pub fn check_read(
+        &self,
+        buf: &[u8],
+        offset: u64,
+        trust_unwritten: bool,
+    ) -> Result<bool, Mismatch> {
+        let mut checked = false;
+        for (at, block) in blocks_of(buf.len(), self.interval, offset) {
+            let expect = self.expect(at, trust_unwritten);
+            check(&buf[block], at, expect)?;
+            checked |= expect != Expect::Nothing;
+        }
+        Ok(checked)
+    }
+
     /// A write of the block at `offset` is about to be issued; returns its generation.
     pub fn begin_write(&mut self, offset: u64) -> u32 {
         let entry = self.blocks.entry(offset).or_default();
@@ -199,6 +261,27 @@ impl Ledger {
         offsets.sort_unstable();
         offsets
     }
+}
+
+/// The blocks of an I/O of `len` bytes at `offset`: each block's device offset and its
+/// byte range in the buffer.
+fn blocks_of(
+    len: usize,
+    interval: usize,
+    offset: u64,
+) -> impl Iterator<Item = (u64, std::ops::Range<usize>)> {
+    (0..len)
+        .step_by(interval)
+        .map(move |start| (offset + start as u64, start..(start + interval).min(len)))
+}
+
+/// The verify interval for I/O sizes `sizes`: their greatest common divisor, so every I/O
+/// covers whole blocks (a block of one size for a run of one size, as before).
+pub fn interval_for(sizes: impl IntoIterator<Item = u32>) -> usize {
+    fn gcd(a: u32, b: u32) -> u32 {
+        if b == 0 { a } else { gcd(b, a % b) }
+    }
+    sizes.into_iter().fold(0, gcd).max(1) as usize
 }
 
 #[cfg(test)]
@@ -256,5 +339,33 @@ mod tests {
             Expect::Nothing,
             "a failed write leaves unknown data"
         );
+    }
+
+    #[test]
+    fn a_read_across_a_smaller_rewrite_checks_each_part_against_its_own_write() {
+        let mut ledger = Ledger::new(interval_for([8192, 4096]));
+        let mut big = vec![0u8; 8192];
+        ledger.stamp_write(&mut big, 0);
+        ledger.finish_write(&big, 0, true);
+        let mut small = vec![0u8; 4096];
+        ledger.stamp_write(&mut small, 4096);
+        ledger.finish_write(&small, 4096, true);
+        // What the device holds after both: the big write's first half, the small write.
+        let mut current = big.clone();
+        current[4096..].copy_from_slice(&small);
+        assert_eq!(ledger.check_read(&current, 0, false), Ok(true));
+        // A stale copy (the small write went elsewhere) holds the big write's second half.
+        let err = ledger
+            .check_read(&big, 0, false)
+            .expect_err("a stale copy must fail");
+        assert_eq!(err.offset, 4096);
+        assert!(err.problem.contains("expected #2"), "{}", err.problem);
+    }
+
+    #[test]
+    fn the_interval_is_the_common_divisor_of_the_sizes() {
+        assert_eq!(interval_for([8192, 4096, 12288]), 4096);
+        assert_eq!(interval_for([1 << 20]), 1 << 20);
+        assert_eq!(interval_for([]), 1);
     }
 }

@@ -14,6 +14,8 @@
 //! | 8 | traps in `restore-state`, and saves garbage |
 //! | 9 | answers nothing and asks to be woken in the past, forever |
 //! | 10 | never dispatches again, and asks to be woken an hour from now, each time |
+//! | 11 | never dispatches again, and asks to be woken 1 ns from now, each time |
+//! | 12 | dispatches one request every 100 000 calls, asking to be woken 1 ns later between |
 
 #![forbid(unsafe_code)]
 
@@ -26,7 +28,7 @@ const TUNABLES: &[TunableSpec<Chaos>] = &[
         name: "mode",
         default: 0,
         min: 0,
-        max: 10,
+        max: 12,
         unit: "",
         help: "the misbehaviour (see the crate docs)",
         field: |p| &mut p.mode,
@@ -130,6 +132,9 @@ impl Policy for Chaos {
             }
             9 => out.wake_at_ns = Some(now_ns.saturating_sub(1)),
             10 => out.wake_at_ns = Some(now_ns.saturating_add(3_600_000_000_000)),
+            11 => out.wake_at_ns = Some(now_ns.saturating_add(1)),
+            12 if self.calls % 100_000 == 0 => self.honest(1, out),
+            12 => out.wake_at_ns = Some(now_ns.saturating_add(1)),
             _ => self.honest(budget, out),
         }
     }

@@ -413,7 +413,7 @@ impl DeviceModel for Hdd {
     }
 
     fn submit(&mut self, now_ns: u64, request: DeviceRequest) {
-        let now_ps = now_ns * PS_PER_NS;
+        let now_ps = now_ns.saturating_mul(PS_PER_NS);
         self.advance(now_ps);
         if !in_range(&request, self.params.capacity_sectors) {
             self.complete_at(now_ps + self.overhead_ps(), request.id, EIO);
@@ -443,7 +443,7 @@ impl DeviceModel for Hdd {
     }
 
     fn poll(&mut self, now_ns: u64) -> Option<(u64, i32)> {
-        self.advance(now_ns * PS_PER_NS);
+        self.advance(now_ns.saturating_mul(PS_PER_NS));
         match self.due.peek() {
             Some(Reverse((at, ..))) if *at <= now_ns => self
                 .due

@@ -13,7 +13,7 @@ mod ssd;
 
 use schedhost_sdk::Op;
 
-pub use backend::SimBackend;
+pub use backend::{HORIZON_NS, PastHorizon, SimBackend};
 pub use drive::{Drive, DriveParams, DriveZone};
 pub use hdd::{Hdd, HddParams};
 pub use null::{Null, NullParams};

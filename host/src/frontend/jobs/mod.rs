@@ -21,6 +21,11 @@ pub use submitter::{Next, Placement, Submitter};
 
 pub use crate::core::MAX_SUBMITTERS;
 
+/// Bios the jobs may keep in flight together (every clone's iodepth, summed): each one is
+/// host state (a request slot, a buffer on a real device), so a job file of a few lines
+/// cannot ask for gigabytes.
+pub const MAX_BIOS_IN_FLIGHT: u64 = 1 << 20;
+
 /// Files start on 1 MiB boundaries, as a filesystem would place them.
 const FILE_ALIGN_SECTORS: u64 = 2048;
 
@@ -43,7 +48,15 @@ pub fn place(jobs: &[JobSpec], capacity_sectors: u64) -> Result<Vec<Placement>, 
     let mut placements = Vec::new();
     let (mut group, mut phase) = (0u32, 0u32);
     let mut next_free = 0u64;
+    let mut in_flight = 0u64;
     for (index, job) in jobs.iter().enumerate() {
+        in_flight = in_flight.saturating_add(u64::from(job.numjobs) * u64::from(job.iodepth));
+        if in_flight > MAX_BIOS_IN_FLIGHT {
+            return Err(format!(
+                "{}: job '{}': the jobs would keep {in_flight} bios in flight (numjobs × iodepth, summed over the jobs so far); at most {MAX_BIOS_IN_FLIGHT}",
+                job.location, job.name
+            ));
+        }
         if index > 0 && (job.stonewall || job.new_group) {
             group += 1;
         }
@@ -164,6 +177,18 @@ mod tests {
         .unwrap();
         let err = place(&jobs, u64::MAX).unwrap_err();
         assert!(err.contains("job 'c': clone 2048"), "{err}");
+    }
+
+    #[test]
+    fn clones_times_depth_past_the_in_flight_limit_are_refused() {
+        let jobs = parse_job_file("d.fio", "[d]\nsize=4k\nnumjobs=4096\niodepth=65536\n").unwrap();
+        let err = place(&jobs, u64::MAX).unwrap_err();
+        assert!(
+            err.contains("d.fio:1: job 'd'") && err.contains("bios in flight"),
+            "{err}"
+        );
+        let jobs = parse_job_file("d.fio", "[d]\nsize=4k\nnumjobs=16\niodepth=65536\n").unwrap();
+        assert!(place(&jobs, u64::MAX).is_ok(), "16 × 65536 is at the limit");
     }
 
     #[test]

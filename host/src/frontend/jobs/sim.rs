@@ -2,9 +2,7 @@
 //! when the engine waits, to the next completion, timer or paced issue; nothing reads a
 //! clock, so a seed fixes the result.
 
-use std::convert::Infallible;
-
-use crate::backend::sim::{DeviceSpec, SimBackend};
+use crate::backend::sim::{DeviceSpec, HORIZON_NS, PastHorizon, SimBackend};
 use crate::core::{Bio, Config, Nomerges, StartError, Supervision, UnknownCompletion};
 use crate::engine::{self, Backend, Done, Engine, Lane, LaneSetup, ScheduledSwap, Stop};
 use crate::frontend::jobs::feed::{BioWork, Jobs};
@@ -73,6 +71,12 @@ pub enum SimError {
     /// A driver bug.
     #[error(transparent)]
     Driver(#[from] UnknownCompletion),
+    /// Virtual time ran out.
+    #[error(transparent)]
+    PastHorizon(#[from] PastHorizon),
+    /// A bio no one device could take (a front-end bug).
+    #[error("{0}")]
+    Unrouted(String),
 }
 
 impl From<Stop> for SimError {
@@ -87,13 +91,8 @@ impl From<Stop> for SimError {
                 queued,
             },
             Stop::Driver(bug) => Self::Driver(bug),
+            straddle @ Stop::Straddles { .. } => Self::Unrouted(straddle.to_string()),
         }
-    }
-}
-
-impl From<Infallible> for SimError {
-    fn from(never: Infallible) -> Self {
-        match never {}
     }
 }
 
@@ -122,6 +121,27 @@ impl BioWork for Numbered {
         );
         Ok(false)
     }
+}
+
+/// Refuses a job whose runtime, ramp or think time alone passes the end of virtual time.
+fn within_horizon(jobs: &[JobSpec]) -> Result<(), String> {
+    for job in jobs {
+        let runtime = job.runtime_ns.unwrap_or(0).saturating_add(job.ramp_ns);
+        for (what, ns) in [
+            ("runtime + ramp_time", runtime),
+            ("thinktime", job.thinktime_ns),
+        ] {
+            if ns > HORIZON_NS {
+                return Err(format!(
+                    "{}: job '{}': {what} is {:.1} days; a simulated run ends at 100 days of virtual time",
+                    job.location,
+                    job.name,
+                    ns as f64 / 86_400e9
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Runs `jobs` on a fresh device from `device` with `policy`.
@@ -184,6 +204,7 @@ pub fn run_swapping(
     };
     let lane = Lane::new(device.name().to_owned(), policy, &setup)?;
     let placements = place(jobs, geometry.capacity_sectors).map_err(SimError::Layout)?;
+    within_horizon(jobs).map_err(SimError::Layout)?;
     let submitters: Vec<Submitter> = placements
         .into_iter()
         .enumerate()

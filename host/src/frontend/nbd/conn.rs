@@ -40,6 +40,18 @@ pub struct Tally {
 }
 
 impl Tally {
+    /// Adds `other`'s counts.
+    pub fn add(&mut self, other: &Self) {
+        self.reads += other.reads;
+        self.writes += other.writes;
+        self.flushes += other.flushes;
+        self.trims += other.trims;
+        self.zeroes += other.zeroes;
+        self.bytes_read += other.bytes_read;
+        self.bytes_written += other.bytes_written;
+        self.errors += other.errors;
+    }
+
     fn count(&mut self, work: Work, bytes: u64, error: u32) {
         if error != 0 {
             self.errors += 1;
@@ -753,11 +765,11 @@ impl Conn {
             }
             drop(parts);
             let parked: Vec<u32> = slots.iter().map(|&(slot, _)| slot).collect();
-            env.pools.park(&parked);
+            let count = env.pools.park(&parked);
             self.waiting.push_back(Waiting {
                 bytes,
                 sent: 0,
-                slots: parked.len(),
+                slots: count,
                 due: Instant::now() + env.timeout,
             });
             return;
@@ -783,7 +795,7 @@ impl Conn {
                 return;
             }
             let done = self.waiting.pop_front().map_or(0, |w| w.slots);
-            Pools::unpark(done, &mut self.held);
+            env.pools.unpark(done, &mut self.held);
         }
     }
 
@@ -795,9 +807,7 @@ impl Conn {
             if self.drain_left.is_none() {
                 self.drain_left = Some(self.stream.unread_bytes());
             }
-            for waiting in self.waiting.drain(..) {
-                Pools::unpark(waiting.slots, &mut self.held);
-            }
+            self.drop_waiting(env);
         } else {
             self.fail(env);
         }
@@ -807,14 +817,33 @@ impl Conn {
     /// connection is closed both ways. Bios already out are still awaited: their slots are
     /// the pool's.
     fn fail(&mut self, env: &mut Env<'_>) {
-        for waiting in self.waiting.drain(..) {
-            Pools::unpark(waiting.slots, &mut self.held);
-        }
+        self.drop_waiting(env);
         if !self.broken {
             self.broken = true;
             let _ = self.stream.shutdown();
         }
         self.end_reading(env, None);
+    }
+
+    /// Data slots its waiting copies stand for.
+    pub fn parked_slots(&self) -> usize {
+        self.waiting.iter().map(|w| w.slots).sum()
+    }
+
+    /// The server's room for copies is full and this connection holds the most: it is
+    /// closed, its copies dropped.
+    pub fn shed(&mut self, env: &mut Env<'_>) {
+        self.closed_because.get_or_insert_with(|| {
+            "it stopped taking its replies while the server's room for slow clients' copies was full, and it held the most".into()
+        });
+        self.fail(env);
+    }
+
+    /// Drops the waiting copies, and their parked slots' count.
+    pub fn drop_waiting(&mut self, env: &mut Env<'_>) {
+        for waiting in self.waiting.drain(..) {
+            env.pools.unpark(waiting.slots, &mut self.held);
+        }
     }
 
     /// Returns a reply's read slots to the pool.

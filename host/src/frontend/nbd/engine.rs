@@ -14,7 +14,7 @@ use super::handshake::Export;
 use super::net::Listener;
 use super::plan::Limits;
 use super::pool::Pools;
-use super::{AcceptErrors, ClientSummary, SlotPlan};
+use super::{AcceptErrors, ClientSummary, Departed, SlotPlan};
 use crate::backend::ring::{Lease, RingBackend, SlotAccess};
 use crate::engine::{Backend, Done, Engine, Flow, Frontend};
 use crate::frontend::jobs::real::RealError;
@@ -65,7 +65,7 @@ pub struct Front<'a> {
     busy: Vec<u64>,
     ready: Vec<u64>,
     /// Clients that left, in the order they left.
-    pub clients: Vec<ClientSummary>,
+    pub clients: Departed,
     events: Option<&'a mut Writer>,
     metrics: Option<&'a Endpoint>,
 }
@@ -156,7 +156,7 @@ impl<'a> Front<'a> {
             touched: Vec::new(),
             busy: Vec::new(),
             ready: Vec::new(),
-            clients: Vec::new(),
+            clients: Departed::default(),
             events: setup.events,
             metrics: setup.metrics,
         }
@@ -321,6 +321,28 @@ impl<'a> Front<'a> {
         }
     }
 
+    /// While the copies of slow clients' replies hold more than the pool's size, closes the
+    /// connection holding the most (ties: the lowest id), so the total stays bounded and a
+    /// client that reads its replies is never the one closed for others' sake.
+    fn shed_slow(&mut self, engine: &mut Engine<RingBackend>, now: u64) {
+        while self.shared.pools.over_budget() {
+            let greediest = self
+                .conns
+                .iter()
+                .map(|(&id, c)| (c.parked_slots(), std::cmp::Reverse(id)))
+                .filter(|&(parked, _)| parked > 0)
+                .max();
+            let Some((_, std::cmp::Reverse(id))) = greediest else {
+                return;
+            };
+            if let Some(conn) = self.conns.get_mut(&id) {
+                let mut env = self.shared.env(engine, now);
+                conn.shed(&mut env);
+                self.touched.push(id);
+            }
+        }
+    }
+
     /// Closes connections past a deadline.
     fn enforce_deadlines(&mut self, engine: &mut Engine<RingBackend>, now: u64) {
         let at = Instant::now();
@@ -463,6 +485,7 @@ impl Frontend<RingBackend> for Front<'_> {
                 finished.bio.status,
             )?;
             self.touched.push(owner.conn);
+            self.shed_slow(engine, now);
         }
         if !done.is_empty() {
             self.serve_starved(engine, now)?;

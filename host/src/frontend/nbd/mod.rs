@@ -153,11 +153,44 @@ pub struct ClientSummary {
     pub closed_because: Option<String>,
 }
 
+/// Clients whose summaries a server keeps, the latest; the earlier ones are summed into
+/// [`Departed::earlier`], so a server that has seen a million clients holds no more.
+pub const KEPT_CLIENTS: usize = 1024;
+
+/// The clients that left a server: the latest [`KEPT_CLIENTS`] one by one, the rest summed.
+#[derive(Debug, Clone, Default)]
+pub struct Departed {
+    /// The latest ones, in the order they left.
+    pub latest: std::collections::VecDeque<ClientSummary>,
+    /// How many left before them.
+    pub earlier_clients: u64,
+    /// What those did, together.
+    pub earlier: Tally,
+}
+
+impl Departed {
+    /// `client` left.
+    pub fn push(&mut self, client: ClientSummary) {
+        if self.latest.len() >= KEPT_CLIENTS
+            && let Some(oldest) = self.latest.pop_front()
+        {
+            self.earlier_clients += 1;
+            self.earlier.add(&oldest.tally);
+        }
+        self.latest.push_back(client);
+    }
+
+    /// Every client that left.
+    pub fn total(&self) -> u64 {
+        self.earlier_clients + self.latest.len() as u64
+    }
+}
+
 /// What a server did, once it stopped.
 #[derive(Debug, Clone)]
 pub struct Served {
-    /// Clients that completed the handshake, in the order they left.
-    pub clients: Vec<ClientSummary>,
+    /// Clients that completed the handshake.
+    pub clients: Departed,
     /// The scheduler's counters.
     pub core: CoreStats,
     /// Swaps through the control socket.

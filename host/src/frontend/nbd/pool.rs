@@ -8,7 +8,10 @@
 //!
 //! Each connection may hold at most a quota of data slots (its `held` count). A copy of a
 //! reply still counts against it until sent, so a client that stops reading its replies stops
-//! its own requests, but holds no slot another client needs.
+//! its own requests, but holds no slot another client needs. The copies of all connections
+//! together are bounded too, by the pool's own size: past it ([`Pools::over_budget`]) the
+//! server closes the connections holding the most copies, so many slow clients cannot grow
+//! it past about twice its buffers, and a client that reads its replies keeps its own.
 
 /// The free slots.
 #[derive(Debug)]
@@ -17,6 +20,8 @@ pub struct Pools {
     control: Vec<u32>,
     data_slots: u32,
     per_connection: u32,
+    /// Data slots whose replies wait as copies, over every connection.
+    parked: u32,
 }
 
 impl Pools {
@@ -28,6 +33,7 @@ impl Pools {
             control: (data..data + control).rev().collect(),
             data_slots: data,
             per_connection: per_connection.clamp(1, data.max(1)),
+            parked: 0,
         }
     }
 
@@ -61,15 +67,31 @@ impl Pools {
     }
 
     /// Gives `slots` back while their data waits, copied, for a slow client: they still
-    /// count in its `held` until [`Self::unpark`].
-    pub fn park(&mut self, slots: &[u32]) {
+    /// count in its `held` until [`Self::unpark`]. Returns how many data slots were parked.
+    pub fn park(&mut self, slots: &[u32]) -> usize {
         let data_slots = self.data_slots;
+        let n = slots.iter().filter(|&&s| s < data_slots).count();
+        self.parked = self.parked.saturating_add(n as u32);
         self.data.extend(slots.iter().filter(|&&s| s < data_slots));
+        n
+    }
+
+    /// True while the copies of every connection together hold more than the pool's size:
+    /// the server then closes the connections that hold the most.
+    pub fn over_budget(&self) -> bool {
+        self.parked > self.data_slots
     }
 
     /// The copy of `n` parked slots' data was sent (or dropped): they leave `held`.
-    pub fn unpark(n: usize, held: &mut u32) {
+    pub fn unpark(&mut self, n: usize, held: &mut u32) {
         *held = held.saturating_sub(n as u32);
+        self.parked = self.parked.saturating_sub(n as u32);
+    }
+
+    /// Data slots parked as copies, over every connection.
+    #[cfg(test)]
+    pub fn parked(&self) -> u32 {
+        self.parked
     }
 }
 
@@ -111,12 +133,31 @@ mod tests {
         let mut pools = Pools::new(4, 0, 4);
         let (mut slow, mut other) = (0, 0);
         let held = pools.take_data(4, &mut slow).unwrap();
-        pools.park(&held);
+        assert_eq!(pools.park(&held), 4);
         // The pool has every slot again for others …
         assert_eq!(pools.take_data(4, &mut other).map(|s| s.len()), Some(4));
         // … while the slow connection's quota is still spent until its copy is sent.
         assert_eq!(slow, 4);
-        Pools::unpark(4, &mut slow);
+        pools.unpark(4, &mut slow);
         assert_eq!(slow, 0);
+        assert_eq!(pools.parked(), 0);
+    }
+
+    #[test]
+    fn copies_over_all_connections_stay_within_the_pool_size() {
+        let mut pools = Pools::new(4, 0, 4);
+        let (mut a, mut b) = (0, 0);
+        let first = pools.take_data(4, &mut a).unwrap();
+        assert_eq!(pools.park(&first), 4);
+        assert!(!pools.over_budget(), "the pool's size in copies is allowed");
+        let second = pools.take_data(1, &mut b).unwrap();
+        assert_eq!(pools.park(&second), 1);
+        assert!(
+            pools.over_budget(),
+            "a fifth parked slot passes the pool's size"
+        );
+        pools.unpark(4, &mut a);
+        assert!(!pools.over_budget());
+        assert_eq!(pools.parked(), 1);
     }
 }

@@ -59,7 +59,7 @@ impl Writer {
     /// # Errors
     /// The file exists or cannot be written.
     pub fn create(path: &Path, header: &Header) -> io::Result<Self> {
-        let file = File::options().write(true).create_new(true).open(path)?;
+        let file = crate::output::create_new(path)?;
         let mut writer = Self {
             out: BufWriter::new(file),
             frame: Vec::new(),
@@ -110,19 +110,7 @@ impl Header {
     }
 }
 
-/// `text` with every control character written as an escape (`\u{1b}`).
-pub fn printable(text: &str) -> String {
-    text.chars()
-        .flat_map(|c| {
-            let escaped: Vec<char> = if c.is_control() {
-                c.escape_default().collect()
-            } else {
-                vec![c]
-            };
-            escaped
-        })
-        .collect()
-}
+pub use crate::output::printable;
 
 /// Refuses an event file path that exists, before anything is set up: `--trace-events`
 /// never overwrites a recording.
@@ -140,49 +128,65 @@ pub fn check_new(path: &Path) -> Result<(), String> {
 }
 
 /// The largest event file read (about 80 million events); past it a recording is refused.
+/// Events are read one at a time ([`Reader`]), so this bounds the time a read takes, not
+/// its memory.
 pub const MAX_FILE_BYTES: u64 = 4 << 30;
 
-/// Reads a whole event file.
-///
-/// # Errors
-/// A [`ReadError`] naming the file, and the byte where it went wrong.
-pub fn read(path: &Path) -> Result<(Header, Vec<Event>), ReadError> {
-    let file = crate::input::open_regular(path).map_err(|source| ReadError::Io {
-        path: path.to_owned(),
-        source,
-    })?;
-    let mut input = BufReader::new(file);
-    let mut offset = 0u64;
-    let bad = |offset: u64, what: String| ReadError::Format {
-        path: path.to_owned(),
-        offset,
-        what,
-    };
-    let mut magic = [0u8; 8];
-    input
-        .read_exact(&mut magic)
-        .map_err(|_| bad(0, "too short for an event file".into()))?;
-    if &magic != MAGIC {
-        return Err(bad(
-            0,
-            "not a schedhost event file (no SCHEDEV1 magic)".into(),
-        ));
-    }
-    offset += 8;
-    let mut buf = Vec::new();
-    let header: Header =
-        match next_frame(&mut input, &mut buf, &mut offset).map_err(|w| bad(offset, w))? {
-            Some(bytes) => postcard::from_bytes::<Header>(bytes)
-                .map(Header::printable)
-                .map_err(|e| bad(offset, format!("header: {e}")))?,
-            None => return Err(bad(offset, "no header".into())),
+/// An event file, read one event at a time: memory stays one frame's worth, whatever the
+/// file's size.
+#[derive(Debug)]
+pub struct Reader {
+    path: std::path::PathBuf,
+    input: BufReader<File>,
+    offset: u64,
+    buf: Vec<u8>,
+}
+
+impl Reader {
+    /// Opens `path` and reads its header.
+    ///
+    /// # Errors
+    /// A [`ReadError`] naming the file, and the byte where it went wrong.
+    pub fn open(path: &Path) -> Result<(Header, Self), ReadError> {
+        let file = crate::input::open_regular(path).map_err(|source| ReadError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
+        let mut reader = Self {
+            path: path.to_owned(),
+            input: BufReader::new(file),
+            offset: 0,
+            buf: Vec::new(),
         };
-    let mut events = Vec::new();
-    loop {
-        let at = offset;
-        // Every event is kept in memory: a file past the limit is refused, not followed.
+        let mut magic = [0u8; 8];
+        reader
+            .input
+            .read_exact(&mut magic)
+            .map_err(|_| reader.bad(0, "too short for an event file".into()))?;
+        if &magic != MAGIC {
+            return Err(reader.bad(0, "not a schedhost event file (no SCHEDEV1 magic)".into()));
+        }
+        reader.offset = 8;
+        let at = reader.offset;
+        let header = match next_frame(&mut reader.input, &mut reader.buf, &mut reader.offset) {
+            Ok(Some(bytes)) => postcard::from_bytes::<Header>(bytes)
+                .map(Header::printable)
+                .map_err(|e| format!("header: {e}")),
+            Ok(None) => Err("no header".into()),
+            Err(what) => Err(what),
+        }
+        .map_err(|what| reader.bad(at, what))?;
+        Ok((header, reader))
+    }
+
+    /// The next event, or `None` at the end of the file.
+    ///
+    /// # Errors
+    /// A [`ReadError`] naming the byte where the file went wrong.
+    pub fn next_event(&mut self) -> Result<Option<Event>, ReadError> {
+        let at = self.offset;
         if at > MAX_FILE_BYTES {
-            return Err(bad(
+            return Err(self.bad(
                 at,
                 format!(
                     "the file goes on past {} GiB, the limit for an event file",
@@ -190,12 +194,36 @@ pub fn read(path: &Path) -> Result<(Header, Vec<Event>), ReadError> {
                 ),
             ));
         }
-        match next_frame(&mut input, &mut buf, &mut offset).map_err(|w| bad(at, w))? {
-            Some(bytes) => events
-                .push(postcard::from_bytes(bytes).map_err(|e| bad(at, format!("event: {e}")))?),
-            None => return Ok((header, events)),
+        match next_frame(&mut self.input, &mut self.buf, &mut self.offset) {
+            Ok(Some(bytes)) => match postcard::from_bytes(bytes) {
+                Ok(event) => Ok(Some(event)),
+                Err(e) => Err(self.bad(at, format!("event: {e}"))),
+            },
+            Ok(None) => Ok(None),
+            Err(what) => Err(self.bad(at, what)),
         }
     }
+
+    fn bad(&self, offset: u64, what: String) -> ReadError {
+        ReadError::Format {
+            path: self.path.clone(),
+            offset,
+            what,
+        }
+    }
+}
+
+/// Reads a whole event file into memory (for files known to be small; [`Reader`] streams).
+///
+/// # Errors
+/// A [`ReadError`] naming the file, and the byte where it went wrong.
+pub fn read(path: &Path) -> Result<(Header, Vec<Event>), ReadError> {
+    let (header, mut reader) = Reader::open(path)?;
+    let mut events = Vec::new();
+    while let Some(event) = reader.next_event()? {
+        events.push(event);
+    }
+    Ok((header, events))
 }
 
 /// The next frame's bytes, or `None` at a clean end of file.

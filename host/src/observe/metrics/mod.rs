@@ -7,20 +7,25 @@
 //! [`REQUEST_TIMEOUT`], and take the answer within it too: one that drips bytes or never
 //! reads holds only its own thread, and only that long.
 
+mod admission;
 pub mod exposition;
+
+pub use admission::{Admission, Admitted};
 
 use std::io::{self, IoSlice, Read};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use crate::peer::{self, Deadline, Timed};
 
 /// Longest wait for the ring thread to render a scrape.
 const RENDER_TIMEOUT: Duration = Duration::from_secs(5);
-/// Scrapes answered at once; more get a 503 at once.
+/// Scrapes answered at once. When all are taken, the oldest client that has not sent its
+/// request yet is closed to make room ([`Admission`]); only when every one has, a newcomer
+/// gets a 503 at once.
 pub const MAX_CLIENTS: usize = 16;
 /// Longest request head (request line and headers).
 pub const MAX_REQUEST: usize = 16 * 1024;
@@ -90,7 +95,9 @@ fn serve(
     wake: Arc<dyn Fn() + Send + Sync>,
     stop: &AtomicBool,
 ) {
-    let live = Arc::new(AtomicUsize::new(0));
+    // Each update is one whole call on the list, so a poisoned lock still holds a whole one.
+    let places: Arc<Mutex<Admission<TcpStream>>> =
+        Arc::new(Mutex::new(Admission::new(MAX_CLIENTS)));
     for stream in listener.incoming() {
         if stop.load(Ordering::Acquire) {
             return;
@@ -100,26 +107,51 @@ fn serve(
             std::thread::sleep(Duration::from_millis(10));
             continue;
         };
-        if live.load(Ordering::Acquire) >= MAX_CLIENTS {
-            let _ = respond(
-                &mut stream,
-                "503 Service Unavailable",
-                "too many scrapes at once\n",
-            );
+        let Ok(handle) = stream.try_clone() else {
             continue;
-        }
-        live.fetch_add(1, Ordering::AcqRel);
-        let (scrapes, wake, leaving) = (scrapes.clone(), Arc::clone(&wake), Arc::clone(&live));
+        };
+        let admitted = places
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .admit(handle);
+        let id = match admitted {
+            Ok(Admitted { id, displaced }) => {
+                if let Some(silent) = displaced {
+                    // Its thread's read returns at once and the thread ends.
+                    let _ = silent.shutdown(std::net::Shutdown::Both);
+                }
+                id
+            }
+            Err(_) => {
+                let _ = respond(
+                    &mut stream,
+                    "503 Service Unavailable",
+                    "too many scrapes at once\n",
+                );
+                continue;
+            }
+        };
+        let (scrapes, wake, held) = (scrapes.clone(), Arc::clone(&wake), Arc::clone(&places));
         let spawned = std::thread::Builder::new()
             .name("schedhost-scrape".into())
             .spawn(move || {
-                if let Err(e) = answer(stream, &scrapes, wake.as_ref()) {
+                let spoke = || {
+                    held.lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .spoke(id)
+                };
+                if let Err(e) = answer(stream, &scrapes, wake.as_ref(), spoke) {
                     tracing::debug!("a metrics client went away: {e}");
                 }
-                leaving.fetch_sub(1, Ordering::AcqRel);
+                held.lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .leave(id);
             });
         if let Err(e) = spawned {
-            live.fetch_sub(1, Ordering::AcqRel);
+            places
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .leave(id);
             tracing::warn!("metrics: no thread for a client: {e}");
         }
     }
@@ -197,9 +229,13 @@ fn answer(
     mut stream: TcpStream,
     scrapes: &Sender<Sender<String>>,
     wake: &(dyn Fn() + Send + Sync),
+    spoke: impl FnOnce(),
 ) -> io::Result<()> {
     let head = match read_head(&mut stream, Deadline::after(REQUEST_TIMEOUT)) {
-        Ok(head) => head,
+        Ok(head) => {
+            spoke();
+            head
+        }
         Err(e) if e.kind() == io::ErrorKind::InvalidData => {
             return respond(
                 &mut stream,

@@ -9,6 +9,15 @@ use serde_json::Value;
 /// Plot size in pixels.
 const SIZE: (u32, u32) = (800, 480);
 
+/// Lines one chart draws; past them the legend says how many were left out. A report is
+/// an input like any other: its size must not decide the size of the SVG.
+const MAX_SERIES: usize = 64;
+/// Points one line keeps (evenly thinned, its last point kept): far more than 800 pixels
+/// across can show.
+const MAX_POINTS_PER_SERIES: usize = 2000;
+/// Rows of a `compare` chart (sweep values along the x axis).
+const MAX_COMPARE_ROWS: usize = 1000;
+
 /// Series colours, in order.
 const PALETTE: [RGBColor; 8] = [
     RGBColor(31, 119, 180),
@@ -250,15 +259,20 @@ where
     X: Ranged<ValueType = f64>,
     Y: Ranged<ValueType = f64>,
 {
-    for (i, (label, points)) in series.iter().enumerate() {
+    for (i, (label, points)) in series.iter().take(MAX_SERIES).enumerate() {
         let colour = PALETTE[i % PALETTE.len()];
+        let label = if i + 1 == MAX_SERIES && series.len() > MAX_SERIES {
+            format!(
+                "{label} (and {} more, not drawn)",
+                series.len() - MAX_SERIES
+            )
+        } else {
+            label.clone()
+        };
         chart
-            .draw_series(LineSeries::new(
-                points.iter().copied(),
-                colour.stroke_width(2),
-            ))
+            .draw_series(LineSeries::new(thinned(points), colour.stroke_width(2)))
             .map_err(err)?
-            .label(label.clone())
+            .label(label)
             .legend(move |(x, y)| {
                 PathElement::new(vec![(x, y), (x + 18, y)], colour.stroke_width(2))
             });
@@ -275,6 +289,17 @@ where
     Ok(())
 }
 
+/// At most [`MAX_POINTS_PER_SERIES`] of `points`, evenly spaced, the last one included.
+fn thinned(points: &[(f64, f64)]) -> impl Iterator<Item = (f64, f64)> + '_ {
+    let step = points.len().div_ceil(MAX_POINTS_PER_SERIES).max(1);
+    let last = points.len().saturating_sub(1);
+    points
+        .iter()
+        .enumerate()
+        .filter(move |(i, _)| i % step == 0 || *i == last)
+        .map(|(_, &p)| p)
+}
+
 /// `compare`'s table: one line per policy over the sweep (mean, with ±stddev bars), or one
 /// point per policy without a sweep.
 ///
@@ -288,6 +313,13 @@ pub fn compare(doc: &Value) -> Result<Svg, String> {
         .filter_map(|p| p.as_str().map(str::to_owned))
         .collect();
     let rows = doc["rows"].as_array().cloned().unwrap_or_default();
+    if policies.len() > MAX_SERIES || rows.len() > MAX_COMPARE_ROWS {
+        return Err(format!(
+            "the table has {} policies and {} rows; a chart draws at most {MAX_SERIES} policies and {MAX_COMPARE_ROWS} rows",
+            policies.len(),
+            rows.len()
+        ));
+    }
     let sweep: Vec<String> = rows
         .iter()
         .map(|r| r["value"].as_str().unwrap_or("").to_owned())
@@ -439,6 +471,28 @@ mod tests {
             "timeline": { "bucket_ns": bucket_ns, "ios": ios },
             "latency_cdf": { "read": [[1000, 0.5], [1e308, 1.0]] },
         } }] })
+    }
+
+    #[test]
+    fn a_small_report_cannot_ask_for_a_huge_chart() {
+        // 8 KiB of JSON once asked for a million points.
+        let policies: Vec<String> = (0..1000).map(|i| format!("p{i}")).collect();
+        let rows: Vec<Value> = (0..1000).map(|_| json!({})).collect();
+        let doc = json!({ "policies": policies, "rows": rows });
+        let err = compare(&doc).unwrap_err();
+        assert!(err.contains("at most 64 policies"), "{err}");
+        let many: Vec<Value> = (0..500)
+            .map(|c| json!({ "jobname": "j", "schedhost": {
+                "ctx": c,
+                "timeline": { "bucket_ns": 1e7, "ios": [1, 2, 3] },
+                "latency_cdf": { "read": (1..100_000).map(|i| json!([i * 1000, i as f64 / 1e5])).collect::<Vec<_>>() },
+            }}))
+            .collect();
+        let doc = json!({ "jobs": many, "schedhost": { "policy": { "name": "noop" } } });
+        let svgs = runs(&[&doc]).unwrap();
+        let total: usize = svgs.iter().map(|(_, svg)| svg.len()).sum();
+        assert!(total < 8 << 20, "{total} bytes of SVG");
+        assert!(svgs[0].1.contains("436 more, not drawn"));
     }
 
     #[test]

@@ -625,9 +625,7 @@ impl Parser<'_> {
 
     /// `Key = value, …` up to the closing `}`.
     fn fields(&mut self, depth: usize) -> ParseResult<Vec<(String, Node)>> {
-        if depth > MAX_DEPTH {
-            return Err((self.at, format!("nested more than {MAX_DEPTH} deep")));
-        }
+        self.within_depth(depth)?;
         let mut fields = Vec::new();
         loop {
             match self.peek() {
@@ -652,7 +650,17 @@ impl Parser<'_> {
         }
     }
 
+    /// Every way in, blocks and lists alike, counts against one depth limit: the parser
+    /// recurses, so nesting from the file must never reach the stack's end.
+    fn within_depth(&self, depth: usize) -> ParseResult<()> {
+        if depth > MAX_DEPTH {
+            return Err((self.at, format!("nested more than {MAX_DEPTH} deep")));
+        }
+        Ok(())
+    }
+
     fn value(&mut self, depth: usize) -> ParseResult<Node> {
+        self.within_depth(depth)?;
         match self.peek() {
             Some(b'[') => {
                 self.at += 1;
@@ -809,6 +817,14 @@ mod tests {
             assert!(err.contains(want), "{err}");
         }
         let deep = format!("d D {{ {} }}", "A = t { ".repeat(40));
+        let err = first_block(Path::new("x"), &deep).unwrap_err().to_string();
+        assert!(err.contains("nested more than"), "{err}");
+    }
+
+    #[test]
+    fn brackets_nested_past_the_limit_are_refused_not_recursed_into() {
+        // 60 000 brackets overflowed the stack when only blocks counted against the limit.
+        let deep = format!("d D {{ A = {} }}", "[".repeat(60_000));
         let err = first_block(Path::new("x"), &deep).unwrap_err().to_string();
         assert!(err.contains("nested more than"), "{err}");
     }

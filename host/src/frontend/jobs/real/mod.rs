@@ -20,12 +20,12 @@ use std::sync::Mutex;
 
 use crate::backend::sim::Geometry;
 use crate::core::{Config, Nomerges, RqAffinity, StartError, Supervision, UnknownCompletion};
-use crate::engine::{self, Backend, Engine, Lane, LaneSetup, Stop};
+use crate::engine::{self, Backend, Engine, Lane, LaneSetup, Stop, Striping};
 use crate::frontend::jobs::feed::{Jobs, JobsRan};
 use crate::frontend::jobs::{Direction, JobSpec, Placement, Submitter, extent_bytes, place};
 use crate::frontend::outcome::{Outcome, TargetSummary};
 use crate::policy::{Fault, PolicyBackend};
-use crate::verify::{Ledger, Mismatch};
+use crate::verify::{Ledger, Mismatch, interval_for};
 
 use std::sync::Arc;
 
@@ -167,6 +167,7 @@ impl From<Stop> for RealError {
                 queued,
             },
             Stop::Driver(bug) => Self::Driver(bug),
+            straddle @ Stop::Straddles { .. } => Self::Layout(straddle.to_string()),
         }
     }
 }
@@ -210,6 +211,7 @@ pub fn run_controlled(
     control: Option<(&std::path::Path, &WasmRuntime)>,
 ) -> Result<RealOutcome, RealError> {
     let placements = place(jobs, u64::MAX).map_err(RealError::Layout)?;
+    let striping = striping_for(jobs, &placements, paths.len()).map_err(RealError::Layout)?;
     let need = extent_bytes(&placements);
     let rules = OpenRules {
         writes: jobs.iter().any(|j| j.direction != Direction::Read),
@@ -274,10 +276,7 @@ pub fn run_controlled(
             .iter()
             .map(|t| t.path.display().to_string())
             .collect(),
-        ledgers: targets
-            .iter()
-            .map(|_| Mutex::new(Ledger::default()))
-            .collect(),
+        ledger: Mutex::new(Ledger::new(interval_for(jobs.iter().map(|j| j.bs)))),
         slots,
         ctx_jobs: submitters.iter().map(|s| s.placement.job).collect(),
     };
@@ -303,8 +302,8 @@ pub fn run_controlled(
         }
         _ => None,
     };
-    let lane_count = lanes.len();
     let mut engine = Engine::new(backend, lanes)
+        .with_striping(striping)
         .with_control(control)
         .with_live(options.status_interval_ns);
     // Set up: from here on, files the run created hold its data and stay.
@@ -316,7 +315,7 @@ pub fn run_controlled(
         }
         _ => {
             let access = engine.backend.slots();
-            let work = work::Leased::new(&run, access, lane_count);
+            let work = work::Leased::new(&run, access);
             let mut frontend = Jobs::new(submitters, work, None);
             frontend.start(0);
             engine::drive(&mut engine, &mut frontend)?;
@@ -327,12 +326,12 @@ pub fn run_controlled(
     Ok(outcome(ran, &mut engine, &targets, config, policy))
 }
 
-/// What both ways of running share: the jobs, the devices' names and ledgers, and which
+/// What both ways of running share: the jobs, the devices' names, the ledger, and which
 /// buffer slots belong to which submitter.
 struct Run<'a> {
     jobs: &'a [JobSpec],
     names: Vec<String>,
-    ledgers: Vec<Mutex<Ledger>>,
+    ledger: Mutex<Ledger>,
     /// Per submitter, its slots: one per bio it may have in flight.
     slots: Vec<Range<u32>>,
     /// Per submitter, the index of its job.
@@ -436,6 +435,58 @@ fn check_alignment(
         check_blocks(jobs, placements, &name, target.logical_block).map_err(RealError::Layout)?;
     }
     Ok(())
+}
+
+/// How the jobs' I/O is spread over `lanes` devices: in chunks of the least common multiple
+/// of the jobs' block sizes, so every I/O lies within one chunk and a block always goes to
+/// one device whatever the I/O that reaches it. A job whose offsets are not multiples of its
+/// own block size would straddle chunks, and is refused.
+fn striping_for(
+    jobs: &[JobSpec],
+    placements: &[Placement],
+    lanes: usize,
+) -> Result<Striping, String> {
+    if lanes <= 1 {
+        return Ok(Striping::single());
+    }
+    let mut chunk: u64 = 1;
+    for job in jobs {
+        let sectors = u64::from(job.bs / 512).max(1);
+        chunk = lcm(chunk, sectors)
+            .filter(|&c| c <= MAX_STRIPE_SECTORS)
+            .ok_or_else(|| {
+                format!(
+                    "the jobs' block sizes have no common stripe unit of at most {} MiB across {lanes} devices; give them sizes that divide one another",
+                    MAX_STRIPE_SECTORS / 2048
+                )
+            })?;
+    }
+    for p in placements {
+        let job = &jobs[p.job];
+        let sectors = u64::from(job.bs / 512).max(1);
+        if p.region_start % sectors != 0 {
+            return Err(format!(
+                "{}: job '{}': across {lanes} devices, I/O is striped in units of {} KiB, so offsets must be multiples of bs={}; clone {} starts at byte {}",
+                job.location,
+                job.name,
+                chunk / 2,
+                job.bs,
+                p.clone,
+                p.region_start * 512
+            ));
+        }
+    }
+    Ok(Striping::new(lanes, chunk))
+}
+
+/// The largest stripe unit, 1 GiB in sectors.
+const MAX_STRIPE_SECTORS: u64 = 1 << 21;
+
+fn lcm(a: u64, b: u64) -> Option<u64> {
+    fn gcd(a: u64, b: u64) -> u64 {
+        if b == 0 { a } else { gcd(b, a % b) }
+    }
+    (a / gcd(a, b)).checked_mul(b)
 }
 
 /// The O_DIRECT rule for one device with logical block `lb` bytes.

@@ -23,7 +23,7 @@ use super::work::{Finished, SlotUses};
 use super::{RealError, Run, work};
 use crate::backend::ring::{Lease, Notifier, RingBackend, SlotAccess};
 use crate::core::{Bio, RqAffinity};
-use crate::engine::{self, Done, Engine, Flow, Frontend, stripe};
+use crate::engine::{self, Done, Engine, Flow, Frontend};
 use crate::frontend::jobs::feed::JobsRan;
 use crate::frontend::jobs::{Next, Submitter};
 use crate::frontend::outcome::SubmitterSummary;
@@ -44,7 +44,6 @@ pub(super) fn run(
         inbox: Mutex::new(Vec::new()),
         notifier,
         slots: engine.backend.slots(),
-        lanes: engine.lanes().len(),
         mailboxes: submitters.iter().map(|_| Mailbox::default()).collect(),
         stats: submitters.iter().map(|_| Mutex::default()).collect(),
         failure: Mutex::new(None),
@@ -143,11 +142,10 @@ impl Mailbox {
 struct Shared<'a, 'r> {
     run: &'a Run<'r>,
     clock: Instant,
-    /// Bios pushed by submitters: (buffer, bio, write generation).
-    inbox: Mutex<Vec<(Lease, Bio, u32)>>,
+    /// Bios pushed by submitters, with the buffers they lease.
+    inbox: Mutex<Vec<(Lease, Bio)>>,
     notifier: Arc<Notifier>,
     slots: SlotAccess,
-    lanes: usize,
     mailboxes: Vec<Mailbox>,
     stats: Vec<Mutex<CtxStats>>,
     failure: Mutex<Option<RealError>>,
@@ -183,7 +181,7 @@ impl Shared<'_, '_> {
             .unwrap_or_else(PoisonError::into_inner);
         let checked = work::complete(
             job,
-            &self.run.ledgers,
+            &self.run.ledger,
             &self.run.names[lane],
             finished,
             data,
@@ -276,7 +274,7 @@ struct RingSide<'s, 'a, 'r> {
     uses: &'s mut SlotUses,
     /// Whose turn it is to do completion work under `rq_affinity=1`.
     turn: usize,
-    bios: Vec<(Lease, Bio, u32)>,
+    bios: Vec<(Lease, Bio)>,
 }
 
 impl Frontend<RingBackend> for RingSide<'_, '_, '_> {
@@ -316,8 +314,8 @@ impl Frontend<RingBackend> for RingSide<'_, '_, '_> {
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner),
         );
-        for (lease, bio, generation) in self.bios.drain(..) {
-            self.uses.lend(lease, &bio, generation);
+        for (lease, bio) in self.bios.drain(..) {
+            self.uses.lend(lease, &bio);
             engine.submit::<RealError>(now, bio)?;
         }
         Ok(())
@@ -417,15 +415,13 @@ fn issue(shared: &Shared<'_, '_>, s: &mut Submitter, free: &mut Vec<Lease>, now:
             break;
         };
         free.pop();
-        let mut generation = 0;
         if bio.op == Op::Write && job.verify {
-            let lane = stripe(&bio, shared.lanes);
             // SAFETY: the lease came off this submitter's free list: no I/O and no other
             // thread uses it until the bio is pushed below.
             let buf = unsafe { shared.slots.slot_mut(lease) };
-            generation = work::prepare_write(&shared.run.ledgers[lane], buf, bio.sector * 512);
+            work::prepare_write(&shared.run.ledger, buf, bio.sector * 512);
         }
-        pushed.push((lease, bio, generation));
+        pushed.push((lease, bio));
     }
     if pushed.is_empty() {
         return false;

@@ -9,17 +9,16 @@ use schedhost_sdk::Op;
 use super::{RealError, Run};
 use crate::backend::ring::{Lease, SlotAccess};
 use crate::core::{Bio, BioDone};
-use crate::engine::{Done, stripe};
+use crate::engine::Done;
 use crate::frontend::jobs::feed::BioWork;
 use crate::frontend::jobs::{Direction, JobSpec};
 use crate::observe::stats::CtxStats;
-use crate::verify::{Expect, Ledger, check, stamp};
+use crate::verify::Ledger;
 
 /// Where a bio's buffer goes on its device.
 #[derive(Debug, Clone, Copy, Default)]
 pub(super) struct SlotUse {
     pub offset: u64,
-    pub generation: u32,
 }
 
 /// A finished bio, the device it went to, and the buffer it leased.
@@ -39,12 +38,11 @@ impl SlotUses {
         Self(vec![SlotUse::default(); slots])
     }
 
-    /// `bio`, holding `lease`, goes out (written with `generation` when verified).
-    pub fn lend(&mut self, lease: Lease, bio: &Bio, generation: u32) {
+    /// `bio`, holding `lease`, goes out.
+    pub fn lend(&mut self, lease: Lease, bio: &Bio) {
         debug_assert_eq!(bio.id, lease.bio_id());
         self.0[lease.index()] = SlotUse {
             offset: bio.sector * 512,
-            generation,
         };
     }
 
@@ -60,8 +58,10 @@ impl SlotUses {
     }
 }
 
-/// What was written where on each device, shared by the threads that write and check.
-pub(super) type Ledgers = [Mutex<Ledger>];
+/// What was written where, shared by the threads that write and check. One for all the
+/// devices: striping gives each address one device, so a block read back from the wrong one
+/// is caught as stale.
+pub(super) type SharedLedger = Mutex<Ledger>;
 
 fn lock(ledger: &Mutex<Ledger>) -> std::sync::MutexGuard<'_, Ledger> {
     // A thread that panicked while holding it left a consistent map: each update is one
@@ -69,11 +69,9 @@ fn lock(ledger: &Mutex<Ledger>) -> std::sync::MutexGuard<'_, Ledger> {
     ledger.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// Stamps `buf` for a verified write at `offset`; returns the write's generation.
-pub(super) fn prepare_write(ledger: &Mutex<Ledger>, buf: &mut [u8], offset: u64) -> u32 {
-    let generation = lock(ledger).begin_write(offset);
-    stamp(buf, offset, generation);
-    generation
+/// Stamps `buf` for a verified write at `offset`.
+pub(super) fn prepare_write(ledger: &SharedLedger, buf: &mut [u8], offset: u64) {
+    lock(ledger).stamp_write(buf, offset);
 }
 
 /// The completion work of `finished`, whose buffer holds `data`: verification when the job
@@ -83,7 +81,7 @@ pub(super) fn prepare_write(ledger: &Mutex<Ledger>, buf: &mut [u8], offset: u64)
 /// The data did not verify.
 pub(super) fn complete(
     job: &JobSpec,
-    ledgers: &Ledgers,
+    ledger: &SharedLedger,
     device: &str,
     finished: &Finished,
     data: &[u8],
@@ -93,17 +91,17 @@ pub(super) fn complete(
     let done = &finished.done;
     let mut checked = false;
     if job.verify {
-        let ledger = &ledgers[finished.lane as usize];
         let offset = finished.slot.offset;
         match done.op {
-            Op::Write => lock(ledger).end_write(offset, finished.slot.generation, done.status == 0),
+            Op::Write => lock(ledger).finish_write(data, offset, done.status == 0),
             Op::Read if done.status == 0 => {
-                let expect = lock(ledger).expect(offset, job.direction == Direction::Read);
-                check(data, offset, expect).map_err(|mismatch| RealError::Verify {
-                    path: device.to_owned(),
-                    mismatch,
-                })?;
-                checked = expect != Expect::Nothing;
+                let trust_unwritten = job.direction == Direction::Read;
+                checked = lock(ledger)
+                    .check_read(data, offset, trust_unwritten)
+                    .map_err(|mismatch| RealError::Verify {
+                        path: device.to_owned(),
+                        mismatch,
+                    })?;
             }
             _ => {}
         }
@@ -126,11 +124,10 @@ pub(super) struct Leased<'a, 'r> {
     /// Per submitter, its free buffers.
     free: Vec<Vec<Lease>>,
     uses: SlotUses,
-    lanes: usize,
 }
 
 impl<'a, 'r> Leased<'a, 'r> {
-    pub fn new(run: &'a Run<'r>, access: SlotAccess, lanes: usize) -> Self {
+    pub fn new(run: &'a Run<'r>, access: SlotAccess) -> Self {
         Self {
             free: run
                 .slots
@@ -140,7 +137,6 @@ impl<'a, 'r> Leased<'a, 'r> {
             uses: SlotUses::new(run.slots.iter().map(|r| r.len()).sum()),
             run,
             access,
-            lanes,
         }
     }
 }
@@ -159,14 +155,12 @@ impl BioWork for Leased<'_, '_> {
             return;
         };
         let job = &self.run.jobs[self.run.ctx_jobs[ctx]];
-        let mut generation = 0;
         if bio.op == Op::Write && job.verify {
-            let ledger = &self.run.ledgers[stripe(bio, self.lanes)];
             // SAFETY: the lease came off the submitter's free list: its bio is not in flight.
             let buf = unsafe { self.access.slot_mut(lease) };
-            generation = prepare_write(ledger, buf, bio.sector * 512);
+            prepare_write(&self.run.ledger, buf, bio.sector * 512);
         }
-        self.uses.lend(lease, bio, generation);
+        self.uses.lend(lease, bio);
     }
 
     fn complete(&mut self, done: &Done, stats: &mut CtxStats, now: u64) -> Result<bool, RealError> {
@@ -178,7 +172,7 @@ impl BioWork for Leased<'_, '_> {
         let data = unsafe { self.access.slot(finished.lease) };
         let checked = complete(
             job,
-            &self.run.ledgers,
+            &self.run.ledger,
             &self.run.names[lane],
             &finished,
             data,
