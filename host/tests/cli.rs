@@ -900,3 +900,274 @@ fn a_component_still_runs_where_the_memory_pool_cannot_reserve_its_address_space
     let report = String::from_utf8_lossy(&out.stdout);
     assert!(report.contains("completed=4096"), "{report}");
 }
+
+#[test]
+fn two_devices_stripe_by_address_so_a_smaller_rewrite_is_read_back_from_where_it_went() {
+    let dir = real_dir("stripe_sizes");
+    let (a, b) = (dir.join("a.img"), dir.join("b.img"));
+    let devices = format!("{}:{}", a.display(), b.display());
+    // 8k writes, 4k rewrites of the same region, then an 8k read-back, all verified. With
+    // the lane chosen by sector / size, the 4k rewrite of 4096 went to the other device and
+    // the 8k read found the stale copy.
+    let job = temp_file(
+        "stripe-sizes.fio",
+        "[global]\nfilename=f\nsize=256k\nverify=crc32c\n\
+         [w8]\nrw=write\nbs=8k\n\
+         [w4]\nstonewall\nrw=randwrite\nbs=4k\n\
+         [r8]\nstonewall\nrw=read\nbs=8k\n",
+    );
+    let out = schedhost(&[
+        "--device",
+        &devices,
+        "--output-format",
+        "json",
+        job.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
+    assert!(
+        v["schedhost"]["verified_blocks"].as_u64().unwrap() > 0,
+        "{v:#}"
+    );
+}
+
+#[test]
+fn two_devices_refuse_offsets_that_would_split_a_block_between_them() {
+    let dir = real_dir("stripe_unaligned");
+    let devices = format!(
+        "{}:{}",
+        dir.join("a.img").display(),
+        dir.join("b.img").display()
+    );
+    let out = schedhost(&[
+        "--device",
+        &devices,
+        "--name=w",
+        "--rw=write",
+        "--bs=8k",
+        "--size=64k",
+        "--offset=4k",
+    ]);
+    assert_fails_with(&out, "offsets must be multiples of bs=8192");
+}
+
+#[test]
+fn merges_of_small_bios_stay_within_one_vectored_io_and_none_fails() {
+    let path = real_dir("uio_maxiov").join("seq.dat");
+    let file = path.to_str().unwrap();
+    let args = |rw: &'static str| {
+        vec![
+            "--device",
+            file,
+            "--allow-overwrite",
+            "--output-format",
+            "json",
+            "--name=s",
+            rw,
+            "--bs=512",
+            "--size=4m",
+            "--iodepth=4096",
+            "--direct=0",
+        ]
+    };
+    // Sequential 512-byte I/O at depth 4096 merges into requests of up to 2560 bios, each
+    // one iovec: past UIO_MAXIOV (1024) every such I/O failed with EINVAL, and the run
+    // still exited 0.
+    for rw in ["--rw=write", "--rw=read"] {
+        let out = schedhost(&args(rw));
+        assert!(out.status.success(), "{rw}: {}", stderr(&out));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
+        let dir = if rw.ends_with("read") {
+            "read"
+        } else {
+            "write"
+        };
+        assert_eq!(v["jobs"][0][dir]["total_ios"], 8192, "{rw}");
+        assert_eq!(v["jobs"][0]["error"], 0, "{rw}: {v:#}");
+    }
+}
+
+#[test]
+fn a_run_whose_io_fails_exits_non_zero_after_its_report() {
+    let path = real_dir("failed_io").join("data.dat");
+    std::fs::write(&path, vec![0u8; 1 << 20]).unwrap();
+    // Under a 256 KiB file-size limit (SIGXFSZ ignored) every write past it fails with
+    // EFBIG: the report counts the errors and the run exits non-zero, as fio does.
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg("trap '' XFSZ; ulimit -f 256; exec \"$0\" \"$@\"")
+        .arg(env!("CARGO_BIN_EXE_schedhost"))
+        .args(["--device"])
+        .arg(&path)
+        .args([
+            "--allow-overwrite",
+            "--output-format",
+            "json",
+            "--name=w",
+            "--rw=write",
+            "--bs=64k",
+            "--size=1m",
+            "--direct=0",
+        ])
+        .output()
+        .unwrap();
+    assert_fails_with(&out, "I/Os failed");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("the report is written");
+    assert_eq!(v["jobs"][0]["error"], 1, "{v:#}");
+}
+
+#[test]
+fn a_simulated_run_past_the_end_of_virtual_time_is_refused_not_wrapped() {
+    // 6000 hours of think time: the drive's picosecond clock wrapped at 213 days and every
+    // later I/O took 0 ms.
+    let out = schedhost(&[
+        "--name=t",
+        "--rw=read",
+        "--size=1m",
+        "--number_ios=4",
+        "--thinktime=6000h",
+    ]);
+    assert_fails_with(
+        &out,
+        "thinktime is 250.0 days; a simulated run ends at 100 days",
+    );
+    let out = schedhost(&[
+        "--name=t",
+        "--rw=read",
+        "--size=1m",
+        "--runtime=6000h",
+        "--time_based",
+    ]);
+    assert_fails_with(&out, "a simulated run ends at 100 days");
+}
+
+#[test]
+fn import_disksim_never_writes_through_a_link_in_place_of_its_output() {
+    let dir = real_dir("import_link");
+    let target = dir.join("elsewhere.spec");
+    let link = dir.join("out.spec");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let specs = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples/validation/cheetah4LP.diskspecs");
+    let out = schedhost(&[
+        "import-disksim",
+        specs.to_str().unwrap(),
+        "-o",
+        link.to_str().unwrap(),
+    ]);
+    assert_fails_with(&out, "exists; give a new file name");
+    assert!(!target.exists(), "the link's target was created");
+    let fresh = dir.join("fresh.spec");
+    let out = schedhost(&[
+        "import-disksim",
+        specs.to_str().unwrap(),
+        "-o",
+        fresh.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+#[test]
+fn control_characters_from_a_job_file_reach_the_terminal_escaped() {
+    // An error quotes the bad value, escape sequence and all.
+    let job = temp_file("esc.fio", "[j]\nrw=read\nbs=4k\u{1b}]0;pwned\u{7}\n");
+    let out = schedhost(&[job.to_str().unwrap()]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(
+        !err.contains('\u{1b}') && !err.contains('\u{7}'),
+        "raw control bytes: {err:?}"
+    );
+    assert!(err.contains("\\u{1b}"), "{err}");
+}
+
+#[test]
+fn compare_marks_a_cell_whose_policy_was_ejected_in_the_table_and_the_json() {
+    if built_component("chaos").is_none() {
+        return;
+    }
+    let json = real_dir("compare_ejected").join("c.json");
+    let out = schedhost(&[
+        "compare",
+        "--policy",
+        "noop",
+        "--policy",
+        "chaos:mode=2,after=20",
+        "--json",
+        json.to_str().unwrap(),
+        "--name=r",
+        "--rw=randread",
+        "--size=4m",
+        "--number_ios=200",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.contains("* the policy was ejected"), "{table}");
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let cells = &v["rows"][0]["cells"];
+    assert_eq!(cells[0]["ejected_runs"], 0);
+    assert_eq!(cells[1]["ejected_runs"], 1);
+}
+
+#[test]
+fn run_removes_its_control_socket_when_it_is_stopped_by_a_signal() {
+    let dir = real_dir("ctl_signal");
+    let (data, socket) = (dir.join("d.dat"), dir.join("ctl.sock"));
+    for signal in ["TERM", "INT"] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_schedhost"))
+            .arg("--device")
+            .arg(&data)
+            .arg("--allow-overwrite")
+            .arg("--control")
+            .arg(&socket)
+            .args([
+                "--name=r",
+                "--rw=randwrite",
+                "--size=1m",
+                "--runtime=60s",
+                "--time_based",
+            ])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("schedhost starts");
+        for _ in 0..500 {
+            if socket.exists() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(socket.exists(), "the socket appears");
+        let killed = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(child.id().to_string())
+            .status()
+            .unwrap();
+        assert!(killed.success());
+        let status = child.wait().unwrap();
+        assert!(!status.success(), "stopped by the signal");
+        assert!(
+            !socket.exists(),
+            "the socket is left behind after SIG{signal}"
+        );
+    }
+}
+
+#[test]
+fn calibrate_refuses_an_output_link_before_creating_or_probing_anything() {
+    let dir = real_dir("calibrate_link");
+    let (device, target, link) = (
+        dir.join("new.dat"),
+        dir.join("elsewhere.spec"),
+        dir.join("out.spec"),
+    );
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let out = schedhost(&[
+        "calibrate",
+        "--device",
+        device.to_str().unwrap(),
+        "-o",
+        link.to_str().unwrap(),
+    ]);
+    assert_fails_with(&out, "exists; give a new file name");
+    assert!(!target.exists() && !device.exists(), "nothing was created");
+}

@@ -424,6 +424,34 @@ fn hostile_metrics_dripping_and_idle_scrapers_do_not_hold_up_a_scrape() {
 }
 
 #[test]
+fn hostile_metrics_a_peer_holding_every_place_with_silent_sockets_cannot_keep_a_scraper_out() {
+    let dir = scratch("hostile_metrics_silent");
+    let mut opts = options(&dir);
+    opts.metrics = Some("127.0.0.1:0".into());
+    let server = start(opts, native_policy("noop").unwrap(), None);
+    let address = server.metrics.unwrap();
+    // As many silent sockets as the endpoint has places: all were 503 for everyone else.
+    let _silent: Vec<TcpStream> = (0..schedhost::observe::metrics::MAX_CLIENTS)
+        .map(|_| TcpStream::connect(address).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let mut answered = 0;
+    for _ in 0..10 {
+        let mut good = TcpStream::connect(address).unwrap();
+        good.set_read_timeout(Some(BOUND)).unwrap();
+        good.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
+        let mut scrape = String::new();
+        let _ = good.read_to_string(&mut scrape);
+        answered += usize::from(scrape.starts_with("HTTP/1.1 200 OK"));
+    }
+    assert_eq!(
+        answered, 10,
+        "scrapes answered while silent sockets held the places"
+    );
+}
+
+#[test]
 fn hostile_policy_a_set_that_traps_is_a_fault_at_its_time_and_stops_an_aborting_server() {
     let Some(chaos) = crate::helpers::component("chaos") else {
         return;

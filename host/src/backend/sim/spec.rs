@@ -364,6 +364,11 @@ fn set_drive(p: &mut DriveParams, key: &str, value: &str) -> Result<(), String> 
                 .parse()
                 .map_err(|_| format!("`seek = {value}`: the distance is not a whole number"))?;
             let ms = millis_or_zero(key, ms.trim())?;
+            if ms > MAX_SEEK_MS {
+                return Err(format!(
+                    "`seek = {value}`: a seek takes at most {MAX_SEEK_MS} ms (real drives: under 30)"
+                ));
+            }
             if p.seek.last().is_some_and(|&(last, _)| d <= last) || d == 0 {
                 return Err(format!("`seek = {value}`: distances must rise from 1"));
             }
@@ -408,6 +413,10 @@ fn numbers<const N: usize>(key: &str, value: &str) -> Result<[u64; N], String> {
     }
     Ok(out)
 }
+
+/// The longest seek a drive model takes: a second, thirty times any real full stroke. The
+/// models' clocks hold such times exactly; a curve of years would not be a drive.
+pub const MAX_SEEK_MS: f64 = 1000.0;
 
 fn millis_or_zero(key: &str, value: &str) -> Result<f64, String> {
     match value.parse::<f64>() {

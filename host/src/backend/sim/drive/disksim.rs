@@ -8,6 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use super::{DriveParams, DriveZone, Overheads};
+use crate::backend::sim::spec::MAX_SEEK_MS;
 
 /// Deepest nesting accepted (DiskSim's own files nest four deep).
 const MAX_DEPTH: usize = 16;
@@ -90,7 +91,9 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
             } else {
                 Vec::new()
             };
-            hpl_table(&hpl, &first_ten, cylinders)
+            let table = hpl_table(&hpl, &first_ten, cylinders);
+            physical_seeks(&model_path, &table)?;
+            table
         }
         other => {
             return Err(fail(
@@ -364,6 +367,23 @@ fn hpl_table(hpl: &[f64], first_ten: &[f64], cylinders: u64) -> Vec<(u64, f64)> 
     table
 }
 
+/// Refuses a seek curve that leaves what a drive can be: every point at most
+/// [`MAX_SEEK_MS`], as the spec parser will demand of the imported spec.
+fn physical_seeks(path: &Path, table: &[(u64, f64)]) -> Result<(), ImportError> {
+    match table
+        .iter()
+        .find(|&&(_, ms)| !(ms.is_finite() && ms <= MAX_SEEK_MS))
+    {
+        Some(&(d, ms)) => Err(fail(
+            path,
+            format!(
+                "`HPL seek equation values` give a seek of {ms:.3} ms at {d} cylinders; a drive's seek takes at most {MAX_SEEK_MS} ms"
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
 /// The seek table: a header line, then `distance, ms` per line.
 fn read_seek(path: &Path) -> Result<Vec<(u64, f64)>, ImportError> {
     let text = read(path)?;
@@ -382,8 +402,17 @@ fn read_seek(path: &Path) -> Result<Vec<(u64, f64)>, ImportError> {
         let (d, ms) = line.split_once(',').ok_or_else(bad)?;
         let d: u64 = d.trim().parse().map_err(|_| bad())?;
         let ms: f64 = ms.trim().parse().map_err(|_| bad())?;
-        if !(ms.is_finite() && (0.0..=3_600_000.0).contains(&ms)) {
+        if !(ms.is_finite() && ms >= 0.0) {
             return Err(bad());
+        }
+        if ms > MAX_SEEK_MS {
+            return Err(fail(
+                path,
+                format!(
+                    "line {}: a seek of {ms} ms; a drive's seek takes at most {MAX_SEEK_MS} ms",
+                    n + 1
+                ),
+            ));
         }
         if points.last().is_some_and(|&(last, _)| d <= last) {
             return Err(fail(
@@ -819,6 +848,21 @@ mod tests {
         let deep = format!("d D {{ {} }}", "A = t { ".repeat(40));
         let err = first_block(Path::new("x"), &deep).unwrap_err().to_string();
         assert!(err.contains("nested more than"), "{err}");
+    }
+
+    #[test]
+    fn a_seek_curve_of_years_is_refused_by_name() {
+        // c + d·x with d = 1e8 ms per cylinder: years at the full stroke.
+        let table = hpl_table(&[300.0, 3.75, 0.33, 7.69, 1e8, 0.2], &[], 3000);
+        let err = physical_seeks(Path::new("x.model"), &table)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("HPL seek equation values") && err.contains("at most 1000 ms"),
+            "{err}"
+        );
+        let real = hpl_table(&[300.0, 3.75, 0.33, 7.69, 0.0059, 0.2], &[], 3000);
+        assert!(physical_seeks(Path::new("x.model"), &real).is_ok());
     }
 
     #[test]
