@@ -104,10 +104,11 @@ fn broken_disksim_files_and_specs_are_refused_with_file_and_reason() {
 
 #[test]
 fn an_extreme_drive_spec_serves_its_requests_without_overflow() {
-    // One revolution a minute and a million sectors a track: products of the two pass u64.
+    // One revolution a minute, a million sectors a track and the longest seek allowed:
+    // products of the two pass u64.
     let spec = DeviceSpec::parse_file(
         Path::new("slow.spec"),
-        "model = drive\nrpm = 1\nsurfaces = 1\nzone = 0 3 1048576 1048575 1048575 0\nseek = 1 3600000\ncapacity_sectors = 4194304\n",
+        "model = drive\nrpm = 1\nsurfaces = 1\nzone = 0 3 1048576 1048575 1048575 0\nseek = 1 1000\ncapacity_sectors = 4194304\n",
     )
     .unwrap();
     let trace = parse_trace("R Hit 4194000 200 1 0\nW Hit 0 1048576 1 0\nR Hit 8 8 1 0\n").unwrap();

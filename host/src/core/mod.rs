@@ -72,6 +72,9 @@ pub struct Config {
     pub rq_affinity: RqAffinity,
 }
 
+/// A policy's tunables by name, with their values (None: the policy did not say).
+pub type TunableValues = Vec<(String, Option<i64>)>;
+
 /// The default segment limit: UIO_MAXIOV, the most iovecs one vectored read or write may
 /// carry, so a merged request of small bios always fits one I/O on a real device.
 pub const MAX_SEGMENTS: u32 = 1024;
@@ -352,7 +355,7 @@ impl Core {
     pub fn tunable_values(
         &mut self,
         now_ns: u64,
-    ) -> Result<Result<Vec<(String, Option<i64>)>, String>, Fault> {
+    ) -> Result<Result<TunableValues, String>, Fault> {
         match self.read_tunables() {
             Ok(values) => Ok(Ok(values)),
             Err(fault) => {
@@ -385,7 +388,7 @@ impl Core {
         }
     }
 
-    fn read_tunables(&mut self) -> Result<Vec<(String, Option<i64>)>, Fault> {
+    fn read_tunables(&mut self) -> Result<TunableValues, Fault> {
         self.stats.policy_calls += 1;
         let specs = self.policy.tunables()?;
         let mut values = Vec::with_capacity(specs.len());

@@ -16,7 +16,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::drive::Drive;
+use super::drive::{Drive, MAX_SEEK_MS};
 use super::{
     DeviceModel, DriveParams, DriveZone, Hdd, HddParams, Null, NullParams, Ssd, SsdParams,
 };
@@ -413,10 +413,6 @@ fn numbers<const N: usize>(key: &str, value: &str) -> Result<[u64; N], String> {
     }
     Ok(out)
 }
-
-/// The longest seek a drive model takes: a second, thirty times any real full stroke. The
-/// models' clocks hold such times exactly; a curve of years would not be a drive.
-pub const MAX_SEEK_MS: f64 = 1000.0;
 
 fn millis_or_zero(key: &str, value: &str) -> Result<f64, String> {
     match value.parse::<f64>() {

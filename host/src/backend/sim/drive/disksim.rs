@@ -7,8 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{DriveParams, DriveZone, Overheads};
-use crate::backend::sim::spec::MAX_SEEK_MS;
+use super::{DriveParams, DriveZone, MAX_SEEK_MS, Overheads};
 
 /// Deepest nesting accepted (DiskSim's own files nest four deep).
 const MAX_DEPTH: usize = 16;

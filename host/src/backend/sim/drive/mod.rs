@@ -204,6 +204,11 @@ pub struct Drive {
 
 const PS_PER_NS: u64 = 1000;
 
+/// The longest seek a drive model takes: a second, thirty times any real full stroke. A
+/// spec's seek table and an imported seek curve are held to it; a curve of years would
+/// not be a drive.
+pub const MAX_SEEK_MS: f64 = 1000.0;
+
 fn ms_ps(ms: f64) -> u64 {
     (ms * 1e9).max(0.0) as u64
 }
