@@ -1171,3 +1171,79 @@ fn calibrate_refuses_an_output_link_before_creating_or_probing_anything() {
     assert_fails_with(&out, "exists; give a new file name");
     assert!(!target.exists() && !device.exists(), "nothing was created");
 }
+
+/// Runs `args` twice; asserts both succeed with the same stdout, and returns it.
+fn same_bytes_twice(what: &str, args: &[&str]) -> Vec<u8> {
+    let (first, second) = (schedhost(args), schedhost(args));
+    assert!(first.status.success(), "{what}: {}", stderr(&first));
+    assert!(second.status.success(), "{what}: {}", stderr(&second));
+    assert!(!first.stdout.is_empty(), "{what}: no output");
+    assert!(first.stdout == second.stdout, "{what}: two runs with one seed differ");
+    first.stdout
+}
+
+#[test]
+fn every_simulated_mode_gives_the_same_bytes_for_the_same_seed() {
+    let job = [
+        "--name=r",
+        "--rw=randrw",
+        "--bs=4k",
+        "--size=16m",
+        "--numjobs=2",
+        "--iodepth=8",
+        "--runtime=300ms",
+        "--time_based",
+    ];
+    let with = |extra: &[&'static str]| -> Vec<&str> {
+        let mut args = vec!["--seed", "7", "--output-format", "json"];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&job);
+        args
+    };
+    // Hot swaps: their stall was measured on the wall clock and written into the report.
+    let swapped = same_bytes_twice(
+        "swaps",
+        &with(&["--policy", "native:cfq", "--swap-at", "100ms:native:deadline", "--swap-at", "200ms:native:bfq"]),
+    );
+    let v: serde_json::Value = serde_json::from_slice(&swapped).unwrap();
+    assert_eq!(v["schedhost"]["swaps"].as_array().map(Vec::len), Some(2), "{v:#}");
+    same_bytes_twice("ssd", &with(&["--policy", "native:kyber", "--device", "sim:ssd"]));
+    let log = temp_file(
+        "same.iolog",
+        "fio version 3 iolog\n0 f add\n0 f read 0 4096\n500 f write 8192 4096\n900 f read 4096 8192\n",
+    );
+    same_bytes_twice(
+        "replay",
+        &["replay", log.to_str().unwrap(), "--policy", "native:deadline", "--output-format", "json"],
+    );
+    // compare: the same table on one thread and on two.
+    let dir = real_dir("same_bytes");
+    let tables: Vec<Vec<u8>> = ["1", "2"]
+        .into_iter()
+        .map(|threads| {
+            let json = dir.join(format!("compare-{threads}.json"));
+            let mut args = vec![
+                "compare",
+                "-p",
+                "native:noop",
+                "-p",
+                "native:deadline",
+                "--repeat",
+                "2",
+                "--threads",
+                threads,
+                "--json",
+                json.to_str().unwrap(),
+            ];
+            args.extend_from_slice(&job);
+            let out = schedhost(&args);
+            assert!(out.status.success(), "{}", stderr(&out));
+            std::fs::read(&json).unwrap()
+        })
+        .collect();
+    assert!(tables[0] == tables[1], "compare differs between --threads 1 and 2");
+    same_bytes_twice(
+        "policy check",
+        &["policy", "check", "native:deadline", "--rounds", "2", "--runtime", "0.2", "--output-format", "json"],
+    );
+}

@@ -62,4 +62,10 @@ pub trait Backend {
     /// time). A real clock moves by itself: while I/O is in flight the next completion
     /// notices a deadline that passed, and an unarmed wait is the cheaper syscall.
     fn exact_deadlines(&self) -> bool;
+
+    /// True iff the clock is virtual (time moves only by waiting): then nothing measured on
+    /// the wall clock may reach the run's report, which is a function of its inputs and seed.
+    fn virtual_clock(&self) -> bool {
+        self.exact_deadlines()
+    }
 }

@@ -73,8 +73,9 @@ pub struct SwapRecord {
     pub to: String,
     /// What happened: the swap, or why the old policy stayed.
     pub result: Result<Swapped, String>,
-    /// Wall-clock time dispatch waited for the switch (starting the new instance, handing
-    /// over state and requests), in ns.
+    /// Time dispatch waited for the switch (starting the new instance, handing over state
+    /// and requests), in ns on the run's clock: the wall clock on real devices; 0 on a
+    /// simulated one, where the swap happens at one instant of virtual time.
     pub stall_ns: u64,
 }
 
