@@ -1178,7 +1178,10 @@ fn same_bytes_twice(what: &str, args: &[&str]) -> Vec<u8> {
     assert!(first.status.success(), "{what}: {}", stderr(&first));
     assert!(second.status.success(), "{what}: {}", stderr(&second));
     assert!(!first.stdout.is_empty(), "{what}: no output");
-    assert!(first.stdout == second.stdout, "{what}: two runs with one seed differ");
+    assert!(
+        first.stdout == second.stdout,
+        "{what}: two runs with one seed differ"
+    );
     first.stdout
 }
 
@@ -1203,18 +1206,39 @@ fn every_simulated_mode_gives_the_same_bytes_for_the_same_seed() {
     // Hot swaps: their stall was measured on the wall clock and written into the report.
     let swapped = same_bytes_twice(
         "swaps",
-        &with(&["--policy", "native:cfq", "--swap-at", "100ms:native:deadline", "--swap-at", "200ms:native:bfq"]),
+        &with(&[
+            "--policy",
+            "native:cfq",
+            "--swap-at",
+            "100ms:native:deadline",
+            "--swap-at",
+            "200ms:native:bfq",
+        ]),
     );
     let v: serde_json::Value = serde_json::from_slice(&swapped).unwrap();
-    assert_eq!(v["schedhost"]["swaps"].as_array().map(Vec::len), Some(2), "{v:#}");
-    same_bytes_twice("ssd", &with(&["--policy", "native:kyber", "--device", "sim:ssd"]));
+    assert_eq!(
+        v["schedhost"]["swaps"].as_array().map(Vec::len),
+        Some(2),
+        "{v:#}"
+    );
+    same_bytes_twice(
+        "ssd",
+        &with(&["--policy", "native:kyber", "--device", "sim:ssd"]),
+    );
     let log = temp_file(
         "same.iolog",
         "fio version 3 iolog\n0 f add\n0 f read 0 4096\n500 f write 8192 4096\n900 f read 4096 8192\n",
     );
     same_bytes_twice(
         "replay",
-        &["replay", log.to_str().unwrap(), "--policy", "native:deadline", "--output-format", "json"],
+        &[
+            "replay",
+            log.to_str().unwrap(),
+            "--policy",
+            "native:deadline",
+            "--output-format",
+            "json",
+        ],
     );
     // compare: the same table on one thread and on two.
     let dir = real_dir("same_bytes");
@@ -1241,9 +1265,22 @@ fn every_simulated_mode_gives_the_same_bytes_for_the_same_seed() {
             std::fs::read(&json).unwrap()
         })
         .collect();
-    assert!(tables[0] == tables[1], "compare differs between --threads 1 and 2");
+    assert!(
+        tables[0] == tables[1],
+        "compare differs between --threads 1 and 2"
+    );
     same_bytes_twice(
         "policy check",
-        &["policy", "check", "native:deadline", "--rounds", "2", "--runtime", "0.2", "--output-format", "json"],
+        &[
+            "policy",
+            "check",
+            "native:deadline",
+            "--rounds",
+            "2",
+            "--runtime",
+            "0.2",
+            "--output-format",
+            "json",
+        ],
     );
 }

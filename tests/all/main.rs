@@ -12,6 +12,7 @@ mod conservation;
 mod deadline;
 mod determinism;
 mod events;
+mod faults;
 mod golden;
 mod helpers;
 mod hostile_peers;

@@ -281,7 +281,7 @@ impl CompareArgs {
             };
             let nomerges = Nomerges::from_level(self.nomerges).unwrap_or_default();
             let outcome = match &devices[cell.device] {
-                DeviceArg::Sim(device) => {
+                DeviceArg::Sim(device, faults) => {
                     let options = SimOptions {
                         seed: w.seed,
                         nomerges,
@@ -289,6 +289,7 @@ impl CompareArgs {
                         supervision: Supervision::default(),
                         record_events: false,
                         metering: false,
+                        faults: *faults,
                     };
                     sim::run(
                         &row_jobs[w.row],
@@ -327,7 +328,7 @@ impl CompareArgs {
                 ejected: !outcome.ejections.is_empty(),
             })
         };
-        let simulated = |w: &&Work| matches!(devices[columns[w.column].device], DeviceArg::Sim(_));
+        let simulated = |w: &&Work| matches!(devices[columns[w.column].device], DeviceArg::Sim(..));
         let sims: Vec<(usize, &Work)> = work
             .iter()
             .enumerate()

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use schedhost::backend::sim::DeviceSpec;
+use schedhost::backend::sim::{DeviceSpec, FaultPlan};
 use schedhost::core::{Nomerges, OnFault, RqAffinity, Supervision};
 use schedhost::frontend::jobs::real::{self, DEFAULT_QUEUE_DEPTH, RealOptions};
 use schedhost::frontend::jobs::sim::{self, SimOptions};
@@ -176,7 +176,7 @@ impl RunArgs {
             )
         };
         let (outcome, device_model, real) = match &device {
-            DeviceArg::Sim(spec) => {
+            DeviceArg::Sim(spec, faults) => {
                 if self.control.is_some() {
                     bail!(
                         "--control serves runs on real devices; a simulated run takes its swaps from --swap-at TIME:POLICY"
@@ -184,7 +184,7 @@ impl RunArgs {
                 }
                 let swaps = self.swaps(&runtime)?;
                 let outcome = self
-                    .simulate(&jobs, spec, loaded.instantiate()?, swaps)
+                    .simulate(&jobs, spec, loaded.instantiate()?, swaps, *faults)
                     .with_context(context)?;
                 (outcome, spec.name().to_owned(), None)
             }
@@ -252,6 +252,7 @@ impl RunArgs {
         device: &DeviceSpec,
         policy: Box<dyn schedhost::policy::PolicyBackend>,
         swaps: Vec<schedhost::engine::ScheduledSwap>,
+        faults: FaultPlan,
     ) -> Result<Outcome, sim::SimError> {
         let options = SimOptions {
             seed: self.seed,
@@ -260,6 +261,7 @@ impl RunArgs {
             supervision: self.sandbox.supervision(),
             record_events: self.trace_events.is_some(),
             metering: false,
+            faults,
         };
         let mut progress = Progress::new();
         let outcome = sim::run_swapping(
@@ -413,20 +415,25 @@ fn parse_on_fault(text: &str) -> Result<OnFault, String> {
 
 /// What `--device` names: a simulated device, or real files and block devices.
 pub(crate) enum DeviceArg {
-    Sim(DeviceSpec),
+    /// A simulated device, and how it fails (`sim:ssd@read_errors=0.01,…`).
+    Sim(DeviceSpec, FaultPlan),
     Real(Vec<PathBuf>),
 }
 
 impl DeviceArg {
-    /// `sim:NAME`, `*.spec` and DiskSim's `*.diskspecs` and `*.parv` are simulated; anything
-    /// else is a colon-separated list of paths, as fio's `filename=a:b`.
+    /// `sim:NAME`, `*.spec` and DiskSim's `*.diskspecs` and `*.parv` are simulated, each
+    /// with an optional fault plan after `@`; anything else is a colon-separated list of
+    /// paths, as fio's `filename=a:b`.
     pub(crate) fn parse(arg: &str) -> Result<Self> {
-        if arg.starts_with("sim:")
+        let (device, faults) = arg.split_once('@').unwrap_or((arg, ""));
+        if device.starts_with("sim:")
             || [".spec", ".diskspecs", ".parv"]
                 .iter()
-                .any(|e| arg.ends_with(e))
+                .any(|e| device.ends_with(e))
         {
-            return Ok(Self::Sim(DeviceSpec::parse(arg)?));
+            let plan =
+                FaultPlan::parse(faults).map_err(|e| anyhow::anyhow!("--device {arg}: {e}"))?;
+            return Ok(Self::Sim(DeviceSpec::parse(device)?, plan));
         }
         let paths: Vec<PathBuf> = arg
             .split(':')

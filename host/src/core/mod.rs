@@ -352,10 +352,7 @@ impl Core {
     ///
     /// # Errors
     /// A fault that stops the run; after an ejection the answer is `Ok(Err(why))`.
-    pub fn tunable_values(
-        &mut self,
-        now_ns: u64,
-    ) -> Result<Result<TunableValues, String>, Fault> {
+    pub fn tunable_values(&mut self, now_ns: u64) -> Result<Result<TunableValues, String>, Fault> {
         match self.read_tunables() {
             Ok(values) => Ok(Ok(values)),
             Err(fault) => {
@@ -504,8 +501,9 @@ impl Core {
     /// A fault in the policy's merge veto.
     pub fn submit(&mut self, now_ns: u64, bio: Bio) -> Result<(), Fault> {
         self.place_bio(now_ns, bio);
-        self.settle(now_ns)?;
-        Ok(())
+        let settled = self.settle(now_ns).map(|_| ());
+        self.check_invariants();
+        settled
     }
 
     /// Merges `bio` or makes it a request. Never fails: a policy fault is latched, and the
@@ -564,6 +562,17 @@ impl Core {
     /// # Errors
     /// If `id` is not on the device.
     pub fn complete(&mut self, now_ns: u64, id: u64, status: i32) -> Result<(), UnknownCompletion> {
+        let done = self.finish_request(now_ns, id, status);
+        self.check_invariants();
+        done
+    }
+
+    fn finish_request(
+        &mut self,
+        now_ns: u64,
+        id: u64,
+        status: i32,
+    ) -> Result<(), UnknownCompletion> {
         let Some(State::Dispatched { hw_queue, at_ns }) = self.table.get(id).map(|r| r.state)
         else {
             return Err(UnknownCompletion { id });
@@ -571,7 +580,12 @@ impl Core {
         let Some(request) = self.table.remove(id) else {
             return Err(UnknownCompletion { id });
         };
-        self.queues[hw_queue as usize].inflight -= 1;
+        let queue = &mut self.queues[hw_queue as usize];
+        debug_assert!(
+            queue.inflight > 0,
+            "a completion on a queue with nothing in flight"
+        );
+        queue.inflight = queue.inflight.saturating_sub(1);
         self.stats.completed += 1;
         self.note(
             now_ns,
@@ -615,12 +629,57 @@ impl Core {
     /// # Errors
     /// A fault in any policy call, including an invalid dispatch answer.
     pub fn run(&mut self, now_ns: u64) -> Result<(), Fault> {
+        let ran = self.run_to_settled(now_ns);
+        self.check_invariants();
+        ran
+    }
+
+    fn run_to_settled(&mut self, now_ns: u64) -> Result<(), Fault> {
         self.run_policy(now_ns);
         // After a recovery the new policy holds the requests: let it dispatch at once.
         while self.settle(now_ns)? {
             self.run_policy(now_ns);
         }
         Ok(())
+    }
+
+    /// The core's counting laws, checked after every public call that moves requests, in
+    /// debug and test builds: each request is in exactly one place (a software queue, the
+    /// insert batch, the policy, the device), so those counts add up to the table; no
+    /// hardware queue has more on the device than its driver tags, and the scheduler tags in
+    /// use are what their per-kind counts say, within `nr_requests`.
+    pub(super) fn check_invariants(&self) {
+        if !cfg!(debug_assertions) {
+            return;
+        }
+        let staged: usize = self.software.iter().map(VecDeque::len).sum();
+        let on_device: usize = self.queues.iter().map(|q| q.inflight as usize).sum();
+        assert_eq!(
+            staged + self.pending_insert.len() + self.queued + on_device,
+            self.table.len(),
+            "every request is in exactly one place (staged {staged}, to insert {}, in the policy {}, on the device {on_device})",
+            self.pending_insert.len(),
+            self.queued
+        );
+        for (q, queue) in self.queues.iter().enumerate() {
+            assert!(
+                queue.inflight <= self.config.queue_depth,
+                "queue {q}: {} on the device past {} driver tags",
+                queue.inflight,
+                self.config.queue_depth
+            );
+            let by_kind: u32 = queue.held.iter().flatten().sum();
+            assert_eq!(
+                by_kind, queue.held_total,
+                "queue {q}: scheduler tags by kind"
+            );
+            assert!(
+                queue.held_total <= self.config.nr_requests,
+                "queue {q}: {} scheduler tags held past nr_requests {}",
+                queue.held_total,
+                self.config.nr_requests
+            );
+        }
     }
 
     /// One round of policy calls. Never fails: a fault is latched for [`Core::settle`].
@@ -777,7 +836,8 @@ impl Core {
             let bios = request.bios.clone();
             self.index.remove(id, request);
             self.note(now_ns, Kind::Dispatch, ctx, op, sync, (sector, sectors), id);
-            self.queued -= 1;
+            debug_assert!(self.queued > 0, "a dispatch with nothing queued");
+            self.queued = self.queued.saturating_sub(1);
             self.queues[hw_queue as usize].inflight += 1;
             self.stats.dispatched += 1;
             self.actions.push_back(Action::Dispatch {
@@ -971,7 +1031,11 @@ impl Core {
                 self.release_tag(gone.home_queue, gone.op, gone.sync);
             }
             State::Queued => {
-                self.queued -= 1;
+                debug_assert!(
+                    self.queued > 0,
+                    "an absorbed request the policy held, with none held"
+                );
+                self.queued = self.queued.saturating_sub(1);
                 self.release_tag(gone.home_queue, gone.op, gone.sync);
             }
             State::Dispatched { .. } => {}
@@ -1015,8 +1079,13 @@ impl Core {
     /// software queue in turn, skipping a queue whose head is of a kind at its depth limit.
     fn release_tag(&mut self, home: u32, op: Op, sync: bool) {
         let queue = &mut self.queues[home as usize];
-        queue.held[op as usize][usize::from(sync)] -= 1;
-        queue.held_total -= 1;
+        let kind = &mut queue.held[op as usize][usize::from(sync)];
+        debug_assert!(
+            *kind > 0 && queue.held_total > 0,
+            "a tag released that was not held"
+        );
+        *kind = kind.saturating_sub(1);
+        queue.held_total = queue.held_total.saturating_sub(1);
         let mut fruitless = 0;
         while fruitless < self.queues[home as usize].waiting.len()
             && self.queues[home as usize].held_total < self.config.nr_requests

@@ -215,6 +215,7 @@ impl Core {
         };
         let (requeued, _) = self.install(now_ns, policy, settings, state.as_deref())?;
         self.settings = settings.to_vec();
+        self.check_invariants();
         Ok(Swapped {
             from: format!("{} {}", from.name, from.version),
             to: format!("{} {}", to.name, to.version),

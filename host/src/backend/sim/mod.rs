@@ -6,6 +6,7 @@
 
 mod backend;
 pub mod drive;
+mod faults;
 mod hdd;
 mod null;
 pub mod spec;
@@ -15,6 +16,7 @@ use schedhost_sdk::Op;
 
 pub use backend::{HORIZON_NS, PastHorizon, SimBackend};
 pub use drive::{Drive, DriveParams, DriveZone};
+pub use faults::{FaultPlan, Faulty};
 pub use hdd::{Hdd, HddParams};
 pub use null::{Null, NullParams};
 pub use spec::{DeviceSpec, SpecError};

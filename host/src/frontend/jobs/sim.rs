@@ -2,7 +2,7 @@
 //! when the engine waits, to the next completion, timer or paced issue; nothing reads a
 //! clock, so a seed fixes the result.
 
-use crate::backend::sim::{DeviceSpec, HORIZON_NS, PastHorizon, SimBackend};
+use crate::backend::sim::{DeviceSpec, FaultPlan, Faulty, HORIZON_NS, PastHorizon, SimBackend};
 use crate::core::{Bio, Config, Nomerges, StartError, Supervision, UnknownCompletion};
 use crate::engine::{self, Backend, Done, Engine, Lane, LaneSetup, ScheduledSwap, Stop};
 use crate::frontend::jobs::feed::{BioWork, Jobs};
@@ -26,6 +26,8 @@ pub struct SimOptions {
     pub record_events: bool,
     /// Keep the per-ctx counters live stats and metrics read (what they cost the core).
     pub metering: bool,
+    /// How the device fails (nothing, by default).
+    pub faults: FaultPlan,
 }
 
 impl Default for SimOptions {
@@ -37,6 +39,7 @@ impl Default for SimOptions {
             supervision: Supervision::default(),
             record_events: false,
             metering: false,
+            faults: FaultPlan::default(),
         }
     }
 }
@@ -183,6 +186,9 @@ pub fn run_swapping(
     progress: &mut dyn FnMut(u64),
 ) -> Result<Outcome, SimError> {
     let mut model = device.build();
+    if !options.faults.is_empty() {
+        model = Box::new(Faulty::new(model, options.faults));
+    }
     let geometry = model.geometry();
     let mut config = Config::for_device(
         geometry.hw_queues,

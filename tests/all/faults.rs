@@ -1,0 +1,183 @@
+//! Seeded device faults in simulation: whatever a fault plan does to a device (EIO by rate,
+//! range and window, latency spikes, a stall, resets), every bio completes exactly once,
+//! the errors are reported for the bios they hit, and the same seed gives the same run.
+//! `SCHEDHOST_FAULT_PLANS=1000` runs the long version.
+
+use schedhost::backend::sim::{DeviceSpec, FaultPlan};
+use schedhost::frontend::jobs::sim::{self, SimOptions};
+use schedhost::frontend::jobs::{Rng, parse_job_file};
+use schedhost::frontend::outcome::Outcome;
+use schedhost::policy::{native_names, native_policy};
+
+/// Fault plans per device model and policy (CI runs a short version).
+fn plans() -> u64 {
+    std::env::var("SCHEDHOST_FAULT_PLANS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(6)
+}
+
+/// A plan drawn from `seed`: any mix of errors, spikes, a stall and resets.
+fn plan(seed: u64) -> FaultPlan {
+    let mut rng = Rng::new(seed);
+    let ms = 1_000_000;
+    let mut text = format!("seed={seed}");
+    let mut add = |item: String| {
+        text.push(',');
+        text.push_str(&item);
+    };
+    if rng.below(2) == 0 {
+        add(format!("read_errors=0.{:02}", rng.below(30)));
+    }
+    if rng.below(2) == 0 {
+        add(format!("write_errors=0.{:02}", rng.below(30)));
+    }
+    if rng.below(3) == 0 {
+        let from = rng.below(4096) * 8;
+        add(format!("errors_in={from}-{}", from + 1 + rng.below(65536)));
+    }
+    if rng.below(3) == 0 {
+        let from = rng.below(50) * ms;
+        add(format!(
+            "errors_during={from}-{}",
+            from + 1 + rng.below(50) * ms
+        ));
+    }
+    if rng.below(2) == 0 {
+        add(format!(
+            "spikes=0.{:02}:{}us",
+            rng.below(20),
+            1 + rng.below(20_000)
+        ));
+    }
+    if rng.below(3) == 0 {
+        add(format!("stall={}ms:{}ms", rng.below(40), 1 + rng.below(40)));
+    }
+    for _ in 0..rng.below(3) {
+        add(format!("reset={}us", rng.below(60_000)));
+    }
+    FaultPlan::parse(&text).unwrap_or_else(|e| panic!("{text}: {e}"))
+}
+
+fn run(device: &DeviceSpec, policy: &str, faults: FaultPlan) -> Outcome {
+    let jobs = parse_job_file(
+        "f.fio",
+        "[m]\nrw=randrw\nbs=4k\nsize=8m\niodepth=8\nnumjobs=2\nnumber_ios=64\n[s]\nrw=write\nbs=64k\nsize=8m\niodepth=4\nnumber_ios=32\n",
+    )
+    .unwrap();
+    let options = SimOptions {
+        seed: faults.seed,
+        faults,
+        ..SimOptions::default()
+    };
+    sim::run(
+        &jobs,
+        device,
+        native_policy(policy).unwrap(),
+        &[],
+        options,
+        &mut |_| {},
+    )
+    .unwrap_or_else(|e| panic!("{policy} on {} under {faults:?}: {e}", device.name()))
+}
+
+/// Every bio the jobs issued completed once, ok or with an error, and the errors are
+/// counted; returns the errors.
+fn assert_conserved(outcome: &Outcome, what: &str) -> u64 {
+    let issued: u64 = outcome.submitters.iter().map(|s| s.issued).sum();
+    let completed: u64 = outcome.submitters.iter().map(|s| s.completed).sum();
+    let counted: u64 = outcome
+        .stats
+        .iter()
+        .flat_map(|s| s.dirs.iter())
+        .map(|d| d.ios)
+        .sum();
+    assert_eq!(issued, 64 * 2 + 32, "{what}: every bio was issued");
+    assert_eq!(completed, issued, "{what}: every bio completed");
+    assert_eq!(counted, issued, "{what}: every completion was counted once");
+    assert_eq!(
+        outcome.core.bios, issued,
+        "{what}: the core saw each bio once"
+    );
+    outcome
+        .stats
+        .iter()
+        .flat_map(|s| s.dirs.iter())
+        .map(|d| d.errors)
+        .sum()
+}
+
+#[test]
+fn under_seeded_fault_plans_every_bio_completes_once_with_its_error_reported() {
+    let devices = ["sim:null", "sim:ssd", "sim:hdd"].map(|d| DeviceSpec::parse(d).unwrap());
+    let mut errors = 0;
+    for device in &devices {
+        for policy in native_names() {
+            for seed in 0..plans() {
+                let faults = plan(seed);
+                let what = format!("{policy} on {} under {faults:?}", device.name());
+                errors += assert_conserved(&run(device, policy, faults), &what);
+            }
+        }
+    }
+    assert!(errors > 0, "the plans injected no error at all");
+}
+
+#[test]
+fn a_fault_plan_is_part_of_the_seed_the_same_plan_gives_the_same_run() {
+    let device = DeviceSpec::parse("sim:hdd").unwrap();
+    for seed in 0..4 {
+        let faults = plan(seed);
+        let (a, b) = (
+            run(&device, "deadline", faults),
+            run(&device, "deadline", faults),
+        );
+        let errors = |o: &Outcome| -> Vec<u64> {
+            o.stats
+                .iter()
+                .flat_map(|s| s.dirs.iter())
+                .map(|d| d.errors)
+                .collect()
+        };
+        assert_eq!((a.end_ns, errors(&a)), (b.end_ns, errors(&b)), "{faults:?}");
+    }
+}
+
+#[test]
+fn errors_hit_only_the_sectors_and_times_the_plan_names() {
+    let device = DeviceSpec::parse("sim:ssd").unwrap();
+    // Every request fails, but only past the end of the jobs' files: none is hit.
+    let none =
+        FaultPlan::parse("read_errors=1,write_errors=1,errors_in=1000000000-1000000001").unwrap();
+    assert_eq!(
+        assert_conserved(&run(&device, "noop", none), "errors out of range"),
+        0
+    );
+    // Every request fails: every bio carries the error.
+    let all = FaultPlan::parse("read_errors=1,write_errors=1").unwrap();
+    assert_eq!(
+        assert_conserved(&run(&device, "noop", all), "all errors"),
+        64 * 2 + 32
+    );
+    // A reset at 0 with nothing in flight aborts nothing.
+    let idle = FaultPlan::parse("reset=0ns").unwrap();
+    assert_eq!(
+        assert_conserved(&run(&device, "noop", idle), "idle reset"),
+        0
+    );
+}
+
+#[test]
+fn fault_plans_name_what_they_cannot_take() {
+    for (text, want) in [
+        ("read_errors=2", "not a probability"),
+        ("spikes=0.1", "expected P:TIME"),
+        ("stall=1s:1y", "a time takes ns, us, ms or s"),
+        ("reset=200days", "a time takes"),
+        ("errors_in=10-5", "START must be below END"),
+        ("flaky=1", "unknown fault `flaky`"),
+    ] {
+        let err = FaultPlan::parse(text).unwrap_err();
+        assert!(err.contains(want), "{text}: {err}");
+    }
+}
