@@ -5,7 +5,7 @@ use schedhost_sdk::RequestId;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use schedhost::check::{CheckOptions, CheckReport, Maker, check};
+use schedhost::check::{CheckOptions, CheckReport, Maker, Violation, check};
 use schedhost::policy::{NativePolicy, PolicyBackend};
 use schedhost_sdk::{Dispatch, MergeEvent, Policy, Request, Setup, TunableSpec};
 
@@ -84,6 +84,70 @@ fn every_chaos_mode_fails_check_with_its_violation_named() {
             report.violations
         );
     }
+}
+
+#[test]
+fn policies_that_break_only_after_many_merges_or_across_a_state_handover_fail_by_name() {
+    // Each passed when a check let a few dozen merge notifications reach the policy, and
+    // its swaps never handed state over.
+    let expected: [(i64, &str, &str); 3] = [
+        (13, "fault", "merged"),
+        (14, "absorbed-id", "a merge had absorbed"),
+        (15, "", "dispatched"),
+    ];
+    let Some(make) = component_maker("chaos") else {
+        return;
+    };
+    for (mode, rule, phrase) in expected {
+        let options = CheckOptions {
+            settings: vec![("mode".into(), mode), ("after".into(), 200)],
+            ..quick()
+        };
+        let report = check(&make, &options);
+        assert!(!report.passed, "mode {mode} passed");
+        // A leaked id is one the device has (`dispatched-twice`) or had (`unknown-id`).
+        let leaked =
+            |v: &&Violation| mode == 15 && ["dispatched-twice", "unknown-id"].contains(&v.rule);
+        assert!(
+            report
+                .violations
+                .iter()
+                .any(|v| (v.rule == rule || leaked(&v)) && v.detail.contains(phrase)),
+            "mode {mode}: no [{rule}] … {phrase:?} in {:?}",
+            report.violations
+        );
+    }
+}
+
+#[test]
+fn the_card_counts_every_clause_and_a_check_too_short_to_reach_them_fails_itself() {
+    let make = native::<schedhost_policy_noop::Noop>();
+    let report = check(&make, &quick());
+    assert!(report.passed, "{:?}", report.violations);
+    let (c, m) = (report.coverage, report.coverage_minimums);
+    for (clause, got, need) in [
+        ("back merges", c.back_merges, m.back_merges),
+        ("front merges", c.front_merges, m.front_merges),
+        ("coalesced", c.coalesced, m.coalesced),
+        ("errors", c.error_completions, m.error_completions),
+        ("handed over", c.handed_over, m.handed_over),
+    ] {
+        assert!(need >= 10 && got >= need, "{clause}: {got} of {need}");
+    }
+    let json = serde_json::to_value(&report).unwrap();
+    assert_eq!(json["coverage"]["back_merges"], c.back_merges);
+    let short = CheckOptions {
+        rounds: 1,
+        runtime_ns: 10_000_000,
+        ..CheckOptions::default()
+    };
+    let report = check(&make, &short);
+    let shortfall = report.violations.iter().find(|v| v.rule == "coverage");
+    assert!(
+        shortfall.is_some_and(|v| v.detail.contains("the check itself fell short")),
+        "{:?}",
+        report.violations
+    );
 }
 
 #[test]

@@ -12,10 +12,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use schedhost_sdk::{PrioClass, Setup, Tunable};
 
-pub use recorder::Violation;
+pub use recorder::{Coverage, LONG_WAIT_NS, Violation};
 use recorder::{Record, Recorded};
 
-use crate::backend::sim::DeviceSpec;
+use crate::backend::sim::{DeviceSpec, FaultPlan};
 use crate::core::{OnFault, Supervision};
 use crate::engine::ScheduledSwap;
 use crate::frontend::jobs::sim::{self, SimError, SimOptions};
@@ -114,6 +114,86 @@ pub struct CheckReport {
     pub calls: u64,
     /// The most linear memory an instance held (components only).
     pub memory_high_water_bytes: Option<u64>,
+    /// How often the runs reached each clause of the contract.
+    pub coverage: Coverage,
+    /// The least each clause must be reached for the check to count (scaled to the rounds
+    /// and runtime asked for); short of it, the check itself failed (`coverage`).
+    pub coverage_minimums: Coverage,
+}
+
+/// The least a check must reach each clause, per round and second of virtual time: the
+/// default check (4 rounds of 1 s) must reach each several hundred times, so a policy that
+/// breaks only after a few dozen calls of one kind is caught. Wake-ups have no minimum: a
+/// policy that never idles never asks for one.
+const MINIMUM_PER_ROUND_SECOND: Coverage = Coverage {
+    choices: 250,
+    back_merges: 50,
+    front_merges: 50,
+    coalesced: 25,
+    long_waits: 50,
+    wake_ups: 0,
+    handed_over: 25,
+    error_completions: 50,
+};
+
+/// How the simulated devices fail in every round: rarely, but enough for hundreds of
+/// errored completions, some late ones, and a reset.
+fn round_faults(seed: u64, runtime_ns: u64) -> FaultPlan {
+    let mut plan = FaultPlan::parse("read_errors=0.02,write_errors=0.02,spikes=0.002:30ms")
+        .unwrap_or_default();
+    plan.seed = seed;
+    plan.resets[0] = runtime_ns / 2;
+    plan.reset_count = 1;
+    plan
+}
+
+/// The minimums for `options`: per round-second, scaled.
+fn minimums(options: &CheckOptions) -> Coverage {
+    let scale = f64::from(options.rounds) * options.runtime_ns as f64 / 1e9;
+    let at_least = |per: u64| (per as f64 * scale).ceil() as u64;
+    let m = MINIMUM_PER_ROUND_SECOND;
+    Coverage {
+        choices: at_least(m.choices),
+        back_merges: at_least(m.back_merges),
+        front_merges: at_least(m.front_merges),
+        coalesced: at_least(m.coalesced),
+        long_waits: at_least(m.long_waits),
+        wake_ups: 0,
+        // Only odd rounds swap.
+        handed_over: if options.rounds >= 2 {
+            at_least(m.handed_over)
+        } else {
+            0
+        },
+        error_completions: at_least(m.error_completions),
+    }
+}
+
+/// Each clause short of its minimum, as a violation of the check itself.
+fn short_clauses(coverage: &Coverage, minimum: &Coverage) -> Vec<Violation> {
+    let pairs = [
+        ("choices", coverage.choices, minimum.choices),
+        ("back-merges", coverage.back_merges, minimum.back_merges),
+        ("front-merges", coverage.front_merges, minimum.front_merges),
+        ("coalesced", coverage.coalesced, minimum.coalesced),
+        ("long-waits", coverage.long_waits, minimum.long_waits),
+        ("handed-over", coverage.handed_over, minimum.handed_over),
+        (
+            "error-completions",
+            coverage.error_completions,
+            minimum.error_completions,
+        ),
+    ];
+    pairs
+        .into_iter()
+        .filter(|&(_, got, need)| got < need)
+        .map(|(clause, got, need)| Violation {
+            rule: "coverage",
+            detail: format!(
+                "the check itself fell short: it reached `{clause}` {got} times, below its minimum of {need}; the pass would not mean what it says (give more --rounds or --runtime)"
+            ),
+        })
+        .collect()
 }
 
 /// Checks the policy `make` builds.
@@ -135,6 +215,7 @@ pub fn check(make: &Maker, options: &CheckOptions) -> CheckReport {
     let (mut call_ns, mut calls, mut requests) = (0u64, 0u64, 0u64);
     let mut memory = None;
     let mut first_order = None;
+    let mut coverage = Coverage::default();
     for r in 0..options.rounds {
         let seed = options.seed.wrapping_add(u64::from(r));
         let run = run_round(make, options, seed, r);
@@ -157,6 +238,8 @@ pub fn check(make: &Maker, options: &CheckOptions) -> CheckReport {
             let longest = waits.entry(key).or_default();
             *longest = (*longest).max(wait);
         }
+        coverage.add(&run.record.coverage);
+        coverage.error_completions += run.errors;
         call_ns += run.record.call_ns;
         calls += run.record.calls;
         requests += run.record.inserted;
@@ -205,6 +288,8 @@ pub fn check(make: &Maker, options: &CheckOptions) -> CheckReport {
             });
         }
     }
+    let coverage_minimums = minimums(options);
+    violations.extend(short_clauses(&coverage, &coverage_minimums));
     CheckReport {
         policy,
         passed: violations.is_empty(),
@@ -218,6 +303,8 @@ pub fn check(make: &Maker, options: &CheckOptions) -> CheckReport {
         cost_ns_per_request: call_ns as f64 / requests.max(1) as f64,
         calls,
         memory_high_water_bytes: memory,
+        coverage,
+        coverage_minimums,
     }
 }
 
@@ -432,6 +519,8 @@ struct Round {
     report: RoundReport,
     record: Record,
     stop: Option<Violation>,
+    /// Requests the device failed.
+    errors: u64,
 }
 
 /// Round `round` with `seed`: even rounds on the simulated SSD, odd ones on the HDD with
@@ -439,14 +528,24 @@ struct Round {
 fn run_round(make: &Maker, options: &CheckOptions, seed: u64, round: u32) -> Round {
     let record = recorder::record();
     let swaps = round % 2 == 1;
-    let device_name = if swaps { "sim:hdd" } else { "sim:ssd" };
+    let (device_name, device_text) = if swaps {
+        ("hdd, NCQ 1", "model = hdd\nncq_depth = 1\n")
+    } else {
+        (
+            "ssd, 8 tags",
+            "model = ssd\nhw_queues = 1\nqueue_depth = 8\n",
+        )
+    };
     let jobs = workload::jobs(seed, options.runtime_ns);
     let ctxs = jobs
         .as_ref()
         .map_or(0, |jobs| jobs.iter().map(|j| j.numjobs as usize).sum());
     let mut stop = None;
     let mut end_ns = 0;
-    let result = DeviceSpec::parse(device_name)
+    let mut errors = 0;
+    // Devices that take few requests at once, so most wait in the policy, where merges,
+    // coalescing, budgets and long waits reach it.
+    let result = DeviceSpec::parse_file(std::path::Path::new(device_name), device_text)
         .map_err(|e| Violation {
             rule: "host",
             detail: e.to_string(),
@@ -472,6 +571,10 @@ fn run_round(make: &Maker, options: &CheckOptions, seed: u64, round: u32) -> Rou
                     on_fault: OnFault::Abort,
                     watchdog_ns: Some(options.watchdog_ns),
                 },
+                faults: round_faults(seed, options.runtime_ns),
+                // Room in the scheduler for every bio the jobs keep in flight: none waits
+                // for a tag where merges would reach no policy.
+                nr_requests: Some(1024),
                 ..SimOptions::default()
             };
             sim::run_swapping(
@@ -488,6 +591,12 @@ fn run_round(make: &Maker, options: &CheckOptions, seed: u64, round: u32) -> Rou
     match result {
         Ok(outcome) => {
             end_ns = outcome.end_ns;
+            errors = outcome
+                .stats
+                .iter()
+                .flat_map(|s| s.dirs.iter())
+                .map(|d| d.errors)
+                .sum();
             for swap in &outcome.swaps {
                 if let Err(why) = &swap.result {
                     stop = Some(Violation {
@@ -519,33 +628,38 @@ fn run_round(make: &Maker, options: &CheckOptions, seed: u64, round: u32) -> Rou
         },
         record,
         stop,
+        errors,
     }
 }
 
-/// A third of the way through, the built-in FIFO takes over; two thirds through, a fresh
-/// instance of the policy takes its requests back.
+/// A quarter of the way through, a fresh instance of the policy takes over from the running
+/// one with its saved state (a newer build's hot swap); halfway, the built-in FIFO takes
+/// over; three quarters through, a fresh instance takes its requests back.
 fn swap_out_and_in(
     make: &Maker,
     record: &Arc<Mutex<Record>>,
     options: &CheckOptions,
 ) -> Vec<ScheduledSwap> {
-    let back = Arc::clone(make);
-    let shared = Arc::clone(record);
-    vec![
+    let fresh = |at_ns: u64, label: &str| {
+        let (make, shared) = (Arc::clone(make), Arc::clone(record));
         ScheduledSwap {
-            at_ns: options.runtime_ns / 3,
+            at_ns,
+            label: label.into(),
+            policy: Box::new(move || {
+                Ok(Box::new(Recorded::new(make()?, &shared)) as Box<dyn PolicyBackend>)
+            }),
+            settings: options.settings.clone(),
+        }
+    };
+    vec![
+        fresh(options.runtime_ns / 4, "the policy, its state handed over"),
+        ScheduledSwap {
+            at_ns: options.runtime_ns / 2,
             label: "the built-in FIFO".into(),
             policy: Box::new(|| Ok(builtin_fifo())),
             settings: Vec::new(),
         },
-        ScheduledSwap {
-            at_ns: options.runtime_ns / 3 * 2,
-            label: "the policy again".into(),
-            policy: Box::new(move || {
-                Ok(Box::new(Recorded::new(back()?, &shared)) as Box<dyn PolicyBackend>)
-            }),
-            settings: options.settings.clone(),
-        },
+        fresh(options.runtime_ns / 4 * 3, "the policy again"),
     ]
 }
 

@@ -30,9 +30,52 @@ pub struct Violation {
     pub detail: String,
 }
 
+/// How often a run reached each clause of the contract: what the check exercised, so a
+/// pass means something. Counted from outside, as the policy was told and answered.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Coverage {
+    /// Dispatch answers given while the policy held more requests than the budget: it
+    /// had to choose.
+    pub choices: u64,
+    /// Queued requests that grew at the back.
+    pub back_merges: u64,
+    /// Queued requests that grew at the front.
+    pub front_merges: u64,
+    /// Queued requests absorbed by a neighbour (coalescing).
+    pub coalesced: u64,
+    /// Requests dispatched after waiting longer than [`LONG_WAIT_NS`], past any FIFO expiry.
+    pub long_waits: u64,
+    /// Answers that asked for a wake-up.
+    pub wake_ups: u64,
+    /// Requests an instance held when a swap took them from it.
+    pub handed_over: u64,
+    /// Requests that completed with an error (the device's fault plan).
+    pub error_completions: u64,
+}
+
+impl Coverage {
+    /// Adds `other`'s counts.
+    pub fn add(&mut self, other: &Self) {
+        self.choices += other.choices;
+        self.back_merges += other.back_merges;
+        self.front_merges += other.front_merges;
+        self.coalesced += other.coalesced;
+        self.long_waits += other.long_waits;
+        self.wake_ups += other.wake_ups;
+        self.handed_over += other.handed_over;
+        self.error_completions += other.error_completions;
+    }
+}
+
+/// A wait past deadline's `read_expire` (500 ms): a request that old tests what a policy
+/// does about starvation.
+pub const LONG_WAIT_NS: u64 = 500_000_000;
+
 /// What one run's policy instances did, seen from outside.
 #[derive(Debug, Default)]
 pub struct Record {
+    /// The clauses reached.
+    pub coverage: Coverage,
     /// Broken rules, the first [`KEPT_VIOLATIONS`].
     pub violations: Vec<Violation>,
     /// Broken rules in all.
@@ -153,6 +196,14 @@ impl Recorded {
             self.queued.remove(id);
         }
         let mut record = self.lock();
+        for e in events {
+            let clause = match (e.absorbed, e.kind) {
+                (Some(_), _) => &mut record.coverage.coalesced,
+                (None, schedhost_sdk::MergeKind::Back) => &mut record.coverage.back_merges,
+                (None, schedhost_sdk::MergeKind::Front) => &mut record.coverage.front_merges,
+            };
+            *clause += 1;
+        }
         for id in absorbed {
             record.absorb(id);
         }
@@ -170,11 +221,14 @@ impl Recorded {
 
     /// Checks a dispatch answer against what the policy holds and the budget.
     fn check_answer(&mut self, now_ns: u64, budget: u32, answer: &Dispatch) {
+        let choosing = self.queued.len() > budget as usize;
         let mut taken = Vec::with_capacity(answer.ids.len());
         for &id in &answer.ids {
             taken.push((id, self.queued.remove(&id)));
         }
         let mut record = self.lock();
+        record.coverage.choices += u64::from(choosing);
+        record.coverage.wake_ups += u64::from(answer.wake_at_ns.is_some());
         if answer.ids.len() > budget as usize {
             record.violate(
                 "over-budget",
@@ -191,6 +245,7 @@ impl Recorded {
                     record.dispatched += 1;
                     record.hash(id);
                     let wait = now_ns.saturating_sub(arrival);
+                    record.coverage.long_waits += u64::from(wait > LONG_WAIT_NS);
                     let longest = record
                         .longest_wait_ns
                         .entry((class, direction))
@@ -213,6 +268,14 @@ impl Recorded {
                 ),
             }
         }
+    }
+}
+
+impl Drop for Recorded {
+    /// An instance goes when a swap replaces it: what it still held was handed over.
+    fn drop(&mut self) {
+        let held = self.queued.len() as u64;
+        self.lock().coverage.handed_over += held;
     }
 }
 

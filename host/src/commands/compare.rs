@@ -289,7 +289,7 @@ impl CompareArgs {
                         supervision: Supervision::default(),
                         record_events: false,
                         metering: false,
-                        faults: *faults,
+                        faults: **faults,
                     };
                     sim::run(
                         &row_jobs[w.row],

@@ -184,7 +184,7 @@ impl RunArgs {
                 }
                 let swaps = self.swaps(&runtime)?;
                 let outcome = self
-                    .simulate(&jobs, spec, loaded.instantiate()?, swaps, *faults)
+                    .simulate(&jobs, spec, loaded.instantiate()?, swaps, **faults)
                     .with_context(context)?;
                 (outcome, spec.name().to_owned(), None)
             }
@@ -416,7 +416,7 @@ fn parse_on_fault(text: &str) -> Result<OnFault, String> {
 /// What `--device` names: a simulated device, or real files and block devices.
 pub(crate) enum DeviceArg {
     /// A simulated device, and how it fails (`sim:ssd@read_errors=0.01,…`).
-    Sim(DeviceSpec, FaultPlan),
+    Sim(DeviceSpec, Box<FaultPlan>),
     Real(Vec<PathBuf>),
 }
 
@@ -433,7 +433,7 @@ impl DeviceArg {
         {
             let plan =
                 FaultPlan::parse(faults).map_err(|e| anyhow::anyhow!("--device {arg}: {e}"))?;
-            return Ok(Self::Sim(DeviceSpec::parse(device)?, plan));
+            return Ok(Self::Sim(DeviceSpec::parse(device)?, Box::new(plan)));
         }
         let paths: Vec<PathBuf> = arg
             .split(':')

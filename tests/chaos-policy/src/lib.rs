@@ -16,6 +16,14 @@
 //! | 10 | never dispatches again, and asks to be woken an hour from now, each time |
 //! | 11 | never dispatches again, and asks to be woken 1 ns from now, each time |
 //! | 12 | dispatches one request every 100 000 calls, asking to be woken 1 ns later between |
+//!
+//! Modes that misbehave elsewhere than in `dispatch` (`after` counts those calls instead):
+//!
+//! | mode | misbehaviour |
+//! | --- | --- |
+//! | 13 | panics in `merged` after `after` merge notifications |
+//! | 14 | forgets what merges absorbed after `after` notifications, and dispatches those ids |
+//! | 15 | saves the ids it last sent in its state and queues them again on restore |
 
 #![forbid(unsafe_code)]
 
@@ -28,7 +36,7 @@ const TUNABLES: &[TunableSpec<Chaos>] = &[
         name: "mode",
         default: 0,
         min: 0,
-        max: 12,
+        max: 15,
         unit: "",
         help: "the misbehaviour (see the crate docs)",
         field: |p| &mut p.mode,
@@ -72,6 +80,9 @@ pub struct Chaos {
     panic_on_set: i64,
     spin: i64,
     calls: i64,
+    merges: i64,
+    /// The ids it last dispatched (mode 15 leaks them into its saved state).
+    sent: VecDeque<RequestId>,
     /// Keeps the hog's allocations alive.
     hoard: Vec<Vec<u8>>,
 }
@@ -103,8 +114,15 @@ impl Policy for Chaos {
 
     fn dispatch(&mut self, now_ns: u64, _hw_queue: u32, budget: u32, out: &mut Dispatch) {
         self.calls += 1;
-        if self.calls <= self.after {
-            return self.honest(budget, out);
+        // Modes 13 to 15 misbehave outside dispatch: their `after` counts other calls.
+        if self.calls <= self.after || self.mode >= 13 {
+            self.honest(budget, out);
+            if self.mode == 15 {
+                self.sent.extend(out.ids.iter().copied());
+                let excess = self.sent.len().saturating_sub(64);
+                self.sent.drain(..excess);
+            }
+            return;
         }
         match self.mode {
             1 => loop {
@@ -140,21 +158,37 @@ impl Policy for Chaos {
     }
 
     fn merged(&mut self, _now_ns: u64, event: &MergeEvent) {
-        if let Some(gone) = event.absorbed {
+        self.merges += 1;
+        let late = self.merges > self.after;
+        if self.mode == 13 && late {
+            panic!("chaos: panicking in merged on purpose");
+        }
+        if let Some(gone) = event.absorbed
+            && !(self.mode == 14 && late)
+        {
             self.absorbed.insert(gone);
         }
     }
 
     fn save_state(&self) -> Vec<u8> {
-        if self.mode == 8 {
-            return vec![0xde, 0xad];
+        match self.mode {
+            8 => vec![0xde, 0xad],
+            15 => self.sent.iter().flat_map(|id| id.0.to_le_bytes()).collect(),
+            _ => Vec::new(),
         }
-        Vec::new()
     }
 
     fn restore_state(&mut self, state: &[u8]) -> Result<(), String> {
         if self.mode == 8 || state == [0xde, 0xad] {
             panic!("chaos: cannot make sense of {} bytes of state", state.len());
+        }
+        if self.mode == 15 {
+            // Requests the old instance already sent: the device has them, or had them.
+            for word in state.chunks_exact(8).rev() {
+                let mut bytes = [0u8; 8];
+                bytes.copy_from_slice(word);
+                self.queue.push_front(RequestId(u64::from_le_bytes(bytes)));
+            }
         }
         Ok(())
     }
