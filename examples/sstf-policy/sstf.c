@@ -186,6 +186,11 @@ void exports_schedhost_policy_scheduler_insert(uint64_t now_ns, policy_list_u64_
     policy_list_u64_free(requests);
 }
 
+// Requests a busy device sent back: held again, as new ones (SSTF picks by position).
+void exports_schedhost_policy_scheduler_requeue(uint64_t now_ns, policy_list_u64_t *requests) {
+    exports_schedhost_policy_scheduler_insert(now_ns, requests);
+}
+
 void exports_schedhost_policy_scheduler_dispatch(uint64_t now_ns, uint32_t hw_queue, uint32_t budget,
                                                  answer_t *ret) {
     (void)hw_queue;

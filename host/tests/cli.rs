@@ -174,7 +174,7 @@ fn inspect_lists_tunables_of_a_component() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(text.contains("policy:     cscan 0.1.0"), "{text}");
     assert!(
-        text.contains("interface:  schedhost:policy/scheduler@0.2.0"),
+        text.contains("interface:  schedhost:policy/scheduler@0.3.0"),
         "{text}"
     );
     assert!(

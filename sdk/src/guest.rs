@@ -78,6 +78,10 @@ pub fn insert<P: Policy>(rt: &RefCell<Runtime<P>>, now_ns: u64, words: Vec<u64>)
     rt.borrow_mut().insert_packed(now_ns, &words);
 }
 
+pub fn requeue<P: Policy>(rt: &RefCell<Runtime<P>>, now_ns: u64, words: Vec<u64>) {
+    rt.borrow_mut().requeue_packed(now_ns, &words);
+}
+
 pub fn dispatch<P: Policy>(
     rt: &RefCell<Runtime<P>>,
     now_ns: u64,
@@ -219,6 +223,9 @@ macro_rules! __export_component {
                 }
                 fn insert(now_ns: u64, requests: Vec<u64>) {
                     RUNTIME.with(|rt| glue::insert(rt, now_ns, requests))
+                }
+                fn requeue(now_ns: u64, requests: Vec<u64>) {
+                    RUNTIME.with(|rt| glue::requeue(rt, now_ns, requests))
                 }
                 fn dispatch(now_ns: u64, hw_queue: u32, budget: u32) -> wit::DispatchAnswer {
                     RUNTIME.with(|rt| glue::dispatch(rt, now_ns, hw_queue, budget))

@@ -81,6 +81,14 @@ pub trait Policy: Sized + 'static {
     /// Requests enter the scheduler, in arrival order.
     fn insert(&mut self, now_ns: u64, requests: &[Request]);
 
+    /// Requests this policy dispatched came back: the device was busy (blk-mq's requeue).
+    /// The policy holds them again. The default inserts them anew; they keep their arrival
+    /// times, so a policy that serves by age puts them first, as blk-mq re-inserts at the
+    /// head. Override it to undo what dispatching them counted.
+    fn requeue(&mut self, now_ns: u64, requests: &[Request]) {
+        self.insert(now_ns, requests);
+    }
+
     /// Chooses up to `budget` requests for `hw_queue` into `out.ids`; may set `out.wake_at_ns`.
     /// `out` arrives empty.
     fn dispatch(&mut self, now_ns: u64, hw_queue: u32, budget: u32, out: &mut Dispatch);

@@ -116,6 +116,22 @@ impl<P: Policy> Runtime<P> {
         self.requests = requests;
     }
 
+    /// Forwards [`Policy::requeue`].
+    pub fn requeue(&mut self, now_ns: u64, requests: &[Request]) {
+        self.policy_mut().requeue(now_ns, requests);
+    }
+
+    /// Unpacks requests sent back in the wire encoding and forwards them to
+    /// [`Policy::requeue`].
+    #[doc(hidden)]
+    pub fn requeue_packed(&mut self, now_ns: u64, words: &[u64]) {
+        let requests: Vec<Request> = words
+            .chunks_exact(crate::packed::WORDS)
+            .map(crate::packed::unpack_request)
+            .collect();
+        self.policy_mut().requeue(now_ns, &requests);
+    }
+
     /// [`Runtime::insert_packed`] then [`Runtime::dispatch`].
     #[doc(hidden)]
     pub fn insert_and_dispatch_packed(

@@ -1,9 +1,11 @@
 //! Seeded device faults in simulation: whatever a fault plan does to a device (EIO by rate,
-//! range and window, latency spikes, a stall, resets), every bio completes exactly once,
-//! the errors are reported for the bios they hit, and the same seed gives the same run.
+//! range and window, busy answers the host requeues, latency spikes, a stall, resets), every
+//! bio completes exactly once, the errors are reported for the bios they hit, and the same
+//! seed gives the same run.
 //! `SCHEDHOST_FAULT_PLANS=1000` runs the long version.
 
 use schedhost::backend::sim::{DeviceSpec, FaultPlan};
+use schedhost::core::{Action, BUSY, Bio, MAX_REQUEUES, Nomerges};
 use schedhost::frontend::jobs::sim::{self, SimOptions};
 use schedhost::frontend::jobs::{Rng, parse_job_file};
 use schedhost::frontend::outcome::Outcome;
@@ -109,7 +111,11 @@ fn assert_conserved(outcome: &Outcome, what: &str) -> u64 {
 
 #[test]
 fn under_seeded_fault_plans_every_bio_completes_once_with_its_error_reported() {
-    let devices = ["sim:null", "sim:ssd", "sim:hdd"].map(|d| DeviceSpec::parse(d).unwrap());
+    let drive = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../examples/validation/cheetah4LP.diskspecs"
+    );
+    let devices = ["sim:null", "sim:ssd", "sim:hdd", drive].map(|d| DeviceSpec::parse(d).unwrap());
     let mut errors = 0;
     for device in &devices {
         for policy in native_names() {
@@ -180,4 +186,46 @@ fn fault_plans_name_what_they_cannot_take() {
         let err = FaultPlan::parse(text).unwrap_err();
         assert!(err.contains(want), "{text}: {err}");
     }
+}
+
+#[test]
+fn a_busy_answer_sends_the_request_back_to_the_policy_and_the_ninth_completes_it() {
+    let mut core = crate::helpers::noop_core(4, 2560, Nomerges::All);
+    let bio = Bio {
+        id: 7,
+        ctx: 0,
+        op: schedhost_sdk::Op::Read,
+        sector: 0,
+        sectors: 8,
+        sync: true,
+        prio_class: schedhost_sdk::PrioClass::None,
+        prio_level: 4,
+    };
+    core.submit(0, bio).unwrap();
+    let mut sent = 0;
+    for now in 1..=u64::from(MAX_REQUEUES) + 1 {
+        core.run(now).unwrap();
+        let mut dispatched = Vec::new();
+        while let Some(action) = core.poll_action() {
+            match action {
+                Action::Dispatch { id, .. } => dispatched.push(id),
+                Action::Complete(done) => panic!("completed while busy answers remain: {done:?}"),
+            }
+        }
+        assert_eq!(dispatched.len(), 1, "sent again after busy answer {sent}");
+        core.complete(now, dispatched[0], BUSY).unwrap();
+        sent += 1;
+    }
+    // The ninth busy answer is the bio's error: it completes once, with it.
+    let mut done = Vec::new();
+    while let Some(action) = core.poll_action() {
+        if let Action::Complete(d) = action {
+            done.push(d);
+        }
+    }
+    assert_eq!(sent, u64::from(MAX_REQUEUES) + 1);
+    assert_eq!(done.len(), 1);
+    assert_eq!((done[0].bio, done[0].status), (7, BUSY));
+    assert_eq!(core.stats().requeued, u64::from(MAX_REQUEUES));
+    assert_eq!(core.requests_in_flight(), 0);
 }

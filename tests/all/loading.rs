@@ -56,7 +56,7 @@ fn component_of_another_interface_version_is_refused() {
     assert!(matches!(err, LoadError::Version { .. }), "{err}");
     assert_eq!(
         err.to_string(),
-        "p.wasm implements schedhost:policy/scheduler@0.1.0, but this schedhost speaks schedhost:policy/scheduler@0.2.0; rebuild the policy from its source against schedhost-sdk 0.2.0 (`cargo xtask build-policy DIR`)"
+        "p.wasm implements schedhost:policy/scheduler@0.1.0, but this schedhost speaks schedhost:policy/scheduler@0.3.0; rebuild the policy from its source against schedhost-sdk 0.3.0 (`cargo xtask build-policy DIR`)"
     );
 }
 
@@ -75,7 +75,7 @@ fn component_without_the_interface_is_not_a_policy() {
 #[test]
 fn component_with_the_name_but_not_the_functions_is_invalid() {
     let err = load_wat(
-        r#"(component (instance $i) (export "schedhost:policy/scheduler@0.2.0" (instance $i)))"#,
+        r#"(component (instance $i) (export "schedhost:policy/scheduler@0.3.0" (instance $i)))"#,
     );
     assert!(matches!(err, LoadError::Invalid { .. }), "{err}");
 }

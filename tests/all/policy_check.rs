@@ -87,13 +87,15 @@ fn every_chaos_mode_fails_check_with_its_violation_named() {
 }
 
 #[test]
-fn policies_that_break_only_after_many_merges_or_across_a_state_handover_fail_by_name() {
-    // Each passed when a check let a few dozen merge notifications reach the policy, and
-    // its swaps never handed state over.
-    let expected: [(i64, &str, &str); 3] = [
+fn policies_that_break_in_merges_state_handover_or_requeue_fail_by_name() {
+    // Each passed when a check let a few dozen merge notifications reach the policy, its
+    // swaps never handed state over, and no device was ever busy.
+    let expected: [(i64, &str, &str); 4] = [
         (13, "fault", "merged"),
         (14, "absorbed-id", "a merge had absorbed"),
         (15, "", "dispatched"),
+        // Requests it forgot are held by the host, never dispatched.
+        (16, "stall", "holds"),
     ];
     let Some(make) = component_maker("chaos") else {
         return;
@@ -131,6 +133,7 @@ fn the_card_counts_every_clause_and_a_check_too_short_to_reach_them_fails_itself
         ("coalesced", c.coalesced, m.coalesced),
         ("errors", c.error_completions, m.error_completions),
         ("handed over", c.handed_over, m.handed_over),
+        ("requeues", c.requeues, m.requeues),
     ] {
         assert!(need >= 10 && got >= need, "{clause}: {got} of {need}");
     }

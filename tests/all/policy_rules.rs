@@ -315,6 +315,9 @@ impl schedhost::policy::PolicyBackend for FailingGet {
     fn insert(&mut self, now: u64, requests: &[Request]) -> Result<(), schedhost::policy::Fault> {
         self.inner.insert(now, requests)
     }
+    fn requeue(&mut self, now: u64, requests: &[Request]) -> Result<(), schedhost::policy::Fault> {
+        self.inner.requeue(now, requests)
+    }
     fn dispatch(
         &mut self,
         now: u64,

@@ -134,13 +134,15 @@ const MINIMUM_PER_ROUND_SECOND: Coverage = Coverage {
     wake_ups: 0,
     handed_over: 25,
     error_completions: 50,
+    requeues: 25,
 };
 
 /// How the simulated devices fail in every round: rarely, but enough for hundreds of
 /// errored completions, some late ones, and a reset.
 fn round_faults(seed: u64, runtime_ns: u64) -> FaultPlan {
-    let mut plan = FaultPlan::parse("read_errors=0.02,write_errors=0.02,spikes=0.002:30ms")
-        .unwrap_or_default();
+    let mut plan =
+        FaultPlan::parse("read_errors=0.02,write_errors=0.02,busy=0.02,spikes=0.002:30ms")
+            .unwrap_or_default();
     plan.seed = seed;
     plan.resets[0] = runtime_ns / 2;
     plan.reset_count = 1;
@@ -166,6 +168,7 @@ fn minimums(options: &CheckOptions) -> Coverage {
             0
         },
         error_completions: at_least(m.error_completions),
+        requeues: at_least(m.requeues),
     }
 }
 

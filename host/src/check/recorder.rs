@@ -51,6 +51,8 @@ pub struct Coverage {
     pub handed_over: u64,
     /// Requests that completed with an error (the device's fault plan).
     pub error_completions: u64,
+    /// Requests a busy device sent back to the policy (`requeue`).
+    pub requeues: u64,
 }
 
 impl Coverage {
@@ -64,6 +66,7 @@ impl Coverage {
         self.wake_ups += other.wake_ups;
         self.handed_over += other.handed_over;
         self.error_completions += other.error_completions;
+        self.requeues += other.requeues;
     }
 }
 
@@ -302,6 +305,17 @@ impl PolicyBackend for Recorded {
     fn insert(&mut self, now_ns: u64, requests: &[Request]) -> Result<(), Fault> {
         self.told_requests(requests);
         self.call(|p| p.insert(now_ns, requests))
+    }
+    fn requeue(&mut self, now_ns: u64, requests: &[Request]) -> Result<(), Fault> {
+        {
+            let mut record = self.lock();
+            record.coverage.requeues += requests.len() as u64;
+            for r in requests {
+                record.sent.remove(&r.id);
+            }
+        }
+        self.told_requests(requests);
+        self.call(|p| p.requeue(now_ns, requests))
     }
     fn dispatch(&mut self, now_ns: u64, hw_queue: u32, budget: u32) -> Result<Dispatch, Fault> {
         let answer = self.call(|p| p.dispatch(now_ns, hw_queue, budget))?;

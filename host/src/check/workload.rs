@@ -26,7 +26,9 @@ pub fn jobs(seed: u64, runtime_ns: u64) -> Result<Vec<JobSpec>, String> {
          [burst]\nrw=randread\nbs=4k\nsize=512k\niodepth=64\n\
          [neighbours]\nrw=randrw\nbs=4k\nsize=256k\niodepth={neighbour_depth}\n\
          [appender]\nrw=write\nbs=4k\niodepth=32\n\
-         [far]\nrw=randread\nbs=4k\niodepth=96\n",
+         [far]\nrw=randread\nbs=4k\niodepth=96\n\
+         [paced-append]\nrw=write\nbs=4k\niodepth=128\nrate_iops=1500\n\
+         [paced-neighbours]\nrw=randwrite\nbs=4k\nsize=256k\niodepth=128\nrate_iops=1500\n",
         runtime = (runtime_ns / 1000).max(1),
         reader_depth = pick(&[1, 4, 16]),
         readers = pick(&[1, 2, 3]),
@@ -46,7 +48,7 @@ mod tests {
     #[test]
     fn workloads_parse_and_differ_by_seed() {
         let a = jobs(1, 1_000_000_000).unwrap();
-        assert_eq!(a.len(), 9);
+        assert_eq!(a.len(), 11);
         let differ = (2..20).any(|s| {
             let b = jobs(s, 1_000_000_000).unwrap();
             b.iter()

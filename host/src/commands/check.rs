@@ -186,6 +186,7 @@ fn card(source: &str, r: &CheckReport) -> String {
             c.error_completions,
             m.error_completions,
         ),
+        ("requests sent back busy (requeue)", c.requeues, m.requeues),
         ("wake-ups asked for", c.wake_ups, m.wake_ups),
     ] {
         let _ = writeln!(out, "    {clause:<40} {got:>8} {need:>8}");

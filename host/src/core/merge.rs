@@ -192,6 +192,7 @@ mod tests {
             state: State::Staged,
             epoch: 0,
             bios: smallvec::SmallVec::new(),
+            requeues: 0,
         }
     }
 

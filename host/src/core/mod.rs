@@ -75,6 +75,14 @@ pub struct Config {
 /// A policy's tunables by name, with their values (None: the policy did not say).
 pub type TunableValues = Vec<(String, Option<i64>)>;
 
+/// The status a device answers when it is busy (`-EBUSY`, blk-mq's `BLK_STS_RESOURCE`):
+/// the request is sent back to the policy rather than completed.
+pub const BUSY: i32 = -16;
+
+/// Times one request may be sent back by a busy device; the next busy answer completes it
+/// with that error, so a device that is always busy cannot hold a bio forever.
+pub const MAX_REQUEUES: u8 = 8;
+
 /// The default segment limit: UIO_MAXIOV, the most iovecs one vectored read or write may
 /// carry, so a merged request of small bios always fits one I/O on a real device.
 pub const MAX_SEGMENTS: u32 = 1024;
@@ -168,6 +176,9 @@ pub struct CoreStats {
     pub merges_vetoed: u64,
     /// Calls into the policy.
     pub policy_calls: u64,
+    /// Requests a busy device sent back to the policy.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub requeued: u64,
 }
 
 impl CoreStats {
@@ -182,7 +193,13 @@ impl CoreStats {
         self.completed += other.completed;
         self.merges_vetoed += other.merges_vetoed;
         self.policy_calls += other.policy_calls;
+        self.requeued += other.requeued;
     }
+}
+
+/// Counters that are zero in most runs stay out of the reports then (as before they existed).
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Why the core could not start.
@@ -235,6 +252,8 @@ pub struct Core {
     software: Vec<VecDeque<u64>>,
     /// Requests with a scheduler tag, not yet shown to the policy.
     pending_insert: Vec<u64>,
+    /// Requests a busy device sent back, not yet given back to the policy.
+    pending_requeue: Vec<u64>,
     pending_merges: Vec<MergeEvent>,
     pending_completions: Vec<Completion>,
     /// Requests the policy holds.
@@ -309,6 +328,7 @@ impl Core {
             queues: (0..config.hw_queues).map(|_| HwQueue::default()).collect(),
             software: Vec::new(),
             pending_insert: Vec::new(),
+            pending_requeue: Vec::new(),
             pending_merges: Vec::new(),
             pending_completions: Vec::new(),
             queued: 0,
@@ -544,6 +564,7 @@ impl Core {
                     sectors: bio.sectors,
                 },
             )],
+            requeues: 0,
         };
         let admitted = self.tag_free(home, bio.op, bio.sync);
         let id = self.table.insert(request);
@@ -577,15 +598,18 @@ impl Core {
         else {
             return Err(UnknownCompletion { id });
         };
-        let Some(request) = self.table.remove(id) else {
-            return Err(UnknownCompletion { id });
-        };
         let queue = &mut self.queues[hw_queue as usize];
         debug_assert!(
             queue.inflight > 0,
             "a completion on a queue with nothing in flight"
         );
         queue.inflight = queue.inflight.saturating_sub(1);
+        if status == BUSY && self.send_back(id) {
+            return Ok(());
+        }
+        let Some(request) = self.table.remove(id) else {
+            return Err(UnknownCompletion { id });
+        };
         self.stats.completed += 1;
         self.note(
             now_ns,
@@ -623,6 +647,43 @@ impl Core {
         Ok(())
     }
 
+    /// A busy device sent request `id` back: it keeps its scheduler tag and goes back to the
+    /// policy with the next requeue batch, as blk-mq requeues `BLK_STS_RESOURCE`. False when
+    /// it was sent back [`MAX_REQUEUES`] times already: then it completes with the error.
+    fn send_back(&mut self, id: u64) -> bool {
+        let Some(request) = self.table.get_mut(id) else {
+            return false;
+        };
+        if request.requeues >= MAX_REQUEUES {
+            return false;
+        }
+        request.requeues += 1;
+        request.state = State::Requeued;
+        self.pending_requeue.push(id);
+        self.stats.requeued += 1;
+        true
+    }
+
+    /// Hands the requests sent back since the last run to the policy, which holds them
+    /// again. Never fails: a fault is latched.
+    fn give_back(&mut self, now_ns: u64) {
+        if self.pending_requeue.is_empty() || !self.alive() {
+            return;
+        }
+        let mut views = Vec::with_capacity(self.pending_requeue.len());
+        for id in std::mem::take(&mut self.pending_requeue) {
+            if let Some(request) = self.table.get_mut(id) {
+                request.state = State::Queued;
+                request.epoch = self.epoch;
+                views.push(policy_view(id, request));
+            }
+        }
+        self.queued += views.len();
+        self.stats.policy_calls += 1;
+        let answer = self.policy.requeue(now_ns, &views);
+        self.guard(answer, ());
+    }
+
     /// Tells the policy what happened since the last run, in batches, and dispatches to every
     /// hardware queue with free driver tags.
     ///
@@ -655,10 +716,15 @@ impl Core {
         let staged: usize = self.software.iter().map(VecDeque::len).sum();
         let on_device: usize = self.queues.iter().map(|q| q.inflight as usize).sum();
         assert_eq!(
-            staged + self.pending_insert.len() + self.queued + on_device,
+            staged
+                + self.pending_insert.len()
+                + self.pending_requeue.len()
+                + self.queued
+                + on_device,
             self.table.len(),
-            "every request is in exactly one place (staged {staged}, to insert {}, in the policy {}, on the device {on_device})",
+            "every request is in exactly one place (staged {staged}, to insert {}, sent back {}, in the policy {}, on the device {on_device})",
             self.pending_insert.len(),
+            self.pending_requeue.len(),
             self.queued
         );
         for (q, queue) in self.queues.iter().enumerate() {
@@ -692,6 +758,7 @@ impl Core {
             }
         }
         let dispatched = self.stats.dispatched;
+        self.give_back(now_ns);
         let served = self.take_turn(now_ns);
         for hw_queue in 0..self.config.hw_queues {
             let budget = self.budget(hw_queue);
@@ -1028,6 +1095,12 @@ impl Core {
             }
             State::Pending => {
                 self.pending_insert.retain(|&p| p != id);
+                self.release_tag(gone.home_queue, gone.op, gone.sync);
+            }
+            // Sent-back requests are out of the merge index, so none is absorbed; were one,
+            // it would leave the requeue batch as a pending one leaves the insert batch.
+            State::Requeued => {
+                self.pending_requeue.retain(|&p| p != id);
                 self.release_tag(gone.home_queue, gone.op, gone.sync);
             }
             State::Queued => {

@@ -42,6 +42,8 @@ pub enum State {
     Staged,
     /// Holds a scheduler tag; goes to the policy with the next insert batch.
     Pending,
+    /// Came back from a busy device; goes back to the policy with the next requeue batch.
+    Requeued,
     /// The policy has it.
     Queued,
     /// On the device via `hw_queue` since `at_ns`.
@@ -87,6 +89,8 @@ pub struct Request {
     pub epoch: u32,
     /// Its bios, with their submitters.
     pub bios: Bios,
+    /// Times a busy device sent it back.
+    pub requeues: u8,
 }
 
 impl Request {

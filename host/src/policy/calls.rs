@@ -54,6 +54,12 @@ pub(super) trait Scheduler: Send {
         now_ns: u64,
         requests: &[Request],
     ) -> wasmtime::Result<()>;
+    fn call_requeue(
+        &self,
+        store: &mut Store<Caps>,
+        now_ns: u64,
+        requests: &[Request],
+    ) -> wasmtime::Result<()>;
     fn call_dispatch(
         &self,
         store: &mut Store<Caps>,
@@ -152,6 +158,15 @@ impl Scheduler for bindings::Policy {
     ) -> wasmtime::Result<()> {
         self.schedhost_policy_scheduler()
             .call_insert(store, now_ns, &packed_requests(requests))
+    }
+    fn call_requeue(
+        &self,
+        store: &mut Store<Caps>,
+        now_ns: u64,
+        requests: &[Request],
+    ) -> wasmtime::Result<()> {
+        self.schedhost_policy_scheduler()
+            .call_requeue(store, now_ns, &packed_requests(requests))
     }
     fn call_dispatch(
         &self,

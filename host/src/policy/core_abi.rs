@@ -85,6 +85,7 @@ impl CoreModule {
             && func(&f("get"), &[I32, I32], &[I32])
             && func(&f("set"), &[I32, I32, I64], &[I32])
             && func(&f("insert"), &[I64, I32, I32], &[])
+            && func(&f("requeue"), &[I64, I32, I32], &[])
             && func(&f("dispatch"), &[I64, I32, I32], &[I32])
             && func(
                 &f("insert-and-dispatch"),
@@ -133,6 +134,7 @@ impl CoreModule {
             get: (typed!("get"), post(store, "get")),
             set: (typed!("set"), post(store, "set")),
             insert: typed!("insert"),
+            requeue: typed!("requeue"),
             dispatch: (typed!("dispatch"), post(store, "dispatch")),
             insert_and_dispatch: (
                 typed!("insert-and-dispatch"),
@@ -168,6 +170,7 @@ pub(super) struct CoreCalls {
     get: WithPost<(u32, u32)>,
     set: WithPost<(u32, u32, i64)>,
     insert: TypedFunc<(u64, u32, u32), ()>,
+    requeue: TypedFunc<(u64, u32, u32), ()>,
     dispatch: WithPost<(u64, u32, u32)>,
     insert_and_dispatch: WithPost<(u64, u32, u32, u32, u32)>,
     #[expect(clippy::type_complexity, reason = "a merge query's flat scalars")]
@@ -487,6 +490,16 @@ impl Scheduler for CoreCalls {
     ) -> wasmtime::Result<()> {
         let (ptr, len) = self.lower_packed(store, requests, packed::request_words)?;
         self.insert.call(store, (now_ns, ptr, len))
+    }
+
+    fn call_requeue(
+        &self,
+        store: &mut Store<Caps>,
+        now_ns: u64,
+        requests: &[Request],
+    ) -> wasmtime::Result<()> {
+        let (ptr, len) = self.lower_packed(store, requests, packed::request_words)?;
+        self.requeue.call(store, (now_ns, ptr, len))
     }
 
     fn call_dispatch(

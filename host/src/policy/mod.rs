@@ -164,6 +164,8 @@ pub trait PolicyBackend: Send {
     fn set(&mut self, name: &str, value: i64) -> Result<Result<(), String>, Fault>;
     /// Requests enter the scheduler.
     fn insert(&mut self, now_ns: u64, requests: &[Request]) -> Result<(), Fault>;
+    /// Dispatched requests came back from a busy device: the policy holds them again.
+    fn requeue(&mut self, now_ns: u64, requests: &[Request]) -> Result<(), Fault>;
     /// Up to `budget` requests for `hw_queue`.
     fn dispatch(&mut self, now_ns: u64, hw_queue: u32, budget: u32) -> Result<Dispatch, Fault>;
     /// `insert` then `dispatch`, in one call where the backend can do that.

@@ -46,6 +46,10 @@ impl<P: Policy + Send + 'static> PolicyBackend for NativePolicy<P> {
         self.0.insert(now_ns, requests);
         Ok(())
     }
+    fn requeue(&mut self, now_ns: u64, requests: &[Request]) -> Result<(), Fault> {
+        self.0.requeue(now_ns, requests);
+        Ok(())
+    }
     fn dispatch(&mut self, now_ns: u64, hw_queue: u32, budget: u32) -> Result<Dispatch, Fault> {
         Ok(self.0.dispatch(now_ns, hw_queue, budget))
     }

@@ -64,6 +64,9 @@ impl PolicyBackend for Timed {
     fn insert(&mut self, now_ns: u64, requests: &[Request]) -> Result<(), Fault> {
         self.time(|p| p.insert(now_ns, requests))
     }
+    fn requeue(&mut self, now_ns: u64, requests: &[Request]) -> Result<(), Fault> {
+        self.time(|p| p.requeue(now_ns, requests))
+    }
     fn dispatch(&mut self, now_ns: u64, hw_queue: u32, budget: u32) -> Result<Dispatch, Fault> {
         self.time(|p| p.dispatch(now_ns, hw_queue, budget))
     }

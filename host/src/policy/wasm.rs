@@ -585,6 +585,13 @@ impl PolicyBackend for WasmPolicy {
             .map_err(|e| self.fault("insert", e))
     }
 
+    fn requeue(&mut self, now_ns: u64, requests: &[Request]) -> Result<(), Fault> {
+        arm(&mut self.store, self.ticks, self.fuel);
+        self.calls
+            .call_requeue(&mut self.store, now_ns, requests)
+            .map_err(|e| self.fault("requeue", e))
+    }
+
     fn dispatch(&mut self, now_ns: u64, hw_queue: u32, budget: u32) -> Result<Dispatch, Fault> {
         arm(&mut self.store, self.ticks, self.fuel);
         self.calls

@@ -266,6 +266,19 @@ impl Policy for Bfq {
         }
     }
 
+    /// bfq_finish_requeue_request: the request leaves its queue's device count and waits
+    /// in the queue again.
+    fn requeue(&mut self, now_ns: u64, requests: &[Request]) {
+        for r in requests {
+            if let Some(key) = self.on_device.remove(&r.id)
+                && let Some(queue) = self.queues.get_mut(&key)
+            {
+                queue.inflight = queue.inflight.saturating_sub(1);
+            }
+        }
+        self.insert(now_ns, requests);
+    }
+
     fn completed(&mut self, _now_ns: u64, done: &[Completion]) {
         for c in done {
             if let Some(key) = self.on_device.remove(&c.id)

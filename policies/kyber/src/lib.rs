@@ -156,6 +156,19 @@ impl Policy for Kyber {
         }
     }
 
+    /// kyber_finish_request on a requeue: the domain token the request held is given back,
+    /// and the request waits at the head of its domain's queue.
+    fn requeue(&mut self, _now_ns: u64, requests: &[Request]) {
+        for r in requests.iter().rev() {
+            if let Some(d) = self.on_device.remove(&r.id) {
+                self.inflight[d] = self.inflight[d].saturating_sub(1);
+                self.queues[d].push_front(r.id);
+            } else {
+                self.insert(0, std::slice::from_ref(r));
+            }
+        }
+    }
+
     fn completed(&mut self, now_ns: u64, done: &[Completion]) {
         for c in done {
             let Some(d) = self.on_device.remove(&c.id) else {

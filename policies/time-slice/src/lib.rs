@@ -130,6 +130,16 @@ impl Policy for TimeSlice {
             self.absorbed.insert(gone);
         }
     }
+
+    /// The requests leave their submitters' device counts and wait again.
+    fn requeue(&mut self, now_ns: u64, requests: &[Request]) {
+        for r in requests {
+            if let Some(n) = self.on_device.get_mut(&r.ctx) {
+                *n = n.saturating_sub(1);
+            }
+        }
+        self.insert(now_ns, requests);
+    }
 }
 
 impl TimeSlice {

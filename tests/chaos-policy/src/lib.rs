@@ -24,6 +24,7 @@
 //! | 13 | panics in `merged` after `after` merge notifications |
 //! | 14 | forgets what merges absorbed after `after` notifications, and dispatches those ids |
 //! | 15 | saves the ids it last sent in its state and queues them again on restore |
+//! | 16 | forgets the requests a busy device sent back (`requeue`) |
 
 #![forbid(unsafe_code)]
 
@@ -36,7 +37,7 @@ const TUNABLES: &[TunableSpec<Chaos>] = &[
         name: "mode",
         default: 0,
         min: 0,
-        max: 15,
+        max: 16,
         unit: "",
         help: "the misbehaviour (see the crate docs)",
         field: |p| &mut p.mode,
@@ -110,6 +111,12 @@ impl Policy for Chaos {
 
     fn insert(&mut self, _now_ns: u64, requests: &[Request]) {
         self.queue.extend(requests.iter().map(|r| r.id));
+    }
+
+    fn requeue(&mut self, now_ns: u64, requests: &[Request]) {
+        if self.mode != 16 {
+            self.insert(now_ns, requests);
+        }
     }
 
     fn dispatch(&mut self, now_ns: u64, _hw_queue: u32, budget: u32, out: &mut Dispatch) {

@@ -13,6 +13,7 @@
 //! | `read_errors=P`, `write_errors=P` | each read (write) fails with EIO with probability P |
 //! | `errors_in=START-END` | only requests touching sectors START..END may fail |
 //! | `errors_during=FROM-TO` | only requests submitted in that window of virtual time may fail (`1s-2s`) |
+//! | `busy=P` | each request is sent back at once as busy (EBUSY) with probability P: the host requeues it |
 //! | `spikes=P:TIME` | each request completes TIME late with probability P |
 //! | `stall=AT:FOR` | nothing completes from AT for FOR; what fell due then completes at the end |
 //! | `reset=AT` | at AT every request in flight completes with EIO (repeatable) |
@@ -37,6 +38,8 @@ pub struct FaultPlan {
     pub errors_in: Option<(u64, u64)>,
     /// Only requests submitted in this window (ns) may fail.
     pub errors_during: Option<(u64, u64)>,
+    /// Probability a request is sent back busy, per billion.
+    pub busy: u32,
     /// Probability (per billion) a request completes late, and by how much (ns).
     pub spikes: (u32, u64),
     /// From when, and for how long (ns), nothing completes.
@@ -60,6 +63,7 @@ impl FaultPlan {
     pub fn is_empty(&self) -> bool {
         self.read_errors == 0
             && self.write_errors == 0
+            && self.busy == 0
             && self.spikes.0 == 0
             && self.stall.is_none()
             && self.reset_count == 0
@@ -87,6 +91,7 @@ impl FaultPlan {
             match key {
                 "read_errors" => plan.read_errors = probability(value).map_err(|e| bad(&e))?,
                 "write_errors" => plan.write_errors = probability(value).map_err(|e| bad(&e))?,
+                "busy" => plan.busy = probability(value).map_err(|e| bad(&e))?,
                 "errors_in" => {
                     let (a, b) = value
                         .split_once('-')
@@ -139,7 +144,7 @@ impl FaultPlan {
                 "seed" => plan.seed = whole(value).map_err(|e| bad(&e))?,
                 _ => {
                     return Err(format!(
-                        "unknown fault `{key}` (read_errors, write_errors, errors_in, errors_during, spikes, stall, reset, seed)"
+                        "unknown fault `{key}` (read_errors, write_errors, busy, errors_in, errors_during, spikes, stall, reset, seed)"
                     ));
                 }
             }
@@ -316,9 +321,15 @@ impl DeviceModel for Faulty {
         } else {
             self.plan.write_errors
         };
-        // Both draws are made for every request, so one choice never shifts the other's stream.
+        // Every draw is made for every request, so one choice never shifts another's stream.
         let error = self.draws.chance(rate);
         let spike = self.draws.chance(self.plan.spikes.0);
+        let busy = self.draws.chance(self.plan.busy);
+        if busy {
+            // Refused at once, as a full device refuses `queue_rq`: the host sends it back.
+            self.hold(now_ns, request.id, super::BUSY);
+            return;
+        }
         let fails = error && self.may_fail(now_ns, &request);
         debug_assert!(
             !self.inflight.contains_key(&request.id),

@@ -25,6 +25,8 @@ pub use ssd::{Ssd, SsdParams};
 /// `-EIO`: what a device answers for a request past its end.
 pub const EIO: i32 = -5;
 
+pub use crate::core::BUSY;
+
 /// A request as the device sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DeviceRequest {
