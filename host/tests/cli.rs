@@ -1013,7 +1013,10 @@ fn a_run_whose_io_fails_exits_non_zero_after_its_report() {
         .unwrap();
     assert_fails_with(&out, "I/Os failed");
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("the report is written");
-    assert_eq!(v["jobs"][0]["error"], 1, "{v:#}");
+    assert_eq!(
+        v["jobs"][0]["error"], 27,
+        "fio's error is the first errno, EFBIG: {v:#}"
+    );
 }
 
 #[test]

@@ -64,7 +64,7 @@ fn plan(seed: u64) -> FaultPlan {
 fn run(device: &DeviceSpec, policy: &str, faults: FaultPlan) -> Outcome {
     let jobs = parse_job_file(
         "f.fio",
-        "[m]\nrw=randrw\nbs=4k\nsize=8m\niodepth=8\nnumjobs=2\nnumber_ios=64\n[s]\nrw=write\nbs=64k\nsize=8m\niodepth=4\nnumber_ios=32\n",
+        "[global]\ncontinue_on_error=all\n[m]\nrw=randrw\nbs=4k\nsize=8m\niodepth=8\nnumjobs=2\nnumber_ios=64\n[s]\nrw=write\nbs=64k\nsize=8m\niodepth=4\nnumber_ios=32\n",
     )
     .unwrap();
     let options = SimOptions {
@@ -228,4 +228,73 @@ fn a_busy_answer_sends_the_request_back_to_the_policy_and_the_ninth_completes_it
     assert_eq!((done[0].bio, done[0].status), (7, BUSY));
     assert_eq!(core.stats().requeued, u64::from(MAX_REQUEUES));
     assert_eq!(core.requests_in_flight(), 0);
+}
+
+#[test]
+fn a_job_stops_at_its_first_error_unless_continue_on_error_says_otherwise() {
+    let device = DeviceSpec::parse("sim:ssd").unwrap();
+    let faults = FaultPlan::parse("read_errors=0.2").unwrap();
+    let run_with = |extra: &str| {
+        let text = format!("[r]\nrw=randread\nbs=4k\nsize=8m\niodepth=4\nnumber_ios=400\n{extra}");
+        let jobs = parse_job_file("c.fio", &text).unwrap();
+        let options = SimOptions {
+            faults,
+            ..SimOptions::default()
+        };
+        sim::run(
+            &jobs,
+            &device,
+            native_policy("noop").unwrap(),
+            &[],
+            options,
+            &mut |_| {},
+        )
+        .unwrap()
+    };
+    // fio's default: the job ends at its first error, with what was in flight.
+    let stopped = run_with("");
+    let issued = stopped.submitters[0].issued;
+    assert!(
+        issued < 400,
+        "the job went on after its first error ({issued} issued)"
+    );
+    assert_eq!(stopped.submitters[0].completed, issued);
+    assert_eq!(
+        stopped.stats[0].first_error, 5,
+        "err= is the first error's errno, EIO"
+    );
+    // Reads carry on under read, io and all; not under write.
+    for (value, all) in [
+        ("read", true),
+        ("io", true),
+        ("all", true),
+        ("1", true),
+        ("write", false),
+    ] {
+        let outcome = run_with(&format!("continue_on_error={value}\n"));
+        assert_eq!(
+            outcome.submitters[0].issued == 400,
+            all,
+            "continue_on_error={value}"
+        );
+    }
+}
+
+#[test]
+fn a_spec_file_carries_its_fault_plan_and_a_bad_one_names_its_line() {
+    let text = "model = ssd\nfaults = read_errors=1,seed=3\n";
+    let (spec, faults) =
+        DeviceSpec::parse_file_with_faults(std::path::Path::new("flaky.spec"), text).unwrap();
+    assert_eq!(spec.name(), "ssd");
+    assert_eq!(faults, FaultPlan::parse("read_errors=1,seed=3").unwrap());
+    let bad = DeviceSpec::parse_file(
+        std::path::Path::new("flaky.spec"),
+        "model = ssd\nfaults = stall=1s\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        bad.contains("flaky.spec:2") && bad.contains("expected AT:FOR"),
+        "{bad}"
+    );
 }

@@ -17,7 +17,7 @@ pub fn jobs(seed: u64, runtime_ns: u64) -> Result<Vec<JobSpec>, String> {
     let mut rng = Rng::new(seed);
     let mut pick = |choices: &[u64]| choices[rng.below(choices.len() as u64) as usize];
     let text = format!(
-        "[global]\nruntime={runtime}us\ntime_based=1\nsize=32m\n\
+        "[global]\nruntime={runtime}us\ntime_based=1\nsize=32m\ncontinue_on_error=all\n\
          [reader]\nrw=randread\nbs=4k\nsize=1m\niodepth={reader_depth}\nnumjobs={readers}\nprioclass=2\nprio={prio}\n\
          [streamer]\nrw=read\nbs=4k\niodepth=8\n\
          [writer]\nrw=write\nbs={write_kb}k\niodepth=4\n\

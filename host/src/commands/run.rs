@@ -431,9 +431,14 @@ impl DeviceArg {
                 .iter()
                 .any(|e| device.ends_with(e))
         {
-            let plan =
-                FaultPlan::parse(faults).map_err(|e| anyhow::anyhow!("--device {arg}: {e}"))?;
-            return Ok(Self::Sim(DeviceSpec::parse(device)?, Box::new(plan)));
+            let (spec, in_file) = DeviceSpec::parse_with_faults(device)?;
+            // A plan after `@` replaces the one the spec file gives.
+            let plan = if faults.is_empty() {
+                in_file
+            } else {
+                FaultPlan::parse(faults).map_err(|e| anyhow::anyhow!("--device {arg}: {e}"))?
+            };
+            return Ok(Self::Sim(spec, Box::new(plan)));
         }
         let paths: Vec<PathBuf> = arg
             .split(':')

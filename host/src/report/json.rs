@@ -18,7 +18,8 @@ pub fn to_json(summary: &Summary<'_>) -> Value {
             let mut entry = Map::new();
             entry.insert("jobname".into(), json!(job.name));
             entry.insert("groupid".into(), json!(s.placement.group));
-            entry.insert("error".into(), json!(outcome.stats[i].dirs.iter().any(|d| d.errors > 0) as u8));
+            // fio's `error`: the errno of the job's first failed I/O, 0 if none failed.
+            entry.insert("error".into(), json!(outcome.stats[i].first_error));
             entry.insert("job_runtime".into(), json!(runtime / 1_000_000));
             entry.insert("job options".into(), json!({ "rw": job.rw_name(), "bs": job.bs, "iodepth": job.iodepth, "numjobs": job.numjobs }));
             for (d, name) in DIRECTIONS.iter().enumerate() {

@@ -13,13 +13,12 @@ pub fn to_text(summary: &Summary<'_>) -> String {
     let outcome = summary.outcome;
     for (i, s) in outcome.submitters.iter().enumerate() {
         let job = &summary.jobs[s.placement.job];
-        let errors: u64 = outcome.stats[i].dirs.iter().map(|d| d.errors).sum();
         let _ = writeln!(
             out,
             "{}: (groupid={}, jobs=1): err={:>2}: ctx={} rw={}, bs={}, iodepth={}",
             job.name,
             s.placement.group,
-            errors.min(1),
+            outcome.stats[i].first_error,
             s.ctx,
             job.rw_name(),
             job.bs,

@@ -17,6 +17,7 @@
 use std::path::{Path, PathBuf};
 
 use super::drive::{Drive, MAX_SEEK_MS};
+use super::faults::FaultPlan;
 use super::{
     DeviceModel, DriveParams, DriveZone, Hdd, HddParams, Null, NullParams, Ssd, SsdParams,
 };
@@ -76,10 +77,19 @@ impl DeviceSpec {
     /// # Errors
     /// A [`SpecError`] naming the argument, or the file and line at fault.
     pub fn parse(arg: &str) -> Result<Self, SpecError> {
+        Self::parse_with_faults(arg).map(|(spec, _)| spec)
+    }
+
+    /// Parses a `--device` argument and the fault plan its spec file gives (`faults = …`,
+    /// see [`FaultPlan`]); devices named `sim:NAME` or imported from DiskSim have none.
+    ///
+    /// # Errors
+    /// A [`SpecError`] naming the argument, or the file and line at fault.
+    pub fn parse_with_faults(arg: &str) -> Result<(Self, FaultPlan), SpecError> {
         match arg {
-            "sim:null" => return Ok(Self::Null(NullParams::default())),
-            "sim:ssd" => return Ok(Self::Ssd(SsdParams::default())),
-            "sim:hdd" => return Ok(Self::Hdd(HddParams::default())),
+            "sim:null" => return Ok((Self::Null(NullParams::default()), FaultPlan::default())),
+            "sim:ssd" => return Ok((Self::Ssd(SsdParams::default()), FaultPlan::default())),
+            "sim:hdd" => return Ok((Self::Hdd(HddParams::default()), FaultPlan::default())),
             _ => {}
         }
         let path = Path::new(arg);
@@ -93,22 +103,32 @@ impl DeviceSpec {
                 arg: arg.to_owned(),
                 reason: e.to_string(),
             })?;
-            return Ok(Self::Drive(Box::new(imported.params)));
+            return Ok((Self::Drive(Box::new(imported.params)), FaultPlan::default()));
         }
         let text = crate::input::read_text(Path::new(arg), crate::input::MAX_CONFIG_BYTES)
             .map_err(|e| SpecError::Unknown {
                 arg: arg.to_owned(),
                 reason: e.to_string(),
             })?;
-        Self::parse_file(Path::new(arg), &text)
+        Self::parse_file_with_faults(Path::new(arg), &text)
     }
 
-    /// Parses the text of a spec file; `path` names it in errors.
+    /// Parses the text of a spec file; `path` names it in errors. A `faults` line is
+    /// checked, and left to [`Self::parse_file_with_faults`].
     ///
     /// # Errors
     /// A [`SpecError::Line`] for the first bad line.
     pub fn parse_file(path: &Path, text: &str) -> Result<Self, SpecError> {
+        Self::parse_file_with_faults(path, text).map(|(spec, _)| spec)
+    }
+
+    /// Parses the text of a spec file and its fault plan (`faults = read_errors=0.01,…`).
+    ///
+    /// # Errors
+    /// A [`SpecError::Line`] for the first bad line.
+    pub fn parse_file_with_faults(path: &Path, text: &str) -> Result<(Self, FaultPlan), SpecError> {
         let mut spec: Option<Self> = None;
+        let mut faults: Option<FaultPlan> = None;
         let mut tables_given: Vec<&str> = Vec::new();
         for (n, raw) in text.lines().enumerate() {
             let line = raw.split(['#', ';']).next().unwrap_or("").trim();
@@ -124,6 +144,13 @@ impl DeviceSpec {
                 return Err(err(format!("expected `key = value`, found `{line}`")));
             };
             let (key, value) = (key.trim(), value.trim());
+            if key == "faults" {
+                if faults.is_some() {
+                    return Err(err("`faults` given twice".into()));
+                }
+                faults = Some(FaultPlan::parse(value).map_err(err)?);
+                continue;
+            }
             if key == "model" {
                 if spec.is_some() {
                     return Err(err("`model` given twice".into()));
@@ -166,7 +193,7 @@ impl DeviceSpec {
                 message,
             })?;
         }
-        Ok(spec)
+        Ok((spec, faults.unwrap_or_default()))
     }
 
     /// The model's short name.

@@ -147,7 +147,8 @@ where
             let ctx = finished.bio.ctx as usize;
             let checked = self.work.complete(finished, &mut self.stats[ctx], now)?;
             self.verified += u64::from(checked);
-            self.submitters[ctx].on_complete(now);
+            let bio = &finished.bio;
+            self.submitters[ctx].on_complete(now, bio.op, bio.status);
         }
         Ok(())
     }

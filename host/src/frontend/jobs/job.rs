@@ -86,12 +86,58 @@ pub struct JobSpec {
     /// `verify=crc32c`: writes carry a checksummed header, reads check it, and a verify pass
     /// reads back every block the job wrote.
     pub verify: bool,
+    /// fio's `continue_on_error`: which failed I/O the job carries on after; any other
+    /// stops it, as fio stops a job at its first error by default.
+    pub continue_on_error: ContinueOn,
     /// A stream of a replayed trace: its I/Os replace the generated ones.
     #[serde(skip)]
     pub replay: Option<super::stream::ReplaySpec>,
     /// Where the job section began.
     #[serde(skip)]
     pub location: Location,
+}
+
+/// fio's `continue_on_error`: the failed I/O a job carries on after.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ContinueOn {
+    /// Stop at the first error (fio's default).
+    #[default]
+    None,
+    /// Carry on after failed reads.
+    Read,
+    /// Carry on after failed writes.
+    Write,
+    /// Carry on after failed reads and writes.
+    Io,
+    /// Carry on after verify failures only (a failed I/O still stops the job).
+    Verify,
+    /// Carry on after anything.
+    All,
+}
+
+impl ContinueOn {
+    fn parse(value: &str) -> Option<Self> {
+        Some(match value {
+            "none" | "0" => Self::None,
+            "read" => Self::Read,
+            "write" => Self::Write,
+            "io" => Self::Io,
+            "verify" => Self::Verify,
+            "all" | "1" => Self::All,
+            _ => return None,
+        })
+    }
+
+    /// True iff a failed I/O of `op` lets the job carry on.
+    pub fn carries_on(self, op: schedhost_sdk::Op) -> bool {
+        match self {
+            Self::None | Self::Verify => false,
+            Self::Read => op == schedhost_sdk::Op::Read,
+            Self::Write => op != schedhost_sdk::Op::Read,
+            Self::Io | Self::All => true,
+        }
+    }
 }
 
 impl JobSpec {
@@ -122,6 +168,7 @@ impl JobSpec {
             verify: false,
             replay: None,
             location,
+            continue_on_error: ContinueOn::None,
         }
     }
 
@@ -230,6 +277,13 @@ impl JobSpec {
                         ));
                     }
                 };
+            }
+            "continue_on_error" => {
+                self.continue_on_error = ContinueOn::parse(value).ok_or_else(|| {
+                    format!(
+                        "continue_on_error={value} is not supported (none, read, write, io, verify, all, 0 or 1)"
+                    )
+                })?;
             }
             "ioengine" | "directory" | "group_reporting" | "description" => {}
             other => return Err(format!("unsupported fio option `{other}`")),

@@ -13,7 +13,7 @@ pub mod submitter;
 pub mod value;
 
 pub use crate::input::Location;
-pub use job::{Direction, JobError, JobSpec, Pattern, parse_cmdline, parse_job_file};
+pub use job::{ContinueOn, Direction, JobError, JobSpec, Pattern, parse_cmdline, parse_job_file};
 pub use replay::jobs_for_trace;
 pub use rng::{Permutation, Rng};
 pub use stream::{Pacing, ReplaySpec};

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use schedhost_sdk::{Op, PrioClass};
 
-use super::job::{JobSpec, Pattern};
+use super::job::{ContinueOn, JobSpec, Pattern};
 use super::rng::{Permutation, Rng};
 use super::stream::Replay;
 use crate::core::Bio;
@@ -83,6 +83,11 @@ pub struct Submitter {
     pub started_ns: Option<u64>,
     /// When its last bio completed.
     pub finished_ns: Option<u64>,
+    /// Which failed I/O it carries on after (`continue_on_error`).
+    continue_on: ContinueOn,
+    /// A bio failed that it does not carry on after: it issues nothing more, as fio ends a
+    /// job at its first error.
+    halted: bool,
 }
 
 impl Submitter {
@@ -139,6 +144,8 @@ impl Submitter {
             ready_at_ns: 0,
             started_ns: None,
             finished_ns: None,
+            continue_on: job.continue_on_error,
+            halted: false,
         }
     }
 
@@ -156,6 +163,9 @@ impl Submitter {
 
     /// What to do at `now_ns`; `bio_id` is used if a bio is issued.
     pub fn next(&mut self, now_ns: u64, bio_id: u64) -> Next {
+        if self.halted {
+            return Next::Draining;
+        }
         if self.out_of_work(now_ns) {
             return self.next_verify(bio_id);
         }
@@ -219,7 +229,9 @@ impl Submitter {
 
     /// True iff a verify pass is due or running.
     fn verify_pending(&self) -> bool {
-        self.written.is_some() && self.verify_next.is_none_or(|next| next < self.blocks)
+        !self.halted
+            && self.written.is_some()
+            && self.verify_next.is_none_or(|next| next < self.blocks)
     }
 
     /// When pacing next allows an I/O, if it is waiting only for that after `now_ns`.
@@ -243,10 +255,12 @@ impl Submitter {
         self.ready_at_ns.max(paced)
     }
 
-    /// One of its bios completed at `now_ns`.
-    pub fn on_complete(&mut self, now_ns: u64) {
-        self.inflight -= 1;
+    /// One of its bios, of `op`, completed at `now_ns` with `status` (0 or a negative errno).
+    pub fn on_complete(&mut self, now_ns: u64, op: Op, status: i32) {
+        debug_assert!(self.inflight > 0, "a completion with nothing in flight");
+        self.inflight = self.inflight.saturating_sub(1);
         self.completed += 1;
+        self.halted |= status != 0 && !self.continue_on.carries_on(op);
         if self.thinktime_ns > 0 {
             self.ready_at_ns = self
                 .ready_at_ns
@@ -280,7 +294,8 @@ impl Submitter {
     }
 
     fn out_of_work(&self, now_ns: u64) -> bool {
-        self.io_limit.is_some_and(|limit| self.issued >= limit)
+        self.halted
+            || self.io_limit.is_some_and(|limit| self.issued >= limit)
             || self.deadline().is_some_and(|end| now_ns >= end)
     }
 

@@ -88,6 +88,8 @@ pub struct CtxStats {
     pub bucket_ns: u64,
     /// Bios completing before this are not counted (the end of fio's ramp_time).
     pub measure_from_ns: u64,
+    /// The errno of the first bio that failed (fio's `err=`), 0 while none has.
+    pub first_error: i32,
 }
 
 impl Default for CtxStats {
@@ -97,6 +99,7 @@ impl Default for CtxStats {
             timeline: Vec::new(),
             bucket_ns: TIMELINE_BUCKET_NS,
             measure_from_ns: 0,
+            first_error: 0,
         }
     }
 }
@@ -113,6 +116,9 @@ impl CtxStats {
         (latency_ns, sched_ns): (u64, u64),
         status: i32,
     ) {
+        if status != 0 && self.first_error == 0 {
+            self.first_error = status.saturating_neg();
+        }
         if now_ns < self.measure_from_ns {
             return;
         }

@@ -96,8 +96,9 @@ pub(super) fn run(
 enum Letter {
     /// Do the completion work of this bio (which may be another thread's).
     Work(Finished),
-    /// Your bio holding this buffer finished and its completion work is done.
-    Credit(Lease),
+    /// Your bio holding this buffer finished (an I/O of this op, with this status) and its
+    /// completion work is done.
+    Credit(Lease, Op, i32),
     /// The phase is over: exit.
     Stop,
 }
@@ -293,7 +294,11 @@ impl Frontend<RingBackend> for RingSide<'_, '_, '_> {
             match self.mode {
                 RqAffinity::Device => {
                     shared.complete(&finished)?;
-                    shared.mailboxes[owner].send(Letter::Credit(finished.lease));
+                    shared.mailboxes[owner].send(Letter::Credit(
+                        finished.lease,
+                        finished.done.op,
+                        finished.done.status,
+                    ));
                 }
                 RqAffinity::Submitter => shared.mailboxes[owner].send(Letter::Work(finished)),
                 RqAffinity::Group => {
@@ -383,8 +388,8 @@ fn submitter_thread(shared: &Shared<'_, '_>, mut s: Submitter, slots: Range<u32>
         for letter in shared.mailboxes[me].receive(timeout) {
             match letter {
                 Letter::Stop => return s,
-                Letter::Credit(lease) => {
-                    s.on_complete(shared.now());
+                Letter::Credit(lease, op, status) => {
+                    s.on_complete(shared.now(), op, status);
                     free.push(lease);
                 }
                 Letter::Work(finished) => {
@@ -394,10 +399,14 @@ fn submitter_thread(shared: &Shared<'_, '_>, mut s: Submitter, slots: Range<u32>
                     }
                     let owner = finished.done.ctx as usize;
                     if owner == me {
-                        s.on_complete(shared.now());
+                        s.on_complete(shared.now(), finished.done.op, finished.done.status);
                         free.push(finished.lease);
                     } else {
-                        shared.mailboxes[owner].send(Letter::Credit(finished.lease));
+                        shared.mailboxes[owner].send(Letter::Credit(
+                            finished.lease,
+                            finished.done.op,
+                            finished.done.status,
+                        ));
                     }
                 }
             }
