@@ -1287,3 +1287,42 @@ fn every_simulated_mode_gives_the_same_bytes_for_the_same_seed() {
         ],
     );
 }
+
+#[test]
+fn under_injected_faults_every_acknowledged_write_reads_back_intact() {
+    let dir = real_dir("faults_verify");
+    let job = temp_file(
+        "faults-verify.fio",
+        "[global]\nfilename=f\nsize=2m\nbs=4k\nverify=crc32c\ncontinue_on_error=all\niodepth=16\n\
+         [w]\nrw=randwrite\n[rw]\nstonewall\nrw=randrw\n[r]\nstonewall\nrw=read\n",
+    );
+    for (seed, affinity) in [(1, None), (2, None), (3, Some("2")), (4, None)] {
+        let data = dir.join(format!("d{seed}.img"));
+        // Failed writes (EIO after the I/O ran), busy answers the host requeues, late
+        // completions and a reset that reports what is in flight as failed.
+        let device = format!(
+            "{}@read_errors=0.05,write_errors=0.05,busy=0.05,spikes=0.05:2ms,reset=20ms,seed={seed}",
+            data.display()
+        );
+        let mut args = vec![
+            "--device",
+            &device,
+            "--output-format",
+            "json",
+            job.to_str().unwrap(),
+        ];
+        if let Some(mode) = affinity {
+            args.extend(["--rq-affinity", mode]);
+        }
+        let out = schedhost(&args);
+        let err = stderr(&out);
+        assert!(!err.contains("verify failed"), "seed {seed}: {err}");
+        assert_fails_with(&out, "I/Os failed");
+        let v: serde_json::Value =
+            serde_json::from_slice(&out.stdout).expect("the report is written");
+        assert!(
+            v["schedhost"]["verified_blocks"].as_u64().unwrap() > 100,
+            "seed {seed}: {v:#}"
+        );
+    }
+}

@@ -301,7 +301,7 @@ impl CompareArgs {
                     )
                     .with_context(context)?
                 }
-                DeviceArg::Real(paths) => {
+                DeviceArg::Real(paths, faults) => {
                     let policies = paths
                         .iter()
                         .map(|_| cell.policy.loaded.instantiate())
@@ -310,6 +310,7 @@ impl CompareArgs {
                         seed: w.seed,
                         nomerges,
                         allow_overwrite: self.allow_overwrite,
+                        faults: **faults,
                         ..RealOptions::default()
                     };
                     real::run(

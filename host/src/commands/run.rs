@@ -188,7 +188,7 @@ impl RunArgs {
                     .with_context(context)?;
                 (outcome, spec.name().to_owned(), None)
             }
-            DeviceArg::Real(paths) => {
+            DeviceArg::Real(paths, faults) => {
                 if !self.swap_at.is_empty() {
                     bail!(
                         "--swap-at schedules swaps in virtual time, for simulated devices; on a real device swap with --control SOCKET and `schedhost ctl`"
@@ -210,6 +210,7 @@ impl RunArgs {
                     supervision: self.sandbox.supervision(),
                     record_events: self.trace_events.is_some(),
                     status_interval_ns: status_interval_ns(self.status_interval),
+                    faults: **faults,
                 };
                 let control = self.control.as_deref().map(|path| (path, &runtime));
                 let done =
@@ -417,7 +418,9 @@ fn parse_on_fault(text: &str) -> Result<OnFault, String> {
 pub(crate) enum DeviceArg {
     /// A simulated device, and how it fails (`sim:ssd@read_errors=0.01,…`).
     Sim(DeviceSpec, Box<FaultPlan>),
-    Real(Vec<PathBuf>),
+    /// Files and block devices, and the faults to inject between the host and the kernel
+    /// (`a.img:b.img@read_errors=0.01,…`).
+    Real(Vec<PathBuf>, Box<FaultPlan>),
 }
 
 impl DeviceArg {
@@ -440,6 +443,14 @@ impl DeviceArg {
             };
             return Ok(Self::Sim(spec, Box::new(plan)));
         }
+        // On real paths a plan is told apart from an `@` in a file name by its `=`.
+        let (arg, plan) = match arg.rsplit_once('@') {
+            Some((paths, plan)) if plan.contains('=') => (
+                paths,
+                FaultPlan::parse(plan).map_err(|e| anyhow::anyhow!("--device {arg}: {e}"))?,
+            ),
+            _ => (arg, FaultPlan::default()),
+        };
         let paths: Vec<PathBuf> = arg
             .split(':')
             .filter(|p| !p.is_empty())
@@ -450,7 +461,7 @@ impl DeviceArg {
                 "--device {arg:?}: name sim:hdd, sim:ssd, sim:null, a NAME.spec file, or file and block device paths"
             );
         }
-        Ok(Self::Real(paths))
+        Ok(Self::Real(paths, Box::new(plan)))
     }
 }
 

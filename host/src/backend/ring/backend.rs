@@ -11,6 +11,7 @@ use schedhost_sdk::Op;
 use super::Target;
 use super::buffers::{Arena, Lease, SlotAccess};
 use super::uring::{Io, IoKind, Notifier, Ring, Segments};
+use crate::backend::sim::{Admission, FaultPlan, FaultState};
 use crate::engine::{Backend, Dispatch};
 
 /// What the ring can fail with.
@@ -44,6 +45,8 @@ pub(crate) struct RingBackend {
     arena: ManuallyDrop<Arena>,
     /// Where the run's time starts.
     clock: Instant,
+    /// Faults injected as the setup's plan says, by (lane, request).
+    faults: Option<FaultState<(u32, u64)>>,
 }
 
 impl Drop for RingBackend {
@@ -66,6 +69,10 @@ pub struct RingSetup {
     /// `fixedbufs`: the pages are not mapped per I/O. Off, the ring issues plain reads and
     /// writes, as fio does by default.
     pub fixed_buffers: bool,
+    /// Faults injected between the host and the kernel, as on a simulated device: EIO
+    /// without the I/O reaching the file, busy answers, late completions, a stall, resets
+    /// (a reset reports what was in flight as EIO, whether or not it reached the file).
+    pub faults: FaultPlan,
 }
 
 impl Default for RingSetup {
@@ -73,6 +80,7 @@ impl Default for RingSetup {
         Self {
             sqpoll_idle_ms: None,
             fixed_buffers: true,
+            faults: FaultPlan::default(),
         }
     }
 }
@@ -109,6 +117,7 @@ impl RingBackend {
             ring,
             arena: ManuallyDrop::new(arena),
             clock: Instant::now(),
+            faults: (!setup.faults.is_empty()).then(|| FaultState::new(setup.faults)),
         })
     }
 
@@ -174,7 +183,13 @@ impl Backend for RingBackend {
 
     /// Sends the request to the kernel over its bios' buffers, which the core hands over in
     /// sector order.
-    fn dispatch(&mut self, _now: u64, lane: u32, request: Dispatch<'_>) -> Result<(), RingError> {
+    fn dispatch(&mut self, now: u64, lane: u32, request: Dispatch<'_>) -> Result<(), RingError> {
+        if let Some(faults) = &mut self.faults {
+            let extent = (request.sector, request.sector + u64::from(request.sectors));
+            if faults.submit(now, (lane, request.id), request.op, extent) == Admission::Busy {
+                return Ok(());
+            }
+        }
         let kind = match request.op {
             Op::Read => IoKind::Read,
             Op::Write => IoKind::Write,
@@ -213,24 +228,38 @@ impl Backend for RingBackend {
 
     fn reap(&mut self, each: &mut dyn FnMut(u32, u64, i32)) -> Result<Option<u64>, RingError> {
         let mut any = false;
+        let Some(faults) = &mut self.faults else {
+            self.ring
+                .reap(&mut |(lane, id), status| {
+                    any = true;
+                    each(lane, id, status);
+                })
+                .map_err(|source| RingError::Io {
+                    action: "resubmitting a short transfer",
+                    source,
+                })?;
+            return Ok(any.then(|| self.now()));
+        };
+        let now = self.clock.elapsed().as_nanos() as u64;
         self.ring
-            .reap(&mut |(lane, id), status| {
-                any = true;
-                each(lane, id, status);
-            })
+            .reap(&mut |key, status| faults.finished(now, key, status))
             .map_err(|source| RingError::Io {
                 action: "resubmitting a short transfer",
                 source,
             })?;
-        Ok(any.then(|| self.now()))
+        while let Some(((lane, id), status)) = faults.pop_due(now) {
+            any = true;
+            each(lane, id, status);
+        }
+        Ok(any.then_some(now))
     }
 
     fn inflight(&self) -> usize {
-        self.ring.inflight()
+        self.ring.inflight() + self.faults.as_ref().map_or(0, FaultState::held)
     }
 
     fn next_event(&self) -> Option<u64> {
-        None
+        self.faults.as_ref().and_then(FaultState::next_due)
     }
 
     fn wait(&mut self, until: Option<u64>) -> Result<(), RingError> {

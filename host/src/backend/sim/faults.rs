@@ -20,7 +20,7 @@
 //! | `seed=N` | the plan's own seed (default 1) |
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
+use std::collections::{BTreeMap, BinaryHeap};
 
 use schedhost_sdk::Op;
 
@@ -207,53 +207,121 @@ impl Draws {
     }
 }
 
-/// A model that fails as its plan says.
-pub struct Faulty {
-    inner: Box<dyn DeviceModel>,
+/// What a plan does to the requests of one device, sans-IO: which fail, which come back
+/// busy, which are late, what a stall holds back and a reset aborts. A device model
+/// ([`Faulty`]) or a real ring ([`crate::backend::ring`]) drives it with its own requests,
+/// keyed by whatever names them there (`K`).
+#[derive(Debug)]
+pub struct FaultState<K> {
     plan: FaultPlan,
     draws: Draws,
-    /// Requests on the device whose completion is not yet decided, by id: whether each is
-    /// to fail. Each leaves it once, into `held`, so each completes exactly once.
-    inflight: BTreeMap<u64, bool>,
-    /// Requests to be late by a spike.
-    spiked: BTreeSet<u64>,
-    /// Completions held back (a spike, a stall): (due, order, id, status).
-    held: BinaryHeap<Reverse<(u64, u64, u64, i32)>>,
+    /// Requests on the device whose completion is not yet decided: whether each is to fail,
+    /// and whether it is late. Each leaves it once, into `held`, so each completes once.
+    inflight: BTreeMap<K, (bool, bool)>,
+    /// Completions held back (a busy answer, a spike, a stall, a reset): (due, order, key,
+    /// status).
+    held: BinaryHeap<Reverse<(u64, u64, K, i32)>>,
     order: u64,
     /// Resets still to come, latest first.
     resets: Vec<u64>,
 }
 
-impl std::fmt::Debug for Faulty {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Faulty")
-            .field("plan", &self.plan)
-            .field("inflight", &self.inflight.len())
-            .finish_non_exhaustive()
-    }
+/// Whether the device gets a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admission {
+    /// Send it to the device.
+    Send,
+    /// Do not: the device answered busy at once (the answer is held, due now).
+    Busy,
 }
 
-impl Faulty {
-    /// `inner` failing as `plan` says.
-    pub fn new(inner: Box<dyn DeviceModel>, plan: FaultPlan) -> Self {
+impl<K: Ord + Copy> FaultState<K> {
+    /// A device failing as `plan` says.
+    pub fn new(plan: FaultPlan) -> Self {
         let mut resets = plan.resets().to_vec();
         resets.reverse();
         Self {
-            inner,
             draws: Draws(plan.seed),
             plan,
             inflight: BTreeMap::new(),
-            spiked: BTreeSet::new(),
             held: BinaryHeap::new(),
             order: 0,
             resets,
         }
     }
 
-    fn may_fail(&self, now_ns: u64, request: &DeviceRequest) -> bool {
+    /// Request `key` (an `op` over `sector..end`) goes to the device at `now_ns`.
+    pub fn submit(&mut self, now_ns: u64, key: K, op: Op, (sector, end): (u64, u64)) -> Admission {
+        self.reset_due(now_ns);
+        let rate = if op == Op::Read {
+            self.plan.read_errors
+        } else {
+            self.plan.write_errors
+        };
+        // Every draw is made for every request, so one choice never shifts another's stream.
+        let error = self.draws.chance(rate);
+        let spike = self.draws.chance(self.plan.spikes.0);
+        let busy = self.draws.chance(self.plan.busy);
+        if busy {
+            // Refused at once, as a full device refuses `queue_rq`: the host sends it back.
+            self.hold(now_ns, key, super::BUSY);
+            return Admission::Busy;
+        }
+        let fails = error && self.may_fail(now_ns, sector, end);
+        let fresh = self.inflight.insert(key, (fails, spike)).is_none();
+        debug_assert!(fresh, "a request submitted twice");
+        Admission::Send
+    }
+
+    /// The device finished request `key` with `status` at `now_ns`.
+    pub fn finished(&mut self, now_ns: u64, key: K, status: i32) {
+        self.reset_due(now_ns);
+        // A request a reset aborted completed then; the device's late answer is dropped.
+        let Some((fails, spike)) = self.inflight.remove(&key) else {
+            return;
+        };
+        let status = if fails && status == 0 { EIO } else { status };
+        let mut due = now_ns;
+        if spike {
+            due = due.saturating_add(self.plan.spikes.1);
+        }
+        if let Some(end) = self.stalled_until(due) {
+            due = end;
+        }
+        self.hold(due, key, status);
+    }
+
+    /// The next completion due by `now_ns`, with its status.
+    pub fn pop_due(&mut self, now_ns: u64) -> Option<(K, i32)> {
+        self.reset_due(now_ns);
+        let &Reverse((due, _, key, status)) = self.held.peek()?;
+        if due > now_ns {
+            return None;
+        }
+        self.held.pop();
+        Some((key, status))
+    }
+
+    /// When something is next due: a held completion, or a reset with requests in flight.
+    pub fn next_due(&self) -> Option<u64> {
+        let reset = (!self.inflight.is_empty())
+            .then(|| self.resets.last().copied())
+            .flatten();
+        [self.held.peek().map(|Reverse((due, ..))| *due), reset]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    /// Completions held back, not yet due.
+    pub fn held(&self) -> usize {
+        self.held.len()
+    }
+
+    fn may_fail(&self, now_ns: u64, sector: u64, end: u64) -> bool {
         self.plan
             .errors_in
-            .is_none_or(|(a, b)| request.sector < b && request.end() > a)
+            .is_none_or(|(a, b)| sector < b && end > a)
             && self
                 .plan
                 .errors_during
@@ -269,30 +337,9 @@ impl Faulty {
             .map(|(_, to)| to)
     }
 
-    fn hold(&mut self, due: u64, id: u64, status: i32) {
+    fn hold(&mut self, due: u64, key: K, status: i32) {
         self.order += 1;
-        self.held.push(Reverse((due, self.order, id, status)));
-    }
-
-    /// Moves what the inner model finished by `now_ns` into `held`, at the time each may
-    /// complete (late by a spike, or at the end of a stall).
-    fn collect(&mut self, now_ns: u64) {
-        while let Some((id, status)) = self.inner.poll(now_ns) {
-            // A request a reset already aborted completed then; the device's late answer
-            // is dropped.
-            let Some(fails) = self.inflight.remove(&id) else {
-                continue;
-            };
-            let status = if fails && status == 0 { EIO } else { status };
-            let mut due = now_ns;
-            if self.spiked.remove(&id) {
-                due = due.saturating_add(self.plan.spikes.1);
-            }
-            if let Some(end) = self.stalled_until(due) {
-                due = end;
-            }
-            self.hold(due, id, status);
-        }
+        self.held.push(Reverse((due, self.order, key, status)));
     }
 
     /// Resets due by `now_ns`: every request in flight completes with EIO at the reset.
@@ -301,10 +348,33 @@ impl Faulty {
             && at <= now_ns
         {
             self.resets.pop();
-            for (id, _) in std::mem::take(&mut self.inflight) {
-                self.spiked.remove(&id);
-                self.hold(at, id, EIO);
+            for (key, _) in std::mem::take(&mut self.inflight) {
+                self.hold(at, key, EIO);
             }
+        }
+    }
+}
+
+/// A model that fails as its plan says.
+pub struct Faulty {
+    inner: Box<dyn DeviceModel>,
+    state: FaultState<u64>,
+}
+
+impl std::fmt::Debug for Faulty {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Faulty")
+            .field("state", &self.state)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Faulty {
+    /// `inner` failing as `plan` says.
+    pub fn new(inner: Box<dyn DeviceModel>, plan: FaultPlan) -> Self {
+        Self {
+            inner,
+            state: FaultState::new(plan),
         }
     }
 }
@@ -315,56 +385,23 @@ impl DeviceModel for Faulty {
     }
 
     fn submit(&mut self, now_ns: u64, request: DeviceRequest) {
-        self.reset_due(now_ns);
-        let rate = if request.op == Op::Read {
-            self.plan.read_errors
-        } else {
-            self.plan.write_errors
-        };
-        // Every draw is made for every request, so one choice never shifts another's stream.
-        let error = self.draws.chance(rate);
-        let spike = self.draws.chance(self.plan.spikes.0);
-        let busy = self.draws.chance(self.plan.busy);
-        if busy {
-            // Refused at once, as a full device refuses `queue_rq`: the host sends it back.
-            self.hold(now_ns, request.id, super::BUSY);
-            return;
+        let extent = (request.sector, request.end());
+        if self.state.submit(now_ns, request.id, request.op, extent) == Admission::Send {
+            self.inner.submit(now_ns, request);
         }
-        let fails = error && self.may_fail(now_ns, &request);
-        debug_assert!(
-            !self.inflight.contains_key(&request.id),
-            "request {:#x} submitted twice",
-            request.id
-        );
-        self.inflight.insert(request.id, fails);
-        if spike {
-            self.spiked.insert(request.id);
-        }
-        self.inner.submit(now_ns, request);
     }
 
     fn next_event(&self) -> Option<u64> {
-        let reset = (!self.inflight.is_empty())
-            .then(|| self.resets.last().copied())
-            .flatten();
-        [
-            self.inner.next_event(),
-            self.held.peek().map(|Reverse((due, ..))| *due),
-            reset,
-        ]
-        .into_iter()
-        .flatten()
-        .min()
+        [self.inner.next_event(), self.state.next_due()]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     fn poll(&mut self, now_ns: u64) -> Option<(u64, i32)> {
-        self.reset_due(now_ns);
-        self.collect(now_ns);
-        let &Reverse((due, _, id, status)) = self.held.peek()?;
-        if due > now_ns {
-            return None;
+        while let Some((id, status)) = self.inner.poll(now_ns) {
+            self.state.finished(now_ns, id, status);
         }
-        self.held.pop();
-        Some((id, status))
+        self.state.pop_due(now_ns)
     }
 }

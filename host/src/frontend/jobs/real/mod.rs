@@ -13,6 +13,7 @@
 mod threads;
 mod work;
 
+use crate::backend::sim::FaultPlan;
 use std::io;
 use std::ops::Range;
 use std::path::PathBuf;
@@ -65,6 +66,8 @@ pub struct RealOptions {
     pub record_events: bool,
     /// Print a live line to stderr this often (ns).
     pub status_interval_ns: Option<u64>,
+    /// Faults injected between the host and the kernel (`--device PATH@…`).
+    pub faults: FaultPlan,
 }
 
 impl Default for RealOptions {
@@ -81,6 +84,7 @@ impl Default for RealOptions {
             supervision: Supervision::default(),
             record_events: false,
             status_interval_ns: None,
+            faults: FaultPlan::default(),
         }
     }
 }
@@ -268,6 +272,7 @@ pub fn run_controlled(
         RingSetup {
             sqpoll_idle_ms: options.sqpoll_idle_ms,
             fixed_buffers: options.fixed_buffers,
+            faults: options.faults,
         },
     )?;
     let run = Run {
