@@ -97,6 +97,7 @@ pub(crate) fn options(dir: &Path) -> ServeOptions {
         handshake_timeout: Duration::from_secs(10),
         reply_timeout: Duration::from_secs(30),
         description: None,
+        faults: schedhost::backend::sim::FaultPlan::default(),
     }
 }
 
@@ -1024,4 +1025,29 @@ fn nbd_turns_clients_away_past_max_clients_and_serves_the_rest() {
     drop(a);
     drop(_b);
     assert_eq!(server.finish().clients.latest.len(), 2);
+}
+
+#[test]
+fn nbd_clients_see_device_faults_as_nbd_errors_and_busy_answers_retried_away() {
+    let dir = scratch("faults");
+    let mut opts = options(&dir);
+    opts.faults = schedhost::backend::sim::FaultPlan::parse("read_errors=1").unwrap();
+    let server = start(opts, native_policy("noop").unwrap(), None);
+    let mut client = Client::connect(&server.socket);
+    assert_eq!(client.write(0, &[9; 4096]), 0, "writes do not fail");
+    let (error, _) = client.call(READ, 0, 0, 4096, &[]);
+    assert_eq!(error, 5, "a failed read reaches the client as NBD_EIO");
+    drop(client);
+    server.finish();
+    // Busy answers are requeued by the host: the client never sees them.
+    let dir = scratch("faults_busy");
+    let mut opts = options(&dir);
+    opts.faults = schedhost::backend::sim::FaultPlan::parse("busy=0.3,seed=5").unwrap();
+    let server = start(opts, native_policy("deadline").unwrap(), None);
+    let mut client = Client::connect(&server.socket);
+    for i in 0..32u64 {
+        let data = pattern(i * 65536, 65536, 0x5a);
+        assert_eq!(client.write(i * 65536, &data), 0, "write {i}");
+        assert_eq!(client.read(i * 65536, 65536), data, "read {i}");
+    }
 }

@@ -23,6 +23,11 @@ pub struct ServeArgs {
     /// The file or block device to export.
     #[arg(long)]
     pub device: PathBuf,
+    /// Faults to inject between the host and the kernel, as a fault plan
+    /// (`read_errors=0.01,busy=0.01,spikes=0.001:20ms,…`; see the README): clients get the
+    /// errors as NBD errors.
+    #[arg(long, value_name = "PLAN", value_parser = parse_faults)]
+    pub faults: Option<schedhost::backend::sim::FaultPlan>,
     /// Policy: a component (PATH.wasm), a bundled name (noop), or native:NAME.
     #[arg(long, short = 'p', default_value = "noop")]
     pub policy: String,
@@ -112,6 +117,10 @@ fn parse_timeout(text: &str) -> Result<Duration, String> {
 
 /// The export's description: printable text of at most 4096 bytes (the protocol's limit
 /// for a string this server sends).
+fn parse_faults(text: &str) -> Result<schedhost::backend::sim::FaultPlan, String> {
+    schedhost::backend::sim::FaultPlan::parse(text)
+}
+
 fn parse_description(text: &str) -> Result<String, String> {
     if text.len() > 4096 || text.chars().any(char::is_control) {
         return Err("a description is printable text of at most 4096 bytes".into());
@@ -172,6 +181,7 @@ impl ServeArgs {
             handshake_timeout: self.handshake_timeout,
             reply_timeout: self.reply_timeout,
             description: self.description.clone(),
+            faults: self.faults.unwrap_or_default(),
         };
         install_stop_handlers()?;
         let control = self.control.as_deref().map(|path| (path, &runtime));

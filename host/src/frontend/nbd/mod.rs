@@ -125,6 +125,9 @@ pub struct ServeOptions {
     pub reply_timeout: Duration,
     /// `NBD_INFO_DESCRIPTION`'s text; nothing (not the exported path) unless given.
     pub description: Option<String>,
+    /// Faults injected between the host and the kernel (`--faults`): clients see them as
+    /// NBD errors.
+    pub faults: crate::backend::sim::FaultPlan,
 }
 
 /// Where a started server can be reached.
@@ -244,7 +247,10 @@ pub fn serve(
         options.queue_depth,
         &slot_lens,
         1,
-        RingSetup::default(),
+        RingSetup {
+            faults: options.faults,
+            ..RingSetup::default()
+        },
     )
     .map_err(RealError::from)?;
     let notifier = Notifier::new().map_err(|source| RealError::Ring {
