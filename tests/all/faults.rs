@@ -298,3 +298,41 @@ fn a_spec_file_carries_its_fault_plan_and_a_bad_one_names_its_line() {
         "{bad}"
     );
 }
+
+#[test]
+fn a_device_that_stalls_longer_than_the_watchdog_gets_no_policy_blamed() {
+    // Fifteen seconds without a completion, past the watchdog's ten: the requests are on
+    // the device, not held back by the policy.
+    let device = DeviceSpec::parse("sim:hdd").unwrap();
+    let faults = FaultPlan::parse("stall=10ms:15s").unwrap();
+    let jobs = parse_job_file(
+        "s.fio",
+        "[r]\nrw=randread\nbs=4k\nsize=8m\niodepth=64\nnumber_ios=500\n",
+    )
+    .unwrap();
+    for policy in native_names() {
+        let options = SimOptions {
+            faults,
+            ..SimOptions::default()
+        };
+        let outcome = sim::run(
+            &jobs,
+            &device,
+            native_policy(policy).unwrap(),
+            &[],
+            options,
+            &mut |_| {},
+        )
+        .unwrap_or_else(|e| panic!("{policy}: {e}"));
+        assert!(
+            outcome.ejections.is_empty(),
+            "{policy} blamed for a stall: {:?}",
+            outcome.ejections
+        );
+        assert!(
+            outcome.end_ns > 15_000_000_000,
+            "{policy}: the stall happened"
+        );
+        assert_eq!(outcome.submitters[0].completed, 500);
+    }
+}

@@ -135,6 +135,8 @@ const MINIMUM_PER_ROUND_SECOND: Coverage = Coverage {
     handed_over: 25,
     error_completions: 50,
     requeues: 25,
+    wake_ups_overtaken: 0,
+    tunables_set: 0,
 };
 
 /// How the simulated devices fail in every round: rarely, but enough for hundreds of
@@ -169,6 +171,8 @@ fn minimums(options: &CheckOptions) -> Coverage {
         },
         error_completions: at_least(m.error_completions),
         requeues: at_least(m.requeues),
+        wake_ups_overtaken: 0,
+        tunables_set: 0,
     }
 }
 
@@ -186,6 +190,8 @@ fn short_clauses(coverage: &Coverage, minimum: &Coverage) -> Vec<Violation> {
             coverage.error_completions,
             minimum.error_completions,
         ),
+        ("requeues", coverage.requeues, minimum.requeues),
+        ("tunables-set", coverage.tunables_set, minimum.tunables_set),
     ];
     pairs
         .into_iter()
@@ -291,7 +297,11 @@ pub fn check(make: &Maker, options: &CheckOptions) -> CheckReport {
             });
         }
     }
-    let coverage_minimums = minimums(options);
+    let mut coverage_minimums = minimums(options);
+    if tunables_checked > 0 {
+        // A policy with tunables has one set mid-run every few hundred dispatching calls.
+        coverage_minimums.tunables_set = coverage_minimums.requeues / 10;
+    }
     violations.extend(short_clauses(&coverage, &coverage_minimums));
     CheckReport {
         policy,

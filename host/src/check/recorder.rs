@@ -53,7 +53,16 @@ pub struct Coverage {
     pub error_completions: u64,
     /// Requests a busy device sent back to the policy (`requeue`).
     pub requeues: u64,
+    /// Calls that came before the wake-up the policy had asked for (an arrival or a
+    /// completion overtook it).
+    pub wake_ups_overtaken: u64,
+    /// Tunables set mid-run (each to the value it held, so its `retuned` runs while it holds
+    /// requests), every [`SET_EVERY`] dispatching calls.
+    pub tunables_set: u64,
 }
+
+/// Dispatching calls between two mid-run sets of a tunable.
+pub const SET_EVERY: u64 = 500;
 
 impl Coverage {
     /// Adds `other`'s counts.
@@ -67,6 +76,8 @@ impl Coverage {
         self.handed_over += other.handed_over;
         self.error_completions += other.error_completions;
         self.requeues += other.requeues;
+        self.wake_ups_overtaken += other.wake_ups_overtaken;
+        self.tunables_set += other.tunables_set;
     }
 }
 
@@ -145,6 +156,12 @@ pub struct Recorded {
     record: Arc<Mutex<Record>>,
     /// What this instance holds: id → (arrival, class, direction).
     queued: HashMap<RequestId, (u64, PrioClass, &'static str)>,
+    /// The wake-up it asked for last, until it comes or is overtaken.
+    wake_at: Option<u64>,
+    /// Calls that could dispatch, for the mid-run sets.
+    dispatching_calls: u64,
+    /// Its tunables' names, once asked.
+    tunable_names: Option<Vec<String>>,
 }
 
 impl std::fmt::Debug for Recorded {
@@ -162,6 +179,9 @@ impl Recorded {
             inner,
             record: Arc::clone(record),
             queued: HashMap::new(),
+            wake_at: None,
+            dispatching_calls: 0,
+            tunable_names: None,
         }
     }
 
@@ -219,6 +239,56 @@ impl Recorded {
         let mut record = self.lock();
         for c in done {
             record.sent.remove(&c.id);
+        }
+    }
+
+    /// Before a call that may dispatch at `now_ns`: a wake-up still ahead was overtaken; and
+    /// every [`SET_EVERY`] such calls, one tunable is set to the value it holds.
+    ///
+    /// # Errors
+    /// The policy's fault in `tunables`, `get` or `set`.
+    fn before_dispatching(&mut self, now_ns: u64) -> Result<(), Fault> {
+        if let Some(wake) = self.wake_at.take()
+            && now_ns < wake
+        {
+            self.lock().coverage.wake_ups_overtaken += 1;
+        }
+        self.dispatching_calls += 1;
+        if self.dispatching_calls % SET_EVERY != 0 {
+            return Ok(());
+        }
+        if self.tunable_names.is_none() {
+            let names = self.call(|p| p.tunables())?.into_iter().map(|t| t.name);
+            self.tunable_names = Some(names.collect());
+        }
+        let names = self.tunable_names.as_deref().unwrap_or_default();
+        let Some(name) = names
+            .get((self.dispatching_calls / SET_EVERY) as usize % names.len().max(1))
+            .cloned()
+        else {
+            return Ok(());
+        };
+        let Some(value) = self.call(|p| p.get(&name))? else {
+            return Ok(());
+        };
+        let answer = self.call(|p| p.set(&name, value))?;
+        let mut record = self.lock();
+        record.coverage.tunables_set += 1;
+        if let Err(why) = answer {
+            record.violate(
+                "tunables",
+                format!(
+                    "at {now_ns} ns, mid-run, set {name}={value} (its own value) was refused: {why}"
+                ),
+            );
+        }
+        Ok(())
+    }
+
+    /// After a dispatch answer: the wake-up it asks for, if any.
+    fn asked(&mut self, answer: &Dispatch) {
+        if let Some(wake) = answer.wake_at_ns {
+            self.wake_at = Some(wake);
         }
     }
 
@@ -318,8 +388,10 @@ impl PolicyBackend for Recorded {
         self.call(|p| p.requeue(now_ns, requests))
     }
     fn dispatch(&mut self, now_ns: u64, hw_queue: u32, budget: u32) -> Result<Dispatch, Fault> {
+        self.before_dispatching(now_ns)?;
         let answer = self.call(|p| p.dispatch(now_ns, hw_queue, budget))?;
         self.check_answer(now_ns, budget, &answer);
+        self.asked(&answer);
         Ok(answer)
     }
     fn insert_and_dispatch(
@@ -330,17 +402,23 @@ impl PolicyBackend for Recorded {
         budget: u32,
     ) -> Result<Dispatch, Fault> {
         self.told_requests(requests);
+        self.before_dispatching(now_ns)?;
         let answer = self.call(|p| p.insert_and_dispatch(now_ns, requests, hw_queue, budget))?;
         self.check_answer(now_ns, budget, &answer);
+        self.asked(&answer);
         Ok(answer)
     }
     fn turn(&mut self, now_ns: u64, turn: &Turn<'_>) -> Result<Option<Dispatch>, Fault> {
         self.told_completions(turn.completions);
         self.told_merges(turn.merges);
         self.told_requests(turn.requests);
+        if turn.dispatch.is_some() {
+            self.before_dispatching(now_ns)?;
+        }
         let answer = self.call(|p| p.turn(now_ns, turn))?;
         if let (Some((_, budget)), Some(answer)) = (turn.dispatch, &answer) {
             self.check_answer(now_ns, budget, answer);
+            self.asked(answer);
         }
         Ok(answer)
     }

@@ -188,6 +188,16 @@ fn card(source: &str, r: &CheckReport) -> String {
         ),
         ("requests sent back busy (requeue)", c.requeues, m.requeues),
         ("wake-ups asked for", c.wake_ups, m.wake_ups),
+        (
+            "wake-ups overtaken by other calls",
+            c.wake_ups_overtaken,
+            m.wake_ups_overtaken,
+        ),
+        (
+            "tunables set mid-run (to their value)",
+            c.tunables_set,
+            m.tunables_set,
+        ),
     ] {
         let _ = writeln!(out, "    {clause:<40} {got:>8} {need:>8}");
     }

@@ -115,7 +115,7 @@ pub struct SandboxArgs {
     #[arg(long, value_name = "ACTION", default_value = "fallback", value_parser = parse_on_fault)]
     pub on_fault: OnFault,
     /// Eject a policy that holds requests and dispatches nothing for this long while the
-    /// device has free tags (0: never).
+    /// device has nothing in flight (0: never).
     #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
     pub watchdog: f64,
     /// Wall-clock time a policy call may take before the policy is ejected.

@@ -320,8 +320,10 @@ impl Core {
         })
     }
 
-    /// The watchdog: latches a starvation fault when the policy holds requests, a hardware
-    /// queue has free driver tags, and nothing was dispatched for longer than the limit.
+    /// The watchdog: latches a starvation fault when the policy holds requests, the device
+    /// has nothing in flight, and nothing was dispatched for longer than the limit. While
+    /// requests are on the device the policy may be waiting for them (cfq and bfq idle for
+    /// their queue's completions): a device that stalls is not the policy's fault.
     pub(super) fn watch(&mut self, now_ns: u64) {
         if self.queued == 0 {
             self.last_progress_ns = now_ns;
@@ -330,9 +332,9 @@ impl Core {
         let Some(limit) = self.supervision.watchdog_ns else {
             return;
         };
-        let free = (0..self.config.hw_queues).any(|q| self.budget(q) > 0);
-        if !free {
-            // A policy cannot dispatch into a full device: that time does not count.
+        if self.queues.iter().any(|q| q.inflight > 0) {
+            // A full device takes nothing, and a policy may wait for what it has: that
+            // time does not count.
             self.last_progress_ns = now_ns;
             return;
         }
@@ -342,7 +344,7 @@ impl Core {
                 kind: FaultKind::Starved,
                 call: "dispatch",
                 message: format!(
-                    "holds {} requests and dispatched none for {:.3} s while the device had free tags",
+                    "holds {} requests and dispatched none for {:.3} s while the device had nothing to do",
                     self.queued,
                     idle as f64 / 1e9
                 ),
