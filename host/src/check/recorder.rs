@@ -254,7 +254,7 @@ impl Recorded {
             self.lock().coverage.wake_ups_overtaken += 1;
         }
         self.dispatching_calls += 1;
-        if self.dispatching_calls % SET_EVERY != 0 {
+        if !self.dispatching_calls.is_multiple_of(SET_EVERY) {
             return Ok(());
         }
         if self.tunable_names.is_none() {
