@@ -68,18 +68,29 @@ fn every_chaos_mode_fails_check_with_its_violation_named() {
     let Some(make) = component_maker("chaos") else {
         return;
     };
-    for (mode, rule, phrase) in expected {
+    assert_each_mode_fails(&make, &expected, &[]);
+}
+
+/// Checks chaos in each `(mode, rule, phrase)` of `expected` (with `settings` besides the
+/// mode) and asserts it fails with that rule, the phrase in its detail. A leaked id (mode
+/// 15) is one the device has (`dispatched-twice`) or had (`unknown-id`).
+fn assert_each_mode_fails(make: &Maker, expected: &[(i64, &str, &str)], settings: &[(&str, i64)]) {
+    for &(mode, rule, phrase) in expected {
+        let mut all = vec![("mode".to_owned(), mode)];
+        all.extend(settings.iter().map(|&(k, v)| (k.to_owned(), v)));
         let options = CheckOptions {
-            settings: vec![("mode".into(), mode)],
+            settings: all,
             ..quick()
         };
-        let report = check(&make, &options);
+        let report = check(make, &options);
         assert!(!report.passed, "mode {mode} passed");
+        let leaked =
+            |v: &Violation| mode == 15 && ["dispatched-twice", "unknown-id"].contains(&v.rule);
         assert!(
             report
                 .violations
                 .iter()
-                .any(|v| v.rule == rule && v.detail.contains(phrase)),
+                .any(|v| (v.rule == rule || leaked(v)) && v.detail.contains(phrase)),
             "mode {mode}: no [{rule}] … {phrase:?} in {:?}",
             report.violations
         );
@@ -100,25 +111,7 @@ fn policies_that_break_in_merges_state_handover_or_requeue_fail_by_name() {
     let Some(make) = component_maker("chaos") else {
         return;
     };
-    for (mode, rule, phrase) in expected {
-        let options = CheckOptions {
-            settings: vec![("mode".into(), mode), ("after".into(), 200)],
-            ..quick()
-        };
-        let report = check(&make, &options);
-        assert!(!report.passed, "mode {mode} passed");
-        // A leaked id is one the device has (`dispatched-twice`) or had (`unknown-id`).
-        let leaked =
-            |v: &&Violation| mode == 15 && ["dispatched-twice", "unknown-id"].contains(&v.rule);
-        assert!(
-            report
-                .violations
-                .iter()
-                .any(|v| (v.rule == rule || leaked(&v)) && v.detail.contains(phrase)),
-            "mode {mode}: no [{rule}] … {phrase:?} in {:?}",
-            report.violations
-        );
-    }
+    assert_each_mode_fails(&make, &expected, &[("after", 200)]);
 }
 
 #[test]
