@@ -41,6 +41,9 @@ pub fn build_policy(
     );
     let lib = lib_name(&manifest)?;
     let target_dir = target_dir.map_or_else(|| dir.join("target/wasm"), Path::to_path_buf);
+    // cargo writes where it is told, links and all: a link shipped in the policy's
+    // `target/` stops the build before cargo runs.
+    crate::files::real_dir(dir, &target_dir)?;
     let status = toolchain
         .cargo_build()
         .arg("--manifest-path")

@@ -128,7 +128,7 @@ pub struct CheckReport {
 const MINIMUM_PER_ROUND_SECOND: Coverage = Coverage {
     choices: 250,
     back_merges: 50,
-    front_merges: 50,
+    front_merges: 25,
     coalesced: 25,
     long_waits: 50,
     wake_ups: 0,
@@ -299,8 +299,8 @@ pub fn check(make: &Maker, options: &CheckOptions) -> CheckReport {
     }
     let mut coverage_minimums = minimums(options);
     if tunables_checked > 0 {
-        // A policy with tunables has one set mid-run every few hundred dispatching calls.
-        coverage_minimums.tunables_set = coverage_minimums.requeues / 10;
+        // A policy with tunables has one set mid-run every 200 dispatching calls.
+        coverage_minimums.tunables_set = coverage_minimums.requeues;
     }
     violations.extend(short_clauses(&coverage, &coverage_minimums));
     CheckReport {

@@ -62,7 +62,7 @@ pub struct Coverage {
 }
 
 /// Dispatching calls between two mid-run sets of a tunable.
-pub const SET_EVERY: u64 = 500;
+pub const SET_EVERY: u64 = 200;
 
 impl Coverage {
     /// Adds `other`'s counts.

@@ -454,6 +454,13 @@ fn striping_for(
     if lanes <= 1 {
         return Ok(Striping::single());
     }
+    if let Some(job) = jobs.iter().find(|j| j.replay.is_some()) {
+        // A trace's I/O has any size at any offset: some would straddle two devices.
+        return Err(format!(
+            "{}: a replayed trace goes to one device; {lanes} were given",
+            job.location
+        ));
+    }
     let mut chunk: u64 = 1;
     for job in jobs {
         let sectors = u64::from(job.bs / 512).max(1);
