@@ -1326,3 +1326,71 @@ fn under_injected_faults_every_acknowledged_write_reads_back_intact() {
         );
     }
 }
+
+#[test]
+fn compare_takes_runs_sandbox_and_queue_options_and_they_take_effect() {
+    if built_component("chaos").is_none() {
+        return;
+    }
+    let dir = real_dir("compare_sandbox");
+    let json = dir.join("c.json");
+    let job = [
+        "--name=r",
+        "--rw=randread",
+        "--size=4m",
+        "--iodepth=32",
+        "--number_ios=200",
+    ];
+    // A million iterations a call against 100 000 units of fuel: ejected at its first
+    // dispatch (without --fuel it runs, only slowly).
+    let spin = "chaos:mode=7,spin=1";
+    let mut args = vec![
+        "compare",
+        "-p",
+        spin,
+        "--fuel",
+        "100000",
+        "--json",
+        json.to_str().unwrap(),
+    ];
+    args.extend(job);
+    let out = schedhost(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(v["rows"][0]["cells"][0]["ejected_runs"], 1, "{v:#}");
+    // With faults stopping the run, the same cell stops the table.
+    let mut args = vec![
+        "compare",
+        "-p",
+        spin,
+        "--fuel",
+        "100000",
+        "--on-fault",
+        "abort",
+    ];
+    args.extend(job);
+    assert_fails_with(&schedhost(&args), "fuel");
+    // Queue attributes reach the run: one scheduler tag makes a deep random job slower.
+    let iops = |extra: &[&str]| -> f64 {
+        let out_json = dir.join(format!("q{}.json", extra.len()));
+        let mut args = vec![
+            "compare",
+            "-p",
+            "native:deadline",
+            "--json",
+            out_json.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        args.extend(job);
+        let out = schedhost(&args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let v: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&out_json).unwrap()).unwrap();
+        v["rows"][0]["cells"][0]["mean"].as_f64().unwrap()
+    };
+    let (default, one_tag) = (iops(&[]), iops(&["--nr-requests", "1"]));
+    assert!(
+        one_tag < default,
+        "--nr-requests 1 gave {one_tag} IOPS, the default {default}"
+    );
+}

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
-use schedhost::core::{Nomerges, Supervision};
+use schedhost::core::Nomerges;
 use schedhost::frontend::jobs::JobSpec;
 use schedhost::frontend::jobs::sim::{self, SimOptions};
 use schedhost::frontend::outcome::Outcome;
@@ -15,9 +15,9 @@ use schedhost::policy::{Loaded, WasmRuntime, load};
 use schedhost::report::rates;
 use serde_json::json;
 
-use schedhost::frontend::jobs::real::{self, RealOptions};
+use schedhost::frontend::jobs::real::{self, DEFAULT_QUEUE_DEPTH, RealOptions};
 
-use super::run::{DeviceArg, read_jobs};
+use super::run::{DeviceArg, SandboxArgs, read_jobs};
 
 /// What a cell shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -130,6 +130,15 @@ pub struct CompareArgs {
     /// Draw the table as an SVG chart (compare.svg) into DIR.
     #[arg(long, value_name = "DIR")]
     pub plot: Option<PathBuf>,
+    /// Scheduler tags per hardware queue, as `run`'s.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_048_576))]
+    pub nr_requests: Option<u32>,
+    /// Real devices: requests on the kernel at once per device, as `run`'s.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_QUEUE_DEPTH, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub queue_depth: u32,
+    /// The sandbox, as `run`'s: every cell's policy runs under these limits.
+    #[command(flatten)]
+    pub sandbox: SandboxArgs,
 }
 
 /// A policy: how to build it and its settings.
@@ -177,7 +186,7 @@ impl CompareArgs {
             .iter()
             .map(|d| DeviceArg::parse(d).with_context(|| format!("--device {d}")))
             .collect::<Result<Vec<_>>>()?;
-        let runtime = WasmRuntime::new().context("setting up the WebAssembly engine")?;
+        let runtime = self.sandbox.runtime()?;
         let policies = self
             .policies
             .iter()
@@ -285,8 +294,8 @@ impl CompareArgs {
                     let options = SimOptions {
                         seed: w.seed,
                         nomerges,
-                        nr_requests: None,
-                        supervision: Supervision::default(),
+                        nr_requests: self.nr_requests,
+                        supervision: self.sandbox.supervision(),
                         record_events: false,
                         metering: false,
                         faults: **faults,
@@ -311,6 +320,9 @@ impl CompareArgs {
                         nomerges,
                         allow_overwrite: self.allow_overwrite,
                         faults: **faults,
+                        nr_requests: self.nr_requests,
+                        queue_depth: self.queue_depth,
+                        supervision: self.sandbox.supervision(),
                         ..RealOptions::default()
                     };
                     real::run(
