@@ -1116,7 +1116,7 @@ fn compare_marks_a_cell_whose_policy_was_ejected_in_the_table_and_the_json() {
 fn run_removes_its_control_socket_when_it_is_stopped_by_a_signal() {
     let dir = real_dir("ctl_signal");
     let (data, socket) = (dir.join("d.dat"), dir.join("ctl.sock"));
-    for signal in ["TERM", "INT"] {
+    for (name, signal) in [("TERM", libc::SIGTERM), ("INT", libc::SIGINT)] {
         let mut child = Command::new(env!("CARGO_BIN_EXE_schedhost"))
             .arg("--device")
             .arg(&data)
@@ -1140,17 +1140,14 @@ fn run_removes_its_control_socket_when_it_is_stopped_by_a_signal() {
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
         assert!(socket.exists(), "the socket appears");
-        let killed = Command::new("kill")
-            .arg(format!("-{signal}"))
-            .arg(child.id().to_string())
-            .status()
-            .unwrap();
-        assert!(killed.success());
+        let pid = libc::pid_t::try_from(child.id()).unwrap();
+        // SAFETY: kill(2) on the child this test started and has not reaped.
+        assert_eq!(unsafe { libc::kill(pid, signal) }, 0);
         let status = child.wait().unwrap();
         assert!(!status.success(), "stopped by the signal");
         assert!(
             !socket.exists(),
-            "the socket is left behind after SIG{signal}"
+            "the socket is left behind after SIG{name}"
         );
     }
 }
