@@ -92,6 +92,8 @@ pub(super) fn complete(
     let mut checked = false;
     if job.verify {
         let offset = finished.slot.offset;
+        // The bio's own bytes: its slot may be longer (sized to the submitter's longest bio).
+        let data = &data[..(done.sectors as usize * 512).min(data.len())];
         match done.op {
             Op::Write => lock(ledger).finish_write(data, offset, done.status == 0),
             Op::Read if done.status == 0 => {
