@@ -112,13 +112,13 @@ impl Control {
         devices: usize,
         wake: Arc<dyn Fn() + Send + Sync>,
     ) -> Result<Self> {
-        let listener = peer::bind_private(path)
+        // The handlers come first and the socket's identity before it appears at `path`, so
+        // a signal at any moment removes it if it is there, and never anything else (one
+        // between the bind and the rename leaves only the staged socket, in its private
+        // directory beside `path`).
+        install_signal_cleanup()?;
+        let listener = peer::bind_private_then(path, |staged| note_socket(path, staged))
             .with_context(|| format!("--control {}: binding the socket", path.display()))?;
-        // Bound, so the path is ours: a signal that ends the run removes it too.
-        if let Err(e) = remove_on_signal(path) {
-            let _ = std::fs::remove_file(path);
-            return Err(e);
-        }
         let (sender, inbox) = mpsc::channel();
         let server = Server {
             runtime,
@@ -151,25 +151,25 @@ impl Drop for Control {
     }
 }
 
-/// The socket a fatal signal must remove, as a C string (null: none). A handler reads it,
-/// so it is never freed while set: at most one string per `--control` run leaks.
+/// The socket a fatal signal must remove, as a C string (null: none), and the device and
+/// inode it was bound with: the handler removes the file at that path only if it is this
+/// very socket. A handler reads the string, so it is never freed while set: at most one
+/// string per `--control` run leaks.
 static SOCKET_ON_SIGNAL: std::sync::atomic::AtomicPtr<libc::c_char> =
     std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
+static SOCKET_DEV: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+static SOCKET_INO: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
-/// On SIGINT, SIGTERM or SIGHUP, removes the socket at `path`, then dies of the signal as
-/// it would have: the next run on that path is not refused by a socket left behind. For
-/// the commands that own a control socket and otherwise stop on the signal's default
-/// action (`run --control`).
+/// On SIGINT, SIGTERM or SIGHUP, the socket noted by [`note_socket`] is removed, and the
+/// process dies of the signal as it would have: the next run on that path is not refused by
+/// a socket left behind. For the commands that own a control socket and otherwise stop on
+/// the signal's default action (`run --control`).
 ///
 /// # Errors
-/// The path holds a NUL byte, or a handler could not be installed.
-fn remove_on_signal(path: &Path) -> Result<()> {
-    use std::os::unix::ffi::OsStrExt;
-    let path = std::ffi::CString::new(path.as_os_str().as_bytes())
-        .context("the --control path holds a NUL byte")?;
-    SOCKET_ON_SIGNAL.store(path.into_raw(), std::sync::atomic::Ordering::Release);
+/// A handler could not be installed.
+fn install_signal_cleanup() -> Result<()> {
     for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-        // SAFETY: the handler calls only async-signal-safe functions (unlink, signal,
+        // SAFETY: the handler calls only async-signal-safe functions (lstat, unlink, signal,
         // raise) on a pointer that stays valid for the life of the process; the sigaction
         // struct is zeroed and filled before the call, which copies it.
         let failed = unsafe {
@@ -188,18 +188,41 @@ fn remove_on_signal(path: &Path) -> Result<()> {
     Ok(())
 }
 
+/// The socket bound at `staged` is about to become `path`: a signal from now on removes it.
+fn note_socket(path: &Path, staged: &Path) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::MetadataExt;
+    use std::sync::atomic::Ordering;
+    let meta = std::fs::symlink_metadata(staged)?;
+    let path = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| {
+        std::io::Error::new(std::io::ErrorKind::InvalidInput, "a path with a NUL byte")
+    })?;
+    SOCKET_DEV.store(meta.dev(), Ordering::Release);
+    SOCKET_INO.store(meta.ino(), Ordering::Release);
+    SOCKET_ON_SIGNAL.store(path.into_raw(), Ordering::Release);
+    Ok(())
+}
+
 /// The socket is gone by other means: a signal now has nothing to remove.
 fn forget_on_signal() {
     SOCKET_ON_SIGNAL.store(std::ptr::null_mut(), std::sync::atomic::Ordering::Release);
 }
 
 extern "C" fn unlink_and_die(signal: libc::c_int) {
-    let path = SOCKET_ON_SIGNAL.load(std::sync::atomic::Ordering::Acquire);
-    // SAFETY: `path` is null or a CString leaked by `remove_on_signal`; unlink, signal and
-    // raise are async-signal-safe.
+    use std::sync::atomic::Ordering;
+    let path = SOCKET_ON_SIGNAL.load(Ordering::Acquire);
+    let (dev, ino) = (
+        SOCKET_DEV.load(Ordering::Acquire),
+        SOCKET_INO.load(Ordering::Acquire),
+    );
+    // SAFETY: `path` is null or a CString leaked by `note_socket`; lstat, unlink, signal and
+    // raise are async-signal-safe, and the stat buffer is this frame's own.
     unsafe {
         if !path.is_null() {
-            libc::unlink(path);
+            let mut st: libc::stat = std::mem::zeroed();
+            if libc::lstat(path, &mut st) == 0 && st.st_dev == dev && st.st_ino == ino {
+                libc::unlink(path);
+            }
         }
         libc::signal(signal, libc::SIG_DFL);
         libc::raise(signal);

@@ -198,6 +198,18 @@ fn invalid(what: &str) -> io::Error {
 /// # Errors
 /// `path` exists, its directory cannot be written, or binding failed.
 pub fn bind_private(path: &Path) -> io::Result<UnixListener> {
+    bind_private_then(path, |_| Ok(()))
+}
+
+/// As [`bind_private`], calling `bound` with the staged socket's path after it is bound and
+/// before it is renamed into place (to note its identity, say).
+///
+/// # Errors
+/// As [`bind_private`], or `bound`'s.
+pub fn bind_private_then(
+    path: &Path,
+    bound: impl FnOnce(&Path) -> io::Result<()>,
+) -> io::Result<UnixListener> {
     if path.symlink_metadata().is_ok() {
         return Err(io::Error::new(
             io::ErrorKind::AlreadyExists,
@@ -206,14 +218,15 @@ pub fn bind_private(path: &Path) -> io::Result<UnixListener> {
     }
     let dir = private_dir(path)?;
     let staged = dir.join("s");
-    let bound = UnixListener::bind(&staged).and_then(|listener| {
+    let listening = UnixListener::bind(&staged).and_then(|listener| {
         std::fs::set_permissions(&staged, std::fs::Permissions::from_mode(0o600))?;
+        bound(&staged)?;
         rename_no_replace(&staged, path)?;
         Ok(listener)
     });
     let _ = std::fs::remove_file(&staged);
     let _ = std::fs::remove_dir(&dir);
-    bound
+    listening
 }
 
 /// Renames `from` to `to` unless `to` exists: a name that appeared since the caller looked
