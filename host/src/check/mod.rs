@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use schedhost_sdk::{PrioClass, Setup, Tunable};
 
-pub use recorder::{Coverage, LONG_WAIT_NS, Violation};
+pub use recorder::{CLAUSES, Clause, Coverage, LONG_WAIT_NS, Violation};
 use recorder::{Record, Recorded};
 
 use crate::backend::sim::{DeviceSpec, FaultPlan};
@@ -121,85 +121,53 @@ pub struct CheckReport {
     pub coverage_minimums: Coverage,
 }
 
-/// The least a check must reach each clause, per round and second of virtual time: the
-/// default check (4 rounds of 1 s) must reach each several hundred times, so a policy that
-/// breaks only after a few dozen calls of one kind is caught. Wake-ups have no minimum: a
-/// policy that never idles never asks for one.
-const MINIMUM_PER_ROUND_SECOND: Coverage = Coverage {
-    choices: 250,
-    back_merges: 50,
-    front_merges: 25,
-    coalesced: 25,
-    long_waits: 50,
-    wake_ups: 0,
-    handed_over: 25,
-    error_completions: 50,
-    requeues: 25,
-    wake_ups_overtaken: 0,
-    tunables_set: 0,
-};
-
 /// How the simulated devices fail in every round: rarely, but enough for hundreds of
 /// errored completions, some late ones, and a reset.
 fn round_faults(seed: u64, runtime_ns: u64) -> FaultPlan {
-    let mut plan =
-        FaultPlan::parse("read_errors=0.02,write_errors=0.02,busy=0.02,spikes=0.002:30ms")
-            .unwrap_or_default();
-    plan.seed = seed;
-    plan.resets[0] = runtime_ns / 2;
-    plan.reset_count = 1;
-    plan
+    // Probabilities per billion: 2 % errors and busy answers, 0.2 % late by 30 ms.
+    let mut resets = [0; crate::backend::sim::MAX_RESETS];
+    resets[0] = runtime_ns / 2;
+    FaultPlan {
+        read_errors: 20_000_000,
+        write_errors: 20_000_000,
+        busy: 20_000_000,
+        spikes: (2_000_000, 30_000_000),
+        resets,
+        reset_count: 1,
+        seed,
+        ..FaultPlan::default()
+    }
 }
 
-/// The minimums for `options`: per round-second, scaled.
-fn minimums(options: &CheckOptions) -> Coverage {
+/// The minimums for `options`: each clause's per round-second, scaled. The hand-overs need a
+/// second round (only odd rounds swap), and the mid-run sets a policy with tunables.
+fn minimums(options: &CheckOptions, has_tunables: bool) -> Coverage {
     let scale = f64::from(options.rounds) * options.runtime_ns as f64 / 1e9;
-    let at_least = |per: u64| (per as f64 * scale).ceil() as u64;
-    let m = MINIMUM_PER_ROUND_SECOND;
-    Coverage {
-        choices: at_least(m.choices),
-        back_merges: at_least(m.back_merges),
-        front_merges: at_least(m.front_merges),
-        coalesced: at_least(m.coalesced),
-        long_waits: at_least(m.long_waits),
-        wake_ups: 0,
-        // Only odd rounds swap.
-        handed_over: if options.rounds >= 2 {
-            at_least(m.handed_over)
-        } else {
-            0
-        },
-        error_completions: at_least(m.error_completions),
-        requeues: at_least(m.requeues),
-        wake_ups_overtaken: 0,
-        tunables_set: 0,
+    let mut minimum = Coverage::default();
+    for clause in CLAUSES {
+        *(clause.count)(&mut minimum) = (clause.per_round_second as f64 * scale).ceil() as u64;
     }
+    if options.rounds < 2 {
+        minimum.handed_over = 0;
+    }
+    if !has_tunables {
+        minimum.tunables_set = 0;
+    }
+    minimum
 }
 
 /// Each clause short of its minimum, as a violation of the check itself.
 fn short_clauses(coverage: &Coverage, minimum: &Coverage) -> Vec<Violation> {
-    let pairs = [
-        ("choices", coverage.choices, minimum.choices),
-        ("back-merges", coverage.back_merges, minimum.back_merges),
-        ("front-merges", coverage.front_merges, minimum.front_merges),
-        ("coalesced", coverage.coalesced, minimum.coalesced),
-        ("long-waits", coverage.long_waits, minimum.long_waits),
-        ("handed-over", coverage.handed_over, minimum.handed_over),
-        (
-            "error-completions",
-            coverage.error_completions,
-            minimum.error_completions,
-        ),
-        ("requeues", coverage.requeues, minimum.requeues),
-        ("tunables-set", coverage.tunables_set, minimum.tunables_set),
-    ];
-    pairs
-        .into_iter()
-        .filter(|&(_, got, need)| got < need)
-        .map(|(clause, got, need)| Violation {
+    CLAUSES
+        .iter()
+        .filter(|clause| coverage.of(clause) < minimum.of(clause))
+        .map(|clause| Violation {
             rule: "coverage",
             detail: format!(
-                "the check itself fell short: it reached `{clause}` {got} times, below its minimum of {need}; the pass would not mean what it says (give more --rounds or --runtime)"
+                "the check itself fell short: it reached `{}` {} times, below its minimum of {}; the pass would not mean what it says (give more --rounds or --runtime)",
+                clause.name,
+                coverage.of(clause),
+                minimum.of(clause)
             ),
         })
         .collect()
@@ -297,11 +265,7 @@ pub fn check(make: &Maker, options: &CheckOptions) -> CheckReport {
             });
         }
     }
-    let mut coverage_minimums = minimums(options);
-    if tunables_checked > 0 {
-        // A policy with tunables has one set mid-run every 200 dispatching calls.
-        coverage_minimums.tunables_set = coverage_minimums.requeues;
-    }
+    let coverage_minimums = minimums(options, tunables_checked > 0);
     violations.extend(short_clauses(&coverage, &coverage_minimums));
     CheckReport {
         policy,

@@ -64,20 +64,105 @@ pub struct Coverage {
 /// Dispatching calls between two mid-run sets of a tunable.
 pub const SET_EVERY: u64 = 200;
 
+/// One clause of the contract a check counts: its name in violations and JSON, its line on
+/// the card, the least a check must reach it per round and second of virtual time (0: no
+/// minimum, as a policy that never idles never asks for a wake-up), and its counter.
+#[derive(Debug, Clone, Copy)]
+pub struct Clause {
+    /// Short name, in a `coverage` violation.
+    pub name: &'static str,
+    /// What the card calls it.
+    pub label: &'static str,
+    /// The minimum per round-second.
+    pub per_round_second: u64,
+    /// Its counter.
+    pub count: fn(&mut Coverage) -> &mut u64,
+}
+
+/// Every clause, in the card's order. The default check (4 rounds of 1 s) must reach each
+/// with a minimum several hundred times, so a policy that breaks only after a few dozen
+/// calls of one kind is caught.
+pub const CLAUSES: [Clause; 11] = [
+    Clause {
+        name: "choices",
+        label: "choices (more held than the budget)",
+        per_round_second: 250,
+        count: |c| &mut c.choices,
+    },
+    Clause {
+        name: "back-merges",
+        label: "back merges into queued requests",
+        per_round_second: 50,
+        count: |c| &mut c.back_merges,
+    },
+    Clause {
+        name: "front-merges",
+        label: "front merges into queued requests",
+        per_round_second: 25,
+        count: |c| &mut c.front_merges,
+    },
+    Clause {
+        name: "coalesced",
+        label: "queued requests coalesced away",
+        per_round_second: 25,
+        count: |c| &mut c.coalesced,
+    },
+    Clause {
+        name: "long-waits",
+        label: "dispatches after waiting over 500 ms",
+        per_round_second: 50,
+        count: |c| &mut c.long_waits,
+    },
+    Clause {
+        name: "handed-over",
+        label: "requests handed over by swaps",
+        per_round_second: 25,
+        count: |c| &mut c.handed_over,
+    },
+    Clause {
+        name: "error-completions",
+        label: "completions with an error",
+        per_round_second: 50,
+        count: |c| &mut c.error_completions,
+    },
+    Clause {
+        name: "requeues",
+        label: "requests sent back busy (requeue)",
+        per_round_second: 25,
+        count: |c| &mut c.requeues,
+    },
+    Clause {
+        name: "wake-ups",
+        label: "wake-ups asked for",
+        per_round_second: 0,
+        count: |c| &mut c.wake_ups,
+    },
+    Clause {
+        name: "wake-ups-overtaken",
+        label: "wake-ups overtaken by other calls",
+        per_round_second: 0,
+        count: |c| &mut c.wake_ups_overtaken,
+    },
+    Clause {
+        name: "tunables-set",
+        label: "tunables set mid-run (to their value)",
+        per_round_second: 25,
+        count: |c| &mut c.tunables_set,
+    },
+];
+
 impl Coverage {
     /// Adds `other`'s counts.
     pub fn add(&mut self, other: &Self) {
-        self.choices += other.choices;
-        self.back_merges += other.back_merges;
-        self.front_merges += other.front_merges;
-        self.coalesced += other.coalesced;
-        self.long_waits += other.long_waits;
-        self.wake_ups += other.wake_ups;
-        self.handed_over += other.handed_over;
-        self.error_completions += other.error_completions;
-        self.requeues += other.requeues;
-        self.wake_ups_overtaken += other.wake_ups_overtaken;
-        self.tunables_set += other.tunables_set;
+        let mut other = *other;
+        for clause in CLAUSES {
+            *(clause.count)(self) += *(clause.count)(&mut other);
+        }
+    }
+
+    /// Clause `clause`'s count.
+    pub fn of(mut self, clause: &Clause) -> u64 {
+        *(clause.count)(&mut self)
     }
 }
 

@@ -158,48 +158,9 @@ fn card(source: &str, r: &CheckReport) -> String {
     let _ = writeln!(out, "  memory high-water: {memory}");
     let (c, m) = (&r.coverage, &r.coverage_minimums);
     let _ = writeln!(out, "  exercised (times, minimum):");
-    for (clause, got, need) in [
-        ("choices (more held than the budget)", c.choices, m.choices),
-        (
-            "back merges into queued requests",
-            c.back_merges,
-            m.back_merges,
-        ),
-        (
-            "front merges into queued requests",
-            c.front_merges,
-            m.front_merges,
-        ),
-        ("queued requests coalesced away", c.coalesced, m.coalesced),
-        (
-            "dispatches after waiting over 500 ms",
-            c.long_waits,
-            m.long_waits,
-        ),
-        (
-            "requests handed over by swaps",
-            c.handed_over,
-            m.handed_over,
-        ),
-        (
-            "completions with an error",
-            c.error_completions,
-            m.error_completions,
-        ),
-        ("requests sent back busy (requeue)", c.requeues, m.requeues),
-        ("wake-ups asked for", c.wake_ups, m.wake_ups),
-        (
-            "wake-ups overtaken by other calls",
-            c.wake_ups_overtaken,
-            m.wake_ups_overtaken,
-        ),
-        (
-            "tunables set mid-run (to their value)",
-            c.tunables_set,
-            m.tunables_set,
-        ),
-    ] {
-        let _ = writeln!(out, "    {clause:<40} {got:>8} {need:>8}");
+    for clause in &schedhost::check::CLAUSES {
+        let (got, need) = (c.of(clause), m.of(clause));
+        let _ = writeln!(out, "    {:<40} {got:>8} {need:>8}", clause.label);
     }
     if r.violations.is_empty() {
         let _ = writeln!(out, "  violations: none");

@@ -16,7 +16,7 @@ use schedhost_sdk::Op;
 
 pub use backend::{HORIZON_NS, PastHorizon, SimBackend};
 pub use drive::{Drive, DriveParams, DriveZone};
-pub use faults::{Admission, FaultPlan, FaultState, Faulty};
+pub use faults::{Admission, FaultPlan, FaultState, Faulty, MAX_RESETS};
 pub use hdd::{Hdd, HddParams};
 pub use null::{Null, NullParams};
 pub use spec::{DeviceSpec, SpecError};
