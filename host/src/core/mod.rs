@@ -375,15 +375,7 @@ impl Core {
     pub fn tunable_values(&mut self, now_ns: u64) -> Result<Result<TunableValues, String>, Fault> {
         match self.read_tunables() {
             Ok(values) => Ok(Ok(values)),
-            Err(fault) => {
-                let why = format!(
-                    "the policy failed in {} and was ejected: {fault}",
-                    fault.call
-                );
-                self.latch(fault);
-                self.settle(now_ns)?;
-                Ok(Err(why))
-            }
+            Err(fault) => self.eject_for(now_ns, fault).map(Err),
         }
     }
 
@@ -396,13 +388,23 @@ impl Core {
         self.stats.policy_calls += 1;
         match self.policy.save_state() {
             Ok(state) => Ok(Ok(state)),
-            Err(fault) => {
-                let why = format!("the policy failed in save_state and was ejected: {fault}");
-                self.latch(fault);
-                self.settle(now_ns)?;
-                Ok(Err(why))
-            }
+            Err(fault) => self.eject_for(now_ns, fault).map(Err),
         }
+    }
+
+    /// A call made outside a policy round failed: the policy is ejected (or, under
+    /// [`OnFault::Abort`], the run stops), as after any fault. Returns what to tell the asker.
+    ///
+    /// # Errors
+    /// The fault, when faults stop the run.
+    fn eject_for(&mut self, now_ns: u64, fault: Fault) -> Result<String, Fault> {
+        let why = format!(
+            "the policy failed in {} and was ejected: {fault}",
+            fault.call
+        );
+        self.latch(fault);
+        self.settle(now_ns)?;
+        Ok(why)
     }
 
     fn read_tunables(&mut self) -> Result<TunableValues, Fault> {
@@ -432,12 +434,7 @@ impl Core {
         self.stats.policy_calls += 1;
         let answer = match self.policy.set(name, value) {
             Ok(answer) => answer,
-            Err(fault) => {
-                let why = format!("the policy failed in set and was ejected: {fault}");
-                self.latch(fault);
-                self.settle(now_ns)?;
-                return Ok(Err(why));
-            }
+            Err(fault) => return self.eject_for(now_ns, fault).map(Err),
         };
         if answer.is_ok() && self.alive() {
             self.refresh_depth_limits();
