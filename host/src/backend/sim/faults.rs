@@ -1,5 +1,6 @@
-//! Device faults in simulation, seeded and deterministic: a [`FaultPlan`] wraps any model
-//! ([`Faulty`]) and makes it fail as real devices do. Reads and writes fail with EIO (at a
+//! Device faults, seeded and deterministic: a [`FaultPlan`] wraps any model ([`Faulty`])
+//! and makes it fail as real devices do; the io_uring backend drives the same
+//! [`FaultState`] between the host and the kernel (`--device PATH@…`, `serve --faults`). Reads and writes fail with EIO (at a
 //! rate, within a sector range, within a time window), completions arrive late (latency
 //! spikes), the device stalls (nothing completes for a while, then everything due does),
 //! and resets abort every request in flight with EIO. Every choice is drawn from the plan's
