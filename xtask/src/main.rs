@@ -66,11 +66,12 @@ fn run(args: Vec<String>) -> Result<()> {
             Ok(())
         }
         ["demo"] => {
-            build_all(&root)?;
+            build_policies(&root)?;
+            build_host(&root, Profile::Dev)?;
             let job = root.join("examples/jobs/demo.fio");
             cargo_status(
                 &root,
-                Command::new(root.join("target/release/schedhost"))
+                Command::new(root.join("target/debug/schedhost"))
                     .args(["--policy", "noop"])
                     .arg(job),
             )
@@ -346,10 +347,25 @@ fn workspace_root() -> PathBuf {
         .unwrap_or_default()
 }
 
+/// Which cargo profile a host build uses: `Dev` is the one `test` builds too, so the README's
+/// two commands compile the dependencies once; `Release` is for users and the benches.
+#[derive(Clone, Copy, Debug)]
+enum Profile {
+    Dev,
+    Release,
+}
+
 fn build_all(root: &Path) -> Result<()> {
     build_policies(root)?;
+    build_host(root, Profile::Release)
+}
+
+fn build_host(root: &Path, profile: Profile) -> Result<()> {
     let mut host = Command::new(env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-    host.args(["build", "--release", "--package", "schedhost"]);
+    host.args(["build", "--package", "schedhost"]);
+    if let Profile::Release = profile {
+        host.arg("--release");
+    }
     cargo_status(root, &mut host)
 }
 
