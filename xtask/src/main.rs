@@ -362,10 +362,12 @@ fn build_all(root: &Path) -> Result<()> {
 
 fn build_host(root: &Path, profile: Profile) -> Result<()> {
     let mut host = Command::new(env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-    host.args(["build", "--package", "schedhost"]);
-    if let Profile::Release = profile {
-        host.arg("--release");
-    }
+    match profile {
+        Profile::Release => host.args(["build", "--release", "--package", "schedhost"]),
+        // The same packages as `test` builds, so cargo resolves the same features for the
+        // dependencies they share and builds them once.
+        Profile::Dev => host.args(["build", "--workspace", "--exclude", "xtask", "--bins"]),
+    };
     cargo_status(root, &mut host)
 }
 
