@@ -4,7 +4,8 @@
 
 use schedhost::backend::sim::DeviceSpec;
 use schedhost::frontend::jobs::parse_job_file;
-use schedhost::frontend::jobs::sim::{self, SimOptions};
+use schedhost::frontend::jobs::sim;
+use schedhost::frontend::plan::RunPlan;
 use schedhost::policy::{NativePolicy, PolicyBackend};
 use schedhost::report::{RunInfo, Summary, to_json};
 use schedhost_policy_cscan::Cscan;
@@ -23,7 +24,7 @@ fn run(policy: Box<dyn PolicyBackend>, settings: &[(String, i64)]) -> String {
         &device,
         policy,
         settings,
-        SimOptions::default(),
+        &RunPlan::default(),
         &mut |_| {},
     )
     .unwrap();

@@ -6,6 +6,7 @@ pub mod answers;
 mod budget;
 mod calls;
 mod core_abi;
+mod interface;
 mod native;
 pub mod phases;
 mod resolve;
@@ -14,13 +15,12 @@ mod wasm;
 
 use std::fmt;
 
-use schedhost_sdk::{
-    Completion, Dispatch, Info, MergeEvent, MergeQuery, Op, Request, Setup, Tunable,
-};
+use schedhost_sdk::{Completion, Dispatch, MergeEvent, Request};
 
+pub use interface::{Answered, Around, Call, PolicyBackend, Wrapped, insert_then_dispatch};
 pub use native::{NativePolicy, native_names, native_policy};
 pub use resolve::{Loaded, PolicySource, bundled_dirs, load, resolve};
-pub use timed::Timed;
+pub use timed::{Timed, Timing};
 pub use wasm::{
     DEFAULT_CALL_DEADLINE_MS, DEFAULT_MEMORY_MIB, Limits, LoadError, LoadedPolicy,
     MAX_COMPONENT_BYTES, WasmPolicy, WasmRuntime, read_component,
@@ -103,7 +103,10 @@ pub fn timed(
     policy: Box<dyn PolicyBackend>,
     clock: &std::sync::Arc<std::sync::atomic::AtomicU64>,
 ) -> Box<dyn PolicyBackend> {
-    Box::new(Timed::new(policy, std::sync::Arc::clone(clock)))
+    Box::new(Timed::new(
+        policy,
+        Timing::new(std::sync::Arc::clone(clock)),
+    ))
 }
 
 /// What one turn of a driver has for the policy.
@@ -142,69 +145,5 @@ pub fn turn_by_parts<P: PolicyBackend + ?Sized>(
         (requests, Some((hw_queue, budget))) => policy
             .insert_and_dispatch(now_ns, requests, hw_queue, budget)
             .map(Some),
-    }
-}
-
-/// A running policy instance for one device. Every call may fail with a [`Fault`]; answers
-/// that are the policy's own refusals (a bad tunable) come back as `Ok(Err(message))`.
-pub trait PolicyBackend: Send {
-    /// Name, version, merge preference.
-    fn info(&mut self) -> Result<Info, Fault>;
-    /// Tunables with defaults and ranges.
-    fn tunables(&mut self) -> Result<Vec<Tunable>, Fault>;
-    /// Creates the policy state for a device with `settings` applied.
-    fn init(
-        &mut self,
-        setup: &Setup,
-        settings: &[(String, i64)],
-    ) -> Result<Result<(), String>, Fault>;
-    /// A tunable's value.
-    fn get(&mut self, name: &str) -> Result<Option<i64>, Fault>;
-    /// Changes a tunable.
-    fn set(&mut self, name: &str, value: i64) -> Result<Result<(), String>, Fault>;
-    /// Requests enter the scheduler.
-    fn insert(&mut self, now_ns: u64, requests: &[Request]) -> Result<(), Fault>;
-    /// Dispatched requests came back from a busy device: the policy holds them again.
-    fn requeue(&mut self, now_ns: u64, requests: &[Request]) -> Result<(), Fault>;
-    /// Up to `budget` requests for `hw_queue`.
-    fn dispatch(&mut self, now_ns: u64, hw_queue: u32, budget: u32) -> Result<Dispatch, Fault>;
-    /// `insert` then `dispatch`, in one call where the backend can do that.
-    fn insert_and_dispatch(
-        &mut self,
-        now_ns: u64,
-        requests: &[Request],
-        hw_queue: u32,
-        budget: u32,
-    ) -> Result<Dispatch, Fault> {
-        self.insert(now_ns, requests)?;
-        self.dispatch(now_ns, hw_queue, budget)
-    }
-    /// One driver turn: `turn`'s completions, merges, new requests and dispatch, heard in
-    /// that order, in as few crossings as the backend can make it (a component: one, in
-    /// flat scalars, when there is at most one completion and one request). The answer is
-    /// the dispatch's, if one was asked for.
-    fn turn(&mut self, now_ns: u64, turn: &Turn<'_>) -> Result<Option<Dispatch>, Fault> {
-        turn_by_parts(self, now_ns, turn)
-    }
-    /// May a bio join a queued request?
-    fn allow_merge(&mut self, query: &MergeQuery) -> Result<bool, Fault>;
-    /// Queued requests grew or were absorbed.
-    fn merged(&mut self, now_ns: u64, events: &[MergeEvent]) -> Result<(), Fault>;
-    /// Dispatched requests finished.
-    fn completed(&mut self, now_ns: u64, done: &[Completion]) -> Result<(), Fault>;
-    /// Scheduler tags a kind of request may hold.
-    fn limit_depth(&mut self, op: Op, sync: bool) -> Result<u32, Fault>;
-    /// State for a newer build.
-    fn save_state(&mut self) -> Result<Vec<u8>, Fault>;
-    /// Continues from saved state.
-    fn restore_state(&mut self, state: &[u8]) -> Result<Result<(), String>, Fault>;
-    /// A new, uninitialised instance of the same policy (for restarts after a fault), if
-    /// the backend can make one.
-    fn fresh(&self) -> Option<Box<dyn PolicyBackend>> {
-        None
-    }
-    /// The most linear memory the instance has held, if it runs in a sandbox that counts it.
-    fn memory_bytes(&mut self) -> Option<u64> {
-        None
     }
 }

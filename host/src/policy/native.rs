@@ -19,61 +19,29 @@ impl<P: Policy> Default for NativePolicy<P> {
     }
 }
 
-impl<P: Policy + Send + 'static> PolicyBackend for NativePolicy<P> {
-    fn fresh(&self) -> Option<Box<dyn PolicyBackend>> {
-        Some(Box::new(Self::default()))
-    }
-    fn info(&mut self) -> Result<Info, Fault> {
-        Ok(self.0.info())
-    }
-    fn tunables(&mut self) -> Result<Vec<Tunable>, Fault> {
-        Ok(self.0.tunables())
-    }
-    fn init(
-        &mut self,
-        setup: &Setup,
-        settings: &[(String, i64)],
-    ) -> Result<Result<(), String>, Fault> {
-        Ok(self.0.init(setup, settings))
-    }
-    fn get(&mut self, name: &str) -> Result<Option<i64>, Fault> {
-        Ok(self.0.get(name))
-    }
-    fn set(&mut self, name: &str, value: i64) -> Result<Result<(), String>, Fault> {
-        Ok(self.0.set(name, value))
-    }
-    fn insert(&mut self, now_ns: u64, requests: &[Request]) -> Result<(), Fault> {
-        self.0.insert(now_ns, requests);
-        Ok(())
-    }
-    fn requeue(&mut self, now_ns: u64, requests: &[Request]) -> Result<(), Fault> {
-        self.0.requeue(now_ns, requests);
-        Ok(())
-    }
-    fn dispatch(&mut self, now_ns: u64, hw_queue: u32, budget: u32) -> Result<Dispatch, Fault> {
-        Ok(self.0.dispatch(now_ns, hw_queue, budget))
-    }
-    fn allow_merge(&mut self, query: &MergeQuery) -> Result<bool, Fault> {
-        Ok(self.0.allow_merge(query))
-    }
-    fn merged(&mut self, now_ns: u64, events: &[MergeEvent]) -> Result<(), Fault> {
-        self.0.merged(now_ns, events);
-        Ok(())
-    }
-    fn completed(&mut self, now_ns: u64, done: &[Completion]) -> Result<(), Fault> {
-        self.0.completed(now_ns, done);
-        Ok(())
-    }
-    fn limit_depth(&mut self, op: Op, sync: bool) -> Result<u32, Fault> {
-        Ok(self.0.limit_depth(op, sync))
-    }
-    fn save_state(&mut self) -> Result<Vec<u8>, Fault> {
-        Ok(self.0.save_state())
-    }
-    fn restore_state(&mut self, state: &[u8]) -> Result<Result<(), String>, Fault> {
-        Ok(self.0.restore_state(state))
-    }
+/// Every required call goes straight to the SDK's runtime, which has a method of the same
+/// name and arguments for each; the provided ones keep their defaults.
+macro_rules! native_calls {
+    (
+        required { $($(#[$doc:meta])* $name:ident($($arg:ident: $ty:ty),* $(,)?) -> $ret:ty;)* }
+        provided { $($provided:tt)* }
+    ) => {
+        #[allow(
+            clippy::extra_unused_lifetimes,
+            reason = "every call is declared with 'a, whether its arguments borrow or not"
+        )]
+        impl<P: Policy + Send + 'static> PolicyBackend for NativePolicy<P> {
+            $(fn $name<'a>(&mut self, $($arg: $ty),*) -> Result<$ret, Fault> {
+                Ok(self.0.$name($($arg),*))
+            })*
+
+            fn fresh(&self) -> Option<Box<dyn PolicyBackend>> {
+                Some(Box::new(Self::default()))
+            }
+        }
+    };
 }
+super::interface::policy_calls!(native_calls);
 
 /// The policies built into the host natively, by name.
 /// Makes a fresh instance.

@@ -14,8 +14,8 @@
 //! checked against its memory before it is read, lengths are bounded before anything is
 //! copied, and text must be UTF-8.
 
-use schedhost_sdk::{Completion, Dispatch, Request, RequestId, packed};
-use wasmtime::{Engine, Instance, Memory, Module, Store, TypedFunc};
+use schedhost_sdk::{Completion, Dispatch, Request, packed};
+use wasmtime::{Engine, Instance, Module, Store, TypedFunc};
 
 use super::calls::{Caps, INTERFACE, INTERFACE_VERSION, Scheduler, wit};
 
@@ -24,6 +24,11 @@ use super::calls::{Caps, INTERFACE, INTERFACE_VERSION, Scheduler, wit};
 const MAX_ANSWER_IDS: u32 = 1 << 16;
 /// Most bytes of saved state read back.
 const MAX_STATE_BYTES: u32 = 64 << 20;
+
+mod guest;
+mod layout;
+
+use guest::{Guest, bad};
 
 /// The core module of a component, if the component is one this module can call.
 #[derive(Clone)]
@@ -156,10 +161,6 @@ impl CoreModule {
 /// A function returning its results in a return area, and its post-return function.
 type WithPost<P> = (TypedFunc<P, u32>, Option<TypedFunc<u32, ()>>);
 
-/// A policy's linear memory, read as the canonical ABI lays answers out in it. Nothing
-/// it holds is trusted: every read is bounds-checked.
-struct Guest(Memory);
-
 /// The interface's functions in one core instance.
 pub(super) struct CoreCalls {
     guest: Guest,
@@ -186,169 +187,6 @@ pub(super) struct CoreCalls {
     turn_after_completion:
         TypedFunc<(u64, u64, u64, u64, u64, u64, u64, u64, u64, u64, u64, u64), u64>,
     take_answer: WithPost<()>,
-}
-
-/// An answer that breaks the canonical ABI: a trap of the guest's making.
-fn bad(what: &str) -> wasmtime::Error {
-    wasmtime::Error::msg(format!("the policy's answer is malformed: {what}"))
-}
-
-impl Guest {
-    /// `len` bytes at `ptr` of the guest's memory, if they lie inside it.
-    fn bytes<'s>(&self, store: &'s Store<Caps>, ptr: u32, len: u32) -> wasmtime::Result<&'s [u8]> {
-        let start = ptr as usize;
-        let end = start
-            .checked_add(len as usize)
-            .ok_or_else(|| bad("a length past the end of memory"))?;
-        self.0
-            .data(store)
-            .get(start..end)
-            .ok_or_else(|| bad("a pointer outside memory"))
-    }
-
-    fn u32_at(&self, store: &Store<Caps>, at: u32) -> wasmtime::Result<u32> {
-        let b = self.bytes(store, at, 4)?;
-        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-    }
-
-    fn u64_at(&self, store: &Store<Caps>, at: u32) -> wasmtime::Result<u64> {
-        let b = self.bytes(store, at, 8)?;
-        Ok(u64::from_le_bytes(
-            b.try_into().map_err(|_| bad("a short read"))?,
-        ))
-    }
-
-    fn u8_at(&self, store: &Store<Caps>, at: u32) -> wasmtime::Result<u8> {
-        Ok(self.bytes(store, at, 1)?[0])
-    }
-
-    /// A field `offset` bytes into the return area at `area`.
-    fn field(area: u32, offset: u32) -> wasmtime::Result<u32> {
-        area.checked_add(offset)
-            .ok_or_else(|| bad("a return area past the end of memory"))
-    }
-
-    /// The string whose (pointer, length) pair is at `at`.
-    fn string_at(&self, store: &Store<Caps>, at: u32, limit: u32) -> wasmtime::Result<String> {
-        let (ptr, len) = (
-            self.u32_at(store, at)?,
-            self.u32_at(store, Self::field(at, 4)?)?,
-        );
-        if len > limit {
-            return Err(bad(&format!("a string of {len} bytes")));
-        }
-        let bytes = self.bytes(store, ptr, len)?;
-        String::from_utf8(bytes.to_vec()).map_err(|_| bad("a string that is not UTF-8"))
-    }
-
-    /// A `result<_, string>` in the return area at `area`.
-    fn unit_or_string(
-        &self,
-        store: &Store<Caps>,
-        area: u32,
-    ) -> wasmtime::Result<Result<(), String>> {
-        match self.u8_at(store, area)? {
-            0 => Ok(Ok(())),
-            1 => Ok(Err(self.message_at(store, Self::field(area, 4)?)?)),
-            _ => Err(bad("a result that is neither ok nor error")),
-        }
-    }
-
-    /// A refusal's message whose (pointer, length) pair is at `at`: read no further than
-    /// the host keeps of one ([`super::answers::MAX_MESSAGE`]), as the component API would
-    /// lift it whole and then cut it. Bytes that are not UTF-8 are replaced.
-    fn message_at(&self, store: &Store<Caps>, at: u32) -> wasmtime::Result<String> {
-        let (ptr, len) = (
-            self.u32_at(store, at)?,
-            self.u32_at(store, Self::field(at, 4)?)?,
-        );
-        let bytes = self.bytes(store, ptr, len)?;
-        let kept = &bytes[..bytes.len().min(super::answers::MAX_MESSAGE + 1)];
-        Ok(super::answers::bound_message(
-            String::from_utf8_lossy(kept).into_owned(),
-        ))
-    }
-
-    /// A `policy-info` in the return area at `area`.
-    fn info_at(&self, store: &Store<Caps>, area: u32) -> wasmtime::Result<wit::PolicyInfo> {
-        let limit = super::answers::MAX_NAME as u32 * 4;
-        Ok(wit::PolicyInfo {
-            name: self.string_at(store, area, limit)?,
-            version: self.string_at(store, Self::field(area, 8)?, limit)?,
-            merge_veto: self.u8_at(store, Self::field(area, 16)?)? != 0,
-            completions: self.u8_at(store, Self::field(area, 17)?)? != 0,
-        })
-    }
-
-    /// A `list<tunable>` in the return area at `area`, read to one past the host's bound.
-    fn tunables_at(&self, store: &Store<Caps>, area: u32) -> wasmtime::Result<Vec<wit::Tunable>> {
-        let (ptr, len) = (
-            self.u32_at(store, area)?,
-            self.u32_at(store, Self::field(area, 4)?)?,
-        );
-        // One more than the host accepts, so a longer list is seen as one.
-        let len = len.min(super::answers::MAX_TUNABLES as u32 + 1);
-        let name = super::answers::MAX_NAME as u32 * 4;
-        let help = super::answers::MAX_HELP as u32 * 4;
-        let mut list = Vec::with_capacity(len as usize);
-        for i in 0..len {
-            let at = ptr
-                .checked_add(i.checked_mul(48).ok_or_else(|| bad("tunables"))?)
-                .ok_or_else(|| bad("tunables past the end of memory"))?;
-            list.push(wit::Tunable {
-                name: self.string_at(store, at, name)?,
-                default: self.u64_at(store, Self::field(at, 8)?)? as i64,
-                min: self.u64_at(store, Self::field(at, 16)?)? as i64,
-                max: self.u64_at(store, Self::field(at, 24)?)? as i64,
-                unit: self.string_at(store, Self::field(at, 32)?, name)?,
-                help: self.string_at(store, Self::field(at, 40)?, help)?,
-            });
-        }
-        Ok(list)
-    }
-
-    /// An `option<s64>` in the return area at `area`.
-    fn option_s64_at(&self, store: &Store<Caps>, area: u32) -> wasmtime::Result<Option<i64>> {
-        match self.u8_at(store, area)? {
-            0 => Ok(None),
-            1 => Ok(Some(self.u64_at(store, Self::field(area, 8)?)? as i64)),
-            _ => Err(bad("an option that is neither none nor some")),
-        }
-    }
-
-    /// A `list<u8>` of saved state in the return area at `area`.
-    fn state_at(&self, store: &Store<Caps>, area: u32) -> wasmtime::Result<Vec<u8>> {
-        let (ptr, len) = (
-            self.u32_at(store, area)?,
-            self.u32_at(store, Self::field(area, 4)?)?,
-        );
-        if len > MAX_STATE_BYTES {
-            return Err(bad(&format!("{len} bytes of saved state")));
-        }
-        Ok(self.bytes(store, ptr, len)?.to_vec())
-    }
-
-    /// A `dispatch-answer` in the return area at `area`.
-    fn answer_at(&self, store: &Store<Caps>, area: u32) -> wasmtime::Result<Dispatch> {
-        let (ptr, len) = (
-            self.u32_at(store, area)?,
-            self.u32_at(store, Self::field(area, 4)?)?,
-        );
-        let len = len.min(MAX_ANSWER_IDS);
-        let bytes = self.bytes(store, ptr, len.checked_mul(8).ok_or_else(|| bad("ids"))?)?;
-        let mut ids = vec![RequestId(0); len as usize];
-        for (id, word) in ids.iter_mut().zip(bytes.chunks_exact(8)) {
-            let mut le = [0; 8];
-            le.copy_from_slice(word);
-            *id = RequestId(u64::from_le_bytes(le));
-        }
-        let wake_at_ns = match self.u8_at(store, Self::field(area, 8)?)? {
-            0 => None,
-            1 => Some(self.u64_at(store, Self::field(area, 16)?)?),
-            _ => return Err(bad("an option that is neither none nor some")),
-        };
-        Ok(Dispatch { ids, wake_at_ns })
-    }
 }
 
 impl CoreCalls {
@@ -443,12 +281,14 @@ impl Scheduler for CoreCalls {
         setup: wit::Setup,
         settings: &[(String, i64)],
     ) -> wasmtime::Result<Result<(), String>> {
-        let mut tuples = Vec::with_capacity(settings.len() * 16);
+        let mut tuples = Vec::with_capacity(settings.len() * layout::SETTING_SIZE);
         for (name, value) in settings {
             let (ptr, len) = self.lower_str(store, name)?;
-            tuples.extend_from_slice(&ptr.to_le_bytes());
-            tuples.extend_from_slice(&len.to_le_bytes());
-            tuples.extend_from_slice(&value.to_le_bytes());
+            let mut tuple = [0u8; layout::SETTING_SIZE];
+            tuple[..4].copy_from_slice(&ptr.to_le_bytes());
+            tuple[layout::LEN as usize..8].copy_from_slice(&len.to_le_bytes());
+            tuple[layout::SETTING_VALUE..].copy_from_slice(&value.to_le_bytes());
+            tuples.extend_from_slice(&tuple);
         }
         let list = self.lower(store, &tuples, 8)?;
         let params = (
@@ -559,16 +399,19 @@ impl Scheduler for CoreCalls {
         now_ns: u64,
         events: &[wit::MergeEvent],
     ) -> wasmtime::Result<()> {
-        let mut bytes = Vec::with_capacity(events.len() * 40);
+        use layout::{
+            EVENT_ABSORBED, EVENT_ABSORBED_VALUE, EVENT_KIND, EVENT_SECTOR, EVENT_SECTORS,
+        };
+        let mut bytes = Vec::with_capacity(events.len() * layout::EVENT_SIZE);
         for e in events {
-            let mut record = [0u8; 40];
-            record[0..8].copy_from_slice(&e.target.to_le_bytes());
-            record[8..16].copy_from_slice(&e.sector.to_le_bytes());
-            record[16..20].copy_from_slice(&e.sectors.to_le_bytes());
-            record[20] = kind_index(e.kind);
+            let mut record = [0u8; layout::EVENT_SIZE];
+            record[..EVENT_SECTOR].copy_from_slice(&e.target.to_le_bytes());
+            record[EVENT_SECTOR..EVENT_SECTOR + 8].copy_from_slice(&e.sector.to_le_bytes());
+            record[EVENT_SECTORS..EVENT_SECTORS + 4].copy_from_slice(&e.sectors.to_le_bytes());
+            record[EVENT_KIND] = kind_index(e.kind);
             if let Some(absorbed) = e.absorbed {
-                record[24] = 1;
-                record[32..40].copy_from_slice(&absorbed.to_le_bytes());
+                record[EVENT_ABSORBED] = 1;
+                record[EVENT_ABSORBED_VALUE..].copy_from_slice(&absorbed.to_le_bytes());
             }
             bytes.extend_from_slice(&record);
         }
@@ -667,77 +510,4 @@ fn answered<P: wasmtime::WasmParams, T>(
 }
 
 #[cfg(test)]
-mod tests {
-    use wasmtime::{MemoryType, Store};
-
-    use super::*;
-
-    /// A guest memory of one page with `bytes` at 0.
-    fn guest(bytes: &[u8]) -> (Store<Caps>, Guest) {
-        let engine = Engine::default();
-        let mut store = Store::new(&engine, Caps::for_tests());
-        let memory = Memory::new(&mut store, MemoryType::new(1, Some(1))).unwrap();
-        memory.data_mut(&mut store)[..bytes.len()].copy_from_slice(bytes);
-        (store, Guest(memory))
-    }
-
-    fn le(words: &[u32]) -> Vec<u8> {
-        words.iter().flat_map(|w| w.to_le_bytes()).collect()
-    }
-
-    #[test]
-    fn pointers_and_lengths_outside_memory_are_errors_not_panics() {
-        // A dispatch answer whose ids lie past the end of memory.
-        let (store, g) = guest(&le(&[65_530, 4, 0, 0, 0, 0]));
-        assert!(g.answer_at(&store, 0).is_err());
-        // A length that wraps the address space.
-        let (store, g) = guest(&le(&[16, u32::MAX]));
-        assert!(g.string_at(&store, 0, u32::MAX).is_err());
-        // A return area at the very end of memory.
-        let (store, g) = guest(&[]);
-        assert!(g.answer_at(&store, 65_532).is_err());
-        assert!(g.answer_at(&store, u32::MAX).is_err());
-    }
-
-    #[test]
-    fn malformed_strings_options_and_results_are_refused() {
-        // A string that is not UTF-8, and one over its limit.
-        let mut bytes = le(&[8, 2]);
-        bytes.extend_from_slice(&[0xff, 0xfe]);
-        let (store, g) = guest(&bytes);
-        assert!(g.string_at(&store, 0, 64).is_err());
-        let (store, g) = guest(&le(&[8, 100]));
-        assert!(g.string_at(&store, 0, 64).is_err());
-        // An option discriminant of 7.
-        let (store, g) = guest(&le(&[0, 0, 7, 0, 0, 0]));
-        assert!(g.answer_at(&store, 0).is_err());
-        // A result discriminant of 2.
-        let (store, g) = guest(&[2]);
-        assert!(g.unit_or_string(&store, 0).is_err());
-    }
-
-    #[test]
-    fn a_long_refusal_is_cut_not_a_fault() {
-        let mut bytes = vec![1, 0, 0, 0];
-        bytes.extend(le(&[12, 3000]));
-        bytes.extend(std::iter::repeat_n(b'x', 3000));
-        let (store, g) = guest(&bytes);
-        let message = g.unit_or_string(&store, 0).unwrap().unwrap_err();
-        assert!(
-            message.len() <= super::super::answers::MAX_MESSAGE + 8,
-            "{}",
-            message.len()
-        );
-        assert!(message.starts_with("xxx"));
-    }
-
-    #[test]
-    fn an_answer_claiming_more_ids_than_memory_holds_is_refused() {
-        let (store, g) = guest(&le(&[24, 4_000_000, 0, 0, 0, 0]));
-        // 4 M ids would run past the page: refused. A bounded read of a plausible one works.
-        assert!(g.answer_at(&store, 0).is_err());
-        let (store, g) = guest(&le(&[24, 1, 0, 0, 0, 0, 42, 0]));
-        let answer = g.answer_at(&store, 0).unwrap();
-        assert_eq!((answer.ids, answer.wake_at_ns), (vec![RequestId(42)], None));
-    }
-}
+mod tests;

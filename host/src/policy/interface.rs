@@ -1,0 +1,220 @@
+//! The policy interface, declared once.
+//!
+//! [`policy_calls!`] lists every call the host makes of a running policy: its name, its
+//! arguments and its answer. From that one list come the [`PolicyBackend`] trait, the
+//! [`Call`] and [`Answered`] a wrapper sees, [`Wrapped`]'s forwarding of every call through
+//! one [`Around`] hook (timing for the metrics, the contract's recorder), and
+//! [`super::NativePolicy`]'s calls into the SDK's runtime. A list expanded by `macro_rules`
+//! rather than a build step: the compiler checks every expansion against the trait, and
+//! there is no generated file to keep in step.
+//!
+//! The component side converts each call's arguments the canonical ABI's way
+//! ([`super::wasm`], and [`super::core_abi`], whose export table and layouts are tested
+//! against `wit/policy.wit`), so it stays written out.
+
+use schedhost_sdk::{
+    Completion, Dispatch, Info, MergeEvent, MergeQuery, Op, Request, Setup, Tunable,
+};
+
+use super::{Fault, Turn, turn_by_parts};
+
+/// Hands `$then` the interface's calls: first those every backend answers, then those with
+/// a default made of the others (`= default_fn`). Each is `name(args) -> answer`; the
+/// answer is wrapped in `Result<_, Fault>`.
+macro_rules! policy_calls {
+    ($then:ident) => {
+        $then! {
+            required {
+                /// Name, version, merge preference.
+                info() -> Info;
+                /// Tunables with defaults and ranges.
+                tunables() -> Vec<Tunable>;
+                /// Creates the policy state for a device with `settings` applied; the
+                /// policy's refusal of a setting is `Ok(Err(message))`.
+                init(setup: &'a Setup, settings: &'a [(String, i64)]) -> Result<(), String>;
+                /// A tunable's value.
+                get(name: &'a str) -> Option<i64>;
+                /// Changes a tunable; a refusal is `Ok(Err(message))`.
+                set(name: &'a str, value: i64) -> Result<(), String>;
+                /// Requests enter the scheduler.
+                insert(now_ns: u64, requests: &'a [Request]) -> ();
+                /// Dispatched requests came back from a busy device: the policy holds them
+                /// again.
+                requeue(now_ns: u64, requests: &'a [Request]) -> ();
+                /// Up to `budget` requests for `hw_queue`.
+                dispatch(now_ns: u64, hw_queue: u32, budget: u32) -> Dispatch;
+                /// May a bio join a queued request?
+                allow_merge(query: &'a MergeQuery) -> bool;
+                /// Queued requests grew or were absorbed.
+                merged(now_ns: u64, events: &'a [MergeEvent]) -> ();
+                /// Dispatched requests finished.
+                completed(now_ns: u64, done: &'a [Completion]) -> ();
+                /// Scheduler tags a kind of request may hold.
+                limit_depth(op: Op, sync: bool) -> u32;
+                /// State for a newer build.
+                save_state() -> Vec<u8>;
+                /// Continues from saved state; a refusal is `Ok(Err(message))`.
+                restore_state(state: &'a [u8]) -> Result<(), String>;
+            }
+            provided {
+                /// `insert` then `dispatch`, in one call where the backend can do that.
+                insert_and_dispatch(
+                    now_ns: u64,
+                    requests: &'a [Request],
+                    hw_queue: u32,
+                    budget: u32
+                ) -> Dispatch = insert_then_dispatch;
+                /// One driver turn: `turn`'s completions, merges, new requests and dispatch,
+                /// heard in that order, in as few crossings as the backend can make it (a
+                /// component: one, in flat scalars, when there is at most one completion and
+                /// one request). The answer is the dispatch's, if one was asked for.
+                turn(now_ns: u64, turn: &'a Turn<'a>) -> Option<Dispatch> = turn_by_parts;
+            }
+        }
+    };
+}
+pub(super) use policy_calls;
+
+/// `insert` then `dispatch`: [`PolicyBackend::insert_and_dispatch`] where the backend has
+/// no single call for it.
+///
+/// # Errors
+/// The fault of the call that failed.
+pub fn insert_then_dispatch<P: PolicyBackend + ?Sized>(
+    policy: &mut P,
+    now_ns: u64,
+    requests: &[Request],
+    hw_queue: u32,
+    budget: u32,
+) -> Result<Dispatch, Fault> {
+    policy.insert(now_ns, requests)?;
+    policy.dispatch(now_ns, hw_queue, budget)
+}
+
+/// The trait, [`Call`], [`Answered`] and [`Wrapped`]'s forwarding, from the list.
+macro_rules! declare {
+    (
+        required { $($(#[$rdoc:meta])* $rname:ident($($rarg:ident: $rty:ty),* $(,)?) -> $rret:ty;)* }
+        provided { $($(#[$pdoc:meta])* $pname:ident($($parg:ident: $pty:ty),* $(,)?) -> $pret:ty = $pdefault:path;)* }
+    ) => {
+        /// A running policy instance for one device. Every call may fail with a [`Fault`];
+        /// answers that are the policy's own refusals (a bad tunable) come back as
+        /// `Ok(Err(message))`.
+        #[allow(
+            clippy::extra_unused_lifetimes,
+            reason = "every call is declared with 'a, whether its arguments borrow or not"
+        )]
+        pub trait PolicyBackend: Send {
+            $($(#[$rdoc])* fn $rname<'a>(&mut self, $($rarg: $rty),*) -> Result<$rret, Fault>;)*
+            $($(#[$pdoc])* fn $pname<'a>(&mut self, $($parg: $pty),*) -> Result<$pret, Fault> {
+                $pdefault(self, $($parg),*)
+            })*
+
+            /// A new, uninitialised instance of the same policy (for restarts after a
+            /// fault), if the backend can make one.
+            fn fresh(&self) -> Option<Box<dyn PolicyBackend>> {
+                None
+            }
+
+            /// The most linear memory the instance has held, if it runs in a sandbox that
+            /// counts it.
+            fn memory_bytes(&mut self) -> Option<u64> {
+                None
+            }
+        }
+
+        /// One call on its way to the policy, with its arguments.
+        #[derive(Debug, Clone, Copy)]
+        #[allow(non_camel_case_types, missing_docs, reason = "a variant per call, named as the call")]
+        pub enum Call<'a> {
+            $($rname { $($rarg: $rty),* },)*
+            $($pname { $($parg: $pty),* },)*
+        }
+
+        /// A call's answer, as the policy gave it.
+        #[derive(Debug, Clone, Copy)]
+        #[allow(non_camel_case_types, missing_docs, reason = "a variant per call, named as the call")]
+        pub enum Answered<'a> {
+            $($rname(Result<&'a $rret, &'a Fault>),)*
+            $($pname(Result<&'a $pret, &'a Fault>),)*
+        }
+
+        #[allow(
+            clippy::extra_unused_lifetimes,
+            reason = "every call is declared with 'a, whether its arguments borrow or not"
+        )]
+        impl<H: Around> PolicyBackend for Wrapped<H> {
+            $(fn $rname<'a>(&mut self, $($rarg: $rty),*) -> Result<$rret, Fault> {
+                let call = Call::$rname { $($rarg),* };
+                self.hook.before(self.inner.as_mut(), &call)?;
+                let answer = self.inner.$rname($($rarg),*);
+                self.hook.after(self.inner.as_mut(), &call, Answered::$rname(answer.as_ref()));
+                answer
+            })*
+            $(fn $pname<'a>(&mut self, $($parg: $pty),*) -> Result<$pret, Fault> {
+                let call = Call::$pname { $($parg),* };
+                self.hook.before(self.inner.as_mut(), &call)?;
+                let answer = self.inner.$pname($($parg),*);
+                self.hook.after(self.inner.as_mut(), &call, Answered::$pname(answer.as_ref()));
+                answer
+            })*
+
+            fn fresh(&self) -> Option<Box<dyn PolicyBackend>> {
+                let inner = self.inner.fresh()?;
+                Some(Box::new(Wrapped::new(inner, self.hook.fresh()?)))
+            }
+
+            fn memory_bytes(&mut self) -> Option<u64> {
+                self.inner.memory_bytes()
+            }
+        }
+    };
+}
+policy_calls!(declare);
+
+/// What a wrapper does around every call of the policy it wraps.
+pub trait Around: Send + 'static {
+    /// Before `call` reaches the policy, `inner`. An error answers the call instead of the
+    /// policy (a recorder whose own calls of it failed).
+    ///
+    /// # Errors
+    /// The fault to answer with.
+    fn before(&mut self, inner: &mut dyn PolicyBackend, call: &Call<'_>) -> Result<(), Fault> {
+        let _ = (inner, call);
+        Ok(())
+    }
+
+    /// After the policy, `inner`, answered `call` with `answer`.
+    fn after(&mut self, inner: &mut dyn PolicyBackend, call: &Call<'_>, answer: Answered<'_>);
+
+    /// The same hook for a fresh instance of the policy (a restart), if it can follow one.
+    fn fresh(&self) -> Option<Self>
+    where
+        Self: Sized;
+}
+
+/// `inner` with every call going through `hook`.
+pub struct Wrapped<H> {
+    inner: Box<dyn PolicyBackend>,
+    hook: H,
+}
+
+impl<H: Around> Wrapped<H> {
+    /// Wraps `inner` in `hook`.
+    pub fn new(inner: Box<dyn PolicyBackend>, hook: H) -> Self {
+        Self { inner, hook }
+    }
+
+    /// The hook, to read what it gathered.
+    pub fn hook(&self) -> &H {
+        &self.hook
+    }
+}
+
+impl<H: std::fmt::Debug> std::fmt::Debug for Wrapped<H> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Wrapped")
+            .field("hook", &self.hook)
+            .finish_non_exhaustive()
+    }
+}
