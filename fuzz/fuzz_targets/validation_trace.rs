@@ -4,7 +4,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use schedhost::backend::sim::{DeviceSpec, DriveParams};
-use schedhost::validate::{parse_trace, validate};
+use schedhost::fidelity::{parse_trace, validate};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {

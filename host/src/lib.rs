@@ -14,6 +14,10 @@
 //! - [`observe`]: what a run records while it runs (statistics, the live line, events,
 //!   metrics) and plots; [`report`]: fio-like text and JSON reports of a finished run.
 //!
+//! Above them, the two checks: [`contract`] (`policy check`: the policy contract, checked on
+//! seeded simulated workloads) and [`fidelity`] (`schedhost validate`: the simulator against
+//! DiskSim's recorded drives).
+//!
 //! Beside them, used from several layers: [`control`] (the control socket and its client),
 //! [`verify`] (fio-style data verification), [`input`] (reading the files a user names:
 //! regular files only, bounded in size) and [`peer`] (private unix sockets, deadlines over
@@ -22,10 +26,11 @@
 #![deny(missing_docs)]
 
 pub mod backend;
-pub mod check;
+pub mod contract;
 pub mod control;
 pub mod core;
 pub mod engine;
+pub mod fidelity;
 pub mod frontend;
 pub mod input;
 pub mod observe;
@@ -33,5 +38,4 @@ pub mod output;
 pub mod peer;
 pub mod policy;
 pub mod report;
-pub mod validate;
 pub mod verify;

@@ -4,9 +4,10 @@
 use std::path::Path;
 
 use schedhost::backend::sim::DeviceSpec;
-use schedhost::check::{CheckOptions, check};
+use schedhost::contract::{CheckOptions, check};
 use schedhost::frontend::jobs::parse_job_file;
-use schedhost::frontend::jobs::sim::{self, SimOptions};
+use schedhost::frontend::jobs::sim;
+use schedhost::frontend::plan::RunPlan;
 use schedhost::policy::{PolicyBackend, WasmRuntime};
 use schedhost_sdk::{MergeEvent, MergeKind, Op, PrioClass, Request, RequestId, Sector, Setup};
 
@@ -125,7 +126,7 @@ fn the_c_policy_runs_a_seed_job_to_the_end() {
         &device,
         Box::new(policy),
         &[],
-        SimOptions::default(),
+        &RunPlan::default(),
         &mut |_| {},
     )
     .unwrap();

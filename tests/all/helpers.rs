@@ -95,8 +95,8 @@ impl RawIds for [schedhost_sdk::RequestId] {
 }
 
 /// Fresh instances of component `name` under `policy check`'s fuel (2 M units a call), for
-/// `schedhost::check::check`; `None` as [`component`].
-pub fn component_maker(name: &str) -> Option<schedhost::check::Maker> {
+/// `schedhost::contract::check`; `None` as [`component`].
+pub fn component_maker(name: &str) -> Option<schedhost::contract::Maker> {
     let path = component(name)?;
     let limits = schedhost::policy::Limits {
         fuel: Some(2_000_000),

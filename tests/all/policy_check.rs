@@ -5,7 +5,7 @@ use schedhost_sdk::RequestId;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use schedhost::check::{CheckOptions, CheckReport, Maker, Violation, check};
+use schedhost::contract::{CheckOptions, CheckReport, Maker, Violation, check};
 use schedhost::policy::{NativePolicy, PolicyBackend};
 use schedhost_sdk::{Dispatch, MergeEvent, Policy, Request, Setup, TunableSpec};
 
@@ -59,7 +59,7 @@ fn every_chaos_mode_fails_check_with_its_violation_named() {
         (3, "fault", "insert-and-dispatch"),
         (4, "unknown-id", "never given"),
         (5, "dispatched-twice", "again"),
-        (6, "stall", "asked for no wake-up"),
+        (6, "stall", "none asked for a wake-up"),
         (7, "fault", "fuel"),
         (8, "save-restore", "restore-state"),
         (9, "fault", "times in a row"),
@@ -106,7 +106,7 @@ fn policies_that_break_in_merges_state_handover_or_requeue_fail_by_name() {
         (14, "absorbed-id", "a merge had absorbed"),
         (15, "", "dispatched"),
         // Requests it forgot are held by the host, never dispatched.
-        (16, "stall", "holds"),
+        (16, "stall", "cannot progress"),
     ];
     let Some(make) = component_maker("chaos") else {
         return;

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use schedhost::backend::sim::DeviceSpec;
 use schedhost::backend::sim::drive::disksim::{import, import_parv, to_spec_text};
-use schedhost::validate::{parse_trace, validate};
+use schedhost::fidelity::{parse_trace, validate};
 
 fn data(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

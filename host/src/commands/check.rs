@@ -2,17 +2,21 @@
 //! workloads, with a report card in text or JSON and a non-zero exit on any violation.
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use anyhow::{Context, Result, bail};
-use schedhost::check::{CheckOptions, CheckReport, Maker, check};
-use schedhost::policy::{DEFAULT_CALL_DEADLINE_MS, DEFAULT_MEMORY_MIB, Limits, WasmRuntime, load};
+use anyhow::{Result, bail};
+use schedhost::contract::{CheckOptions, CheckReport, Maker, check};
+use schedhost::policy::load;
 
+use super::plan::{LimitArgs, Watchdog, parse_watchdog};
 use super::{OutputFormat, parse_setting};
 
 /// Fuel per call under check: honest policies use a few thousand units a call on these
 /// workloads; a call that needs millions is doing something no scheduler needs.
 const CHECK_FUEL: u64 = 2_000_000;
+
+/// The watchdog under check: a round is seconds long, so a policy that holds requests for
+/// two of them without dispatching is stuck.
+const CHECK_WATCHDOG_NS: u64 = 2_000_000_000;
 
 #[derive(Debug, clap::Args)]
 pub struct CheckArgs {
@@ -35,18 +39,13 @@ pub struct CheckArgs {
     /// violation, in ms.
     #[arg(long, value_name = "MS", default_value_t = 5000, value_parser = clap::value_parser!(u64).range(1..=86_400_000))]
     pub max_wait_ms: u64,
-    /// Holding requests while dispatching nothing for this long (virtual time) is a fault.
-    #[arg(long, value_name = "MS", default_value_t = 2000, value_parser = clap::value_parser!(u64).range(1..=86_400_000))]
-    pub watchdog_ms: u64,
-    /// Wall-clock time a policy call may take.
-    #[arg(long, value_name = "MS", default_value_t = DEFAULT_CALL_DEADLINE_MS, value_parser = clap::value_parser!(u64).range(1..))]
-    pub call_deadline: u64,
-    /// Linear memory a policy instance may use.
-    #[arg(long, value_name = "MIB", default_value_t = DEFAULT_MEMORY_MIB as u64, value_parser = clap::value_parser!(u64).range(1..=256))]
-    pub policy_memory: u64,
-    /// Fuel per policy call (about one unit per wasm instruction).
-    #[arg(long, value_name = "UNITS", default_value_t = CHECK_FUEL, value_parser = clap::value_parser!(u64).range(1..))]
-    pub fuel: u64,
+    /// Holding requests while dispatching nothing for this long (virtual time) is a fault,
+    /// as `run`'s --watchdog; default 2 here (0: never).
+    #[arg(long, value_name = "SECONDS", value_parser = parse_watchdog)]
+    pub watchdog: Option<Watchdog>,
+    /// The sandbox's limits, as `run`'s; fuel defaults to 2 000 000 units a call here.
+    #[command(flatten)]
+    pub limits: LimitArgs,
     /// Report format.
     #[arg(long, value_enum, default_value_t = OutputFormat::Normal)]
     pub output_format: OutputFormat,
@@ -57,13 +56,7 @@ impl CheckArgs {
         if !(self.runtime > 0.0 && self.runtime <= 3600.0) {
             bail!("--runtime {}: give 0 < SECS ≤ 3600", self.runtime);
         }
-        let limits = Limits {
-            call_deadline: Duration::from_millis(self.call_deadline),
-            memory_bytes: (self.policy_memory as usize) << 20,
-            fuel: Some(self.fuel),
-        };
-        let runtime =
-            WasmRuntime::with_limits(limits).context("setting up the WebAssembly engine")?;
+        let runtime = self.limits.runtime(Some(CHECK_FUEL))?;
         let (source, loaded) = load(&runtime, &self.policy)?;
         let make: Maker = Arc::new(move || loaded.instantiate().map_err(|e| format!("{e:#}")));
         let options = CheckOptions {
@@ -71,7 +64,7 @@ impl CheckArgs {
             rounds: self.rounds,
             runtime_ns: (self.runtime * 1e9) as u64,
             max_wait_ns: self.max_wait_ms * 1_000_000,
-            watchdog_ns: self.watchdog_ms * 1_000_000,
+            watchdog_ns: self.watchdog.map_or(Some(CHECK_WATCHDOG_NS), |w| w.0),
             settings: self.settings.clone(),
         };
         let report = check(&make, &options);
@@ -158,7 +151,7 @@ fn card(source: &str, r: &CheckReport) -> String {
     let _ = writeln!(out, "  memory high-water: {memory}");
     let (c, m) = (&r.coverage, &r.coverage_minimums);
     let _ = writeln!(out, "  exercised (times, minimum):");
-    for clause in &schedhost::check::CLAUSES {
+    for clause in &schedhost::contract::CLAUSES {
         let (got, need) = (c.of(clause), m.of(clause));
         let _ = writeln!(out, "    {:<40} {got:>8} {need:>8}", clause.label);
     }

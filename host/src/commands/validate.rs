@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use schedhost::backend::sim::DeviceSpec;
 use schedhost::backend::sim::drive::disksim;
-use schedhost::validate::{Distribution, Validation, parse_trace, validate};
+use schedhost::fidelity::{Distribution, Validation, parse_trace, validate};
 
 use super::OutputFormat;
 

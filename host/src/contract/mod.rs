@@ -5,6 +5,7 @@
 //! seed, which must dispatch in the same order.
 
 mod recorder;
+mod tunables;
 mod workload;
 
 use std::collections::BTreeMap;
@@ -13,12 +14,15 @@ use std::sync::{Arc, Mutex, PoisonError};
 use schedhost_sdk::{PrioClass, Setup, Tunable};
 
 pub use recorder::{CLAUSES, Clause, Coverage, LONG_WAIT_NS, Violation};
-use recorder::{Record, Recorded};
+use recorder::{Record, recorded};
+use tunables::{check_state, check_tunables};
 
 use crate::backend::sim::{DeviceSpec, FaultPlan};
 use crate::core::{OnFault, Supervision};
 use crate::engine::ScheduledSwap;
-use crate::frontend::jobs::sim::{self, SimError, SimOptions};
+use crate::frontend::RunError;
+use crate::frontend::jobs::sim;
+use crate::frontend::plan::{QueueAttrs, RunPlan};
 use crate::policy::{Fault, PolicyBackend, builtin_fifo};
 
 /// Makes a fresh, uninitialised instance of the policy under check.
@@ -36,8 +40,9 @@ pub struct CheckOptions {
     pub runtime_ns: u64,
     /// Longest a request may wait in the policy before it is a violation.
     pub max_wait_ns: u64,
-    /// The watchdog: holding requests this long while dispatching nothing is a fault.
-    pub watchdog_ns: u64,
+    /// The watchdog: holding requests this long while dispatching nothing is a fault
+    /// (`None`: never).
+    pub watchdog_ns: Option<u64>,
     /// Tunables set on every instance.
     pub settings: Vec<(String, i64)>,
 }
@@ -49,7 +54,7 @@ impl Default for CheckOptions {
             rounds: 4,
             runtime_ns: 1_000_000_000,
             max_wait_ns: 5_000_000_000,
-            watchdog_ns: 2_000_000_000,
+            watchdog_ns: Some(2_000_000_000),
             settings: Vec::new(),
         }
     }
@@ -314,184 +319,6 @@ fn one_line(what: &dyn std::fmt::Display) -> String {
         .to_owned()
 }
 
-/// Defaults inside their ranges; after `init`, `get` gives the default; `set` to each end
-/// of the range reads back; one past an end is refused. A fault ends the check (the
-/// instance is gone). Returns the tunables checked.
-fn check_tunables(
-    make: &Maker,
-    settings: &[(String, i64)],
-    note: &mut dyn FnMut(&'static str, String),
-) -> usize {
-    let Ok(mut p) = make() else { return 0 };
-    let tunables = match p.tunables() {
-        Ok(t) => t,
-        Err(f) => {
-            note("tunables", one_line(&f));
-            return 0;
-        }
-    };
-    match p.init(&SETUP, settings) {
-        Ok(Ok(())) => {}
-        Ok(Err(why)) => {
-            note("init", format!("init refused the settings: {why}"));
-            return 0;
-        }
-        Err(f) => {
-            note("init", one_line(&f));
-            return 0;
-        }
-    }
-    for (checked, t) in tunables.iter().enumerate() {
-        if let Err(fault) = check_tunable(p.as_mut(), t, settings, note) {
-            note("tunables", format!("{}: {}", t.name, one_line(&fault)));
-            return checked;
-        }
-    }
-    tunables.len()
-}
-
-fn check_tunable(
-    p: &mut dyn PolicyBackend,
-    t: &Tunable,
-    settings: &[(String, i64)],
-    note: &mut dyn FnMut(&'static str, String),
-) -> Result<(), Fault> {
-    let name = &t.name;
-    if !(t.min..=t.max).contains(&t.default) {
-        note(
-            "tunables",
-            format!(
-                "{name}: default {} outside {}..={}",
-                t.default, t.min, t.max
-            ),
-        );
-    }
-    let expected = settings
-        .iter()
-        .rev()
-        .find(|(n, _)| n == name)
-        .map_or(t.default, |&(_, v)| v);
-    let got = p.get(name)?;
-    if got != Some(expected) {
-        note(
-            "tunables",
-            format!("{name}: get after init answered {got:?}, not {expected}"),
-        );
-    }
-    round_trip(p, name, t.min, "minimum", note)?;
-    round_trip(p, name, t.max, "maximum", note)?;
-    for outside in [t.min.checked_sub(1), t.max.checked_add(1)]
-        .into_iter()
-        .flatten()
-    {
-        if p.set(name, outside)?.is_ok() {
-            note(
-                "tunables",
-                format!(
-                    "{name}: {outside} is outside {}..={} but was accepted",
-                    t.min, t.max
-                ),
-            );
-        }
-    }
-    round_trip(p, name, expected, "setting", note)
-}
-
-/// `set` to `value` is accepted and `get` reads it back.
-fn round_trip(
-    p: &mut dyn PolicyBackend,
-    name: &str,
-    value: i64,
-    what: &str,
-    note: &mut dyn FnMut(&'static str, String),
-) -> Result<(), Fault> {
-    if let Err(why) = p.set(name, value)? {
-        note(
-            "tunables",
-            format!("{name}: its {what} {value} was refused: {why}"),
-        );
-        return Ok(());
-    }
-    let back = p.get(name)?;
-    if back != Some(value) {
-        note(
-            "tunables",
-            format!("{name}: set to its {what} {value}, get answered {back:?}"),
-        );
-    }
-    Ok(())
-}
-
-/// The state a started instance saves restores into a fresh one, which saves the same
-/// bytes again. Returns the state's size.
-fn check_state(
-    make: &Maker,
-    settings: &[(String, i64)],
-    note: &mut dyn FnMut(&'static str, String),
-) -> Option<usize> {
-    let started = |note: &mut dyn FnMut(&'static str, String)| {
-        let mut p = make().map_err(|e| note("start", e)).ok()?;
-        match p.init(&SETUP, settings) {
-            Ok(Ok(())) => Some(p),
-            _ => None,
-        }
-    };
-    let mut old = started(note)?;
-    let saved = match old.save_state() {
-        Ok(bytes) => bytes,
-        Err(f) => {
-            note("save-restore", format!("saving: {}", one_line(&f)));
-            return None;
-        }
-    };
-    let mut new = started(note)?;
-    match new.restore_state(&saved) {
-        Ok(Ok(())) => {}
-        Ok(Err(why)) => {
-            note(
-                "save-restore",
-                format!(
-                    "its own saved state ({} bytes) was refused: {why}",
-                    saved.len()
-                ),
-            );
-            return None;
-        }
-        Err(f) => {
-            note(
-                "save-restore",
-                format!(
-                    "restoring its own saved state ({} bytes): {}",
-                    saved.len(),
-                    one_line(&f)
-                ),
-            );
-            return None;
-        }
-    }
-    match new.save_state() {
-        Ok(again) if again == saved => Some(saved.len()),
-        Ok(again) => {
-            note(
-                "save-restore",
-                format!(
-                    "restored from {} bytes, it saved {} different bytes",
-                    saved.len(),
-                    again.len()
-                ),
-            );
-            None
-        }
-        Err(f) => {
-            note(
-                "save-restore",
-                format!("saving after a restore: {}", one_line(&f)),
-            );
-            None
-        }
-    }
-}
-
 struct Round {
     report: RoundReport,
     record: Record,
@@ -536,30 +363,33 @@ fn run_round(make: &Maker, options: &CheckOptions, seed: u64, round: u32) -> Rou
                 rule: "start",
                 detail,
             })?;
-            let policy: Box<dyn PolicyBackend> = Box::new(Recorded::new(started, &record));
+            let policy: Box<dyn PolicyBackend> = Box::new(recorded(started, &record));
             let schedule = if swaps {
                 swap_out_and_in(make, &record, options)
             } else {
                 Vec::new()
             };
-            let sim_options = SimOptions {
+            let plan = RunPlan {
                 seed,
                 supervision: Supervision {
                     on_fault: OnFault::Abort,
-                    watchdog_ns: Some(options.watchdog_ns),
+                    watchdog_ns: options.watchdog_ns,
                 },
                 faults: round_faults(seed, options.runtime_ns),
                 // Room in the scheduler for every bio the jobs keep in flight: none waits
                 // for a tag where merges would reach no policy.
-                nr_requests: Some(1024),
-                ..SimOptions::default()
+                queue: QueueAttrs {
+                    nr_requests: Some(1024),
+                    ..QueueAttrs::default()
+                },
+                ..RunPlan::default()
             };
             sim::run_swapping(
                 jobs,
                 &device,
                 policy,
                 &options.settings,
-                sim_options,
+                &plan,
                 schedule,
                 &mut |_| {},
             )
@@ -623,7 +453,7 @@ fn swap_out_and_in(
             at_ns,
             label: label.into(),
             policy: Box::new(move || {
-                Ok(Box::new(Recorded::new(make()?, &shared)) as Box<dyn PolicyBackend>)
+                Ok(Box::new(recorded(make()?, &shared)) as Box<dyn PolicyBackend>)
             }),
             settings: options.settings.clone(),
         }
@@ -640,12 +470,17 @@ fn swap_out_and_in(
     ]
 }
 
-fn stop_reason(e: &SimError) -> Violation {
+fn stop_reason(e: &RunError) -> Violation {
     let rule = match e {
-        SimError::Fault { .. } => "fault",
-        SimError::Stalled { .. } | SimError::PastHorizon(_) => "stall",
-        SimError::Start(_) => "start",
-        SimError::Layout(_) | SimError::Driver(_) | SimError::Unrouted(_) => "host",
+        RunError::Fault { .. } => "fault",
+        RunError::Stalled { .. } | RunError::PastHorizon(_) => "stall",
+        RunError::Start(_) => "start",
+        RunError::Layout(_)
+        | RunError::Setup(_)
+        | RunError::Target(_)
+        | RunError::Verify { .. }
+        | RunError::Ring { .. }
+        | RunError::Driver(_) => "host",
     };
     Violation {
         rule,

@@ -7,12 +7,9 @@ use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
-use schedhost_sdk::{
-    Completion, Dispatch, Info, MergeEvent, MergeQuery, Op, PrioClass, Request, RequestId, Setup,
-    Tunable,
-};
+use schedhost_sdk::{Completion, Dispatch, MergeEvent, PrioClass, Request, RequestId};
 
-use crate::policy::{Fault, PolicyBackend, Turn};
+use crate::policy::{Answered, Around, Call, Fault, PolicyBackend, Wrapped};
 
 /// At most this many violations are kept per run: the first ones say what is wrong.
 const KEPT_VIOLATIONS: usize = 16;
@@ -235,9 +232,11 @@ pub fn record() -> Arc<Mutex<Record>> {
     }))
 }
 
-/// One instance under watch.
-pub struct Recorded {
-    inner: Box<dyn PolicyBackend>,
+/// One instance under watch: the policy wrapped in its [`Recorder`].
+pub type Recorded = Wrapped<Recorder>;
+
+/// Watches one instance: what it was told, what it holds, and every answer it gives.
+pub struct Recorder {
     record: Arc<Mutex<Record>>,
     /// What this instance holds: id → (arrival, class, direction).
     queued: HashMap<RequestId, (u64, PrioClass, &'static str)>,
@@ -247,26 +246,33 @@ pub struct Recorded {
     dispatching_calls: u64,
     /// Its tunables' names, once asked.
     tunable_names: Option<Vec<String>>,
+    /// When the call under way started.
+    started: Option<Instant>,
 }
 
-impl std::fmt::Debug for Recorded {
+impl std::fmt::Debug for Recorder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Recorded")
+        f.debug_struct("Recorder")
             .field("queued", &self.queued.len())
             .finish_non_exhaustive()
     }
 }
 
-impl Recorded {
-    /// `inner`, its calls checked into `record`.
-    pub fn new(inner: Box<dyn PolicyBackend>, record: &Arc<Mutex<Record>>) -> Self {
+/// `inner`, its calls checked into `record`.
+pub fn recorded(inner: Box<dyn PolicyBackend>, record: &Arc<Mutex<Record>>) -> Recorded {
+    Wrapped::new(inner, Recorder::new(record))
+}
+
+impl Recorder {
+    /// A recorder writing into `record`.
+    pub fn new(record: &Arc<Mutex<Record>>) -> Self {
         Self {
-            inner,
             record: Arc::clone(record),
             queued: HashMap::new(),
             wake_at: None,
             dispatching_calls: 0,
             tunable_names: None,
+            started: None,
         }
     }
 
@@ -274,18 +280,27 @@ impl Recorded {
         self.record.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Runs one call of the inner policy, timed, and notes its memory afterwards.
-    fn call<T>(&mut self, f: impl FnOnce(&mut dyn PolicyBackend) -> T) -> T {
-        let started = Instant::now();
-        let answer = f(self.inner.as_mut());
-        let spent = started.elapsed().as_nanos() as u64;
-        let memory = self.inner.memory_bytes();
+    /// A call of `inner` that took `spent_ns`: counted, and its memory noted.
+    fn note_call(&mut self, inner: &mut dyn PolicyBackend, spent_ns: u64) {
+        let memory = inner.memory_bytes();
         let mut record = self.lock();
-        record.call_ns += spent;
+        record.call_ns += spent_ns;
         record.calls += 1;
         if let Some(bytes) = memory {
             record.memory_bytes = Some(record.memory_bytes.unwrap_or(0).max(bytes));
         }
+    }
+
+    /// A call the recorder itself makes of `inner` (the mid-run sets), counted as the
+    /// policy's.
+    fn call<T>(
+        &mut self,
+        inner: &mut dyn PolicyBackend,
+        f: impl FnOnce(&mut dyn PolicyBackend) -> T,
+    ) -> T {
+        let started = Instant::now();
+        let answer = f(inner);
+        self.note_call(inner, started.elapsed().as_nanos() as u64);
         answer
     }
 
@@ -332,7 +347,11 @@ impl Recorded {
     ///
     /// # Errors
     /// The policy's fault in `tunables`, `get` or `set`.
-    fn before_dispatching(&mut self, now_ns: u64) -> Result<(), Fault> {
+    fn before_dispatching(
+        &mut self,
+        inner: &mut dyn PolicyBackend,
+        now_ns: u64,
+    ) -> Result<(), Fault> {
         if let Some(wake) = self.wake_at.take()
             && now_ns < wake
         {
@@ -343,7 +362,10 @@ impl Recorded {
             return Ok(());
         }
         if self.tunable_names.is_none() {
-            let names = self.call(|p| p.tunables())?.into_iter().map(|t| t.name);
+            let names = self
+                .call(inner, |p| p.tunables())?
+                .into_iter()
+                .map(|t| t.name);
             self.tunable_names = Some(names.collect());
         }
         let names = self.tunable_names.as_deref().unwrap_or_default();
@@ -353,10 +375,10 @@ impl Recorded {
         else {
             return Ok(());
         };
-        let Some(value) = self.call(|p| p.get(&name))? else {
+        let Some(value) = self.call(inner, |p| p.get(&name))? else {
             return Ok(());
         };
-        let answer = self.call(|p| p.set(&name, value))?;
+        let answer = self.call(inner, |p| p.set(&name, value))?;
         let mut record = self.lock();
         record.coverage.tunables_set += 1;
         if let Err(why) = answer {
@@ -429,7 +451,7 @@ impl Recorded {
     }
 }
 
-impl Drop for Recorded {
+impl Drop for Recorder {
     /// An instance goes when a swap replaces it: what it still held was handed over.
     fn drop(&mut self) {
         let held = self.queued.len() as u64;
@@ -437,101 +459,68 @@ impl Drop for Recorded {
     }
 }
 
-impl PolicyBackend for Recorded {
-    fn info(&mut self) -> Result<Info, Fault> {
-        self.call(|p| p.info())
-    }
-    fn tunables(&mut self) -> Result<Vec<Tunable>, Fault> {
-        self.call(|p| p.tunables())
-    }
-    fn init(
-        &mut self,
-        setup: &Setup,
-        settings: &[(String, i64)],
-    ) -> Result<Result<(), String>, Fault> {
-        self.call(|p| p.init(setup, settings))
-    }
-    fn get(&mut self, name: &str) -> Result<Option<i64>, Fault> {
-        self.call(|p| p.get(name))
-    }
-    fn set(&mut self, name: &str, value: i64) -> Result<Result<(), String>, Fault> {
-        self.call(|p| p.set(name, value))
-    }
-    fn insert(&mut self, now_ns: u64, requests: &[Request]) -> Result<(), Fault> {
-        self.told_requests(requests);
-        self.call(|p| p.insert(now_ns, requests))
-    }
-    fn requeue(&mut self, now_ns: u64, requests: &[Request]) -> Result<(), Fault> {
-        {
-            let mut record = self.lock();
-            record.coverage.requeues += requests.len() as u64;
-            for r in requests {
-                record.sent.remove(&r.id);
+impl Around for Recorder {
+    fn before(&mut self, inner: &mut dyn PolicyBackend, call: &Call<'_>) -> Result<(), Fault> {
+        match *call {
+            Call::insert { requests, .. } => self.told_requests(requests),
+            Call::requeue { requests, .. } => {
+                {
+                    let mut record = self.lock();
+                    record.coverage.requeues += requests.len() as u64;
+                    for r in requests {
+                        record.sent.remove(&r.id);
+                    }
+                }
+                self.told_requests(requests);
             }
+            Call::dispatch { now_ns, .. } => self.before_dispatching(inner, now_ns)?,
+            Call::insert_and_dispatch {
+                now_ns, requests, ..
+            } => {
+                self.told_requests(requests);
+                self.before_dispatching(inner, now_ns)?;
+            }
+            Call::turn { now_ns, turn } => {
+                self.told_completions(turn.completions);
+                self.told_merges(turn.merges);
+                self.told_requests(turn.requests);
+                if turn.dispatch.is_some() {
+                    self.before_dispatching(inner, now_ns)?;
+                }
+            }
+            Call::merged { events, .. } => self.told_merges(events),
+            Call::completed { done, .. } => self.told_completions(done),
+            _ => {}
         }
-        self.told_requests(requests);
-        self.call(|p| p.requeue(now_ns, requests))
+        self.started = Some(Instant::now());
+        Ok(())
     }
-    fn dispatch(&mut self, now_ns: u64, hw_queue: u32, budget: u32) -> Result<Dispatch, Fault> {
-        self.before_dispatching(now_ns)?;
-        let answer = self.call(|p| p.dispatch(now_ns, hw_queue, budget))?;
-        self.check_answer(now_ns, budget, &answer);
-        self.asked(&answer);
-        Ok(answer)
+
+    fn after(&mut self, inner: &mut dyn PolicyBackend, call: &Call<'_>, answer: Answered<'_>) {
+        let spent = self
+            .started
+            .take()
+            .map_or(0, |s| s.elapsed().as_nanos() as u64);
+        self.note_call(inner, spent);
+        let (now_ns, budget, answer) = match (*call, answer) {
+            (Call::dispatch { now_ns, budget, .. }, Answered::dispatch(Ok(answer)))
+            | (
+                Call::insert_and_dispatch { now_ns, budget, .. },
+                Answered::insert_and_dispatch(Ok(answer)),
+            ) => (now_ns, budget, answer),
+            (Call::turn { now_ns, turn }, Answered::turn(Ok(Some(answer)))) => {
+                let Some((_, budget)) = turn.dispatch else {
+                    return;
+                };
+                (now_ns, budget, answer)
+            }
+            _ => return,
+        };
+        self.check_answer(now_ns, budget, answer);
+        self.asked(answer);
     }
-    fn insert_and_dispatch(
-        &mut self,
-        now_ns: u64,
-        requests: &[Request],
-        hw_queue: u32,
-        budget: u32,
-    ) -> Result<Dispatch, Fault> {
-        self.told_requests(requests);
-        self.before_dispatching(now_ns)?;
-        let answer = self.call(|p| p.insert_and_dispatch(now_ns, requests, hw_queue, budget))?;
-        self.check_answer(now_ns, budget, &answer);
-        self.asked(&answer);
-        Ok(answer)
-    }
-    fn turn(&mut self, now_ns: u64, turn: &Turn<'_>) -> Result<Option<Dispatch>, Fault> {
-        self.told_completions(turn.completions);
-        self.told_merges(turn.merges);
-        self.told_requests(turn.requests);
-        if turn.dispatch.is_some() {
-            self.before_dispatching(now_ns)?;
-        }
-        let answer = self.call(|p| p.turn(now_ns, turn))?;
-        if let (Some((_, budget)), Some(answer)) = (turn.dispatch, &answer) {
-            self.check_answer(now_ns, budget, answer);
-            self.asked(answer);
-        }
-        Ok(answer)
-    }
-    fn allow_merge(&mut self, query: &MergeQuery) -> Result<bool, Fault> {
-        self.call(|p| p.allow_merge(query))
-    }
-    fn merged(&mut self, now_ns: u64, events: &[MergeEvent]) -> Result<(), Fault> {
-        self.told_merges(events);
-        self.call(|p| p.merged(now_ns, events))
-    }
-    fn completed(&mut self, now_ns: u64, done: &[Completion]) -> Result<(), Fault> {
-        self.told_completions(done);
-        self.call(|p| p.completed(now_ns, done))
-    }
-    fn limit_depth(&mut self, op: Op, sync: bool) -> Result<u32, Fault> {
-        self.call(|p| p.limit_depth(op, sync))
-    }
-    fn save_state(&mut self) -> Result<Vec<u8>, Fault> {
-        self.call(|p| p.save_state())
-    }
-    fn restore_state(&mut self, state: &[u8]) -> Result<Result<(), String>, Fault> {
-        self.call(|p| p.restore_state(state))
-    }
-    fn memory_bytes(&mut self) -> Option<u64> {
-        self.inner.memory_bytes()
-    }
-    fn fresh(&self) -> Option<Box<dyn PolicyBackend>> {
-        let inner = self.inner.fresh()?;
-        Some(Box::new(Self::new(inner, &self.record)))
+
+    fn fresh(&self) -> Option<Self> {
+        Some(Self::new(&self.record))
     }
 }
