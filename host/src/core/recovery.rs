@@ -124,7 +124,7 @@ impl Core {
     ///
     /// # Errors
     /// The fault, when the run is to stop ([`OnFault::Abort`]).
-    pub(super) fn settle(&mut self, now_ns: u64) -> Result<bool, Fault> {
+    pub(super) fn act_on_fault(&mut self, now_ns: u64) -> Result<bool, Fault> {
         let Some(fault) = self.fault.take() else {
             return Ok(false);
         };
@@ -206,7 +206,7 @@ impl Core {
                         "the running policy failed in save_state and was ejected: {fault}"
                     ));
                     self.latch(fault);
-                    self.settle(now_ns)?;
+                    self.act_on_fault(now_ns)?;
                     return Err(refusal);
                 }
             }
@@ -304,7 +304,7 @@ impl Core {
                 self.queued
             ),
         });
-        let replaced = self.settle(now_ns)?;
+        let replaced = self.act_on_fault(now_ns)?;
         self.run(now_ns)?;
         Ok(replaced)
     }

@@ -9,7 +9,7 @@ use crate::core::Bios;
 
 /// A request the core dispatched, as a backend sees it.
 #[derive(Debug, Clone, Copy)]
-pub struct Dispatch<'a> {
+pub struct Outgoing<'a> {
     /// The core's request id, reported back by [`Backend::reap`].
     pub id: u64,
     /// Operation.
@@ -34,7 +34,7 @@ pub trait Backend {
     ///
     /// # Errors
     /// The device refused it.
-    fn dispatch(&mut self, now: u64, lane: u32, request: Dispatch<'_>) -> Result<(), Self::Error>;
+    fn dispatch(&mut self, now: u64, lane: u32, request: Outgoing<'_>) -> Result<(), Self::Error>;
 
     /// Hands every finished request to `each` as (lane, request id, status) and returns the
     /// time they are completed at: the clock read after collecting them, or `None` if

@@ -12,7 +12,7 @@ use super::Target;
 use super::buffers::{Arena, Lease, SlotAccess};
 use super::uring::{Io, IoKind, Notifier, Ring, Segments};
 use crate::backend::sim::{Admission, FaultPlan, FaultState};
-use crate::engine::{Backend, Dispatch};
+use crate::engine::{Backend, Outgoing};
 
 /// What the ring can fail with.
 #[derive(Debug, thiserror::Error)]
@@ -183,7 +183,7 @@ impl Backend for RingBackend {
 
     /// Sends the request to the kernel over its bios' buffers, which the core hands over in
     /// sector order.
-    fn dispatch(&mut self, now: u64, lane: u32, request: Dispatch<'_>) -> Result<(), RingError> {
+    fn dispatch(&mut self, now: u64, lane: u32, request: Outgoing<'_>) -> Result<(), RingError> {
         if let Some(faults) = &mut self.faults {
             let extent = (request.sector, request.sector + u64::from(request.sectors));
             if faults.submit(now, (lane, request.id), request.op, extent) == Admission::Busy {

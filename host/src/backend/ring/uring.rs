@@ -419,7 +419,7 @@ impl Ring {
                     self.ready.push(index & !POLL);
                     continue;
                 }
-                if let Some(status) = self.settle(index as u32, result)? {
+                if let Some(status) = self.final_status(index as u32, result)? {
                     let entry = self.slots[index as usize].take();
                     self.free.push(index as u32);
                     self.inflight -= 1;
@@ -433,7 +433,7 @@ impl Ring {
 
     /// The final status of slot `index` after a completion with `result`, or `None` if it was
     /// resubmitted.
-    fn settle(&mut self, index: u32, result: i32) -> io::Result<Option<i32>> {
+    fn final_status(&mut self, index: u32, result: i32) -> io::Result<Option<i32>> {
         let Some(entry) = self.slots.get_mut(index as usize).and_then(Option::as_mut) else {
             return Ok(None);
         };

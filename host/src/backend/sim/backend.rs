@@ -3,7 +3,7 @@
 //! fixes the result.
 
 use super::{DeviceModel, DeviceRequest};
-use crate::engine::{Backend, Dispatch};
+use crate::engine::{Backend, Outgoing};
 
 /// The end of virtual time: 100 days. The device models keep picosecond clocks in u64,
 /// which wrap after 213 days; a run stops here with an error rather than let them wrap.
@@ -48,7 +48,7 @@ impl Backend for SimBackend<'_> {
         self.now
     }
 
-    fn dispatch(&mut self, now: u64, _lane: u32, request: Dispatch<'_>) -> Result<(), PastHorizon> {
+    fn dispatch(&mut self, now: u64, _lane: u32, request: Outgoing<'_>) -> Result<(), PastHorizon> {
         self.model.submit(
             now,
             DeviceRequest {

@@ -1,0 +1,251 @@
+//! The call protocol with the policy: what happened goes to it in batches, then each hardware
+//! queue with free driver tags asks it for requests; its answers are checked before they
+//! are acted on.
+
+use super::*;
+
+impl Core {
+    /// Tells the policy what happened since the last run, in batches, and dispatches to every
+    /// hardware queue with free driver tags.
+    ///
+    /// # Errors
+    /// A fault in any policy call, including an invalid dispatch answer.
+    pub fn run(&mut self, now_ns: u64) -> Result<(), Fault> {
+        let ran = self.run_to_settled(now_ns);
+        self.check_invariants();
+        ran
+    }
+
+    pub(super) fn run_to_settled(&mut self, now_ns: u64) -> Result<(), Fault> {
+        self.run_policy(now_ns);
+        // After a recovery the new policy holds the requests: let it dispatch at once.
+        while self.act_on_fault(now_ns)? {
+            self.run_policy(now_ns);
+        }
+        Ok(())
+    }
+
+    /// The core's counting laws, checked after every public call that moves requests, in
+    /// debug and test builds: each request is in exactly one place (a software queue, the
+    /// insert batch, the policy, the device), so those counts add up to the table; no
+    /// hardware queue has more on the device than its driver tags, and the scheduler tags in
+    /// use are what their per-kind counts say, within `nr_requests`.
+    pub(super) fn check_invariants(&self) {
+        if !cfg!(debug_assertions) {
+            return;
+        }
+        let staged: usize = self.software.iter().map(VecDeque::len).sum();
+        let on_device: usize = self.queues.iter().map(|q| q.inflight as usize).sum();
+        assert_eq!(
+            staged
+                + self.pending_insert.len()
+                + self.pending_requeue.len()
+                + self.queued
+                + on_device,
+            self.table.len(),
+            "every request is in exactly one place (staged {staged}, to insert {}, sent back {}, in the policy {}, on the device {on_device})",
+            self.pending_insert.len(),
+            self.pending_requeue.len(),
+            self.queued
+        );
+        for (q, queue) in self.queues.iter().enumerate() {
+            assert!(
+                queue.inflight <= self.config.queue_depth,
+                "queue {q}: {} on the device past {} driver tags",
+                queue.inflight,
+                self.config.queue_depth
+            );
+            let by_kind: u32 = queue.held.iter().flatten().sum();
+            assert_eq!(
+                by_kind, queue.held_total,
+                "queue {q}: scheduler tags by kind"
+            );
+            assert!(
+                queue.held_total <= self.config.nr_requests,
+                "queue {q}: {} scheduler tags held past nr_requests {}",
+                queue.held_total,
+                self.config.nr_requests
+            );
+        }
+    }
+
+    /// One round of policy calls. Never fails: a fault is latched for [`Core::settle`].
+    pub(super) fn run_policy(&mut self, now_ns: u64) {
+        let mut woken = false;
+        for queue in &mut self.queues {
+            if queue.timer.is_some_and(|t| t <= now_ns) {
+                queue.timer = None;
+                woken = true;
+            }
+        }
+        let dispatched = self.stats.dispatched;
+        self.give_back(now_ns);
+        let served = self.take_turn(now_ns);
+        for hw_queue in 0..self.config.hw_queues {
+            let budget = self.budget(hw_queue);
+            if served != Some(hw_queue) && budget > 0 && self.queued > 0 && self.alive() {
+                self.stats.policy_calls += 1;
+                let answer = self.policy.dispatch(now_ns, hw_queue, budget);
+                if let Some(answer) = self.guard(answer.map(Some), None) {
+                    self.send(now_ns, hw_queue, budget, answer, "dispatch");
+                }
+            }
+        }
+        if woken {
+            self.count_idle_wake(self.stats.dispatched > dispatched);
+        }
+        self.watch(now_ns);
+    }
+
+    /// After a wake-up the policy asked for: a policy that keeps asking to be woken and
+    /// then dispatches nothing, while it holds requests and the device has free tags, is
+    /// at fault after [`MAX_IDLE_WAKES`] in a row, however close together it asks (one
+    /// nanosecond apart would otherwise step virtual time a nanosecond at a time).
+    pub(super) fn count_idle_wake(&mut self, dispatched: bool) {
+        let free = (0..self.config.hw_queues).any(|q| self.budget(q) > 0);
+        if dispatched || self.queued == 0 || !free {
+            self.idle_wakes = 0;
+            return;
+        }
+        self.idle_wakes += 1;
+        if self.idle_wakes > MAX_IDLE_WAKES && self.alive() {
+            let message = format!(
+                "was woken {} times in a row at its own request and dispatched nothing while it held {} requests and the device had free tags",
+                self.idle_wakes, self.queued
+            );
+            self.idle_wakes = 0;
+            self.latch(Fault {
+                kind: FaultKind::Starved,
+                call: "dispatch",
+                message,
+            });
+        }
+    }
+
+    /// The turn's notices (completions, merges) and new requests go to the policy together
+    /// with a dispatch for the first hardware queue with free tags, in one
+    /// [`PolicyBackend::turn`]: a component hears them in one crossing where it can. Returns
+    /// the hardware queue that was served, if one was.
+    pub(super) fn take_turn(&mut self, now_ns: u64) -> Option<u32> {
+        if !self.alive() {
+            return None;
+        }
+        let inserts = self.take_inserts(now_ns);
+        let served = inserts
+            .then(|| (0..self.config.hw_queues).find(|&q| self.budget(q) > 0))
+            .flatten();
+        let dispatch = served.map(|q| (q, self.budget(q)));
+        let calls = [
+            !self.pending_completions.is_empty(),
+            !self.pending_merges.is_empty(),
+            inserts,
+        ];
+        if !calls.contains(&true) {
+            return None;
+        }
+        // Counted as the calls they stand for, however many crossings they take.
+        self.stats.policy_calls += calls.iter().filter(|&&c| c).count() as u64;
+        let turn = Turn {
+            completions: &self.pending_completions,
+            merges: &self.pending_merges,
+            requests: if inserts { &self.scratch } else { &[] },
+            dispatch,
+        };
+        let answer = self.policy.turn(now_ns, &turn);
+        self.pending_completions.clear();
+        self.pending_merges.clear();
+        if let (Some(Some(answer)), Some((hw_queue, budget))) =
+            (self.guard(answer.map(Some), None), dispatch)
+        {
+            self.send(now_ns, hw_queue, budget, answer, "insert-and-dispatch");
+        }
+        served
+    }
+
+    /// Free driver tags on `hw_queue`.
+    pub(super) fn budget(&self, hw_queue: u32) -> u32 {
+        self.config.queue_depth - self.queues[hw_queue as usize].inflight
+    }
+
+    /// Moves requests waiting for the insert batch into `scratch`, as queued; true iff any.
+    pub(super) fn take_inserts(&mut self, now_ns: u64) -> bool {
+        if self.pending_insert.is_empty() {
+            return false;
+        }
+        self.scratch.clear();
+        for &id in &self.pending_insert {
+            if let Some(request) = self.table.get_mut(id) {
+                request.state = State::Queued;
+                request.epoch = self.epoch;
+                self.scratch.push(policy_view(id, request));
+                if let Some(events) = &mut self.events {
+                    events.push(event(now_ns, Kind::Insert, id, request));
+                }
+            }
+        }
+        self.pending_insert.clear();
+        self.queued += self.scratch.len();
+        !self.scratch.is_empty()
+    }
+
+    /// Checks the policy's answer to `call` and sends its requests on `hw_queue`.
+    pub(super) fn send(
+        &mut self,
+        now_ns: u64,
+        hw_queue: u32,
+        budget: u32,
+        answer: Dispatch,
+        call: &'static str,
+    ) {
+        if answer.ids.len() > budget as usize {
+            let message = format!("returned {} ids for a budget of {budget}", answer.ids.len());
+            self.latch(invalid(call, message));
+            return;
+        }
+        if !answer.ids.is_empty() {
+            self.last_progress_ns = now_ns;
+        }
+        for &RequestId(id) in &answer.ids {
+            let Some(request) = self.table.get_mut(id).filter(|r| r.is_queued()) else {
+                self.latch(invalid(
+                    call,
+                    format!(
+                        "returned id {id:#x}, which is not queued (unknown, absorbed or already dispatched)"
+                    ),
+                ));
+                return;
+            };
+            request.state = State::Dispatched {
+                hw_queue,
+                at_ns: now_ns,
+            };
+            let (op, sector, sectors) = (request.op, request.sector, request.sectors);
+            let (ctx, sync) = (request.ctx, request.sync);
+            let bios = request.bios.clone();
+            self.index.remove(id, request);
+            self.note(now_ns, Kind::Dispatch, ctx, op, sync, (sector, sectors), id);
+            debug_assert!(self.queued > 0, "a dispatch with nothing queued");
+            self.queued = self.queued.saturating_sub(1);
+            self.queues[hw_queue as usize].inflight += 1;
+            self.stats.dispatched += 1;
+            self.actions.push_back(Action::Dispatch {
+                hw_queue,
+                id,
+                op,
+                sector,
+                sectors,
+                bios,
+            });
+        }
+        if let Some(wake) = answer.wake_at_ns {
+            // A wake in the past means "as soon as possible": the next nanosecond. Asked for
+            // again and again with nothing dispatched, the idle-wake count ejects it.
+            self.queues[hw_queue as usize].timer = Some(wake.max(now_ns.saturating_add(1)));
+        }
+    }
+}
+
+/// Wake-ups in a row that end with nothing dispatched (while requests wait and tags are
+/// free) tolerated before the policy is starving its requests. A real policy idles for one
+/// wake-up, or a few, before it dispatches (cfq's slice_idle, bfq's budget timeout).
+const MAX_IDLE_WAKES: u32 = 10_000;

@@ -1,0 +1,364 @@
+//! One client connection after the handshake, on the engine's thread. Requests are read as
+//! their bytes arrive, never waiting for more, and become bios of the connection's ctx; each
+//! request is answered from the completion path once its bios finished. Replies may go out of
+//! order, as the protocol allows; each is written whole.
+
+use std::collections::{HashMap, VecDeque};
+use std::io::IoSlice;
+use std::time::{Duration, Instant};
+
+use schedhost_sdk::{Op, PrioClass};
+
+use super::net::Stream;
+use super::plan::{self, Limits, Plan, Work};
+use super::pool::Pools;
+use super::wire::{self, Request};
+use crate::backend::ring::{Lease, RingBackend, SlotAccess};
+use crate::core::Bio;
+use crate::engine::Engine;
+use crate::frontend::RunError;
+
+mod reading;
+mod replying;
+
+/// What a connection did, for the server's summary.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Tally {
+    /// Reads answered with data.
+    pub reads: u64,
+    /// Writes completed.
+    pub writes: u64,
+    /// Flushes completed.
+    pub flushes: u64,
+    /// Trims completed.
+    pub trims: u64,
+    /// Write-zeroes completed.
+    pub zeroes: u64,
+    /// Bytes sent back to the client.
+    pub bytes_read: u64,
+    /// Bytes the client wrote.
+    pub bytes_written: u64,
+    /// Requests answered with an error.
+    pub errors: u64,
+}
+
+impl Tally {
+    /// Adds `other`'s counts.
+    pub fn add(&mut self, other: &Self) {
+        self.reads += other.reads;
+        self.writes += other.writes;
+        self.flushes += other.flushes;
+        self.trims += other.trims;
+        self.zeroes += other.zeroes;
+        self.bytes_read += other.bytes_read;
+        self.bytes_written += other.bytes_written;
+        self.errors += other.errors;
+    }
+
+    fn count(&mut self, work: Work, bytes: u64, error: u32) {
+        if error != 0 {
+            self.errors += 1;
+            return;
+        }
+        match work {
+            Work::Read => {
+                self.reads += 1;
+                self.bytes_read += bytes;
+            }
+            Work::Write => {
+                self.writes += 1;
+                self.bytes_written += bytes;
+            }
+            Work::Zeroes => self.zeroes += 1,
+            Work::Trim => self.trims += 1,
+            Work::Flush => self.flushes += 1,
+        }
+    }
+}
+
+/// Most replies that may wait for a client at once. Read data counts against the client's
+/// quota; replies without data (write acknowledgements) do not, so their number is bounded
+/// here: a client that has not taken this many replies is not reading them.
+const MAX_WAITING_REPLIES: usize = 4096;
+
+/// Bytes read from a socket at once, beyond what a request being built takes directly.
+const RX_BYTES: usize = 64 * 1024;
+
+/// Requests one connection may start in one turn, so a pipelining client cannot keep the
+/// engine from the others.
+const REQUESTS_PER_TURN: usize = 64;
+
+/// What a bio's completion is for: request `seq` of connection `conn`.
+#[derive(Debug, Clone, Copy)]
+pub struct Owner {
+    /// The connection.
+    pub conn: u64,
+    /// The request.
+    pub seq: u64,
+    /// The slot goes back to the pool when the bio finishes (everything but reads, whose
+    /// slots hold the reply's data).
+    pub frees: bool,
+}
+
+/// What a connection works with: the shared slots and their owners, the export's rules, and
+/// the engine its bios go to.
+pub struct Env<'a> {
+    /// The free slots.
+    pub pools: &'a mut Pools,
+    /// Per slot, whose bio holds it.
+    pub owners: &'a mut [Option<Owner>],
+    /// The slots' memory.
+    pub slots: &'a SlotAccess,
+    /// The export's bounds.
+    pub limits: &'a Limits,
+    /// Bytes per bio.
+    pub chunk: u32,
+    /// How long a reply, or a write's payload piece, may take.
+    pub timeout: Duration,
+    /// Where bios go.
+    pub engine: &'a mut Engine<RingBackend>,
+    /// The engine's time now.
+    pub now: u64,
+}
+
+/// A request whose bios are out.
+#[derive(Debug)]
+struct Pending {
+    cookie: u64,
+    work: Work,
+    /// Bios still to finish.
+    remaining: usize,
+    /// A read's slots and lengths, in offset order: the reply's data.
+    read_slots: Vec<(u32, usize)>,
+    /// A flush is still owed before the reply (forced unit access).
+    fua: bool,
+    bytes: u64,
+    /// The first error a bio reported.
+    error: u32,
+}
+
+/// One request's I/O.
+#[derive(Debug, Clone, Copy)]
+struct Io {
+    seq: u64,
+    cookie: u64,
+    work: Work,
+    offset: u64,
+    length: u32,
+}
+
+/// What the reader is doing.
+#[derive(Debug)]
+enum Reading {
+    /// Waiting for a request header.
+    Header,
+    /// Reading and dropping a refused write's payload, then replying `error`.
+    Skip { left: u64, cookie: u64, error: u32 },
+    /// A read waits for all its slots.
+    Slots(Io),
+    /// A flush or trim waits for a control slot.
+    Control(Io),
+    /// A write's payload: `pieces[next..]` still to fill; the current one into `slot`, with
+    /// `got` bytes so far, due by `due`.
+    Payload {
+        io: Io,
+        pieces: Vec<(u64, u32)>,
+        next: usize,
+        slot: Option<(u32, Instant)>,
+        got: usize,
+    },
+    /// No more requests are read.
+    Done,
+}
+
+/// A reply the client has not taken yet, copied out of the buffer pool.
+#[derive(Debug)]
+struct Waiting {
+    bytes: Vec<u8>,
+    /// Bytes of it already sent.
+    sent: usize,
+    /// Data slots its copy stands for, still counted against the connection's quota.
+    slots: usize,
+    /// When it must have reached the client.
+    due: Instant,
+}
+
+/// One connection in its transmission phase.
+#[derive(Debug)]
+pub struct Conn {
+    /// Its address, numbered.
+    pub peer: String,
+    /// Its software queue.
+    pub ctx: u32,
+    /// When it connected.
+    pub started: Instant,
+    /// The socket, non-blocking.
+    pub stream: Stream,
+    /// Data slots it holds, parked copies included (its quota's count).
+    pub held: u32,
+    /// What it did.
+    pub tally: Tally,
+    /// Why the server closed it, if the client broke the protocol.
+    pub closed_because: Option<String>,
+    /// A poll for readable is armed on the ring.
+    pub polling_in: bool,
+    /// A poll for writable is armed on the ring.
+    pub polling_out: bool,
+    rx: Box<[u8]>,
+    rx_start: usize,
+    rx_end: usize,
+    reading: Reading,
+    seq: u64,
+    pending: HashMap<u64, Pending>,
+    waiting: VecDeque<Waiting>,
+    /// FUA requests whose writes finished, waiting for a control slot for their flush.
+    flushes: VecDeque<u64>,
+    /// A reply could not be sent: the stream is out of step, so nothing read after runs.
+    broken: bool,
+    /// The peer stopped reading (a send failed with EPIPE or ECONNRESET): replies are
+    /// dropped, and only the bytes that had already arrived then are still read, so the
+    /// requests a client sent before it disconnected run, and nothing sent later does.
+    drain_left: Option<usize>,
+}
+
+impl Conn {
+    /// A connection past its handshake, with what the client sent after it (`early`) and
+    /// the handshake's replies the socket has not taken yet (`unsent`, due by `due`).
+    pub fn new(
+        stream: Stream,
+        (peer, ctx, started): (String, u32, Instant),
+        early: &[u8],
+        (unsent, due): (Vec<u8>, Instant),
+    ) -> Self {
+        let mut rx = vec![0; RX_BYTES.max(early.len())].into_boxed_slice();
+        rx[..early.len()].copy_from_slice(early);
+        let mut waiting = VecDeque::new();
+        if !unsent.is_empty() {
+            waiting.push_back(Waiting {
+                bytes: unsent,
+                sent: 0,
+                slots: 0,
+                due,
+            });
+        }
+        Self {
+            peer,
+            ctx,
+            started,
+            stream,
+            held: 0,
+            tally: Tally::default(),
+            closed_because: None,
+            polling_in: false,
+            polling_out: false,
+            rx,
+            rx_start: 0,
+            rx_end: early.len(),
+            reading: Reading::Header,
+            seq: 0,
+            pending: HashMap::new(),
+            waiting,
+            flushes: VecDeque::new(),
+            broken: false,
+            drain_left: None,
+        }
+    }
+
+    /// True once nothing is left to do: no more requests, none out, no reply waiting.
+    pub fn is_over(&self) -> bool {
+        matches!(self.reading, Reading::Done)
+            && self.pending.is_empty()
+            && self.waiting.is_empty()
+            && self.flushes.is_empty()
+    }
+
+    /// True iff it waits for the socket to become readable (not for slots or deadlines).
+    pub fn wants_input(&self) -> bool {
+        !self.broken
+            && matches!(
+                self.reading,
+                Reading::Header | Reading::Skip { .. } | Reading::Payload { slot: Some(_), .. }
+            )
+    }
+
+    /// True iff replies wait for the socket to take them.
+    pub fn wants_output(&self) -> bool {
+        !self.waiting.is_empty()
+    }
+
+    /// True iff it waits for slots to come back.
+    pub fn wants_slots(&self) -> bool {
+        !self.flushes.is_empty()
+            || matches!(
+                self.reading,
+                Reading::Slots(_) | Reading::Control(_) | Reading::Payload { slot: None, .. }
+            )
+    }
+
+    /// The earliest deadline it runs under: a waiting reply's, or a payload piece's.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        let reply = self.waiting.front().map(|w| w.due);
+        let payload = match &self.reading {
+            Reading::Payload {
+                slot: Some((_, due)),
+                ..
+            } => Some(*due),
+            _ => None,
+        };
+        reply.into_iter().chain(payload).min()
+    }
+
+    /// Stops reading requests (the server is stopping): what was sent still finishes.
+    pub fn stop_reading(&mut self, env: &mut Env<'_>) {
+        self.end_reading(env, None);
+        let _ = self.stream.shutdown_read();
+    }
+
+    /// Closes a connection past a deadline it was given `now`.
+    pub fn enforce_deadlines(&mut self, env: &mut Env<'_>, now: Instant) {
+        if self.waiting.front().is_some_and(|w| w.due <= now) {
+            self.fail(env);
+        }
+        if let Reading::Payload {
+            slot: Some((_, due)),
+            ..
+        } = &self.reading
+            && *due <= now
+        {
+            let why =
+                "reading a write's payload: the client sent too little within --reply-timeout";
+            self.end_reading(env, Some(why.into()));
+        }
+    }
+}
+
+/// The bio of `work` on `length` bytes at `offset`, holding `slot` (its id), for `ctx`.
+fn bio(ctx: u32, work: Work, offset: u64, length: u32, slot: u32) -> Bio {
+    let op = match work {
+        Work::Read => Op::Read,
+        Work::Write | Work::Zeroes => Op::Write,
+        Work::Trim => Op::Discard,
+        Work::Flush => Op::Flush,
+    };
+    Bio {
+        id: Lease::new(slot).bio_id(),
+        ctx,
+        op,
+        sector: offset / 512,
+        sectors: length / 512,
+        // The client waits for every reply, as a process waits for O_DIRECT I/O.
+        sync: true,
+        prio_class: PrioClass::Be,
+        prio_level: 4,
+    }
+}
+
+/// The reply's error value for a bio that finished with `status`; a trim the device cannot
+/// do is still a success, since trimming is advisory.
+fn bio_error(work: Work, status: i32) -> u32 {
+    match status {
+        0 => 0,
+        s if work == Work::Trim && -s == libc::EOPNOTSUPP => 0,
+        s => wire::error_of_errno(-s),
+    }
+}

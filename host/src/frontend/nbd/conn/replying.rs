@@ -1,0 +1,285 @@
+//! A connection's answer side: finished bios complete their requests (a FUA write's flush
+//! first), and replies go out whole, in the order requests finish.
+
+use super::*;
+
+impl Conn {
+    /// A bio of request `seq` finished with `status`, holding `slot`.
+    ///
+    /// # Errors
+    /// The engine's, starting a FUA request's flush.
+    pub fn finished(
+        &mut self,
+        id: u64,
+        env: &mut Env<'_>,
+        owner: Owner,
+        slot: u32,
+        status: i32,
+    ) -> Result<(), RunError> {
+        if owner.frees {
+            env.pools.put(slot, &mut self.held);
+        }
+        let seq = owner.seq;
+        let Some(p) = self.pending.get_mut(&seq) else {
+            return Ok(());
+        };
+        p.remaining = p.remaining.saturating_sub(1);
+        let error = bio_error(p.work, status);
+        if p.error == 0 {
+            p.error = error;
+        }
+        if p.remaining == 0 && p.fua && p.error == 0 {
+            // The data is durable only after a flush: the reply waits for it.
+            p.fua = false;
+            p.remaining = 1;
+            self.flushes.push_back(seq);
+            return self.start_flushes(id, env);
+        }
+        self.answer_if_done(env, seq);
+        Ok(())
+    }
+
+    /// Starts the flushes FUA requests wait for, as control slots allow.
+    pub(super) fn start_flushes(&mut self, id: u64, env: &mut Env<'_>) -> Result<(), RunError> {
+        while let Some(&seq) = self.flushes.front() {
+            let Some(slot) = env.pools.take_control() else {
+                return Ok(());
+            };
+            self.flushes.pop_front();
+            let owner = Owner {
+                conn: id,
+                seq,
+                frees: true,
+            };
+            Self::submit(env, owner, slot, bio(self.ctx, Work::Flush, 0, 0, slot))?;
+        }
+        Ok(())
+    }
+
+    /// Replies to request `seq` if all its bios finished.
+    pub(super) fn answer_if_done(&mut self, env: &mut Env<'_>, seq: u64) {
+        if self.pending.get(&seq).is_none_or(|p| p.remaining > 0) {
+            return;
+        }
+        let Some(p) = self.pending.remove(&seq) else {
+            return;
+        };
+        self.tally.count(p.work, p.bytes, p.error);
+        self.send(env, p.cookie, p.error, &p.read_slots);
+    }
+
+    /// Answers a request that ran no I/O (refused, or nothing to do).
+    pub(super) fn reply_at_once(&mut self, env: &mut Env<'_>, cookie: u64, error: u32) {
+        if error != 0 {
+            self.tally.errors += 1;
+        }
+        self.send(env, cookie, error, &[]);
+    }
+
+    /// Sends a simple reply, with a read's data from `slots` when it succeeded, and gives
+    /// the slots back (or parks them with a copy of what the socket did not take). A reply
+    /// goes out straight from the slots when the socket takes it whole (the common case: no
+    /// copy); otherwise a slow client holds its own memory, bounded by its quota, never the
+    /// pool's.
+    pub(super) fn send(
+        &mut self,
+        env: &mut Env<'_>,
+        cookie: u64,
+        error: u32,
+        slots: &[(u32, usize)],
+    ) {
+        if self.broken || self.drain_left.is_some() {
+            self.give_back(env, slots);
+            return;
+        }
+        let header = wire::simple_reply(cookie, error);
+        let data = slots.iter().filter(|_| error == 0).map(|&(slot, len)| {
+            // SAFETY: the read finished, so no I/O uses its slots, and they stay this
+            // request's until they are given back or parked below.
+            unsafe { &env.slots.slot(Lease::new(slot))[..len] }
+        });
+        let parts: Vec<IoSlice<'_>> = std::iter::once(&header[..])
+            .chain(data)
+            .map(IoSlice::new)
+            .collect();
+        let total: usize = parts.iter().map(|p| p.len()).sum();
+        let sent = if self.waiting.is_empty() {
+            self.stream.send_now(&parts)
+        } else {
+            Ok(0)
+        };
+        let sent = match sent {
+            Ok(sent) => sent,
+            Err(e) => {
+                drop(parts);
+                self.give_back(env, slots);
+                self.send_failed(env, &e);
+                return;
+            }
+        };
+        if sent < total {
+            if self.waiting.len() >= MAX_WAITING_REPLIES {
+                drop(parts);
+                self.give_back(env, slots);
+                self.fail(env);
+                return;
+            }
+            let mut bytes = Vec::with_capacity(total - sent);
+            let mut skip = sent;
+            for part in &parts {
+                let from = skip.min(part.len());
+                bytes.extend_from_slice(&part[from..]);
+                skip -= from;
+            }
+            drop(parts);
+            let parked: Vec<u32> = slots.iter().map(|&(slot, _)| slot).collect();
+            let count = env.pools.park(&parked);
+            self.waiting.push_back(Waiting {
+                bytes,
+                sent: 0,
+                slots: count,
+                due: Instant::now() + env.timeout,
+            });
+            return;
+        }
+        drop(parts);
+        self.give_back(env, slots);
+    }
+
+    /// Sends what the socket takes of the waiting replies, without blocking.
+    pub fn flush(&mut self, env: &mut Env<'_>) {
+        while let Some(front) = self.waiting.front_mut() {
+            match self
+                .stream
+                .send_now(&[IoSlice::new(&front.bytes[front.sent..])])
+            {
+                Ok(n) => front.sent += n,
+                Err(e) => {
+                    self.send_failed(env, &e);
+                    return;
+                }
+            }
+            if front.sent < front.bytes.len() {
+                return;
+            }
+            let done = self.waiting.pop_front().map_or(0, |w| w.slots);
+            env.pools.unpark(done, &mut self.held);
+        }
+    }
+
+    /// A send failed with `e`: a peer that closed its end gets no more replies but its
+    /// buffered requests still run; any other failure closes the connection.
+    pub(super) fn send_failed(&mut self, env: &mut Env<'_>, e: &std::io::Error) {
+        use std::io::ErrorKind::{BrokenPipe, ConnectionReset};
+        if matches!(e.kind(), BrokenPipe | ConnectionReset) {
+            if self.drain_left.is_none() {
+                self.drain_left = Some(self.stream.unread_bytes());
+            }
+            self.drop_waiting(env);
+        } else {
+            self.fail(env);
+        }
+    }
+
+    /// A reply could not be sent: nothing more is, the waiting copies are dropped, and the
+    /// connection is closed both ways. Bios already out are still awaited: their slots are
+    /// the pool's.
+    pub(super) fn fail(&mut self, env: &mut Env<'_>) {
+        self.drop_waiting(env);
+        if !self.broken {
+            self.broken = true;
+            let _ = self.stream.shutdown();
+        }
+        self.end_reading(env, None);
+    }
+
+    /// Data slots its waiting copies stand for.
+    pub fn parked_slots(&self) -> usize {
+        self.waiting.iter().map(|w| w.slots).sum()
+    }
+
+    /// The server's room for copies is full and this connection holds the most: it is
+    /// closed, its copies dropped.
+    pub fn shed(&mut self, env: &mut Env<'_>) {
+        self.closed_because.get_or_insert_with(|| {
+            "it stopped taking its replies while the server's room for slow clients' copies was full, and it held the most".into()
+        });
+        self.fail(env);
+    }
+
+    /// Drops the waiting copies, and their parked slots' count.
+    pub fn drop_waiting(&mut self, env: &mut Env<'_>) {
+        for waiting in self.waiting.drain(..) {
+            env.pools.unpark(waiting.slots, &mut self.held);
+        }
+    }
+
+    /// Returns a reply's read slots to the pool.
+    pub(super) fn give_back(&mut self, env: &mut Env<'_>, slots: &[(u32, usize)]) {
+        for &(slot, _) in slots {
+            env.pools.put(slot, &mut self.held);
+        }
+    }
+
+    /// True once `want` bytes are buffered, reading what has arrived.
+    pub(super) fn buffer(&mut self, want: usize, env: &mut Env<'_>) -> bool {
+        while self.rx_end - self.rx_start < want {
+            if !self.receive(env) {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Reads what has arrived into the buffer; false if nothing has (or the stream ended,
+    /// which ends reading).
+    pub(super) fn receive(&mut self, env: &mut Env<'_>) -> bool {
+        if self.rx_start == self.rx_end {
+            (self.rx_start, self.rx_end) = (0, 0);
+        } else if self.rx_end == self.rx.len() {
+            self.rx.copy_within(self.rx_start..self.rx_end, 0);
+            (self.rx_start, self.rx_end) = (0, self.rx_end - self.rx_start);
+        }
+        let room = match self.drain_left {
+            Some(0) => {
+                self.end_reading(env, None);
+                return false;
+            }
+            Some(left) => left.min(self.rx.len() - self.rx_end),
+            None => self.rx.len() - self.rx_end,
+        };
+        match self
+            .stream
+            .recv_now(&mut self.rx[self.rx_end..self.rx_end + room])
+        {
+            Ok(Some(0)) => {
+                let partial =
+                    self.rx_end > self.rx_start || !matches!(self.reading, Reading::Header);
+                let why = partial
+                    .then(|| "reading a request: the client left in the middle of one".to_owned());
+                self.end_reading(env, why);
+                false
+            }
+            Ok(Some(n)) => {
+                self.rx_end += n;
+                if let Some(left) = &mut self.drain_left {
+                    *left = left.saturating_sub(n);
+                }
+                true
+            }
+            Ok(None) => false,
+            Err(e) => {
+                self.end_reading(env, Some(format!("reading a request: {e}")));
+                false
+            }
+        }
+    }
+
+    /// Moves buffered bytes into `buf`; returns how many.
+    pub(super) fn take_into(&mut self, buf: &mut [u8]) -> usize {
+        let n = buf.len().min(self.rx_end - self.rx_start);
+        buf[..n].copy_from_slice(&self.rx[self.rx_start..self.rx_start + n]);
+        self.rx_start += n;
+        n
+    }
+}
