@@ -1391,3 +1391,88 @@ fn compare_takes_runs_sandbox_and_queue_options_and_they_take_effect() {
         "--nr-requests 1 gave {one_tag} IOPS, the default {default}"
     );
 }
+
+/// Runs `args` once as given and once with `--fuel 50` added: the first must succeed, the
+/// second fail on the policy's fuel. Fifty units are fewer than any noop call takes, so the
+/// limit shows wherever the command first calls the policy.
+fn fuel_takes_effect_in(args: &[&str]) {
+    let out = schedhost(args);
+    assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+    let mut starved = args.to_vec();
+    starved.extend(["--fuel", "50"]);
+    let out = schedhost(&starved);
+    let message = format!("{}{}", stderr(&out), String::from_utf8_lossy(&out.stdout));
+    assert!(!out.status.success(), "{starved:?} succeeded:\n{message}");
+    assert!(message.contains("fuel (50)"), "{starved:?}:\n{message}");
+}
+
+#[test]
+fn replay_takes_runs_sandbox_options_and_they_take_effect() {
+    if built_component("noop").is_none() {
+        return;
+    }
+    let log = temp_file(
+        "sandbox.iolog",
+        "fio version 3 iolog\n0 f add\n0 f read 0 4096\n500 f read 4096 4096\n",
+    );
+    let trace = log.to_str().unwrap();
+    fuel_takes_effect_in(&["replay", trace, "-p", "noop", "--on-fault", "abort"]);
+}
+
+#[test]
+fn policy_check_takes_runs_sandbox_options_and_they_take_effect() {
+    if built_component("noop").is_none() {
+        return;
+    }
+    fuel_takes_effect_in(&["policy", "check", "noop"]);
+    // The watchdog has run's name and meaning here too: seconds, 0 for off.
+    let out = schedhost(&[
+        "policy",
+        "check",
+        "noop",
+        "--rounds",
+        "1",
+        "--watchdog",
+        "x",
+    ]);
+    assert_fails_with(&out, "a number of seconds (0: off)");
+}
+
+#[test]
+fn bench_and_inspect_take_runs_sandbox_options_and_they_take_effect() {
+    if built_component("noop").is_none() {
+        return;
+    }
+    fuel_takes_effect_in(&["bench", "--ios", "200", "--rounds", "1", "--iodepth", "4"]);
+    fuel_takes_effect_in(&["policy", "inspect", "noop"]);
+}
+
+#[test]
+fn serve_takes_runs_sandbox_options_and_they_take_effect() {
+    if built_component("noop").is_none() {
+        return;
+    }
+    let dir = scratch_dir("serve_sandbox");
+    let disk = dir.join("disk.img");
+    let socket = dir.join("nbd.sock");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_schedhost"))
+        .args(["serve", "--size", "1m", "-p", "noop", "--fuel", "50"])
+        .arg("--nbd")
+        .arg(format!("unix:{}", socket.display()))
+        .arg("--device")
+        .arg(&disk)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The policy's first call runs out of fuel, so the server stops before it serves.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("serve --fuel 50 still running after 30 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_fails_with(&out, "fuel (50)");
+}

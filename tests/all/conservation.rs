@@ -4,8 +4,9 @@ use std::collections::HashSet;
 
 use schedhost::backend::sim::DeviceSpec;
 use schedhost::core::{Action, Bio, Core, Nomerges};
-use schedhost::frontend::jobs::sim::{self, SimOptions};
+use schedhost::frontend::jobs::sim;
 use schedhost::frontend::jobs::{Rng, parse_job_file};
+use schedhost::frontend::plan::RunPlan;
 use schedhost::policy::NativePolicy;
 use schedhost_policy_noop::Noop;
 use schedhost_sdk::{Op, PrioClass};
@@ -127,7 +128,7 @@ fn simulated_jobs_complete_every_issued_bio_on_each_device() {
             &spec,
             Box::new(NativePolicy::<Noop>::default()),
             &[],
-            SimOptions::default(),
+            &RunPlan::default(),
             &mut |_| {},
         )
         .unwrap();
@@ -153,7 +154,7 @@ fn run_null(text: &str) -> schedhost::frontend::outcome::Outcome {
         &device,
         Box::new(NativePolicy::<Noop>::default()),
         &[],
-        SimOptions::default(),
+        &RunPlan::default(),
         &mut |_| {},
     )
     .unwrap()

@@ -2,7 +2,8 @@
 
 use schedhost::backend::sim::DeviceSpec;
 use schedhost::frontend::jobs::parse_job_file;
-use schedhost::frontend::jobs::sim::{self, SimOptions};
+use schedhost::frontend::jobs::sim;
+use schedhost::frontend::plan::RunPlan;
 use schedhost::policy::{PolicyBackend, WasmRuntime};
 use schedhost::report::{RunInfo, Summary, to_json};
 
@@ -13,11 +14,11 @@ const JOB: &str = "[global]\nbs=4k\nsize=32m\nruntime=500ms\n[rand]\nrw=randread
 fn json_for(policy: Box<dyn PolicyBackend>, seed: u64) -> String {
     let jobs = parse_job_file("det.fio", JOB).unwrap();
     let device = DeviceSpec::parse("sim:hdd").unwrap();
-    let options = SimOptions {
+    let options = RunPlan {
         seed,
-        ..SimOptions::default()
+        ..RunPlan::default()
     };
-    let outcome = sim::run(&jobs, &device, policy, &[], options, &mut |_| {}).unwrap();
+    let outcome = sim::run(&jobs, &device, policy, &[], &options, &mut |_| {}).unwrap();
     let info = RunInfo {
         policy_source: "x".into(),
         device: "sim:hdd".into(),

@@ -5,8 +5,9 @@ use std::collections::HashMap;
 
 use schedhost::backend::sim::DeviceSpec;
 use schedhost::frontend::jobs::parse_job_file;
-use schedhost::frontend::jobs::sim::{self, SimOptions};
+use schedhost::frontend::jobs::sim;
 use schedhost::frontend::outcome::Outcome;
+use schedhost::frontend::plan::RunPlan;
 use schedhost::frontend::replay::{Format, parse};
 use schedhost::observe::events::{Kind, file, text};
 use schedhost::policy::native_policy;
@@ -17,9 +18,12 @@ fn recorded(policy: &str, record: bool) -> Outcome {
         "[seq]\nrw=read\nbs=4k\nsize=2m\niodepth=8\nnumjobs=2\n\n[rand]\nrw=randwrite\nbs=8k\nsize=2m\niodepth=4\nnumber_ios=200\n",
     )
     .unwrap();
-    let options = SimOptions {
-        record_events: record,
-        ..SimOptions::default()
+    let options = RunPlan {
+        observe: schedhost::frontend::plan::Observe {
+            record_events: record,
+            ..Default::default()
+        },
+        ..RunPlan::default()
     };
     let device = DeviceSpec::parse("sim:hdd").unwrap();
     sim::run(
@@ -27,7 +31,7 @@ fn recorded(policy: &str, record: bool) -> Outcome {
         &device,
         native_policy(policy).unwrap(),
         &[],
-        options,
+        &options,
         &mut |_| {},
     )
     .unwrap()

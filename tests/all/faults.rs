@@ -6,9 +6,10 @@
 
 use schedhost::backend::sim::{DeviceSpec, FaultPlan};
 use schedhost::core::{Action, BUSY, Bio, MAX_REQUEUES, Nomerges};
-use schedhost::frontend::jobs::sim::{self, SimOptions};
+use schedhost::frontend::jobs::sim;
 use schedhost::frontend::jobs::{Rng, parse_job_file};
 use schedhost::frontend::outcome::Outcome;
+use schedhost::frontend::plan::RunPlan;
 use schedhost::policy::{native_names, native_policy};
 
 /// Fault plans per device model and policy (CI runs a short version).
@@ -67,17 +68,17 @@ fn run(device: &DeviceSpec, policy: &str, faults: FaultPlan) -> Outcome {
         "[global]\ncontinue_on_error=all\n[m]\nrw=randrw\nbs=4k\nsize=8m\niodepth=8\nnumjobs=2\nnumber_ios=64\n[s]\nrw=write\nbs=64k\nsize=8m\niodepth=4\nnumber_ios=32\n",
     )
     .unwrap();
-    let options = SimOptions {
+    let options = RunPlan {
         seed: faults.seed,
         faults,
-        ..SimOptions::default()
+        ..RunPlan::default()
     };
     sim::run(
         &jobs,
         device,
         native_policy(policy).unwrap(),
         &[],
-        options,
+        &options,
         &mut |_| {},
     )
     .unwrap_or_else(|e| panic!("{policy} on {} under {faults:?}: {e}", device.name()))
@@ -237,16 +238,16 @@ fn a_job_stops_at_its_first_error_unless_continue_on_error_says_otherwise() {
     let run_with = |extra: &str| {
         let text = format!("[r]\nrw=randread\nbs=4k\nsize=8m\niodepth=4\nnumber_ios=400\n{extra}");
         let jobs = parse_job_file("c.fio", &text).unwrap();
-        let options = SimOptions {
+        let options = RunPlan {
             faults,
-            ..SimOptions::default()
+            ..RunPlan::default()
         };
         sim::run(
             &jobs,
             &device,
             native_policy("noop").unwrap(),
             &[],
-            options,
+            &options,
             &mut |_| {},
         )
         .unwrap()
@@ -311,16 +312,16 @@ fn a_device_that_stalls_longer_than_the_watchdog_gets_no_policy_blamed() {
     )
     .unwrap();
     for policy in native_names() {
-        let options = SimOptions {
+        let options = RunPlan {
             faults,
-            ..SimOptions::default()
+            ..RunPlan::default()
         };
         let outcome = sim::run(
             &jobs,
             &device,
             native_policy(policy).unwrap(),
             &[],
-            options,
+            &options,
             &mut |_| {},
         )
         .unwrap_or_else(|e| panic!("{policy}: {e}"));

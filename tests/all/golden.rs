@@ -12,7 +12,8 @@ use std::path::{Path, PathBuf};
 
 use schedhost::backend::sim::DeviceSpec;
 use schedhost::frontend::jobs::parse_job_file;
-use schedhost::frontend::jobs::sim::{self, SimOptions};
+use schedhost::frontend::jobs::sim;
+use schedhost::frontend::plan::RunPlan;
 use schedhost::policy::native_policy;
 use schedhost::report::{RunInfo, Summary, to_json};
 
@@ -39,7 +40,7 @@ fn report(job: &Path, policy: &str) -> String {
         &device,
         native_policy(policy).unwrap(),
         &[],
-        SimOptions::default(),
+        &RunPlan::default(),
         &mut |_| {},
     )
     .unwrap();
@@ -47,7 +48,7 @@ fn report(job: &Path, policy: &str) -> String {
         policy_source: format!("native:{policy}"),
         device: "sim:hdd".into(),
         device_model: device.name().into(),
-        seed: SimOptions::default().seed,
+        seed: RunPlan::default().seed,
         settings: Vec::new(),
         real: None,
         trace: None,

@@ -460,16 +460,17 @@ fn hostile_policy_a_set_that_traps_is_a_fault_at_its_time_and_stops_an_aborting_
     for abort in [false, true] {
         let dir = scratch(&format!("hostile_set_trap_{abort}"));
         let control = dir.join("ctl.sock");
-        let mut opts = options(&dir);
+        let mut plan = crate::nbd::plan();
         if abort {
-            opts.supervision.on_fault = schedhost::core::OnFault::Abort;
+            plan.supervision.on_fault = schedhost::core::OnFault::Abort;
         }
         let policy = crate::helpers::runtime()
             .load(&chaos)
             .unwrap()
             .instantiate()
             .unwrap();
-        let server = start(opts, Box::new(policy), Some(control.clone()));
+        let server =
+            crate::nbd::start_planned(options(&dir), plan, Box::new(policy), Some(control.clone()));
         std::thread::sleep(Duration::from_millis(200));
         let reply = schedhost::control::request(&control, "set panic_on_set=1").unwrap();
         assert_eq!(reply["ok"], false, "{reply}");

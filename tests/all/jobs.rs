@@ -183,7 +183,8 @@ fn stonewall_starts_a_new_phase_and_group() {
 #[test]
 fn ramp_time_runs_before_runtime_and_counts_only_what_completes_after_it() {
     use schedhost::backend::sim::DeviceSpec;
-    use schedhost::frontend::jobs::sim::{self, SimOptions};
+    use schedhost::frontend::jobs::sim;
+    use schedhost::frontend::plan::RunPlan;
     use schedhost::observe::stats::TIMELINE_BUCKET_NS;
     use schedhost::policy::native_policy;
 
@@ -198,7 +199,7 @@ fn ramp_time_runs_before_runtime_and_counts_only_what_completes_after_it() {
         &DeviceSpec::parse("sim:ssd").unwrap(),
         native_policy("noop").unwrap(),
         &[],
-        SimOptions::default(),
+        &RunPlan::default(),
         &mut |_| {},
     )
     .unwrap();

@@ -14,8 +14,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use schedhost::core::{Nomerges, Supervision};
-use schedhost::frontend::nbd::{self, Address, Request, ServeError, ServeOptions, Served};
+use schedhost::frontend::RunError;
+use schedhost::frontend::nbd::{self, Address, Request, ServeOptions, Served};
+use schedhost::frontend::plan::RunPlan;
 use schedhost::policy::{PolicyBackend, native_policy};
 
 use crate::helpers::{component, runtime};
@@ -45,7 +46,7 @@ pub(crate) fn scratch(test: &str) -> PathBuf {
 /// A server on `dir/nbd.sock` exporting `dir/disk.img`.
 pub(crate) struct Running {
     stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<Result<Served, ServeError>>>,
+    thread: Option<JoinHandle<Result<Served, RunError>>>,
     pub(crate) socket: PathBuf,
     pub(crate) metrics: Option<std::net::SocketAddr>,
 }
@@ -57,7 +58,7 @@ impl Running {
 
     /// Stops the server as SIGTERM would and returns what it did.
     /// Stops the server as SIGTERM would and returns how it ended.
-    pub(crate) fn end(mut self) -> Result<Served, ServeError> {
+    pub(crate) fn end(mut self) -> Result<Served, RunError> {
         self.stop.store(true, Ordering::Release);
         self.thread.take().unwrap().join().unwrap()
     }
@@ -86,23 +87,38 @@ pub(crate) fn options(dir: &Path) -> ServeOptions {
         read_only: false,
         allow_overwrite: false,
         size: Some(16 * MIB),
-        queue_depth: 32,
-        nr_requests: None,
-        nomerges: Nomerges::All,
-        supervision: Supervision::default(),
         trace_events: None,
-        status_interval_ns: None,
         metrics: None,
         max_clients: 256,
         handshake_timeout: Duration::from_secs(10),
         reply_timeout: Duration::from_secs(30),
         description: None,
-        faults: schedhost::backend::sim::FaultPlan::default(),
+    }
+}
+
+/// The run plan the tests' servers use: 32 driver tags, the defaults otherwise.
+pub(crate) fn plan() -> RunPlan {
+    RunPlan {
+        queue: schedhost::frontend::plan::QueueAttrs {
+            queue_depth: 32,
+            ..Default::default()
+        },
+        ..RunPlan::default()
     }
 }
 
 pub(crate) fn start(
     options: ServeOptions,
+    policy: Box<dyn PolicyBackend>,
+    control: Option<PathBuf>,
+) -> Running {
+    start_planned(options, plan(), policy, control)
+}
+
+/// As [`start`], under `plan`.
+pub(crate) fn start_planned(
+    options: ServeOptions,
+    plan: RunPlan,
     policy: Box<dyn PolicyBackend>,
     control: Option<PathBuf>,
 ) -> Running {
@@ -117,7 +133,7 @@ pub(crate) fn start(
         std::thread::spawn(move || {
             let engine = runtime();
             let control = control.as_deref().map(|p| (p, &engine));
-            let result = nbd::serve(&options, policy, &[], control, &stop, |at| {
+            let result = nbd::serve(&options, &plan, policy, &[], control, &stop, |at| {
                 let _ = ready_tx.send(at.metrics);
             });
             if let Err(e) = &result {
@@ -394,6 +410,7 @@ fn refusal(options: &ServeOptions) -> String {
     let stop = AtomicBool::new(false);
     nbd::serve(
         options,
+        &plan(),
         native_policy("noop").unwrap(),
         &[],
         None,
@@ -1030,9 +1047,16 @@ fn nbd_turns_clients_away_past_max_clients_and_serves_the_rest() {
 #[test]
 fn nbd_clients_see_device_faults_as_nbd_errors_and_busy_answers_retried_away() {
     let dir = scratch("faults");
-    let mut opts = options(&dir);
-    opts.faults = schedhost::backend::sim::FaultPlan::parse("read_errors=1").unwrap();
-    let server = start(opts, native_policy("noop").unwrap(), None);
+    let faulty = |text: &str| RunPlan {
+        faults: schedhost::backend::sim::FaultPlan::parse(text).unwrap(),
+        ..plan()
+    };
+    let server = start_planned(
+        options(&dir),
+        faulty("read_errors=1"),
+        native_policy("noop").unwrap(),
+        None,
+    );
     let mut client = Client::connect(&server.socket);
     assert_eq!(client.write(0, &[9; 4096]), 0, "writes do not fail");
     let (error, _) = client.call(READ, 0, 0, 4096, &[]);
@@ -1041,9 +1065,12 @@ fn nbd_clients_see_device_faults_as_nbd_errors_and_busy_answers_retried_away() {
     server.finish();
     // Busy answers are requeued by the host: the client never sees them.
     let dir = scratch("faults_busy");
-    let mut opts = options(&dir);
-    opts.faults = schedhost::backend::sim::FaultPlan::parse("busy=0.3,seed=5").unwrap();
-    let server = start(opts, native_policy("deadline").unwrap(), None);
+    let server = start_planned(
+        options(&dir),
+        faulty("busy=0.3,seed=5"),
+        native_policy("deadline").unwrap(),
+        None,
+    );
     let mut client = Client::connect(&server.socket);
     for i in 0..32u64 {
         let data = pattern(i * 65536, 65536, 0x5a);

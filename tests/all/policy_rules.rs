@@ -4,8 +4,10 @@
 
 use schedhost::backend::sim::DeviceSpec;
 use schedhost::core::{Action, Bio, Config, Core, OnFault, Supervision};
+use schedhost::frontend::RunError;
 use schedhost::frontend::jobs::parse_job_file;
-use schedhost::frontend::jobs::sim::{self, SimError, SimOptions};
+use schedhost::frontend::jobs::sim;
+use schedhost::frontend::plan::RunPlan;
 use schedhost::policy::{FaultKind, NativePolicy};
 use schedhost_sdk::RequestId;
 use schedhost_sdk::{Completion, Dispatch, MergeEvent, Op, Policy, PrioClass, Request, Setup};
@@ -137,7 +139,7 @@ fn policy_that_never_dispatches_is_ejected_and_its_requests_served() {
         &device,
         Box::new(NativePolicy::<Rogue<4>>::default()),
         &[],
-        SimOptions::default(),
+        &RunPlan::default(),
         &mut |_| {},
     )
     .unwrap();
@@ -152,23 +154,23 @@ fn policy_that_never_dispatches_is_ejected_and_its_requests_served() {
 fn policy_that_never_dispatches_stops_an_aborting_run_instead_of_hanging() {
     let jobs = parse_job_file("s.fio", "[a]\nsize=1m\n").unwrap();
     let device = DeviceSpec::parse("sim:null").unwrap();
-    let options = SimOptions {
+    let options = RunPlan {
         supervision: Supervision {
             on_fault: OnFault::Abort,
             ..Supervision::default()
         },
-        ..SimOptions::default()
+        ..RunPlan::default()
     };
     let err = sim::run(
         &jobs,
         &device,
         Box::new(NativePolicy::<Rogue<4>>::default()),
         &[],
-        options,
+        &options,
         &mut |_| {},
     )
     .unwrap_err();
-    assert!(matches!(err, SimError::Stalled { queued: 1, .. }), "{err}");
+    assert!(matches!(err, RunError::Stalled { queued: 1, .. }), "{err}");
     assert!(err.to_string().contains("cannot progress"), "{err}");
 }
 
@@ -243,7 +245,7 @@ fn policy_asking_to_be_woken_is_called_again_at_that_time() {
         &device,
         Box::new(NativePolicy::<Patient>::default()),
         &[],
-        SimOptions::default(),
+        &RunPlan::default(),
         &mut |_| {},
     )
     .expect("the timer keeps the run going");

@@ -5,10 +5,11 @@
 use std::path::Path;
 
 use schedhost::backend::sim::DeviceSpec;
-use schedhost::frontend::jobs::real::{self, RealOptions};
-use schedhost::frontend::jobs::sim::{self, SimOptions};
+use schedhost::frontend::jobs::real;
+use schedhost::frontend::jobs::sim;
 use schedhost::frontend::jobs::{Pacing, jobs_for_trace};
 use schedhost::frontend::outcome::Outcome;
+use schedhost::frontend::plan::RunPlan;
 use schedhost::frontend::replay::{Format, Trace, parse};
 use schedhost::policy::native_policy;
 use schedhost_sdk::Op;
@@ -29,7 +30,7 @@ fn replay_sim(trace: &Trace, pacing: Pacing, device: &str) -> Outcome {
         &device,
         native_policy("cfq").unwrap(),
         &[],
-        SimOptions::default(),
+        &RunPlan::default(),
         &mut |_| {},
     )
     .unwrap()
@@ -206,7 +207,7 @@ fn replay_iolog_on_a_real_file_writes_then_reads_back() {
         &[dir.join("replay.dat")],
         vec![native_policy("deadline").unwrap()],
         &[],
-        RealOptions::default(),
+        &RunPlan::default(),
     )
     .unwrap();
     let o = &done.outcome;
@@ -240,7 +241,7 @@ fn replay_on_a_real_file_writes_a_long_io_whole_among_short_ones() {
         std::slice::from_ref(&path),
         vec![native_policy("noop").unwrap()],
         &[],
-        RealOptions::default(),
+        &RunPlan::default(),
     )
     .unwrap();
     let written = done.outcome.stats[0].dirs[1].bytes;
@@ -274,7 +275,7 @@ fn replay_on_a_real_file_refuses_buffers_past_the_limit_up_front() {
         std::slice::from_ref(&path),
         vec![native_policy("noop").unwrap()],
         &[],
-        RealOptions::default(),
+        &RunPlan::default(),
     )
     .unwrap_err()
     .to_string();

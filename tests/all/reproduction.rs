@@ -4,9 +4,10 @@
 use std::path::Path;
 
 use schedhost::backend::sim::DeviceSpec;
-use schedhost::frontend::jobs::sim::{self, SimOptions};
+use schedhost::frontend::jobs::sim;
 use schedhost::frontend::jobs::{JobSpec, parse_job_file};
 use schedhost::frontend::outcome::Outcome;
+use schedhost::frontend::plan::RunPlan;
 use schedhost::observe::stats::OpStats;
 use schedhost::policy::native_policy;
 
@@ -50,7 +51,7 @@ fn run_on(
         device,
         native_policy(policy).unwrap(),
         &settings,
-        SimOptions::default(),
+        &RunPlan::default(),
         &mut |_| {},
     )
     .unwrap()

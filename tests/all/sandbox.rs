@@ -6,9 +6,11 @@ use std::time::Duration;
 
 use schedhost::backend::sim::DeviceSpec;
 use schedhost::core::{OnFault, Recovery, Supervision};
+use schedhost::frontend::RunError;
 use schedhost::frontend::jobs::parse_job_file;
-use schedhost::frontend::jobs::sim::{self, SimError, SimOptions};
+use schedhost::frontend::jobs::sim;
 use schedhost::frontend::outcome::Outcome;
+use schedhost::frontend::plan::RunPlan;
 use schedhost::policy::{FaultKind, Limits, WasmRuntime};
 
 use crate::helpers::component;
@@ -30,23 +32,23 @@ fn limits() -> Limits {
 }
 
 /// Runs the chaos component in `mode` (honest for its first 10 dispatch calls).
-fn chaos(mode: i64, limits: Limits, supervision: Supervision) -> Option<Result<Outcome, SimError>> {
+fn chaos(mode: i64, limits: Limits, supervision: Supervision) -> Option<Result<Outcome, RunError>> {
     let path = component("chaos")?;
     let runtime = WasmRuntime::with_limits(limits).unwrap();
     let policy = runtime.load(&path).unwrap().instantiate().unwrap();
     let jobs = parse_job_file("chaos.fio", JOBS).unwrap();
     let device = DeviceSpec::parse("sim:ssd").unwrap();
     let settings = [("mode".to_owned(), mode), ("after".to_owned(), 10)];
-    let options = SimOptions {
+    let options = RunPlan {
         supervision,
-        ..SimOptions::default()
+        ..RunPlan::default()
     };
     Some(sim::run(
         &jobs,
         &device,
         Box::new(policy),
         &settings,
-        options,
+        &options,
         &mut |_| {},
     ))
 }
@@ -221,7 +223,7 @@ fn sandbox_aborts_the_run_on_a_fault_when_told_to() {
         return;
     };
     match result.unwrap_err() {
-        SimError::Fault { fault, .. } => assert_eq!(fault.kind, FaultKind::Trap),
+        RunError::Fault { fault, .. } => assert_eq!(fault.kind, FaultKind::Trap),
         other => panic!("expected the fault, got {other}"),
     }
 }

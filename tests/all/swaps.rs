@@ -6,8 +6,9 @@ use schedhost::backend::sim::DeviceSpec;
 use schedhost::core::{Bio, Config, Core};
 use schedhost::engine::{PolicyMaker, ScheduledSwap};
 use schedhost::frontend::jobs::parse_job_file;
-use schedhost::frontend::jobs::sim::{self, SimOptions};
+use schedhost::frontend::jobs::sim;
 use schedhost::frontend::outcome::Outcome;
+use schedhost::frontend::plan::RunPlan;
 use schedhost::policy::{LoadedPolicy, NativePolicy, PolicyBackend, WasmRuntime, native_policy};
 use schedhost_sdk::RequestId;
 use schedhost_sdk::{Dispatch, MergeEvent, Op, Policy, PrioClass, Request, Setup};
@@ -73,7 +74,7 @@ fn run(swaps: Vec<ScheduledSwap>) -> Outcome {
         &device,
         first,
         &[],
-        SimOptions::default(),
+        &RunPlan::default(),
         swaps,
         &mut |_| {},
     )

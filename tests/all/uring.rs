@@ -6,8 +6,10 @@ use std::path::{Path, PathBuf};
 
 use schedhost::backend::ring::{OpenRules, Target, TargetError};
 use schedhost::core::{Nomerges, RqAffinity};
-use schedhost::frontend::jobs::real::{self, RealError, RealOptions, RealOutcome};
+use schedhost::frontend::RunError;
+use schedhost::frontend::jobs::real::{self, RealOutcome};
 use schedhost::frontend::jobs::{JobSpec, parse_job_file};
+use schedhost::frontend::plan::{RingOptions, RunPlan};
 use schedhost::policy::{PolicyBackend, native_policy};
 
 use crate::helpers::{component, runtime};
@@ -44,8 +46,8 @@ fn run(
     jobs: &[JobSpec],
     paths: &[PathBuf],
     policy: &str,
-    options: RealOptions,
-) -> Result<RealOutcome, RealError> {
+    options: &RunPlan,
+) -> Result<RealOutcome, RunError> {
     let policies = paths
         .iter()
         .map(|_| native_policy(policy).unwrap())
@@ -85,7 +87,7 @@ fn uring_verifies_random_writes_through_every_policy_in_both_builds() {
     for name in POLICIES {
         for (build, policy) in builds(name) {
             let path = dir.join(format!("{name}-{build}.dat"));
-            let done = real::run(&jobs, &[path], vec![policy], &[], RealOptions::default())
+            let done = real::run(&jobs, &[path], vec![policy], &[], &RunPlan::default())
                 .unwrap_or_else(|e| panic!("{name} ({build}): {e}"));
             assert_exactly_once(&done);
             assert_eq!(
@@ -114,7 +116,7 @@ verify=crc32c
         &jobs,
         std::slice::from_ref(&path),
         "deadline",
-        RealOptions::default(),
+        &RunPlan::default(),
     )
     .unwrap();
     assert_exactly_once(&done);
@@ -130,11 +132,14 @@ verify=crc32c
     // misplaced buffer in a merged write cannot cancel out in a merged read; then merged.
     let read = jobs_text_read(32);
     for nomerges in [Nomerges::Off, Nomerges::All] {
-        let options = RealOptions {
-            nomerges,
-            ..RealOptions::default()
+        let options = RunPlan {
+            queue: schedhost::frontend::plan::QueueAttrs {
+                nomerges,
+                ..Default::default()
+            },
+            ..RunPlan::default()
         };
-        let done = run(&read, std::slice::from_ref(&path), "noop", options).unwrap();
+        let done = run(&read, std::slice::from_ref(&path), "noop", &options).unwrap();
         assert_exactly_once(&done);
         assert_eq!(done.outcome.core.back_merges > 0, nomerges == Nomerges::All);
         assert_eq!(done.outcome.verified_blocks, 1024);
@@ -163,7 +168,7 @@ iodepth=4
 verify=crc32c
 ",
     );
-    let done = run(&jobs, &[dir.join("m.dat")], "cfq", RealOptions::default()).unwrap();
+    let done = run(&jobs, &[dir.join("m.dat")], "cfq", &RunPlan::default()).unwrap();
     assert_exactly_once(&done);
     let reads = done.outcome.stats[0].dirs[0].ios;
     assert!(
@@ -178,7 +183,7 @@ fn uring_stripes_blocks_over_several_devices_and_verifies_each() {
     let dir = scratch("stripes");
     let paths = [dir.join("a.dat"), dir.join("b.dat")];
     let jobs = jobs(RANDWRITE_VERIFY);
-    let done = run(&jobs, &paths, "deadline", RealOptions::default()).unwrap();
+    let done = run(&jobs, &paths, "deadline", &RunPlan::default()).unwrap();
     assert_exactly_once(&done);
     assert_eq!(done.targets.len(), 2);
     for t in &done.targets {
@@ -197,15 +202,15 @@ fn uring_detects_a_corrupt_block_and_names_its_offset() {
         &write,
         std::slice::from_ref(&path),
         "noop",
-        RealOptions::default(),
+        &RunPlan::default(),
     )
     .unwrap();
     let mut data = std::fs::read(&path).unwrap();
     data[100 * 4096 + 2000] ^= 0x40;
     std::fs::write(&path, &data).unwrap();
-    let err = run(&jobs_text_read(4), &[path], "noop", RealOptions::default()).unwrap_err();
+    let err = run(&jobs_text_read(4), &[path], "noop", &RunPlan::default()).unwrap_err();
     match &err {
-        RealError::Verify { mismatch, .. } => {
+        RunError::Verify { mismatch, .. } => {
             assert_eq!(mismatch.offset, 100 * 4096);
             assert!(mismatch.problem.contains("corrupt"), "{err}");
         }
@@ -223,11 +228,11 @@ fn uring_refuses_to_overwrite_an_existing_file_without_the_flag() {
         &write,
         std::slice::from_ref(&path),
         "noop",
-        RealOptions::default(),
+        &RunPlan::default(),
     )
     .unwrap_err();
     assert!(
-        matches!(err, RealError::Target(TargetError::WouldOverwrite { .. })),
+        matches!(err, RunError::Target(TargetError::WouldOverwrite { .. })),
         "{err}"
     );
     assert!(err.to_string().contains("--allow-overwrite"));
@@ -235,11 +240,14 @@ fn uring_refuses_to_overwrite_an_existing_file_without_the_flag() {
         std::fs::read(&path).unwrap().iter().all(|&b| b == 7),
         "the file is untouched"
     );
-    let allowed = RealOptions {
-        allow_overwrite: true,
-        ..RealOptions::default()
+    let allowed = RunPlan {
+        ring: RingOptions {
+            allow_overwrite: true,
+            ..RingOptions::default()
+        },
+        ..RunPlan::default()
     };
-    let done = run(&write, std::slice::from_ref(&path), "noop", allowed).unwrap();
+    let done = run(&write, std::slice::from_ref(&path), "noop", &allowed).unwrap();
     assert_exactly_once(&done);
     assert!(!std::fs::read(&path).unwrap().iter().all(|&b| b == 7));
 }
@@ -253,11 +261,11 @@ fn uring_read_only_jobs_neither_create_nor_outgrow_files() {
         &read,
         std::slice::from_ref(&missing),
         "noop",
-        RealOptions::default(),
+        &RunPlan::default(),
     )
     .unwrap_err();
     assert!(
-        matches!(err, RealError::Target(TargetError::Missing { .. })),
+        matches!(err, RunError::Target(TargetError::Missing { .. })),
         "{err}"
     );
     assert!(!missing.exists());
@@ -268,7 +276,7 @@ fn uring_read_only_jobs_neither_create_nor_outgrow_files() {
         &read,
         std::slice::from_ref(&short),
         "noop",
-        RealOptions::default(),
+        &RunPlan::default(),
     )
     .unwrap_err();
     assert!(
@@ -283,7 +291,7 @@ fn uring_read_only_jobs_neither_create_nor_outgrow_files() {
 fn uring_refuses_a_directory_as_a_device() {
     let dir = scratch("directory");
     let read = jobs("[r]\nrw=read\nbs=4k\nsize=1m\n");
-    let err = run(&read, &[dir], "noop", RealOptions::default()).unwrap_err();
+    let err = run(&read, &[dir], "noop", &RunPlan::default()).unwrap_err();
     assert!(
         err.to_string()
             .contains("not a regular file or a block device"),
@@ -299,7 +307,7 @@ fn uring_runs_time_based_jobs_to_their_runtime() {
         &jobs,
         &[dir.join("t.dat")],
         "time-slice",
-        RealOptions::default(),
+        &RunPlan::default(),
     )
     .unwrap();
     assert_exactly_once(&done);
@@ -336,12 +344,15 @@ verify=crc32c
         (2, RqAffinity::Submitter),
     ] {
         for policy in ["noop", "cfq"] {
-            let options = RealOptions {
-                threads: Some(mode),
-                ..RealOptions::default()
+            let options = RunPlan {
+                ring: RingOptions {
+                    threads: Some(mode),
+                    ..RingOptions::default()
+                },
+                ..RunPlan::default()
             };
             let path = dir.join(format!("{policy}-{level}.dat"));
-            let done = run(&jobs, &[path], policy, options)
+            let done = run(&jobs, &[path], policy, &options)
                 .unwrap_or_else(|e| panic!("rq_affinity={level} {policy}: {e}"));
             assert_exactly_once(&done);
             assert_eq!(done.outcome.submitters.len(), 5);
@@ -363,7 +374,7 @@ fn uring_threads_report_a_corrupt_block_checked_on_the_submitting_thread() {
         &write,
         std::slice::from_ref(&path),
         "noop",
-        RealOptions::default(),
+        &RunPlan::default(),
     )
     .unwrap();
     let mut data = std::fs::read(&path).unwrap();
@@ -371,13 +382,16 @@ fn uring_threads_report_a_corrupt_block_checked_on_the_submitting_thread() {
     std::fs::write(&path, &data).unwrap();
     let read =
         jobs("[r]\nrw=read\nbs=4k\nsize=1m\niodepth=4\nnumjobs=2\nfilename=f\nverify=crc32c\n");
-    let options = RealOptions {
-        threads: Some(RqAffinity::Submitter),
-        ..RealOptions::default()
+    let options = RunPlan {
+        ring: RingOptions {
+            threads: Some(RqAffinity::Submitter),
+            ..RingOptions::default()
+        },
+        ..RunPlan::default()
     };
-    let err = run(&read, &[path], "noop", options).unwrap_err();
+    let err = run(&read, &[path], "noop", &options).unwrap_err();
     match err {
-        RealError::Verify { mismatch, .. } => assert_eq!(mismatch.offset, 7 * 4096),
+        RunError::Verify { mismatch, .. } => assert_eq!(mismatch.offset, 7 * 4096),
         other => panic!("expected a verify failure, got {other}"),
     }
 }
@@ -397,11 +411,14 @@ fn uring_names_the_path_when_opening_is_not_permitted() {
         .status()
         .is_ok_and(|s| s.success());
     let write = jobs("[w]\nrw=write\nbs=4k\nsize=1m\n");
-    let allowed = RealOptions {
-        allow_overwrite: true,
-        ..RealOptions::default()
+    let allowed = RunPlan {
+        ring: RingOptions {
+            allow_overwrite: true,
+            ..RingOptions::default()
+        },
+        ..RunPlan::default()
     };
-    let result = run(&write, std::slice::from_ref(&path), "noop", allowed);
+    let result = run(&write, std::slice::from_ref(&path), "noop", &allowed);
     if immutable {
         let _ = std::process::Command::new("chattr")
             .arg("-i")
@@ -467,7 +484,7 @@ verify=crc32c
         &[dir.join("soak.dat")],
         policies,
         &[],
-        RealOptions::default(),
+        &RunPlan::default(),
         Some((socket.as_path(), &engine)),
     )
     .unwrap();
@@ -486,12 +503,12 @@ fn uring_watchdog_ejects_a_policy_that_asks_to_sleep_an_hour_within_its_period()
     };
     let dir = scratch("watchdog_sleep");
     let policy = runtime().load(&path).unwrap().instantiate().unwrap();
-    let options = RealOptions {
+    let options = RunPlan {
         supervision: schedhost::core::Supervision {
             watchdog_ns: Some(500_000_000),
             ..Default::default()
         },
-        ..RealOptions::default()
+        ..RunPlan::default()
     };
     let started = std::time::Instant::now();
     let done = real::run(
@@ -499,7 +516,7 @@ fn uring_watchdog_ejects_a_policy_that_asks_to_sleep_an_hour_within_its_period()
         &[dir.join("w.dat")],
         vec![Box::new(policy)],
         &[("mode".into(), 10), ("after".into(), 10)],
-        options,
+        &options,
     )
     .unwrap();
     assert_exactly_once(&done);

@@ -6,9 +6,12 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use schedhost::backend::sim::DeviceSpec;
-use schedhost::frontend::jobs::sim::{self, SimOptions};
+use schedhost::frontend::jobs::sim;
 use schedhost::frontend::jobs::{parse_cmdline, parse_job_file};
+use schedhost::frontend::plan::{Observe, RunPlan};
 use schedhost::policy::{Loaded, PolicyBackend, PolicySource, WasmRuntime, load, phases, resolve};
+
+use super::plan::{QueueArgs, SandboxArgs};
 
 #[derive(Debug, clap::Args)]
 pub struct BenchArgs {
@@ -40,6 +43,12 @@ pub struct BenchArgs {
     /// With --phases: only the phases whose name contains this text.
     #[arg(long, value_name = "TEXT", requires = "phases")]
     pub phase: Option<String>,
+    /// The queue's attributes, as `run`'s.
+    #[command(flatten)]
+    pub queue: QueueArgs,
+    /// The sandbox, as `run`'s (--phases measures with and without fuel by itself).
+    #[command(flatten)]
+    pub sandbox: SandboxArgs,
 }
 
 impl BenchArgs {
@@ -47,9 +56,14 @@ impl BenchArgs {
         if self.rounds == 0 || self.ios == 0 {
             bail!("--rounds and --ios must be at least 1");
         }
-        let runtime = WasmRuntime::new().context("setting up the WebAssembly engine")?;
+        let runtime = self.sandbox.runtime()?;
+        let plan = RunPlan {
+            queue: self.queue.attrs(),
+            supervision: self.sandbox.supervision(),
+            ..RunPlan::default()
+        };
         if let Some(swaps) = self.swaps {
-            return swap_stalls(&runtime, swaps);
+            return swap_stalls(&runtime, &plan, swaps);
         }
         let (source, wasm) = load(&runtime, &self.policy)?;
         if self.phases {
@@ -75,17 +89,17 @@ impl BenchArgs {
         ];
         let jobs = parse_cmdline(&options)?;
         let device = DeviceSpec::parse("sim:null")?;
-        let measure_with = |loaded: &Loaded, options: SimOptions| -> Result<(f64, u64)> {
+        let measure_with = |loaded: &Loaded, plan: &RunPlan| -> Result<(f64, u64)> {
             let policy = loaded.instantiate()?;
             let start = Instant::now();
-            let outcome = sim::run(&jobs, &device, policy, &[], options, &mut |_| {})?;
+            let outcome = sim::run(&jobs, &device, policy, &[], plan, &mut |_| {})?;
             let elapsed = start.elapsed().as_nanos() as f64;
             let bios = outcome.core.bios;
             Ok((elapsed / bios as f64, outcome.core.policy_calls))
         };
-        let measure = |loaded: &Loaded| measure_with(loaded, SimOptions::default());
+        let measure = |loaded: &Loaded| measure_with(loaded, &plan);
         if self.observe {
-            return self.observe(&source.label(), &wasm, &measure_with);
+            return self.observe(&source.label(), &wasm, &plan, &measure_with);
         }
         // One warm-up of each, then alternate.
         measure(&wasm)?;
@@ -156,35 +170,42 @@ impl BenchArgs {
 }
 
 /// One measured run: ns per request and policy calls.
-type Measure<'a> = dyn Fn(&Loaded, SimOptions) -> Result<(f64, u64)> + 'a;
+type Measure<'a> = dyn Fn(&Loaded, &RunPlan) -> Result<(f64, u64)> + 'a;
 
 impl BenchArgs {
     /// Alternating rounds of the component with nothing, counters, and events on.
-    fn observe(&self, label: &str, wasm: &Loaded, measure: &Measure<'_>) -> Result<()> {
+    fn observe(
+        &self,
+        label: &str,
+        wasm: &Loaded,
+        plan: &RunPlan,
+        measure: &Measure<'_>,
+    ) -> Result<()> {
+        let with = |observe: Observe| RunPlan { observe, ..*plan };
         let variants = [
-            ("off", SimOptions::default()),
+            ("off", with(Observe::default())),
             (
                 "counters (live stats, metrics)",
-                SimOptions {
+                with(Observe {
                     metering: true,
-                    ..SimOptions::default()
-                },
+                    ..Observe::default()
+                }),
             ),
             (
                 "event trace (--trace-events)",
-                SimOptions {
+                with(Observe {
                     record_events: true,
-                    ..SimOptions::default()
-                },
+                    ..Observe::default()
+                }),
             ),
         ];
-        for (_, options) in &variants {
-            measure(wasm, *options)?;
+        for (_, plan) in &variants {
+            measure(wasm, plan)?;
         }
         let mut samples = vec![Vec::new(); variants.len()];
         for _ in 0..self.rounds {
-            for (i, (_, options)) in variants.iter().enumerate() {
-                samples[i].push(measure(wasm, *options)?.0);
+            for (i, (_, plan)) in variants.iter().enumerate() {
+                samples[i].push(measure(wasm, plan)?.0);
             }
         }
         println!(
@@ -205,7 +226,7 @@ impl BenchArgs {
 }
 
 /// The swap benchmark: stall per swap with cached and with freshly compiled components.
-fn swap_stalls(runtime: &WasmRuntime, swaps: u64) -> Result<()> {
+fn swap_stalls(runtime: &WasmRuntime, run_plan: &RunPlan, swaps: u64) -> Result<()> {
     let names = ["deadline", "cfq", "time-slice", "noop"];
     let mut sources = Vec::new();
     for name in names {
@@ -260,7 +281,7 @@ fn swap_stalls(runtime: &WasmRuntime, swaps: u64) -> Result<()> {
             &device,
             Box::new(first),
             &[],
-            SimOptions::default(),
+            run_plan,
             plan,
             &mut |_| {},
         )?;

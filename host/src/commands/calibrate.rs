@@ -20,9 +20,12 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 use schedhost::frontend::jobs::parse_cmdline;
-use schedhost::frontend::jobs::real::{self, RealOptions};
-use schedhost::policy::{WasmRuntime, load};
+use schedhost::frontend::plan::{RingOptions, RunPlan};
+use schedhost::frontend::run::{Device, PolicyPlan, run};
+use schedhost::policy::load;
 use schedhost::report::rates;
+
+use super::plan::{QueueArgs, RingArgs, SandboxArgs};
 
 #[derive(Debug, clap::Args)]
 pub struct CalibrateArgs {
@@ -36,10 +39,16 @@ pub struct CalibrateArgs {
     /// Seconds per probe.
     #[arg(long, value_name = "SECS", default_value_t = 2.0)]
     pub seconds: f64,
-    /// Allow the write probe on an existing file or block device: the first --size bytes
-    /// are overwritten.
-    #[arg(long)]
-    pub allow_overwrite: bool,
+    /// How the device is driven, as `run`'s; --allow-overwrite lets the write probe write
+    /// over an existing file or block device (the first --size bytes).
+    #[command(flatten)]
+    pub ring: RingArgs,
+    /// The queue's attributes, as `run`'s.
+    #[command(flatten)]
+    pub queue: QueueArgs,
+    /// The sandbox the probes' noop policy runs in, as `run`'s.
+    #[command(flatten)]
+    pub sandbox: SandboxArgs,
     /// Write the spec here (never over an existing file) instead of standard output.
     #[arg(long, short = 'o', value_name = "FILE")]
     pub output: Option<PathBuf>,
@@ -92,8 +101,8 @@ impl CalibrateArgs {
     /// Probes the device and returns the spec fitted to it. `created`: this run made the
     /// file, so it may write it.
     fn probe_and_fit(&self, created: bool) -> Result<String> {
-        let may_write = created || self.allow_overwrite;
-        let runtime = WasmRuntime::new().context("setting up the WebAssembly engine")?;
+        let may_write = created || self.ring.allow_overwrite;
+        let runtime = self.sandbox.runtime()?;
         let (_, noop) = load(&runtime, "noop")?;
         let probe = |rw: &str, bs: &str, depth: u32| -> Result<f64> {
             let options: Vec<String> = [
@@ -106,16 +115,22 @@ impl CalibrateArgs {
             ]
             .into();
             let jobs = parse_cmdline(&options)?;
-            let options = RealOptions {
-                allow_overwrite: self.allow_overwrite || created,
-                ..RealOptions::default()
+            let plan = RunPlan {
+                queue: self.queue.attrs(),
+                supervision: self.sandbox.supervision(),
+                ring: RingOptions {
+                    allow_overwrite: may_write,
+                    ..self.ring.options(None)
+                },
+                ..RunPlan::default()
             };
-            let done = real::run(
+            let device = Device::Real(vec![self.device.clone()]);
+            let done = run(
                 &jobs,
-                std::slice::from_ref(&self.device),
-                vec![noop.instantiate()?],
-                &[],
-                options,
+                &device,
+                PolicyPlan::fixed(&noop, &[]),
+                &plan,
+                &mut |_| {},
             )
             .with_context(|| {
                 format!(

@@ -6,18 +6,18 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
-use schedhost::core::Nomerges;
+use schedhost::backend::sim::FaultPlan;
 use schedhost::frontend::jobs::JobSpec;
-use schedhost::frontend::jobs::sim::{self, SimOptions};
 use schedhost::frontend::outcome::Outcome;
+use schedhost::frontend::plan::{Observe, RunPlan};
+use schedhost::frontend::run::{Device, PolicyPlan, run};
 use schedhost::observe::stats::OpStats;
 use schedhost::policy::{Loaded, WasmRuntime, load};
 use schedhost::report::rates;
 use serde_json::json;
 
-use schedhost::frontend::jobs::real::{self, DEFAULT_QUEUE_DEPTH, RealOptions};
-
-use super::run::{DeviceArg, SandboxArgs, read_jobs};
+use super::plan::{QueueArgs, RingArgs, SandboxArgs, parse_device};
+use super::run::read_jobs;
 
 /// What a cell shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -103,9 +103,6 @@ pub struct CompareArgs {
     /// it; real devices are measured one cell at a time.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub threads: Option<u32>,
-    /// On real devices, allow writing over existing files and block devices.
-    #[arg(long)]
-    pub allow_overwrite: bool,
     /// Sweep a fio option over every job: numjobs=1..8 or iodepth=1,32,2048.
     #[arg(long, value_name = "OPTION=VALUES")]
     pub sweep: Option<String>,
@@ -118,9 +115,6 @@ pub struct CompareArgs {
     /// What each cell shows.
     #[arg(long, value_enum, default_value_t = Metric::ReadIops)]
     pub metric: Metric,
-    /// Queue attribute nomerges for every run.
-    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=2))]
-    pub nomerges: u8,
     /// Also write the table as JSON.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
@@ -130,12 +124,16 @@ pub struct CompareArgs {
     /// Draw the table as an SVG chart (compare.svg) into DIR.
     #[arg(long, value_name = "DIR")]
     pub plot: Option<PathBuf>,
-    /// Scheduler tags per hardware queue, as `run`'s.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_048_576))]
-    pub nr_requests: Option<u32>,
-    /// Real devices: requests on the kernel at once per device, as `run`'s.
-    #[arg(long, value_name = "N", default_value_t = DEFAULT_QUEUE_DEPTH, value_parser = clap::value_parser!(u32).range(1..=4096))]
-    pub queue_depth: u32,
+    /// The queue's attributes, as `run`'s, for every run.
+    #[command(flatten)]
+    pub queue: QueueArgs,
+    /// Real devices: how they are driven, as `run`'s.
+    #[command(flatten)]
+    pub ring: RingArgs,
+    /// Real devices: submitter threads with completion work placed as rq_affinity N, as
+    /// `run`'s.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(0..=2))]
+    pub rq_affinity: Option<u8>,
     /// The sandbox, as `run`'s: every cell's policy runs under these limits.
     #[command(flatten)]
     pub sandbox: SandboxArgs,
@@ -172,7 +170,7 @@ struct Measured {
 
 /// One run of the table: a row's jobs, a column, a seed.
 #[derive(Debug, Clone, Copy)]
-struct Work {
+struct Trial {
     row: usize,
     column: usize,
     seed: u64,
@@ -184,7 +182,7 @@ impl CompareArgs {
         let devices = self
             .devices
             .iter()
-            .map(|d| DeviceArg::parse(d).with_context(|| format!("--device {d}")))
+            .map(|d| parse_device(d).with_context(|| format!("--device {d}")))
             .collect::<Result<Vec<_>>>()?;
         let runtime = self.sandbox.runtime()?;
         let policies = self
@@ -220,10 +218,10 @@ impl CompareArgs {
             }
             row_jobs.push(jobs);
         }
-        let work: Vec<Work> = (0..row_jobs.len())
+        let work: Vec<Trial> = (0..row_jobs.len())
             .flat_map(|row| (0..columns.len()).map(move |column| (row, column)))
             .flat_map(|(row, column)| {
-                (0..u64::from(self.repeat)).map(move |i| Work {
+                (0..u64::from(self.repeat)).map(move |i| Trial {
                     row,
                     column,
                     seed: self.seed + i,
@@ -274,13 +272,13 @@ impl CompareArgs {
     /// a time so they do not disturb each other.
     fn measure(
         &self,
-        work: &[Work],
+        work: &[Trial],
         row_jobs: &[Vec<JobSpec>],
-        devices: &[DeviceArg],
+        devices: &[(Device, FaultPlan)],
         columns: &[Cell<'_>],
         sweep_values: &[String],
     ) -> Result<Vec<Measured>> {
-        let run = |w: &Work| -> Result<Measured> {
+        let measure = |w: &Trial| -> Result<Measured> {
             let cell = &columns[w.column];
             let context = || {
                 format!(
@@ -288,61 +286,26 @@ impl CompareArgs {
                     cell.policy.label, self.devices[cell.device], sweep_values[w.row], w.seed
                 )
             };
-            let nomerges = Nomerges::from_level(self.nomerges).unwrap_or_default();
-            let outcome = match &devices[cell.device] {
-                DeviceArg::Sim(device, faults) => {
-                    let options = SimOptions {
-                        seed: w.seed,
-                        nomerges,
-                        nr_requests: self.nr_requests,
-                        supervision: self.sandbox.supervision(),
-                        record_events: false,
-                        metering: false,
-                        faults: **faults,
-                    };
-                    sim::run(
-                        &row_jobs[w.row],
-                        device,
-                        cell.policy.loaded.instantiate()?,
-                        &cell.policy.settings,
-                        options,
-                        &mut |_| {},
-                    )
-                    .with_context(context)?
-                }
-                DeviceArg::Real(paths, faults) => {
-                    let policies = paths
-                        .iter()
-                        .map(|_| cell.policy.loaded.instantiate())
-                        .collect::<Result<Vec<_>, _>>()?;
-                    let options = RealOptions {
-                        seed: w.seed,
-                        nomerges,
-                        allow_overwrite: self.allow_overwrite,
-                        faults: **faults,
-                        nr_requests: self.nr_requests,
-                        queue_depth: self.queue_depth,
-                        supervision: self.sandbox.supervision(),
-                        ..RealOptions::default()
-                    };
-                    real::run(
-                        &row_jobs[w.row],
-                        paths,
-                        policies,
-                        &cell.policy.settings,
-                        options,
-                    )
-                    .with_context(context)?
-                    .outcome
-                }
+            let (device, faults) = &devices[cell.device];
+            let plan = RunPlan {
+                seed: w.seed,
+                queue: self.queue.attrs(),
+                supervision: self.sandbox.supervision(),
+                observe: Observe::default(),
+                faults: *faults,
+                ring: self.ring.options(self.rq_affinity),
             };
+            let policy = PolicyPlan::fixed(&cell.policy.loaded, &cell.policy.settings);
+            let outcome = run(&row_jobs[w.row], device, policy, &plan, &mut |_| {})
+                .with_context(context)?
+                .outcome;
             Ok(Measured {
                 value: self.metric.of(&outcome),
                 ejected: !outcome.ejections.is_empty(),
             })
         };
-        let simulated = |w: &&Work| matches!(devices[columns[w.column].device], DeviceArg::Sim(..));
-        let sims: Vec<(usize, &Work)> = work
+        let simulated = |w: &&Trial| matches!(devices[columns[w.column].device].0, Device::Sim(_));
+        let sims: Vec<(usize, &Trial)> = work
             .iter()
             .enumerate()
             .filter(|(_, w)| simulated(w))
@@ -365,7 +328,7 @@ impl CompareArgs {
                         let Some(&(index, w)) = sims.get(k) else {
                             break;
                         };
-                        let result = run(w);
+                        let result = measure(w);
                         *slots[index]
                             .lock()
                             .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(result);
@@ -380,7 +343,7 @@ impl CompareArgs {
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             values.push(match done {
                 Some(result) => result?,
-                None => run(w)?,
+                None => measure(w)?,
             });
         }
         Ok(values)

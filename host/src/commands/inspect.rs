@@ -1,13 +1,18 @@
 //! `schedhost policy inspect`: what a policy component is and what it can be tuned with.
 
-use anyhow::{Context, Result, anyhow};
+use anyhow::{Result, anyhow};
 use schedhost::output::printable_lines;
-use schedhost::policy::{Loaded, WasmRuntime, load};
+use schedhost::policy::{Loaded, load};
+
+use super::plan::LimitArgs;
 
 #[derive(Debug, clap::Args)]
 pub struct InspectArgs {
     /// A component (PATH.wasm), a bundled name, or native:NAME.
     pub policy: String,
+    /// What the instance inspected may use, as `run`'s.
+    #[command(flatten)]
+    pub limits: LimitArgs,
 }
 
 /// `writeln!` into a String, which cannot fail.
@@ -20,7 +25,7 @@ macro_rules! line {
 
 impl InspectArgs {
     pub fn execute(self) -> Result<()> {
-        let runtime = WasmRuntime::new().context("setting up the WebAssembly engine")?;
+        let runtime = self.limits.runtime(None)?;
         let (source, loaded) = load(&runtime, &self.policy)?;
         let mut policy = loaded.instantiate()?;
         let info = policy.info().map_err(|f| anyhow!("{f}"))?;

@@ -10,6 +10,7 @@ pub mod compare;
 pub mod ctl;
 pub mod events;
 pub mod inspect;
+pub mod plan;
 pub mod plot;
 pub mod run;
 pub mod serve;

@@ -6,13 +6,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use schedhost::core::Nomerges;
-use schedhost::frontend::jobs::real::DEFAULT_QUEUE_DEPTH;
 use schedhost::frontend::jobs::value::size as size_bytes;
 use schedhost::frontend::nbd::{self, Address, ServeOptions, Served};
+use schedhost::frontend::plan::{Observe, RingOptions, RunPlan};
 use schedhost::policy::load;
 
-use super::run::{SandboxArgs, status_interval_ns};
+use super::plan::{QueueArgs, SandboxArgs, status_interval_ns};
 use super::{OutputFormat, parse_setting};
 
 #[derive(Debug, clap::Args)]
@@ -43,15 +42,12 @@ pub struct ServeArgs {
     /// Create the file with this size if it does not exist (fio sizes: 64m, 1g).
     #[arg(long, value_name = "BYTES")]
     pub size: Option<String>,
-    /// Requests on the kernel at once (driver tags).
-    #[arg(long, default_value_t = DEFAULT_QUEUE_DEPTH, value_parser = clap::value_parser!(u32).range(1..=4096))]
-    pub queue_depth: u32,
-    /// Queue attribute nr_requests (scheduler tags).
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1_048_576))]
-    pub nr_requests: Option<u32>,
-    /// Queue attribute nomerges: 0 all merges, 1 one-hit cache only, 2 none.
-    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=2))]
-    pub nomerges: u8,
+    /// The queue's attributes, as `run`'s.
+    #[command(flatten)]
+    pub queue: QueueArgs,
+    /// Seed for the fault plan's choices; the same seed fails the same requests.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
     /// Listen on this unix socket (mode 0600) for `schedhost ctl`: swap the policy, set
     /// tunables, status and stats, while clients are connected.
     #[arg(long, value_name = "SOCKET")]
@@ -170,24 +166,34 @@ impl ServeArgs {
             read_only: self.read_only,
             allow_overwrite: self.allow_overwrite,
             size,
-            queue_depth: self.queue_depth,
-            nr_requests: self.nr_requests,
-            nomerges: Nomerges::from_level(self.nomerges).unwrap_or_default(),
-            supervision: self.sandbox.supervision(),
             trace_events: self.trace_events.clone(),
-            status_interval_ns: status_interval_ns(self.status_interval),
             metrics: self.metrics.clone(),
             max_clients: self.max_clients as usize,
             handshake_timeout: self.handshake_timeout,
             reply_timeout: self.reply_timeout,
             description: self.description.clone(),
+        };
+        let plan = RunPlan {
+            seed: self.seed,
+            queue: self.queue.attrs(),
+            supervision: self.sandbox.supervision(),
+            observe: Observe {
+                record_events: self.trace_events.is_some(),
+                metering: self.metrics.is_some(),
+                status_interval_ns: status_interval_ns(self.status_interval),
+            },
             faults: self.faults.unwrap_or_default(),
+            ring: RingOptions {
+                allow_overwrite: self.allow_overwrite,
+                ..RingOptions::default()
+            },
         };
         install_stop_handlers()?;
         let control = self.control.as_deref().map(|path| (path, &runtime));
         let label = source.label();
         let served = nbd::serve(
             &options,
+            &plan,
             loaded.instantiate()?,
             &self.settings,
             control,

@@ -81,3 +81,12 @@ pub struct TargetSummary {
     /// Its scheduler's counters.
     pub core: CoreStats,
 }
+
+/// What a run on real devices adds to the report.
+#[derive(Debug, Clone)]
+pub struct RealDetails {
+    /// The devices.
+    pub targets: Vec<TargetSummary>,
+    /// The buffer arena was registered with the ring.
+    pub fixed_buffers: bool,
+}

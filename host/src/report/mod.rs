@@ -7,6 +7,7 @@ mod text;
 
 use crate::frontend::jobs::JobSpec;
 use crate::frontend::outcome::Outcome;
+pub use crate::frontend::outcome::RealDetails;
 use crate::observe::stats::OpStats;
 
 pub use json::to_json;
@@ -50,15 +51,6 @@ pub struct TraceSummary {
     pub streams: usize,
     /// blkparse: the back and front merges the traced kernel made.
     pub recorded_merges: Option<(u64, u64)>,
-}
-
-/// What a run on real devices adds to the report.
-#[derive(Debug, Clone)]
-pub struct RealDetails {
-    /// The devices.
-    pub targets: Vec<crate::frontend::outcome::TargetSummary>,
-    /// The buffer arena was registered with the ring.
-    pub fixed_buffers: bool,
 }
 
 /// A run, ready to print.

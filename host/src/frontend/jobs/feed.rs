@@ -170,8 +170,8 @@ where
         Ok(())
     }
 
-    fn settle(&mut self, now: u64, _engine: &mut Engine<B>) -> Result<(), W::Error> {
-        self.running().for_each(|s| s.settle(now));
+    fn end_turn(&mut self, now: u64, _engine: &mut Engine<B>) -> Result<(), W::Error> {
+        self.running().for_each(|s| s.finish_if_idle(now));
         self.turns += 1;
         if self.turns.is_multiple_of(4096)
             && let Some(progress) = &mut self.progress

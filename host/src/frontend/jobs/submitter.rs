@@ -272,7 +272,7 @@ impl Submitter {
     }
 
     /// Marks it finished if it never had anything to do, or its runtime ended while idle.
-    pub fn settle(&mut self, now_ns: u64) {
+    pub fn finish_if_idle(&mut self, now_ns: u64) {
         if self.finished_ns.is_none()
             && self.inflight == 0
             && self.out_of_work(now_ns)

@@ -17,7 +17,7 @@ use super::pool::Pools;
 use super::{AcceptErrors, ClientSummary, Departed, SlotPlan};
 use crate::backend::ring::{Lease, RingBackend, SlotAccess};
 use crate::engine::{Backend, Done, Engine, Flow, Frontend};
-use crate::frontend::jobs::real::RealError;
+use crate::frontend::RunError;
 use crate::observe::events::file::Writer;
 use crate::observe::metrics::{Endpoint, exposition};
 
@@ -54,7 +54,7 @@ pub struct Front<'a> {
     clock: Instant,
     conns: HashMap<u64, Conn>,
     next_id: u64,
-    shared: Shared,
+    shared: Common,
     /// ctx numbers in use; a new client takes the lowest free one.
     ctxs: BTreeSet<u32>,
     /// Connections that waited for slots, in the order they started waiting.
@@ -72,7 +72,7 @@ pub struct Front<'a> {
 
 /// What every connection works with: the buffer slots and who holds them, and the
 /// export's rules.
-struct Shared {
+struct Common {
     pools: Pools,
     /// Per buffer slot, whose bio holds it.
     owners: Vec<Option<Owner>>,
@@ -82,7 +82,7 @@ struct Shared {
     timeout: Duration,
 }
 
-impl Shared {
+impl Common {
     /// A connection's view of it, with the engine its bios go to at `now`.
     fn env<'e>(&'e mut self, engine: &'e mut Engine<RingBackend>, now: u64) -> Env<'e> {
         Env {
@@ -143,7 +143,7 @@ impl<'a> Front<'a> {
             clock,
             conns: HashMap::new(),
             next_id: 0,
-            shared: Shared {
+            shared: Common {
                 pools: Pools::new(plan.data, plan.control, plan.per_connection),
                 owners: vec![None; (plan.data + plan.control) as usize],
                 slots: setup.access,
@@ -168,7 +168,7 @@ impl<'a> Front<'a> {
         id: u64,
         engine: &mut Engine<RingBackend>,
         now: u64,
-    ) -> Result<(), RealError> {
+    ) -> Result<(), RunError> {
         let Some(conn) = self.conns.get_mut(&id) else {
             return Ok(());
         };
@@ -193,7 +193,7 @@ impl<'a> Front<'a> {
         &mut self,
         engine: &mut Engine<RingBackend>,
         now: u64,
-    ) -> Result<(), RealError> {
+    ) -> Result<(), RunError> {
         while let Some(&id) = self.starved.front() {
             self.starved.pop_front();
             self.serve(id, engine, now)?;
@@ -367,7 +367,7 @@ impl<'a> Front<'a> {
     }
 
     /// Arms the polls the touched connections wait on, and closes the ones that are over.
-    fn settle_touched(&mut self, engine: &mut Engine<RingBackend>) -> Result<(), RealError> {
+    fn settle_touched(&mut self, engine: &mut Engine<RingBackend>) -> Result<(), RunError> {
         let mut touched = std::mem::take(&mut self.touched);
         touched.sort_unstable();
         touched.dedup();
@@ -453,7 +453,7 @@ impl<'a> Front<'a> {
 }
 
 impl Frontend<RingBackend> for Front<'_> {
-    type Error = RealError;
+    type Error = RunError;
 
     /// Each finished bio goes to its request; a request whose bios all finished is
     /// answered here, and connections waiting for slots try again.
@@ -462,7 +462,7 @@ impl Frontend<RingBackend> for Front<'_> {
         now: u64,
         done: &[Done],
         engine: &mut Engine<RingBackend>,
-    ) -> Result<(), RealError> {
+    ) -> Result<(), RunError> {
         for finished in done {
             let lease = Lease::of_bio(finished.bio.bio);
             let Some(owner) = self
@@ -493,7 +493,7 @@ impl Frontend<RingBackend> for Front<'_> {
         Ok(())
     }
 
-    fn issue(&mut self, now: u64, engine: &mut Engine<RingBackend>) -> Result<(), RealError> {
+    fn issue(&mut self, now: u64, engine: &mut Engine<RingBackend>) -> Result<(), RunError> {
         if !self.stopping && self.stop.load(Ordering::Acquire) {
             self.stop_serving(engine, now);
         }
@@ -538,7 +538,7 @@ impl Frontend<RingBackend> for Front<'_> {
         Ok(())
     }
 
-    fn settle(&mut self, _now: u64, engine: &mut Engine<RingBackend>) -> Result<(), RealError> {
+    fn end_turn(&mut self, _now: u64, engine: &mut Engine<RingBackend>) -> Result<(), RunError> {
         self.settle_touched(engine)?;
         if let Some(metrics) = self.metrics {
             for scrape in metrics.take() {
@@ -548,7 +548,7 @@ impl Frontend<RingBackend> for Front<'_> {
         }
         if let Some(writer) = self.events.as_deref_mut() {
             let events = engine.take_events();
-            writer.write(&events).map_err(|source| RealError::Ring {
+            writer.write(&events).map_err(|source| RunError::Ring {
                 action: "writing --trace-events",
                 source,
             })?;

@@ -37,10 +37,10 @@ pub use wire::{BadMagic, REQUEST_LEN, Request};
 
 use crate::backend::ring::{Notifier, OpenRules, RingBackend, RingSetup, Target};
 use crate::control::Control;
-use crate::core::{Config, CoreStats, Ejection, Nomerges, Supervision};
-use crate::engine::SwapRecord;
-use crate::engine::{Engine, Lane, LaneSetup};
-use crate::frontend::jobs::real::RealError;
+use crate::core::{CoreStats, Ejection};
+use crate::engine::{Engine, Lane, SwapRecord};
+use crate::frontend::RunError;
+use crate::frontend::plan::RunPlan;
 use crate::observe::events::file::Writer;
 use crate::observe::metrics::Endpoint;
 use crate::policy::{PolicyBackend, WasmRuntime};
@@ -100,18 +100,8 @@ pub struct ServeOptions {
     pub allow_overwrite: bool,
     /// Create the file with this many bytes if it does not exist.
     pub size: Option<u64>,
-    /// Driver tags (requests on the kernel at once).
-    pub queue_depth: u32,
-    /// Scheduler tags, if not the default.
-    pub nr_requests: Option<u32>,
-    /// The queue's `nomerges`.
-    pub nomerges: Nomerges,
-    /// What happens when the policy fails.
-    pub supervision: Supervision,
     /// Record every request's events to this new file (`--trace-events`).
     pub trace_events: Option<PathBuf>,
-    /// Print a live line to stderr this often (ns).
-    pub status_interval_ns: Option<u64>,
     /// Serve Prometheus metrics over HTTP here (`--metrics`).
     pub metrics: Option<String>,
     /// Clients past the handshake served at once; more are closed as they arrive.
@@ -125,9 +115,6 @@ pub struct ServeOptions {
     pub reply_timeout: Duration,
     /// `NBD_INFO_DESCRIPTION`'s text; nothing (not the exported path) unless given.
     pub description: Option<String>,
-    /// Faults injected between the host and the kernel (`--faults`): clients see them as
-    /// NBD errors.
-    pub faults: crate::backend::sim::FaultPlan,
 }
 
 /// Where a started server can be reached.
@@ -204,62 +191,49 @@ pub struct Served {
     pub size: u64,
 }
 
-/// Why the server could not start or had to stop.
-#[derive(Debug, thiserror::Error)]
-pub enum ServeError {
-    /// The device, the policy or the ring.
-    #[error(transparent)]
-    Real(#[from] RealError),
-    /// Anything about the setup the user can fix.
-    #[error("{0}")]
-    Setup(String),
-}
-
 /// Serves the export until `stop` is set (SIGINT/SIGTERM in the CLI): stops accepting,
 /// lets every connection finish what it sent, flushes the target, and returns. `listening`
 /// is called with the bound address once clients can connect.
 ///
 /// # Errors
-/// A [`ServeError`] naming what is wrong with the setup, or what ended the server.
+/// A [`RunError`] naming what is wrong with the setup, or what ended the server.
 pub fn serve(
     options: &ServeOptions,
+    plan: &RunPlan,
     mut policy: Box<dyn PolicyBackend>,
     settings: &[(String, i64)],
     control: Option<(&Path, &WasmRuntime)>,
     stop: &AtomicBool,
     listening: impl FnOnce(Listening<'_>),
-) -> Result<Served, ServeError> {
+) -> Result<Served, RunError> {
     // Bound first, so that a taken address creates no file.
     let listener = Listener::bind(&options.address)
-        .map_err(|e| ServeError::Setup(format!("--nbd: binding {:?}: {e}", options.address)))?;
+        .map_err(|e| RunError::Setup(format!("--nbd: binding {:?}: {e}", options.address)))?;
     if let Some(path) = &options.trace_events {
-        crate::observe::events::file::check_new(path).map_err(ServeError::Setup)?;
+        crate::observe::events::file::check_new(path).map_err(RunError::Setup)?;
     }
     let target = open_target(options)?;
     let (export, limits) = describe(options, &target)?;
     let policy_name = policy.info().map(|i| i.name).unwrap_or_default();
-    let lane = scheduler(options, policy, settings)?;
+    let lane = scheduler(options, plan, policy, settings)?;
     let mut slot_lens = vec![SLOTS.chunk as usize; SLOTS.data as usize];
     slot_lens.extend(std::iter::repeat_n(0, SLOTS.control as usize));
     let mut targets = [target];
     let mut backend = RingBackend::new(
         &targets,
-        options.queue_depth,
+        plan.queue.queue_depth,
         &slot_lens,
-        1,
+        plan.seed,
         RingSetup {
-            faults: options.faults,
+            faults: plan.faults,
             ..RingSetup::default()
         },
-    )
-    .map_err(RealError::from)?;
-    let notifier = Notifier::new().map_err(|source| RealError::Ring {
+    )?;
+    let notifier = Notifier::new().map_err(|source| RunError::Ring {
         action: "creating an eventfd",
         source,
     })?;
-    backend
-        .watch(Arc::clone(&notifier))
-        .map_err(RealError::from)?;
+    backend.watch(Arc::clone(&notifier))?;
     let Extras {
         control,
         metrics,
@@ -276,7 +250,7 @@ pub fn serve(
     let clock = backend.clock();
     let mut engine = Engine::new(backend, vec![lane])
         .with_control(control)
-        .with_live(options.status_interval_ns);
+        .with_live(plan.observe.status_interval_ns);
     let setup = engine::Setup {
         listener: &listener,
         export: &export,
@@ -303,12 +277,12 @@ pub fn serve(
     drop(front);
     outcome?;
     if let Some(writer) = events {
-        writer.finish().map_err(|source| RealError::Ring {
+        writer.finish().map_err(|source| RunError::Ring {
             action: "writing --trace-events",
             source,
         })?;
     }
-    targets[0].sync().map_err(|source| RealError::Ring {
+    targets[0].sync().map_err(|source| RunError::Ring {
         action: "flushing the target at shutdown",
         source,
     })?;
@@ -339,7 +313,7 @@ fn extras(
     control: Option<(&Path, &WasmRuntime)>,
     notifier: &Arc<Notifier>,
     policy_name: String,
-) -> Result<Extras, ServeError> {
+) -> Result<Extras, RunError> {
     let wake = || -> Arc<dyn Fn() + Send + Sync> {
         let notifier = Arc::clone(notifier);
         Arc::new(move || notifier.notify())
@@ -347,29 +321,30 @@ fn extras(
     let control = match control {
         Some((path, runtime)) => Some(
             Control::start(path, runtime.clone(), 1, wake())
-                .map_err(|e| ServeError::Setup(format!("{e:#}")))?,
+                .map_err(|e| RunError::Setup(format!("{e:#}")))?,
         ),
         None => None,
     };
     let metrics = match &options.metrics {
         Some(address) => Some(
             Endpoint::start(address, wake())
-                .map_err(|e| ServeError::Setup(format!("--metrics {address}: binding: {e}")))?,
+                .map_err(|e| RunError::Setup(format!("--metrics {address}: binding: {e}")))?,
         ),
         None => None,
     };
-    let events = match &options.trace_events {
-        Some(path) => {
-            let header = crate::observe::events::file::Header {
-                device: options.device.display().to_string(),
-                policy: policy_name,
-            };
-            Some(Writer::create(path, &header).map_err(|e| {
-                ServeError::Setup(format!("--trace-events {}: {e}", path.display()))
-            })?)
-        }
-        None => None,
-    };
+    let events =
+        match &options.trace_events {
+            Some(path) => {
+                let header = crate::observe::events::file::Header {
+                    device: options.device.display().to_string(),
+                    policy: policy_name,
+                };
+                Some(Writer::create(path, &header).map_err(|e| {
+                    RunError::Setup(format!("--trace-events {}: {e}", path.display()))
+                })?)
+            }
+            None => None,
+        };
     Ok(Extras {
         control,
         metrics,
@@ -378,11 +353,11 @@ fn extras(
 }
 
 /// What the handshake offers and what requests must respect, for `target`.
-fn describe(options: &ServeOptions, target: &Target) -> Result<(Export, Limits), ServeError> {
+fn describe(options: &ServeOptions, target: &Target) -> Result<(Export, Limits), RunError> {
     let block = target.logical_block.max(512);
     let size = target.capacity - target.capacity % u64::from(block);
     if size == 0 {
-        return Err(ServeError::Setup(format!(
+        return Err(RunError::Setup(format!(
             "{} holds less than one {block}-byte block: nothing to export",
             options.device.display()
         )));
@@ -409,44 +384,42 @@ fn describe(options: &ServeOptions, target: &Target) -> Result<(Export, Limits),
 /// trace and counters when they are asked for.
 fn scheduler(
     options: &ServeOptions,
+    plan: &RunPlan,
     policy: Box<dyn PolicyBackend>,
     settings: &[(String, i64)],
-) -> Result<Lane, ServeError> {
-    let mut config = Config::for_device(1, options.queue_depth, crate::backend::ring::MAX_SECTORS);
-    config.nomerges = options.nomerges;
-    if let Some(n) = options.nr_requests {
-        config.nr_requests = n.max(1);
-    }
-    let setup = LaneSetup {
-        config,
-        settings,
-        supervision: options.supervision,
-        record_events: options.trace_events.is_some(),
-        metering: options.status_interval_ns.is_some() || options.metrics.is_some(),
-    };
-    let lane = Lane::new(options.device.display().to_string(), policy, &setup);
-    Ok(lane.map_err(RealError::from)?)
+) -> Result<Lane, RunError> {
+    let config = plan
+        .queue
+        .config(1, plan.queue.queue_depth, crate::backend::ring::MAX_SECTORS);
+    let mut setup = plan.lane_setup(config, settings);
+    setup.record_events |= options.trace_events.is_some();
+    setup.metering |= options.metrics.is_some();
+    Ok(Lane::new(
+        options.device.display().to_string(),
+        policy,
+        &setup,
+    )?)
 }
 
 /// Opens the device under the same rules as `run`: writing to an existing file or a block
 /// device takes `--allow-overwrite`; a missing file is created only with `--size`.
-fn open_target(options: &ServeOptions) -> Result<Target, ServeError> {
+fn open_target(options: &ServeOptions) -> Result<Target, RunError> {
     let path = &options.device;
     let exists = path.exists();
     if !exists && options.read_only {
-        return Err(ServeError::Setup(format!(
+        return Err(RunError::Setup(format!(
             "{} does not exist; a read-only export needs an existing file or device",
             path.display()
         )));
     }
     if !exists && options.size.is_none() {
-        return Err(ServeError::Setup(format!(
+        return Err(RunError::Setup(format!(
             "{} does not exist; give --size BYTES to create it",
             path.display()
         )));
     }
     if exists && !options.read_only && !options.allow_overwrite {
-        return Err(ServeError::Setup(format!(
+        return Err(RunError::Setup(format!(
             "refusing to export {} writable: clients could overwrite its data; pass --allow-overwrite if that is intended, or --read-only",
             path.display()
         )));
@@ -457,7 +430,7 @@ fn open_target(options: &ServeOptions) -> Result<Target, ServeError> {
         direct: true,
     };
     let need = if exists { 0 } else { options.size.unwrap_or(0) };
-    Ok(Target::open(path, need, rules).map_err(RealError::from)?)
+    Ok(Target::open(path, need, rules)?)
 }
 
 /// Transmission flags: flush always; FUA, trim and zeroing when writable; multi-conn since

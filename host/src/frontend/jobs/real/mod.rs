@@ -13,168 +13,24 @@
 mod threads;
 mod work;
 
-use crate::backend::sim::FaultPlan;
-use std::io;
 use std::ops::Range;
 use std::path::PathBuf;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
+use crate::backend::ring::{MAX_SECTORS, Notifier, OpenRules, RingBackend, RingSetup, Target};
 use crate::backend::sim::Geometry;
-use crate::core::{Config, Nomerges, RqAffinity, StartError, Supervision, UnknownCompletion};
-use crate::engine::{self, Backend, Engine, Lane, LaneSetup, Stop, Striping};
+use crate::core::{Config, StartError};
+use crate::engine::{self, Backend, Engine, Lane, Striping};
+use crate::frontend::RunError;
 use crate::frontend::jobs::feed::{Jobs, JobsRan};
 use crate::frontend::jobs::{Direction, JobSpec, Placement, Submitter, extent_bytes, place};
 use crate::frontend::outcome::{Outcome, TargetSummary};
-use crate::policy::{Fault, PolicyBackend};
-use crate::verify::{Ledger, Mismatch, interval_for};
+use crate::frontend::plan::RunPlan;
+use crate::policy::PolicyBackend;
+use crate::verify::{Ledger, interval_for};
 
-use std::sync::Arc;
-
-use crate::backend::ring::{
-    MAX_SECTORS, Notifier, OpenRules, RingBackend, RingError, RingSetup, Target, TargetError,
-};
 use crate::control::Control;
 use crate::policy::WasmRuntime;
-
-/// Driver tags per device unless `--queue-depth` says otherwise: deep enough for any
-/// single disk or virtio queue, shallow enough that a policy still has requests to order.
-pub const DEFAULT_QUEUE_DEPTH: u32 = 128;
-
-/// Knobs of a real run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RealOptions {
-    /// Seeds every submitter's random choices.
-    pub seed: u64,
-    /// The queue's `nomerges`.
-    pub nomerges: Nomerges,
-    /// Overrides nr_requests (scheduler tags per device).
-    pub nr_requests: Option<u32>,
-    /// Driver tags per device: requests on the kernel at once.
-    pub queue_depth: u32,
-    /// Writing over an existing file or a block device was allowed.
-    pub allow_overwrite: bool,
-    /// A kernel thread polls the submission queue (idle timeout, ms).
-    pub sqpoll_idle_ms: Option<u32>,
-    /// Register the buffers with the kernel (fio's `fixedbufs`; on by default).
-    pub fixed_buffers: bool,
-    /// Run each clone on its own thread, with completion work placed by this rq_affinity;
-    /// `None` runs the submitters on the ring's thread.
-    pub threads: Option<RqAffinity>,
-    /// What happens when a policy fails.
-    pub supervision: Supervision,
-    /// Record per-request events into the outcome.
-    pub record_events: bool,
-    /// Print a live line to stderr this often (ns).
-    pub status_interval_ns: Option<u64>,
-    /// Faults injected between the host and the kernel (`--device PATH@…`).
-    pub faults: FaultPlan,
-}
-
-impl Default for RealOptions {
-    fn default() -> Self {
-        Self {
-            seed: 1,
-            nomerges: Nomerges::All,
-            nr_requests: None,
-            queue_depth: DEFAULT_QUEUE_DEPTH,
-            allow_overwrite: false,
-            sqpoll_idle_ms: None,
-            fixed_buffers: true,
-            threads: None,
-            supervision: Supervision::default(),
-            record_events: false,
-            status_interval_ns: None,
-            faults: FaultPlan::default(),
-        }
-    }
-}
-
-/// Why a real run stopped.
-#[derive(Debug, thiserror::Error)]
-pub enum RealError {
-    /// A target cannot be used.
-    #[error(transparent)]
-    Target(#[from] TargetError),
-    /// The jobs do not fit or do not suit the targets.
-    #[error("{0}")]
-    Layout(String),
-    /// The policy refused to start.
-    #[error("policy failed to start: {0}")]
-    Start(#[from] StartError),
-    /// The policy failed during the run.
-    #[error("after {at_ms:.3} ms, the policy for {device}: {fault}")]
-    Fault {
-        /// Time into the run.
-        at_ms: f64,
-        /// The device whose policy failed.
-        device: String,
-        /// The fault.
-        fault: Fault,
-    },
-    /// The policy keeps requests without dispatching them or asking to be woken.
-    #[error(
-        "after {at_ms:.3} ms the run cannot progress: the policies hold {queued} requests, none are on the device, and none asked for a wake-up"
-    )]
-    Stalled {
-        /// Time into the run.
-        at_ms: f64,
-        /// Requests the policies hold.
-        queued: usize,
-    },
-    /// Data read back did not match what was written.
-    #[error("{path}: {mismatch}")]
-    Verify {
-        /// The target.
-        path: String,
-        /// What was wrong.
-        mismatch: Mismatch,
-    },
-    /// io_uring itself failed.
-    #[error("io_uring: {action}: {source}")]
-    Ring {
-        /// What was being done.
-        action: &'static str,
-        /// The error.
-        source: io::Error,
-    },
-    /// The control socket could not be set up.
-    #[error("{0}")]
-    Control(String),
-    /// A driver bug.
-    #[error(transparent)]
-    Driver(#[from] UnknownCompletion),
-}
-
-impl From<RingError> for RealError {
-    fn from(error: RingError) -> Self {
-        match error {
-            RingError::Io { action, source } => Self::Ring { action, source },
-            oversized @ RingError::Oversized { .. } => Self::Layout(oversized.to_string()),
-        }
-    }
-}
-
-impl From<Stop> for RealError {
-    fn from(stop: Stop) -> Self {
-        match stop {
-            Stop::Fault {
-                at_ns,
-                device,
-                fault,
-            } => Self::Fault {
-                at_ms: at_ns as f64 / 1e6,
-                device,
-                fault,
-            },
-            Stop::Stalled { at_ns, queued } => Self::Stalled {
-                at_ms: at_ns as f64 / 1e6,
-                queued,
-            },
-            Stop::Driver(bug) => Self::Driver(bug),
-            straddle @ Stop::Straddles { .. } => Self::Layout(straddle.to_string()),
-        }
-    }
-}
 
 /// A finished real run: the report's outcome and the targets it used.
 #[derive(Debug)]
@@ -190,36 +46,36 @@ pub struct RealOutcome {
 /// Runs `jobs` on the devices at `paths`, one policy instance from `policies` per device.
 ///
 /// # Errors
-/// A [`RealError`] naming what stopped the run.
+/// A [`RunError`] naming what stopped the run.
 pub fn run(
     jobs: &[JobSpec],
     paths: &[PathBuf],
     policies: Vec<Box<dyn PolicyBackend>>,
     settings: &[(String, i64)],
-    options: RealOptions,
-) -> Result<RealOutcome, RealError> {
-    run_controlled(jobs, paths, policies, settings, options, None)
+    plan: &RunPlan,
+) -> Result<RealOutcome, RunError> {
+    run_controlled(jobs, paths, policies, settings, plan, None)
 }
 
 /// As [`run`], listening on a control socket (`--control`) for swaps and tunables; `runtime`
 /// compiles the policies swapped in.
 ///
 /// # Errors
-/// A [`RealError`] naming what stopped the run.
+/// A [`RunError`] naming what stopped the run.
 pub fn run_controlled(
     jobs: &[JobSpec],
     paths: &[PathBuf],
     policies: Vec<Box<dyn PolicyBackend>>,
     settings: &[(String, i64)],
-    options: RealOptions,
+    plan: &RunPlan,
     control: Option<(&std::path::Path, &WasmRuntime)>,
-) -> Result<RealOutcome, RealError> {
-    let placements = place(jobs, u64::MAX).map_err(RealError::Layout)?;
-    let striping = striping_for(jobs, &placements, paths.len()).map_err(RealError::Layout)?;
+) -> Result<RealOutcome, RunError> {
+    let placements = place(jobs, u64::MAX).map_err(RunError::Layout)?;
+    let striping = striping_for(jobs, &placements, paths.len()).map_err(RunError::Layout)?;
     let need = extent_bytes(&placements);
     let rules = OpenRules {
         writes: jobs.iter().any(|j| j.direction != Direction::Read),
-        allow_overwrite: options.allow_overwrite,
+        allow_overwrite: plan.ring.allow_overwrite,
         direct: jobs.iter().any(|j| j.direct),
     };
     let mut targets = paths
@@ -229,18 +85,8 @@ pub fn run_controlled(
     if rules.direct {
         check_alignment(jobs, &placements, &targets)?;
     }
-    let mut config = Config::for_device(1, options.queue_depth, MAX_SECTORS);
-    config.nomerges = options.nomerges;
-    if let Some(n) = options.nr_requests {
-        config.nr_requests = n.max(1);
-    }
-    let setup = LaneSetup {
-        config,
-        settings,
-        supervision: options.supervision,
-        record_events: options.record_events,
-        metering: options.status_interval_ns.is_some(),
-    };
+    let config = plan.queue.config(1, plan.queue.queue_depth, MAX_SECTORS);
+    let setup = plan.lane_setup(config, settings);
     let mut info = None;
     let mut lanes = Vec::new();
     for (mut policy, target) in policies.into_iter().zip(&targets) {
@@ -254,13 +100,13 @@ pub fn run_controlled(
         )?);
     }
     let Some(policy) = info else {
-        return Err(RealError::Layout("no device given".into()));
+        return Err(RunError::Layout("no device given".into()));
     };
     let submitters: Vec<Submitter> = placements
         .into_iter()
         .enumerate()
         .map(|(ctx, placement)| {
-            Submitter::new(ctx as u32, &jobs[placement.job], placement, options.seed)
+            Submitter::new(ctx as u32, &jobs[placement.job], placement, plan.seed)
         })
         .collect();
     let (slot_lens, slots) = buffer_slots(jobs, &submitters)?;
@@ -268,11 +114,11 @@ pub fn run_controlled(
         &targets,
         config.queue_depth,
         &slot_lens,
-        options.seed,
+        plan.seed,
         RingSetup {
-            sqpoll_idle_ms: options.sqpoll_idle_ms,
-            fixed_buffers: options.fixed_buffers,
-            faults: options.faults,
+            sqpoll_idle_ms: plan.ring.sqpoll_idle_ms,
+            fixed_buffers: plan.ring.fixed_buffers,
+            faults: plan.faults,
         },
     )?;
     let run = Run {
@@ -286,8 +132,8 @@ pub fn run_controlled(
         ctx_jobs: submitters.iter().map(|s| s.placement.job).collect(),
     };
     // Submitter threads and the control socket wake the ring through one eventfd.
-    let notifier = if options.threads.is_some() || control.is_some() {
-        let notifier = Notifier::new().map_err(|source| RealError::Ring {
+    let notifier = if plan.ring.threads.is_some() || control.is_some() {
+        let notifier = Notifier::new().map_err(|source| RunError::Ring {
             action: "creating an eventfd",
             source,
         })?;
@@ -302,7 +148,7 @@ pub fn run_controlled(
             let wake = Arc::new(move || notifier.notify());
             Some(
                 Control::start(path, runtime.clone(), lanes.len(), wake)
-                    .map_err(|e| RealError::Control(format!("{e:#}")))?,
+                    .map_err(|e| RunError::Setup(format!("{e:#}")))?,
             )
         }
         _ => None,
@@ -310,11 +156,11 @@ pub fn run_controlled(
     let mut engine = Engine::new(backend, lanes)
         .with_striping(striping)
         .with_control(control)
-        .with_live(options.status_interval_ns);
+        .with_live(plan.observe.status_interval_ns);
     // Set up: from here on, files the run created hold its data and stay.
     targets.iter_mut().for_each(Target::keep);
     engine.backend.restart_clock();
-    let ran = match (options.threads, notifier) {
+    let ran = match (plan.ring.threads, notifier) {
         (Some(mode), Some(notifier)) => {
             threads::run(&run, &mut engine, submitters, mode, notifier)?
         }
@@ -356,7 +202,7 @@ pub const ARENA_LIMIT_BYTES: u64 = 2 << 30;
 fn buffer_slots(
     jobs: &[JobSpec],
     submitters: &[Submitter],
-) -> Result<(Vec<usize>, Vec<Range<u32>>), RealError> {
+) -> Result<(Vec<usize>, Vec<Range<u32>>), RunError> {
     let mut lens = Vec::new();
     let mut ranges = Vec::new();
     let mut total = 0u64;
@@ -368,7 +214,7 @@ fn buffer_slots(
             .map_or(u64::from(job.bs), |r| r.largest_io_bytes());
         total = total.saturating_add(len.saturating_mul(u64::from(job.iodepth)));
         if total > ARENA_LIMIT_BYTES {
-            return Err(RealError::Layout(format!(
+            return Err(RunError::Layout(format!(
                 "job '{}': its buffers (iodepth {} × {len} bytes, with the jobs before it) would take more than the {} MiB buffer limit; lower iodepth, bs or the trace's largest I/O",
                 job.name,
                 job.iodepth,
@@ -434,10 +280,10 @@ fn check_alignment(
     jobs: &[JobSpec],
     placements: &[Placement],
     targets: &[Target],
-) -> Result<(), RealError> {
+) -> Result<(), RunError> {
     for target in targets {
         let name = target.path.display().to_string();
-        check_blocks(jobs, placements, &name, target.logical_block).map_err(RealError::Layout)?;
+        check_blocks(jobs, placements, &name, target.logical_block).map_err(RunError::Layout)?;
     }
     Ok(())
 }

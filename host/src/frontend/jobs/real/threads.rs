@@ -19,11 +19,12 @@ use std::time::{Duration, Instant};
 
 use schedhost_sdk::Op;
 
-use super::work::{Finished, SlotUses};
-use super::{RealError, Run, work};
+use super::work::{Reaped, SlotUses};
+use super::{Run, work};
 use crate::backend::ring::{Lease, Notifier, RingBackend, SlotAccess};
 use crate::core::{Bio, RqAffinity};
 use crate::engine::{self, Done, Engine, Flow, Frontend};
+use crate::frontend::RunError;
 use crate::frontend::jobs::feed::JobsRan;
 use crate::frontend::jobs::{Next, Submitter};
 use crate::frontend::outcome::SubmitterSummary;
@@ -37,8 +38,8 @@ pub(super) fn run(
     submitters: Vec<Submitter>,
     mode: RqAffinity,
     notifier: Arc<Notifier>,
-) -> Result<(JobsRan, u64), RealError> {
-    let shared = Shared {
+) -> Result<(JobsRan, u64), RunError> {
+    let shared = Hub {
         run,
         clock: engine.backend.clock(),
         inbox: Mutex::new(Vec::new()),
@@ -95,7 +96,7 @@ pub(super) fn run(
 /// What a submitter thread is told.
 enum Letter {
     /// Do the completion work of this bio (which may be another thread's).
-    Work(Finished),
+    Work(Reaped),
     /// Your bio holding this buffer finished (an I/O of this op, with this status) and its
     /// completion work is done.
     Credit(Lease, Op, i32),
@@ -140,7 +141,7 @@ impl Mailbox {
 }
 
 /// What the ring thread and the submitter threads share.
-struct Shared<'a, 'r> {
+struct Hub<'a, 'r> {
     run: &'a Run<'r>,
     clock: Instant,
     /// Bios pushed by submitters, with the buffers they lease.
@@ -149,20 +150,20 @@ struct Shared<'a, 'r> {
     slots: SlotAccess,
     mailboxes: Vec<Mailbox>,
     stats: Vec<Mutex<CtxStats>>,
-    failure: Mutex<Option<RealError>>,
+    failure: Mutex<Option<RunError>>,
     stop: AtomicBool,
     /// Submitters of the running phase that finished.
     finished: AtomicUsize,
     verified: AtomicU64,
 }
 
-impl Shared<'_, '_> {
+impl Hub<'_, '_> {
     fn now(&self) -> u64 {
         self.clock.elapsed().as_nanos() as u64
     }
 
     /// Records the first failure and stops everyone.
-    fn fail(&self, error: RealError) {
+    fn fail(&self, error: RunError) {
         let mut failure = self.failure.lock().unwrap_or_else(PoisonError::into_inner);
         failure.get_or_insert(error);
         self.stop.store(true, Ordering::Release);
@@ -170,7 +171,7 @@ impl Shared<'_, '_> {
     }
 
     /// The completion work of `finished`, on whichever thread calls it.
-    fn complete(&self, finished: &Finished) -> Result<(), RealError> {
+    fn complete(&self, finished: &Reaped) -> Result<(), RunError> {
         let ctx = finished.done.ctx as usize;
         let lane = finished.lane as usize;
         let job = &self.run.jobs[self.run.ctx_jobs[ctx]];
@@ -197,12 +198,12 @@ impl Shared<'_, '_> {
 
 struct PhaseResult {
     finished: Vec<(usize, Submitter)>,
-    outcome: Result<(), RealError>,
+    outcome: Result<(), RunError>,
 }
 
 /// Runs the submitters `members` (indices into `waiting`) to the end of their phase.
 fn run_phase(
-    shared: &Shared<'_, '_>,
+    shared: &Hub<'_, '_>,
     engine: &mut Engine<RingBackend>,
     waiting: &mut [Option<Submitter>],
     members: &[usize],
@@ -223,7 +224,7 @@ fn run_phase(
                     Ok(handle) => Some((i, handle)),
                     // Out of threads: the run stops with the error instead of a panic.
                     Err(source) => {
-                        shared.fail(RealError::Ring {
+                        shared.fail(RunError::Ring {
                             action: "starting a submitter thread",
                             source,
                         });
@@ -269,7 +270,7 @@ fn run_phase(
 /// The ring thread's side of a phase: bios in from the submitters' inbox, completions out
 /// routed by `mode`, until every member finished or something failed.
 struct RingSide<'s, 'a, 'r> {
-    shared: &'s Shared<'a, 'r>,
+    shared: &'s Hub<'a, 'r>,
     members: &'s [usize],
     mode: RqAffinity,
     uses: &'s mut SlotUses,
@@ -279,14 +280,14 @@ struct RingSide<'s, 'a, 'r> {
 }
 
 impl Frontend<RingBackend> for RingSide<'_, '_, '_> {
-    type Error = RealError;
+    type Error = RunError;
 
     fn complete(
         &mut self,
         _now: u64,
         done: &[Done],
         _engine: &mut Engine<RingBackend>,
-    ) -> Result<(), RealError> {
+    ) -> Result<(), RunError> {
         let shared = self.shared;
         for done in done {
             let finished = self.uses.finished(done);
@@ -310,7 +311,7 @@ impl Frontend<RingBackend> for RingSide<'_, '_, '_> {
         Ok(())
     }
 
-    fn issue(&mut self, now: u64, engine: &mut Engine<RingBackend>) -> Result<(), RealError> {
+    fn issue(&mut self, now: u64, engine: &mut Engine<RingBackend>) -> Result<(), RunError> {
         std::mem::swap(
             &mut self.bios,
             &mut *self
@@ -321,12 +322,12 @@ impl Frontend<RingBackend> for RingSide<'_, '_, '_> {
         );
         for (lease, bio) in self.bios.drain(..) {
             self.uses.lend(lease, &bio);
-            engine.submit::<RealError>(now, bio)?;
+            engine.submit::<RunError>(now, bio)?;
         }
         Ok(())
     }
 
-    fn settle(&mut self, _now: u64, _engine: &mut Engine<RingBackend>) -> Result<(), RealError> {
+    fn end_turn(&mut self, _now: u64, _engine: &mut Engine<RingBackend>) -> Result<(), RunError> {
         Ok(())
     }
 
@@ -353,7 +354,7 @@ impl Frontend<RingBackend> for RingSide<'_, '_, '_> {
 
 /// A submitter's thread: issue, wait for letters, do completion work it is handed, until
 /// its phase ends. Returns the submitter for the report.
-fn submitter_thread(shared: &Shared<'_, '_>, mut s: Submitter, slots: Range<u32>) -> Submitter {
+fn submitter_thread(shared: &Hub<'_, '_>, mut s: Submitter, slots: Range<u32>) -> Submitter {
     let me = s.ctx as usize;
     let mut free: Vec<Lease> = slots.rev().map(Lease::new).collect();
     s.start(shared.now());
@@ -370,7 +371,7 @@ fn submitter_thread(shared: &Shared<'_, '_>, mut s: Submitter, slots: Range<u32>
         if !s.is_finished() && issue(shared, &mut s, &mut free, now) {
             shared.notifier.notify();
         }
-        s.settle(now);
+        s.finish_if_idle(now);
         if s.is_finished() && !counted {
             counted = true;
             shared.finished.fetch_add(1, Ordering::AcqRel);
@@ -415,7 +416,7 @@ fn submitter_thread(shared: &Shared<'_, '_>, mut s: Submitter, slots: Range<u32>
 }
 
 /// Pushes every bio `s` wants to issue now; true iff it pushed any.
-fn issue(shared: &Shared<'_, '_>, s: &mut Submitter, free: &mut Vec<Lease>, now: u64) -> bool {
+fn issue(shared: &Hub<'_, '_>, s: &mut Submitter, free: &mut Vec<Lease>, now: u64) -> bool {
     let job = &shared.run.jobs[s.placement.job];
     let mut pushed = Vec::new();
     // A submitter with no free buffer has iodepth bios in flight: nothing to issue.

@@ -6,10 +6,11 @@ use std::sync::{Mutex, PoisonError};
 
 use schedhost_sdk::Op;
 
-use super::{RealError, Run};
+use super::Run;
 use crate::backend::ring::{Lease, SlotAccess};
 use crate::core::{Bio, BioDone};
 use crate::engine::Done;
+use crate::frontend::RunError;
 use crate::frontend::jobs::feed::BioWork;
 use crate::frontend::jobs::{Direction, JobSpec};
 use crate::observe::stats::CtxStats;
@@ -23,7 +24,7 @@ pub(super) struct SlotUse {
 
 /// A finished bio, the device it went to, and the buffer it leased.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Finished {
+pub(super) struct Reaped {
     pub lane: u32,
     pub done: BioDone,
     pub lease: Lease,
@@ -47,9 +48,9 @@ impl SlotUses {
     }
 
     /// `done` as completion work sees it.
-    pub fn finished(&self, done: &Done) -> Finished {
+    pub fn finished(&self, done: &Done) -> Reaped {
         let lease = Lease::of_bio(done.bio.bio);
-        Finished {
+        Reaped {
             lane: done.lane,
             done: done.bio,
             lease,
@@ -83,11 +84,11 @@ pub(super) fn complete(
     job: &JobSpec,
     ledger: &SharedLedger,
     device: &str,
-    finished: &Finished,
+    finished: &Reaped,
     data: &[u8],
     stats: &mut CtxStats,
     now_ns: u64,
-) -> Result<bool, RealError> {
+) -> Result<bool, RunError> {
     let done = &finished.done;
     let mut checked = false;
     if job.verify {
@@ -100,7 +101,7 @@ pub(super) fn complete(
                 let trust_unwritten = job.direction == Direction::Read;
                 checked = lock(ledger)
                     .check_read(data, offset, trust_unwritten)
-                    .map_err(|mismatch| RealError::Verify {
+                    .map_err(|mismatch| RunError::Verify {
                         path: device.to_owned(),
                         mismatch,
                     })?;
@@ -144,7 +145,7 @@ impl<'a, 'r> Leased<'a, 'r> {
 }
 
 impl BioWork for Leased<'_, '_> {
-    type Error = RealError;
+    type Error = RunError;
 
     /// A submitter with no free buffer has iodepth bios in flight: nothing to issue.
     fn next_id(&mut self, ctx: usize) -> Option<u64> {
@@ -165,7 +166,7 @@ impl BioWork for Leased<'_, '_> {
         self.uses.lend(lease, bio);
     }
 
-    fn complete(&mut self, done: &Done, stats: &mut CtxStats, now: u64) -> Result<bool, RealError> {
+    fn complete(&mut self, done: &Done, stats: &mut CtxStats, now: u64) -> Result<bool, RunError> {
         let finished = self.uses.finished(done);
         let ctx = done.bio.ctx as usize;
         let lane = done.lane as usize;

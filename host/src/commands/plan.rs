@@ -1,0 +1,211 @@
+//! The flags that shape a run, as argument groups every command that runs something
+//! flattens in, and the [`RunPlan`] they make: one name and one meaning per option,
+//! whichever command takes it.
+
+use std::io::IsTerminal;
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow, bail};
+use schedhost::backend::sim::{DeviceSpec, FaultPlan};
+use schedhost::core::{DEFAULT_WATCHDOG_NS, Nomerges, OnFault, RqAffinity, Supervision};
+use schedhost::frontend::plan::{DEFAULT_QUEUE_DEPTH, QueueAttrs, RingOptions};
+use schedhost::frontend::run::Device;
+use schedhost::policy::{DEFAULT_CALL_DEADLINE_MS, DEFAULT_MEMORY_MIB, Limits, WasmRuntime};
+
+/// What a policy instance may use: `--call-deadline`, `--policy-memory`, `--fuel`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct LimitArgs {
+    /// Wall-clock time a policy call may take before the policy is ejected.
+    #[arg(long, value_name = "MS", default_value_t = DEFAULT_CALL_DEADLINE_MS, value_parser = clap::value_parser!(u64).range(1..))]
+    pub call_deadline: u64,
+    /// Linear memory a policy instance may use, all its memories together.
+    #[arg(long, value_name = "MIB", default_value_t = DEFAULT_MEMORY_MIB as u64, value_parser = clap::value_parser!(u64).range(1..=256))]
+    pub policy_memory: u64,
+    /// Fuel per policy call (about one unit per wasm instruction): a deadline that does not
+    /// depend on the machine, so a simulated run ejects at the same point every time.
+    #[arg(long, value_name = "UNITS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub fuel: Option<u64>,
+}
+
+impl LimitArgs {
+    /// These limits, with `default_fuel` when `--fuel` is not given.
+    pub fn limits(&self, default_fuel: Option<u64>) -> Limits {
+        Limits {
+            call_deadline: Duration::from_millis(self.call_deadline),
+            memory_bytes: (self.policy_memory as usize) << 20,
+            fuel: self.fuel.or(default_fuel),
+        }
+    }
+
+    /// A WebAssembly engine with these limits.
+    pub fn runtime(&self, default_fuel: Option<u64>) -> Result<WasmRuntime> {
+        WasmRuntime::with_limits(self.limits(default_fuel))
+            .context("setting up the WebAssembly engine")
+    }
+}
+
+/// The sandbox: the limits, and what happens when a policy breaks them or fails.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SandboxArgs {
+    #[command(flatten)]
+    pub limits: LimitArgs,
+    /// After a policy fault: `fallback` to the built-in FIFO, `restart[:N]` a new instance
+    /// (at most N times, default 3, then fall back), or `abort` the run.
+    #[arg(long, value_name = "ACTION", default_value = "fallback", value_parser = parse_on_fault)]
+    pub on_fault: OnFault,
+    /// Eject a policy that holds requests and dispatches nothing for this long while the
+    /// device has nothing in flight (0: never); default 10.
+    #[arg(long, value_name = "SECONDS", value_parser = parse_watchdog)]
+    pub watchdog: Option<Watchdog>,
+}
+
+/// `--watchdog`'s limit in ns; `None` is off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Watchdog(pub Option<u64>);
+
+impl SandboxArgs {
+    /// What happens when the policy fails.
+    pub fn supervision(&self) -> Supervision {
+        Supervision {
+            on_fault: self.on_fault,
+            watchdog_ns: self.watchdog.map_or(Some(DEFAULT_WATCHDOG_NS), |w| w.0),
+        }
+    }
+
+    /// A WebAssembly engine with these limits.
+    pub fn runtime(&self) -> Result<WasmRuntime> {
+        self.limits.runtime(None)
+    }
+}
+
+/// `--watchdog SECONDS`: the limit, off for 0.
+pub fn parse_watchdog(text: &str) -> Result<Watchdog, String> {
+    let secs: f64 = text
+        .parse()
+        .map_err(|_| format!("{text}: a number of seconds (0: off)"))?;
+    if !(0.0..=86_400.0 * 365.0).contains(&secs) {
+        return Err(format!("{text}: from 0 (off) to a year of seconds"));
+    }
+    Ok(Watchdog((secs > 0.0).then_some((secs * 1e9) as u64)))
+}
+
+/// `fallback`, `abort`, `restart` or `restart:N`.
+fn parse_on_fault(text: &str) -> Result<OnFault, String> {
+    match text.split_once(':') {
+        None if text == "fallback" => Ok(OnFault::Fallback),
+        None if text == "abort" => Ok(OnFault::Abort),
+        None if text == "restart" => Ok(OnFault::Restart(3)),
+        Some(("restart", n)) => n
+            .parse()
+            .map(OnFault::Restart)
+            .map_err(|_| format!("restart:{n}: N is a number of restarts")),
+        _ => Err(format!(
+            "{text}: expected fallback, restart, restart:N or abort"
+        )),
+    }
+}
+
+/// The queue's attributes: `--nomerges`, `--nr-requests`, `--queue-depth`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct QueueArgs {
+    /// Queue attribute nomerges: 0 all merges, 1 one-hit cache only, 2 none.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=2))]
+    pub nomerges: u8,
+    /// Queue attribute nr_requests (scheduler tags per hardware queue); default
+    /// max(2 × min(depth, 128), 128).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_048_576))]
+    pub nr_requests: Option<u32>,
+    /// Real devices: requests on the kernel at once per device (driver tags); a simulated
+    /// device has its spec's.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_QUEUE_DEPTH, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub queue_depth: u32,
+}
+
+impl QueueArgs {
+    /// The attributes.
+    pub fn attrs(&self) -> QueueAttrs {
+        QueueAttrs {
+            nomerges: Nomerges::from_level(self.nomerges).unwrap_or_default(),
+            nr_requests: self.nr_requests,
+            queue_depth: self.queue_depth,
+        }
+    }
+}
+
+/// How real devices are driven: `--allow-overwrite`, `--sqpoll`, `--no-fixed-buffers`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RingArgs {
+    /// Real devices: let jobs that write (or clients) write over an existing file or a
+    /// block device.
+    #[arg(long)]
+    pub allow_overwrite: bool,
+    /// Real devices: a kernel thread polls the submission queue (SQPOLL), idling after MS.
+    #[arg(long, value_name = "MS")]
+    pub sqpoll: Option<u32>,
+    /// Real devices: plain reads and writes instead of registered buffers, as fio without
+    /// `--fixedbufs` (to compare like with like).
+    #[arg(long)]
+    pub no_fixed_buffers: bool,
+}
+
+impl RingArgs {
+    /// The options, with submitter threads placed by `threads` (`--rq-affinity`).
+    pub fn options(&self, threads: Option<u8>) -> RingOptions {
+        RingOptions {
+            allow_overwrite: self.allow_overwrite,
+            sqpoll_idle_ms: self.sqpoll,
+            fixed_buffers: !self.no_fixed_buffers,
+            threads: threads.and_then(RqAffinity::from_level),
+        }
+    }
+}
+
+/// `--status-interval`: as given (0 is off; at least 10 ms, so a tiny value cannot turn
+/// the status line into a flood), else once a second when stderr is a terminal.
+pub fn status_interval_ns(secs: Option<f64>) -> Option<u64> {
+    match secs {
+        Some(s) if s > 0.0 && s.is_finite() => Some(((s * 1e9) as u64).max(10_000_000)),
+        Some(_) => None,
+        None => std::io::stderr().is_terminal().then_some(1_000_000_000),
+    }
+}
+
+/// What `--device` names, and how it fails: `sim:NAME`, `*.spec` and DiskSim's
+/// `*.diskspecs` and `*.parv` are simulated, each with an optional fault plan after `@`;
+/// anything else is a colon-separated list of paths, as fio's `filename=a:b`, with an
+/// optional plan after the last `@` (told apart from an `@` in a file name by its `=`).
+pub fn parse_device(arg: &str) -> Result<(Device, FaultPlan)> {
+    let (device, faults) = arg.split_once('@').unwrap_or((arg, ""));
+    if device.starts_with("sim:")
+        || [".spec", ".diskspecs", ".parv"]
+            .iter()
+            .any(|e| device.ends_with(e))
+    {
+        let (spec, in_file) = DeviceSpec::parse_with_faults(device)?;
+        // A plan after `@` replaces the one the spec file gives.
+        let plan = if faults.is_empty() {
+            in_file
+        } else {
+            FaultPlan::parse(faults).map_err(|e| anyhow!("--device {arg}: {e}"))?
+        };
+        return Ok((Device::Sim(spec), plan));
+    }
+    let (paths, plan) = match arg.rsplit_once('@') {
+        Some((paths, plan)) if plan.contains('=') => (
+            paths,
+            FaultPlan::parse(plan).map_err(|e| anyhow!("--device {arg}: {e}"))?,
+        ),
+        _ => (arg, FaultPlan::default()),
+    };
+    let paths: Vec<_> = paths
+        .split(':')
+        .filter(|p| !p.is_empty())
+        .map(std::path::PathBuf::from)
+        .collect();
+    if paths.is_empty() {
+        bail!(
+            "--device {arg:?}: name sim:hdd, sim:ssd, sim:null, a NAME.spec file, or file and block device paths"
+        );
+    }
+    Ok((Device::Real(paths), plan))
+}
