@@ -34,7 +34,7 @@ impl Core {
         if !cfg!(debug_assertions) {
             return;
         }
-        let staged: usize = self.software.iter().map(VecDeque::len).sum();
+        let staged = self.admission.staged();
         let on_device: usize = self.queues.iter().map(|q| q.inflight as usize).sum();
         assert_eq!(
             staged
@@ -55,18 +55,8 @@ impl Core {
                 queue.inflight,
                 self.config.queue_depth
             );
-            let by_kind: u32 = queue.held.iter().flatten().sum();
-            assert_eq!(
-                by_kind, queue.held_total,
-                "queue {q}: scheduler tags by kind"
-            );
-            assert!(
-                queue.held_total <= self.config.nr_requests,
-                "queue {q}: {} scheduler tags held past nr_requests {}",
-                queue.held_total,
-                self.config.nr_requests
-            );
         }
+        self.admission.check_invariants();
     }
 
     /// One round of policy calls. Never fails: a fault is latched for [`Core::settle`].

@@ -170,9 +170,7 @@ impl Core {
     pub(super) fn forget_waiting(&mut self, id: u64, gone: &Request) {
         match gone.state {
             State::Staged => {
-                if let Some(queue) = self.software.get_mut(gone.ctx as usize) {
-                    queue.retain(|&s| s != id);
-                }
+                self.admission.unstage(gone.ctx, id);
             }
             State::Pending => {
                 self.pending_insert.retain(|&p| p != id);

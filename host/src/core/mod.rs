@@ -30,7 +30,7 @@ use schedhost_sdk::{
 };
 
 use crate::policy::{Fallback, Fault, FaultKind, PolicyBackend, Turn};
-use admission::depth_limits;
+use admission::{Admission, depth_limits};
 pub use config::{
     BUSY, Config, LEGACY_NR_REQUESTS, MAX_DURATION_NS, MAX_REQUEUES, MAX_SECTOR, MAX_SEGMENTS,
     MAX_SUBMITTERS, TunableValues,
@@ -42,17 +42,12 @@ pub use recovery::{DEFAULT_WATCHDOG_NS, Ejection, OnFault, Recovery, Supervision
 pub use request::{Bio, BioRef, Bios, Request, RequestTable, State};
 pub use routing::{CompletionSite, RqAffinity, site};
 
-/// Per hardware queue state: tags in use, software-queue waiters, the policy's timer.
+/// Per hardware queue state besides its scheduler tags: driver tags in use, the policy's
+/// timer.
 #[derive(Debug, Default)]
 struct HwQueue {
     /// Driver tags in use.
     inflight: u32,
-    /// Scheduler tags in use, by `[op][sync]`.
-    held: [[u32; 2]; 4],
-    /// Scheduler tags in use in all.
-    held_total: u32,
-    /// Submitters with requests waiting for a scheduler tag, served round robin.
-    waiting: VecDeque<u32>,
     /// When the policy asked to be called again.
     timer: Option<u64>,
 }
@@ -64,13 +59,11 @@ pub struct Core {
     merge_veto: bool,
     /// Whether the policy wants `completed` calls.
     completions: bool,
-    /// Scheduler tags a request of kind `[op][sync]` may hold per hardware queue.
-    depth_limit: [[u32; 2]; 4],
+    /// Scheduler tags and the software queues waiting for them.
+    admission: Admission,
     table: RequestTable,
     index: MergeIndex,
     queues: Vec<HwQueue>,
-    /// Software queues by ctx: each submitter's requests waiting for a scheduler tag.
-    software: Vec<VecDeque<u64>>,
     /// Requests with a scheduler tag, not yet shown to the policy.
     pending_insert: Vec<u64>,
     /// Requests a busy device sent back, not yet given back to the policy.
@@ -143,11 +136,10 @@ impl Core {
             policy,
             merge_veto: info.merge_veto,
             completions: info.completions,
-            depth_limit: [[u32::MAX; 2]; 4],
+            admission: Admission::new(config.hw_queues, config.nr_requests),
             table: RequestTable::default(),
             index: MergeIndex::default(),
             queues: (0..config.hw_queues).map(|_| HwQueue::default()).collect(),
-            software: Vec::new(),
             pending_insert: Vec::new(),
             pending_requeue: Vec::new(),
             pending_merges: Vec::new(),
@@ -168,7 +160,8 @@ impl Core {
             fallback,
             info,
         };
-        core.depth_limit = depth_limits(core.policy.as_mut(), &mut core.stats)?;
+        let limits = depth_limits(core.policy.as_mut(), &mut core.stats)?;
+        core.admission.set_depth_limits(limits);
         Ok(core)
     }
 
@@ -384,7 +377,7 @@ impl Core {
             )],
             requeues: 0,
         };
-        let admitted = self.tag_free(home, bio.op, bio.sync);
+        let admitted = self.admission.tag_free(home, bio.op, bio.sync);
         let id = self.table.insert(request);
         if let Some(request) = self.table.get(id) {
             self.index.add(id, request);
@@ -392,7 +385,7 @@ impl Core {
         if admitted {
             self.admit(id);
         } else {
-            self.stage(bio.ctx, home, id);
+            self.admission.stage(bio.ctx, home, id);
         }
     }
 

@@ -274,7 +274,7 @@ impl Core {
         self.merge_veto = info.merge_veto;
         self.completions = info.completions;
         self.info = info;
-        self.depth_limit = limits;
+        self.admission.set_depth_limits(limits);
         self.pending_completions.clear();
         self.pending_merges.clear();
         for queue in &mut self.queues {
