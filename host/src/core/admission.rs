@@ -180,8 +180,8 @@ impl Core {
     }
 
     pub(super) fn refresh_depth_limits(&mut self) {
-        let limits = depth_limits(self.policy.as_mut(), &mut self.stats);
-        if let Some(limits) = self.guard(limits.map(Some), None) {
+        let limits = depth_limits(self.policy.instance(), &mut self.stats);
+        if let Some(limits) = self.policy.guard(limits.map(Some), None) {
             self.admission.set_depth_limits(limits);
         }
     }

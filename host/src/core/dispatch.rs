@@ -73,10 +73,10 @@ impl Core {
         let served = self.take_turn(now_ns);
         for hw_queue in 0..self.config.hw_queues {
             let budget = self.budget(hw_queue);
-            if served != Some(hw_queue) && budget > 0 && self.queued > 0 && self.alive() {
+            if served != Some(hw_queue) && budget > 0 && self.queued > 0 && self.policy.alive() {
                 self.stats.policy_calls += 1;
-                let answer = self.policy.dispatch(now_ns, hw_queue, budget);
-                if let Some(answer) = self.guard(answer.map(Some), None) {
+                let answer = self.policy.instance().dispatch(now_ns, hw_queue, budget);
+                if let Some(answer) = self.policy.guard(answer.map(Some), None) {
                     self.send(now_ns, hw_queue, budget, answer, "dispatch");
                 }
             }
@@ -94,17 +94,17 @@ impl Core {
     pub(super) fn count_idle_wake(&mut self, dispatched: bool) {
         let free = (0..self.config.hw_queues).any(|q| self.budget(q) > 0);
         if dispatched || self.queued == 0 || !free {
-            self.idle_wakes = 0;
+            self.policy.woke_usefully();
             return;
         }
-        self.idle_wakes += 1;
-        if self.idle_wakes > MAX_IDLE_WAKES && self.alive() {
+        let idle_wakes = self.policy.idle_wake();
+        if idle_wakes > MAX_IDLE_WAKES && self.policy.alive() {
             let message = format!(
-                "was woken {} times in a row at its own request and dispatched nothing while it held {} requests and the device had free tags",
-                self.idle_wakes, self.queued
+                "was woken {idle_wakes} times in a row at its own request and dispatched nothing while it held {} requests and the device had free tags",
+                self.queued
             );
-            self.idle_wakes = 0;
-            self.latch(Fault {
+            self.policy.woke_usefully();
+            self.policy.latch(Fault {
                 kind: FaultKind::Starved,
                 call: "dispatch",
                 message,
@@ -117,7 +117,7 @@ impl Core {
     /// [`PolicyBackend::turn`]: a component hears them in one crossing where it can. Returns
     /// the hardware queue that was served, if one was.
     pub(super) fn take_turn(&mut self, now_ns: u64) -> Option<u32> {
-        if !self.alive() {
+        if !self.policy.alive() {
             return None;
         }
         let inserts = self.take_inserts(now_ns);
@@ -141,11 +141,11 @@ impl Core {
             requests: if inserts { &self.scratch } else { &[] },
             dispatch,
         };
-        let answer = self.policy.turn(now_ns, &turn);
+        let answer = self.policy.instance().turn(now_ns, &turn);
         self.pending_completions.clear();
         self.pending_merges.clear();
         if let (Some(Some(answer)), Some((hw_queue, budget))) =
-            (self.guard(answer.map(Some), None), dispatch)
+            (self.policy.guard(answer.map(Some), None), dispatch)
         {
             self.send(now_ns, hw_queue, budget, answer, "insert-and-dispatch");
         }
@@ -166,7 +166,7 @@ impl Core {
         for &id in &self.pending_insert {
             if let Some(request) = self.table.get_mut(id) {
                 request.state = State::Queued;
-                request.epoch = self.epoch;
+                request.epoch = self.policy.epoch();
                 self.scratch.push(policy_view(id, request));
                 if let Some(events) = &mut self.events {
                     events.push(event(now_ns, Kind::Insert, id, request));
@@ -189,15 +189,15 @@ impl Core {
     ) {
         if answer.ids.len() > budget as usize {
             let message = format!("returned {} ids for a budget of {budget}", answer.ids.len());
-            self.latch(invalid(call, message));
+            self.policy.latch(invalid(call, message));
             return;
         }
         if !answer.ids.is_empty() {
-            self.last_progress_ns = now_ns;
+            self.policy.progressed(now_ns);
         }
         for &RequestId(id) in &answer.ids {
             let Some(request) = self.table.get_mut(id).filter(|r| r.is_queued()) else {
-                self.latch(invalid(
+                self.policy.latch(invalid(
                     call,
                     format!(
                         "returned id {id:#x}, which is not queued (unknown, absorbed or already dispatched)"

@@ -19,7 +19,7 @@ impl Core {
             if !can_merge(request, bio, self.config.limits()) {
                 continue;
             }
-            if self.merge_veto && request.is_queued() {
+            if self.policy.info().merge_veto && request.is_queued() {
                 let query = MergeQuery {
                     target: RequestId(id),
                     target_ctx: request.ctx,
@@ -75,12 +75,12 @@ impl Core {
 
     /// The policy's merge veto; a fault (or a dead policy) refuses.
     pub(super) fn ask_merge(&mut self, query: &MergeQuery) -> bool {
-        if !self.alive() {
+        if !self.policy.alive() {
             return false;
         }
         self.stats.policy_calls += 1;
-        let answer = self.policy.allow_merge(query);
-        let allowed = self.guard(answer, false);
+        let answer = self.policy.instance().allow_merge(query);
+        let allowed = self.policy.guard(answer, false);
         if !allowed {
             self.stats.merges_vetoed += 1;
         }
@@ -137,7 +137,7 @@ impl Core {
         if survivor == absorbed || !can_coalesce(s, a, self.config.limits()) {
             return None;
         }
-        if self.merge_veto && s.is_queued() {
+        if self.policy.info().merge_veto && s.is_queued() {
             let query = MergeQuery {
                 target: RequestId(survivor),
                 target_ctx: s.ctx,

@@ -21,6 +21,7 @@ mod outcome;
 mod recovery;
 mod request;
 mod routing;
+mod supervised;
 
 use std::collections::VecDeque;
 
@@ -41,6 +42,7 @@ pub use outcome::{Action, BioDone, CoreStats, StartError, UnknownCompletion};
 pub use recovery::{DEFAULT_WATCHDOG_NS, Ejection, OnFault, Recovery, Supervision, Swapped};
 pub use request::{Bio, BioRef, Bios, Request, RequestTable, State};
 pub use routing::{CompletionSite, RqAffinity, site};
+use supervised::Supervised;
 
 /// Per hardware queue state besides its scheduler tags: driver tags in use, the policy's
 /// timer.
@@ -55,10 +57,8 @@ struct HwQueue {
 /// The scheduler core for one device.
 pub struct Core {
     config: Config,
-    policy: Box<dyn PolicyBackend>,
-    merge_veto: bool,
-    /// Whether the policy wants `completed` calls.
-    completions: bool,
+    /// The policy, its faults and what follows them.
+    policy: Supervised,
     /// Scheduler tags and the software queues waiting for them.
     admission: Admission,
     table: RequestTable,
@@ -75,30 +75,8 @@ pub struct Core {
     actions: VecDeque<Action>,
     stats: CoreStats,
     scratch: Vec<PolicyRequest>,
-    /// Which policy instance requests were shown to: bumped by every replacement, so a new
-    /// policy never hears of requests it did not see.
-    epoch: u32,
-    /// A policy call failed during the current operation; the policy is not called again
-    /// until recovery replaced it.
-    fault: Option<Fault>,
-    supervision: Supervision,
-    ejections: Vec<Ejection>,
-    /// Restarts used of [`OnFault::Restart`]'s allowance.
-    restarts: u32,
-    /// The tunables the policy started with, for restarts.
-    settings: Vec<(String, i64)>,
-    /// The last time the policy dispatched something or held nothing (for the watchdog).
-    last_progress_ns: u64,
-    /// Wake-ups of the policy's own timer in a row after which it dispatched nothing while
-    /// it held requests and tags were free: progress is bounded in calls, not only in time.
-    idle_wakes: u32,
     /// Per-request events, recorded only when asked for (`--trace-events`).
     events: Option<Vec<Event>>,
-    /// The built-in FIFO the core falls back to, made by whoever built the core.
-    fallback: Fallback,
-    /// What the policy said of itself when it started: reports and status read it here,
-    /// so nothing outside the core calls the policy.
-    info: schedhost_sdk::Info,
 }
 
 impl std::fmt::Debug for Core {
@@ -133,9 +111,7 @@ impl Core {
             .map_err(StartError::Rejected)?;
         let mut core = Self {
             config,
-            policy,
-            merge_veto: info.merge_veto,
-            completions: info.completions,
+            policy: Supervised::new(policy, info, settings, fallback),
             admission: Admission::new(config.hw_queues, config.nr_requests),
             table: RequestTable::default(),
             index: MergeIndex::default(),
@@ -148,19 +124,9 @@ impl Core {
             actions: VecDeque::new(),
             stats: CoreStats::default(),
             scratch: Vec::new(),
-            epoch: 0,
-            fault: None,
-            supervision: Supervision::default(),
-            ejections: Vec::new(),
-            restarts: 0,
-            settings: settings.to_vec(),
-            last_progress_ns: 0,
-            idle_wakes: 0,
             events: None,
-            fallback,
-            info,
         };
-        let limits = depth_limits(core.policy.as_mut(), &mut core.stats)?;
+        let limits = depth_limits(core.policy.instance(), &mut core.stats)?;
         core.admission.set_depth_limits(limits);
         Ok(core)
     }
@@ -177,7 +143,7 @@ impl Core {
 
     /// The running policy's name, version and wishes, as it gave them when it started.
     pub fn policy_info(&self) -> &schedhost_sdk::Info {
-        &self.info
+        self.policy.info()
     }
 
     /// Every tunable of the policy with its current value, under the same supervision as
@@ -200,7 +166,7 @@ impl Core {
     /// A fault that stops the run; after an ejection the answer is `Ok(Err(why))`.
     pub fn saved_state(&mut self, now_ns: u64) -> Result<Result<Vec<u8>, String>, Fault> {
         self.stats.policy_calls += 1;
-        match self.policy.save_state() {
+        match self.policy.instance().save_state() {
             Ok(state) => Ok(Ok(state)),
             Err(fault) => self.eject_for(now_ns, fault).map(Err),
         }
@@ -216,18 +182,18 @@ impl Core {
             "the policy failed in {} and was ejected: {fault}",
             fault.call
         );
-        self.latch(fault);
+        self.policy.latch(fault);
         self.act_on_fault(now_ns)?;
         Ok(why)
     }
 
     fn read_tunables(&mut self) -> Result<TunableValues, Fault> {
         self.stats.policy_calls += 1;
-        let specs = self.policy.tunables()?;
+        let specs = self.policy.instance().tunables()?;
         let mut values = Vec::with_capacity(specs.len());
         for spec in specs {
             self.stats.policy_calls += 1;
-            let value = self.policy.get(&spec.name)?;
+            let value = self.policy.instance().get(&spec.name)?;
             values.push((spec.name, value));
         }
         Ok(values)
@@ -246,15 +212,14 @@ impl Core {
         value: i64,
     ) -> Result<Result<(), String>, Fault> {
         self.stats.policy_calls += 1;
-        let answer = match self.policy.set(name, value) {
+        let answer = match self.policy.instance().set(name, value) {
             Ok(answer) => answer,
             Err(fault) => return self.eject_for(now_ns, fault).map(Err),
         };
-        if answer.is_ok() && self.alive() {
+        if answer.is_ok() && self.policy.alive() {
             self.refresh_depth_limits();
             // A restarted instance starts with the tunables as they are now.
-            self.settings.retain(|(n, _)| n != name);
-            self.settings.push((name.to_owned(), value));
+            self.policy.tuned(name, value);
         }
         self.act_on_fault(now_ns)?;
         Ok(answer)
@@ -366,7 +331,7 @@ impl Core {
             arrival_ns: now_ns,
             home_queue: home,
             state: State::Staged,
-            epoch: self.epoch,
+            epoch: self.policy.epoch(),
             bios: smallvec::smallvec![(
                 bio.ctx,
                 BioRef {
@@ -443,7 +408,7 @@ impl Core {
                 site: site(self.config.rq_affinity, hw_queue, request.home_queue, ctx),
             }));
         }
-        if self.completions && request.epoch == self.epoch {
+        if self.policy.info().completions && request.epoch == self.policy.epoch() {
             self.pending_completions.push(Completion {
                 id: RequestId(id),
                 ctx: request.ctx,
@@ -478,21 +443,21 @@ impl Core {
     /// Hands the requests sent back since the last run to the policy, which holds them
     /// again. Never fails: a fault is latched.
     fn give_back(&mut self, now_ns: u64) {
-        if self.pending_requeue.is_empty() || !self.alive() {
+        if self.pending_requeue.is_empty() || !self.policy.alive() {
             return;
         }
         let mut views = Vec::with_capacity(self.pending_requeue.len());
         for id in std::mem::take(&mut self.pending_requeue) {
             if let Some(request) = self.table.get_mut(id) {
                 request.state = State::Queued;
-                request.epoch = self.epoch;
+                request.epoch = self.policy.epoch();
                 views.push(policy_view(id, request));
             }
         }
         self.queued += views.len();
         self.stats.policy_calls += 1;
-        let answer = self.policy.requeue(now_ns, &views);
-        self.guard(answer, ());
+        let answer = self.policy.instance().requeue(now_ns, &views);
+        self.policy.guard(answer, ());
     }
 }
 

@@ -13,6 +13,7 @@
 
 use schedhost_sdk::Setup;
 
+use super::supervised::Next;
 use super::{Core, State, depth_limits};
 use crate::policy::{Fault, FaultKind, PolicyBackend};
 
@@ -93,30 +94,12 @@ pub struct Ejection {
 impl Core {
     /// Sets how faults are handled.
     pub fn supervise(&mut self, supervision: Supervision) {
-        self.supervision = supervision;
+        self.policy.supervise(supervision);
     }
 
     /// Every ejection so far.
     pub fn ejections(&self) -> &[Ejection] {
-        &self.ejections
-    }
-
-    /// True until a policy call fails; then the policy is not called again until replaced.
-    pub(super) fn alive(&self) -> bool {
-        self.fault.is_none()
-    }
-
-    /// Latches `fault` (the first one of an operation wins).
-    pub(super) fn latch(&mut self, fault: Fault) {
-        self.fault.get_or_insert(fault);
-    }
-
-    /// The value of a policy call, or `fallback` with the fault latched.
-    pub(super) fn guard<T>(&mut self, result: Result<T, Fault>, fallback: T) -> T {
-        result.unwrap_or_else(|fault| {
-            self.latch(fault);
-            fallback
-        })
+        self.policy.ejections()
     }
 
     /// Acts on a latched fault. Returns true iff the policy was replaced (the caller may
@@ -125,27 +108,18 @@ impl Core {
     /// # Errors
     /// The fault, when the run is to stop ([`OnFault::Abort`]).
     pub(super) fn act_on_fault(&mut self, now_ns: u64) -> Result<bool, Fault> {
-        let Some(fault) = self.fault.take() else {
-            return Ok(false);
+        let (fault, fresh) = match self.policy.next() {
+            None => return Ok(false),
+            Some(Next::Stop(fault)) => return Err(fault),
+            Some(Next::Fallback(fault)) => (fault, None),
+            Some(Next::Restart(fault, fresh)) => (fault, Some(fresh)),
         };
-        let fresh = match self.supervision.on_fault {
-            OnFault::Abort => return Err(fault),
-            OnFault::Fallback => None,
-            OnFault::Restart(limit) if self.restarts < limit => {
-                self.restarts += 1;
-                self.policy.fresh()
-            }
-            OnFault::Restart(_) => None,
-        };
-        let mut outcome = None;
-        if let Some(policy) = fresh {
-            let settings = self.settings.clone();
-            if let Ok((requeued, _)) = self.install(now_ns, policy, &settings, None) {
-                outcome = Some((Recovery::Restarted, requeued));
-            }
-        }
-        let (recovery, requeued) = match outcome {
-            Some(done) => done,
+        let restarted = fresh.and_then(|policy| {
+            let settings = self.policy.settings().to_vec();
+            self.install(now_ns, policy, &settings, None).ok()
+        });
+        let (recovery, requeued) = match restarted {
+            Some((requeued, _)) => (Recovery::Restarted, requeued),
             None => (Recovery::Fallback, self.install_fallback(now_ns)?),
         };
         let ejection = Ejection {
@@ -165,13 +139,13 @@ impl Core {
             recovery,
             requeued
         );
-        self.ejections.push(ejection);
+        self.policy.ejected(ejection);
         Ok(true)
     }
 
     /// Switches to the built-in FIFO, which cannot fail.
     fn install_fallback(&mut self, now_ns: u64) -> Result<usize, Fault> {
-        let fifo = (self.fallback)();
+        let fifo = self.policy.fallback();
         self.install(now_ns, fifo, &[], None)
             .map(|(requeued, _)| requeued)
             .map_err(|e| Fault {
@@ -194,10 +168,10 @@ impl Core {
         mut policy: Box<dyn PolicyBackend>,
         settings: &[(String, i64)],
     ) -> Result<Swapped, super::StartError> {
-        let from = self.info.clone();
+        let from = self.policy.info().clone();
         let to = policy.info()?;
         let state = if from.name == to.name {
-            match self.policy.save_state() {
+            match self.policy.instance().save_state() {
                 Ok(state) => Some(state),
                 Err(fault) => {
                     // The old policy failed: it is ejected as after any fault, and the swap
@@ -205,7 +179,7 @@ impl Core {
                     let refusal = super::StartError::Rejected(format!(
                         "the running policy failed in save_state and was ejected: {fault}"
                     ));
-                    self.latch(fault);
+                    self.policy.latch(fault);
                     self.act_on_fault(now_ns)?;
                     return Err(refusal);
                 }
@@ -214,7 +188,6 @@ impl Core {
             None
         };
         let (requeued, _) = self.install(now_ns, policy, settings, state.as_deref())?;
-        self.settings = settings.to_vec();
         self.check_invariants();
         Ok(Swapped {
             from: format!("{} {}", from.name, from.version),
@@ -264,25 +237,18 @@ impl Core {
             policy.insert(now_ns, &views)?;
         }
         // Past this point nothing can fail: switch.
-        self.epoch = self.epoch.wrapping_add(1);
+        let old = self.policy.switch(now_ns, policy, info, Some(settings));
         for &(_, id) in &held {
             if let Some(r) = self.table.get_mut(id) {
-                r.epoch = self.epoch;
+                r.epoch = self.policy.epoch();
             }
         }
-        let old = std::mem::replace(&mut self.policy, policy);
-        self.merge_veto = info.merge_veto;
-        self.completions = info.completions;
-        self.info = info;
         self.admission.set_depth_limits(limits);
         self.pending_completions.clear();
         self.pending_merges.clear();
         for queue in &mut self.queues {
             queue.timer = None;
         }
-        self.fault = None;
-        self.last_progress_ns = now_ns;
-        self.idle_wakes = 0;
         Ok((held.len(), old))
     }
 
@@ -293,10 +259,10 @@ impl Core {
     /// # Errors
     /// Only if the built-in FIFO cannot start, which would be a bug.
     pub fn starve(&mut self, now_ns: u64) -> Result<bool, Fault> {
-        if self.queued == 0 || self.supervision.on_fault == OnFault::Abort {
+        if self.queued == 0 || self.policy.supervision().on_fault == OnFault::Abort {
             return Ok(false);
         }
-        self.latch(Fault {
+        self.policy.latch(Fault {
             kind: FaultKind::Starved,
             call: "dispatch",
             message: format!(
@@ -312,9 +278,10 @@ impl Core {
     /// When the watchdog fires if the policy dispatches nothing before: only while it holds
     /// requests, is alive, and the watchdog is on.
     pub(super) fn watchdog_deadline(&self) -> Option<u64> {
-        let limit = self.supervision.watchdog_ns?;
-        (self.queued > 0 && self.alive()).then(|| {
-            self.last_progress_ns
+        let limit = self.policy.supervision().watchdog_ns?;
+        (self.queued > 0 && self.policy.alive()).then(|| {
+            self.policy
+                .last_progress_ns()
                 .saturating_add(limit)
                 .saturating_add(1)
         })
@@ -326,21 +293,21 @@ impl Core {
     /// their queue's completions): a device that stalls is not the policy's fault.
     pub(super) fn watch(&mut self, now_ns: u64) {
         if self.queued == 0 {
-            self.last_progress_ns = now_ns;
+            self.policy.progressed(now_ns);
             return;
         }
-        let Some(limit) = self.supervision.watchdog_ns else {
+        let Some(limit) = self.policy.supervision().watchdog_ns else {
             return;
         };
         if self.queues.iter().any(|q| q.inflight > 0) {
             // A full device takes nothing, and a policy may wait for what it has: that
             // time does not count.
-            self.last_progress_ns = now_ns;
+            self.policy.progressed(now_ns);
             return;
         }
-        let idle = now_ns.saturating_sub(self.last_progress_ns);
-        if idle > limit && self.alive() {
-            self.latch(Fault {
+        let idle = now_ns.saturating_sub(self.policy.last_progress_ns());
+        if idle > limit && self.policy.alive() {
+            self.policy.latch(Fault {
                 kind: FaultKind::Starved,
                 call: "dispatch",
                 message: format!(
