@@ -212,7 +212,7 @@ impl Core {
             let (op, sector, sectors) = (request.op, request.sector, request.sectors);
             let (ctx, sync) = (request.ctx, request.sync);
             let bios = request.bios.clone();
-            self.index.remove(id, request);
+            self.merging.remove(id, request);
             self.note(now_ns, Kind::Dispatch, ctx, op, sync, (sector, sectors), id);
             debug_assert!(self.queued > 0, "a dispatch with nothing queued");
             self.queued = self.queued.saturating_sub(1);

@@ -1,40 +1,199 @@
-//! Merging a bio into a queued request (back, front, then coalescing neighbours), with the
-//! policy's veto when it asks for one.
+//! Merging: a bio joins a queued request at its back or front, and a request that then
+//! touches its neighbour absorbs it (coalescing), under the queue's `nomerges`, its limits,
+//! and the policy's veto when it asks for one. [`Merging`] owns the index and the rules;
+//! the core asks the policy and keeps the counts.
 
-use super::*;
+use schedhost_sdk::{MergeEvent, MergeKind, MergeQuery, RequestId, Sector};
+
+use super::event::Kind;
+use super::merge::{Limits, MergeIndex, Nomerges, can_coalesce, can_merge};
+use super::request::{Bio, BioRef, Request, RequestTable};
+use super::{Core, State};
+
+/// The merge index and the rules a merge must keep.
+#[derive(Debug)]
+pub(super) struct Merging {
+    index: MergeIndex,
+    nomerges: Nomerges,
+    limits: Limits,
+}
+
+impl Merging {
+    /// Merges under `nomerges`, within `limits`.
+    pub(super) fn new(nomerges: Nomerges, limits: Limits) -> Self {
+        Self {
+            index: MergeIndex::default(),
+            nomerges,
+            limits,
+        }
+    }
+
+    /// Request `id` may be merged into from now on.
+    pub(super) fn add(&mut self, id: u64, request: &Request) {
+        self.index.add(id, request);
+    }
+
+    /// Request `id` may no longer be merged into (it left for the device).
+    pub(super) fn remove(&mut self, id: u64, request: &Request) {
+        self.index.remove(id, request);
+    }
+
+    /// The requests `bio` may join, and at which end, best first: the candidates the index
+    /// and the mode offer that the limits allow.
+    pub(super) fn candidates(&self, bio: &Bio, table: &RequestTable) -> Vec<(u64, MergeKind)> {
+        self.index
+            .candidates(bio, self.nomerges, table)
+            .into_iter()
+            .flatten()
+            .filter(|&(id, _)| {
+                table
+                    .get(id)
+                    .is_some_and(|r| can_merge(r, bio, self.limits))
+            })
+            .collect()
+    }
+
+    /// Adds `bio`, submitted at `now_ns`, to request `id` at its `kind` end.
+    pub(super) fn grow(
+        &mut self,
+        table: &mut RequestTable,
+        id: u64,
+        kind: MergeKind,
+        bio: &Bio,
+        now_ns: u64,
+    ) {
+        let Some(request) = table.get_mut(id) else {
+            return;
+        };
+        self.index.remove(id, request);
+        request.sectors += bio.sectors;
+        if kind == MergeKind::Front {
+            request.sector = bio.sector;
+        }
+        let bio_ref = (
+            bio.ctx,
+            BioRef {
+                id: bio.id,
+                submit_ns: now_ns,
+                sectors: bio.sectors,
+            },
+        );
+        // Bios stay in sector order: a front merge goes first.
+        if kind == MergeKind::Front {
+            request.bios.insert(0, bio_ref);
+        } else {
+            request.bios.push(bio_ref);
+        }
+        self.index.add(id, request);
+    }
+
+    /// After request `id` grew at its `kind` end, the neighbour it now touches that it may
+    /// absorb, if coalescing is on: `(survivor, absorbed)`.
+    pub(super) fn neighbour(
+        &self,
+        table: &RequestTable,
+        id: u64,
+        kind: MergeKind,
+    ) -> Option<(u64, u64)> {
+        if self.nomerges != Nomerges::All {
+            return None;
+        }
+        let request = table.get(id)?;
+        let (survivor, absorbed) = match kind {
+            MergeKind::Back => (id, self.index.successor(request)?),
+            MergeKind::Front => (self.index.predecessor(request)?, id),
+        };
+        let (s, a) = (table.get(survivor)?, table.get(absorbed)?);
+        (survivor != absorbed && can_coalesce(s, a, self.limits)).then_some((survivor, absorbed))
+    }
+
+    /// `survivor` absorbs `absorbed`, which leaves the table; returns it.
+    pub(super) fn absorb(
+        &mut self,
+        table: &mut RequestTable,
+        survivor: u64,
+        absorbed: u64,
+    ) -> Option<Request> {
+        let gone = table.remove(absorbed)?;
+        self.index.remove(absorbed, &gone);
+        if let Some(s) = table.get_mut(survivor) {
+            self.index.remove(survivor, s);
+            s.sectors += gone.sectors;
+            s.arrival_ns = s.arrival_ns.min(gone.arrival_ns);
+            s.bios.extend_from_slice(&gone.bios);
+            self.index.add(survivor, s);
+        }
+        Some(gone)
+    }
+
+    /// `id` is the one-hit cache's entry.
+    pub(super) fn touch(&mut self, id: u64) {
+        self.index.touch(id);
+    }
+}
+
+/// What the policy is asked before request `target_id` (`target`) takes in `joining` at
+/// its `kind` end: the one form of the question, for bios and for coalescing alike.
+fn query(target_id: u64, target: &Request, joining: Joining, kind: MergeKind) -> MergeQuery {
+    MergeQuery {
+        target: RequestId(target_id),
+        target_ctx: target.ctx,
+        ctx: joining.ctx,
+        op: joining.op,
+        sector: Sector(joining.sector),
+        sectors: joining.sectors,
+        sync: joining.sync,
+        kind,
+    }
+}
+
+/// What asks to join a request: a bio, or a request being coalesced.
+#[derive(Debug, Clone, Copy)]
+struct Joining {
+    ctx: u32,
+    op: schedhost_sdk::Op,
+    sector: u64,
+    sectors: u32,
+    sync: bool,
+}
+
+impl From<&Bio> for Joining {
+    fn from(b: &Bio) -> Self {
+        Self {
+            ctx: b.ctx,
+            op: b.op,
+            sector: b.sector,
+            sectors: b.sectors,
+            sync: b.sync,
+        }
+    }
+}
+
+impl From<&Request> for Joining {
+    fn from(r: &Request) -> Self {
+        Self {
+            ctx: r.ctx,
+            op: r.op,
+            sector: r.sector,
+            sectors: r.sectors,
+            sync: r.sync,
+        }
+    }
+}
 
 impl Core {
     /// Merges `bio` into a request if the mode, the limits and the policy allow.
     /// Returns true iff it merged. A failing veto counts as a refusal.
     pub(super) fn try_merge(&mut self, now_ns: u64, bio: &Bio) -> bool {
-        for (id, kind) in self
-            .index
-            .candidates(bio, self.config.nomerges, &self.table)
-            .into_iter()
-            .flatten()
-        {
-            let Some(request) = self.table.get(id) else {
-                continue;
-            };
-            if !can_merge(request, bio, self.config.limits()) {
+        for (id, kind) in self.merging.candidates(bio, &self.table) {
+            if !self.merge_allowed(id, Joining::from(bio), kind) {
                 continue;
             }
-            if self.policy.info().merge_veto && request.is_queued() {
-                let query = MergeQuery {
-                    target: RequestId(id),
-                    target_ctx: request.ctx,
-                    ctx: bio.ctx,
-                    op: bio.op,
-                    sector: Sector(bio.sector),
-                    sectors: bio.sectors,
-                    sync: bio.sync,
-                    kind,
-                };
-                if !self.ask_merge(&query) {
-                    continue;
-                }
+            self.merging.grow(&mut self.table, id, kind, bio, now_ns);
+            match kind {
+                MergeKind::Front => self.stats.front_merges += 1,
+                MergeKind::Back => self.stats.back_merges += 1,
             }
-            self.grow(id, kind, bio, now_ns);
             let merged = match kind {
                 MergeKind::Back => Kind::BackMerge,
                 MergeKind::Front => Kind::FrontMerge,
@@ -48,12 +207,9 @@ impl Core {
                 (bio.sector, bio.sectors),
                 id,
             );
-            let survivor = match self.config.nomerges {
-                Nomerges::All => self.coalesce(id, kind),
-                _ => None,
-            };
+            let survivor = self.coalesce(id, kind);
             let (target, absorbed) = survivor.map_or((id, None), |(s, a)| (s, Some(a)));
-            self.index.touch(target);
+            self.merging.touch(target);
             if let Some(request) = self.table.get(target).filter(|r| r.is_queued()) {
                 let kind = if absorbed.is_some() {
                     MergeKind::Back
@@ -73,8 +229,21 @@ impl Core {
         false
     }
 
+    /// Whether request `id` may take in `joining` at its `kind` end: always, unless the
+    /// policy holds it and asked to veto merges; then as it answers.
+    fn merge_allowed(&mut self, id: u64, joining: Joining, kind: MergeKind) -> bool {
+        let Some(target) = self.table.get(id) else {
+            return false;
+        };
+        if !(self.policy.info().merge_veto && target.is_queued()) {
+            return true;
+        }
+        let query = query(id, target, joining, kind);
+        self.ask_merge(&query)
+    }
+
     /// The policy's merge veto; a fault (or a dead policy) refuses.
-    pub(super) fn ask_merge(&mut self, query: &MergeQuery) -> bool {
+    fn ask_merge(&mut self, query: &MergeQuery) -> bool {
         if !self.policy.alive() {
             return false;
         }
@@ -87,87 +256,22 @@ impl Core {
         allowed
     }
 
-    /// Adds `bio` to request `id` at the `kind` end.
-    pub(super) fn grow(&mut self, id: u64, kind: MergeKind, bio: &Bio, now_ns: u64) {
-        let Some(request) = self.table.get_mut(id) else {
-            return;
-        };
-        self.index.remove(id, request);
-        request.sectors += bio.sectors;
-        if kind == MergeKind::Front {
-            request.sector = bio.sector;
-            self.stats.front_merges += 1;
-        } else {
-            self.stats.back_merges += 1;
-        }
-        let bio_ref = (
-            bio.ctx,
-            BioRef {
-                id: bio.id,
-                submit_ns: now_ns,
-                sectors: bio.sectors,
-            },
-        );
-        // Bios stay in sector order: a front merge goes first.
-        if kind == MergeKind::Front {
-            request.bios.insert(0, bio_ref);
-        } else {
-            request.bios.push(bio_ref);
-        }
-        self.index.add(id, request);
-    }
-
     /// After request `id` grew at its `kind` end, absorbs the neighbour it now touches, if
     /// allowed. Returns `(survivor, absorbed)`.
-    pub(super) fn coalesce(&mut self, id: u64, kind: MergeKind) -> Option<(u64, u64)> {
-        let request = self.table.get(id)?;
-        let (survivor, absorbed) = match kind {
-            MergeKind::Back => match self.index.successor(request) {
-                Some(next) => (id, next),
-                None => return None,
-            },
-            MergeKind::Front => match self.index.predecessor(request) {
-                Some(prev) => (prev, id),
-                None => return None,
-            },
-        };
-        let (Some(s), Some(a)) = (self.table.get(survivor), self.table.get(absorbed)) else {
-            return None;
-        };
-        if survivor == absorbed || !can_coalesce(s, a, self.config.limits()) {
+    fn coalesce(&mut self, id: u64, kind: MergeKind) -> Option<(u64, u64)> {
+        let (survivor, absorbed) = self.merging.neighbour(&self.table, id, kind)?;
+        let joining = Joining::from(self.table.get(absorbed)?);
+        if !self.merge_allowed(survivor, joining, MergeKind::Back) {
             return None;
         }
-        if self.policy.info().merge_veto && s.is_queued() {
-            let query = MergeQuery {
-                target: RequestId(survivor),
-                target_ctx: s.ctx,
-                ctx: a.ctx,
-                op: a.op,
-                sector: Sector(a.sector),
-                sectors: a.sectors,
-                sync: a.sync,
-                kind: MergeKind::Back,
-            };
-            if !self.ask_merge(&query) {
-                return None;
-            }
-        }
-        let gone = self.table.remove(absorbed)?;
-        self.index.remove(absorbed, &gone);
+        let gone = self.merging.absorb(&mut self.table, survivor, absorbed)?;
         self.forget_waiting(absorbed, &gone);
-        if let Some(s) = self.table.get_mut(survivor) {
-            self.index.remove(survivor, s);
-            s.sectors += gone.sectors;
-            s.arrival_ns = s.arrival_ns.min(gone.arrival_ns);
-            s.bios.extend_from_slice(&gone.bios);
-            self.index.add(survivor, s);
-        }
         self.stats.coalesced += 1;
         Some((survivor, absorbed))
     }
 
     /// Drops an absorbed request from wherever it waited, and frees its scheduler tag.
-    pub(super) fn forget_waiting(&mut self, id: u64, gone: &Request) {
+    fn forget_waiting(&mut self, id: u64, gone: &Request) {
         match gone.state {
             State::Staged => {
                 self.admission.unstage(gone.ctx, id);

@@ -26,18 +26,18 @@ mod supervised;
 use std::collections::VecDeque;
 
 use schedhost_sdk::{
-    Completion, Dispatch, MergeEvent, MergeKind, MergeQuery, Op, Request as PolicyRequest,
-    RequestId, Sector, Setup,
+    Completion, Dispatch, MergeEvent, Op, Request as PolicyRequest, RequestId, Sector,
 };
 
 use crate::policy::{Fallback, Fault, FaultKind, PolicyBackend, Turn};
-use admission::{Admission, depth_limits};
+use admission::Admission;
 pub use config::{
     BUSY, Config, LEGACY_NR_REQUESTS, MAX_DURATION_NS, MAX_REQUEUES, MAX_SECTOR, MAX_SEGMENTS,
     MAX_SUBMITTERS, TunableValues,
 };
 use event::{Event, Kind, op_code};
 pub use merge::{Limits, MergeIndex, Nomerges, can_coalesce, can_merge};
+use merging::Merging;
 pub use outcome::{Action, BioDone, CoreStats, StartError, UnknownCompletion};
 pub use recovery::{DEFAULT_WATCHDOG_NS, Ejection, OnFault, Recovery, Supervision, Swapped};
 pub use request::{Bio, BioRef, Bios, Request, RequestTable, State};
@@ -62,7 +62,8 @@ pub struct Core {
     /// Scheduler tags and the software queues waiting for them.
     admission: Admission,
     table: RequestTable,
-    index: MergeIndex,
+    /// The merge index and the rules merges keep.
+    merging: Merging,
     queues: Vec<HwQueue>,
     /// Requests with a scheduler tag, not yet shown to the policy.
     pending_insert: Vec<u64>,
@@ -100,21 +101,15 @@ impl Core {
         settings: &[(String, i64)],
         fallback: Fallback,
     ) -> Result<Self, StartError> {
-        let info = policy.info()?;
-        let setup = Setup {
-            hw_queues: config.hw_queues,
-            queue_depth: config.queue_depth,
-            nr_requests: config.nr_requests,
-        };
-        policy
-            .init(&setup, settings)?
-            .map_err(StartError::Rejected)?;
+        let mut stats = CoreStats::default();
+        let (info, limits) =
+            supervised::start(policy.as_mut(), &config, settings, None, &mut stats)?;
         let mut core = Self {
             config,
             policy: Supervised::new(policy, info, settings, fallback),
             admission: Admission::new(config.hw_queues, config.nr_requests),
             table: RequestTable::default(),
-            index: MergeIndex::default(),
+            merging: Merging::new(config.nomerges, config.limits()),
             queues: (0..config.hw_queues).map(|_| HwQueue::default()).collect(),
             pending_insert: Vec::new(),
             pending_requeue: Vec::new(),
@@ -122,11 +117,10 @@ impl Core {
             pending_completions: Vec::new(),
             queued: 0,
             actions: VecDeque::new(),
-            stats: CoreStats::default(),
+            stats,
             scratch: Vec::new(),
             events: None,
         };
-        let limits = depth_limits(core.policy.instance(), &mut core.stats)?;
         core.admission.set_depth_limits(limits);
         Ok(core)
     }
@@ -345,7 +339,7 @@ impl Core {
         let admitted = self.admission.tag_free(home, bio.op, bio.sync);
         let id = self.table.insert(request);
         if let Some(request) = self.table.get(id) {
-            self.index.add(id, request);
+            self.merging.add(id, request);
         }
         if admitted {
             self.admit(id);

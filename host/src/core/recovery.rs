@@ -11,10 +11,8 @@
 //! switches. Requests already on the device complete as usual; the new policy is never told
 //! of requests it did not see.
 
-use schedhost_sdk::Setup;
-
-use super::supervised::Next;
-use super::{Core, State, depth_limits};
+use super::supervised::{Next, start};
+use super::{Core, State};
 use crate::policy::{Fault, FaultKind, PolicyBackend};
 
 /// What happens after a policy fault (`--on-fault`).
@@ -206,21 +204,13 @@ impl Core {
         settings: &[(String, i64)],
         state: Option<&[u8]>,
     ) -> Result<(usize, Box<dyn PolicyBackend>), super::StartError> {
-        let info = policy.info()?;
-        let setup = Setup {
-            hw_queues: self.config.hw_queues,
-            queue_depth: self.config.queue_depth,
-            nr_requests: self.config.nr_requests,
-        };
-        policy
-            .init(&setup, settings)?
-            .map_err(super::StartError::Rejected)?;
-        if let Some(state) = state {
-            policy
-                .restore_state(state)?
-                .map_err(|e| super::StartError::Rejected(format!("refused the old state: {e}")))?;
-        }
-        let limits = depth_limits(policy.as_mut(), &mut self.stats)?;
+        let (info, limits) = start(
+            policy.as_mut(),
+            &self.config,
+            settings,
+            state,
+            &mut self.stats,
+        )?;
         let mut held: Vec<(u64, u64)> = self
             .table
             .iter()

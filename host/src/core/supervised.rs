@@ -4,10 +4,43 @@
 //! Which requests the policy holds is the core's business ([`super::recovery`] hands them
 //! over); this type owns everything about the policy itself.
 
-use schedhost_sdk::Info;
+use schedhost_sdk::{Info, Setup};
 
+use super::admission::{DepthLimits, depth_limits};
 use super::recovery::{Ejection, OnFault, Supervision};
+use super::{Config, CoreStats, StartError};
 use crate::policy::{Fallback, Fault, PolicyBackend};
+
+/// Starts `policy` for a device of `config` with `settings`, and a predecessor's saved
+/// `state` when it is a newer build of the same policy: what it says of itself, and the
+/// scheduler tags it allows each kind (those calls count in `stats`). The one way every
+/// instance starts: the first, restarts, the fallback and hot swaps.
+///
+/// # Errors
+/// Its fault, or its refusal of a setting or of the state.
+pub(super) fn start(
+    policy: &mut dyn PolicyBackend,
+    config: &Config,
+    settings: &[(String, i64)],
+    state: Option<&[u8]>,
+    stats: &mut CoreStats,
+) -> Result<(Info, DepthLimits), StartError> {
+    let info = policy.info()?;
+    let setup = Setup {
+        hw_queues: config.hw_queues,
+        queue_depth: config.queue_depth,
+        nr_requests: config.nr_requests,
+    };
+    policy
+        .init(&setup, settings)?
+        .map_err(StartError::Rejected)?;
+    if let Some(state) = state {
+        policy
+            .restore_state(state)?
+            .map_err(|e| StartError::Rejected(format!("refused the old state: {e}")))?;
+    }
+    Ok((info, depth_limits(policy, stats)?))
+}
 
 /// One core's policy under supervision.
 pub(super) struct Supervised {
