@@ -69,3 +69,21 @@ pub trait Backend {
         self.exact_deadlines()
     }
 }
+
+/// A backend that also watches file descriptors (sockets) for readiness, so a front-end's
+/// network I/O wakes the same wait as the device's completions.
+pub trait Readiness: Backend {
+    /// Reports `token` once `fd` is ready for `events` (poll(2) flags).
+    ///
+    /// # Errors
+    /// The watch could not be armed.
+    fn watch_fd(
+        &mut self,
+        fd: std::os::fd::RawFd,
+        events: u32,
+        token: u64,
+    ) -> Result<(), Self::Error>;
+
+    /// The tokens of the watches that fired since the last call.
+    fn take_ready(&mut self, into: &mut Vec<u64>);
+}

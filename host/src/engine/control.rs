@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use serde_json::{Value, json};
 
-use super::{Backend, Engine, Stop};
+use super::{Backend, Engine, Halt};
 use crate::control::Command;
 use crate::core::Swapped;
 use crate::engine::SwapRecord;
@@ -18,10 +18,7 @@ impl<B: Backend> Engine<B> {
     /// A policy fault in a request (a `set` that traps) when faults stop the run
     /// (`--on-fault abort`), after the request was answered; or the backend refusing the
     /// new policies' first dispatches.
-    pub(super) fn serve<E>(&mut self, now: u64) -> Result<(), E>
-    where
-        E: From<Stop> + From<B::Error>,
-    {
+    pub(super) fn serve(&mut self, now: u64) -> Result<(), Halt<B::Error>> {
         let envelopes = match &self.control {
             Some(control) => control.take(),
             None => return Ok(()),

@@ -1,6 +1,7 @@
 //! The one loop: a turn takes everything due now, then the engine waits for the next thing
 //! to happen, whatever the front-end and the backend.
 
+use std::os::fd::RawFd;
 use std::time::Instant;
 
 use super::*;
@@ -16,34 +17,87 @@ pub enum Flow {
     Done,
 }
 
+/// What a front-end may do while the engine calls it: hand over bios, which the engine
+/// submits when the call returns (a front-end never calls into the engine), watch file
+/// descriptors where the backend offers readiness, and read what the engine observed.
+pub struct Feed<'a, B: Backend> {
+    engine: &'a mut Engine<B>,
+}
+
+impl<B: Backend> std::fmt::Debug for Feed<'_, B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Feed")
+            .field("handed_over", &self.engine.outbox.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<B: Backend> Feed<'_, B> {
+    /// `bio` goes to its device's core once the front-end's call returns, after the bios
+    /// handed over before it.
+    pub fn submit(&mut self, bio: Bio) {
+        self.engine.outbox.push(bio);
+    }
+
+    /// The engine, to read: its clock, its counters, what it holds.
+    pub fn engine(&self) -> &Engine<B> {
+        self.engine
+    }
+
+    /// Every lane's view for the metrics.
+    pub fn views(&mut self) -> Vec<DeviceView> {
+        self.engine.views()
+    }
+
+    /// The per-request events recorded since the last call.
+    pub fn take_events(&mut self) -> Vec<Event> {
+        self.engine.take_events()
+    }
+}
+
+impl<B: Readiness> Feed<'_, B> {
+    /// Wakes the engine's wait when `fd` is ready for `events`, reported as `token`.
+    ///
+    /// # Errors
+    /// The backend could not arm the watch.
+    pub fn watch(&mut self, fd: RawFd, events: u32, token: u64) -> Result<(), B::Error> {
+        self.engine.backend.watch_fd(fd, events, token)
+    }
+
+    /// The tokens of the watches that fired since the last call.
+    pub fn take_ready(&mut self, into: &mut Vec<u64>) {
+        self.engine.backend.take_ready(into);
+    }
+}
+
 /// What feeds the engine and hears of finished bios.
 pub trait Frontend<B: Backend> {
     /// What the front-end's run fails with.
     type Error: From<Stop> + From<B::Error>;
 
-    /// `done` finished, in that order. Completion work may submit more (a flush a write
-    /// waits for) through `engine`.
+    /// `done` finished, in that order. Completion work may hand over more (a flush a write
+    /// waits for) through `feed`.
     ///
     /// # Errors
-    /// Completion work failed (data that does not verify), or the engine's.
+    /// Completion work failed (data that does not verify).
     fn complete(
         &mut self,
         now: u64,
         done: &[Done],
-        engine: &mut Engine<B>,
+        feed: &mut Feed<'_, B>,
     ) -> Result<(), Self::Error>;
 
-    /// Submits, through [`Engine::submit`], what is due at `now`.
+    /// Hands over, through `feed`, what is due at `now`.
     ///
     /// # Errors
-    /// The engine's.
-    fn issue(&mut self, now: u64, engine: &mut Engine<B>) -> Result<(), Self::Error>;
+    /// The front-end's own (a socket it cannot watch).
+    fn issue(&mut self, now: u64, feed: &mut Feed<'_, B>) -> Result<(), Self::Error>;
 
     /// The end of a turn at `now`: pacing, observation.
     ///
     /// # Errors
     /// Observation failed (an event file that cannot be written).
-    fn end_turn(&mut self, now: u64, engine: &mut Engine<B>) -> Result<(), Self::Error>;
+    fn end_turn(&mut self, now: u64, feed: &mut Feed<'_, B>) -> Result<(), Self::Error>;
 
     /// Whether the run goes on.
     fn flow(&mut self, engine: &Engine<B>) -> Flow;
@@ -90,23 +144,31 @@ impl<B: Backend> Engine<B> {
             self.swap_due(self.backend.now());
         }
         // One clock read per turn where it can be: the reap's, if it reaped anything.
-        let reaped_at = self.reap::<F::Error>()?;
+        let reaped_at = self.reap().map_err(Halt::into_error::<F::Error>)?;
         let now = reaped_at.unwrap_or_else(|| self.backend.now());
         self.take_done(done);
-        frontend.complete(now, done, self)?;
+        frontend.complete(now, done, &mut Feed { engine: self })?;
+        self.submit_outbox(now)
+            .map_err(Halt::into_error::<F::Error>)?;
         if self.control.is_some() {
-            self.serve::<F::Error>(now)?;
+            self.serve(now).map_err(Halt::into_error::<F::Error>)?;
         }
-        frontend.issue(now, self)?;
-        self.run::<F::Error>(now)?;
+        frontend.issue(now, &mut Feed { engine: self })?;
+        self.submit_outbox(now)
+            .map_err(Halt::into_error::<F::Error>)?;
+        self.run(now).map_err(Halt::into_error::<F::Error>)?;
         // Issuing and dispatching finish no bio (bios finish in the reap above), so this is
         // empty in practice: the front-end is called only if it is not.
         self.take_done(done);
         if !done.is_empty() {
-            frontend.complete(now, done, self)?;
+            frontend.complete(now, done, &mut Feed { engine: self })?;
+            self.submit_outbox(now)
+                .map_err(Halt::into_error::<F::Error>)?;
         }
         self.tick_live(now);
-        frontend.end_turn(now, self)?;
+        frontend.end_turn(now, &mut Feed { engine: self })?;
+        self.submit_outbox(now)
+            .map_err(Halt::into_error::<F::Error>)?;
         Ok(now)
     }
 
@@ -132,7 +194,9 @@ impl<B: Backend> Engine<B> {
             .as_ref()
             .map(|l| now.saturating_add(l.wait_ns(now)));
         if frontend.fed_from_outside() {
-            let watch = self.watch_stall::<F::Error>(now, inflight, timer)?;
+            let watch = self
+                .watch_stall(now, inflight, timer)
+                .map_err(Halt::into_error::<F::Error>)?;
             let until = [timer, watch, live].into_iter().flatten().min();
             return Ok(self.backend.wait(until)?);
         }
@@ -140,7 +204,7 @@ impl<B: Backend> Engine<B> {
             let until = [timer, live].into_iter().flatten().min();
             return Ok(self.backend.wait(until)?);
         }
-        if self.starve::<F::Error>(now)? {
+        if self.starve(now).map_err(Halt::into_error::<F::Error>)? {
             return Ok(());
         }
         Err(Stop::Stalled {
@@ -154,21 +218,18 @@ impl<B: Backend> Engine<B> {
     /// For an engine fed from outside: a policy holding requests with nothing on the device
     /// and no timer for [`STALL_LIMIT`] is ejected as starving them. Returns when to look
     /// again.
-    fn watch_stall<E>(
+    fn watch_stall(
         &mut self,
         now: u64,
         inflight: bool,
         timer: Option<u64>,
-    ) -> Result<Option<u64>, E>
-    where
-        E: From<Stop> + From<B::Error>,
-    {
+    ) -> Result<Option<u64>, Halt<B::Error>> {
         let stuck = !inflight && timer.is_none() && self.queued() > 0;
         self.stuck_since = match (stuck, self.stuck_since) {
             (false, _) => None,
             (true, None) => Some(Instant::now()),
             (true, Some(since)) if since.elapsed() > STALL_LIMIT => {
-                if !self.starve::<E>(now)? {
+                if !self.starve(now)? {
                     return Err(Stop::Stalled {
                         clock: self.clock(),
                         at_ns: now,

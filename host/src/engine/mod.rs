@@ -17,10 +17,10 @@ mod striping;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-pub use backend::{Backend, Outgoing};
-pub use drive::{Flow, Frontend, drive};
+pub use backend::{Backend, Outgoing, Readiness};
+pub use drive::{Feed, Flow, Frontend, drive};
 pub use lane::{Lane, LaneSetup};
-pub use stop::{Clock, Stop};
+pub use stop::{Clock, Halt, Stop};
 pub use striping::Striping;
 
 use crate::control::Control;
@@ -87,8 +87,10 @@ const STALL_LIMIT: Duration = Duration::from_secs(2);
 /// The driver state between the front-end and the backend.
 #[derive(Debug)]
 pub struct Engine<B> {
-    /// The device(s).
-    pub backend: B,
+    /// The device(s): private, so that only the engine dispatches and reaps.
+    backend: B,
+    /// Bios the front-end handed over during its call, submitted when it returns.
+    outbox: Vec<Bio>,
     lanes: Vec<Lane>,
     striping: Striping,
     /// Bios finished since the front-end last heard.
@@ -108,6 +110,7 @@ impl<B: Backend> Engine<B> {
     pub fn new(backend: B, lanes: Vec<Lane>) -> Self {
         Self {
             backend,
+            outbox: Vec::new(),
             striping: Striping::single(),
             lanes,
             done: Vec::new(),
@@ -151,14 +154,21 @@ impl<B: Backend> Engine<B> {
         &self.lanes
     }
 
+    /// The time now on the backend's clock.
+    pub fn now(&self) -> u64 {
+        self.backend.now()
+    }
+
+    /// Requests on the device(s).
+    pub fn inflight(&self) -> usize {
+        self.backend.inflight()
+    }
+
     /// `bio` enters its lane's core.
     ///
     /// # Errors
     /// The policy's merge veto failed, or the backend refused a dispatch.
-    pub fn submit<E>(&mut self, now: u64, bio: Bio) -> Result<(), E>
-    where
-        E: From<Stop> + From<B::Error>,
-    {
+    fn submit(&mut self, now: u64, bio: Bio) -> Result<(), Halt<B::Error>> {
         let lane = self.striping.lane_of(&bio).ok_or(Stop::Straddles {
             sector: bio.sector,
             sectors: bio.sectors,
@@ -170,21 +180,34 @@ impl<B: Backend> Engine<B> {
         );
         let result = self.lanes[lane].core.submit(now, bio);
         result.map_err(|fault| self.fault(lane, now, fault))?;
-        Ok(self.drain(lane, now)?)
+        self.drain(lane, now).map_err(Halt::Backend)
+    }
+
+    /// Submits what the front-end handed over, in the order it did.
+    ///
+    /// # Errors
+    /// As [`Self::submit`]; the bios after the one that failed are not submitted (the run
+    /// stops).
+    pub(super) fn submit_outbox(&mut self, now: u64) -> Result<(), Halt<B::Error>> {
+        if self.outbox.is_empty() {
+            return Ok(());
+        }
+        let mut outbox = std::mem::take(&mut self.outbox);
+        let result = outbox.drain(..).try_for_each(|bio| self.submit(now, bio));
+        outbox.clear();
+        self.outbox = outbox;
+        result
     }
 
     /// Lets every policy dispatch.
     ///
     /// # Errors
     /// A policy failed, or the backend refused a dispatch.
-    pub fn run<E>(&mut self, now: u64) -> Result<(), E>
-    where
-        E: From<Stop> + From<B::Error>,
-    {
+    pub(super) fn run(&mut self, now: u64) -> Result<(), Halt<B::Error>> {
         for l in 0..self.lanes.len() {
             let result = self.lanes[l].core.run(now);
             result.map_err(|fault| self.fault(l, now, fault))?;
-            self.drain(l, now)?;
+            self.drain(l, now).map_err(Halt::Backend)?;
         }
         Ok(())
     }
@@ -194,21 +217,18 @@ impl<B: Backend> Engine<B> {
     ///
     /// # Errors
     /// The backend failed, or reported a request no core dispatched.
-    pub fn reap<E>(&mut self) -> Result<Option<u64>, E>
-    where
-        E: From<Stop> + From<B::Error>,
-    {
+    pub(super) fn reap(&mut self) -> Result<Option<u64>, Halt<B::Error>> {
         let mut reaped = std::mem::take(&mut self.reaped);
         reaped.clear();
         let at = self
             .backend
             .reap(&mut |lane, id, status| reaped.push((lane, id, status)));
-        let result = at.map_err(E::from).and_then(|at| {
+        let result = at.map_err(Halt::Backend).and_then(|at| {
             if let Some(now) = at {
                 for &(lane, id, status) in &reaped {
                     let done = self.lanes[lane as usize].core.complete(now, id, status);
                     done.map_err(Stop::from)?;
-                    self.drain(lane as usize, now)?;
+                    self.drain(lane as usize, now).map_err(Halt::Backend)?;
                 }
             }
             Ok(at)
@@ -218,7 +238,7 @@ impl<B: Backend> Engine<B> {
     }
 
     /// The bios finished since the last call, in the order they finished.
-    pub fn take_done(&mut self, into: &mut Vec<Done>) {
+    pub(super) fn take_done(&mut self, into: &mut Vec<Done>) {
         into.clear();
         std::mem::swap(into, &mut self.done);
     }
@@ -241,15 +261,12 @@ impl<B: Backend> Engine<B> {
     ///
     /// # Errors
     /// A fallback failed too, or the backend refused a dispatch.
-    pub fn starve<E>(&mut self, now: u64) -> Result<bool, E>
-    where
-        E: From<Stop> + From<B::Error>,
-    {
+    pub(super) fn starve(&mut self, now: u64) -> Result<bool, Halt<B::Error>> {
         let mut replaced = false;
         for l in 0..self.lanes.len() {
             let result = self.lanes[l].core.starve(now);
             replaced |= result.map_err(|fault| self.fault(l, now, fault))?;
-            self.drain(l, now)?;
+            self.drain(l, now).map_err(Halt::Backend)?;
         }
         Ok(replaced)
     }

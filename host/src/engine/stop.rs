@@ -69,3 +69,29 @@ pub enum Stop {
         chunk_sectors: u64,
     },
 }
+
+/// Why an engine step stopped: the engine's own reason, or its backend's error. Turned into
+/// the front-end's error where the loop hands it back ([`Halt::into_error`]).
+#[derive(Debug)]
+pub enum Halt<E> {
+    /// The engine stops the run.
+    Stop(Stop),
+    /// The backend failed.
+    Backend(E),
+}
+
+impl<E> From<Stop> for Halt<E> {
+    fn from(stop: Stop) -> Self {
+        Self::Stop(stop)
+    }
+}
+
+impl<E> Halt<E> {
+    /// As the error of a front-end whose error takes both.
+    pub fn into_error<F: From<Stop> + From<E>>(self) -> F {
+        match self {
+            Self::Stop(stop) => stop.into(),
+            Self::Backend(e) => e.into(),
+        }
+    }
+}

@@ -12,7 +12,7 @@ use super::Target;
 use super::buffers::{Arena, Lease, SlotAccess};
 use super::uring::{Io, IoKind, Notifier, Ring, Segments};
 use crate::backend::sim::{Admission, FaultPlan, FaultState};
-use crate::engine::{Backend, Outgoing};
+use crate::engine::{Backend, Outgoing, Readiness};
 
 /// What the ring can fail with.
 #[derive(Debug, thiserror::Error)]
@@ -153,13 +153,12 @@ impl RingBackend {
     }
 }
 
-impl RingBackend {
-    /// Wakes the engine, and names `token` in [`RingBackend::take_ready`], once `fd` is
-    /// ready for `events` (`libc::POLLIN`, `libc::POLLOUT`); one-shot.
-    ///
-    /// # Errors
-    /// The ring refused the poll.
-    pub fn poll(&mut self, fd: RawFd, events: u32, token: u64) -> Result<(), RingError> {
+/// Socket readiness through the ring: a poll is one more request on it, so a socket and a
+/// completion wake the same wait.
+impl Readiness for RingBackend {
+    /// One-shot: `token` is reported once `fd` is ready for `events` (`libc::POLLIN`,
+    /// `libc::POLLOUT`).
+    fn watch_fd(&mut self, fd: RawFd, events: u32, token: u64) -> Result<(), RingError> {
         self.ring
             .poll(fd, events, token)
             .map_err(|source| RingError::Io {
@@ -168,8 +167,7 @@ impl RingBackend {
             })
     }
 
-    /// The tokens of the polls that fired since the last call.
-    pub fn take_ready(&mut self, into: &mut Vec<u64>) {
+    fn take_ready(&mut self, into: &mut Vec<u64>) {
         self.ring.take_ready(into);
     }
 }

@@ -4,7 +4,7 @@
 
 use super::{Next, Submitter};
 use crate::core::Bio;
-use crate::engine::{Backend, Done, Engine, Flow, Frontend, Stop};
+use crate::engine::{Backend, Done, Engine, Feed, Flow, Frontend, Stop};
 use crate::frontend::outcome::SubmitterSummary;
 use crate::observe::stats::CtxStats;
 
@@ -141,7 +141,7 @@ where
         &mut self,
         now: u64,
         done: &[Done],
-        _engine: &mut Engine<B>,
+        _feed: &mut Feed<'_, B>,
     ) -> Result<(), W::Error> {
         for finished in done {
             let ctx = finished.bio.ctx as usize;
@@ -153,7 +153,7 @@ where
         Ok(())
     }
 
-    fn issue(&mut self, now: u64, engine: &mut Engine<B>) -> Result<(), W::Error> {
+    fn issue(&mut self, now: u64, feed: &mut Feed<'_, B>) -> Result<(), W::Error> {
         for i in 0..self.submitters.len() {
             let s = &self.submitters[i];
             if s.placement.phase != self.phase || s.is_finished() {
@@ -164,13 +164,13 @@ where
                     break;
                 };
                 self.work.issued(&bio);
-                engine.submit::<W::Error>(now, bio)?;
+                feed.submit(bio);
             }
         }
         Ok(())
     }
 
-    fn end_turn(&mut self, now: u64, _engine: &mut Engine<B>) -> Result<(), W::Error> {
+    fn end_turn(&mut self, now: u64, _feed: &mut Feed<'_, B>) -> Result<(), W::Error> {
         self.running().for_each(|s| s.finish_if_idle(now));
         self.turns += 1;
         if self.turns.is_multiple_of(4096)
@@ -190,7 +190,7 @@ where
         if !phase_over {
             return Flow::Wait;
         }
-        if self.start_phase(self.phase + 1, engine.backend.now()) {
+        if self.start_phase(self.phase + 1, engine.now()) {
             Flow::Again
         } else {
             Flow::Done

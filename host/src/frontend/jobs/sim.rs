@@ -4,7 +4,7 @@
 
 use crate::backend::sim::{DeviceSpec, Faulty, HORIZON_NS, SimBackend};
 use crate::core::{Bio, StartError};
-use crate::engine::{self, Backend, Done, Engine, Lane, ScheduledSwap};
+use crate::engine::{self, Done, Engine, Lane, ScheduledSwap};
 use crate::frontend::RunError;
 use crate::frontend::jobs::feed::{BioWork, Jobs};
 use crate::frontend::jobs::{JobSpec, Submitter, place};
@@ -121,7 +121,7 @@ pub fn run_swapping(
     let mut frontend = Jobs::new(submitters, Numbered(0), Some(progress));
     frontend.start(0);
     engine::drive(&mut engine, &mut frontend)?;
-    let end_ns = engine.backend.now();
+    let end_ns = engine.now();
     let (ran, _) = frontend.finish(end_ns);
     let finished = engine.finish(end_ns);
     Ok(Outcome {

@@ -16,7 +16,7 @@ use super::plan::Limits;
 use super::pool::Pools;
 use super::{AcceptErrors, ClientSummary, Departed, SlotPlan};
 use crate::backend::ring::{Lease, RingBackend, SlotAccess};
-use crate::engine::{Backend, Done, Engine, Flow, Frontend};
+use crate::engine::{Done, Engine, Feed, Flow, Frontend};
 use crate::frontend::RunError;
 use crate::observe::events::file::Writer;
 use crate::observe::metrics::{Endpoint, exposition};
@@ -83,8 +83,8 @@ struct Common {
 }
 
 impl Common {
-    /// A connection's view of it, with the engine its bios go to at `now`.
-    fn env<'e>(&'e mut self, engine: &'e mut Engine<RingBackend>, now: u64) -> Env<'e> {
+    /// A connection's view of it, with the feed its bios go to.
+    fn env<'e, 'f>(&'e mut self, feed: &'e mut Feed<'f, RingBackend>) -> Env<'e, 'f> {
         Env {
             pools: &mut self.pools,
             owners: &mut self.owners,
@@ -92,8 +92,7 @@ impl Common {
             limits: &self.limits,
             chunk: self.chunk,
             timeout: self.timeout,
-            engine,
-            now,
+            feed,
         }
     }
 }
@@ -163,16 +162,11 @@ impl<'a> Front<'a> {
     }
 
     /// Connection `id` reads what it can, and waits in line for slots if it must.
-    fn serve(
-        &mut self,
-        id: u64,
-        engine: &mut Engine<RingBackend>,
-        now: u64,
-    ) -> Result<(), RunError> {
+    fn serve(&mut self, id: u64, feed: &mut Feed<'_, RingBackend>) -> Result<(), RunError> {
         let Some(conn) = self.conns.get_mut(&id) else {
             return Ok(());
         };
-        let mut env = self.shared.env(engine, now);
+        let mut env = self.shared.env(feed);
         if conn.wants_output() {
             conn.flush(&mut env);
         }
@@ -189,14 +183,10 @@ impl<'a> Front<'a> {
 
     /// Connections waiting for slots try again, in the order they began waiting; the first
     /// still short keeps its place and the rest wait behind it.
-    fn serve_starved(
-        &mut self,
-        engine: &mut Engine<RingBackend>,
-        now: u64,
-    ) -> Result<(), RunError> {
+    fn serve_starved(&mut self, feed: &mut Feed<'_, RingBackend>) -> Result<(), RunError> {
         while let Some(&id) = self.starved.front() {
             self.starved.pop_front();
-            self.serve(id, engine, now)?;
+            self.serve(id, feed)?;
             if self.starved.back() == Some(&id) {
                 // Still short: back to the head of the line.
                 self.starved.pop_back();
@@ -304,7 +294,7 @@ impl<'a> Front<'a> {
 
     /// The server stops: no new clients, handshakes end, and every connection finishes what
     /// it sent and reads nothing more.
-    fn stop_serving(&mut self, engine: &mut Engine<RingBackend>, now: u64) {
+    fn stop_serving(&mut self, feed: &mut Feed<'_, RingBackend>) {
         self.stopping = true;
         let greetings: Vec<u64> = self.greetings.keys().copied().collect();
         for id in greetings {
@@ -315,7 +305,7 @@ impl<'a> Front<'a> {
             let Some(conn) = self.conns.get_mut(&id) else {
                 continue;
             };
-            let mut env = self.shared.env(engine, now);
+            let mut env = self.shared.env(feed);
             conn.stop_reading(&mut env);
             self.touched.push(id);
         }
@@ -324,7 +314,7 @@ impl<'a> Front<'a> {
     /// While the copies of slow clients' replies hold more than the pool's size, closes the
     /// connection holding the most (ties: the lowest id), so the total stays bounded and a
     /// client that reads its replies is never the one closed for others' sake.
-    fn shed_slow(&mut self, engine: &mut Engine<RingBackend>, now: u64) {
+    fn shed_slow(&mut self, feed: &mut Feed<'_, RingBackend>) {
         while self.shared.pools.over_budget() {
             let greediest = self
                 .conns
@@ -336,7 +326,7 @@ impl<'a> Front<'a> {
                 return;
             };
             if let Some(conn) = self.conns.get_mut(&id) {
-                let mut env = self.shared.env(engine, now);
+                let mut env = self.shared.env(feed);
                 conn.shed(&mut env);
                 self.touched.push(id);
             }
@@ -344,7 +334,7 @@ impl<'a> Front<'a> {
     }
 
     /// Closes connections past a deadline.
-    fn enforce_deadlines(&mut self, engine: &mut Engine<RingBackend>, now: u64) {
+    fn enforce_deadlines(&mut self, feed: &mut Feed<'_, RingBackend>) {
         let at = Instant::now();
         let late: Vec<u64> = self
             .greetings
@@ -360,14 +350,14 @@ impl<'a> Front<'a> {
             if conn.next_deadline().is_none_or(|due| due > at) {
                 continue;
             }
-            let mut env = self.shared.env(engine, now);
+            let mut env = self.shared.env(feed);
             conn.enforce_deadlines(&mut env, at);
             self.touched.push(id);
         }
     }
 
     /// Arms the polls the touched connections wait on, and closes the ones that are over.
-    fn settle_touched(&mut self, engine: &mut Engine<RingBackend>) -> Result<(), RunError> {
+    fn settle_touched(&mut self, feed: &mut Feed<'_, RingBackend>) -> Result<(), RunError> {
         let mut touched = std::mem::take(&mut self.touched);
         touched.sort_unstable();
         touched.dedup();
@@ -378,20 +368,18 @@ impl<'a> Front<'a> {
             self.listening = true;
             self.accept_paused_until = None;
             let fd = self.listener.raw_fd();
-            engine
-                .backend
-                .poll(fd, libc::POLLIN as u32, LISTENER << 1)?;
+            feed.watch(fd, libc::POLLIN as u32, LISTENER << 1)?;
         }
         for &id in &touched {
             if let Some(greeting) = self.greetings.get_mut(&id) {
                 let fd = greeting.stream.raw_fd();
                 if !greeting.polling_in {
                     greeting.polling_in = true;
-                    engine.backend.poll(fd, libc::POLLIN as u32, id << 1)?;
+                    feed.watch(fd, libc::POLLIN as u32, id << 1)?;
                 }
                 if greeting.wants_output() && !greeting.polling_out {
                     greeting.polling_out = true;
-                    engine.backend.poll(fd, libc::POLLOUT as u32, id << 1 | 1)?;
+                    feed.watch(fd, libc::POLLOUT as u32, id << 1 | 1)?;
                 }
                 continue;
             }
@@ -406,11 +394,11 @@ impl<'a> Front<'a> {
             let fd = conn.stream.raw_fd();
             if conn.wants_input() && !conn.polling_in {
                 conn.polling_in = true;
-                engine.backend.poll(fd, libc::POLLIN as u32, id << 1)?;
+                feed.watch(fd, libc::POLLIN as u32, id << 1)?;
             }
             if conn.wants_output() && !conn.polling_out {
                 conn.polling_out = true;
-                engine.backend.poll(fd, libc::POLLOUT as u32, id << 1 | 1)?;
+                feed.watch(fd, libc::POLLOUT as u32, id << 1 | 1)?;
             }
         }
         touched.clear();
@@ -459,9 +447,9 @@ impl Frontend<RingBackend> for Front<'_> {
     /// answered here, and connections waiting for slots try again.
     fn complete(
         &mut self,
-        now: u64,
+        _now: u64,
         done: &[Done],
-        engine: &mut Engine<RingBackend>,
+        feed: &mut Feed<'_, RingBackend>,
     ) -> Result<(), RunError> {
         for finished in done {
             let lease = Lease::of_bio(finished.bio.bio);
@@ -476,7 +464,7 @@ impl Frontend<RingBackend> for Front<'_> {
             let Some(conn) = self.conns.get_mut(&owner.conn) else {
                 continue;
             };
-            let mut env = self.shared.env(engine, now);
+            let mut env = self.shared.env(feed);
             conn.finished(
                 owner.conn,
                 &mut env,
@@ -485,19 +473,19 @@ impl Frontend<RingBackend> for Front<'_> {
                 finished.bio.status,
             )?;
             self.touched.push(owner.conn);
-            self.shed_slow(engine, now);
+            self.shed_slow(feed);
         }
         if !done.is_empty() {
-            self.serve_starved(engine, now)?;
+            self.serve_starved(feed)?;
         }
         Ok(())
     }
 
-    fn issue(&mut self, now: u64, engine: &mut Engine<RingBackend>) -> Result<(), RunError> {
+    fn issue(&mut self, _now: u64, feed: &mut Feed<'_, RingBackend>) -> Result<(), RunError> {
         if !self.stopping && self.stop.load(Ordering::Acquire) {
-            self.stop_serving(engine, now);
+            self.stop_serving(feed);
         }
-        engine.backend.take_ready(&mut self.ready);
+        feed.take_ready(&mut self.ready);
         let mut ready = std::mem::take(&mut self.busy);
         for &token in &self.ready {
             // Its poll fired: it is armed no more.
@@ -528,26 +516,26 @@ impl Frontend<RingBackend> for Front<'_> {
             if self.greetings.contains_key(&id) {
                 self.greet(id);
             } else {
-                self.serve(id, engine, now)?;
+                self.serve(id, feed)?;
             }
         }
         ready.clear();
         self.ready = ready;
-        self.serve_starved(engine, now)?;
-        self.enforce_deadlines(engine, now);
+        self.serve_starved(feed)?;
+        self.enforce_deadlines(feed);
         Ok(())
     }
 
-    fn end_turn(&mut self, _now: u64, engine: &mut Engine<RingBackend>) -> Result<(), RunError> {
-        self.settle_touched(engine)?;
+    fn end_turn(&mut self, _now: u64, feed: &mut Feed<'_, RingBackend>) -> Result<(), RunError> {
+        self.settle_touched(feed)?;
         if let Some(metrics) = self.metrics {
             for scrape in metrics.take() {
-                let page = exposition::render(&engine.views(), engine.swaps().len());
+                let page = exposition::render(&feed.views(), feed.engine().swaps().len());
                 let _ = scrape.send(page);
             }
         }
         if let Some(writer) = self.events.as_deref_mut() {
-            let events = engine.take_events();
+            let events = feed.take_events();
             writer.write(&events).map_err(|source| RunError::Ring {
                 action: "writing --trace-events",
                 source,
@@ -558,7 +546,7 @@ impl Frontend<RingBackend> for Front<'_> {
 
     /// Over once the server is stopping, no connection is left and no I/O is anywhere.
     fn flow(&mut self, engine: &Engine<RingBackend>) -> Flow {
-        let quiet = engine.backend.inflight() == 0 && engine.queued() == 0;
+        let quiet = engine.inflight() == 0 && engine.queued() == 0;
         if self.stopping && self.conns.is_empty() && self.greetings.is_empty() && quiet {
             Flow::Done
         } else {

@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex};
 use crate::backend::ring::{MAX_SECTORS, Notifier, OpenRules, RingBackend, RingSetup, Target};
 use crate::backend::sim::Geometry;
 use crate::core::{Config, StartError};
-use crate::engine::{self, Backend, Engine, Lane, Striping};
+use crate::engine::{self, Engine, Lane, Striping};
 use crate::frontend::RunError;
 use crate::frontend::jobs::feed::{Jobs, JobsRan};
 use crate::frontend::jobs::{Direction, JobSpec, Placement, Submitter, extent_bytes, place};
@@ -153,28 +153,47 @@ pub fn run_controlled(
         }
         _ => None,
     };
+    // Set up: from here on, files the run created hold its data and stay.
+    targets.iter_mut().for_each(Target::keep);
+    backend.restart_clock();
+    let ring = RingHandles {
+        clock: backend.clock(),
+        slots: backend.slots(),
+        fixed_buffers: backend.fixed_buffers(),
+    };
     let mut engine = Engine::new(backend, lanes)
         .with_striping(striping)
         .with_control(control)
         .with_live(plan.observe.status_interval_ns);
-    // Set up: from here on, files the run created hold its data and stay.
-    targets.iter_mut().for_each(Target::keep);
-    engine.backend.restart_clock();
     let ran = match (plan.ring.threads, notifier) {
         (Some(mode), Some(notifier)) => {
-            threads::run(&run, &mut engine, submitters, mode, notifier)?
+            threads::run(&run, &mut engine, &ring, submitters, mode, notifier)?
         }
         _ => {
-            let access = engine.backend.slots();
-            let work = work::Leased::new(&run, access);
+            let work = work::Leased::new(&run, ring.slots.clone());
             let mut frontend = Jobs::new(submitters, work, None);
             frontend.start(0);
             engine::drive(&mut engine, &mut frontend)?;
-            let end_ns = engine.backend.now();
+            let end_ns = engine.now();
             (frontend.finish(end_ns).0, end_ns)
         }
     };
-    Ok(outcome(ran, &mut engine, &targets, config, policy))
+    Ok(outcome(
+        ran,
+        &mut engine,
+        &targets,
+        config,
+        policy,
+        ring.fixed_buffers,
+    ))
+}
+
+/// What the ways of running take from the ring before the engine owns it: its clock's
+/// start, access to the buffer arena, and whether the kernel took the buffers as fixed.
+struct RingHandles {
+    clock: std::time::Instant,
+    slots: crate::backend::ring::SlotAccess,
+    fixed_buffers: bool,
 }
 
 /// What both ways of running share: the jobs, the devices' names, the ledger, and which
@@ -236,6 +255,7 @@ fn outcome(
     targets: &[Target],
     config: Config,
     policy: schedhost_sdk::Info,
+    fixed_buffers: bool,
 ) -> RealOutcome {
     let finished = engine.finish(end_ns);
     let summaries = finished
@@ -271,7 +291,7 @@ fn outcome(
             events: finished.events,
         },
         targets: summaries,
-        fixed_buffers: engine.backend.fixed_buffers(),
+        fixed_buffers,
     }
 }
 

@@ -23,7 +23,7 @@ use super::work::{Reaped, SlotUses};
 use super::{Run, work};
 use crate::backend::ring::{Lease, Notifier, RingBackend, SlotAccess};
 use crate::core::{Bio, RqAffinity};
-use crate::engine::{self, Done, Engine, Flow, Frontend};
+use crate::engine::{self, Done, Engine, Feed, Flow, Frontend};
 use crate::frontend::RunError;
 use crate::frontend::jobs::feed::JobsRan;
 use crate::frontend::jobs::{Next, Submitter};
@@ -35,16 +35,17 @@ use crate::observe::stats::CtxStats;
 pub(super) fn run(
     run: &Run<'_>,
     engine: &mut Engine<RingBackend>,
+    ring: &super::RingHandles,
     submitters: Vec<Submitter>,
     mode: RqAffinity,
     notifier: Arc<Notifier>,
 ) -> Result<(JobsRan, u64), RunError> {
     let shared = Hub {
         run,
-        clock: engine.backend.clock(),
+        clock: ring.clock,
         inbox: Mutex::new(Vec::new()),
         notifier,
-        slots: engine.backend.slots(),
+        slots: ring.slots.clone(),
         mailboxes: submitters.iter().map(|_| Mailbox::default()).collect(),
         stats: submitters.iter().map(|_| Mutex::default()).collect(),
         failure: Mutex::new(None),
@@ -286,7 +287,7 @@ impl Frontend<RingBackend> for RingSide<'_, '_, '_> {
         &mut self,
         _now: u64,
         done: &[Done],
-        _engine: &mut Engine<RingBackend>,
+        _feed: &mut Feed<'_, RingBackend>,
     ) -> Result<(), RunError> {
         let shared = self.shared;
         for done in done {
@@ -311,7 +312,7 @@ impl Frontend<RingBackend> for RingSide<'_, '_, '_> {
         Ok(())
     }
 
-    fn issue(&mut self, now: u64, engine: &mut Engine<RingBackend>) -> Result<(), RunError> {
+    fn issue(&mut self, _now: u64, feed: &mut Feed<'_, RingBackend>) -> Result<(), RunError> {
         std::mem::swap(
             &mut self.bios,
             &mut *self
@@ -322,12 +323,12 @@ impl Frontend<RingBackend> for RingSide<'_, '_, '_> {
         );
         for (lease, bio) in self.bios.drain(..) {
             self.uses.lend(lease, &bio);
-            engine.submit::<RunError>(now, bio)?;
+            feed.submit(bio);
         }
         Ok(())
     }
 
-    fn end_turn(&mut self, _now: u64, _engine: &mut Engine<RingBackend>) -> Result<(), RunError> {
+    fn end_turn(&mut self, _now: u64, _feed: &mut Feed<'_, RingBackend>) -> Result<(), RunError> {
         Ok(())
     }
 

@@ -15,7 +15,7 @@ use super::pool::Pools;
 use super::wire::{self, Request};
 use crate::backend::ring::{Lease, RingBackend, SlotAccess};
 use crate::core::Bio;
-use crate::engine::Engine;
+use crate::engine::Feed;
 use crate::frontend::RunError;
 
 mod reading;
@@ -102,7 +102,7 @@ pub struct Owner {
 
 /// What a connection works with: the shared slots and their owners, the export's rules, and
 /// the engine its bios go to.
-pub struct Env<'a> {
+pub struct Env<'a, 'f> {
     /// The free slots.
     pub pools: &'a mut Pools,
     /// Per slot, whose bio holds it.
@@ -115,10 +115,8 @@ pub struct Env<'a> {
     pub chunk: u32,
     /// How long a reply, or a write's payload piece, may take.
     pub timeout: Duration,
-    /// Where bios go.
-    pub engine: &'a mut Engine<RingBackend>,
-    /// The engine's time now.
-    pub now: u64,
+    /// Where bios go: handed to the engine, which submits them when the turn's call returns.
+    pub feed: &'a mut Feed<'f, RingBackend>,
 }
 
 /// A request whose bios are out.
@@ -309,13 +307,13 @@ impl Conn {
     }
 
     /// Stops reading requests (the server is stopping): what was sent still finishes.
-    pub fn stop_reading(&mut self, env: &mut Env<'_>) {
+    pub fn stop_reading(&mut self, env: &mut Env<'_, '_>) {
         self.end_reading(env, None);
         let _ = self.stream.shutdown_read();
     }
 
     /// Closes a connection past a deadline it was given `now`.
-    pub fn enforce_deadlines(&mut self, env: &mut Env<'_>, now: Instant) {
+    pub fn enforce_deadlines(&mut self, env: &mut Env<'_, '_>, now: Instant) {
         if self.waiting.front().is_some_and(|w| w.due <= now) {
             self.fail(env);
         }

@@ -9,7 +9,7 @@ impl Conn {
     ///
     /// # Errors
     /// The engine's (a policy fault that stops the server).
-    pub fn read(&mut self, id: u64, env: &mut Env<'_>) -> Result<bool, RunError> {
+    pub fn read(&mut self, id: u64, env: &mut Env<'_, '_>) -> Result<bool, RunError> {
         self.start_flushes(id, env)?;
         for _ in 0..REQUESTS_PER_TURN {
             if self.broken {
@@ -42,7 +42,7 @@ impl Conn {
     }
 
     /// Takes a request header if one has arrived; false if it has not.
-    pub(super) fn read_header(&mut self, env: &mut Env<'_>) -> Result<bool, RunError> {
+    pub(super) fn read_header(&mut self, env: &mut Env<'_, '_>) -> Result<bool, RunError> {
         self.reading = Reading::Header;
         if !self.buffer(wire::REQUEST_LEN, env) {
             return Ok(false);
@@ -120,7 +120,7 @@ impl Conn {
     /// Drops a refused write's payload as it arrives, then replies.
     pub(super) fn skip(
         &mut self,
-        env: &mut Env<'_>,
+        env: &mut Env<'_, '_>,
         mut left: u64,
         cookie: u64,
         error: u32,
@@ -150,7 +150,7 @@ impl Conn {
     pub(super) fn start_read(
         &mut self,
         id: u64,
-        env: &mut Env<'_>,
+        env: &mut Env<'_, '_>,
         io: Io,
     ) -> Result<bool, RunError> {
         let pieces: Vec<_> = plan::pieces(io.offset, io.length, env.chunk).collect();
@@ -181,7 +181,7 @@ impl Conn {
     pub(super) fn start_control(
         &mut self,
         id: u64,
-        env: &mut Env<'_>,
+        env: &mut Env<'_, '_>,
         io: Io,
     ) -> Result<bool, RunError> {
         let Some(slot) = env.pools.take_control() else {
@@ -204,7 +204,7 @@ impl Conn {
     pub(super) fn fill_payload(
         &mut self,
         id: u64,
-        env: &mut Env<'_>,
+        env: &mut Env<'_, '_>,
         io: Io,
         pieces: Vec<(u64, u32)>,
         mut next: usize,
@@ -282,7 +282,7 @@ impl Conn {
     /// and the connection reads nothing more.
     pub(super) fn abandon_payload(
         &mut self,
-        env: &mut Env<'_>,
+        env: &mut Env<'_, '_>,
         io: Io,
         missing: usize,
         slot: u32,
@@ -295,7 +295,7 @@ impl Conn {
     }
 
     /// `missing` bios of request `seq` will never be submitted.
-    pub(super) fn shortfall(&mut self, env: &mut Env<'_>, seq: u64, missing: usize) {
+    pub(super) fn shortfall(&mut self, env: &mut Env<'_, '_>, seq: u64, missing: usize) {
         if let Some(p) = self.pending.get_mut(&seq) {
             p.remaining = p.remaining.saturating_sub(missing);
             // Nobody will read this reply: the payload never came.
@@ -306,7 +306,7 @@ impl Conn {
 
     /// No more requests are read; `why` if the client broke the protocol. A write whose
     /// payload was still awaited is failed.
-    pub(super) fn end_reading(&mut self, env: &mut Env<'_>, why: Option<String>) {
+    pub(super) fn end_reading(&mut self, env: &mut Env<'_, '_>, why: Option<String>) {
         match std::mem::replace(&mut self.reading, Reading::Done) {
             Reading::Payload {
                 io,
@@ -330,12 +330,13 @@ impl Conn {
 
     /// Hands `bio`, holding `slot`, to the engine for request `seq` of connection `id`.
     pub(super) fn submit(
-        env: &mut Env<'_>,
+        env: &mut Env<'_, '_>,
         owner: Owner,
         slot: u32,
         bio: Bio,
     ) -> Result<(), RunError> {
         env.owners[slot as usize] = Some(owner);
-        env.engine.submit::<RunError>(env.now, bio)
+        env.feed.submit(bio);
+        Ok(())
     }
 }
