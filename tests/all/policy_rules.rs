@@ -170,7 +170,13 @@ fn policy_that_never_dispatches_stops_an_aborting_run_instead_of_hanging() {
         &mut |_| {},
     )
     .unwrap_err();
-    assert!(matches!(err, RunError::Stalled { queued: 1, .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            RunError::Stopped(schedhost::engine::Stop::Stalled { queued: 1, .. })
+        ),
+        "{err}"
+    );
     assert!(err.to_string().contains("cannot progress"), "{err}");
 }
 

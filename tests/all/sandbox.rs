@@ -223,7 +223,9 @@ fn sandbox_aborts_the_run_on_a_fault_when_told_to() {
         return;
     };
     match result.unwrap_err() {
-        RunError::Fault { fault, .. } => assert_eq!(fault.kind, FaultKind::Trap),
+        RunError::Stopped(schedhost::engine::Stop::Fault { fault, .. }) => {
+            assert_eq!(fault.kind, FaultKind::Trap)
+        }
         other => panic!("expected the fault, got {other}"),
     }
 }

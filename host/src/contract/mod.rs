@@ -19,7 +19,7 @@ use tunables::{check_state, check_tunables};
 
 use crate::backend::sim::{DeviceSpec, FaultPlan};
 use crate::core::{OnFault, Supervision};
-use crate::engine::ScheduledSwap;
+use crate::engine::{ScheduledSwap, Stop};
 use crate::frontend::RunError;
 use crate::frontend::jobs::sim;
 use crate::frontend::plan::{QueueAttrs, RunPlan};
@@ -472,15 +472,15 @@ fn swap_out_and_in(
 
 fn stop_reason(e: &RunError) -> Violation {
     let rule = match e {
-        RunError::Fault { .. } => "fault",
-        RunError::Stalled { .. } | RunError::PastHorizon(_) => "stall",
+        RunError::Stopped(Stop::Fault { .. }) => "fault",
+        RunError::Stopped(Stop::Stalled { .. }) | RunError::PastHorizon(_) => "stall",
         RunError::Start(_) => "start",
         RunError::Layout(_)
         | RunError::Setup(_)
         | RunError::Target(_)
         | RunError::Verify { .. }
         | RunError::Ring { .. }
-        | RunError::Driver(_) => "host",
+        | RunError::Stopped(Stop::Driver(_) | Stop::Straddles { .. }) => "host",
     };
     Violation {
         rule,
