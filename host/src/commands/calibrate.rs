@@ -120,7 +120,7 @@ impl CalibrateArgs {
                 supervision: self.sandbox.supervision(),
                 ring: RingOptions {
                     allow_overwrite: may_write,
-                    ..self.ring.options(None)
+                    ..self.ring.options()
                 },
                 ..RunPlan::default()
             };

@@ -130,10 +130,6 @@ pub struct CompareArgs {
     /// Real devices: how they are driven, as `run`'s.
     #[command(flatten)]
     pub ring: RingArgs,
-    /// Real devices: submitter threads with completion work placed as rq_affinity N, as
-    /// `run`'s.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(0..=2))]
-    pub rq_affinity: Option<u8>,
     /// The sandbox, as `run`'s: every cell's policy runs under these limits.
     #[command(flatten)]
     pub sandbox: SandboxArgs,
@@ -293,7 +289,7 @@ impl CompareArgs {
                 supervision: self.sandbox.supervision(),
                 observe: Observe::default(),
                 faults: *faults,
-                ring: self.ring.options(self.rq_affinity),
+                ring: self.ring.options(),
             };
             let policy = PolicyPlan::fixed(&cell.policy.loaded, &cell.policy.settings);
             let outcome = run(&row_jobs[w.row], device, policy, &plan, &mut |_| {})

@@ -132,7 +132,8 @@ impl QueueArgs {
     }
 }
 
-/// How real devices are driven: `--allow-overwrite`, `--sqpoll`, `--no-fixed-buffers`.
+/// How real devices are driven: `--allow-overwrite`, `--sqpoll`, `--no-fixed-buffers`,
+/// `--rq-affinity`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct RingArgs {
     /// Real devices: let jobs that write (or clients) write over an existing file or a
@@ -146,16 +147,22 @@ pub struct RingArgs {
     /// `--fixedbufs` (to compare like with like).
     #[arg(long)]
     pub no_fixed_buffers: bool,
+    /// Real devices: run each job clone on its own thread, with completion work where the
+    /// kernel's rq_affinity would put it: 0 the ring's thread, 1 a thread of the
+    /// submitter's group, 2 the submitting thread. Without it, submitters run on the
+    /// ring's thread.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(0..=2))]
+    pub rq_affinity: Option<u8>,
 }
 
 impl RingArgs {
-    /// The options, with submitter threads placed by `threads` (`--rq-affinity`).
-    pub fn options(&self, threads: Option<u8>) -> RingOptions {
+    /// The options.
+    pub fn options(&self) -> RingOptions {
         RingOptions {
             allow_overwrite: self.allow_overwrite,
             sqpoll_idle_ms: self.sqpoll,
             fixed_buffers: !self.no_fixed_buffers,
-            threads: threads.and_then(RqAffinity::from_level),
+            threads: self.rq_affinity.and_then(RqAffinity::from_level),
         }
     }
 }

@@ -34,12 +34,6 @@ pub struct RunArgs {
     pub queue: QueueArgs,
     #[command(flatten)]
     pub ring: RingArgs,
-    /// Real devices: run each job clone on its own thread, with completion work where the
-    /// kernel's rq_affinity would put it: 0 the ring's thread, 1 a thread of the
-    /// submitter's group, 2 the submitting thread. Without it, submitters run on the
-    /// ring's thread.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(0..=2))]
-    pub rq_affinity: Option<u8>,
     #[command(flatten)]
     pub sandbox: SandboxArgs,
     /// Simulated devices: swap to POLICY at TIME of virtual time (repeatable), e.g.
@@ -169,7 +163,7 @@ impl RunArgs {
                     .flatten(),
             },
             faults,
-            ring: self.ring.options(self.rq_affinity),
+            ring: self.ring.options(),
         }
     }
 
