@@ -10,6 +10,8 @@ mod uring;
 
 pub(crate) use backend::{RingBackend, RingError, RingSetup};
 
+#[cfg(test)]
+pub(crate) use buffers::Arena;
 pub(crate) use buffers::{Lease, SlotAccess};
 pub use target::{OpenRules, Target, TargetError, TargetKind};
 pub(crate) use uring::Notifier;

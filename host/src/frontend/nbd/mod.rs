@@ -16,9 +16,10 @@
 //! again; the protocol's simple replies carry the data of reads.
 
 mod conn;
-mod engine;
+mod front;
 mod greet;
 mod handshake;
+mod link;
 mod net;
 mod plan;
 mod pool;
@@ -251,7 +252,7 @@ pub fn serve(
     let mut engine = Engine::new(backend, vec![lane])
         .with_control(control)
         .with_live(plan.observe.status_interval_ns);
-    let setup = engine::Setup {
+    let setup = front::Setup {
         listener: &listener,
         export: &export,
         stop,
@@ -264,7 +265,7 @@ pub fn serve(
         events: events.as_mut(),
         metrics: metrics.as_ref(),
     };
-    let mut front = engine::Front::new(setup, clock);
+    let mut front = front::Front::new(setup, clock);
     let done = AtomicBool::new(false);
     let outcome = std::thread::scope(|scope| {
         // A signal only sets `stop`: this wakes the engine to see it.

@@ -1,25 +1,69 @@
-//! One client connection after the handshake, on the engine's thread. Requests are read as
-//! their bytes arrive, never waiting for more, and become bios of the connection's ctx; each
-//! request is answered from the completion path once its bios finished. Replies may go out of
-//! order, as the protocol allows; each is written whole.
+//! One client connection after the handshake, sans-IO. Requests are read as their bytes
+//! arrive, never waiting for more, and become bios of the connection's ctx; each request is
+//! answered once its bios finished. Replies may go out of order, as the protocol allows;
+//! each is written whole.
+//!
+//! The connection owns no socket and no clock: its bytes come from and go to a
+//! [`Transport`] (the server's socket, or bytes in memory in a test), its bios go to a
+//! [`BioSink`] (the engine's feed), time is the engine's `now`, and it says when its next
+//! deadline falls ([`Conn::next_deadline`]). The server's driver (`super::engine`) owns the
+//! sockets and their readiness.
 
 use std::collections::{HashMap, VecDeque};
-use std::io::IoSlice;
+use std::io::{self, IoSlice};
 use std::time::{Duration, Instant};
 
 use schedhost_sdk::{Op, PrioClass};
 
-use super::net::Stream;
 use super::plan::{self, Limits, Plan, Work};
 use super::pool::Pools;
 use super::wire::{self, Request};
-use crate::backend::ring::{Lease, RingBackend, SlotAccess};
+use crate::backend::ring::{Lease, SlotAccess};
 use crate::core::Bio;
-use crate::engine::Feed;
 use crate::frontend::RunError;
+
+/// The byte stream a connection reads requests from and writes replies to, without ever
+/// waiting: a non-blocking socket in the server, bytes in memory in a test.
+pub trait Transport {
+    /// Reads what has arrived into `buf`: `Some(0)` at the end of the stream, `None` if
+    /// nothing has arrived.
+    ///
+    /// # Errors
+    /// The stream failed.
+    fn recv_now(&mut self, buf: &mut [u8]) -> io::Result<Option<usize>>;
+
+    /// Writes what the stream takes of `parts` now; returns how many bytes.
+    ///
+    /// # Errors
+    /// The stream failed (`BrokenPipe` or `ConnectionReset` when the peer left).
+    fn send_now(&mut self, parts: &[IoSlice<'_>]) -> io::Result<usize>;
+
+    /// Bytes that arrived and have not been read.
+    fn unread_bytes(&self) -> usize;
+
+    /// Reads end: nothing more is read.
+    fn shutdown_read(&mut self);
+
+    /// Both directions end.
+    fn shutdown(&mut self);
+}
+
+/// Where a connection's bios go.
+pub trait BioSink {
+    /// `bio` is to be submitted.
+    fn submit(&mut self, bio: Bio);
+}
+
+impl BioSink for Vec<Bio> {
+    fn submit(&mut self, bio: Bio) {
+        self.push(bio);
+    }
+}
 
 mod reading;
 mod replying;
+#[cfg(test)]
+mod tests;
 
 /// What a connection did, for the server's summary.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -100,9 +144,9 @@ pub struct Owner {
     pub frees: bool,
 }
 
-/// What a connection works with: the shared slots and their owners, the export's rules, and
-/// the engine its bios go to.
-pub struct Env<'a, 'f> {
+/// What a connection works with for one call: the shared slots and their owners, the
+/// export's rules, its stream, where its bios go, and the engine's time.
+pub struct Env<'a> {
     /// The free slots.
     pub pools: &'a mut Pools,
     /// Per slot, whose bio holds it.
@@ -115,8 +159,20 @@ pub struct Env<'a, 'f> {
     pub chunk: u32,
     /// How long a reply, or a write's payload piece, may take.
     pub timeout: Duration,
-    /// Where bios go: handed to the engine, which submits them when the turn's call returns.
-    pub feed: &'a mut Feed<'f, RingBackend>,
+    /// The connection's stream.
+    pub wire: &'a mut dyn Transport,
+    /// Where its bios go.
+    pub bios: &'a mut dyn BioSink,
+    /// The engine's time now (ns), which deadlines are on.
+    pub now: u64,
+}
+
+impl Env<'_> {
+    /// The deadline of something that may take `timeout` from now.
+    fn due(&self) -> u64 {
+        let timeout = u64::try_from(self.timeout.as_nanos()).unwrap_or(u64::MAX);
+        self.now.saturating_add(timeout)
+    }
 }
 
 /// A request whose bios are out.
@@ -162,7 +218,7 @@ enum Reading {
         io: Io,
         pieces: Vec<(u64, u32)>,
         next: usize,
-        slot: Option<(u32, Instant)>,
+        slot: Option<(u32, u64)>,
         got: usize,
     },
     /// No more requests are read.
@@ -177,8 +233,8 @@ struct Waiting {
     sent: usize,
     /// Data slots its copy stands for, still counted against the connection's quota.
     slots: usize,
-    /// When it must have reached the client.
-    due: Instant,
+    /// When it must have reached the client (engine ns).
+    due: u64,
 }
 
 /// One connection in its transmission phase.
@@ -190,18 +246,12 @@ pub struct Conn {
     pub ctx: u32,
     /// When it connected.
     pub started: Instant,
-    /// The socket, non-blocking.
-    pub stream: Stream,
     /// Data slots it holds, parked copies included (its quota's count).
     pub held: u32,
     /// What it did.
     pub tally: Tally,
     /// Why the server closed it, if the client broke the protocol.
     pub closed_because: Option<String>,
-    /// A poll for readable is armed on the ring.
-    pub polling_in: bool,
-    /// A poll for writable is armed on the ring.
-    pub polling_out: bool,
     rx: Box<[u8]>,
     rx_start: usize,
     rx_end: usize,
@@ -221,12 +271,12 @@ pub struct Conn {
 
 impl Conn {
     /// A connection past its handshake, with what the client sent after it (`early`) and
-    /// the handshake's replies the socket has not taken yet (`unsent`, due by `due`).
+    /// the handshake's replies the stream has not taken yet (`unsent`, due by `due`, engine
+    /// ns).
     pub fn new(
-        stream: Stream,
         (peer, ctx, started): (String, u32, Instant),
         early: &[u8],
-        (unsent, due): (Vec<u8>, Instant),
+        (unsent, due): (Vec<u8>, u64),
     ) -> Self {
         let mut rx = vec![0; RX_BYTES.max(early.len())].into_boxed_slice();
         rx[..early.len()].copy_from_slice(early);
@@ -243,12 +293,9 @@ impl Conn {
             peer,
             ctx,
             started,
-            stream,
             held: 0,
             tally: Tally::default(),
             closed_because: None,
-            polling_in: false,
-            polling_out: false,
             rx,
             rx_start: 0,
             rx_end: early.len(),
@@ -270,7 +317,7 @@ impl Conn {
             && self.flushes.is_empty()
     }
 
-    /// True iff it waits for the socket to become readable (not for slots or deadlines).
+    /// True iff it waits for the stream to become readable (not for slots or deadlines).
     pub fn wants_input(&self) -> bool {
         !self.broken
             && matches!(
@@ -279,7 +326,7 @@ impl Conn {
             )
     }
 
-    /// True iff replies wait for the socket to take them.
+    /// True iff replies wait for the stream to take them.
     pub fn wants_output(&self) -> bool {
         !self.waiting.is_empty()
     }
@@ -293,8 +340,9 @@ impl Conn {
             )
     }
 
-    /// The earliest deadline it runs under: a waiting reply's, or a payload piece's.
-    pub fn next_deadline(&self) -> Option<Instant> {
+    /// The earliest deadline it runs under (engine ns): a waiting reply's, or a payload
+    /// piece's.
+    pub fn next_deadline(&self) -> Option<u64> {
         let reply = self.waiting.front().map(|w| w.due);
         let payload = match &self.reading {
             Reading::Payload {
@@ -307,13 +355,14 @@ impl Conn {
     }
 
     /// Stops reading requests (the server is stopping): what was sent still finishes.
-    pub fn stop_reading(&mut self, env: &mut Env<'_, '_>) {
+    pub fn stop_reading(&mut self, env: &mut Env<'_>) {
         self.end_reading(env, None);
-        let _ = self.stream.shutdown_read();
+        env.wire.shutdown_read();
     }
 
-    /// Closes a connection past a deadline it was given `now`.
-    pub fn enforce_deadlines(&mut self, env: &mut Env<'_, '_>, now: Instant) {
+    /// Closes a connection past a deadline, as of `env.now`.
+    pub fn enforce_deadlines(&mut self, env: &mut Env<'_>) {
+        let now = env.now;
         if self.waiting.front().is_some_and(|w| w.due <= now) {
             self.fail(env);
         }

@@ -9,7 +9,7 @@ impl Conn {
     ///
     /// # Errors
     /// The engine's (a policy fault that stops the server).
-    pub fn read(&mut self, id: u64, env: &mut Env<'_, '_>) -> Result<bool, RunError> {
+    pub fn read(&mut self, id: u64, env: &mut Env<'_>) -> Result<bool, RunError> {
         self.start_flushes(id, env)?;
         for _ in 0..REQUESTS_PER_TURN {
             if self.broken {
@@ -42,7 +42,7 @@ impl Conn {
     }
 
     /// Takes a request header if one has arrived; false if it has not.
-    pub(super) fn read_header(&mut self, env: &mut Env<'_, '_>) -> Result<bool, RunError> {
+    pub(super) fn read_header(&mut self, env: &mut Env<'_>) -> Result<bool, RunError> {
         self.reading = Reading::Header;
         if !self.buffer(wire::REQUEST_LEN, env) {
             return Ok(false);
@@ -120,7 +120,7 @@ impl Conn {
     /// Drops a refused write's payload as it arrives, then replies.
     pub(super) fn skip(
         &mut self,
-        env: &mut Env<'_, '_>,
+        env: &mut Env<'_>,
         mut left: u64,
         cookie: u64,
         error: u32,
@@ -150,7 +150,7 @@ impl Conn {
     pub(super) fn start_read(
         &mut self,
         id: u64,
-        env: &mut Env<'_, '_>,
+        env: &mut Env<'_>,
         io: Io,
     ) -> Result<bool, RunError> {
         let pieces: Vec<_> = plan::pieces(io.offset, io.length, env.chunk).collect();
@@ -181,7 +181,7 @@ impl Conn {
     pub(super) fn start_control(
         &mut self,
         id: u64,
-        env: &mut Env<'_, '_>,
+        env: &mut Env<'_>,
         io: Io,
     ) -> Result<bool, RunError> {
         let Some(slot) = env.pools.take_control() else {
@@ -204,11 +204,11 @@ impl Conn {
     pub(super) fn fill_payload(
         &mut self,
         id: u64,
-        env: &mut Env<'_, '_>,
+        env: &mut Env<'_>,
         io: Io,
         pieces: Vec<(u64, u32)>,
         mut next: usize,
-        mut slot: Option<(u32, Instant)>,
+        mut slot: Option<(u32, u64)>,
         mut got: usize,
     ) -> Result<bool, RunError> {
         while next < pieces.len() {
@@ -228,7 +228,7 @@ impl Conn {
                         return Ok(false);
                     };
                     // A client that drips its payload holds this slot no longer than this.
-                    let held = (taken[0], Instant::now() + env.timeout);
+                    let held = (taken[0], env.due());
                     slot = Some(held);
                     held
                 }
@@ -242,7 +242,7 @@ impl Conn {
             }
             got += self.take_into(&mut buf[got..]);
             while got < len {
-                match self.stream.recv_now(&mut buf[got..]) {
+                match env.wire.recv_now(&mut buf[got..]) {
                     Ok(Some(0)) => {
                         let why = "reading a write's payload: the client closed the connection";
                         return self.abandon_payload(env, io, pieces.len() - next, s, why);
@@ -282,7 +282,7 @@ impl Conn {
     /// and the connection reads nothing more.
     pub(super) fn abandon_payload(
         &mut self,
-        env: &mut Env<'_, '_>,
+        env: &mut Env<'_>,
         io: Io,
         missing: usize,
         slot: u32,
@@ -295,7 +295,7 @@ impl Conn {
     }
 
     /// `missing` bios of request `seq` will never be submitted.
-    pub(super) fn shortfall(&mut self, env: &mut Env<'_, '_>, seq: u64, missing: usize) {
+    pub(super) fn shortfall(&mut self, env: &mut Env<'_>, seq: u64, missing: usize) {
         if let Some(p) = self.pending.get_mut(&seq) {
             p.remaining = p.remaining.saturating_sub(missing);
             // Nobody will read this reply: the payload never came.
@@ -306,7 +306,7 @@ impl Conn {
 
     /// No more requests are read; `why` if the client broke the protocol. A write whose
     /// payload was still awaited is failed.
-    pub(super) fn end_reading(&mut self, env: &mut Env<'_, '_>, why: Option<String>) {
+    pub(super) fn end_reading(&mut self, env: &mut Env<'_>, why: Option<String>) {
         match std::mem::replace(&mut self.reading, Reading::Done) {
             Reading::Payload {
                 io,
@@ -330,13 +330,13 @@ impl Conn {
 
     /// Hands `bio`, holding `slot`, to the engine for request `seq` of connection `id`.
     pub(super) fn submit(
-        env: &mut Env<'_, '_>,
+        env: &mut Env<'_>,
         owner: Owner,
         slot: u32,
         bio: Bio,
     ) -> Result<(), RunError> {
         env.owners[slot as usize] = Some(owner);
-        env.feed.submit(bio);
+        env.bios.submit(bio);
         Ok(())
     }
 }

@@ -11,7 +11,7 @@ impl Conn {
     pub fn finished(
         &mut self,
         id: u64,
-        env: &mut Env<'_, '_>,
+        env: &mut Env<'_>,
         owner: Owner,
         slot: u32,
         status: i32,
@@ -40,7 +40,7 @@ impl Conn {
     }
 
     /// Starts the flushes FUA requests wait for, as control slots allow.
-    pub(super) fn start_flushes(&mut self, id: u64, env: &mut Env<'_, '_>) -> Result<(), RunError> {
+    pub(super) fn start_flushes(&mut self, id: u64, env: &mut Env<'_>) -> Result<(), RunError> {
         while let Some(&seq) = self.flushes.front() {
             let Some(slot) = env.pools.take_control() else {
                 return Ok(());
@@ -57,7 +57,7 @@ impl Conn {
     }
 
     /// Replies to request `seq` if all its bios finished.
-    pub(super) fn answer_if_done(&mut self, env: &mut Env<'_, '_>, seq: u64) {
+    pub(super) fn answer_if_done(&mut self, env: &mut Env<'_>, seq: u64) {
         if self.pending.get(&seq).is_none_or(|p| p.remaining > 0) {
             return;
         }
@@ -69,7 +69,7 @@ impl Conn {
     }
 
     /// Answers a request that ran no I/O (refused, or nothing to do).
-    pub(super) fn reply_at_once(&mut self, env: &mut Env<'_, '_>, cookie: u64, error: u32) {
+    pub(super) fn reply_at_once(&mut self, env: &mut Env<'_>, cookie: u64, error: u32) {
         if error != 0 {
             self.tally.errors += 1;
         }
@@ -83,7 +83,7 @@ impl Conn {
     /// pool's.
     pub(super) fn send(
         &mut self,
-        env: &mut Env<'_, '_>,
+        env: &mut Env<'_>,
         cookie: u64,
         error: u32,
         slots: &[(u32, usize)],
@@ -104,7 +104,7 @@ impl Conn {
             .collect();
         let total: usize = parts.iter().map(|p| p.len()).sum();
         let sent = if self.waiting.is_empty() {
-            self.stream.send_now(&parts)
+            env.wire.send_now(&parts)
         } else {
             Ok(0)
         };
@@ -138,7 +138,7 @@ impl Conn {
                 bytes,
                 sent: 0,
                 slots: count,
-                due: Instant::now() + env.timeout,
+                due: env.due(),
             });
             return;
         }
@@ -146,11 +146,11 @@ impl Conn {
         self.give_back(env, slots);
     }
 
-    /// Sends what the socket takes of the waiting replies, without blocking.
-    pub fn flush(&mut self, env: &mut Env<'_, '_>) {
+    /// Sends what the stream takes of the waiting replies, without blocking.
+    pub fn flush(&mut self, env: &mut Env<'_>) {
         while let Some(front) = self.waiting.front_mut() {
-            match self
-                .stream
+            match env
+                .wire
                 .send_now(&[IoSlice::new(&front.bytes[front.sent..])])
             {
                 Ok(n) => front.sent += n,
@@ -169,11 +169,11 @@ impl Conn {
 
     /// A send failed with `e`: a peer that closed its end gets no more replies but its
     /// buffered requests still run; any other failure closes the connection.
-    pub(super) fn send_failed(&mut self, env: &mut Env<'_, '_>, e: &std::io::Error) {
+    pub(super) fn send_failed(&mut self, env: &mut Env<'_>, e: &std::io::Error) {
         use std::io::ErrorKind::{BrokenPipe, ConnectionReset};
         if matches!(e.kind(), BrokenPipe | ConnectionReset) {
             if self.drain_left.is_none() {
-                self.drain_left = Some(self.stream.unread_bytes());
+                self.drain_left = Some(env.wire.unread_bytes());
             }
             self.drop_waiting(env);
         } else {
@@ -184,11 +184,11 @@ impl Conn {
     /// A reply could not be sent: nothing more is, the waiting copies are dropped, and the
     /// connection is closed both ways. Bios already out are still awaited: their slots are
     /// the pool's.
-    pub(super) fn fail(&mut self, env: &mut Env<'_, '_>) {
+    pub(super) fn fail(&mut self, env: &mut Env<'_>) {
         self.drop_waiting(env);
         if !self.broken {
             self.broken = true;
-            let _ = self.stream.shutdown();
+            env.wire.shutdown();
         }
         self.end_reading(env, None);
     }
@@ -200,7 +200,7 @@ impl Conn {
 
     /// The server's room for copies is full and this connection holds the most: it is
     /// closed, its copies dropped.
-    pub fn shed(&mut self, env: &mut Env<'_, '_>) {
+    pub fn shed(&mut self, env: &mut Env<'_>) {
         self.closed_because.get_or_insert_with(|| {
             "it stopped taking its replies while the server's room for slow clients' copies was full, and it held the most".into()
         });
@@ -208,21 +208,21 @@ impl Conn {
     }
 
     /// Drops the waiting copies, and their parked slots' count.
-    pub fn drop_waiting(&mut self, env: &mut Env<'_, '_>) {
+    pub fn drop_waiting(&mut self, env: &mut Env<'_>) {
         for waiting in self.waiting.drain(..) {
             env.pools.unpark(waiting.slots, &mut self.held);
         }
     }
 
     /// Returns a reply's read slots to the pool.
-    pub(super) fn give_back(&mut self, env: &mut Env<'_, '_>, slots: &[(u32, usize)]) {
+    pub(super) fn give_back(&mut self, env: &mut Env<'_>, slots: &[(u32, usize)]) {
         for &(slot, _) in slots {
             env.pools.put(slot, &mut self.held);
         }
     }
 
     /// True once `want` bytes are buffered, reading what has arrived.
-    pub(super) fn buffer(&mut self, want: usize, env: &mut Env<'_, '_>) -> bool {
+    pub(super) fn buffer(&mut self, want: usize, env: &mut Env<'_>) -> bool {
         while self.rx_end - self.rx_start < want {
             if !self.receive(env) {
                 return false;
@@ -233,7 +233,7 @@ impl Conn {
 
     /// Reads what has arrived into the buffer; false if nothing has (or the stream ended,
     /// which ends reading).
-    pub(super) fn receive(&mut self, env: &mut Env<'_, '_>) -> bool {
+    pub(super) fn receive(&mut self, env: &mut Env<'_>) -> bool {
         if self.rx_start == self.rx_end {
             (self.rx_start, self.rx_end) = (0, 0);
         } else if self.rx_end == self.rx.len() {
@@ -248,8 +248,8 @@ impl Conn {
             Some(left) => left.min(self.rx.len() - self.rx_end),
             None => self.rx.len() - self.rx_end,
         };
-        match self
-            .stream
+        match env
+            .wire
             .recv_now(&mut self.rx[self.rx_end..self.rx_end + room])
         {
             Ok(Some(0)) => {

@@ -8,9 +8,10 @@ use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use super::conn::{Conn, Env, Owner};
+use super::conn::Conn;
 use super::greet::{Greeted, Greeting};
 use super::handshake::Export;
+use super::link::{Common, Link};
 use super::net::Listener;
 use super::plan::Limits;
 use super::pool::Pools;
@@ -52,7 +53,7 @@ pub struct Front<'a> {
     stopping: bool,
     /// Where the engine's time starts, to turn deadlines into its nanoseconds.
     clock: Instant,
-    conns: HashMap<u64, Conn>,
+    conns: HashMap<u64, Link>,
     next_id: u64,
     shared: Common,
     /// ctx numbers in use; a new client takes the lowest free one.
@@ -68,33 +69,6 @@ pub struct Front<'a> {
     pub clients: Departed,
     events: Option<&'a mut Writer>,
     metrics: Option<&'a Endpoint>,
-}
-
-/// What every connection works with: the buffer slots and who holds them, and the
-/// export's rules.
-struct Common {
-    pools: Pools,
-    /// Per buffer slot, whose bio holds it.
-    owners: Vec<Option<Owner>>,
-    slots: SlotAccess,
-    limits: Limits,
-    chunk: u32,
-    timeout: Duration,
-}
-
-impl Common {
-    /// A connection's view of it, with the feed its bios go to.
-    fn env<'e, 'f>(&'e mut self, feed: &'e mut Feed<'f, RingBackend>) -> Env<'e, 'f> {
-        Env {
-            pools: &mut self.pools,
-            owners: &mut self.owners,
-            slots: &self.slots,
-            limits: &self.limits,
-            chunk: self.chunk,
-            timeout: self.timeout,
-            feed,
-        }
-    }
 }
 
 /// What the server's front-end is set up with.
@@ -162,11 +136,16 @@ impl<'a> Front<'a> {
     }
 
     /// Connection `id` reads what it can, and waits in line for slots if it must.
-    fn serve(&mut self, id: u64, feed: &mut Feed<'_, RingBackend>) -> Result<(), RunError> {
-        let Some(conn) = self.conns.get_mut(&id) else {
+    fn serve(
+        &mut self,
+        id: u64,
+        feed: &mut Feed<'_, RingBackend>,
+        now: u64,
+    ) -> Result<(), RunError> {
+        let Some(Link { stream, conn, .. }) = self.conns.get_mut(&id) else {
             return Ok(());
         };
-        let mut env = self.shared.env(feed);
+        let mut env = self.shared.env(stream, feed, now);
         if conn.wants_output() {
             conn.flush(&mut env);
         }
@@ -183,10 +162,14 @@ impl<'a> Front<'a> {
 
     /// Connections waiting for slots try again, in the order they began waiting; the first
     /// still short keeps its place and the rest wait behind it.
-    fn serve_starved(&mut self, feed: &mut Feed<'_, RingBackend>) -> Result<(), RunError> {
+    fn serve_starved(
+        &mut self,
+        feed: &mut Feed<'_, RingBackend>,
+        now: u64,
+    ) -> Result<(), RunError> {
         while let Some(&id) = self.starved.front() {
             self.starved.pop_front();
-            self.serve(id, feed)?;
+            self.serve(id, feed, now)?;
             if self.starved.back() == Some(&id) {
                 // Still short: back to the head of the line.
                 self.starved.pop_back();
@@ -239,8 +222,8 @@ impl<'a> Front<'a> {
         self.busy.push(LISTENER);
     }
 
-    /// Handshake `id` takes a step; past it, the client is served.
-    fn greet(&mut self, id: u64) {
+    /// Handshake `id` takes a step at `now`; past it, the client is served.
+    fn greet(&mut self, id: u64, now: u64) {
         let Some(greeting) = self.greetings.get_mut(&id) else {
             return;
         };
@@ -260,17 +243,20 @@ impl<'a> Front<'a> {
                 let ctx = (0..).find(|c| !self.ctxs.contains(c)).unwrap_or(0);
                 self.ctxs.insert(ctx);
                 tracing::info!(peer = %greeting.peer, ctx, "client connected");
-                let reply_due = Instant::now() + self.shared.timeout;
-                let mut conn = Conn::new(
-                    greeting.stream,
+                let timeout = u64::try_from(self.shared.timeout.as_nanos()).unwrap_or(u64::MAX);
+                let conn = Conn::new(
                     (greeting.peer, ctx, greeting.started),
                     &early,
-                    (unsent, reply_due),
+                    (unsent, now.saturating_add(timeout)),
                 );
                 // Its handshake's polls stay armed; they now wake the connection.
-                conn.polling_in = greeting.polling_in;
-                conn.polling_out = greeting.polling_out;
-                self.conns.insert(id, conn);
+                let link = Link {
+                    stream: greeting.stream,
+                    polling_in: greeting.polling_in,
+                    polling_out: greeting.polling_out,
+                    conn,
+                };
+                self.conns.insert(id, link);
                 // It may have sent requests already.
                 self.busy.push(id);
             }
@@ -294,7 +280,7 @@ impl<'a> Front<'a> {
 
     /// The server stops: no new clients, handshakes end, and every connection finishes what
     /// it sent and reads nothing more.
-    fn stop_serving(&mut self, feed: &mut Feed<'_, RingBackend>) {
+    fn stop_serving(&mut self, feed: &mut Feed<'_, RingBackend>, now: u64) {
         self.stopping = true;
         let greetings: Vec<u64> = self.greetings.keys().copied().collect();
         for id in greetings {
@@ -302,10 +288,10 @@ impl<'a> Front<'a> {
         }
         let ids: Vec<u64> = self.conns.keys().copied().collect();
         for id in ids {
-            let Some(conn) = self.conns.get_mut(&id) else {
+            let Some(Link { stream, conn, .. }) = self.conns.get_mut(&id) else {
                 continue;
             };
-            let mut env = self.shared.env(feed);
+            let mut env = self.shared.env(stream, feed, now);
             conn.stop_reading(&mut env);
             self.touched.push(id);
         }
@@ -314,27 +300,27 @@ impl<'a> Front<'a> {
     /// While the copies of slow clients' replies hold more than the pool's size, closes the
     /// connection holding the most (ties: the lowest id), so the total stays bounded and a
     /// client that reads its replies is never the one closed for others' sake.
-    fn shed_slow(&mut self, feed: &mut Feed<'_, RingBackend>) {
+    fn shed_slow(&mut self, feed: &mut Feed<'_, RingBackend>, now: u64) {
         while self.shared.pools.over_budget() {
             let greediest = self
                 .conns
                 .iter()
-                .map(|(&id, c)| (c.parked_slots(), std::cmp::Reverse(id)))
+                .map(|(&id, l)| (l.conn.parked_slots(), std::cmp::Reverse(id)))
                 .filter(|&(parked, _)| parked > 0)
                 .max();
             let Some((_, std::cmp::Reverse(id))) = greediest else {
                 return;
             };
-            if let Some(conn) = self.conns.get_mut(&id) {
-                let mut env = self.shared.env(feed);
+            if let Some(Link { stream, conn, .. }) = self.conns.get_mut(&id) {
+                let mut env = self.shared.env(stream, feed, now);
                 conn.shed(&mut env);
                 self.touched.push(id);
             }
         }
     }
 
-    /// Closes connections past a deadline.
-    fn enforce_deadlines(&mut self, feed: &mut Feed<'_, RingBackend>) {
+    /// Closes connections past a deadline at `now` (handshakes: on the wall clock).
+    fn enforce_deadlines(&mut self, feed: &mut Feed<'_, RingBackend>, now: u64) {
         let at = Instant::now();
         let late: Vec<u64> = self
             .greetings
@@ -346,12 +332,12 @@ impl<'a> Front<'a> {
             let why = "the handshake took longer than --handshake-timeout";
             self.end_greeting(id, Some(why.into()));
         }
-        for (&id, conn) in &mut self.conns {
-            if conn.next_deadline().is_none_or(|due| due > at) {
+        for (&id, Link { stream, conn, .. }) in &mut self.conns {
+            if conn.next_deadline().is_none_or(|due| due > now) {
                 continue;
             }
-            let mut env = self.shared.env(feed);
-            conn.enforce_deadlines(&mut env, at);
+            let mut env = self.shared.env(stream, feed, now);
+            conn.enforce_deadlines(&mut env);
             self.touched.push(id);
         }
     }
@@ -383,21 +369,21 @@ impl<'a> Front<'a> {
                 }
                 continue;
             }
-            let Some(conn) = self.conns.get_mut(&id) else {
+            let Some(link) = self.conns.get_mut(&id) else {
                 continue;
             };
-            if conn.is_over() {
+            if link.conn.is_over() {
                 self.close(id);
                 continue;
             }
             // One poll per direction, told apart by the token's low bit.
-            let fd = conn.stream.raw_fd();
-            if conn.wants_input() && !conn.polling_in {
-                conn.polling_in = true;
+            let fd = link.stream.raw_fd();
+            if link.conn.wants_input() && !link.polling_in {
+                link.polling_in = true;
                 feed.watch(fd, libc::POLLIN as u32, id << 1)?;
             }
-            if conn.wants_output() && !conn.polling_out {
-                conn.polling_out = true;
+            if link.conn.wants_output() && !link.polling_out {
+                link.polling_out = true;
                 feed.watch(fd, libc::POLLOUT as u32, id << 1 | 1)?;
             }
         }
@@ -408,10 +394,10 @@ impl<'a> Front<'a> {
 
     /// Connection `id` is over: its summary is kept and its ctx freed.
     fn close(&mut self, id: u64) {
-        let Some(conn) = self.conns.remove(&id) else {
+        let Some(Link { stream, conn, .. }) = self.conns.remove(&id) else {
             return;
         };
-        let _ = conn.stream.shutdown();
+        let _ = stream.shutdown();
         self.ctxs.remove(&conn.ctx);
         self.starved.retain(|&s| s != id);
         if let Some(why) = &conn.closed_because {
@@ -447,7 +433,7 @@ impl Frontend<RingBackend> for Front<'_> {
     /// answered here, and connections waiting for slots try again.
     fn complete(
         &mut self,
-        _now: u64,
+        now: u64,
         done: &[Done],
         feed: &mut Feed<'_, RingBackend>,
     ) -> Result<(), RunError> {
@@ -461,10 +447,10 @@ impl Frontend<RingBackend> for Front<'_> {
             else {
                 continue;
             };
-            let Some(conn) = self.conns.get_mut(&owner.conn) else {
+            let Some(Link { stream, conn, .. }) = self.conns.get_mut(&owner.conn) else {
                 continue;
             };
-            let mut env = self.shared.env(feed);
+            let mut env = self.shared.env(stream, feed, now);
             conn.finished(
                 owner.conn,
                 &mut env,
@@ -473,17 +459,17 @@ impl Frontend<RingBackend> for Front<'_> {
                 finished.bio.status,
             )?;
             self.touched.push(owner.conn);
-            self.shed_slow(feed);
+            self.shed_slow(feed, now);
         }
         if !done.is_empty() {
-            self.serve_starved(feed)?;
+            self.serve_starved(feed, now)?;
         }
         Ok(())
     }
 
-    fn issue(&mut self, _now: u64, feed: &mut Feed<'_, RingBackend>) -> Result<(), RunError> {
+    fn issue(&mut self, now: u64, feed: &mut Feed<'_, RingBackend>) -> Result<(), RunError> {
         if !self.stopping && self.stop.load(Ordering::Acquire) {
-            self.stop_serving(feed);
+            self.stop_serving(feed, now);
         }
         feed.take_ready(&mut self.ready);
         let mut ready = std::mem::take(&mut self.busy);
@@ -498,11 +484,11 @@ impl Frontend<RingBackend> for Front<'_> {
                 } else {
                     g.polling_in = false;
                 }
-            } else if let Some(conn) = self.conns.get_mut(&id) {
+            } else if let Some(link) = self.conns.get_mut(&id) {
                 if writable {
-                    conn.polling_out = false;
+                    link.polling_out = false;
                 } else {
-                    conn.polling_in = false;
+                    link.polling_in = false;
                 }
             }
             ready.push(id);
@@ -514,15 +500,15 @@ impl Frontend<RingBackend> for Front<'_> {
         }
         for &id in ready.iter().filter(|&&id| id != LISTENER) {
             if self.greetings.contains_key(&id) {
-                self.greet(id);
+                self.greet(id, now);
             } else {
-                self.serve(id, feed)?;
+                self.serve(id, feed, now)?;
             }
         }
         ready.clear();
         self.ready = ready;
-        self.serve_starved(feed)?;
-        self.enforce_deadlines(feed);
+        self.serve_starved(feed, now)?;
+        self.enforce_deadlines(feed, now);
         Ok(())
     }
 
@@ -560,13 +546,12 @@ impl Frontend<RingBackend> for Front<'_> {
         if !self.busy.is_empty() {
             return Some(now);
         }
-        let conns = self.conns.values().filter_map(Conn::next_deadline);
-        let greetings = self.greetings.values().map(|g| g.due);
-        conns
-            .chain(greetings)
+        let conns = self.conns.values().filter_map(|l| l.conn.next_deadline());
+        let on_wall_clock = self.greetings.values().map(|g| g.due);
+        let on_wall_clock = on_wall_clock
             .chain(self.accept_paused_until)
-            .min()
-            .map(|due| self.ns(due))
+            .map(|t| self.ns(t));
+        conns.chain(on_wall_clock).min()
     }
 
     /// The stop watcher and the control and metrics threads wake the ring when they have
