@@ -59,7 +59,7 @@ impl Core {
         self.admission.check_invariants();
     }
 
-    /// One round of policy calls. Never fails: a fault is latched for [`Core::settle`].
+    /// One round of policy calls. Never fails: a fault is latched for [`Core::act_on_fault`].
     pub(super) fn run_policy(&mut self, now_ns: u64) {
         let mut woken = false;
         for queue in &mut self.queues {

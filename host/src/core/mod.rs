@@ -39,10 +39,11 @@ use event::{Event, Kind, op_code};
 pub use merge::{Limits, MergeIndex, Nomerges, can_coalesce, can_merge};
 use merging::Merging;
 pub use outcome::{Action, BioDone, CoreStats, StartError, UnknownCompletion};
-pub use recovery::{DEFAULT_WATCHDOG_NS, Ejection, OnFault, Recovery, Supervision, Swapped};
+pub use recovery::Swapped;
 pub use request::{Bio, BioRef, Bios, Request, RequestTable, State};
 pub use routing::{CompletionSite, RqAffinity, site};
 use supervised::Supervised;
+pub use supervised::{DEFAULT_WATCHDOG_NS, Ejection, OnFault, Recovery, Supervision};
 
 /// Per hardware queue state besides its scheduler tags: driver tags in use, the policy's
 /// timer.

@@ -2,7 +2,7 @@
 //!
 //! A policy call that fails (a trap, a timeout, exhausted memory, an invalid answer) is
 //! latched: the operation in progress finishes without calling the policy again, so the
-//! core's own state stays whole, and [`Core::settle`] then acts on the fault as
+//! core's own state stays whole, and [`Core::act_on_fault`] then acts on the fault as
 //! [`OnFault`] says. Starvation is a fault too: the watchdog latches one when the policy
 //! holds requests, tags are free, and it has dispatched nothing for too long.
 //!
@@ -11,53 +11,9 @@
 //! switches. Requests already on the device complete as usual; the new policy is never told
 //! of requests it did not see.
 
-use super::supervised::{Next, start};
+use super::supervised::{Ejection, Next, OnFault, Recovery, Supervision, start};
 use super::{Core, State};
 use crate::policy::{Fault, FaultKind, PolicyBackend};
-
-/// What happens after a policy fault (`--on-fault`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OnFault {
-    /// Stop the run with the fault.
-    Abort,
-    /// Switch to the built-in FIFO (native noop) for the rest of the run.
-    Fallback,
-    /// Start a new instance of the same policy, up to this many times; then fall back.
-    Restart(u32),
-}
-
-/// How the core supervises its policy.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Supervision {
-    /// What to do after a fault.
-    pub on_fault: OnFault,
-    /// Eject a policy that dispatches nothing for this long while it holds requests and
-    /// tags are free; `None` turns the watchdog off.
-    pub watchdog_ns: Option<u64>,
-}
-
-/// The watchdog's default limit: far beyond any idling a real policy does (cfq's slice_idle
-/// is 8 ms, bfq's budget timeout 125 ms), short enough that a stuck run ends on its own.
-pub const DEFAULT_WATCHDOG_NS: u64 = 10_000_000_000;
-
-impl Default for Supervision {
-    fn default() -> Self {
-        Self {
-            on_fault: OnFault::Fallback,
-            watchdog_ns: Some(DEFAULT_WATCHDOG_NS),
-        }
-    }
-}
-
-/// What the core did about a fault.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Recovery {
-    /// Switched to the built-in FIFO.
-    Fallback,
-    /// Started a new instance of the same policy.
-    Restarted,
-}
 
 /// What a hot swap did.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -70,23 +26,6 @@ pub struct Swapped {
     pub requeued: usize,
     /// Bytes of state handed over (same policy, newer build), if any.
     pub state_bytes: Option<usize>,
-}
-
-/// One ejection, for the reports.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct Ejection {
-    /// When, on the run's clock.
-    pub at_ns: u64,
-    /// `trap`, `timeout`, `memory`, `invalid-answer` or `starved`.
-    pub kind: &'static str,
-    /// The interface function that failed.
-    pub call: &'static str,
-    /// What happened, with the wasm backtrace where there is one.
-    pub message: String,
-    /// What the core did.
-    pub recovery: Recovery,
-    /// Requests handed to the replacement.
-    pub requeued: usize,
 }
 
 impl Core {

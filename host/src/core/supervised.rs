@@ -7,9 +7,69 @@
 use schedhost_sdk::{Info, Setup};
 
 use super::admission::{DepthLimits, depth_limits};
-use super::recovery::{Ejection, OnFault, Supervision};
 use super::{Config, CoreStats, StartError};
 use crate::policy::{Fallback, Fault, PolicyBackend};
+
+/// What happens after a policy fault (`--on-fault`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnFault {
+    /// Stop the run with the fault.
+    Abort,
+    /// Switch to the built-in FIFO (native noop) for the rest of the run.
+    Fallback,
+    /// Start a new instance of the same policy, up to this many times; then fall back.
+    Restart(u32),
+}
+
+/// How the core supervises its policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Supervision {
+    /// What to do after a fault.
+    pub on_fault: OnFault,
+    /// Eject a policy that dispatches nothing for this long while it holds requests and
+    /// tags are free; `None` turns the watchdog off.
+    pub watchdog_ns: Option<u64>,
+}
+
+/// The watchdog's default limit: far beyond any idling a real policy does (cfq's slice_idle
+/// is 8 ms, bfq's budget timeout 125 ms), short enough that a stuck run ends on its own.
+pub const DEFAULT_WATCHDOG_NS: u64 = 10_000_000_000;
+
+impl Default for Supervision {
+    fn default() -> Self {
+        Self {
+            on_fault: OnFault::Fallback,
+            watchdog_ns: Some(DEFAULT_WATCHDOG_NS),
+        }
+    }
+}
+
+/// What the core did about a fault.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Recovery {
+    /// Switched to the built-in FIFO.
+    Fallback,
+    /// Started a new instance of the same policy.
+    Restarted,
+}
+
+/// One ejection, for the reports.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Ejection {
+    /// When, on the run's clock.
+    pub at_ns: u64,
+    /// `trap`, `timeout`, `memory`, `invalid-answer` or `starved`.
+    pub kind: &'static str,
+    /// The interface function that failed.
+    pub call: &'static str,
+    /// What happened, with the wasm backtrace where there is one.
+    pub message: String,
+    /// What the core did.
+    pub recovery: Recovery,
+    /// Requests handed to the replacement.
+    pub requeued: usize,
+}
 
 /// Starts `policy` for a device of `config` with `settings`, and a predecessor's saved
 /// `state` when it is a newer build of the same policy: what it says of itself, and the
