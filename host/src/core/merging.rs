@@ -39,18 +39,20 @@ impl Merging {
     }
 
     /// The requests `bio` may join, and at which end, best first: the candidates the index
-    /// and the mode offer that the limits allow.
-    pub(super) fn candidates(&self, bio: &Bio, table: &RequestTable) -> Vec<(u64, MergeKind)> {
+    /// and the mode offer that the limits allow (at most two: no allocation per bio).
+    pub(super) fn candidates(
+        &self,
+        bio: &Bio,
+        table: &RequestTable,
+    ) -> [Option<(u64, MergeKind)>; 2] {
+        let mergeable = |&(id, _): &(u64, MergeKind)| {
+            table
+                .get(id)
+                .is_some_and(|r| can_merge(r, bio, self.limits))
+        };
         self.index
             .candidates(bio, self.nomerges, table)
-            .into_iter()
-            .flatten()
-            .filter(|&(id, _)| {
-                table
-                    .get(id)
-                    .is_some_and(|r| can_merge(r, bio, self.limits))
-            })
-            .collect()
+            .map(|c| c.filter(mergeable))
     }
 
     /// Adds `bio`, submitted at `now_ns`, to request `id` at its `kind` end.
@@ -185,7 +187,12 @@ impl Core {
     /// Merges `bio` into a request if the mode, the limits and the policy allow.
     /// Returns true iff it merged. A failing veto counts as a refusal.
     pub(super) fn try_merge(&mut self, now_ns: u64, bio: &Bio) -> bool {
-        for (id, kind) in self.merging.candidates(bio, &self.table) {
+        for (id, kind) in self
+            .merging
+            .candidates(bio, &self.table)
+            .into_iter()
+            .flatten()
+        {
             if !self.merge_allowed(id, Joining::from(bio), kind) {
                 continue;
             }
