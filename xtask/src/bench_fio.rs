@@ -47,13 +47,16 @@ struct Sample {
 }
 
 /// Runs the comparison on the jobs whose label contains `only` (all if empty). `file` is
-/// created and filled (1 GiB) if missing.
+/// created and filled (1 GiB) if missing. With a `baseline` binary (an older build), each
+/// policy also runs under it, in the same rounds, as `POLICY@base`: before and after in one
+/// run.
 pub fn run(
     root: &Path,
     file: Option<PathBuf>,
     rounds: usize,
     seconds: u32,
     only: &str,
+    baseline: Option<&Path>,
 ) -> Result<()> {
     ensure!(
         Command::new("fio").arg("--version").output().is_ok(),
@@ -80,9 +83,12 @@ pub fn run(
         "job", "runner", "IOPS", "ratio", "p99 µs", "ratio"
     );
     for case in CASES.iter().filter(|c| c.label.contains(only)) {
-        let mut columns: Vec<(String, Vec<Sample>)> = std::iter::once("fio")
-            .chain(case.policies.iter().copied())
-            .map(|name| (name.to_owned(), Vec::new()))
+        let mut columns: Vec<(String, Vec<Sample>)> = std::iter::once("fio".to_owned())
+            .chain(case.policies.iter().flat_map(|p| {
+                let base = baseline.map(|_| format!("{p}@base"));
+                std::iter::once((*p).to_owned()).chain(base)
+            }))
+            .map(|name| (name, Vec::new()))
             .collect();
         for _ in 0..rounds {
             for (name, samples) in &mut columns {
@@ -96,10 +102,16 @@ pub fn run(
                     .arg(format!("--filename={}", file.display()));
                     c
                 } else {
-                    let mut c = Command::new(&schedhost);
-                    c.args(["--policy", name.as_str(), "--output-format", "json"])
+                    let (policy, binary) = match (name.strip_suffix("@base"), baseline) {
+                        (Some(policy), Some(base)) => (policy, base),
+                        _ => (name.as_str(), schedhost.as_path()),
+                    };
+                    let mut c = Command::new(binary);
+                    c.args(["--policy", policy, "--output-format", "json"])
                         .arg("--device")
-                        .arg(&file);
+                        .arg(&file)
+                        // The baseline finds the components this build made.
+                        .env("SCHEDHOST_POLICY_DIR", root.join("target/policies"));
                     c
                 };
                 cmd.args(common).args(case.options);

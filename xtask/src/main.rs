@@ -21,8 +21,9 @@ cargo xtask <command>
   build-policy DIR    build the policy crate in DIR (out of tree is fine) into target/policies/NAME.wasm
   demo                build, then run the bundled job on the simulated HDD with the noop policy
   test                build, then run every test, the wasm ones included
-  bench-fio [--file PATH] [--rounds N] [--seconds S] [--only LABEL]
-                      raw fio against schedhost's noop, deadline and cfq on one file (needs fio)
+  bench-fio [--file PATH] [--rounds N] [--seconds S] [--only LABEL] [--baseline BINARY]
+                      raw fio against schedhost's noop, deadline and cfq on one file (needs fio);
+                      with --baseline, each policy under an older schedhost binary as well
   bench-affinity [--file PATH] [--rounds N]
                       elapsed time under rq_affinity 0, 1 and 2 with submitter threads (seed 2)
   fuzz [SECONDS]      run every fuzz target in fuzz/ for SECONDS each (default 60); installs cargo-fuzz
@@ -90,16 +91,18 @@ fn run(args: Vec<String>) -> Result<()> {
         ["bench-fio", rest @ ..] => {
             build_all(&root)?;
             let (mut file, mut rounds, mut seconds, mut only) = (None, 3, 5, "");
+            let mut baseline = None;
             for pair in rest.chunks(2) {
                 match pair {
                     ["--file", path] => file = Some(PathBuf::from(path)),
                     ["--rounds", n] => rounds = n.parse().context("--rounds takes a number")?,
                     ["--seconds", n] => seconds = n.parse().context("--seconds takes a number")?,
                     ["--only", label] => only = label,
+                    ["--baseline", path] => baseline = Some(PathBuf::from(path)),
                     other => bail!("bench-fio: unknown option {:?}\n\n{USAGE}", other.join(" ")),
                 }
             }
-            bench_fio::run(&root, file, rounds, seconds, only)
+            bench_fio::run(&root, file, rounds, seconds, only, baseline.as_deref())
         }
         ["bench-affinity", rest @ ..] => {
             build_all(&root)?;
