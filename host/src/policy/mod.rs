@@ -20,7 +20,7 @@ use schedhost_sdk::{Completion, Dispatch, MergeEvent, Request};
 pub use interface::{Answered, Around, Call, PolicyBackend, Wrapped, insert_then_dispatch};
 pub use native::{NativePolicy, native_names, native_policy};
 pub use resolve::{Loaded, PolicySource, bundled_dirs, load, resolve};
-pub use timed::{Timed, Timing};
+pub use timed::Timing;
 pub use wasm::{
     DEFAULT_CALL_DEADLINE_MS, DEFAULT_MEMORY_MIB, Limits, LoadError, LoadedPolicy,
     MAX_COMPONENT_BYTES, WasmPolicy, WasmRuntime, read_component,
@@ -103,7 +103,7 @@ pub fn timed(
     policy: Box<dyn PolicyBackend>,
     clock: &std::sync::Arc<std::sync::atomic::AtomicU64>,
 ) -> Box<dyn PolicyBackend> {
-    Box::new(Timed::new(
+    Box::new(Wrapped::new(
         policy,
         Timing::new(std::sync::Arc::clone(clock)),
     ))

@@ -6,11 +6,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use super::interface::{Answered, Around, Call, Wrapped};
+use super::interface::{Answered, Around, Call};
 use super::{Fault, PolicyBackend};
-
-/// A policy whose calls add their time to a shared counter.
-pub type Timed = Wrapped<Timing>;
 
 /// The hook: each call's time added to a counter shared with whoever reads it.
 #[derive(Debug)]

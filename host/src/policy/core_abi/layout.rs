@@ -1,6 +1,7 @@
-//! Where the canonical ABI (wasm32) places each value the host reads from or writes to guest
-//! memory, in bytes from the value's start. Hand-placed, so `layout_matches_the_wit` checks
-//! every one against `wit/policy.wit` with wit-parser's `SizeAlign`.
+//! The canonical ABI as the host speaks it by hand (wasm32): where each value it reads from
+//! or writes to guest memory lies, in bytes from the value's start, and the core signature
+//! of every export it calls ([`EXPORTS`]). Hand-placed, so `layout_matches_the_wit` and
+//! `exports_match_the_wit` check every one against `wit/policy.wit` with wit-parser.
 
 /// A string or a list: its pointer at 0, its length here.
 pub const LEN: u32 = 4;
@@ -33,10 +34,49 @@ pub const EVENT_KIND: usize = 20;
 pub const EVENT_ABSORBED: usize = 24;
 pub const EVENT_ABSORBED_VALUE: usize = 32;
 
+/// A core wasm value type, as the canonical ABI flattens the interface's types to (wasm32:
+/// pointers and lengths are `I32`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flat {
+    I32,
+    I64,
+}
+
+use Flat::{I32, I64};
+
+/// Every export of the interface the host calls, with its core signature (params, results):
+/// what a component's one core module must export to be called directly. Checked against
+/// the WIT's canonical-ABI signatures by `exports_match_the_wit`.
+pub const EXPORTS: &[(&str, &[Flat], &[Flat])] = &[
+    ("info", &[], &[I32]),
+    ("tunables", &[], &[I32]),
+    ("init", &[I32, I32, I32, I32, I32], &[I32]),
+    ("get", &[I32, I32], &[I32]),
+    ("set", &[I32, I32, I64], &[I32]),
+    ("insert", &[I64, I32, I32], &[]),
+    ("requeue", &[I64, I32, I32], &[]),
+    ("dispatch", &[I64, I32, I32], &[I32]),
+    ("insert-and-dispatch", &[I64, I32, I32, I32, I32], &[I32]),
+    (
+        "allow-merge",
+        &[I64, I32, I32, I32, I64, I32, I32, I32],
+        &[I32],
+    ),
+    ("merged", &[I64, I32, I32], &[]),
+    ("completed", &[I64, I32, I32], &[]),
+    ("limit-depth", &[I32, I32], &[I32]),
+    ("save-state", &[], &[I32]),
+    ("restore-state", &[I32, I32], &[I32]),
+    ("turn", &[I64; 7], &[I64]),
+    ("turn-after-completion", &[I64; 12], &[I64]),
+    ("take-answer", &[], &[I32]),
+];
+
 #[cfg(test)]
 mod tests {
     use std::collections::HashMap;
 
+    use wit_parser::abi::{AbiVariant, WasmType};
     use wit_parser::{Int, Resolve, SizeAlign, Type, TypeDefKind};
 
     use super::*;
@@ -200,5 +240,41 @@ mod tests {
             .find(|p| p.name == "settings")
             .map(|p| p.ty)
             .expect("init takes settings")
+    }
+
+    #[test]
+    fn exports_match_the_wit() {
+        let wit = Wit::load();
+        let flat = |t: &WasmType| match t {
+            WasmType::I64 => Flat::I64,
+            WasmType::I32 | WasmType::Pointer | WasmType::Length => Flat::I32,
+            other => panic!("{other:?} has no place in this interface"),
+        };
+        let functions: Vec<_> = wit
+            .resolve
+            .interfaces
+            .iter()
+            .flat_map(|(_, i)| i.functions.values())
+            .collect();
+        for func in &functions {
+            let signature = wit.resolve.wasm_signature(AbiVariant::GuestExport, func);
+            let params: Vec<Flat> = signature.params.iter().map(flat).collect();
+            let results: Vec<Flat> = signature.results.iter().map(flat).collect();
+            let listed = EXPORTS
+                .iter()
+                .find(|(name, _, _)| *name == func.name)
+                .unwrap_or_else(|| panic!("{} is in the WIT but not in EXPORTS", func.name));
+            assert_eq!(
+                (listed.1, listed.2),
+                (params.as_slice(), results.as_slice()),
+                "{}",
+                func.name
+            );
+        }
+        assert_eq!(
+            EXPORTS.len(),
+            functions.len(),
+            "EXPORTS lists a call the WIT lacks"
+        );
     }
 }

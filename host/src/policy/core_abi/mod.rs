@@ -80,36 +80,22 @@ impl CoreModule {
                 })
         };
         let f = |name: &str| format!("{INTERFACE}@{INTERFACE_VERSION}#{name}");
+        let core = |types: &[layout::Flat]| -> Vec<wasmtime::ValType> {
+            types
+                .iter()
+                .map(|t| match t {
+                    layout::Flat::I32 => I32,
+                    layout::Flat::I64 => I64,
+                })
+                .collect()
+        };
         self.module
             .get_export("memory")
             .is_some_and(|e| e.memory().is_some())
             && func("cabi_realloc", &[I32, I32, I32, I32], &[I32])
-            && func(&f("info"), &[], &[I32])
-            && func(&f("tunables"), &[], &[I32])
-            && func(&f("init"), &[I32, I32, I32, I32, I32], &[I32])
-            && func(&f("get"), &[I32, I32], &[I32])
-            && func(&f("set"), &[I32, I32, I64], &[I32])
-            && func(&f("insert"), &[I64, I32, I32], &[])
-            && func(&f("requeue"), &[I64, I32, I32], &[])
-            && func(&f("dispatch"), &[I64, I32, I32], &[I32])
-            && func(
-                &f("insert-and-dispatch"),
-                &[I64, I32, I32, I32, I32],
-                &[I32],
-            )
-            && func(
-                &f("allow-merge"),
-                &[I64, I32, I32, I32, I64, I32, I32, I32],
-                &[I32],
-            )
-            && func(&f("merged"), &[I64, I32, I32], &[])
-            && func(&f("completed"), &[I64, I32, I32], &[])
-            && func(&f("limit-depth"), &[I32, I32], &[I32])
-            && func(&f("save-state"), &[], &[I32])
-            && func(&f("restore-state"), &[I32, I32], &[I32])
-            && func(&f("turn"), &[const { I64 }; 7], &[I64])
-            && func(&f("turn-after-completion"), &[const { I64 }; 12], &[I64])
-            && func(&f("take-answer"), &[], &[I32])
+            && layout::EXPORTS
+                .iter()
+                .all(|(name, params, results)| func(&f(name), &core(params), &core(results)))
     }
 
     /// Instantiates the module in `store` and looks up every function once.
