@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::conn::Conn;
 use super::greet::{Greeted, Greeting};
@@ -47,12 +47,10 @@ pub struct Front<'a> {
     /// A poll on the listener is armed.
     listening: bool,
     /// Accepting failed; it resumes then.
-    accept_paused_until: Option<Instant>,
+    accept_paused_until: Option<u64>,
     accept_errors: AcceptErrors,
     /// The server stops: no new clients, and each connection finishes what it sent.
     stopping: bool,
-    /// Where the engine's time starts, to turn deadlines into its nanoseconds.
-    clock: Instant,
     conns: HashMap<u64, Link>,
     next_id: u64,
     shared: Common,
@@ -98,8 +96,8 @@ pub struct Setup<'a> {
 }
 
 impl<'a> Front<'a> {
-    /// The server's side over `setup`, on the clock the engine's time counts from.
-    pub fn new(setup: Setup<'a>, clock: Instant) -> Self {
+    /// The server's side over `setup`; its deadlines are on the engine's clock.
+    pub fn new(setup: Setup<'a>) -> Self {
         let plan = setup.slots;
         Self {
             listener: setup.listener,
@@ -113,7 +111,6 @@ impl<'a> Front<'a> {
             accept_paused_until: None,
             accept_errors: AcceptErrors::default(),
             stopping: false,
-            clock,
             conns: HashMap::new(),
             next_id: 0,
             shared: Common {
@@ -183,14 +180,14 @@ impl<'a> Front<'a> {
     /// Accepts the clients waiting, as room allows: past `--max-clients` clients a new one
     /// is closed; when they and the handshakes in progress reach it, the oldest handshake is
     /// ended, so sockets that never speak cannot keep a real client out.
-    fn accept(&mut self) {
+    fn accept(&mut self, now: u64) {
         for _ in 0..ACCEPTS_PER_TURN {
             let (stream, address) = match self.listener.accept() {
                 Ok(Some(accepted)) => accepted,
                 Ok(None) => return,
                 Err(e) => {
                     let _ = self.accept_errors.note(&e);
-                    self.accept_paused_until = Some(Instant::now() + ACCEPT_PAUSE);
+                    self.accept_paused_until = Some(now.saturating_add(nanos(ACCEPT_PAUSE)));
                     return;
                 }
             };
@@ -213,7 +210,7 @@ impl<'a> Front<'a> {
             let id = self.next_id;
             // Unix clients share the socket's name; the number tells them apart.
             let peer = format!("#{id} {address}");
-            let due = Instant::now() + self.handshake_timeout;
+            let due = now.saturating_add(nanos(self.handshake_timeout));
             self.greetings.insert(id, Greeting::new(stream, peer, due));
             self.busy.push(id);
         }
@@ -243,11 +240,10 @@ impl<'a> Front<'a> {
                 let ctx = (0..).find(|c| !self.ctxs.contains(c)).unwrap_or(0);
                 self.ctxs.insert(ctx);
                 tracing::info!(peer = %greeting.peer, ctx, "client connected");
-                let timeout = u64::try_from(self.shared.timeout.as_nanos()).unwrap_or(u64::MAX);
                 let conn = Conn::new(
                     (greeting.peer, ctx, greeting.started),
                     &early,
-                    (unsent, now.saturating_add(timeout)),
+                    (unsent, now.saturating_add(nanos(self.shared.timeout))),
                 );
                 // Its handshake's polls stay armed; they now wake the connection.
                 let link = Link {
@@ -319,13 +315,12 @@ impl<'a> Front<'a> {
         }
     }
 
-    /// Closes connections past a deadline at `now` (handshakes: on the wall clock).
+    /// Closes handshakes and connections past a deadline at `now`.
     fn enforce_deadlines(&mut self, feed: &mut Feed<'_, RingBackend>, now: u64) {
-        let at = Instant::now();
         let late: Vec<u64> = self
             .greetings
             .iter()
-            .filter(|(_, g)| g.due <= at)
+            .filter(|(_, g)| g.due <= now)
             .map(|(&id, _)| id)
             .collect();
         for id in late {
@@ -343,14 +338,15 @@ impl<'a> Front<'a> {
     }
 
     /// Arms the polls the touched connections wait on, and closes the ones that are over.
-    fn settle_touched(&mut self, feed: &mut Feed<'_, RingBackend>) -> Result<(), RunError> {
+    fn settle_touched(
+        &mut self,
+        feed: &mut Feed<'_, RingBackend>,
+        now: u64,
+    ) -> Result<(), RunError> {
         let mut touched = std::mem::take(&mut self.touched);
         touched.sort_unstable();
         touched.dedup();
-        if !self.stopping
-            && !self.listening
-            && self.accept_paused_until.is_none_or(|t| t <= Instant::now())
-        {
+        if !self.stopping && !self.listening && self.accept_paused_until.is_none_or(|t| t <= now) {
             self.listening = true;
             self.accept_paused_until = None;
             let fd = self.listener.raw_fd();
@@ -418,11 +414,6 @@ impl<'a> Front<'a> {
             closed_because: conn.closed_because,
         });
         self.established -= 1;
-    }
-
-    /// The engine's nanoseconds at `at`.
-    fn ns(&self, at: Instant) -> u64 {
-        at.saturating_duration_since(self.clock).as_nanos() as u64
     }
 }
 
@@ -496,7 +487,7 @@ impl Frontend<RingBackend> for Front<'_> {
         ready.sort_unstable();
         ready.dedup();
         if ready.first() == Some(&LISTENER) && !self.stopping {
-            self.accept();
+            self.accept(now);
         }
         for &id in ready.iter().filter(|&&id| id != LISTENER) {
             if self.greetings.contains_key(&id) {
@@ -512,8 +503,8 @@ impl Frontend<RingBackend> for Front<'_> {
         Ok(())
     }
 
-    fn end_turn(&mut self, _now: u64, feed: &mut Feed<'_, RingBackend>) -> Result<(), RunError> {
-        self.settle_touched(feed)?;
+    fn end_turn(&mut self, now: u64, feed: &mut Feed<'_, RingBackend>) -> Result<(), RunError> {
+        self.settle_touched(feed, now)?;
         if let Some(metrics) = self.metrics {
             for scrape in metrics.take() {
                 let page = exposition::render(&feed.views(), feed.engine().swaps().len());
@@ -547,11 +538,8 @@ impl Frontend<RingBackend> for Front<'_> {
             return Some(now);
         }
         let conns = self.conns.values().filter_map(|l| l.conn.next_deadline());
-        let on_wall_clock = self.greetings.values().map(|g| g.due);
-        let on_wall_clock = on_wall_clock
-            .chain(self.accept_paused_until)
-            .map(|t| self.ns(t));
-        conns.chain(on_wall_clock).min()
+        let greetings = self.greetings.values().map(|g| g.due);
+        conns.chain(greetings).chain(self.accept_paused_until).min()
     }
 
     /// The stop watcher and the control and metrics threads wake the ring when they have
@@ -559,4 +547,9 @@ impl Frontend<RingBackend> for Front<'_> {
     fn fed_from_outside(&self) -> bool {
         true
     }
+}
+
+/// `d` in the engine's nanoseconds, saturating.
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }

@@ -28,8 +28,8 @@ pub struct Greeting {
     pub peer: String,
     /// When it connected.
     pub started: Instant,
-    /// When the whole handshake must be over.
-    pub due: Instant,
+    /// When the whole handshake must be over (engine ns).
+    pub due: u64,
     /// It was counted as a client (admitted), so leaving must count it out.
     pub admitted: bool,
     /// A poll for readable is armed.
@@ -45,7 +45,7 @@ pub struct Greeting {
 
 impl Greeting {
     /// A new connection, its greeting ready to go.
-    pub fn new(stream: Stream, peer: String, due: Instant) -> Self {
+    pub fn new(stream: Stream, peer: String, due: u64) -> Self {
         let mut negotiation = Negotiation::new();
         Self {
             stream,

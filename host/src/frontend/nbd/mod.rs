@@ -248,7 +248,6 @@ pub fn serve(
         metrics: metrics.as_ref().map(Endpoint::address),
     });
     let access = backend.slots();
-    let clock = backend.clock();
     let mut engine = Engine::new(backend, vec![lane])
         .with_control(control)
         .with_live(plan.observe.status_interval_ns);
@@ -265,7 +264,7 @@ pub fn serve(
         events: events.as_mut(),
         metrics: metrics.as_ref(),
     };
-    let mut front = front::Front::new(setup, clock);
+    let mut front = front::Front::new(setup);
     let done = AtomicBool::new(false);
     let outcome = std::thread::scope(|scope| {
         // A signal only sets `stop`: this wakes the engine to see it.
