@@ -132,6 +132,19 @@ impl<P: Policy> Runtime<P> {
         self.policy_mut().requeue(now_ns, &requests);
     }
 
+    /// [`Runtime::insert`] then [`Runtime::dispatch`], as the interface's
+    /// `insert-and-dispatch`.
+    pub fn insert_and_dispatch(
+        &mut self,
+        now_ns: u64,
+        requests: &[Request],
+        hw_queue: u32,
+        budget: u32,
+    ) -> Dispatch {
+        self.insert(now_ns, requests);
+        self.dispatch(now_ns, hw_queue, budget)
+    }
+
     /// [`Runtime::insert_packed`] then [`Runtime::dispatch`].
     #[doc(hidden)]
     pub fn insert_and_dispatch_packed(

@@ -326,6 +326,16 @@ impl schedhost::policy::PolicyBackend for FailingGet {
     fn requeue(&mut self, now: u64, requests: &[Request]) -> Result<(), schedhost::policy::Fault> {
         self.inner.requeue(now, requests)
     }
+    fn insert_and_dispatch(
+        &mut self,
+        now: u64,
+        requests: &[Request],
+        hw_queue: u32,
+        budget: u32,
+    ) -> Result<schedhost_sdk::Dispatch, schedhost::policy::Fault> {
+        self.inner
+            .insert_and_dispatch(now, requests, hw_queue, budget)
+    }
     fn dispatch(
         &mut self,
         now: u64,

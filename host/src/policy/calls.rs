@@ -2,7 +2,10 @@
 //! ([`Scheduler`]), implemented by wasmtime's component bindings here and by a component's
 //! core module in [`super::core_abi`]; and what every policy store carries ([`Caps`]).
 
-use schedhost_sdk::{Completion, Dispatch, Request, RequestId, packed};
+use schedhost_sdk::{
+    Completion, Dispatch, Info, MergeEvent, MergeKind, MergeQuery, Op, Request, RequestId, Setup,
+    Tunable, packed,
+};
 use wasmtime::{ResourceLimiter, Store};
 
 pub(super) mod bindings {
@@ -30,118 +33,110 @@ fn packed_requests(requests: &[Request]) -> Vec<u64> {
     requests.iter().flat_map(packed::request_words).collect()
 }
 
-/// The interface's functions, called through the component API or, for a component that
-/// wraps one plain core module, through that module ([`super::core_abi`]).
-pub(super) trait Scheduler: Send {
-    fn call_info(&self, store: &mut Store<Caps>) -> wasmtime::Result<wit::PolicyInfo>;
-    fn call_tunables(&self, store: &mut Store<Caps>) -> wasmtime::Result<Vec<wit::Tunable>>;
-    fn call_init(
-        &self,
-        store: &mut Store<Caps>,
-        setup: wit::Setup,
-        settings: &[(String, i64)],
-    ) -> wasmtime::Result<Result<(), String>>;
-    fn call_get(&self, store: &mut Store<Caps>, name: &str) -> wasmtime::Result<Option<i64>>;
-    fn call_set(
-        &self,
-        store: &mut Store<Caps>,
-        name: &str,
-        value: i64,
-    ) -> wasmtime::Result<Result<(), String>>;
-    fn call_insert(
-        &self,
-        store: &mut Store<Caps>,
-        now_ns: u64,
-        requests: &[Request],
-    ) -> wasmtime::Result<()>;
-    fn call_requeue(
-        &self,
-        store: &mut Store<Caps>,
-        now_ns: u64,
-        requests: &[Request],
-    ) -> wasmtime::Result<()>;
-    fn call_dispatch(
-        &self,
-        store: &mut Store<Caps>,
-        now_ns: u64,
-        hw_queue: u32,
-        budget: u32,
-    ) -> wasmtime::Result<Dispatch>;
-    fn call_insert_and_dispatch(
-        &self,
-        store: &mut Store<Caps>,
-        now_ns: u64,
-        requests: &[Request],
-        hw_queue: u32,
-        budget: u32,
-    ) -> wasmtime::Result<Dispatch>;
-    fn call_allow_merge(
-        &self,
-        store: &mut Store<Caps>,
-        query: wit::MergeQuery,
-    ) -> wasmtime::Result<bool>;
-    fn call_merged(
-        &self,
-        store: &mut Store<Caps>,
-        now_ns: u64,
-        events: &[wit::MergeEvent],
-    ) -> wasmtime::Result<()>;
-    fn call_completed(
-        &self,
-        store: &mut Store<Caps>,
-        now_ns: u64,
-        done: &[Completion],
-    ) -> wasmtime::Result<()>;
-    fn call_limit_depth(
-        &self,
-        store: &mut Store<Caps>,
-        op: wit::Op,
-        sync: bool,
-    ) -> wasmtime::Result<u32>;
-    fn call_save_state(&self, store: &mut Store<Caps>) -> wasmtime::Result<Vec<u8>>;
-    fn call_restore_state(
-        &self,
-        store: &mut Store<Caps>,
-        state: &[u8],
-    ) -> wasmtime::Result<Result<(), String>>;
-    fn call_turn(
-        &self,
-        store: &mut Store<Caps>,
-        now_ns: u64,
-        control: u64,
-        r: &[u64; 5],
-    ) -> wasmtime::Result<u64>;
-    fn call_turn_after_completion(
-        &self,
-        store: &mut Store<Caps>,
-        now_ns: u64,
-        control: u64,
-        c: &[u64; 5],
-        r: &[u64; 5],
-    ) -> wasmtime::Result<u64>;
-    fn call_take_answer(&self, store: &mut Store<Caps>) -> wasmtime::Result<Dispatch>;
+/// The interface's functions on one instance, in the SDK's types: through the component API
+/// (below) or, for a component that wraps one plain core module, through that module
+/// ([`super::core_abi`]). Declared from the interface's list ([`super::interface`]), with the
+/// flat crossings of the host's `turn` besides.
+macro_rules! scheduler_trait {
+    (
+        required { $($(#[$doc:meta])* $wit:literal $name:ident($($arg:ident: $ty:ty),* $(,)?) -> $ret:ty;)* }
+        provided { $($provided:tt)* }
+    ) => {
+        #[allow(
+            clippy::extra_unused_lifetimes,
+            reason = "every call is declared with 'a, whether its arguments borrow or not"
+        )]
+        pub(super) trait Scheduler: Send {
+            $($(#[$doc])* fn $name<'a>(
+                &self,
+                store: &mut Store<Caps>,
+                $($arg: $ty),*
+            ) -> wasmtime::Result<$ret>;)*
+
+            /// `turn`: one request and a dispatch, in flat scalars.
+            fn turn_flat(
+                &self,
+                store: &mut Store<Caps>,
+                now_ns: u64,
+                control: u64,
+                r: &[u64; 5],
+            ) -> wasmtime::Result<u64>;
+
+            /// `turn-after-completion`: a completion, one request and a dispatch.
+            fn turn_after_completion(
+                &self,
+                store: &mut Store<Caps>,
+                now_ns: u64,
+                control: u64,
+                c: &[u64; 5],
+                r: &[u64; 5],
+            ) -> wasmtime::Result<u64>;
+
+            /// `take-answer`: the dispatch a `turn` kept back.
+            fn take_answer(&self, store: &mut Store<Caps>) -> wasmtime::Result<Dispatch>;
+        }
+    };
+}
+super::interface::policy_calls!(scheduler_trait);
+
+fn to_wit_op(op: Op) -> wit::Op {
+    match op {
+        Op::Read => wit::Op::Read,
+        Op::Write => wit::Op::Write,
+        Op::Flush => wit::Op::Flush,
+        Op::Discard => wit::Op::Discard,
+    }
+}
+
+fn to_wit_kind(kind: MergeKind) -> wit::MergeKind {
+    match kind {
+        MergeKind::Back => wit::MergeKind::Back,
+        MergeKind::Front => wit::MergeKind::Front,
+    }
 }
 
 impl Scheduler for bindings::Policy {
-    fn call_info(&self, store: &mut Store<Caps>) -> wasmtime::Result<wit::PolicyInfo> {
-        self.schedhost_policy_scheduler().call_info(store)
+    fn info(&self, store: &mut Store<Caps>) -> wasmtime::Result<Info> {
+        let info = self.schedhost_policy_scheduler().call_info(store)?;
+        Ok(Info {
+            name: info.name,
+            version: info.version,
+            merge_veto: info.merge_veto,
+            completions: info.completions,
+        })
     }
-    fn call_tunables(&self, store: &mut Store<Caps>) -> wasmtime::Result<Vec<wit::Tunable>> {
-        self.schedhost_policy_scheduler().call_tunables(store)
+    fn tunables(&self, store: &mut Store<Caps>) -> wasmtime::Result<Vec<Tunable>> {
+        let list = self.schedhost_policy_scheduler().call_tunables(store)?;
+        Ok(list
+            .into_iter()
+            .map(|t| Tunable {
+                name: t.name,
+                default: t.default,
+                min: t.min,
+                max: t.max,
+                unit: t.unit,
+                help: t.help,
+            })
+            .collect())
     }
-    fn call_init(
+    fn init(
         &self,
         store: &mut Store<Caps>,
-        setup: wit::Setup,
+        setup: &Setup,
         settings: &[(String, i64)],
     ) -> wasmtime::Result<Result<(), String>> {
+        let setup = wit::Setup {
+            hw_queues: setup.hw_queues,
+            queue_depth: setup.queue_depth,
+            nr_requests: setup.nr_requests,
+        };
         self.schedhost_policy_scheduler()
             .call_init(store, setup, settings)
     }
-    fn call_get(&self, store: &mut Store<Caps>, name: &str) -> wasmtime::Result<Option<i64>> {
+    fn get(&self, store: &mut Store<Caps>, name: &str) -> wasmtime::Result<Option<i64>> {
         self.schedhost_policy_scheduler().call_get(store, name)
     }
-    fn call_set(
+    fn set(
         &self,
         store: &mut Store<Caps>,
         name: &str,
@@ -150,7 +145,7 @@ impl Scheduler for bindings::Policy {
         self.schedhost_policy_scheduler()
             .call_set(store, name, value)
     }
-    fn call_insert(
+    fn insert(
         &self,
         store: &mut Store<Caps>,
         now_ns: u64,
@@ -159,7 +154,7 @@ impl Scheduler for bindings::Policy {
         self.schedhost_policy_scheduler()
             .call_insert(store, now_ns, &packed_requests(requests))
     }
-    fn call_requeue(
+    fn requeue(
         &self,
         store: &mut Store<Caps>,
         now_ns: u64,
@@ -168,7 +163,7 @@ impl Scheduler for bindings::Policy {
         self.schedhost_policy_scheduler()
             .call_requeue(store, now_ns, &packed_requests(requests))
     }
-    fn call_dispatch(
+    fn dispatch(
         &self,
         store: &mut Store<Caps>,
         now_ns: u64,
@@ -179,7 +174,7 @@ impl Scheduler for bindings::Policy {
             .call_dispatch(store, now_ns, hw_queue, budget)
             .map(dispatch_of)
     }
-    fn call_insert_and_dispatch(
+    fn insert_and_dispatch(
         &self,
         store: &mut Store<Caps>,
         now_ns: u64,
@@ -192,24 +187,40 @@ impl Scheduler for bindings::Policy {
             .call_insert_and_dispatch(store, now_ns, &words, hw_queue, budget)
             .map(dispatch_of)
     }
-    fn call_allow_merge(
-        &self,
-        store: &mut Store<Caps>,
-        query: wit::MergeQuery,
-    ) -> wasmtime::Result<bool> {
+    fn allow_merge(&self, store: &mut Store<Caps>, q: &MergeQuery) -> wasmtime::Result<bool> {
+        let query = wit::MergeQuery {
+            target: q.target.0,
+            target_ctx: q.target_ctx,
+            ctx: q.ctx,
+            op: to_wit_op(q.op),
+            sector: q.sector.0,
+            sectors: q.sectors,
+            sync: q.sync,
+            kind: to_wit_kind(q.kind),
+        };
         self.schedhost_policy_scheduler()
             .call_allow_merge(store, query)
     }
-    fn call_merged(
+    fn merged(
         &self,
         store: &mut Store<Caps>,
         now_ns: u64,
-        events: &[wit::MergeEvent],
+        events: &[MergeEvent],
     ) -> wasmtime::Result<()> {
+        let batch: Vec<wit::MergeEvent> = events
+            .iter()
+            .map(|e| wit::MergeEvent {
+                target: e.target.0,
+                sector: e.sector.0,
+                sectors: e.sectors,
+                kind: to_wit_kind(e.kind),
+                absorbed: e.absorbed.map(|id| id.0),
+            })
+            .collect();
         self.schedhost_policy_scheduler()
-            .call_merged(store, now_ns, events)
+            .call_merged(store, now_ns, &batch)
     }
-    fn call_completed(
+    fn completed(
         &self,
         store: &mut Store<Caps>,
         now_ns: u64,
@@ -219,19 +230,14 @@ impl Scheduler for bindings::Policy {
         self.schedhost_policy_scheduler()
             .call_completed(store, now_ns, &words)
     }
-    fn call_limit_depth(
-        &self,
-        store: &mut Store<Caps>,
-        op: wit::Op,
-        sync: bool,
-    ) -> wasmtime::Result<u32> {
+    fn limit_depth(&self, store: &mut Store<Caps>, op: Op, sync: bool) -> wasmtime::Result<u32> {
         self.schedhost_policy_scheduler()
-            .call_limit_depth(store, op, sync)
+            .call_limit_depth(store, to_wit_op(op), sync)
     }
-    fn call_save_state(&self, store: &mut Store<Caps>) -> wasmtime::Result<Vec<u8>> {
+    fn save_state(&self, store: &mut Store<Caps>) -> wasmtime::Result<Vec<u8>> {
         self.schedhost_policy_scheduler().call_save_state(store)
     }
-    fn call_restore_state(
+    fn restore_state(
         &self,
         store: &mut Store<Caps>,
         state: &[u8],
@@ -239,7 +245,7 @@ impl Scheduler for bindings::Policy {
         self.schedhost_policy_scheduler()
             .call_restore_state(store, state)
     }
-    fn call_turn(
+    fn turn_flat(
         &self,
         store: &mut Store<Caps>,
         now_ns: u64,
@@ -249,7 +255,7 @@ impl Scheduler for bindings::Policy {
         self.schedhost_policy_scheduler()
             .call_turn(store, now_ns, control, r[0], r[1], r[2], r[3], r[4])
     }
-    fn call_turn_after_completion(
+    fn turn_after_completion(
         &self,
         store: &mut Store<Caps>,
         now_ns: u64,
@@ -262,7 +268,7 @@ impl Scheduler for bindings::Policy {
                 store, now_ns, control, c[0], c[1], c[2], c[3], c[4], r[0], r[1], r[2], r[3], r[4],
             )
     }
-    fn call_take_answer(&self, store: &mut Store<Caps>) -> wasmtime::Result<Dispatch> {
+    fn take_answer(&self, store: &mut Store<Caps>) -> wasmtime::Result<Dispatch> {
         self.schedhost_policy_scheduler()
             .call_take_answer(store)
             .map(dispatch_of)

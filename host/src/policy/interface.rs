@@ -18,84 +18,69 @@ use schedhost_sdk::{
 
 use super::{Fault, Turn, turn_by_parts};
 
-/// Hands `$then` the interface's calls: first those every backend answers, then those with
-/// a default made of the others (`= default_fn`). Each is `name(args) -> answer`; the
-/// answer is wrapped in `Result<_, Fault>`.
+/// Hands `$then` the interface's calls: first those every backend answers, each an export of
+/// the WIT, then the host's own with a default made of the others (`= default_fn`). Each is `"wit-name" name(args) -> answer`;
+/// the answer is wrapped in `Result<_, Fault>`. (`turn` is the host's: the component
+/// speaks it as `turn`, `turn-after-completion` and `take-answer`.)
 macro_rules! policy_calls {
     ($then:ident) => {
         $then! {
             required {
                 /// Name, version, merge preference.
-                info() -> Info;
+                "info" info() -> Info;
                 /// Tunables with defaults and ranges.
-                tunables() -> Vec<Tunable>;
+                "tunables" tunables() -> Vec<Tunable>;
                 /// Creates the policy state for a device with `settings` applied; the
                 /// policy's refusal of a setting is `Ok(Err(message))`.
-                init(setup: &'a Setup, settings: &'a [(String, i64)]) -> Result<(), String>;
+                "init" init(setup: &'a Setup, settings: &'a [(String, i64)]) -> Result<(), String>;
                 /// A tunable's value.
-                get(name: &'a str) -> Option<i64>;
+                "get" get(name: &'a str) -> Option<i64>;
                 /// Changes a tunable; a refusal is `Ok(Err(message))`.
-                set(name: &'a str, value: i64) -> Result<(), String>;
+                "set" set(name: &'a str, value: i64) -> Result<(), String>;
                 /// Requests enter the scheduler.
-                insert(now_ns: u64, requests: &'a [Request]) -> ();
+                "insert" insert(now_ns: u64, requests: &'a [Request]) -> ();
                 /// Dispatched requests came back from a busy device: the policy holds them
                 /// again.
-                requeue(now_ns: u64, requests: &'a [Request]) -> ();
+                "requeue" requeue(now_ns: u64, requests: &'a [Request]) -> ();
                 /// Up to `budget` requests for `hw_queue`.
-                dispatch(now_ns: u64, hw_queue: u32, budget: u32) -> Dispatch;
+                "dispatch" dispatch(now_ns: u64, hw_queue: u32, budget: u32) -> Dispatch;
                 /// May a bio join a queued request?
-                allow_merge(query: &'a MergeQuery) -> bool;
+                "allow-merge" allow_merge(query: &'a MergeQuery) -> bool;
                 /// Queued requests grew or were absorbed.
-                merged(now_ns: u64, events: &'a [MergeEvent]) -> ();
+                "merged" merged(now_ns: u64, events: &'a [MergeEvent]) -> ();
                 /// Dispatched requests finished.
-                completed(now_ns: u64, done: &'a [Completion]) -> ();
+                "completed" completed(now_ns: u64, done: &'a [Completion]) -> ();
                 /// Scheduler tags a kind of request may hold.
-                limit_depth(op: Op, sync: bool) -> u32;
+                "limit-depth" limit_depth(op: Op, sync: bool) -> u32;
                 /// State for a newer build.
-                save_state() -> Vec<u8>;
+                "save-state" save_state() -> Vec<u8>;
                 /// Continues from saved state; a refusal is `Ok(Err(message))`.
-                restore_state(state: &'a [u8]) -> Result<(), String>;
-            }
-            provided {
-                /// `insert` then `dispatch`, in one call where the backend can do that.
-                insert_and_dispatch(
+                "restore-state" restore_state(state: &'a [u8]) -> Result<(), String>;
+                /// `insert` then `dispatch`, in one call.
+                "insert-and-dispatch" insert_and_dispatch(
                     now_ns: u64,
                     requests: &'a [Request],
                     hw_queue: u32,
                     budget: u32
-                ) -> Dispatch = insert_then_dispatch;
+                ) -> Dispatch;
+            }
+            provided {
                 /// One driver turn: `turn`'s completions, merges, new requests and dispatch,
                 /// heard in that order, in as few crossings as the backend can make it (a
                 /// component: one, in flat scalars, when there is at most one completion and
                 /// one request). The answer is the dispatch's, if one was asked for.
-                turn(now_ns: u64, turn: &'a Turn<'a>) -> Option<Dispatch> = turn_by_parts;
+                "turn" turn(now_ns: u64, turn: &'a Turn<'a>) -> Option<Dispatch> = turn_by_parts;
             }
         }
     };
 }
 pub(super) use policy_calls;
 
-/// `insert` then `dispatch`: [`PolicyBackend::insert_and_dispatch`] where the backend has
-/// no single call for it.
-///
-/// # Errors
-/// The fault of the call that failed.
-pub fn insert_then_dispatch<P: PolicyBackend + ?Sized>(
-    policy: &mut P,
-    now_ns: u64,
-    requests: &[Request],
-    hw_queue: u32,
-    budget: u32,
-) -> Result<Dispatch, Fault> {
-    policy.insert(now_ns, requests)?;
-    policy.dispatch(now_ns, hw_queue, budget)
-}
-
 /// The trait, [`Call`], [`Answered`] and [`Wrapped`]'s forwarding, from the list.
 macro_rules! declare {
     (
-        required { $($(#[$rdoc:meta])* $rname:ident($($rarg:ident: $rty:ty),* $(,)?) -> $rret:ty;)* }
-        provided { $($(#[$pdoc:meta])* $pname:ident($($parg:ident: $pty:ty),* $(,)?) -> $pret:ty = $pdefault:path;)* }
+        required { $($(#[$rdoc:meta])* $rwit:literal $rname:ident($($rarg:ident: $rty:ty),* $(,)?) -> $rret:ty;)* }
+        provided { $($(#[$pdoc:meta])* $pwit:literal $pname:ident($($parg:ident: $pty:ty),* $(,)?) -> $pret:ty = $pdefault:path;)* }
     ) => {
         /// A running policy instance for one device. Every call may fail with a [`Fault`];
         /// answers that are the policy's own refusals (a bad tunable) come back as

@@ -17,7 +17,7 @@ use std::fmt;
 
 use schedhost_sdk::{Completion, Dispatch, MergeEvent, Request};
 
-pub use interface::{Answered, Around, Call, PolicyBackend, Wrapped, insert_then_dispatch};
+pub use interface::{Answered, Around, Call, PolicyBackend, Wrapped};
 pub use native::{NativePolicy, native_names, native_policy};
 pub use resolve::{Loaded, PolicySource, bundled_dirs, load, resolve};
 pub use timed::Timing;

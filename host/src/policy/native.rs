@@ -23,7 +23,7 @@ impl<P: Policy> Default for NativePolicy<P> {
 /// name and arguments for each; the provided ones keep their defaults.
 macro_rules! native_calls {
     (
-        required { $($(#[$doc:meta])* $name:ident($($arg:ident: $ty:ty),* $(,)?) -> $ret:ty;)* }
+        required { $($(#[$doc:meta])* $wit:literal $name:ident($($arg:ident: $ty:ty),* $(,)?) -> $ret:ty;)* }
         provided { $($provided:tt)* }
     ) => {
         #[allow(

@@ -1,11 +1,11 @@
 //! Reading a policy's answers out of its linear memory, as the canonical ABI lays them out.
 
-use schedhost_sdk::{Dispatch, RequestId};
+use schedhost_sdk::{Dispatch, Info, RequestId, Tunable};
 use wasmtime::{Memory, Store};
 
 use super::layout;
 use super::{MAX_ANSWER_IDS, MAX_STATE_BYTES};
-use crate::policy::calls::{Caps, wit};
+use crate::policy::calls::Caps;
 
 /// A policy's linear memory, read as the canonical ABI lays answers out in it. Nothing
 /// it holds is trusted: every read is bounds-checked.
@@ -105,13 +105,9 @@ impl Guest {
     }
 
     /// A `policy-info` in the return area at `area`.
-    pub(super) fn info_at(
-        &self,
-        store: &Store<Caps>,
-        area: u32,
-    ) -> wasmtime::Result<wit::PolicyInfo> {
+    pub(super) fn info_at(&self, store: &Store<Caps>, area: u32) -> wasmtime::Result<Info> {
         let limit = crate::policy::answers::MAX_NAME as u32 * 4;
-        Ok(wit::PolicyInfo {
+        Ok(Info {
             name: self.string_at(store, area, limit)?,
             version: self.string_at(store, Self::field(area, layout::INFO_VERSION)?, limit)?,
             merge_veto: self.u8_at(store, Self::field(area, layout::INFO_MERGE_VETO)?)? != 0,
@@ -124,7 +120,7 @@ impl Guest {
         &self,
         store: &Store<Caps>,
         area: u32,
-    ) -> wasmtime::Result<Vec<wit::Tunable>> {
+    ) -> wasmtime::Result<Vec<Tunable>> {
         let (ptr, len) = (
             self.u32_at(store, area)?,
             self.u32_at(store, Self::field(area, layout::LEN)?)?,
@@ -141,7 +137,7 @@ impl Guest {
                         .ok_or_else(|| bad("tunables"))?,
                 )
                 .ok_or_else(|| bad("tunables past the end of memory"))?;
-            list.push(wit::Tunable {
+            list.push(Tunable {
                 name: self.string_at(store, at, name)?,
                 default: self.u64_at(store, Self::field(at, layout::TUNABLE_DEFAULT)?)? as i64,
                 min: self.u64_at(store, Self::field(at, layout::TUNABLE_MIN)?)? as i64,

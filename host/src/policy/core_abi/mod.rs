@@ -14,10 +14,13 @@
 //! checked against its memory before it is read, lengths are bounded before anything is
 //! copied, and text must be UTF-8.
 
-use schedhost_sdk::{Completion, Dispatch, Request, packed};
+use schedhost_sdk::{
+    Completion, Dispatch, Info, MergeEvent, MergeKind, MergeQuery, Op, Request, Setup, Tunable,
+    packed,
+};
 use wasmtime::{Engine, Instance, Module, Store, TypedFunc};
 
-use super::calls::{Caps, INTERFACE, INTERFACE_VERSION, Scheduler, wit};
+use super::calls::{Caps, INTERFACE, INTERFACE_VERSION, Scheduler};
 
 /// Most ids a dispatch answer is read with: more than any budget, so an oversized answer is
 /// still seen as one (the core refuses it) without copying what a guest claims.
@@ -234,37 +237,39 @@ impl CoreCalls {
     }
 }
 
-fn op_index(op: wit::Op) -> u32 {
+/// The WIT enum `op`'s case index.
+fn op_index(op: Op) -> u32 {
     match op {
-        wit::Op::Read => 0,
-        wit::Op::Write => 1,
-        wit::Op::Flush => 2,
-        wit::Op::Discard => 3,
+        Op::Read => 0,
+        Op::Write => 1,
+        Op::Flush => 2,
+        Op::Discard => 3,
     }
 }
 
-fn kind_index(kind: wit::MergeKind) -> u8 {
+/// The WIT enum `merge-kind`'s case index.
+fn kind_index(kind: MergeKind) -> u8 {
     match kind {
-        wit::MergeKind::Back => 0,
-        wit::MergeKind::Front => 1,
+        MergeKind::Back => 0,
+        MergeKind::Front => 1,
     }
 }
 
 impl Scheduler for CoreCalls {
-    fn call_info(&self, store: &mut Store<Caps>) -> wasmtime::Result<wit::PolicyInfo> {
+    fn info(&self, store: &mut Store<Caps>) -> wasmtime::Result<Info> {
         answered(store, &self.info, (), |s, area| self.guest.info_at(s, area))
     }
 
-    fn call_tunables(&self, store: &mut Store<Caps>) -> wasmtime::Result<Vec<wit::Tunable>> {
+    fn tunables(&self, store: &mut Store<Caps>) -> wasmtime::Result<Vec<Tunable>> {
         answered(store, &self.tunables, (), |s, area| {
             self.guest.tunables_at(s, area)
         })
     }
 
-    fn call_init(
+    fn init(
         &self,
         store: &mut Store<Caps>,
-        setup: wit::Setup,
+        setup: &Setup,
         settings: &[(String, i64)],
     ) -> wasmtime::Result<Result<(), String>> {
         let mut tuples = Vec::with_capacity(settings.len() * layout::SETTING_SIZE);
@@ -289,14 +294,14 @@ impl Scheduler for CoreCalls {
         })
     }
 
-    fn call_get(&self, store: &mut Store<Caps>, name: &str) -> wasmtime::Result<Option<i64>> {
+    fn get(&self, store: &mut Store<Caps>, name: &str) -> wasmtime::Result<Option<i64>> {
         let (ptr, len) = self.lower_str(store, name)?;
         answered(store, &self.get, (ptr, len), |s, area| {
             self.guest.option_s64_at(s, area)
         })
     }
 
-    fn call_set(
+    fn set(
         &self,
         store: &mut Store<Caps>,
         name: &str,
@@ -308,7 +313,7 @@ impl Scheduler for CoreCalls {
         })
     }
 
-    fn call_insert(
+    fn insert(
         &self,
         store: &mut Store<Caps>,
         now_ns: u64,
@@ -318,7 +323,7 @@ impl Scheduler for CoreCalls {
         self.insert.call(store, (now_ns, ptr, len))
     }
 
-    fn call_requeue(
+    fn requeue(
         &self,
         store: &mut Store<Caps>,
         now_ns: u64,
@@ -328,7 +333,7 @@ impl Scheduler for CoreCalls {
         self.requeue.call(store, (now_ns, ptr, len))
     }
 
-    fn call_dispatch(
+    fn dispatch(
         &self,
         store: &mut Store<Caps>,
         now_ns: u64,
@@ -343,7 +348,7 @@ impl Scheduler for CoreCalls {
         )
     }
 
-    fn call_insert_and_dispatch(
+    fn insert_and_dispatch(
         &self,
         store: &mut Store<Caps>,
         now_ns: u64,
@@ -358,19 +363,15 @@ impl Scheduler for CoreCalls {
         })
     }
 
-    fn call_allow_merge(
-        &self,
-        store: &mut Store<Caps>,
-        q: wit::MergeQuery,
-    ) -> wasmtime::Result<bool> {
+    fn allow_merge(&self, store: &mut Store<Caps>, q: &MergeQuery) -> wasmtime::Result<bool> {
         let answer = self.allow_merge.call(
             store,
             (
-                q.target,
+                q.target.0,
                 q.target_ctx,
                 q.ctx,
                 op_index(q.op),
-                q.sector,
+                q.sector.0,
                 q.sectors,
                 u32::from(q.sync),
                 u32::from(kind_index(q.kind)),
@@ -379,11 +380,11 @@ impl Scheduler for CoreCalls {
         Ok(answer != 0)
     }
 
-    fn call_merged(
+    fn merged(
         &self,
         store: &mut Store<Caps>,
         now_ns: u64,
-        events: &[wit::MergeEvent],
+        events: &[MergeEvent],
     ) -> wasmtime::Result<()> {
         use layout::{
             EVENT_ABSORBED, EVENT_ABSORBED_VALUE, EVENT_KIND, EVENT_SECTOR, EVENT_SECTORS,
@@ -391,13 +392,13 @@ impl Scheduler for CoreCalls {
         let mut bytes = Vec::with_capacity(events.len() * layout::EVENT_SIZE);
         for e in events {
             let mut record = [0u8; layout::EVENT_SIZE];
-            record[..EVENT_SECTOR].copy_from_slice(&e.target.to_le_bytes());
-            record[EVENT_SECTOR..EVENT_SECTOR + 8].copy_from_slice(&e.sector.to_le_bytes());
+            record[..EVENT_SECTOR].copy_from_slice(&e.target.0.to_le_bytes());
+            record[EVENT_SECTOR..EVENT_SECTOR + 8].copy_from_slice(&e.sector.0.to_le_bytes());
             record[EVENT_SECTORS..EVENT_SECTORS + 4].copy_from_slice(&e.sectors.to_le_bytes());
             record[EVENT_KIND] = kind_index(e.kind);
             if let Some(absorbed) = e.absorbed {
                 record[EVENT_ABSORBED] = 1;
-                record[EVENT_ABSORBED_VALUE..].copy_from_slice(&absorbed.to_le_bytes());
+                record[EVENT_ABSORBED_VALUE..].copy_from_slice(&absorbed.0.to_le_bytes());
             }
             bytes.extend_from_slice(&record);
         }
@@ -405,7 +406,7 @@ impl Scheduler for CoreCalls {
         self.merged.call(store, (now_ns, ptr, events.len() as u32))
     }
 
-    fn call_completed(
+    fn completed(
         &self,
         store: &mut Store<Caps>,
         now_ns: u64,
@@ -415,23 +416,18 @@ impl Scheduler for CoreCalls {
         self.completed.call(store, (now_ns, ptr, len))
     }
 
-    fn call_limit_depth(
-        &self,
-        store: &mut Store<Caps>,
-        op: wit::Op,
-        sync: bool,
-    ) -> wasmtime::Result<u32> {
+    fn limit_depth(&self, store: &mut Store<Caps>, op: Op, sync: bool) -> wasmtime::Result<u32> {
         self.limit_depth
             .call(store, (op_index(op), u32::from(sync)))
     }
 
-    fn call_save_state(&self, store: &mut Store<Caps>) -> wasmtime::Result<Vec<u8>> {
+    fn save_state(&self, store: &mut Store<Caps>) -> wasmtime::Result<Vec<u8>> {
         answered(store, &self.save_state, (), |s, area| {
             self.guest.state_at(s, area)
         })
     }
 
-    fn call_restore_state(
+    fn restore_state(
         &self,
         store: &mut Store<Caps>,
         state: &[u8],
@@ -445,7 +441,7 @@ impl Scheduler for CoreCalls {
         )
     }
 
-    fn call_turn(
+    fn turn_flat(
         &self,
         store: &mut Store<Caps>,
         now_ns: u64,
@@ -456,7 +452,7 @@ impl Scheduler for CoreCalls {
             .call(store, (now_ns, control, r[0], r[1], r[2], r[3], r[4]))
     }
 
-    fn call_turn_after_completion(
+    fn turn_after_completion(
         &self,
         store: &mut Store<Caps>,
         now_ns: u64,
@@ -472,7 +468,7 @@ impl Scheduler for CoreCalls {
         )
     }
 
-    fn call_take_answer(&self, store: &mut Store<Caps>) -> wasmtime::Result<Dispatch> {
+    fn take_answer(&self, store: &mut Store<Caps>) -> wasmtime::Result<Dispatch> {
         answered(store, &self.take_answer, (), |s, area| {
             self.guest.answer_at(s, area)
         })

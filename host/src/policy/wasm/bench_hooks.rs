@@ -20,7 +20,7 @@ impl WasmPolicy {
     pub(in crate::policy) fn bench_limit_depth(&mut self) -> anyhow::Result<()> {
         arm(&mut self.store, self.ticks, self.fuel);
         self.calls
-            .call_limit_depth(&mut self.store, wit::Op::Read, true)?;
+            .limit_depth(&mut self.store, schedhost_sdk::Op::Read, true)?;
         Ok(())
     }
 
@@ -36,12 +36,12 @@ impl WasmPolicy {
         Ok(match c {
             None => {
                 let control = packed::turn_control(parts, 0, 1);
-                self.calls.call_turn(&mut self.store, 0, control, r)?
+                self.calls.turn_flat(&mut self.store, 0, control, r)?
             }
             Some(c) => {
                 let control = packed::turn_control(parts | packed::TURN_COMPLETION, 0, 1);
                 self.calls
-                    .call_turn_after_completion(&mut self.store, 0, control, c, r)?
+                    .turn_after_completion(&mut self.store, 0, control, c, r)?
             }
         })
     }
@@ -49,7 +49,7 @@ impl WasmPolicy {
     pub(in crate::policy) fn bench_completed(&mut self, done: &Completion) -> anyhow::Result<()> {
         arm(&mut self.store, self.ticks, self.fuel);
         self.calls
-            .call_completed(&mut self.store, 0, std::slice::from_ref(done))?;
+            .completed(&mut self.store, 0, std::slice::from_ref(done))?;
         Ok(())
     }
 
@@ -57,7 +57,7 @@ impl WasmPolicy {
         arm(&mut self.store, self.ticks, self.fuel);
         Ok(self
             .calls
-            .call_dispatch(&mut self.store, 0, 0, 1)
+            .dispatch(&mut self.store, 0, 0, 1)
             .map(|answer| answer.ids.len())?)
     }
 
@@ -70,7 +70,7 @@ impl WasmPolicy {
         let budget = requests.len() as u32;
         Ok(self
             .calls
-            .call_insert_and_dispatch(&mut self.store, 0, requests, 0, budget)
+            .insert_and_dispatch(&mut self.store, 0, requests, 0, budget)
             .map(|answer| answer.ids.len())?)
     }
 }

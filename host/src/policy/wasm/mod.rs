@@ -14,8 +14,7 @@ use std::time::Duration;
 
 use schedhost_sdk::packed;
 use schedhost_sdk::{
-    Completion, Dispatch, Info, MergeEvent, MergeKind, MergeQuery, Op, Request, RequestId, Setup,
-    Tunable,
+    Completion, Dispatch, Info, MergeEvent, MergeQuery, Op, Request, RequestId, Setup, Tunable,
 };
 use wasmtime::component::{Component, Linker, types::ComponentItem};
 use wasmtime::{
@@ -25,7 +24,7 @@ use wasmtime::{
 
 use super::{Fault, FaultKind, PolicyBackend, Turn, answers, turn_by_parts};
 
-use super::calls::{Caps, Scheduler, bindings, wit};
+use super::calls::{Caps, Scheduler, bindings};
 use super::core_abi::CoreModule;
 
 pub use super::calls::{INTERFACE, INTERFACE_VERSION};
@@ -45,7 +44,7 @@ impl WasmPolicy {
     fn take_answer(&mut self) -> Result<Dispatch, Fault> {
         arm(&mut self.store, self.ticks, self.fuel);
         self.calls
-            .call_take_answer(&mut self.store)
+            .take_answer(&mut self.store)
             .map_err(|e| self.fault("take-answer", e))
     }
 }
@@ -77,9 +76,6 @@ pub struct WasmPolicy {
     fuel: Option<u64>,
     /// Where fresh instances come from.
     loaded: LoadedPolicy,
-    /// `info`'s checked answer: a policy describes itself once, and scrapes and status
-    /// lines ask often.
-    info: Option<Info>,
 }
 
 impl std::fmt::Debug for WasmPolicy {
@@ -120,122 +116,36 @@ impl WasmPolicy {
     }
 }
 
-impl PolicyBackend for WasmPolicy {
-    fn fresh(&self) -> Option<Box<dyn PolicyBackend>> {
-        let policy = self.loaded.instantiate().ok()?;
-        Some(Box::new(policy))
-    }
+/// Every call but `turn` is the same: its deadline and fuel armed, the call made, a failure
+/// classified as the call's fault, and the answer checked against the interface's bounds
+/// ([`Checked`]): generated from the interface's list.
+macro_rules! component_calls {
+    (
+        required { $($(#[$doc:meta])* $wit:literal $name:ident($($arg:ident: $ty:ty),* $(,)?) -> $ret:ty;)* }
+        provided { $($provided:tt)* }
+    ) => {
+        #[allow(
+            clippy::extra_unused_lifetimes,
+            reason = "every call is declared with 'a, whether its arguments borrow or not"
+        )]
+        impl PolicyBackend for WasmPolicy {
+            $(fn $name<'a>(&mut self, $($arg: $ty),*) -> Result<$ret, Fault> {
+                arm(&mut self.store, self.ticks, self.fuel);
+                let answer = self
+                    .calls
+                    .$name(&mut self.store, $($arg),*)
+                    .map_err(|e| self.fault($wit, e))?;
+                Checked::checked(answer, $wit)
+            })*
 
-    fn memory_bytes(&mut self) -> Option<u64> {
-        Some(self.store.data().peak as u64)
-    }
+            fn fresh(&self) -> Option<Box<dyn PolicyBackend>> {
+                let policy = self.loaded.instantiate().ok()?;
+                Some(Box::new(policy))
+            }
 
-    fn info(&mut self) -> Result<Info, Fault> {
-        if let Some(info) = &self.info {
-            return Ok(info.clone());
-        }
-        arm(&mut self.store, self.ticks, self.fuel);
-        let info = self
-            .calls
-            .call_info(&mut self.store)
-            .map_err(|e| self.fault("info", e))?;
-        let info = Info {
-            name: info.name,
-            version: info.version,
-            merge_veto: info.merge_veto,
-            completions: info.completions,
-        };
-        answers::check_info(&info).map_err(|why| invalid("info", why))?;
-        self.info = Some(info.clone());
-        Ok(info)
-    }
-
-    fn tunables(&mut self) -> Result<Vec<Tunable>, Fault> {
-        arm(&mut self.store, self.ticks, self.fuel);
-        let list = self
-            .calls
-            .call_tunables(&mut self.store)
-            .map_err(|e| self.fault("tunables", e))?;
-        let list: Vec<Tunable> = list
-            .into_iter()
-            .map(|t| Tunable {
-                name: t.name,
-                default: t.default,
-                min: t.min,
-                max: t.max,
-                unit: t.unit,
-                help: t.help,
-            })
-            .collect();
-        answers::check_tunables(&list).map_err(|why| invalid("tunables", why))?;
-        Ok(list)
-    }
-
-    fn init(
-        &mut self,
-        setup: &Setup,
-        settings: &[(String, i64)],
-    ) -> Result<Result<(), String>, Fault> {
-        arm(&mut self.store, self.ticks, self.fuel);
-        let setup = wit::Setup {
-            hw_queues: setup.hw_queues,
-            queue_depth: setup.queue_depth,
-            nr_requests: setup.nr_requests,
-        };
-        self.calls
-            .call_init(&mut self.store, setup, settings)
-            .map(|answer| answer.map_err(answers::bound_message))
-            .map_err(|e| self.fault("init", e))
-    }
-
-    fn get(&mut self, name: &str) -> Result<Option<i64>, Fault> {
-        arm(&mut self.store, self.ticks, self.fuel);
-        self.calls
-            .call_get(&mut self.store, name)
-            .map_err(|e| self.fault("get", e))
-    }
-
-    fn set(&mut self, name: &str, value: i64) -> Result<Result<(), String>, Fault> {
-        arm(&mut self.store, self.ticks, self.fuel);
-        self.calls
-            .call_set(&mut self.store, name, value)
-            .map(|answer| answer.map_err(answers::bound_message))
-            .map_err(|e| self.fault("set", e))
-    }
-
-    fn insert(&mut self, now_ns: u64, requests: &[Request]) -> Result<(), Fault> {
-        arm(&mut self.store, self.ticks, self.fuel);
-        self.calls
-            .call_insert(&mut self.store, now_ns, requests)
-            .map_err(|e| self.fault("insert", e))
-    }
-
-    fn requeue(&mut self, now_ns: u64, requests: &[Request]) -> Result<(), Fault> {
-        arm(&mut self.store, self.ticks, self.fuel);
-        self.calls
-            .call_requeue(&mut self.store, now_ns, requests)
-            .map_err(|e| self.fault("requeue", e))
-    }
-
-    fn dispatch(&mut self, now_ns: u64, hw_queue: u32, budget: u32) -> Result<Dispatch, Fault> {
-        arm(&mut self.store, self.ticks, self.fuel);
-        self.calls
-            .call_dispatch(&mut self.store, now_ns, hw_queue, budget)
-            .map_err(|e| self.fault("dispatch", e))
-    }
-
-    fn insert_and_dispatch(
-        &mut self,
-        now_ns: u64,
-        requests: &[Request],
-        hw_queue: u32,
-        budget: u32,
-    ) -> Result<Dispatch, Fault> {
-        arm(&mut self.store, self.ticks, self.fuel);
-        self.calls
-            .call_insert_and_dispatch(&mut self.store, now_ns, requests, hw_queue, budget)
-            .map_err(|e| self.fault("insert-and-dispatch", e))
-    }
+            fn memory_bytes(&mut self) -> Option<u64> {
+                Some(self.store.data().peak as u64)
+            }
 
     fn turn(&mut self, now_ns: u64, turn: &Turn<'_>) -> Result<Option<Dispatch>, Fault> {
         let (completion, request) = match (turn.completions, turn.merges, turn.requests) {
@@ -261,14 +171,14 @@ impl PolicyBackend for WasmPolicy {
         let result = match completion {
             None => {
                 let control = packed::turn_control(parts, hw_queue, budget);
-                self.calls.call_turn(&mut self.store, now_ns, control, &r)
+                self.calls.turn_flat(&mut self.store, now_ns, control, &r)
             }
             Some(c) => {
                 let control =
                     packed::turn_control(parts | packed::TURN_COMPLETION, hw_queue, budget);
                 let c = packed::completion_words(c);
                 self.calls
-                    .call_turn_after_completion(&mut self.store, now_ns, control, &c, &r)
+                    .turn_after_completion(&mut self.store, now_ns, control, &c, &r)
             }
         }
         .map_err(|e| self.fault("turn", e))?;
@@ -284,82 +194,46 @@ impl PolicyBackend for WasmPolicy {
             },
         }))
     }
+        }
+    };
+}
+super::interface::policy_calls!(component_calls);
 
-    fn allow_merge(&mut self, q: &MergeQuery) -> Result<bool, Fault> {
-        arm(&mut self.store, self.ticks, self.fuel);
-        let query = wit::MergeQuery {
-            target: q.target.0,
-            target_ctx: q.target_ctx,
-            ctx: q.ctx,
-            op: to_wit_op(q.op),
-            sector: q.sector.0,
-            sectors: q.sectors,
-            sync: q.sync,
-            kind: to_wit_kind(q.kind),
-        };
-        self.calls
-            .call_allow_merge(&mut self.store, query)
-            .map_err(|e| self.fault("allow-merge", e))
-    }
-
-    fn merged(&mut self, now_ns: u64, events: &[MergeEvent]) -> Result<(), Fault> {
-        arm(&mut self.store, self.ticks, self.fuel);
-        let batch: Vec<wit::MergeEvent> = events
-            .iter()
-            .map(|e| wit::MergeEvent {
-                target: e.target.0,
-                sector: e.sector.0,
-                sectors: e.sectors,
-                kind: to_wit_kind(e.kind),
-                absorbed: e.absorbed.map(|id| id.0),
-            })
-            .collect();
-        self.calls
-            .call_merged(&mut self.store, now_ns, &batch)
-            .map_err(|e| self.fault("merged", e))
-    }
-
-    fn completed(&mut self, now_ns: u64, done: &[Completion]) -> Result<(), Fault> {
-        arm(&mut self.store, self.ticks, self.fuel);
-        self.calls
-            .call_completed(&mut self.store, now_ns, done)
-            .map_err(|e| self.fault("completed", e))
-    }
-
-    fn limit_depth(&mut self, op: Op, sync: bool) -> Result<u32, Fault> {
-        arm(&mut self.store, self.ticks, self.fuel);
-        self.calls
-            .call_limit_depth(&mut self.store, to_wit_op(op), sync)
-            .map_err(|e| self.fault("limit-depth", e))
-    }
-
-    fn save_state(&mut self) -> Result<Vec<u8>, Fault> {
-        arm(&mut self.store, self.ticks, self.fuel);
-        self.calls
-            .call_save_state(&mut self.store)
-            .map_err(|e| self.fault("save-state", e))
-    }
-
-    fn restore_state(&mut self, state: &[u8]) -> Result<Result<(), String>, Fault> {
-        arm(&mut self.store, self.ticks, self.fuel);
-        self.calls
-            .call_restore_state(&mut self.store, state)
-            .map_err(|e| self.fault("restore-state", e))
+/// A component's answer as the host takes it: checked against the interface's bounds where
+/// it has any (a policy's name, its tunables, the length of a refusal).
+trait Checked: Sized {
+    /// The answer of `call`, or the fault it is.
+    fn checked(self, call: &'static str) -> Result<Self, Fault> {
+        let _ = call;
+        Ok(self)
     }
 }
 
-fn to_wit_op(op: Op) -> wit::Op {
-    match op {
-        Op::Read => wit::Op::Read,
-        Op::Write => wit::Op::Write,
-        Op::Flush => wit::Op::Flush,
-        Op::Discard => wit::Op::Discard,
+impl Checked for Info {
+    fn checked(self, call: &'static str) -> Result<Self, Fault> {
+        answers::check_info(&self).map_err(|why| invalid(call, why))?;
+        Ok(self)
     }
 }
 
-fn to_wit_kind(kind: MergeKind) -> wit::MergeKind {
-    match kind {
-        MergeKind::Back => wit::MergeKind::Back,
-        MergeKind::Front => wit::MergeKind::Front,
+impl Checked for Vec<Tunable> {
+    fn checked(self, call: &'static str) -> Result<Self, Fault> {
+        answers::check_tunables(&self).map_err(|why| invalid(call, why))?;
+        Ok(self)
     }
 }
+
+/// A refusal: kept, cut to the length the host keeps of one.
+impl Checked for Result<(), String> {
+    fn checked(self, _: &'static str) -> Result<Self, Fault> {
+        Ok(self.map_err(answers::bound_message))
+    }
+}
+
+/// Answers the core checks itself (dispatched ids), or that have no bounds.
+impl Checked for Dispatch {}
+impl Checked for Option<i64> {}
+impl Checked for Vec<u8> {}
+impl Checked for () {}
+impl Checked for bool {}
+impl Checked for u32 {}

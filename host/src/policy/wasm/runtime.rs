@@ -310,7 +310,6 @@ impl LoadedPolicy {
             ticks,
             fuel: self.limits.fuel,
             loaded: self.clone(),
-            info: None,
         })
     }
 }
