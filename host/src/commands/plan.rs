@@ -216,3 +216,34 @@ pub fn parse_device(arg: &str) -> Result<(Device, FaultPlan)> {
     }
     Ok((Device::Real(paths), plan))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn watchdog_takes_seconds_with_zero_for_off_and_refuses_the_rest() {
+        assert_eq!(parse_watchdog("2.5"), Ok(Watchdog(Some(2_500_000_000))));
+        assert_eq!(parse_watchdog("0"), Ok(Watchdog(None)));
+        for bad in ["-1", "nan", "inf", "1e12", "ten"] {
+            assert!(parse_watchdog(bad).is_err(), "{bad} was taken");
+        }
+    }
+
+    #[test]
+    fn a_device_is_simulated_by_its_name_and_real_otherwise_with_a_plan_after_its_at() {
+        let (device, faults) = parse_device("sim:ssd@read_errors=0.5").unwrap();
+        assert!(matches!(device, Device::Sim(ref s) if s.name() == "ssd"));
+        assert!(!faults.is_empty());
+        // An `@` in a file name is a file name; a plan after it has an `=`.
+        let (device, faults) = parse_device("a@b.img:c.img").unwrap();
+        let Device::Real(paths) = device else {
+            panic!("real")
+        };
+        assert_eq!(paths, ["a@b.img", "c.img"].map(std::path::PathBuf::from));
+        assert!(faults.is_empty());
+        let (_, faults) = parse_device("d.img@busy=0.1").unwrap();
+        assert!(!faults.is_empty());
+        assert!(parse_device(":").is_err());
+    }
+}
