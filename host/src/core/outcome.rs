@@ -10,7 +10,7 @@ use crate::policy::Fault;
 /// What the driver must do.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
-    /// Send this request to the device on `hw_queue`; report it back with [`Core::complete`].
+    /// Send this request to the device on `hw_queue`; report it back with [`super::Core::complete`].
     /// It carries its bios in sector order, so a driver lays out the I/O without asking the
     /// core about the request again.
     Dispatch {

@@ -3,8 +3,9 @@
 //! It owns what lies between a front-end and a device: one core per device ("lane"), the
 //! routing of bios to lanes, dispatch to the [`Backend`], completions back into the cores,
 //! policy timers, stall detection, swaps and control requests, the live line and the
-//! counters. A front-end ([`Frontend`]: fio jobs, replay, NBD, submitter threads) feeds it
-//! bios through [`Engine::submit`] and hears of finished bios; [`drive`] is the one loop.
+//! counters. A front-end ([`Frontend`]: fio jobs, replay, NBD, submitter threads) hands it
+//! bios through a [`Feed`], which the engine submits when the front-end's call returns, and
+//! hears of finished bios; [`drive`] is the one loop.
 //! Simulated and real runs differ only in their backend and its clock.
 
 mod backend;

@@ -1,16 +1,18 @@
 //! The policy interface, declared once.
 //!
-//! [`policy_calls!`] lists every call the host makes of a running policy: its name, its
-//! arguments and its answer. From that one list come the [`PolicyBackend`] trait, the
-//! [`Call`] and [`Answered`] a wrapper sees, [`Wrapped`]'s forwarding of every call through
-//! one [`Around`] hook (timing for the metrics, the contract's recorder), and
-//! [`super::NativePolicy`]'s calls into the SDK's runtime. A list expanded by `macro_rules`
-//! rather than a build step: the compiler checks every expansion against the trait, and
-//! there is no generated file to keep in step.
+//! [`policy_calls!`] lists every call the host makes of a running policy: its export in the
+//! WIT, its name and arguments here, and its answer. From that one list come the
+//! [`PolicyBackend`] trait, the [`Call`] and [`Answered`] a wrapper sees, [`Wrapped`]'s
+//! forwarding of every call through one [`Around`] hook (timing for the metrics, the
+//! contract's recorder), [`super::NativePolicy`]'s calls into the SDK's runtime, and on the
+//! component side the calls on one instance (`calls::Scheduler`) and [`super::WasmPolicy`]'s
+//! methods. A list expanded by `macro_rules` rather than a build step: the compiler checks
+//! every expansion against the trait, and there is no generated file to keep in step.
 //!
-//! The component side converts each call's arguments the canonical ABI's way
-//! ([`super::wasm`], and [`super::core_abi`], whose export table and layouts are tested
-//! against `wit/policy.wit`), so it stays written out.
+//! What stays written per call is how its arguments cross: their conversion to the
+//! component API's types (`calls.rs`) and their canonical-ABI lowering for a component's
+//! core module (`core_abi/`, whose export table and layouts are tested against
+//! `wit/policy.wit`).
 
 use schedhost_sdk::{
     Completion, Dispatch, Info, MergeEvent, MergeQuery, Op, Request, Setup, Tunable,
@@ -19,9 +21,10 @@ use schedhost_sdk::{
 use super::{Fault, Turn, turn_by_parts};
 
 /// Hands `$then` the interface's calls: first those every backend answers, each an export of
-/// the WIT, then the host's own with a default made of the others (`= default_fn`). Each is `"wit-name" name(args) -> answer`;
-/// the answer is wrapped in `Result<_, Fault>`. (`turn` is the host's: the component
-/// speaks it as `turn`, `turn-after-completion` and `take-answer`.)
+/// the WIT, then the host's own with a default made of the others (`= default_fn`). Each
+/// is `"wit-name" name(args) -> answer`; the answer is wrapped in `Result<_, Fault>`.
+/// (`turn` is the host's: the component speaks it as `turn`, `turn-after-completion` and
+/// `take-answer`.)
 macro_rules! policy_calls {
     ($then:ident) => {
         $then! {

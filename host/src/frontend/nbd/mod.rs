@@ -5,10 +5,11 @@
 //! - [`wire`] and [`plan`] are sans-IO: the protocol's bytes, and what a request becomes.
 //! - [`handshake`] is the fixed newstyle handshake as a state machine (and a blocking
 //!   driver of it for any stream).
-//! - [`engine`] serves the listener and every connection on the engine's thread: the ring
-//!   says when a socket is ready, [`greet`] runs a handshake as its bytes arrive, [`conn`]
-//!   turns requests into bios of the connection's ctx and answers each when its bios
-//!   finished, and [`pool`] holds the buffer slots.
+//! - `front` serves the listener and every connection on the engine's thread: the ring
+//!   says when a socket is ready, `greet` runs a handshake as its bytes arrive, `conn`
+//!   (sans-IO: bytes in and out through a transport, bios to a sink, deadlines on the
+//!   engine's clock) turns requests into bios of the connection's ctx and answers each when
+//!   its bios finished, `link` holds each connection's socket, and `pool` the buffer slots.
 //!
 //! Each connection is one ctx (software queue), so cfq and bfq share the disk between
 //! clients as they share it between processes. A request is split into bios of at most
