@@ -177,10 +177,11 @@ impl ServeArgs {
             seed: self.seed,
             queue: self.queue.attrs(),
             supervision: self.sandbox.supervision(),
+            // The event file and the metrics endpoint are the server's options; it records and
+            // meters for them itself.
             observe: Observe {
-                record_events: self.trace_events.is_some(),
-                metering: self.metrics.is_some(),
                 status_interval_ns: status_interval_ns(self.status_interval),
+                ..Observe::default()
             },
             faults: self.faults.unwrap_or_default(),
             ring: RingOptions {

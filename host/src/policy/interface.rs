@@ -192,11 +192,6 @@ impl<H: Around> Wrapped<H> {
     pub fn new(inner: Box<dyn PolicyBackend>, hook: H) -> Self {
         Self { inner, hook }
     }
-
-    /// The hook, to read what it gathered.
-    pub fn hook(&self) -> &H {
-        &self.hook
-    }
 }
 
 impl<H: std::fmt::Debug> std::fmt::Debug for Wrapped<H> {
