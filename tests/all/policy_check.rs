@@ -30,7 +30,15 @@ fn rules(report: &CheckReport) -> Vec<&'static str> {
 
 #[test]
 fn the_six_bundled_policies_pass_with_cost_and_memory_reported() {
-    for name in ["noop", "deadline", "cfq", "time-slice", "kyber", "bfq"] {
+    for name in [
+        "noop",
+        "deadline",
+        "cfq",
+        "time-slice",
+        "kyber",
+        "bfq",
+        "anticipatory",
+    ] {
         let Some(make) = component_maker(name) else {
             return;
         };

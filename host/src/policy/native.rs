@@ -54,6 +54,10 @@ const NATIVE: &[(&str, Constructor)] = &[
     ("cfq", make::<schedhost_policy_cfq::Cfq>),
     ("kyber", make::<schedhost_policy_kyber::Kyber>),
     ("bfq", make::<schedhost_policy_bfq::Bfq>),
+    (
+        "anticipatory",
+        make::<schedhost_policy_anticipatory::Anticipatory>,
+    ),
 ];
 
 fn make<P: Policy + Send>() -> Box<dyn PolicyBackend> {
