@@ -26,6 +26,8 @@ pub enum Metric {
     ReadIops,
     /// Write IOPS summed over jobs.
     WriteIops,
+    /// Smallest read completion latency, ms.
+    ReadMinLat,
     /// Largest read completion latency, ms.
     ReadMaxLat,
     /// 99th percentile of read completion latency over all jobs, ms.
@@ -45,6 +47,7 @@ impl Metric {
         match self {
             Metric::ReadIops => "read IOPS (sum over jobs)",
             Metric::WriteIops => "write IOPS (sum over jobs)",
+            Metric::ReadMinLat => "min read latency (ms)",
             Metric::ReadMaxLat => "max read latency (ms)",
             Metric::ReadP99Lat => "p99 read latency (ms)",
             Metric::WriteMaxLat => "max write latency (ms)",
@@ -77,6 +80,7 @@ impl Metric {
                     return 0.0;
                 }
                 let ns = match self {
+                    Metric::ReadMinLat => all.clat.min(),
                     Metric::ReadMaxLat | Metric::WriteMaxLat => all.clat.max(),
                     Metric::ReadMaxSched | Metric::WriteMaxSched => all.sched.max(),
                     _ => all.clat.value_at_percentile(99.0),
