@@ -169,6 +169,22 @@ fn seed4_cfq_bounds_read_latency_under_a_streaming_writer() {
     );
 }
 
+#[test]
+fn seed4_anticipatory_keeps_max_read_latency_under_a_quarter_of_noops_between_cfq_and_deadline() {
+    let jobs = jobs("seed4-writer-readers.fio", &[("runtime", "5s")]);
+    let [noop, deadline, anticipatory, cfq] = ["noop", "deadline", "anticipatory", "cfq"]
+        .map(|policy| max_read_latency(&run(policy, &[], &jobs)));
+    // The seed's order, cfq < anticipatory < deadline <= noop, with anticipatory at most a
+    // quarter of noop (the seed's worst case: 10 s against 40 s).
+    assert!(
+        anticipatory * 4 <= noop
+            && cfq < anticipatory
+            && anticipatory < deadline
+            && deadline <= noop,
+        "max read latency (ns): noop {noop}, deadline {deadline}, anticipatory {anticipatory}, cfq {cfq}"
+    );
+}
+
 /// Drives that serve what the scheduler gives them in bounded time: one that keeps its
 /// order, and one whose NCQ ages commands.
 const FAIR_DRIVES: [&str; 2] = ["ncq_depth = 1", "max_command_age_ms = 500"];
