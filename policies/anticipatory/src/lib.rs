@@ -264,7 +264,7 @@ impl Policy for Anticipatory {
             out.ids.push(id);
         }
         if self.antic == Antic::WaitNext {
-            out.wake_at_ns = Some(self.antic_deadline().max(now_ns + 1));
+            out.wake_at_ns = Some(self.antic_deadline().max(now_ns.saturating_add(1)));
         }
     }
 
