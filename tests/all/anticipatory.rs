@@ -38,7 +38,6 @@ fn write(id: u64, sector: u64) -> Request {
     Request {
         op: Op::Write,
         sync: false,
-        ctx: 9,
         ..read(id, 9, sector)
     }
 }

@@ -11,7 +11,7 @@
 //! the process will soon ask for a nearby sector, rather than seek away to someone else's
 //! request. Per process it keeps decayed means of think time and seek distance; the bet is
 //! off when the process thinks longer than `antic_expire`, when a request close to the head
-//! arrives, or when the wait runs out ([`Anticipatory::can_break_anticipation`]).
+//! arrives, or when the wait runs out (`as_can_break_anticipation`'s tests, in its order).
 //!
 //! Where the host differs from the 2.6 block layer:
 //! - A request handed to the host has started: there is no dispatch list between the
@@ -116,7 +116,7 @@ fn dir_of(op: Op, sync: bool) -> Dir {
 
 /// Where anticipation stands (`enum anticipation_status`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Antic {
+enum Antic {
     /// Not anticipating.
     Off,
     /// Waiting for the anticipated process's last read to complete.
@@ -125,6 +125,26 @@ pub enum Antic {
     WaitNext,
     /// Done waiting (a candidate came, or the wait ran out): serve the next request.
     Finished,
+}
+
+/// What the break test reads of a request: submitter, direction and extent.
+#[derive(Debug, Clone, Copy)]
+struct Candidate {
+    ctx: u32,
+    dir: Dir,
+    sector: Sector,
+    end: Sector,
+}
+
+impl Candidate {
+    fn of(r: &Request) -> Self {
+        Self {
+            ctx: r.ctx,
+            dir: dir_of(r.op, r.sync),
+            sector: r.sector,
+            end: r.end_sector(),
+        }
+    }
 }
 
 /// A request in the scheduler: its direction and submitter.
@@ -300,16 +320,6 @@ impl Policy for Anticipatory {
 }
 
 impl Anticipatory {
-    /// Where anticipation stands.
-    pub fn antic(&self) -> Antic {
-        self.antic
-    }
-
-    /// Requests in a write batch, as tuned so far.
-    pub fn write_batch_count(&self) -> u32 {
-        self.write_batch_count
-    }
-
     fn history(&mut self, ctx: u32) -> &mut History {
         self.histories.entry(ctx).or_default()
     }
@@ -333,7 +343,7 @@ impl Anticipatory {
         self.queued.insert(r.id, Owned { dir, ctx: r.ctx });
         // as_update_rq: is this the request the wait was for?
         if matches!(self.antic, Antic::WaitReq | Antic::WaitNext)
-            && self.can_break_anticipation(Some(r), now_ns)
+            && self.can_break_anticipation(Some(Candidate::of(r)), now_ns)
         {
             self.antic_stop();
         }
@@ -376,7 +386,7 @@ impl Anticipatory {
 
     /// `as_can_break_anticipation`: whether `rq` (or, with none, the state alone) ends the
     /// wait for the anticipated process. The tests, in the kernel's order.
-    pub(crate) fn can_break_anticipation(&mut self, rq: Option<&Request>, now_ns: u64) -> bool {
+    fn can_break_anticipation(&mut self, rq: Option<Candidate>, now_ns: u64) -> bool {
         let Some(ioc) = self.io_context else {
             return true;
         };
@@ -393,13 +403,13 @@ impl Anticipatory {
             return true; // it has more requests waiting
         }
         if let Some(r) = rq
-            && dir_of(r.op, r.sync) == Dir::Sync
-            && self.close_req(&history, r, now_ns)
+            && r.dir == Dir::Sync
+            && self.close_req(&history, &r, now_ns)
         {
             // A close request from a cooperating process: it counts in our history.
             let newcomers = &mut self.newcomers;
             if let Some(history) = self.histories.get_mut(&ioc) {
-                history.queued_sync(newcomers, now_ns, r.sector.0, r.end_sector().0);
+                history.queued_sync(newcomers, now_ns, r.sector.0, r.end.0);
             }
             return true;
         }
@@ -414,7 +424,7 @@ impl Anticipatory {
 
     /// `as_close_req`: whether `rq` lies near enough to the head to serve at once, the
     /// window doubling for each millisecond already waited.
-    fn close_req(&self, history: &History, rq: &Request, now_ns: u64) -> bool {
+    fn close_req(&self, history: &History, rq: &Candidate, now_ns: u64) -> bool {
         let delay_ms = if self.antic == Antic::Off || !self.ioc_finished {
             0
         } else {
@@ -446,28 +456,19 @@ impl Anticipatory {
         if self.io_context.is_none() || self.antic == Antic::Finished {
             return false;
         }
-        let request = rq.and_then(|id| self.request_of(id));
-        !self.can_break_anticipation(request.as_ref(), now_ns)
+        let candidate = rq.and_then(|id| self.candidate(id));
+        !self.can_break_anticipation(candidate, now_ns)
     }
 
-    /// A queued request as the break test reads it: submitter, direction, position.
-    fn request_of(&self, id: RequestId) -> Option<Request> {
+    /// A queued request as the break test reads it.
+    fn candidate(&self, id: RequestId) -> Option<Candidate> {
         let owned = self.queued.get(&id)?;
         let extent = self.queues[owned.dir as usize].extent(id)?;
-        Some(Request {
-            id,
-            sector: extent.sector,
-            arrival_ns: 0,
-            sectors: extent.sectors,
+        Some(Candidate {
             ctx: owned.ctx,
-            op: if owned.dir == Dir::Sync {
-                Op::Read
-            } else {
-                Op::Write
-            },
-            sync: owned.dir == Dir::Sync,
-            prio_class: Default::default(),
-            prio_level: 0,
+            dir: owned.dir,
+            sector: extent.sector,
+            end: extent.end(),
         })
     }
 
