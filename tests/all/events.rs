@@ -109,8 +109,9 @@ fn recorded_events_round_trip_through_the_file_and_replay_as_the_same_ios() {
     for (io, q) in trace.ios.iter().zip(&queued) {
         assert_eq!((io.sector, io.sectors), (q.sector, q.sectors));
     }
+    let recorded = trace.recorded.unwrap();
     assert_eq!(
-        trace.recorded_merges,
-        Some((outcome.core.back_merges, outcome.core.front_merges))
+        (recorded.back_merges, recorded.front_merges),
+        (outcome.core.back_merges, outcome.core.front_merges)
     );
 }

@@ -22,6 +22,7 @@ mod kyber;
 mod loading;
 mod merging;
 mod nbd;
+mod plugging;
 mod policy_check;
 mod policy_rules;
 mod replay;

@@ -62,7 +62,13 @@ fn replay_blkparse_sample_turns_queued_events_into_per_process_streams() {
         "{:?}",
         trace.streams
     );
-    assert_eq!(trace.recorded_merges, Some((1005, 0)));
+    let recorded = trace.recorded.unwrap();
+    assert_eq!((recorded.back_merges, recorded.front_merges), (1005, 0));
+    assert_eq!(
+        (recorded.plugs, recorded.unplugs, recorded.timer_unplugs),
+        (44, 41, 1),
+        "P, U and UT lines counted"
+    );
     let first = trace.ios[0];
     assert_eq!(
         (first.op, first.sector, first.sectors),
@@ -283,5 +289,50 @@ fn replay_on_a_real_file_refuses_buffers_past_the_limit_up_front() {
     assert!(
         !path.exists(),
         "a run refused while setting up leaves no file behind"
+    );
+}
+
+#[test]
+fn replay_with_the_legacy_plug_merges_and_plugs_as_the_traced_kernel_did() {
+    let trace = parse("sample", SAMPLE, None).unwrap();
+    let recorded = trace.recorded.unwrap();
+    // The traced kernel bounded requests (nr_requests), not bios: a stream's depth must
+    // not hold its bios back where that kernel merged them.
+    let pacing = Pacing {
+        depth: 1024,
+        ..PACED
+    };
+    let jobs = jobs_for_trace(&trace, pacing, "t");
+    let device = DeviceSpec::parse(&two_tb_disk()).unwrap();
+    let mut plan = RunPlan::default();
+    plan.queue.plug = schedhost::core::Plug::legacy();
+    let o = sim::run(
+        &jobs,
+        &device,
+        native_policy("cfq").unwrap(),
+        &[],
+        &plan,
+        &mut |_| {},
+    )
+    .unwrap();
+    assert_every_io_once(&trace, &o);
+    let want = (recorded.back_merges + recorded.front_merges) as f64;
+    let got = (o.core.back_merges + o.core.front_merges) as f64;
+    assert!(
+        (got - want).abs() <= 0.2 * want,
+        "merges {got} against the trace's {want}"
+    );
+    let same_order = |got: u64, want: u64| got * 2 >= want && got <= want * 2;
+    assert!(
+        same_order(o.core.plugs, recorded.plugs),
+        "plugs {} against the trace's {}",
+        o.core.plugs,
+        recorded.plugs
+    );
+    let unplugs = o.core.unplugs + o.core.timer_unplugs;
+    let recorded_unplugs = recorded.unplugs + recorded.timer_unplugs;
+    assert!(
+        same_order(unplugs, recorded_unplugs),
+        "unplugs {unplugs} against the trace's {recorded_unplugs}"
     );
 }

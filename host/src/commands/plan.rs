@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
 use schedhost::backend::sim::{DeviceSpec, FaultPlan};
-use schedhost::core::{DEFAULT_WATCHDOG_NS, Nomerges, OnFault, RqAffinity, Supervision};
+use schedhost::core::{
+    DEFAULT_WATCHDOG_NS, MAX_UNPLUG_DELAY_NS, Nomerges, OnFault, Plug, RqAffinity, Supervision,
+};
 use schedhost::frontend::plan::{DEFAULT_QUEUE_DEPTH, QueueAttrs, RingOptions};
 use schedhost::frontend::run::Device;
 use schedhost::policy::{DEFAULT_CALL_DEADLINE_MS, DEFAULT_MEMORY_MIB, Limits, WasmRuntime};
@@ -119,6 +121,64 @@ pub struct QueueArgs {
     /// device has its spec's.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_QUEUE_DEPTH, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub queue_depth: u32,
+    /// How requests are held back so that later bios can merge: `none` (each submitter's
+    /// bios merge until the core's next turn), `legacy` (the pre-2.6.39 queue plug:
+    /// `legacy:unplug_thresh=4,unplug_delay_us=3000`) or `submitter` (blk-mq's per-task
+    /// plug: `submitter:max_requests=32,max_bytes=131072`).
+    #[arg(long, value_name = "MODE[:KEY=N,...]", default_value = "none", value_parser = parse_plug)]
+    pub plug: Plug,
+}
+
+/// `none`, `legacy[:unplug_thresh=N,unplug_delay_us=N]` or
+/// `submitter[:max_requests=N,max_bytes=N]`, with the kernel's defaults for keys left out.
+///
+/// # Errors
+/// An unknown mode or key, a key given twice, or a value out of its range, named.
+pub fn parse_plug(text: &str) -> Result<Plug, String> {
+    let (mode, keys) = text.split_once(':').unwrap_or((text, ""));
+    let mut plug = match mode {
+        "none" => Plug::None,
+        "legacy" => Plug::legacy(),
+        "submitter" => Plug::submitter(),
+        _ => return Err(format!("{mode:?}: expected none, legacy or submitter")),
+    };
+    let mut seen = Vec::new();
+    for pair in keys.split(',').filter(|p| !p.is_empty()) {
+        let (key, value) = pair
+            .split_once('=')
+            .ok_or_else(|| format!("{pair:?}: expected KEY=N"))?;
+        if seen.contains(&key) {
+            return Err(format!("{key} given twice"));
+        }
+        seen.push(key);
+        let number = |max: u64| -> Result<u64, String> {
+            value
+                .parse::<u64>()
+                .ok()
+                .filter(|n| (1..=max).contains(n))
+                .ok_or_else(|| format!("{key}={value}: expected a number from 1 to {max}"))
+        };
+        let unknown = || format!("{key}: not a key of the {mode} plug");
+        match (&mut plug, key) {
+            (Plug::Legacy { unplug_thresh, .. }, "unplug_thresh") => {
+                *unplug_thresh = u32::try_from(number(65_536)?).map_err(|e| e.to_string())?;
+            }
+            (
+                Plug::Legacy {
+                    unplug_delay_ns, ..
+                },
+                "unplug_delay_us",
+            ) => {
+                *unplug_delay_ns = number(MAX_UNPLUG_DELAY_NS / 1000)? * 1000;
+            }
+            (Plug::Submitter { max_requests, .. }, "max_requests") => {
+                *max_requests = u32::try_from(number(65_536)?).map_err(|e| e.to_string())?;
+            }
+            (Plug::Submitter { max_bytes, .. }, "max_bytes") => *max_bytes = number(1 << 30)?,
+            _ => return Err(unknown()),
+        }
+    }
+    Ok(plug)
 }
 
 impl QueueArgs {
@@ -128,6 +188,7 @@ impl QueueArgs {
             nomerges: Nomerges::from_level(self.nomerges).unwrap_or_default(),
             nr_requests: self.nr_requests,
             queue_depth: self.queue_depth,
+            plug: self.plug,
         }
     }
 }
@@ -245,5 +306,37 @@ mod tests {
         let (_, faults) = parse_device("d.img@busy=0.1").unwrap();
         assert!(!faults.is_empty());
         assert!(parse_device(":").is_err());
+    }
+
+    #[test]
+    fn plug_takes_a_mode_with_the_kernels_defaults_and_names_a_bad_key_or_value() {
+        assert_eq!(parse_plug("none"), Ok(Plug::None));
+        assert_eq!(parse_plug("legacy"), Ok(Plug::legacy()));
+        assert_eq!(
+            parse_plug("legacy:unplug_thresh=8,unplug_delay_us=500"),
+            Ok(Plug::Legacy {
+                unplug_thresh: 8,
+                unplug_delay_ns: 500_000
+            })
+        );
+        assert_eq!(
+            parse_plug("submitter:max_requests=16"),
+            Ok(Plug::Submitter {
+                max_requests: 16,
+                max_bytes: 128 * 1024
+            })
+        );
+        for (bad, named) in [
+            ("old", "\"old\""),
+            ("legacy:max_requests=4", "max_requests"),
+            ("legacy:unplug_thresh=0", "unplug_thresh=0"),
+            ("legacy:unplug_delay_us=2000000", "unplug_delay_us=2000000"),
+            ("submitter:max_bytes=-1", "max_bytes=-1"),
+            ("legacy:unplug_thresh=2,unplug_thresh=3", "twice"),
+            ("legacy:unplug_thresh", "KEY=N"),
+        ] {
+            let message = parse_plug(bad).expect_err(bad);
+            assert!(message.contains(named), "{bad}: {message}");
+        }
     }
 }

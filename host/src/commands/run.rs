@@ -229,7 +229,7 @@ impl RunArgs {
             format: trace.format,
             ios: trace.ios.len(),
             streams: trace.streams.len(),
-            recorded_merges: trace.recorded_merges,
+            recorded: trace.recorded,
         };
         Ok((jobs, summary))
     }

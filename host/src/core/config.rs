@@ -2,6 +2,7 @@
 //! every input is held to.
 
 use super::merge::{self, Nomerges};
+use super::plug::Plug;
 use super::routing::RqAffinity;
 
 /// The legacy block layer's nr_requests (BLKDEV_MAX_RQ), which cfq and the seed experiments
@@ -43,6 +44,8 @@ pub struct Config {
     pub nomerges: Nomerges,
     /// Where completion work runs.
     pub rq_affinity: RqAffinity,
+    /// How requests are held back so that bios behind them can merge.
+    pub plug: Plug,
 }
 
 /// A policy's tunables by name, with their values (None: the policy did not say).
@@ -79,6 +82,7 @@ impl Config {
             max_segments: MAX_SEGMENTS,
             nomerges: Nomerges::All,
             rq_affinity: RqAffinity::Group,
+            plug: Plug::None,
         }
     }
 }

@@ -69,8 +69,9 @@ impl Core {
             }
         }
         let dispatched = self.stats.dispatched;
+        self.settle_plugs(now_ns);
         self.give_back(now_ns);
-        let served = self.take_turn(now_ns);
+        let served = self.take_turn(now_ns, None);
         for hw_queue in 0..self.config.hw_queues {
             let budget = self.budget(hw_queue);
             if served != Some(hw_queue) && budget > 0 && self.queued > 0 && self.policy.alive() {
@@ -115,12 +116,13 @@ impl Core {
     /// The turn's notices (completions, merges) and new requests go to the policy together
     /// with a dispatch for the first hardware queue with free tags, in one
     /// [`PolicyBackend::turn`]: a component hears them in one crossing where it can. Returns
-    /// the hardware queue that was served, if one was.
-    pub(super) fn take_turn(&mut self, now_ns: u64) -> Option<u32> {
+    /// the hardware queue that was served, if one was. With `only`, the requests of that
+    /// submitter alone are inserted (its plug flushed); the others wait for the round.
+    pub(super) fn take_turn(&mut self, now_ns: u64, only: Option<u32>) -> Option<u32> {
         if !self.policy.alive() {
             return None;
         }
-        let inserts = self.take_inserts(now_ns);
+        let inserts = self.take_inserts(now_ns, only);
         let served = inserts
             .then(|| (0..self.config.hw_queues).find(|&q| self.budget(q) > 0))
             .flatten();
@@ -152,18 +154,35 @@ impl Core {
         served
     }
 
-    /// Free driver tags on `hw_queue`.
+    /// Free driver tags on `hw_queue`; none while the queue is plugged.
     pub(super) fn budget(&self, hw_queue: u32) -> u32 {
+        if self.plugging.holds_queue() {
+            return 0;
+        }
         self.config.queue_depth - self.queues[hw_queue as usize].inflight
     }
 
-    /// Moves requests waiting for the insert batch into `scratch`, as queued; true iff any.
-    pub(super) fn take_inserts(&mut self, now_ns: u64) -> bool {
+    /// Moves requests waiting for the insert batch (of submitter `only`, if given) into
+    /// `scratch`, as queued; true iff any.
+    pub(super) fn take_inserts(&mut self, now_ns: u64, only: Option<u32>) -> bool {
         if self.pending_insert.is_empty() {
             return false;
         }
         self.scratch.clear();
-        for &id in &self.pending_insert {
+        let mut pending = std::mem::take(&mut self.pending_insert);
+        // A flushed plug takes its submitter's requests; the rest keep their order.
+        let table = &self.table;
+        let mut kept = Vec::new();
+        if let Some(ctx) = only {
+            pending.retain(|&id| {
+                let mine = table.get(id).is_none_or(|r| r.ctx == ctx);
+                if !mine {
+                    kept.push(id);
+                }
+                mine
+            });
+        }
+        for &id in &pending {
             if let Some(request) = self.table.get_mut(id) {
                 request.state = State::Queued;
                 request.epoch = self.policy.epoch();
@@ -173,7 +192,9 @@ impl Core {
                 }
             }
         }
-        self.pending_insert.clear();
+        // The batch's buffer is kept (no allocation per round) unless a flush split it.
+        pending.clear();
+        self.pending_insert = if only.is_some() { kept } else { pending };
         self.queued += self.scratch.len();
         !self.scratch.is_empty()
     }

@@ -1,6 +1,7 @@
 //! Per-request events, as blktrace records them: a bio queued (Q), merged into a request at
 //! its back (M) or front (F), a request inserted into the policy (I), dispatched to the
-//! device (D) and completed (C). The core emits them when asked; writing and printing them
+//! device (D) and completed (C), and the queue plugged (P) and unplugged (U, or UT by its
+//! timer). The core emits them when asked; writing and printing them
 //! is [`crate::observe::events`]'s.
 
 use schedhost_sdk::Op;
@@ -21,6 +22,12 @@ pub enum Kind {
     Dispatch,
     /// Request `id` finished with this status (0 or a negative errno).
     Complete(i32),
+    /// The queue (legacy) or the submitter's plug was plugged.
+    Plug,
+    /// A submitter unplugged it, with this many requests waiting.
+    Unplug(u32),
+    /// The plug's timer unplugged it, with this many requests waiting.
+    UnplugTimer(u32),
 }
 
 impl Kind {
@@ -33,6 +40,8 @@ impl Kind {
             Kind::Insert => 'I',
             Kind::Dispatch => 'D',
             Kind::Complete(_) => 'C',
+            Kind::Plug => 'P',
+            Kind::Unplug(_) | Kind::UnplugTimer(_) => 'U',
         }
     }
 }

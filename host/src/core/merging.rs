@@ -197,6 +197,10 @@ impl Core {
                 continue;
             }
             self.merging.grow(&mut self.table, id, kind, bio, now_ns);
+            if let Some(grown) = self.table.get(id).filter(|r| !r.is_queued()) {
+                self.plugging
+                    .on_merge(bio.ctx, u64::from(grown.sectors) * 512);
+            }
             match kind {
                 MergeKind::Front => self.stats.front_merges += 1,
                 MergeKind::Back => self.stats.back_merges += 1,

@@ -18,6 +18,7 @@ pub mod event;
 mod merge;
 mod merging;
 mod outcome;
+mod plug;
 mod recovery;
 mod request;
 mod routing;
@@ -39,6 +40,11 @@ use event::{Event, Kind, op_code};
 pub use merge::{Limits, MergeIndex, Nomerges, can_coalesce, can_merge};
 use merging::Merging;
 pub use outcome::{Action, BioDone, CoreStats, StartError, UnknownCompletion};
+use plug::Plugging;
+pub use plug::{
+    LEGACY_UNPLUG_DELAY_NS, LEGACY_UNPLUG_THRESH, MAX_UNPLUG_DELAY_NS, Plug, SUBMITTER_MAX_BYTES,
+    SUBMITTER_MAX_REQUESTS,
+};
 pub use recovery::Swapped;
 pub use request::{Bio, BioRef, Bios, Request, RequestTable, State};
 pub use routing::{CompletionSite, RqAffinity, site};
@@ -65,6 +71,8 @@ pub struct Core {
     table: RequestTable,
     /// The merge index and the rules merges keep.
     merging: Merging,
+    /// The plug: whether requests are held back from the device a moment.
+    plugging: Plugging,
     queues: Vec<HwQueue>,
     /// Requests with a scheduler tag, not yet shown to the policy.
     pending_insert: Vec<u64>,
@@ -77,6 +85,8 @@ pub struct Core {
     actions: VecDeque<Action>,
     stats: CoreStats,
     scratch: Vec<PolicyRequest>,
+    /// Plugs flushed at the end of a batch, reused.
+    plug_scratch: Vec<(u32, u32)>,
     /// Per-request events, recorded only when asked for (`--trace-events`).
     events: Option<Vec<Event>>,
 }
@@ -111,6 +121,7 @@ impl Core {
             admission: Admission::new(config.hw_queues, config.nr_requests),
             table: RequestTable::default(),
             merging: Merging::new(config.nomerges, config.limits()),
+            plugging: Plugging::new(config.plug),
             queues: (0..config.hw_queues).map(|_| HwQueue::default()).collect(),
             pending_insert: Vec::new(),
             pending_requeue: Vec::new(),
@@ -120,6 +131,7 @@ impl Core {
             actions: VecDeque::new(),
             stats,
             scratch: Vec::new(),
+            plug_scratch: Vec::new(),
             events: None,
         };
         core.admission.set_depth_limits(limits);
@@ -236,7 +248,12 @@ impl Core {
     /// wake-up an hour away included). `None` means the policy asked for none: a driver
     /// with nothing in flight then has a stall on its hands ([`Core::starve`]).
     pub fn poll_timeout(&self) -> Option<u64> {
-        let timer = self.queues.iter().filter_map(|q| q.timer).min()?;
+        let timer = self
+            .queues
+            .iter()
+            .filter_map(|q| q.timer)
+            .chain(self.plugging.deadline())
+            .min()?;
         Some(timer.min(self.watchdog_deadline().unwrap_or(u64::MAX)))
     }
 
@@ -292,6 +309,9 @@ impl Core {
     /// A fault in the policy's merge veto.
     pub fn submit(&mut self, now_ns: u64, bio: Bio) -> Result<(), Fault> {
         self.place_bio(now_ns, bio);
+        if bio.sync {
+            self.unplug_for(now_ns, bio.ctx);
+        }
         let settled = self.act_on_fault(now_ns).map(|_| ());
         self.check_invariants();
         settled
@@ -337,6 +357,7 @@ impl Core {
             )],
             requeues: 0,
         };
+        self.plug_for(now_ns, &request);
         let admitted = self.admission.tag_free(home, bio.op, bio.sync);
         let id = self.table.insert(request);
         if let Some(request) = self.table.get(id) {

@@ -76,6 +76,19 @@ pub struct CoreStats {
     /// Requests a busy device sent back to the policy.
     #[serde(skip_serializing_if = "is_zero")]
     pub requeued: u64,
+    /// Plugs (blkparse's `P`).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub plugs: u64,
+    /// Unplugs by a submitter (`U`).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub unplugs: u64,
+    /// Unplugs by the plug's timer (`UT`).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub timer_unplugs: u64,
+    /// Unplugs because enough requests waited (legacy: `unplug_thresh`; per submitter: a
+    /// full plug, which blkparse shows as `U`).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub threshold_unplugs: u64,
 }
 
 impl CoreStats {
@@ -91,6 +104,10 @@ impl CoreStats {
         self.merges_vetoed += other.merges_vetoed;
         self.policy_calls += other.policy_calls;
         self.requeued += other.requeued;
+        self.plugs += other.plugs;
+        self.unplugs += other.unplugs;
+        self.timer_unplugs += other.timer_unplugs;
+        self.threshold_unplugs += other.threshold_unplugs;
     }
 }
 

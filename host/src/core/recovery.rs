@@ -228,9 +228,9 @@ impl Core {
         let Some(limit) = self.policy.supervision().watchdog_ns else {
             return;
         };
-        if self.queues.iter().any(|q| q.inflight > 0) {
-            // A full device takes nothing, and a policy may wait for what it has: that
-            // time does not count.
+        if self.queues.iter().any(|q| q.inflight > 0) || self.plugging.holds_queue() {
+            // A full device takes nothing, a plugged queue lets nothing out, and a policy
+            // may wait for what it has: that time does not count.
             self.policy.progressed(now_ns);
             return;
         }

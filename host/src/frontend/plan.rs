@@ -4,7 +4,7 @@
 //! the same thing wherever a run happens.
 
 use crate::backend::sim::FaultPlan;
-use crate::core::{Config, Nomerges, RqAffinity, Supervision};
+use crate::core::{Config, Nomerges, Plug, RqAffinity, Supervision};
 use crate::engine::LaneSetup;
 
 /// Driver tags per real device unless `--queue-depth` says otherwise: deep enough for any
@@ -70,6 +70,8 @@ pub struct QueueAttrs {
     /// Driver tags per real device (requests on the kernel at once); a simulated device has
     /// its own, from its spec.
     pub queue_depth: u32,
+    /// How requests are held back so that later bios can merge.
+    pub plug: Plug,
 }
 
 impl Default for QueueAttrs {
@@ -78,6 +80,7 @@ impl Default for QueueAttrs {
             nomerges: Nomerges::All,
             nr_requests: None,
             queue_depth: DEFAULT_QUEUE_DEPTH,
+            plug: Plug::None,
         }
     }
 }
@@ -88,6 +91,7 @@ impl QueueAttrs {
     pub fn config(&self, hw_queues: u32, tags: u32, max_sectors: u32) -> Config {
         let mut config = Config::for_device(hw_queues, tags, max_sectors);
         config.nomerges = self.nomerges;
+        config.plug = self.plug;
         if let Some(n) = self.nr_requests {
             config.nr_requests = n.max(1);
         }

@@ -75,6 +75,13 @@ pub fn to_json(summary: &Summary<'_>) -> Value {
             "trace": info.trace,
         }
     });
+    if let Some(plug) = plug_json(outcome.config.plug)
+        && let Some(queue) = doc
+            .pointer_mut("/schedhost/queue")
+            .and_then(Value::as_object_mut)
+    {
+        queue.insert("plug".into(), plug);
+    }
     let clock = match &info.real {
         None => json!({ "virtual_time_ns": outcome.end_ns }),
         Some(real) => json!({
@@ -150,4 +157,28 @@ fn direction(op: &OpStats, runtime_ns: u64) -> Value {
             "99.000000": if empty { 0 } else { op.sched.value_at_percentile(99.0) },
         },
     })
+}
+
+/// The queue's plug, when it has one (runs without keep the report they always had).
+fn plug_json(plug: crate::core::Plug) -> Option<Value> {
+    use crate::core::Plug;
+    match plug {
+        Plug::None => None,
+        Plug::Legacy {
+            unplug_thresh,
+            unplug_delay_ns,
+        } => Some(json!({
+            "mode": plug.name(),
+            "unplug_thresh": unplug_thresh,
+            "unplug_delay_ns": unplug_delay_ns,
+        })),
+        Plug::Submitter {
+            max_requests,
+            max_bytes,
+        } => Some(json!({
+            "mode": plug.name(),
+            "max_requests": max_requests,
+            "max_bytes": max_bytes,
+        })),
+    }
 }

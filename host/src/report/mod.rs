@@ -49,8 +49,8 @@ pub struct TraceSummary {
     pub ios: usize,
     /// Streams (processes or files), each a submitter.
     pub streams: usize,
-    /// blkparse: the back and front merges the traced kernel made.
-    pub recorded_merges: Option<(u64, u64)>,
+    /// blkparse: the merges and plugs the traced kernel made.
+    pub recorded: Option<crate::frontend::replay::Recorded>,
 }
 
 /// A run, ready to print.

@@ -87,11 +87,15 @@ pub fn to_text(summary: &Summary<'_>) -> String {
     );
     let _ = writeln!(
         out,
-        "  queue: hw_queues={} depth={} nr_requests={} max_sectors={}",
+        "  queue: hw_queues={} depth={} nr_requests={} max_sectors={}{}",
         outcome.config.hw_queues,
         outcome.config.queue_depth,
         outcome.config.nr_requests,
-        outcome.config.max_sectors
+        outcome.config.max_sectors,
+        match outcome.config.plug {
+            crate::core::Plug::None => String::new(),
+            plug => format!(" plug={}", plug.name()),
+        }
     );
     let _ = writeln!(
         out,
@@ -107,10 +111,20 @@ pub fn to_text(summary: &Summary<'_>) -> String {
         c.policy_calls
     );
     if let Some(t) = &info.trace {
-        let recorded = t.recorded_merges.map_or(String::new(), |(back, front)| {
+        let recorded = t.recorded.map_or(String::new(), |r| {
             format!(
-                "; merges in the trace: back={back} front={front}, here: back={} front={}",
-                c.back_merges, c.front_merges
+                "; in the trace: merges back={} front={} plugs={} unplugs={} timer={}, here: merges back={} front={} plugs={} unplugs={} timer={} threshold={}",
+                r.back_merges,
+                r.front_merges,
+                r.plugs,
+                r.unplugs,
+                r.timer_unplugs,
+                c.back_merges,
+                c.front_merges,
+                c.plugs,
+                c.unplugs,
+                c.timer_unplugs,
+                c.threshold_unplugs
             )
         });
         let _ = writeln!(

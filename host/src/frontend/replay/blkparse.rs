@@ -6,20 +6,22 @@
 //!
 //! device, cpu, sequence, seconds, pid, action, RWBS, sector `+` count, `[command]`. Every
 //! Q (queued) event with data becomes an I/O of process `pid`; M and F events count the back
-//! and front merges the traced kernel made. Lines that are not events (blkparse's summary at
+//! and front merges the traced kernel made, P, U and UT its plugs and unplugs. Lines that are not events (blkparse's summary at
 //! the end, blank lines) are skipped; an event line that does not parse is an error.
 
 use schedhost_sdk::Op;
 
 use std::collections::HashMap;
 
-use super::{Format, Streams, Trace, TraceError, TraceIo, check_range, check_time, error};
+use super::{
+    Format, Recorded, Streams, Trace, TraceError, TraceIo, check_range, check_time, error,
+};
 
 pub(super) fn parse(source: &str, text: &str) -> Result<Trace, TraceError> {
     let mut ios = Vec::new();
     let mut streams = Streams::default();
     let mut pids: HashMap<u64, u32> = HashMap::new();
-    let (mut back, mut front) = (0u64, 0u64);
+    let mut recorded = Recorded::default();
     let mut t0 = None;
     for (n, line) in text.lines().enumerate() {
         let fields: Vec<&str> = line.split_whitespace().collect();
@@ -34,10 +36,12 @@ pub(super) fn parse(source: &str, text: &str) -> Result<Trace, TraceError> {
             )));
         }
         match fields[5] {
-            "M" => back += 1,
-            "F" => front += 1,
-            "Q" => {}
-            _ => continue,
+            "M" => recorded.back_merges += 1,
+            "F" => recorded.front_merges += 1,
+            "P" => recorded.plugs += 1,
+            "U" => recorded.unplugs += 1,
+            "UT" => recorded.timer_unplugs += 1,
+            _ => {}
         }
         if fields[5] != "Q" {
             continue;
@@ -97,7 +101,7 @@ pub(super) fn parse(source: &str, text: &str) -> Result<Trace, TraceError> {
         format: Format::Blkparse,
         ios,
         streams: streams.into_names(),
-        recorded_merges: Some((back, front)),
+        recorded: Some(recorded),
     })
 }
 

@@ -101,7 +101,7 @@ pub(super) fn parse(source: &str, text: &str, format: Format) -> Result<Trace, T
         format,
         ios,
         streams: streams.into_names(),
-        recorded_merges: None,
+        recorded: None,
     })
 }
 

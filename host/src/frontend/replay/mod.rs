@@ -48,8 +48,24 @@ pub struct Trace {
     pub ios: Vec<TraceIo>,
     /// Names of the streams (`pid 18615 (java)`, or an iolog's file names).
     pub streams: Vec<String>,
-    /// blkparse only: the back (M) and front (F) merges the traced kernel made.
-    pub recorded_merges: Option<(u64, u64)>,
+    /// blkparse only: the merges and plugs the traced kernel made.
+    pub recorded: Option<Recorded>,
+}
+
+/// What the traced kernel's block layer did, counted from blkparse's events, to put beside
+/// what a replay does.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Recorded {
+    /// Bios merged at the back of a request (`M`).
+    pub back_merges: u64,
+    /// Bios merged at the front of a request (`F`).
+    pub front_merges: u64,
+    /// Plugs (`P`).
+    pub plugs: u64,
+    /// Unplugs by a submitter (`U`).
+    pub unplugs: u64,
+    /// Unplugs by the plug's timer (`UT`).
+    pub timer_unplugs: u64,
 }
 
 /// What is wrong with a trace, and where.

@@ -17,23 +17,35 @@ pub fn line(seq: u64, event: &Event) -> String {
     let mut out = String::new();
     let _ = write!(
         out,
-        "  0,0    0 {seq:>8} {:>5}.{:09} {:>5}  {} {:>3} {} + {} ",
+        "  0,0    0 {seq:>8} {:>5}.{:09} {:>5}  ",
         event.at_ns / 1_000_000_000,
         event.at_ns % 1_000_000_000,
         event.ctx,
-        event.kind.letter(),
-        rwbs(event),
-        event.sector,
-        event.sectors,
     );
-    match event.kind {
-        Kind::Complete(status) => {
-            let _ = write!(out, "[{status}]");
-        }
-        _ => {
-            let _ = write!(out, "[ctx{}]", event.ctx);
-        }
-    }
+    // Plugs carry no data: blkparse prints `N` for the RWBS and, for an unplug, the
+    // requests waiting after the command.
+    let _ = match event.kind {
+        Kind::Plug => write!(out, "P   N [ctx{}]", event.ctx),
+        Kind::Unplug(depth) => write!(out, "U   N [ctx{}] {depth}", event.ctx),
+        Kind::UnplugTimer(depth) => write!(out, "UT   N [ctx{}] {depth}", event.ctx),
+        Kind::Complete(status) => write!(
+            out,
+            "{} {:>3} {} + {} [{status}]",
+            event.kind.letter(),
+            rwbs(event),
+            event.sector,
+            event.sectors
+        ),
+        _ => write!(
+            out,
+            "{} {:>3} {} + {} [ctx{}]",
+            event.kind.letter(),
+            rwbs(event),
+            event.sector,
+            event.sectors,
+            event.ctx
+        ),
+    };
     out
 }
 
@@ -96,6 +108,64 @@ mod tests {
             line(8, &done).ends_with(" C   W 2048 + 8 [-5]"),
             "{}",
             line(8, &done)
+        );
+    }
+
+    #[test]
+    fn plugs_and_unplugs_print_as_blkparse_does_and_replay_skips_them() {
+        let e = Event {
+            at_ns: 8_750,
+            kind: Kind::Plug,
+            ctx: 18,
+            op: 0,
+            sync: false,
+            sector: 0,
+            sectors: 0,
+            id: 0,
+        };
+        assert!(
+            line(1, &e).ends_with("18  P   N [ctx18]"),
+            "{}",
+            line(1, &e)
+        );
+        let unplug = Event {
+            kind: Kind::Unplug(2),
+            ..e
+        };
+        assert!(
+            line(2, &unplug).ends_with("U   N [ctx18] 2"),
+            "{}",
+            line(2, &unplug)
+        );
+        let timer = Event {
+            kind: Kind::UnplugTimer(1),
+            ctx: 0,
+            ..e
+        };
+        assert!(
+            line(3, &timer).ends_with("0  UT   N [ctx0] 1"),
+            "{}",
+            line(3, &timer)
+        );
+        let queued = Event {
+            kind: Kind::Queue,
+            sector: 64,
+            sectors: 8,
+            ..e
+        };
+        let text = [
+            line(1, &e),
+            line(2, &queued),
+            line(3, &unplug),
+            line(4, &timer),
+        ]
+        .join("\n");
+        let trace = crate::frontend::replay::parse("events", &text, None).unwrap();
+        assert_eq!(trace.ios.len(), 1, "only the Q event is an I/O");
+        let recorded = trace.recorded.unwrap();
+        assert_eq!(
+            (recorded.plugs, recorded.unplugs, recorded.timer_unplugs),
+            (1, 1, 1)
         );
     }
 }
