@@ -30,6 +30,9 @@ pub enum Command {
     Policy(PolicyCommand),
     /// Run the same jobs under several policies and print a table (rows = sweep values).
     Compare(commands::compare::CompareArgs),
+    /// Run the seed experiments (1, 2, 3, 4 or all) and print each table beside the seed's
+    /// published numbers, with ratios and whether the seed's shape holds.
+    Reproduce(commands::reproduce::ReproduceArgs),
     /// Measure the host's cost per request: noop as a component vs natively, on sim:null.
     Bench(commands::bench::BenchArgs),
     /// Talk to a running schedhost (--control SOCKET): swap, set, get, status, stats.
@@ -83,6 +86,7 @@ impl Command {
             Command::Policy(PolicyCommand::Build(args)) => args.execute(),
             Command::Policy(PolicyCommand::Check(args)) => args.execute(),
             Command::Bench(args) => args.execute(),
+            Command::Reproduce(args) => args.execute(),
             Command::Validate(args) => args.execute(),
             Command::Calibrate(args) => args.execute(),
             Command::ImportDisksim(args) => args.execute(),

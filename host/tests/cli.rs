@@ -1476,3 +1476,75 @@ fn serve_takes_runs_sandbox_options_and_they_take_effect() {
     let out = child.wait_with_output().unwrap();
     assert_fails_with(&out, "fuel (50)");
 }
+
+#[test]
+fn reproduce_quick_prints_every_seed_table_and_the_simulated_shapes_hold() {
+    let dir = real_dir("reproduce");
+    let scratch = dir.join("scratch");
+    std::fs::create_dir_all(&scratch).unwrap();
+    let json = dir.join("seeds.json");
+    let plots = dir.join("plots");
+    let out = schedhost(&[
+        "reproduce",
+        "all",
+        "--quick",
+        "--native",
+        "--json",
+        json.to_str().unwrap(),
+        "--plot",
+        plots.to_str().unwrap(),
+        "--scratch",
+        scratch.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    for title in ["### Seed 1", "### Seed 2", "### Seed 3", "### Seed 4"] {
+        assert!(text.contains(title), "{title} missing:\n{text}");
+    }
+    assert!(
+        text.contains("| 8 | ") && text.contains("cfq 12651"),
+        "seed 1's row of 8 readers sits beside the seed's figures"
+    );
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let seeds = doc["seeds"].as_array().unwrap();
+    assert_eq!(seeds.len(), 4);
+    // Simulated runs are deterministic, so their shapes are checked; the scratch file's
+    // and seed 2's figures are this machine's timings, and only reported.
+    let mut checked = 0;
+    for seed in seeds {
+        for table in seed["tables"].as_array().unwrap() {
+            for shape in table["shapes"].as_array().unwrap() {
+                let claim = shape["claim"].as_str().unwrap();
+                let timed = seed["seed"] == 2 || claim.starts_with("scratch file");
+                let unknown_to_the_seed = claim.starts_with("depth 1,");
+                if !timed && !unknown_to_the_seed {
+                    assert_eq!(shape["holds"], true, "{claim}");
+                    checked += 1;
+                }
+            }
+        }
+    }
+    assert!(checked >= 8, "only {checked} shapes checked");
+    let seed2 = &seeds[1]["tables"][0]["rows"];
+    assert_eq!(
+        seed2.as_array().unwrap().len(),
+        4,
+        "rq_affinity 0, 1, 2 and inline"
+    );
+    assert!(seed2[0]["mean"].as_f64().unwrap() > 0.0);
+    for table in ["seed1.svg", "seed3.svg", "seed4.svg"] {
+        assert!(plots.join(table).is_file(), "{table} not drawn");
+    }
+    assert_eq!(
+        std::fs::read_dir(&scratch).unwrap().count(),
+        0,
+        "the scratch file is removed"
+    );
+}
+
+#[test]
+fn reproduce_names_an_unknown_seed() {
+    let out = schedhost(&["reproduce", "5"]);
+    assert_fails_with(&out, "seed \"5\": expected 1, 2, 3, 4 or all");
+}

@@ -43,6 +43,21 @@ pub enum Metric {
 }
 
 impl Metric {
+    /// Its name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Metric::ReadIops => "read-iops",
+            Metric::WriteIops => "write-iops",
+            Metric::ReadMinLat => "read-min-lat",
+            Metric::ReadMaxLat => "read-max-lat",
+            Metric::ReadP99Lat => "read-p99-lat",
+            Metric::WriteMaxLat => "write-max-lat",
+            Metric::WriteP99Lat => "write-p99-lat",
+            Metric::ReadMaxSched => "read-max-sched",
+            Metric::WriteMaxSched => "write-max-sched",
+        }
+    }
+
     fn label(self) -> &'static str {
         match self {
             Metric::ReadIops => "read IOPS (sum over jobs)",
@@ -57,7 +72,8 @@ impl Metric {
         }
     }
 
-    fn of(self, outcome: &Outcome) -> f64 {
+    /// This metric of a run.
+    pub fn of(self, outcome: &Outcome) -> f64 {
         let dir = usize::from(matches!(
             self,
             Metric::WriteIops | Metric::WriteMaxLat | Metric::WriteP99Lat | Metric::WriteMaxSched
@@ -140,10 +156,10 @@ pub struct CompareArgs {
 }
 
 /// A policy: how to build it and its settings.
-struct Column {
-    label: String,
-    loaded: Loaded,
-    settings: Vec<(String, i64)>,
+pub struct Column {
+    pub label: String,
+    pub loaded: Loaded,
+    pub settings: Vec<(String, i64)>,
 }
 
 /// A column of the table: a policy on a device.
@@ -304,46 +320,17 @@ impl CompareArgs {
                 ejected: !outcome.ejections.is_empty(),
             })
         };
-        let simulated = |w: &&Trial| matches!(devices[columns[w.column].device].0, Device::Sim(_));
-        let sims: Vec<(usize, &Trial)> = work
-            .iter()
-            .enumerate()
-            .filter(|(_, w)| simulated(w))
-            .collect();
-        let threads = self
-            .threads
-            .map_or_else(
-                || std::thread::available_parallelism().map_or(1, usize::from),
-                |n| n as usize,
-            )
-            .min(sims.len().max(1));
-        let slots: Vec<std::sync::Mutex<Option<Result<Measured>>>> =
-            work.iter().map(|_| std::sync::Mutex::new(None)).collect();
-        let next = std::sync::atomic::AtomicUsize::new(0);
-        std::thread::scope(|scope| {
-            for _ in 0..threads {
-                scope.spawn(|| {
-                    loop {
-                        let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        let Some(&(index, w)) = sims.get(k) else {
-                            break;
-                        };
-                        let result = measure(w);
-                        *slots[index]
-                            .lock()
-                            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(result);
-                    }
-                });
-            }
-        });
+        let simulated = |w: &Trial| matches!(devices[columns[w.column].device].0, Device::Sim(_));
+        let sims: Vec<Trial> = work.iter().copied().filter(simulated).collect();
+        let mut sim_values = parallel(&sims, self.threads, measure).into_iter();
         let mut values = Vec::with_capacity(work.len());
-        for (slot, w) in slots.into_iter().zip(work) {
-            let done = slot
-                .into_inner()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            values.push(match done {
-                Some(result) => result?,
-                None => measure(w)?,
+        for w in work {
+            values.push(if simulated(w) {
+                sim_values
+                    .next()
+                    .context("a simulated run went missing")??
+            } else {
+                measure(w)?
             });
         }
         Ok(values)
@@ -448,7 +435,7 @@ fn to_csv(sweep_key: &str, columns: &[Cell<'_>], rows: &[(String, Vec<Runs>)]) -
 }
 
 /// `NAME[:k=v,k=v]` → a loaded policy with settings.
-fn column(runtime: &WasmRuntime, spec: &str) -> Result<Column> {
+pub fn column(runtime: &WasmRuntime, spec: &str) -> Result<Column> {
     let (name, settings) = match spec.strip_prefix("native:") {
         Some(rest) => {
             let (n, s) = rest.split_once(':').unwrap_or((rest, ""));
@@ -470,6 +457,49 @@ fn column(runtime: &WasmRuntime, spec: &str) -> Result<Column> {
         loaded,
         settings,
     })
+}
+
+/// `f` of every item, on `threads` threads (default: every core), in the items' order. For
+/// simulated runs: each is deterministic, so the pool's size and order change nothing.
+pub fn parallel<T: Sync, R: Send>(
+    items: &[T],
+    threads: Option<u32>,
+    f: impl Fn(&T) -> R + Sync,
+) -> Vec<R> {
+    let threads = threads
+        .map_or_else(
+            || std::thread::available_parallelism().map_or(1, usize::from),
+            |n| n as usize,
+        )
+        .min(items.len().max(1));
+    let slots: Vec<std::sync::Mutex<Option<R>>> =
+        items.iter().map(|_| std::sync::Mutex::new(None)).collect();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| {
+                loop {
+                    let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(item) = items.get(k) else {
+                        break;
+                    };
+                    let result = f(item);
+                    *slots[k]
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(result);
+                }
+            });
+        }
+    });
+    slots
+        .into_iter()
+        .zip(items)
+        .map(|(slot, item)| {
+            slot.into_inner()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .unwrap_or_else(|| f(item))
+        })
+        .collect()
 }
 
 /// `key=a..b` (inclusive, step 1) or `key=a,b,c`.
@@ -506,7 +536,8 @@ fn parse_sweep(sweep: &str) -> Result<(String, Vec<String>)> {
     Ok((key.trim().to_owned(), values))
 }
 
-fn mean_stddev(values: &[f64]) -> (f64, f64) {
+/// Mean and population standard deviation.
+pub fn mean_stddev(values: &[f64]) -> (f64, f64) {
     let n = values.len().max(1) as f64;
     let mean = values.iter().sum::<f64>() / n;
     let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n;
@@ -514,7 +545,7 @@ fn mean_stddev(values: &[f64]) -> (f64, f64) {
 }
 
 /// A figure with as many decimals as its size deserves.
-fn figure(v: f64) -> String {
+pub fn figure(v: f64) -> String {
     if v >= 100.0 {
         format!("{v:.0}")
     } else if v >= 1.0 {

@@ -12,6 +12,7 @@ pub mod events;
 pub mod inspect;
 pub mod plan;
 pub mod plot;
+pub mod reproduce;
 pub mod run;
 pub mod serve;
 pub mod validate;
