@@ -24,6 +24,8 @@ cargo xtask <command>
   bench-fio [--file PATH] [--rounds N] [--seconds S] [--only LABEL] [--baseline BINARY]
                       raw fio against schedhost's noop, deadline and cfq on one file (needs fio);
                       with --baseline, each policy under an older schedhost binary as well
+  readme-reproduce    build (release), run `schedhost reproduce all` and put its tables into the
+                      README between the reproduce markers
   bench-affinity [--file PATH] [--rounds N]
                       elapsed time under rq_affinity 0, 1 and 2 with submitter threads (seed 2)
   fuzz [SECONDS]      run every fuzz target in fuzz/ for SECONDS each (default 60); installs cargo-fuzz
@@ -103,6 +105,10 @@ fn run(args: Vec<String>) -> Result<()> {
                 }
             }
             bench_fio::run(&root, file, rounds, seconds, only, baseline.as_deref())
+        }
+        ["readme-reproduce"] => {
+            build_all(&root)?;
+            readme_reproduce(&root)
         }
         ["bench-affinity", rest @ ..] => {
             build_all(&root)?;
@@ -434,5 +440,39 @@ fn cargo_status(root: &Path, cmd: &mut Command) -> Result<()> {
         "{:?} failed ({status})",
         cmd.get_program()
     );
+    Ok(())
+}
+
+/// The README's reproduction tables are `schedhost reproduce all`'s output: this runs it and
+/// replaces what stands between the markers, leaving the rest of the README as it is.
+fn readme_reproduce(root: &Path) -> Result<()> {
+    const BEGIN: &str =
+        "<!-- reproduce:begin (cargo xtask readme-reproduce writes this part) -->\n";
+    const END: &str = "<!-- reproduce:end -->\n";
+    let out = Command::new(root.join("target/release/schedhost"))
+        .args(["reproduce", "all"])
+        .current_dir(root)
+        .stderr(Stdio::inherit())
+        .output()
+        .context("running schedhost reproduce all")?;
+    ensure!(out.status.success(), "schedhost reproduce all failed");
+    let tables = String::from_utf8(out.stdout).context("reproduce printed non-UTF-8")?;
+    let path = root.join("README.md");
+    let readme = fs::read_to_string(&path).context("reading README.md")?;
+    let (Some(start), Some(end)) = (readme.find(BEGIN), readme.find(END)) else {
+        bail!("README.md has no reproduce markers");
+    };
+    ensure!(
+        start < end,
+        "README.md's reproduce markers are out of order"
+    );
+    let updated = format!(
+        "{}{BEGIN}\n{}\n{}",
+        &readme[..start],
+        tables.trim_end(),
+        &readme[end..]
+    );
+    fs::write(&path, updated).context("writing README.md")?;
+    println!("README.md: reproduction tables written");
     Ok(())
 }

@@ -769,3 +769,34 @@ impl Drop for Scratch {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn column_headings_name_a_policy_and_its_seed_tunables_briefly() {
+        assert_eq!(label("cfq:quantum=1,slice_async_rq=2"), "cfq q1 s2");
+        assert_eq!(label("time-slice:time_slice_us=250"), "time-slice 250 µs");
+        assert_eq!(label("anticipatory"), "anticipatory");
+    }
+
+    #[test]
+    fn a_scratch_file_this_command_did_not_make_is_left_alone() {
+        let dir = std::env::temp_dir().join(format!("schedhost-scratch-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let scratch = Scratch::new(Some(&dir)).unwrap();
+        std::fs::write(&scratch.path, b"someone's").unwrap();
+        assert!(
+            scratch.file(4096).is_err(),
+            "a file already there is not ours"
+        );
+        assert_eq!(std::fs::read(&scratch.path).unwrap(), b"someone's");
+        std::fs::remove_file(&scratch.path).unwrap();
+        let made = scratch.file(4096).unwrap();
+        assert_eq!(std::fs::metadata(&made).unwrap().len(), 4096);
+        drop(scratch);
+        assert!(!made.exists(), "what it made is removed");
+        std::fs::remove_dir(&dir).unwrap();
+    }
+}
