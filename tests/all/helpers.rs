@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use schedhost::core::{Config, Core, Nomerges};
+use schedhost::core::{Action, Config, Core, Nomerges};
 use schedhost::policy::{NativePolicy, PolicyBackend, WasmRuntime};
 use schedhost_policy_noop::Noop;
 use schedhost_sdk::{Policy, Setup};
@@ -33,6 +33,21 @@ pub fn component(name: &str) -> Option<PathBuf> {
 /// A wasmtime engine for tests.
 pub fn runtime() -> WasmRuntime {
     WasmRuntime::new().expect("the engine starts")
+}
+
+/// Runs the core at `now` and returns the (sector, sectors) of every request dispatched.
+pub fn dispatched(core: &mut Core, now: u64) -> Vec<(u64, u32)> {
+    core.run(now).expect("noop does not fault");
+    let mut out = Vec::new();
+    while let Some(action) = core.poll_action() {
+        if let Action::Dispatch {
+            sector, sectors, ..
+        } = action
+        {
+            out.push((sector, sectors));
+        }
+    }
+    out
 }
 
 /// A core over the native noop policy.

@@ -4,7 +4,7 @@
 use schedhost::core::{Action, Bio, Core, Nomerges};
 use schedhost_sdk::{Op, PrioClass};
 
-use crate::helpers::noop_core;
+use crate::helpers::{dispatched, noop_core};
 
 fn read(id: u64, ctx: u32, sector: u64) -> Bio {
     Bio {
@@ -17,21 +17,6 @@ fn read(id: u64, ctx: u32, sector: u64) -> Bio {
         prio_class: PrioClass::None,
         prio_level: 4,
     }
-}
-
-/// Runs the core at `now` and returns the (sector, sectors) of every request dispatched.
-fn dispatched(core: &mut Core, now: u64) -> Vec<(u64, u32)> {
-    core.run(now).expect("noop does not fault");
-    let mut out = Vec::new();
-    while let Some(action) = core.poll_action() {
-        if let Action::Dispatch {
-            sector, sectors, ..
-        } = action
-        {
-            out.push((sector, sectors));
-        }
-    }
-    out
 }
 
 #[test]

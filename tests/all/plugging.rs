@@ -6,6 +6,8 @@ use schedhost::core::event::Kind;
 use schedhost::core::{Action, Bio, Config, Core, LEGACY_UNPLUG_DELAY_NS, Plug};
 use schedhost::policy::NativePolicy;
 use schedhost_policy_noop::Noop;
+
+use crate::helpers::dispatched;
 use schedhost_sdk::{Op, PrioClass};
 
 fn core(plug: Plug, queue_depth: u32) -> Core {
@@ -33,20 +35,6 @@ fn write(id: u64, ctx: u32, sector: u64, sync: bool) -> Bio {
         prio_class: PrioClass::None,
         prio_level: 4,
     }
-}
-
-fn dispatched(core: &mut Core, now: u64) -> Vec<(u64, u32)> {
-    core.run(now).expect("noop does not fault");
-    let mut out = Vec::new();
-    while let Some(action) = core.poll_action() {
-        if let Action::Dispatch {
-            sector, sectors, ..
-        } = action
-        {
-            out.push((sector, sectors));
-        }
-    }
-    out
 }
 
 fn kinds(core: &mut Core) -> Vec<Kind> {
