@@ -394,9 +394,32 @@ fn ctl_swaps_and_tunes_a_running_verified_real_run() {
     let swaps = v["schedhost"]["swaps"].as_array().unwrap();
     assert_eq!(swaps.len(), 21);
     assert!(
-        swaps.iter().all(|s| s["result"]["Ok"].is_object()),
+        swaps
+            .iter()
+            .all(|s| s["ok"] == true && s["error"].is_null()),
         "{swaps:?}"
     );
+    assert_eq!(
+        (swaps[20]["from"].clone(), swaps[20]["to"].clone()),
+        ("noop".into(), "native:deadline".into()),
+        "the swap names what it replaced"
+    );
+    let sets = v["schedhost"]["sets"].as_array().unwrap();
+    assert_eq!(
+        sets.len(),
+        2,
+        "both sets are in the report, the refused one too"
+    );
+    assert_eq!(
+        (
+            sets[0]["name"].clone(),
+            sets[0]["value"].clone(),
+            sets[0]["ok"].clone()
+        ),
+        ("fifo_batch".into(), 4.into(), true.into())
+    );
+    assert_eq!(sets[1]["ok"], false);
+    assert!(sets[1]["error"].as_str().unwrap().contains("out of range"));
     assert!(v["schedhost"]["verified_blocks"].as_u64().unwrap() > 0);
     assert_eq!(v["jobs"][0]["error"], 0);
 }

@@ -968,19 +968,45 @@ fn nbd_metrics_endpoint_serves_prometheus_text_that_curl_scrapes_during_io() {
         ),
         17.0
     );
-    let buckets: Vec<f64> = samples
-        .iter()
-        .filter(|(n, _, _)| n == "schedhost_latency_seconds_bucket")
-        .map(|s| s.2)
-        .collect();
-    assert!(
-        buckets.windows(2).all(|w| w[0] <= w[1]),
-        "cumulative buckets: {buckets:?}"
+    for op in ["read", "write"] {
+        let buckets: Vec<f64> = samples
+            .iter()
+            .filter(|(n, l, _)| {
+                n == "schedhost_latency_seconds_bucket"
+                    && l.iter().any(|(k, v)| k == "op" && v == op)
+            })
+            .map(|s| s.2)
+            .collect();
+        assert!(
+            buckets.windows(2).all(|w| w[0] <= w[1]),
+            "cumulative {op} buckets: {buckets:?}"
+        );
+    }
+    assert_eq!(
+        find(
+            "schedhost_policy_info",
+            &[("policy", "cfq"), ("epoch", "0")]
+        ),
+        1.0,
+        "which policy runs is its own series"
     );
-    assert!(samples.iter().any(|(n, l, _)| n == "schedhost_queue_depth"
-        && l.iter().any(|(k, v)| k == "policy" && v == "cfq")));
+    assert!(
+        samples
+            .iter()
+            .filter(|(n, _, _)| n != "schedhost_policy_info")
+            .all(|(_, l, _)| l.iter().all(|(k, _)| k != "policy")),
+        "no counter carries the policy, so a swap cannot relabel its history"
+    );
+    assert_eq!(
+        find(
+            "schedhost_latency_seconds_count",
+            &[("ctx", "0"), ("op", "write")]
+        ),
+        16.0
+    );
     assert_eq!(find("schedhost_swaps_total", &[]), 0.0);
-    assert!(find("schedhost_policy_call_seconds_total", &[("policy", "cfq")]) > 0.0);
+    assert_eq!(find("schedhost_tunable_sets_total", &[]), 0.0);
+    assert!(find("schedhost_policy_call_seconds_total", &[]) > 0.0);
     // Anything but GET /metrics is refused with a status, not a crash.
     let missing = Command::new(&curl)
         .args(["-s", "-o", "/dev/null", "-w", "%{http_code}"])

@@ -229,7 +229,8 @@ impl ServeArgs {
                     "clients_total": served.clients.total(),
                     "earlier_clients": { "clients": served.clients.earlier_clients, "tally": served.clients.earlier },
                     "core": served.core,
-                    "swaps": served.swaps.len(),
+                    "swaps": served.swaps,
+                    "sets": served.sets,
                     "ejections": served.ejections.len(),
                 });
                 println!("{}", serde_json::to_string_pretty(&value)?);
@@ -290,13 +291,10 @@ fn summary(served: &Served, policy: &str) -> String {
         core.bios, core.dispatched, core.back_merges, core.front_merges
     );
     for s in &served.swaps {
-        let _ = writeln!(
-            out,
-            "  swap to {} at {:.3} s: {}",
-            s.to,
-            s.at_ns as f64 / 1e9,
-            if s.result.is_ok() { "done" } else { "refused" }
-        );
+        let _ = writeln!(out, "  {}", s.line());
+    }
+    for s in &served.sets {
+        let _ = writeln!(out, "  {}", s.line());
     }
     for e in &served.ejections {
         let _ = writeln!(

@@ -148,6 +148,12 @@ impl Core {
         self.stats
     }
 
+    /// Which policy this is since the core started: 0 for the first, one more at each swap,
+    /// restart or fallback.
+    pub fn policy_epoch(&self) -> u32 {
+        self.policy.epoch()
+    }
+
     /// The running policy's name, version and wishes, as it gave them when it started.
     pub fn policy_info(&self) -> &schedhost_sdk::Info {
         self.policy.info()

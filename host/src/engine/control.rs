@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use super::{Backend, Engine, Halt};
 use crate::control::Command;
 use crate::core::Swapped;
-use crate::engine::SwapRecord;
+use crate::engine::{SetRecord, SwapRecord};
 use crate::policy::{Fault, PolicyBackend};
 
 impl<B: Backend> Engine<B> {
@@ -48,7 +48,7 @@ impl<B: Backend> Engine<B> {
                 let started = Instant::now();
                 let (results, record) = self.swap(now, label, Ok(policies), &[], started);
                 let reply = swap_reply(&results, &record, load_ns, cached);
-                self.swaps.push(record);
+                self.record_swap(record);
                 (reply, None)
             }
             Command::Set { name, value } => self.set(now, &name, value),
@@ -75,6 +75,7 @@ impl<B: Backend> Engine<B> {
         settings: &[(String, i64)],
         started: Instant,
     ) -> (Vec<Result<Swapped, String>>, SwapRecord) {
+        let from = self.policy_name();
         let results: Vec<Result<Swapped, String>> = match policies {
             Ok(policies) => self
                 .lanes
@@ -91,6 +92,7 @@ impl<B: Backend> Engine<B> {
         };
         let record = SwapRecord {
             at_ns: now,
+            from,
             to: label,
             result: results
                 .first()
@@ -109,6 +111,7 @@ impl<B: Backend> Engine<B> {
 
     /// Sets tunable `name` on every lane's policy.
     fn set(&mut self, now: u64, name: &str, value: i64) -> (Value, Option<(usize, Fault)>) {
+        let policy = self.policy_name();
         let mut errors = Vec::new();
         let mut fatal = None;
         for (l, lane) in self.lanes.iter_mut().enumerate() {
@@ -126,6 +129,17 @@ impl<B: Backend> Engine<B> {
         } else {
             json!({ "ok": false, "error": errors.join("; ") })
         };
+        self.record_set(SetRecord {
+            at_ns: now,
+            policy,
+            name: name.to_owned(),
+            value,
+            result: if errors.is_empty() {
+                Ok(())
+            } else {
+                Err(errors.join("; "))
+            },
+        });
         (reply, fatal)
     }
 
@@ -196,8 +210,8 @@ fn swap_reply(
             Ok(s) => json!(s),
             Err(e) => json!({ "error": e }),
         }).collect::<Vec<_>>(),
-        "stall_us": record.stall_ns as f64 / 1e3,
-        "load_us": load_ns as f64 / 1e3,
+        "stall_ns": record.stall_ns,
+        "load_ns": load_ns,
         "cached": cached,
     })
 }

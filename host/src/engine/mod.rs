@@ -12,6 +12,7 @@ mod backend;
 mod control;
 mod drive;
 mod lane;
+mod record;
 mod stop;
 mod striping;
 
@@ -21,31 +22,17 @@ use std::time::{Duration, Instant};
 pub use backend::{Backend, Outgoing, Readiness};
 pub use drive::{Feed, Flow, Frontend, drive};
 pub use lane::{Lane, LaneSetup};
+pub use record::{SetRecord, SwapRecord};
 pub use stop::{Clock, Halt, Stop};
 pub use striping::Striping;
 
 use crate::control::Control;
-use crate::core::{Action, Bio, BioDone, CoreStats, Ejection, Swapped};
+use crate::core::{Action, Bio, BioDone, CoreStats, Ejection};
 use crate::observe::events::Event;
 use crate::observe::metrics::exposition::DeviceView;
 use crate::observe::stats::live::{Gauges, Live};
 use crate::observe::stats::meter::Meter;
 use crate::policy::{Fault, PolicyBackend};
-
-/// One hot swap.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct SwapRecord {
-    /// When, on the run's clock.
-    pub at_ns: u64,
-    /// What was asked for (`cfq`, a path).
-    pub to: String,
-    /// What happened: the swap, or why the old policy stayed.
-    pub result: Result<Swapped, String>,
-    /// Time dispatch waited for the switch (starting the new instance, handing over state
-    /// and requests), in ns on the run's clock: the wall clock on real devices; 0 on a
-    /// simulated one, where the swap happens at one instant of virtual time.
-    pub stall_ns: u64,
-}
 
 /// A finished bio and the lane it went through.
 #[derive(Debug, Clone, Copy)]
@@ -104,6 +91,8 @@ pub struct Engine<B> {
     /// Swaps still to come, latest first.
     scheduled: Vec<ScheduledSwap>,
     swaps: Vec<SwapRecord>,
+    /// Tunable changes through the control socket, in order.
+    sets: Vec<SetRecord>,
 }
 
 impl<B: Backend> Engine<B> {
@@ -121,6 +110,7 @@ impl<B: Backend> Engine<B> {
             stuck_since: None,
             scheduled: Vec::new(),
             swaps: Vec::new(),
+            sets: Vec::new(),
         }
     }
 
@@ -331,7 +321,7 @@ impl<B: Backend> Engine<B> {
                 let started = Instant::now();
                 let policies = (swap.policy)().map(|p| vec![p]);
                 let (_, record) = self.swap(now, swap.label, policies, &swap.settings, started);
-                self.swaps.push(record);
+                self.record_swap(record);
             }
         }
     }
@@ -373,6 +363,7 @@ impl<B: Backend> Engine<B> {
             .map(|lane| DeviceView {
                 name: lane.name.clone(),
                 policy: lane.core.policy_info().name.clone(),
+                epoch: u64::from(lane.core.policy_epoch()),
                 meter: lane.meter.clone().unwrap_or_default(),
                 stats: lane.core.stats(),
                 queued: lane.core.queued_in_policy(),
@@ -390,6 +381,31 @@ impl<B: Backend> Engine<B> {
     /// The swaps made (or refused) so far.
     pub fn swaps(&self) -> &[SwapRecord] {
         &self.swaps
+    }
+
+    /// The tunable changes made (or refused) so far.
+    pub fn sets(&self) -> &[SetRecord] {
+        &self.sets
+    }
+
+    /// The first lane's policy (every lane runs the same one), by name.
+    fn policy_name(&self) -> String {
+        self.lanes
+            .first()
+            .map(|l| l.core.policy_info().name.clone())
+            .unwrap_or_default()
+    }
+
+    /// Keeps a swap for the report and tells the log, as it happens.
+    fn record_swap(&mut self, record: SwapRecord) {
+        log(&record.line());
+        self.swaps.push(record);
+    }
+
+    /// Keeps a tunable change for the report and tells the log.
+    fn record_set(&mut self, record: SetRecord) {
+        log(&record.line());
+        self.sets.push(record);
     }
 
     /// The events every lane's core recorded since the last call, in time order.
@@ -410,6 +426,7 @@ impl<B: Backend> Engine<B> {
             let end_ms = end_ns as f64 / 1e6;
             self.swaps.push(SwapRecord {
                 at_ns: swap.at_ns,
+                from: self.policy_name(),
                 to: swap.label,
                 result: Err(format!("not made: the run ended at {end_ms:.3} ms")),
                 stall_ns: 0,
@@ -427,6 +444,7 @@ impl<B: Backend> Engine<B> {
                 .flat_map(|l| l.core.ejections().iter().cloned())
                 .collect(),
             swaps: std::mem::take(&mut self.swaps),
+            sets: std::mem::take(&mut self.sets),
             events: self.take_events(),
         }
     }
@@ -461,6 +479,18 @@ pub struct Finished {
     pub ejections: Vec<Ejection>,
     /// Swaps, in the order they were made.
     pub swaps: Vec<SwapRecord>,
+    /// Tunable changes, in the order they were made.
+    pub sets: Vec<SetRecord>,
     /// Per-request events not yet taken, in time order.
     pub events: Vec<Event>,
+}
+
+/// A line on stderr, where the live line goes: what changed in a run, as it changes. A
+/// closed stderr must not stop the I/O.
+fn log(line: &str) {
+    let _ = writeln!(
+        std::io::stderr(),
+        "schedhost: {}",
+        crate::output::printable(line)
+    );
 }

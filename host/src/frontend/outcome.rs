@@ -4,7 +4,7 @@ use schedhost_sdk::Info;
 
 use crate::backend::sim::Geometry;
 use crate::core::{Config, CoreStats, Ejection};
-use crate::engine::SwapRecord;
+use crate::engine::{SetRecord, SwapRecord};
 use crate::frontend::jobs::Placement;
 use crate::observe::stats::CtxStats;
 
@@ -31,6 +31,8 @@ pub struct Outcome {
     pub ejections: Vec<Ejection>,
     /// Hot swaps, done or refused.
     pub swaps: Vec<SwapRecord>,
+    /// Tunable changes through the control socket, done or refused.
+    pub sets: Vec<SetRecord>,
     /// Per-request events, when recording was asked for (`--trace-events`).
     pub events: Vec<crate::observe::events::Event>,
 }

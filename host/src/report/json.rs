@@ -75,6 +75,11 @@ pub fn to_json(summary: &Summary<'_>) -> Value {
             "trace": info.trace,
         }
     });
+    if !outcome.sets.is_empty()
+        && let Some(section) = doc.get_mut("schedhost").and_then(Value::as_object_mut)
+    {
+        section.insert("sets".into(), json!(outcome.sets));
+    }
     if let Some(plug) = plug_json(outcome.config.plug)
         && let Some(queue) = doc
             .pointer_mut("/schedhost/queue")

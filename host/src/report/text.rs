@@ -149,26 +149,10 @@ pub fn to_text(summary: &Summary<'_>) -> String {
         );
     }
     for swap in &outcome.swaps {
-        let _ = match &swap.result {
-            Ok(done) => writeln!(
-                out,
-                "  swapped at {:.3} ms: {} -> {} ({} requests handed over{}), dispatch stalled {:.1} us",
-                swap.at_ns as f64 / 1e6,
-                done.from,
-                done.to,
-                done.requeued,
-                done.state_bytes
-                    .map(|b| format!(", {b} bytes of state"))
-                    .unwrap_or_default(),
-                swap.stall_ns as f64 / 1e3
-            ),
-            Err(why) => writeln!(
-                out,
-                "  swap to {} at {:.3} ms: {why}",
-                swap.to,
-                swap.at_ns as f64 / 1e6
-            ),
-        };
+        let _ = writeln!(out, "  {}", swap.line());
+    }
+    for set in &outcome.sets {
+        let _ = writeln!(out, "  {}", set.line());
     }
     match &info.real {
         None => {

@@ -135,6 +135,7 @@ pub fn run_swapping(
         verified_blocks: 0,
         ejections: finished.ejections,
         swaps: finished.swaps,
+        sets: finished.sets,
         events: finished.events,
     })
 }

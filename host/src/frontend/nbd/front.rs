@@ -507,7 +507,11 @@ impl Frontend<RingBackend> for Front<'_> {
         self.settle_touched(feed, now)?;
         if let Some(metrics) = self.metrics {
             for scrape in metrics.take() {
-                let page = exposition::render(&feed.views(), feed.engine().swaps().len());
+                let page = exposition::render(
+                    &feed.views(),
+                    feed.engine().swaps().len(),
+                    feed.engine().sets().len(),
+                );
                 let _ = scrape.send(page);
             }
         }

@@ -40,7 +40,7 @@ pub use wire::{BadMagic, REQUEST_LEN, Request};
 use crate::backend::ring::{Notifier, OpenRules, RingBackend, RingSetup, Target};
 use crate::control::Control;
 use crate::core::{CoreStats, Ejection};
-use crate::engine::{Engine, Lane, SwapRecord};
+use crate::engine::{Engine, Lane, SetRecord, SwapRecord};
 use crate::frontend::RunError;
 use crate::frontend::plan::RunPlan;
 use crate::observe::events::file::Writer;
@@ -187,6 +187,8 @@ pub struct Served {
     pub core: CoreStats,
     /// Swaps through the control socket.
     pub swaps: Vec<SwapRecord>,
+    /// Tunable changes through the control socket.
+    pub sets: Vec<SetRecord>,
     /// Policy ejections.
     pub ejections: Vec<Ejection>,
     /// The export's size in bytes.
@@ -292,6 +294,7 @@ pub fn serve(
         clients,
         core: finished.core,
         swaps: finished.swaps,
+        sets: finished.sets,
         ejections: finished.ejections,
         size: export.size,
     })

@@ -12,6 +12,9 @@ pub struct DeviceView {
     pub name: String,
     /// The policy's name.
     pub policy: String,
+    /// Which policy this is since the run began: 0 for the first, one more at each swap
+    /// or ejection.
+    pub epoch: u64,
     /// Per-ctx counters.
     pub meter: Meter,
     /// The core's counters.
@@ -26,9 +29,24 @@ pub struct DeviceView {
     pub policy_call_ns: u64,
 }
 
-/// The exposition text for `devices` and the server's `swaps` so far.
-pub fn render(devices: &[DeviceView], swaps: usize) -> String {
+/// The exposition text for `devices` and the server's `swaps` and tunable `sets` so far.
+///
+/// Counters carry the device and ctx, never the policy: a swap must not move a counter's
+/// history to a new series. Which policy runs is its own series, `schedhost_policy_info`,
+/// with the policy's name and epoch; joined on `device`, it tells what ran when.
+pub fn render(devices: &[DeviceView], swaps: usize, sets: usize) -> String {
     let mut out = String::new();
+    family(
+        &mut out,
+        "schedhost_policy_info",
+        "gauge",
+        "The policy running on a device (always 1), by name and epoch (0 at the start, one more at each swap or ejection).",
+    );
+    for d in devices {
+        let epoch = d.epoch.to_string();
+        let labels = labels(d, None, &[("policy", &d.policy), ("epoch", &epoch)]);
+        sample(&mut out, "schedhost_policy_info", &labels, 1.0);
+    }
     per_direction(
         &mut out,
         devices,
@@ -118,6 +136,13 @@ pub fn render(devices: &[DeviceView], swaps: usize) -> String {
         "Policy swaps through the control socket.",
     );
     sample(&mut out, "schedhost_swaps_total", "", swaps as f64);
+    family(
+        &mut out,
+        "schedhost_tunable_sets_total",
+        "counter",
+        "Tunable changes through the control socket, refused ones included.",
+    );
+    sample(&mut out, "schedhost_tunable_sets_total", "", sets as f64);
     out
 }
 
@@ -163,39 +188,41 @@ fn per_device(
     }
 }
 
-/// The latency histogram per device and ctx: cumulative buckets, sum and count.
+/// The latency histogram per device, ctx and direction: cumulative buckets, sum and count.
 fn latency(out: &mut String, devices: &[DeviceView]) {
     family(
         out,
         "schedhost_latency_seconds",
         "histogram",
-        "Bio completion latency, from arrival at the host.",
+        "Bio completion latency, from arrival at the host, by direction.",
     );
     for d in devices {
         for (ctx, c) in d.meter.ctxs.iter().enumerate() {
-            let mut cumulative = 0;
-            for (i, &bound) in BUCKET_BOUNDS_NS.iter().enumerate() {
-                cumulative += c.buckets[i];
-                let le = format!("{}", bound as f64 / 1e9);
-                let labels = labels(d, Some(ctx), &[("le", &le)]);
+            for (dir, op) in ["read", "write"].iter().enumerate() {
+                let mut cumulative = 0;
+                for (i, &bound) in BUCKET_BOUNDS_NS.iter().enumerate() {
+                    cumulative += c.buckets[dir][i];
+                    let le = format!("{}", bound as f64 / 1e9);
+                    let labels = labels(d, Some(ctx), &[("op", op), ("le", &le)]);
+                    sample(
+                        out,
+                        "schedhost_latency_seconds_bucket",
+                        &labels,
+                        cumulative as f64,
+                    );
+                }
+                let count: u64 = c.buckets[dir].iter().sum();
+                let inf = labels(d, Some(ctx), &[("op", op), ("le", "+Inf")]);
+                sample(out, "schedhost_latency_seconds_bucket", &inf, count as f64);
+                let plain = labels(d, Some(ctx), &[("op", op)]);
                 sample(
                     out,
-                    "schedhost_latency_seconds_bucket",
-                    &labels,
-                    cumulative as f64,
+                    "schedhost_latency_seconds_sum",
+                    &plain,
+                    c.latency_sum_ns[dir] as f64 / 1e9,
                 );
+                sample(out, "schedhost_latency_seconds_count", &plain, count as f64);
             }
-            let count: u64 = c.buckets.iter().sum();
-            let inf = labels(d, Some(ctx), &[("le", "+Inf")]);
-            sample(out, "schedhost_latency_seconds_bucket", &inf, count as f64);
-            let plain = labels(d, Some(ctx), &[]);
-            sample(
-                out,
-                "schedhost_latency_seconds_sum",
-                &plain,
-                c.latency_sum_ns as f64 / 1e9,
-            );
-            sample(out, "schedhost_latency_seconds_count", &plain, count as f64);
         }
     }
 }
@@ -209,12 +236,9 @@ fn sample(out: &mut String, name: &str, labels: &str, value: f64) {
     let _ = writeln!(out, "{name}{labels} {value}");
 }
 
-/// `{device="...",policy="...",ctx="N",extra...}`.
+/// `{device="...",ctx="N",extra...}`.
 fn labels(d: &DeviceView, ctx: Option<usize>, extra: &[(&str, &str)]) -> String {
-    let mut pairs = vec![
-        format!("device=\"{}\"", escape(&d.name)),
-        format!("policy=\"{}\"", escape(&d.policy)),
-    ];
+    let mut pairs = vec![format!("device=\"{}\"", escape(&d.name))];
     if let Some(ctx) = ctx {
         pairs.push(format!("ctx=\"{ctx}\""));
     }
@@ -244,6 +268,7 @@ mod tests {
         let d = DeviceView {
             name: "/tmp/a \"b\"".into(),
             policy: "cfq".into(),
+            epoch: 2,
             meter,
             stats: CoreStats::default(),
             queued: 1,
@@ -251,13 +276,33 @@ mod tests {
             ejections: 0,
             policy_call_ns: 1_500_000,
         };
-        let text = render(&[d], 3);
+        let text = render(&[d], 3, 1);
+        assert!(
+            text.contains(r#"schedhost_ios_total{device="/tmp/a \"b\"",ctx="0",op="read"} 2"#),
+            "{text}"
+        );
         assert!(
             text.contains(
-                r#"schedhost_ios_total{device="/tmp/a \"b\"",policy="cfq",ctx="0",op="read"} 2"#
+                r#"schedhost_policy_info{device="/tmp/a \"b\"",policy="cfq",epoch="2"} 1"#
             ),
             "{text}"
         );
+        assert!(
+            !text
+                .lines()
+                .filter(|l| !l.starts_with('#') && !l.starts_with("schedhost_policy_info"))
+                .any(|l| l.contains("policy=")),
+            "no counter carries the policy: {text}"
+        );
+        assert!(
+            text.contains(r#"ctx="0",op="read",le="0.00005"} 1"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"ctx="0",op="write",le="+Inf"} 0"#),
+            "{text}"
+        );
+        assert!(text.contains("schedhost_tunable_sets_total 1"), "{text}");
         assert!(text.contains(r#"le="0.000025"} 0"#), "{text}");
         assert!(text.contains(r#"le="0.00005"} 1"#), "{text}");
         assert!(text.contains(r#"le="2.5"} 1"#), "{text}");
@@ -267,7 +312,48 @@ mod tests {
             text.contains("schedhost_policy_call_seconds_total{device="),
             "{text}"
         );
-        assert!(text.contains("policy=\"cfq\"} 0.0015"), "{text}");
+        assert!(text.contains("\"} 0.0015"), "{text}");
         assert!(text.contains(r#"where="device"} 2"#), "{text}");
+    }
+
+    #[test]
+    fn a_swap_keeps_every_counter_series_and_moves_only_the_info_series() {
+        let mut meter = Meter::default();
+        meter.record(0, Op::Write, 8, 30_000, 0);
+        let before = DeviceView {
+            name: "d".into(),
+            policy: "deadline".into(),
+            epoch: 0,
+            meter,
+            stats: CoreStats::default(),
+            queued: 0,
+            inflight: 0,
+            ejections: 0,
+            policy_call_ns: 0,
+        };
+        let after = DeviceView {
+            policy: "cfq".into(),
+            epoch: 1,
+            ..before.clone()
+        };
+        let series = |text: &str| -> Vec<String> {
+            text.lines()
+                .filter(|l| !l.starts_with('#'))
+                .filter_map(|l| l.rsplit_once(' ').map(|(key, _)| key.to_owned()))
+                .collect()
+        };
+        let (old, new) = (
+            series(&render(&[before], 0, 0)),
+            series(&render(&[after], 1, 0)),
+        );
+        let moved: Vec<&String> = old.iter().filter(|k| !new.contains(k)).collect();
+        assert_eq!(
+            moved,
+            [r#"schedhost_policy_info{device="d",policy="deadline",epoch="0"}"#],
+            "only the info series changes"
+        );
+        assert!(
+            new.contains(&r#"schedhost_policy_info{device="d",policy="cfq",epoch="1"}"#.to_owned())
+        );
     }
 }

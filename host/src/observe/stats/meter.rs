@@ -37,10 +37,11 @@ pub struct CtxMeter {
     pub bytes: [u64; 2],
     /// Bios completed with an error.
     pub errors: u64,
-    /// Bios per latency bucket (not cumulative); the last is above every bound.
-    pub buckets: [u64; BUCKET_BOUNDS_NS.len() + 1],
-    /// Sum of all latencies, ns.
-    pub latency_sum_ns: u64,
+    /// Bios per latency bucket (not cumulative), [read, write]; the last is above every
+    /// bound. Errors count where their direction's latency would.
+    pub buckets: [[u64; BUCKET_BOUNDS_NS.len() + 1]; 2],
+    /// Sum of all latencies, ns, [read, write].
+    pub latency_sum_ns: [u64; 2],
     /// Latencies since the live view last took them.
     pub recent: Histogram<u64>,
 }
@@ -51,8 +52,8 @@ impl Default for CtxMeter {
             ios: [0; 2],
             bytes: [0; 2],
             errors: 0,
-            buckets: [0; BUCKET_BOUNDS_NS.len() + 1],
-            latency_sum_ns: 0,
+            buckets: [[0; BUCKET_BOUNDS_NS.len() + 1]; 2],
+            latency_sum_ns: [0; 2],
             // Three digits, as fio; 1 ns to an hour.
             recent: Histogram::new_with_bounds(1, 3_600_000_000_000, 3)
                 .unwrap_or_else(|_| Histogram::new(3).unwrap_or_else(|_| unreachable!())),
@@ -93,15 +94,15 @@ impl Meter {
             self.ctxs.resize_with(i + 1, CtxMeter::default);
         }
         let m = &mut self.ctxs[i];
-        m.latency_sum_ns += latency_ns;
+        let dir = usize::from(op != Op::Read);
+        m.latency_sum_ns[dir] = m.latency_sum_ns[dir].saturating_add(latency_ns);
         let bucket = BUCKET_BOUNDS_NS.partition_point(|&b| b < latency_ns);
-        m.buckets[bucket] += 1;
+        m.buckets[dir][bucket] += 1;
         m.recent.saturating_record(latency_ns.max(1));
         if status != 0 {
             m.errors += 1;
             return;
         }
-        let dir = usize::from(op != Op::Read);
         m.ios[dir] += 1;
         m.bytes[dir] += u64::from(sectors) * 512;
     }
@@ -119,10 +120,13 @@ impl Meter {
                 mine.bytes[d] += theirs.bytes[d];
             }
             mine.errors += theirs.errors;
-            for (a, b) in mine.buckets.iter_mut().zip(&theirs.buckets) {
-                *a += b;
+            for d in 0..2 {
+                for (a, b) in mine.buckets[d].iter_mut().zip(&theirs.buckets[d]) {
+                    *a += b;
+                }
+                mine.latency_sum_ns[d] =
+                    mine.latency_sum_ns[d].saturating_add(theirs.latency_sum_ns[d]);
             }
-            mine.latency_sum_ns += theirs.latency_sum_ns;
             // Same bounds on both sides: adding cannot fail.
             let _ = mine.recent.add(&theirs.recent);
         }
@@ -149,9 +153,10 @@ mod tests {
         assert_eq!(m.ctxs.len(), 3);
         let c = &m.ctxs[2];
         assert_eq!((c.ios, c.bytes, c.errors), ([1, 1], [4096, 8192], 1));
-        assert_eq!(c.buckets[0], 1, "25 µs is within the first bound");
-        assert_eq!(c.buckets[1], 1);
-        assert_eq!(c.buckets[BUCKET_BOUNDS_NS.len()], 1, "above every bound");
+        assert_eq!(c.buckets[1][0], 1, "25 µs is within the first bound");
+        assert_eq!(c.buckets[0][1], 1, "the read is in the read histogram");
+        assert_eq!(c.buckets[1][BUCKET_BOUNDS_NS.len()], 1, "above every bound");
+        assert_eq!(c.latency_sum_ns, [30_000, 3_000_025_000]);
         assert_eq!(c.completed(), 3);
         assert_eq!(c.recent.len(), 3);
     }

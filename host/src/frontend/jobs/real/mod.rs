@@ -288,6 +288,7 @@ fn outcome(
             verified_blocks: ran.verified,
             ejections: finished.ejections,
             swaps: finished.swaps,
+            sets: finished.sets,
             events: finished.events,
         },
         targets: summaries,
