@@ -447,7 +447,7 @@ fn replay_subcommand_reports_the_trace_and_names_bad_lines() {
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("(IologV3): 2 I/Os from 1 streams"), "{text}");
+    assert!(text.contains("(iolog-v3): 2 I/Os from 1 streams"), "{text}");
     let bad = temp_file(
         "bad.iolog",
         "fio version 3 iolog\n0 f read 0 4096\n7 f read 0\n",
@@ -1570,4 +1570,89 @@ fn reproduce_quick_prints_every_seed_table_and_the_simulated_shapes_hold() {
 fn reproduce_names_an_unknown_seed() {
     let out = schedhost(&["reproduce", "5"]);
     assert_fails_with(&out, "seed \"5\": expected 1, 2, 3, 4 or all");
+}
+
+/// fio's own tool `name`, if fio's package is installed; `cargo xtask test` installs it, and
+/// there its absence fails the test.
+fn fio_tool(name: &str) -> Option<PathBuf> {
+    let path = PathBuf::from("/usr/bin").join(name);
+    if path.is_file() {
+        return Some(path);
+    }
+    assert!(
+        std::env::var_os("SCHEDHOST_REQUIRE_WASM").is_none(),
+        "{} missing (fio's package)",
+        path.display()
+    );
+    eprintln!("skipping: {} not installed", path.display());
+    None
+}
+
+#[test]
+fn json_plus_bins_are_read_and_validated_by_fios_own_clat2csv() {
+    let dir = real_dir("json_plus");
+    let report = dir.join("plus.json");
+    let out = schedhost(&[
+        "--policy",
+        "native:deadline",
+        "--name=r",
+        "--rw=randrw",
+        "--bs=4k",
+        "--size=16m",
+        "--iodepth=4",
+        "--runtime=1s",
+        "--output-format",
+        "json+",
+        "--output",
+        report.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let read = &v["jobs"][0]["read"];
+    for key in ["slat_ns", "clat_ns", "lat_ns"] {
+        assert!(read[key]["N"].as_u64().unwrap() > 0, "{key}: {read}");
+    }
+    let bins = read["clat_ns"]["bins"].as_object().unwrap();
+    let binned: u64 = bins.values().map(|n| n.as_u64().unwrap()).sum();
+    assert_eq!(binned, read["clat_ns"]["N"].as_u64().unwrap(), "every bio is in a bin");
+    assert_eq!(read["sched_ns"]["percentile"]["99.000000"].is_u64(), true, "nested as clat_ns");
+    assert!(read["bw_samples"].as_u64().unwrap() >= 1, "half-second samples: {read}");
+    assert!(read["bw_min"].as_u64().unwrap() <= read["bw_max"].as_u64().unwrap());
+    assert!(v["jobs"][0]["trim"].is_object(), "fio's consumers expect every direction");
+    let plain = schedhost(&[
+        "--policy",
+        "native:deadline",
+        "--name=r",
+        "--rw=randrw",
+        "--bs=4k",
+        "--size=16m",
+        "--iodepth=4",
+        "--runtime=1s",
+        "--output-format",
+        "json",
+    ]);
+    let plain: serde_json::Value = serde_json::from_slice(&plain.stdout).unwrap();
+    assert!(plain["jobs"][0]["read"]["clat_ns"]["bins"].is_null(), "bins only in json+");
+    let Some(clat2csv) = fio_tool("fio_jsonplus_clat2csv") else {
+        return;
+    };
+    let csv = dir.join("plus.csv");
+    for extra in [None, Some("--validate")] {
+        let out = Command::new(&clat2csv)
+            .arg(&report)
+            .arg(&csv)
+            .args(extra)
+            .current_dir(&dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "fio_jsonplus_clat2csv {extra:?}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            stderr(&out)
+        );
+    }
+    let table = std::fs::read_to_string(dir.join("plus_job0.csv")).unwrap();
+    assert!(table.lines().count() > 10, "a row per bin:\n{table}");
 }

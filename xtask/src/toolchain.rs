@@ -12,8 +12,9 @@ const C_PACKAGES: &[&str] = schedhost_kit::c::DEBIAN_PACKAGES;
 const CARGO: &str = "/usr/bin/cargo";
 
 /// The real clients the tests drive: qemu-img and qemu-io, nbdcopy and nbdinfo, fio (its
-/// nbd engine), and curl (the metrics endpoint).
-const CLIENT_PACKAGES: &[&str] = &["qemu-utils", "libnbd-bin", "fio", "curl"];
+/// nbd engine, and fio_jsonplus_clat2csv, which needs python3-six), and curl (the metrics
+/// endpoint).
+const CLIENT_PACKAGES: &[&str] = &["qemu-utils", "libnbd-bin", "fio", "python3-six", "curl"];
 
 /// Installs the wasm toolchain's Debian packages unless all are present.
 pub fn ensure() -> Result<()> {

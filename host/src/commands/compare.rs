@@ -383,7 +383,7 @@ impl CompareArgs {
         rows: &[(String, Vec<Runs>)],
     ) -> serde_json::Value {
         json!({
-            "metric": format!("{:?}", self.metric),
+            "metric": self.metric.name(),
             "label": self.metric.label(),
             "device": self.devices.join(", "),
             "devices": self.devices,

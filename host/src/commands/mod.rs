@@ -24,6 +24,10 @@ pub enum OutputFormat {
     Normal,
     /// fio-shaped JSON.
     Json,
+    /// fio's json+: the JSON with each completion-latency histogram's bins (`run`; the
+    /// other commands print their JSON).
+    #[value(name = "json+")]
+    JsonPlus,
 }
 
 /// `--set name=value`.

@@ -14,7 +14,7 @@ use schedhost::frontend::replay::Format;
 use schedhost::frontend::run::{Device, PolicyPlan, run};
 use schedhost::observe::events;
 use schedhost::policy::{WasmRuntime, load};
-use schedhost::report::{RunInfo, Summary, TraceSummary, to_json, to_text};
+use schedhost::report::{RunInfo, Summary, TraceSummary, to_json, to_json_plus, to_text};
 
 use super::plan::{QueueArgs, RingArgs, SandboxArgs, parse_device, status_interval_ns};
 use super::{OutputFormat, parse_setting};
@@ -181,6 +181,7 @@ impl RunArgs {
         let text = match self.output_format {
             OutputFormat::Normal => schedhost::output::printable_lines(&to_text(&summary)),
             OutputFormat::Json => format!("{:#}\n", to_json(&summary)),
+            OutputFormat::JsonPlus => format!("{:#}\n", to_json_plus(&summary)),
         };
         match &self.output {
             Some(path) => std::fs::write(path, text)

@@ -220,7 +220,7 @@ impl ServeArgs {
 
     fn report(&self, served: &Served, policy: &str) -> Result<()> {
         match self.output_format {
-            OutputFormat::Json => {
+            OutputFormat::Json | OutputFormat::JsonPlus => {
                 let value = serde_json::json!({
                     "device": self.device.display().to_string(),
                     "policy": policy,

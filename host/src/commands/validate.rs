@@ -53,7 +53,7 @@ impl ValidateArgs {
             eprintln!("schedhost: wrote {}", out.display());
         }
         match self.output_format {
-            OutputFormat::Json => {
+            OutputFormat::Json | OutputFormat::JsonPlus => {
                 let doc = serde_json::json!({
                     "trace": self.trace.display().to_string(),
                     "device": self.device,

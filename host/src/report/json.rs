@@ -2,11 +2,23 @@
 
 use serde_json::{Map, Value, json};
 
+use hdrhistogram::Histogram;
+
 use super::{PERCENTILES, Summary, rates};
-use crate::observe::stats::{DIRECTIONS, OpStats};
+use crate::observe::stats::{DIRECTIONS, OpStats, Running};
 
 /// The report as a JSON value; keys are sorted, so equal runs give byte-identical text.
 pub fn to_json(summary: &Summary<'_>) -> Value {
+    report(summary, false)
+}
+
+/// The report as fio's `json+`: [`to_json`]'s, with every completion-latency histogram's
+/// bins (`clat_ns.bins`, `"ns": count`), as `fio_jsonplus_clat2csv` reads them.
+pub fn to_json_plus(summary: &Summary<'_>) -> Value {
+    report(summary, true)
+}
+
+fn report(summary: &Summary<'_>, plus: bool) -> Value {
     let outcome = summary.outcome;
     let jobs: Vec<Value> = outcome
         .submitters
@@ -22,9 +34,21 @@ pub fn to_json(summary: &Summary<'_>) -> Value {
             entry.insert("error".into(), json!(outcome.stats[i].first_error));
             entry.insert("job_runtime".into(), json!(runtime / 1_000_000));
             entry.insert("job options".into(), json!({ "rw": job.rw_name(), "bs": job.bs, "iodepth": job.iodepth, "numjobs": job.numjobs }));
+            let stats = &outcome.stats[i];
+            let sampled_ns = s.finished_ns.saturating_sub(stats.measure_from_ns);
             for (d, name) in DIRECTIONS.iter().enumerate() {
-                entry.insert((*name).into(), direction(&outcome.stats[i].dirs[d], runtime));
+                let samples = stats.windows[d].summary(sampled_ns);
+                entry.insert(
+                    (*name).into(),
+                    direction(&stats.dirs[d], samples, runtime, plus),
+                );
             }
+            // Discards count with writes here; fio's consumers expect the key.
+            let none = crate::observe::stats::Windows::default().summary(0);
+            entry.insert(
+                "trim".into(),
+                direction(&OpStats::default(), none, 0, plus),
+            );
             entry.insert(
                 "schedhost".into(),
                 json!({
@@ -104,9 +128,9 @@ pub fn to_json(summary: &Summary<'_>) -> Value {
     doc
 }
 
-/// The completion-latency distribution as `[ns, fraction]` points, denser in the tail, for
+/// The completion-latency distribution as `{ns, fraction}` points, denser in the tail, for
 /// plots; empty without completions.
-fn cdf(op: &OpStats) -> Vec<(u64, f64)> {
+fn cdf(op: &OpStats) -> Vec<Value> {
     if op.clat.is_empty() {
         return Vec::new();
     }
@@ -115,27 +139,53 @@ fn cdf(op: &OpStats) -> Vec<(u64, f64)> {
         0.92, 0.94, 0.96, 0.98, 0.99, 0.995, 0.999, 0.9995, 0.9999, 1.0,
     ];
     body.chain(tail)
-        .map(|q| (op.clat.value_at_quantile(q), q))
+        .map(|q| json!({ "ns": op.clat.value_at_quantile(q), "fraction": q }))
         .collect()
 }
 
-fn direction(op: &OpStats, runtime_ns: u64) -> Value {
+/// A latency histogram as fio prints one: min, max, mean, stddev, N, and (when asked) its
+/// percentiles and, for json+, its bins (`"ns": count` for every value recorded).
+fn latency(h: &Histogram<u64>, percentiles: bool, bins: bool) -> Value {
+    let empty = h.is_empty();
+    let mut out = Map::new();
+    out.insert("min".into(), json!(if empty { 0 } else { h.min() }));
+    out.insert("max".into(), json!(if empty { 0 } else { h.max() }));
+    out.insert("mean".into(), json!(if empty { 0.0 } else { h.mean() }));
+    out.insert("stddev".into(), json!(if empty { 0.0 } else { h.stdev() }));
+    out.insert("N".into(), json!(h.len()));
+    if percentiles {
+        let percentile: Map<String, Value> = PERCENTILES
+            .iter()
+            .map(|p| {
+                let v = if empty { 0 } else { h.value_at_percentile(*p) };
+                (format!("{p:.6}"), json!(v))
+            })
+            .collect();
+        out.insert("percentile".into(), Value::Object(percentile));
+    }
+    if bins && !empty {
+        let bins: Map<String, Value> = h
+            .iter_recorded()
+            .map(|v| {
+                (
+                    h.highest_equivalent(v.value_iterated_to()).to_string(),
+                    json!(v.count_at_value()),
+                )
+            })
+            .collect();
+        out.insert("bins".into(), Value::Object(bins));
+    }
+    Value::Object(out)
+}
+
+/// A direction as fio reports it. `samples` are its bandwidth (bytes/s) and IOPS per
+/// half-second window; `plus` is json+ (histogram bins).
+fn direction(op: &OpStats, samples: (Running, Running), runtime_ns: u64, plus: bool) -> Value {
     let r = rates(op, runtime_ns);
-    let clat = &op.clat;
-    let empty = clat.is_empty();
-    let percentile: Map<String, Value> = PERCENTILES
-        .iter()
-        .map(|p| {
-            (
-                format!("{p:.6}"),
-                json!(if empty {
-                    0
-                } else {
-                    clat.value_at_percentile(*p)
-                }),
-            )
-        })
-        .collect();
+    let (bw, iops) = samples;
+    // A bio enters the host the moment its job issues it: no submission latency, so total
+    // latency is completion latency; the time in the scheduler is `sched_ns`.
+    let slat = json!({ "min": 0, "max": 0, "mean": 0.0, "stddev": 0.0, "N": op.ios });
     json!({
         "io_bytes": op.bytes,
         "io_kbytes": op.bytes / 1024,
@@ -147,20 +197,21 @@ fn direction(op: &OpStats, runtime_ns: u64) -> Value {
         "short_ios": 0,
         "drop_ios": 0,
         "errors": op.errors,
-        "clat_ns": {
-            "min": if empty { 0 } else { clat.min() },
-            "max": if empty { 0 } else { clat.max() },
-            "mean": if empty { 0.0 } else { clat.mean() },
-            "stddev": if empty { 0.0 } else { clat.stdev() },
-            "N": clat.len(),
-            "percentile": percentile,
-        },
-        "sched_ns": {
-            "min": if empty { 0 } else { op.sched.min() },
-            "max": if empty { 0 } else { op.sched.max() },
-            "mean": if empty { 0.0 } else { op.sched.mean() },
-            "99.000000": if empty { 0 } else { op.sched.value_at_percentile(99.0) },
-        },
+        "slat_ns": slat,
+        "clat_ns": latency(&op.clat, true, plus),
+        "lat_ns": latency(&op.clat, false, false),
+        "bw_min": (bw.min / 1024.0).round() as u64,
+        "bw_max": (bw.max / 1024.0).round() as u64,
+        "bw_agg": if bw.n > 0 { 100.0 } else { 0.0 },
+        "bw_mean": bw.mean() / 1024.0,
+        "bw_dev": bw.stddev() / 1024.0,
+        "bw_samples": bw.n,
+        "iops_min": iops.min.round() as u64,
+        "iops_max": iops.max.round() as u64,
+        "iops_mean": iops.mean(),
+        "iops_stddev": iops.stddev(),
+        "iops_samples": iops.n,
+        "sched_ns": latency(&op.sched, true, false),
     })
 }
 

@@ -10,7 +10,7 @@ use crate::frontend::outcome::Outcome;
 pub use crate::frontend::outcome::RealDetails;
 use crate::observe::stats::OpStats;
 
-pub use json::to_json;
+pub use json::{to_json, to_json_plus};
 pub use text::to_text;
 
 /// fio's default percentile list.

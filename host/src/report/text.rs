@@ -129,8 +129,11 @@ pub fn to_text(summary: &Summary<'_>) -> String {
         });
         let _ = writeln!(
             out,
-            "  replayed {} ({:?}): {} I/Os from {} streams{recorded}",
-            t.path, t.format, t.ios, t.streams
+            "  replayed {} ({}): {} I/Os from {} streams{recorded}",
+            t.path,
+            t.format.name(),
+            t.ios,
+            t.streams
         );
     }
     for e in &outcome.ejections {

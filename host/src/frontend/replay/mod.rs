@@ -12,7 +12,7 @@ use crate::input::Location;
 
 /// A trace format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
+#[serde(rename_all = "kebab-case")]
 pub enum Format {
     /// `blkparse` text output; Q (queued) events become I/Os.
     Blkparse,
@@ -20,6 +20,17 @@ pub enum Format {
     IologV2,
     /// `fio version 3 iolog`: a timestamp in microseconds on every line.
     IologV3,
+}
+
+impl Format {
+    /// Its name on the command line (`--trace-format`) and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Blkparse => "blkparse",
+            Format::IologV2 => "iolog-v2",
+            Format::IologV3 => "iolog-v3",
+        }
+    }
 }
 
 /// One recorded I/O.

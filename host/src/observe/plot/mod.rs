@@ -104,7 +104,7 @@ fn latency_cdf(runs: &[&Value]) -> Result<String, String> {
                     .as_array()
                     .into_iter()
                     .flatten()
-                    .filter_map(|p| Some((plausible(&p[0])? / 1000.0, plausible(&p[1])?)))
+                    .filter_map(|p| Some((plausible(&p["ns"])? / 1000.0, plausible(&p["fraction"])?)))
                     .collect();
                 if !points.is_empty() {
                     let ctx = job["schedhost"]["ctx"].as_u64().unwrap_or(0);
@@ -469,7 +469,7 @@ mod tests {
         json!({ "jobs": [{ "jobname": "j", "schedhost": {
             "ctx": 0,
             "timeline": { "bucket_ns": bucket_ns, "ios": ios },
-            "latency_cdf": { "read": [[1000, 0.5], [1e308, 1.0]] },
+            "latency_cdf": { "read": [{ "ns": 1000, "fraction": 0.5 }, { "ns": 1e308, "fraction": 1.0 }] },
         } }] })
     }
 
@@ -485,7 +485,7 @@ mod tests {
             .map(|c| json!({ "jobname": "j", "schedhost": {
                 "ctx": c,
                 "timeline": { "bucket_ns": 1e7, "ios": [1, 2, 3] },
-                "latency_cdf": { "read": (1..3000).map(|i| json!([i * 1000, f64::from(i) / 3e3])).collect::<Vec<_>>() },
+                "latency_cdf": { "read": (1..3000).map(|i| json!({ "ns": i * 1000, "fraction": f64::from(i) / 3e3 })).collect::<Vec<_>>() },
             }}))
             .collect();
         let doc = json!({ "jobs": many, "schedhost": { "policy": { "name": "noop" } } });

@@ -53,8 +53,10 @@ impl OpStats {
             return;
         }
         self.bytes += u64::from(sectors) * 512;
-        self.clat.saturating_record(latency_ns.max(1));
-        self.sched.saturating_record(sched_ns.max(1));
+        // 0 is a value like any other (a bio dispatched as it arrived): the report says 0,
+        // as the text does.
+        self.clat.saturating_record(latency_ns);
+        self.sched.saturating_record(sched_ns);
     }
 
     /// Adds another submitter's numbers (group summaries).
@@ -76,11 +78,108 @@ pub const TIMELINE_BUCKET_NS: u64 = 10_000_000;
 /// length (a think time of hours once asked for terabytes).
 pub const TIMELINE_MAX_BUCKETS: usize = 1 << 16;
 
+/// fio's sampling interval for bandwidth and IOPS (`bw_avg_time`, `iops_avg_time`).
+pub const SAMPLE_NS: u64 = 500_000_000;
+
+/// One direction's bandwidth and IOPS, sampled as fio does: what each [`SAMPLE_NS`] window
+/// since the end of the ramp completed, summarised as it goes (a sample is not kept, so a
+/// long run costs no memory).
+#[derive(Debug, Clone, Default)]
+pub struct Windows {
+    /// The window being filled, counted from the ramp's end.
+    current: u64,
+    bytes: u64,
+    ios: u64,
+    /// Closed windows: bytes/s and ios/s.
+    bw: Running,
+    iops: Running,
+}
+
+/// Count, least, most, sum and sum of squares of a series.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Running {
+    /// Samples.
+    pub n: u64,
+    /// Least (0 without samples).
+    pub min: f64,
+    /// Most.
+    pub max: f64,
+    sum: f64,
+    sum_sq: f64,
+}
+
+impl Running {
+    /// Adds `count` samples of `value`.
+    fn add(&mut self, value: f64, count: u64) {
+        if count == 0 {
+            return;
+        }
+        if self.n == 0 {
+            (self.min, self.max) = (value, value);
+        } else {
+            self.min = self.min.min(value);
+            self.max = self.max.max(value);
+        }
+        self.n += count;
+        let c = count as f64;
+        self.sum += value * c;
+        self.sum_sq += value * value * c;
+    }
+
+    /// The mean.
+    pub fn mean(&self) -> f64 {
+        if self.n == 0 { 0.0 } else { self.sum / self.n as f64 }
+    }
+
+    /// The sample standard deviation (n − 1), as fio's.
+    pub fn stddev(&self) -> f64 {
+        if self.n < 2 {
+            return 0.0;
+        }
+        let n = self.n as f64;
+        ((self.sum_sq - self.sum * self.sum / n) / (n - 1.0)).max(0.0).sqrt()
+    }
+}
+
+impl Windows {
+    /// Counts `bytes` completed `since_ns` after the ramp's end.
+    fn record(&mut self, since_ns: u64, bytes: u64) {
+        self.close_until(since_ns / SAMPLE_NS);
+        self.bytes += bytes;
+        self.ios += 1;
+    }
+
+    /// Closes every window before `window`: the one being filled with what it holds, the
+    /// ones after it with nothing (a direction that went quiet samples 0, as fio's).
+    fn close_until(&mut self, window: u64) {
+        if window <= self.current {
+            return;
+        }
+        let per_s = 1e9 / SAMPLE_NS as f64;
+        self.bw.add(self.bytes as f64 * per_s, 1);
+        self.iops.add(self.ios as f64 * per_s, 1);
+        let empty = window - self.current - 1;
+        self.bw.add(0.0, empty);
+        self.iops.add(0.0, empty);
+        (self.current, self.bytes, self.ios) = (window, 0, 0);
+    }
+
+    /// Bandwidth (bytes/s) and IOPS over the windows that closed by `until_ns` after the
+    /// ramp's end (the run's end: a last, partial window is not a sample, as in fio).
+    pub fn summary(&self, until_ns: u64) -> (Running, Running) {
+        let mut closed = self.clone();
+        closed.close_until(until_ns / SAMPLE_NS);
+        (closed.bw, closed.iops)
+    }
+}
+
 /// Per-submitter statistics.
 #[derive(Debug, Clone)]
 pub struct CtxStats {
     /// Indexed by direction: 0 read, 1 write.
     pub dirs: [OpStats; 2],
+    /// Bandwidth and IOPS samples per direction.
+    pub windows: [Windows; 2],
     /// Bios completed per `bucket_ns` of the run, both directions.
     pub timeline: Vec<u32>,
     /// Width of a timeline bucket: [`TIMELINE_BUCKET_NS`], doubled each time the run
@@ -96,6 +195,7 @@ impl Default for CtxStats {
     fn default() -> Self {
         Self {
             dirs: Default::default(),
+            windows: Default::default(),
             timeline: Vec::new(),
             bucket_ns: TIMELINE_BUCKET_NS,
             measure_from_ns: 0,
@@ -124,6 +224,10 @@ impl CtxStats {
         }
         self.dir_mut(op)
             .record(sectors, latency_ns, sched_ns, status);
+        if status == 0 {
+            let since = now_ns - self.measure_from_ns;
+            self.windows[usize::from(op != Op::Read)].record(since, u64::from(sectors) * 512);
+        }
         self.count_at(now_ns);
     }
 
@@ -190,5 +294,25 @@ mod timeline_tests {
             "the early completions fold into the first bucket"
         );
         assert_eq!(stats.bucket_ns % TIMELINE_BUCKET_NS, 0);
+    }
+
+    #[test]
+    fn bandwidth_is_sampled_per_half_second_with_quiet_windows_as_zero() {
+        let mut stats = CtxStats {
+            measure_from_ns: 1_000_000_000,
+            ..CtxStats::default()
+        };
+        // Window 0: two 4 KiB reads; window 1: none; window 2: one; window 3 is cut short.
+        for at in [1_100_000_000, 1_200_000_000, 2_100_000_000, 2_600_000_000] {
+            stats.record(at, Op::Read, 8, (1, 0), 0);
+        }
+        let (bw, iops) = stats.windows[0].summary(1_700_000_000);
+        assert_eq!(iops.n, 3, "three whole windows; the last partial one is not a sample");
+        assert_eq!((iops.min, iops.max), (0.0, 4.0));
+        assert!((iops.mean() - 2.0).abs() < 1e-9);
+        assert_eq!(bw.max, 8192.0 * 2.0);
+        assert!((iops.stddev() - 2.0).abs() < 1e-9, "sample stddev of 4, 0, 2");
+        let (_, writes) = stats.windows[1].summary(1_700_000_000);
+        assert_eq!((writes.n, writes.max), (3, 0.0), "a direction unused samples 0");
     }
 }
