@@ -1615,11 +1615,25 @@ fn json_plus_bins_are_read_and_validated_by_fios_own_clat2csv() {
     }
     let bins = read["clat_ns"]["bins"].as_object().unwrap();
     let binned: u64 = bins.values().map(|n| n.as_u64().unwrap()).sum();
-    assert_eq!(binned, read["clat_ns"]["N"].as_u64().unwrap(), "every bio is in a bin");
-    assert_eq!(read["sched_ns"]["percentile"]["99.000000"].is_u64(), true, "nested as clat_ns");
-    assert!(read["bw_samples"].as_u64().unwrap() >= 1, "half-second samples: {read}");
+    assert_eq!(
+        binned,
+        read["clat_ns"]["N"].as_u64().unwrap(),
+        "every bio is in a bin"
+    );
+    assert_eq!(
+        read["sched_ns"]["percentile"]["99.000000"].is_u64(),
+        true,
+        "nested as clat_ns"
+    );
+    assert!(
+        read["bw_samples"].as_u64().unwrap() >= 1,
+        "half-second samples: {read}"
+    );
     assert!(read["bw_min"].as_u64().unwrap() <= read["bw_max"].as_u64().unwrap());
-    assert!(v["jobs"][0]["trim"].is_object(), "fio's consumers expect every direction");
+    assert!(
+        v["jobs"][0]["trim"].is_object(),
+        "fio's consumers expect every direction"
+    );
     let plain = schedhost(&[
         "--policy",
         "native:deadline",
@@ -1633,7 +1647,10 @@ fn json_plus_bins_are_read_and_validated_by_fios_own_clat2csv() {
         "json",
     ]);
     let plain: serde_json::Value = serde_json::from_slice(&plain.stdout).unwrap();
-    assert!(plain["jobs"][0]["read"]["clat_ns"]["bins"].is_null(), "bins only in json+");
+    assert!(
+        plain["jobs"][0]["read"]["clat_ns"]["bins"].is_null(),
+        "bins only in json+"
+    );
     let Some(clat2csv) = fio_tool("fio_jsonplus_clat2csv") else {
         return;
     };
@@ -1655,4 +1672,53 @@ fn json_plus_bins_are_read_and_validated_by_fios_own_clat2csv() {
     }
     let table = std::fs::read_to_string(dir.join("plus_job0.csv")).unwrap();
     assert!(table.lines().count() > 10, "a row per bin:\n{table}");
+}
+
+#[test]
+fn fio_options_before_any_name_override_every_job_of_the_job_files() {
+    let job = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples/jobs/seed1-sequential-readers.fio");
+    let job = job.to_str().unwrap();
+    let out = schedhost(&[
+        "--policy",
+        "native:noop",
+        job,
+        "--numjobs=3",
+        "--runtime=100ms",
+        "--output-format",
+        "json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let jobs = v["jobs"].as_array().unwrap();
+    assert_eq!(
+        jobs.len(),
+        3,
+        "numjobs=1 in the file, 3 on the command line"
+    );
+    assert!(
+        jobs.iter()
+            .all(|j| j["job_runtime"].as_u64().unwrap() < 1000),
+        "runtime=100ms replaced the file's 5s"
+    );
+    // A --name after the overrides starts a job of its own, which they do not reach.
+    let out = schedhost(&[
+        "--policy",
+        "native:noop",
+        job,
+        "--runtime=100ms",
+        "--name=extra",
+        "--rw=randread",
+        "--size=8m",
+        "--runtime=50ms",
+        "--output-format",
+        "json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["jobs"].as_array().unwrap().len(), 2);
+    assert_fails_with(
+        &schedhost(&["--policy", "native:noop", job, "--bs=huge"]),
+        "--bs=huge on the command line, for job 'reader'",
+    );
 }

@@ -42,9 +42,26 @@ pub struct BuildArgs {
     /// Where the component goes (default: DIR/target).
     #[arg(long, value_name = "DIR")]
     pub out_dir: Option<PathBuf>,
-    /// cargo's target directory for the wasm build (default: DIR/target/wasm).
+    /// cargo's target directory for the wasm build (default: one shared by every policy,
+    /// `$XDG_CACHE_HOME/schedhost/wasm-target` or `~/.cache/schedhost/wasm-target`, so the
+    /// standard library is built for wasm once, not once per policy).
     #[arg(long, value_name = "DIR")]
     pub target_dir: Option<PathBuf>,
+}
+
+/// The wasm target directory every policy shares: the user's cache directory, if there is
+/// one.
+fn shared_target_dir() -> Option<PathBuf> {
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .map(PathBuf::from)
+                .filter(|p| p.is_absolute())
+                .map(|home| home.join(".cache"))
+        })?;
+    Some(cache.join("schedhost").join("wasm-target"))
 }
 
 impl BuildArgs {
@@ -60,7 +77,8 @@ impl BuildArgs {
         } else {
             let toolchain = WasmToolchain::find()?;
             eprintln!("schedhost: building with {}", toolchain.describe());
-            build_policy(&toolchain, &self.dir, self.target_dir.as_deref(), &out_dir)
+            let target_dir = self.target_dir.clone().or_else(shared_target_dir);
+            build_policy(&toolchain, &self.dir, target_dir.as_deref(), &out_dir)
         }
         .with_context(|| format!("building the policy in {}", self.dir.display()))?;
         println!("{}", built.component.display());

@@ -69,7 +69,9 @@ impl CheckArgs {
         };
         let report = check(&make, &options);
         match self.output_format {
-            OutputFormat::Json | OutputFormat::JsonPlus => println!("{}", serde_json::to_string_pretty(&report)?),
+            OutputFormat::Json | OutputFormat::JsonPlus => {
+                println!("{}", serde_json::to_string_pretty(&report)?)
+            }
             OutputFormat::Normal => print!(
                 "{}",
                 schedhost::output::printable_lines(&card(&source.label(), &report))

@@ -286,8 +286,28 @@ pub fn read_jobs(paths: &[PathBuf], fio_options: &[String]) -> Result<Vec<JobSpe
             .with_context(|| format!("reading job file {}", path.display()))?;
         jobs.extend(parse_job_file(&path.display().to_string(), &text)?);
     }
-    if !fio_options.is_empty() {
-        jobs.extend(parse_cmdline(fio_options)?);
+    // With job files, fio options before any --name change every job of the files (as
+    // `fio --runtime=10 job.fio` does); options from a --name on are jobs of their own.
+    let own_jobs = if paths.is_empty() {
+        0
+    } else {
+        fio_options
+            .iter()
+            .position(|o| o == "--name" || o.starts_with("--name="))
+            .unwrap_or(fio_options.len())
+    };
+    let (overrides, command_line_jobs) = fio_options.split_at(own_jobs);
+    for option in overrides {
+        let text = option.trim_start_matches('-');
+        let (key, value) = text.split_once('=').unwrap_or((text, ""));
+        for job in &mut jobs {
+            job.set_option(key, value).map_err(|e| {
+                anyhow::anyhow!("{option} on the command line, for job '{}': {e}", job.name)
+            })?;
+        }
+    }
+    if !command_line_jobs.is_empty() {
+        jobs.extend(parse_cmdline(command_line_jobs)?);
     }
     if jobs.is_empty() {
         bail!(

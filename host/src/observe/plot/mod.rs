@@ -104,7 +104,9 @@ fn latency_cdf(runs: &[&Value]) -> Result<String, String> {
                     .as_array()
                     .into_iter()
                     .flatten()
-                    .filter_map(|p| Some((plausible(&p["ns"])? / 1000.0, plausible(&p["fraction"])?)))
+                    .filter_map(|p| {
+                        Some((plausible(&p["ns"])? / 1000.0, plausible(&p["fraction"])?))
+                    })
                     .collect();
                 if !points.is_empty() {
                     let ctx = job["schedhost"]["ctx"].as_u64().unwrap_or(0);

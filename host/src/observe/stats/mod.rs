@@ -128,7 +128,11 @@ impl Running {
 
     /// The mean.
     pub fn mean(&self) -> f64 {
-        if self.n == 0 { 0.0 } else { self.sum / self.n as f64 }
+        if self.n == 0 {
+            0.0
+        } else {
+            self.sum / self.n as f64
+        }
     }
 
     /// The sample standard deviation (n − 1), as fio's.
@@ -137,7 +141,9 @@ impl Running {
             return 0.0;
         }
         let n = self.n as f64;
-        ((self.sum_sq - self.sum * self.sum / n) / (n - 1.0)).max(0.0).sqrt()
+        ((self.sum_sq - self.sum * self.sum / n) / (n - 1.0))
+            .max(0.0)
+            .sqrt()
     }
 }
 
@@ -307,12 +313,22 @@ mod timeline_tests {
             stats.record(at, Op::Read, 8, (1, 0), 0);
         }
         let (bw, iops) = stats.windows[0].summary(1_700_000_000);
-        assert_eq!(iops.n, 3, "three whole windows; the last partial one is not a sample");
+        assert_eq!(
+            iops.n, 3,
+            "three whole windows; the last partial one is not a sample"
+        );
         assert_eq!((iops.min, iops.max), (0.0, 4.0));
         assert!((iops.mean() - 2.0).abs() < 1e-9);
         assert_eq!(bw.max, 8192.0 * 2.0);
-        assert!((iops.stddev() - 2.0).abs() < 1e-9, "sample stddev of 4, 0, 2");
+        assert!(
+            (iops.stddev() - 2.0).abs() < 1e-9,
+            "sample stddev of 4, 0, 2"
+        );
         let (_, writes) = stats.windows[1].summary(1_700_000_000);
-        assert_eq!((writes.n, writes.max), (3, 0.0), "a direction unused samples 0");
+        assert_eq!(
+            (writes.n, writes.max),
+            (3, 0.0),
+            "a direction unused samples 0"
+        );
     }
 }
