@@ -1721,3 +1721,48 @@ fn fio_options_before_any_name_override_every_job_of_the_job_files() {
         "--bs=huge on the command line, for job 'reader'",
     );
 }
+
+#[test]
+fn rate_caps_a_jobs_bandwidth_and_a_zipf_job_runs_to_its_size() {
+    let out = schedhost(&[
+        "--policy",
+        "native:noop",
+        "--device",
+        "sim:ssd",
+        "--name=r",
+        "--rw=read",
+        "--bs=4k",
+        "--size=64m",
+        "--rate=1m",
+        "--runtime=2s",
+        "--time_based",
+        "--output-format",
+        "json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let bw = v["jobs"][0]["read"]["bw_bytes"].as_f64().unwrap();
+    assert!(
+        (bw - 1_048_576.0).abs() <= 0.02 * 1_048_576.0,
+        "rate=1m gave {bw} bytes/s"
+    );
+    let out = schedhost(&[
+        "--policy",
+        "native:noop",
+        "--device",
+        "sim:ssd",
+        "--name=z",
+        "--rw=randread",
+        "--bs=4k",
+        "--size=4m",
+        "--random_distribution=zipf:1.2",
+        "--output-format",
+        "json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        v["jobs"][0]["read"]["total_ios"], 1024,
+        "size= still bounds a skewed job's I/O count"
+    );
+}

@@ -227,3 +227,75 @@ fn ramp_time_runs_before_runtime_and_counts_only_what_completes_after_it() {
         "100 of 150 ms counted: {share}"
     );
 }
+
+/// fio-genzipf's share of the hits for the hottest tenth of the blocks hit, over 1 GiB of
+/// 4 KiB blocks; `None` without fio's package (required under `cargo xtask test`).
+fn genzipf_top_tenth(kind: &str, input: &str) -> Option<f64> {
+    let tool = std::path::Path::new("/usr/bin/fio-genzipf");
+    if !tool.is_file() {
+        assert!(
+            std::env::var_os("SCHEDHOST_REQUIRE_WASM").is_none(),
+            "fio-genzipf missing (fio's package)"
+        );
+        eprintln!("skipping: fio-genzipf not installed");
+        return None;
+    }
+    let out = std::process::Command::new(tool)
+        .args(["-t", kind, "-i", input, "-b", "4096", "-g", "1", "-o", "10"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let row = text.lines().find(|l| l.starts_with("Top"))?;
+    // `Top  10.00%   88.76%   88.76%   232686   908.93M`: the third figure is Sum %.
+    let sum = row.split_whitespace().nth(3)?.trim_end_matches('%');
+    Some(sum.parse::<f64>().ok()? / 100.0)
+}
+
+#[test]
+fn skewed_random_distributions_give_fio_genzipfs_hot_set_share() {
+    use schedhost::frontend::jobs::distribution::{Distribution, hot_share};
+    for (kind, input) in [("zipf", "1.2"), ("zipf", "0.8"), ("pareto", "0.2")] {
+        let Some(fio) = genzipf_top_tenth(kind, input) else {
+            return;
+        };
+        let distribution = Distribution::parse(&format!("{kind}:{input}")).unwrap();
+        let blocks = 262_144;
+        let ours = hot_share(distribution, blocks, blocks, 0.1, 1);
+        assert!(
+            (ours - fio).abs() <= 0.015,
+            "{kind}:{input}: the hottest tenth takes {ours:.4} here, {fio:.4} in fio-genzipf"
+        );
+    }
+}
+
+#[test]
+fn random_distribution_and_rate_are_taken_and_bad_values_named() {
+    let jobs = parse_cmdline(&[
+        "--name=z".into(),
+        "--rw=randread".into(),
+        "--size=64m".into(),
+        "--random_distribution=zipf:1.1".into(),
+        "--rate=1m".into(),
+    ])
+    .unwrap();
+    assert_eq!(jobs[0].rate_bytes, Some(1 << 20));
+    for (bad, named) in [
+        ("--random_distribution=zipf:1", "not 1"),
+        ("--random_distribution=lognormal:2", "not supported"),
+        ("--rate=1m,2m", "separate read and write rates"),
+    ] {
+        let err = parse_cmdline(&["--name=z".into(), "--size=1m".into(), bad.into()])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(named), "{bad}: {err}");
+    }
+    let mixed = parse_cmdline(&[
+        "--name=m".into(),
+        "--rw=randrw".into(),
+        "--size=1m".into(),
+        "--rate=1m".into(),
+    ])
+    .unwrap_err()
+    .to_string();
+    assert!(mixed.contains("rate= on a mixed job"), "{mixed}");
+}

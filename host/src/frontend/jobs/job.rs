@@ -2,6 +2,7 @@
 //! the command line (`--name=a --rw=randread --bs=4k`). An option schedhost cannot honour is
 //! an error naming it and where it was given, never a silent change of meaning.
 
+use super::distribution::Distribution;
 use super::value;
 use crate::input::Location;
 
@@ -42,6 +43,8 @@ pub struct JobSpec {
     pub name: String,
     /// Access order.
     pub pattern: Pattern,
+    /// A random job's distribution over its blocks (`random_distribution`).
+    pub distribution: Distribution,
     /// Which directions.
     pub direction: Direction,
     /// Percentage of reads when mixed (default 50).
@@ -68,6 +71,8 @@ pub struct JobSpec {
     pub number_ios: Option<u64>,
     /// Cap on I/Os per second per clone.
     pub rate_iops: Option<u64>,
+    /// Cap on bytes per second per clone (`rate`), for jobs of one direction.
+    pub rate_bytes: Option<u64>,
     /// Pause after each completion before the next I/O.
     pub thinktime_ns: u64,
     /// Wait for all earlier jobs to finish first (implies `new_group`).
@@ -145,6 +150,7 @@ impl JobSpec {
         Self {
             name: name.to_owned(),
             pattern: Pattern::Sequential,
+            distribution: Distribution::Random,
             direction: Direction::Read,
             rwmixread: 50,
             bs: 4096,
@@ -158,6 +164,7 @@ impl JobSpec {
             time_based: false,
             number_ios: None,
             rate_iops: None,
+            rate_bytes: None,
             thinktime_ns: 0,
             stonewall: false,
             new_group: false,
@@ -260,6 +267,15 @@ impl JobSpec {
             "time_based" => self.time_based = value::boolean(value)?,
             "number_ios" => self.number_ios = Some(nonzero(key, value::integer(value)?)?),
             "rate_iops" => self.rate_iops = Some(nonzero(key, value::integer(value)?)?),
+            "rate" => {
+                if value.contains(',') {
+                    return Err(format!(
+                        "rate={value}: separate read and write rates are not supported; give one (bytes/s, e.g. rate=10m)"
+                    ));
+                }
+                self.rate_bytes = Some(nonzero(key, value::size(value)?)?);
+            }
+            "random_distribution" => self.distribution = Distribution::parse(value)?,
             "thinktime" => self.thinktime_ns = value::duration_ns(value, "us")?,
             "stonewall" | "wait_for_previous" => self.stonewall = value::boolean(value)?,
             "new_group" => self.new_group = value::boolean(value)?,
@@ -439,6 +455,11 @@ fn check(job: &JobSpec) -> Result<(), String> {
     }
     if job.time_based && job.runtime_ns.is_none() {
         return Err(format!("job '{name}': time_based needs runtime="));
+    }
+    if job.rate_bytes.is_some() && job.direction == Direction::Mixed {
+        return Err(format!(
+            "job '{name}': rate= on a mixed job is not supported (fio caps each direction apart); use rate_iops="
+        ));
     }
     if let Some(size) = job.size
         && size < u64::from(job.bs)

@@ -2,6 +2,7 @@
 //! device, the submitters that issue it, and running them on a simulated device ([`sim`])
 //! or on real ones ([`real`]).
 
+pub mod distribution;
 pub mod feed;
 pub mod job;
 pub mod real;

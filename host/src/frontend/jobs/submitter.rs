@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use schedhost_sdk::{Op, PrioClass};
 
+use super::distribution::Picker;
 use super::job::{ContinueOn, JobSpec, Pattern};
 use super::rng::{Permutation, Rng};
 use super::stream::Replay;
@@ -55,7 +56,9 @@ pub struct Submitter {
     io_limit: Option<u64>,
     runtime_ns: Option<u64>,
     ramp_ns: u64,
-    rate_iops: Option<u64>,
+    /// Pacing: `(per_s, per_io)`: `per_s / per_io` I/Os a second (rate_iops, or rate's
+    /// bytes per second over the block size).
+    rate: Option<(u64, u64)>,
     thinktime_ns: u64,
     write_sync: bool,
     prio_class: PrioClass,
@@ -69,6 +72,8 @@ pub struct Submitter {
     replay: Option<Replay>,
     rng: Rng,
     order: Option<Permutation>,
+    /// A skewed random job's draw (it replaces `order`).
+    picker: Option<Picker>,
     next_block: u64,
     /// Bios issued.
     pub issued: u64,
@@ -108,7 +113,27 @@ impl Submitter {
             None => io_limit,
         };
         let mut rng = Rng::new(seed ^ (u64::from(ctx) + 1).wrapping_mul(0xa076_1d64_78bd_642f));
-        let order = (job.pattern == Pattern::Random).then(|| Permutation::new(blocks, &mut rng));
+        let random = job.pattern == Pattern::Random;
+        let picker = random
+            .then(|| Picker::new(job.distribution, blocks, &mut rng))
+            .flatten();
+        let order = (random && picker.is_none()).then(|| Permutation::new(blocks, &mut rng));
+        // rate= in bytes/s paces as I/Os per second at this job's block size, kept exact
+        // as a fraction: `bs` bytes each, `rate` bytes a second.
+        let rate = match (job.rate_iops, job.rate_bytes) {
+            (Some(iops), None) => Some((iops, 1)),
+            (None, Some(bytes)) => Some((bytes, u64::from(job.bs))),
+            (Some(iops), Some(bytes)) => {
+                // The slower of the two.
+                let bs = u64::from(job.bs);
+                Some(if u128::from(iops) * u128::from(bs) <= u128::from(bytes) {
+                    (iops, 1)
+                } else {
+                    (bytes, bs)
+                })
+            }
+            (None, None) => None,
+        };
         let prio_class = match job.prioclass {
             Some(1) => PrioClass::Rt,
             Some(2) => PrioClass::Be,
@@ -125,7 +150,7 @@ impl Submitter {
             io_limit,
             runtime_ns: job.runtime_ns,
             ramp_ns: job.ramp_ns,
-            rate_iops: job.rate_iops,
+            rate,
             thinktime_ns: job.thinktime_ns,
             write_sync: job.direct,
             prio_class,
@@ -135,6 +160,7 @@ impl Submitter {
             replay: job.replay.clone().map(Replay::new),
             rng,
             order,
+            picker,
             next_block: 0,
             issued: 0,
             issued_verify: 0,
@@ -247,8 +273,9 @@ impl Submitter {
         if let Some(replay) = &self.replay {
             return replay.due_at(self.start_ns).unwrap_or(self.start_ns);
         }
-        let paced = self.rate_iops.map_or(0, |rate| {
-            let gap = u128::from(self.issued) * 1_000_000_000 / u128::from(rate);
+        let paced = self.rate.map_or(0, |(per_s, per_io)| {
+            let gap =
+                u128::from(self.issued) * u128::from(per_io) * 1_000_000_000 / u128::from(per_s);
             self.start_ns
                 .saturating_add(u64::try_from(gap).unwrap_or(u64::MAX))
         });
@@ -300,9 +327,10 @@ impl Submitter {
     }
 
     fn make_bio(&mut self, id: u64) -> Bio {
-        let block = match &mut self.order {
-            Some(order) => order.next_index(),
-            None => {
+        let block = match (&mut self.order, &mut self.picker) {
+            (Some(order), _) => order.next_index(),
+            (None, Some(picker)) => picker.next(&mut self.rng),
+            (None, None) => {
                 let block = self.next_block;
                 self.next_block = (self.next_block + 1) % self.blocks;
                 block
