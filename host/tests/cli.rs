@@ -1766,3 +1766,74 @@ fn rate_caps_a_jobs_bandwidth_and_a_zipf_job_runs_to_its_size() {
         "size= still bounds a skewed job's I/O count"
     );
 }
+
+#[test]
+fn fio_logs_are_written_in_fios_format_and_fio2gnuplot_reads_them() {
+    let dir = real_dir("fio_logs");
+    let prefix = dir.join("t");
+    let prefix = prefix.to_str().unwrap();
+    let args = |extra: &[&str]| {
+        let mut args = vec![
+            "--policy".to_owned(),
+            "native:noop".to_owned(),
+            "--device".to_owned(),
+            "sim:ssd".to_owned(),
+            "--name=r".to_owned(),
+            "--rw=randread".to_owned(),
+            "--bs=4k".to_owned(),
+            "--size=64m".to_owned(),
+            "--rate_iops=2000".to_owned(),
+            "--runtime=2s".to_owned(),
+            "--time_based".to_owned(),
+            format!("--write_bw_log={prefix}"),
+            format!("--write_iops_log={prefix}"),
+            format!("--write_lat_log={prefix}"),
+            "--log_avg_msec=100".to_owned(),
+        ];
+        args.extend(extra.iter().map(|s| (*s).to_owned()));
+        args
+    };
+    let run = |extra: &[&str]| {
+        let args = args(extra);
+        schedhost(&args.iter().map(String::as_str).collect::<Vec<_>>())
+    };
+    let out = run(&[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let iops = std::fs::read_to_string(dir.join("t_iops.1.log")).unwrap();
+    let lines: Vec<&str> = iops.lines().collect();
+    assert_eq!(lines.len(), 20, "a line per 100 ms window of 2 s:\n{iops}");
+    for line in &lines {
+        let fields: Vec<&str> = line.split(", ").collect();
+        assert_eq!(fields.len(), 5, "time, value, direction, bs, prio: {line}");
+        let rate: u64 = fields[1].parse().unwrap();
+        assert!(
+            (1990..=2010).contains(&rate),
+            "rate_iops=2000 in every window: {line}"
+        );
+        assert_eq!(
+            (fields[2], fields[3]),
+            ("0", "0"),
+            "reads, averaged: {line}"
+        );
+    }
+    for name in ["t_bw.1.log", "t_lat.1.log", "t_clat.1.log", "t_slat.1.log"] {
+        assert!(dir.join(name).is_file(), "{name}");
+    }
+    let again = run(&[]);
+    assert_fails_with(&again, "exists; remove it or pass --allow-overwrite");
+    assert!(run(&["--allow-overwrite"]).status.success());
+    let Some(fio2gnuplot) = fio_tool("fio2gnuplot") else {
+        return;
+    };
+    let out = Command::new(fio2gnuplot)
+        .args(["-b", "-d", "."])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{said}{}", stderr(&out));
+    assert!(
+        said.contains("t_bw.1.log"),
+        "fio2gnuplot took the log: {said}"
+    );
+}

@@ -168,6 +168,7 @@ impl RunArgs {
     }
 
     fn report(&self, info: &RunInfo, jobs: &[JobSpec], outcome: &Outcome) -> Result<()> {
+        write_logs(outcome, self.ring.allow_overwrite)?;
         let summary = Summary {
             info,
             jobs,
@@ -279,6 +280,43 @@ fn parse_swap_at(text: &str) -> Result<(u64, String), String> {
 }
 
 /// Jobs from job files, then from fio options given on the command line.
+/// Writes the fio logs the jobs asked for, job n's as fio names them (`PREFIX_lat.N.log`).
+/// A log file already there is replaced only with `--allow-overwrite`: the prefix comes
+/// from a job file, and a job file must not overwrite what the user did not name.
+fn write_logs(outcome: &Outcome, allow_overwrite: bool) -> Result<()> {
+    for (i, stats) in outcome.stats.iter().enumerate() {
+        let Some(logs) = &stats.logs else {
+            continue;
+        };
+        if logs.truncated() {
+            eprintln!(
+                "schedhost: job {}'s logs stopped at {} entries; set log_avg_msec to average them",
+                i + 1,
+                schedhost::observe::stats::logs::MAX_LOG_ENTRIES
+            );
+        }
+        for (path, text) in logs.files(i + 1) {
+            let mut options = std::fs::OpenOptions::new();
+            options.write(true);
+            if allow_overwrite {
+                options.create(true).truncate(true);
+            } else {
+                options.create_new(true);
+            }
+            let mut file = options.open(&path).with_context(|| {
+                if std::path::Path::new(&path).exists() && !allow_overwrite {
+                    format!("log {path} exists; remove it or pass --allow-overwrite")
+                } else {
+                    format!("creating log {path}")
+                }
+            })?;
+            file.write_all(text.as_bytes())
+                .with_context(|| format!("writing log {path}"))?;
+        }
+    }
+    Ok(())
+}
+
 pub fn read_jobs(paths: &[PathBuf], fio_options: &[String]) -> Result<Vec<JobSpec>> {
     let mut jobs = Vec::new();
     for path in paths {

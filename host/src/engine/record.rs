@@ -39,7 +39,12 @@ impl SwapRecord {
                     .unwrap_or_default(),
                 self.stall_ns as f64 / 1e6
             ),
-            Err(why) => format!("swap at {at:.3} s from {} to {}: {why}", self.from, self.to),
+            Err(why) => format!(
+                "swap at {at:.3} s from {} to {}: {}",
+                self.from,
+                self.to,
+                first_line(why)
+            ),
         }
     }
 }
@@ -92,11 +97,20 @@ impl SetRecord {
                 self.policy, self.name, self.value
             ),
             Err(why) => format!(
-                "set at {at:.3} s: {} {}={} refused: {why}",
-                self.policy, self.name, self.value
+                "set at {at:.3} s: {} {}={} refused: {}",
+                self.policy,
+                self.name,
+                self.value,
+                first_line(why)
             ),
         }
     }
+}
+
+/// A message's first line: a log line stays one line (the report keeps the whole, a
+/// policy's backtrace included).
+fn first_line(message: &str) -> &str {
+    message.lines().next().unwrap_or_default()
 }
 
 impl Serialize for SetRecord {

@@ -7,6 +7,7 @@ use crate::core::Bio;
 use crate::engine::{Backend, Done, Engine, Feed, Flow, Frontend, Stop};
 use crate::frontend::outcome::SubmitterSummary;
 use crate::observe::stats::CtxStats;
+use crate::observe::stats::logs::JobLogs;
 
 /// Where a job front-end's bios get their ids (and buffers), and what finishing one costs.
 /// In virtual time a bio is a number; on a real device it leases a buffer, and its
@@ -91,7 +92,10 @@ impl<'p, W: BioWork> Jobs<'p, W> {
     }
 
     /// The report's part, at `end_ns`.
-    pub fn finish(self, end_ns: u64) -> (JobsRan, W) {
+    pub fn finish(mut self, end_ns: u64) -> (JobsRan, W) {
+        for logs in self.stats.iter_mut().filter_map(|s| s.logs.as_mut()) {
+            logs.finish();
+        }
         let ran = JobsRan {
             submitters: self
                 .submitters
@@ -122,7 +126,11 @@ impl<'p, W: BioWork> Jobs<'p, W> {
             .filter(|s| s.placement.phase == phase)
         {
             s.start(now);
-            self.stats[s.ctx as usize].measure_from_ns = s.measured_from_ns();
+            let stats = &mut self.stats[s.ctx as usize];
+            stats.measure_from_ns = s.measured_from_ns();
+            stats.logs = s
+                .log_spec()
+                .map(|spec| Box::new(JobLogs::new(spec.clone(), stats.measure_from_ns)));
             any = true;
         }
         any

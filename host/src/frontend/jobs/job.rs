@@ -73,6 +73,9 @@ pub struct JobSpec {
     pub rate_iops: Option<u64>,
     /// Cap on bytes per second per clone (`rate`), for jobs of one direction.
     pub rate_bytes: Option<u64>,
+    /// fio's per-job logs (`write_lat_log`, `write_bw_log`, `write_iops_log`,
+    /// `log_avg_msec`).
+    pub logs: crate::observe::stats::logs::LogSpec,
     /// Pause after each completion before the next I/O.
     pub thinktime_ns: u64,
     /// Wait for all earlier jobs to finish first (implies `new_group`).
@@ -165,6 +168,7 @@ impl JobSpec {
             number_ios: None,
             rate_iops: None,
             rate_bytes: None,
+            logs: crate::observe::stats::logs::LogSpec::default(),
             thinktime_ns: 0,
             stonewall: false,
             new_group: false,
@@ -276,6 +280,15 @@ impl JobSpec {
                 self.rate_bytes = Some(nonzero(key, value::size(value)?)?);
             }
             "random_distribution" => self.distribution = Distribution::parse(value)?,
+            "write_lat_log" | "write_bw_log" | "write_iops_log" => {
+                let prefix = log_prefix(key, value)?;
+                match key {
+                    "write_lat_log" => self.logs.lat = prefix,
+                    "write_bw_log" => self.logs.bw = prefix,
+                    _ => self.logs.iops = prefix,
+                }
+            }
+            "log_avg_msec" => self.logs.avg_ns = range(key, value, 0, 3_600_000)? * 1_000_000,
             "thinktime" => self.thinktime_ns = value::duration_ns(value, "us")?,
             "stonewall" | "wait_for_previous" => self.stonewall = value::boolean(value)?,
             "new_group" => self.new_group = value::boolean(value)?,
@@ -470,6 +483,20 @@ fn check(job: &JobSpec) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// A log's prefix: a file name prefix, relative to the working directory or absolute;
+/// `0` (or empty) for none, as fio takes it.
+fn log_prefix(key: &str, value: &str) -> Result<Option<String>, String> {
+    if value.is_empty() || value == "0" {
+        return Ok(None);
+    }
+    if value.len() > 1024 || value.chars().any(char::is_control) {
+        return Err(format!(
+            "{key}: a log prefix is a file name prefix of at most 1024 printable characters"
+        ));
+    }
+    Ok(Some(value.to_owned()))
 }
 
 fn nonzero(key: &str, n: u64) -> Result<u64, String> {

@@ -74,6 +74,8 @@ pub struct Submitter {
     order: Option<Permutation>,
     /// A skewed random job's draw (it replaces `order`).
     picker: Option<Picker>,
+    /// The job's fio logs, if it asked for any.
+    log_spec: Option<crate::observe::stats::logs::LogSpec>,
     next_block: u64,
     /// Bios issued.
     pub issued: u64,
@@ -161,6 +163,7 @@ impl Submitter {
             rng,
             order,
             picker,
+            log_spec: job.logs.any().then(|| job.logs.clone()),
             next_block: 0,
             issued: 0,
             issued_verify: 0,
@@ -266,6 +269,11 @@ impl Submitter {
             return None;
         }
         Some(self.ready_at()).filter(|&t| t > now_ns)
+    }
+
+    /// The fio logs its job asked for.
+    pub fn log_spec(&self) -> Option<&crate::observe::stats::logs::LogSpec> {
+        self.log_spec.as_ref()
     }
 
     /// The earliest time rate_iops and thinktime allow the next I/O.

@@ -3,6 +3,7 @@
 //! resolution).
 
 pub mod live;
+pub mod logs;
 pub mod meter;
 
 use hdrhistogram::Histogram;
@@ -195,6 +196,8 @@ pub struct CtxStats {
     pub measure_from_ns: u64,
     /// The errno of the first bio that failed (fio's `err=`), 0 while none has.
     pub first_error: i32,
+    /// fio's per-job logs, when the job asked for them.
+    pub logs: Option<Box<logs::JobLogs>>,
 }
 
 impl Default for CtxStats {
@@ -206,6 +209,7 @@ impl Default for CtxStats {
             bucket_ns: TIMELINE_BUCKET_NS,
             measure_from_ns: 0,
             first_error: 0,
+            logs: None,
         }
     }
 }
@@ -232,7 +236,11 @@ impl CtxStats {
             .record(sectors, latency_ns, sched_ns, status);
         if status == 0 {
             let since = now_ns - self.measure_from_ns;
-            self.windows[usize::from(op != Op::Read)].record(since, u64::from(sectors) * 512);
+            let (dir, bytes) = (usize::from(op != Op::Read), u64::from(sectors) * 512);
+            self.windows[dir].record(since, bytes);
+            if let Some(logs) = &mut self.logs {
+                logs.record(now_ns, dir, bytes, latency_ns);
+            }
         }
         self.count_at(now_ns);
     }

@@ -80,7 +80,13 @@ pub(super) fn run(
     let stats = shared
         .stats
         .iter()
-        .map(|m| m.lock().unwrap_or_else(PoisonError::into_inner).clone())
+        .map(|m| {
+            let mut stats = m.lock().unwrap_or_else(PoisonError::into_inner).clone();
+            if let Some(logs) = &mut stats.logs {
+                logs.finish();
+            }
+            stats
+        })
         .collect();
     let ran = JobsRan {
         submitters: done
@@ -359,10 +365,18 @@ fn submitter_thread(shared: &Hub<'_, '_>, mut s: Submitter, slots: Range<u32>) -
     let me = s.ctx as usize;
     let mut free: Vec<Lease> = slots.rev().map(Lease::new).collect();
     s.start(shared.now());
-    shared.stats[me]
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .measure_from_ns = s.measured_from_ns();
+    {
+        let mut stats = shared.stats[me]
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        stats.measure_from_ns = s.measured_from_ns();
+        stats.logs = s.log_spec().map(|spec| {
+            Box::new(crate::observe::stats::logs::JobLogs::new(
+                spec.clone(),
+                stats.measure_from_ns,
+            ))
+        });
+    }
     let mut counted = false;
     loop {
         if shared.stop.load(Ordering::Acquire) {
