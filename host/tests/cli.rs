@@ -1837,3 +1837,66 @@ fn fio_logs_are_written_in_fios_format_and_fio2gnuplot_reads_them() {
         "fio2gnuplot took the log: {said}"
     );
 }
+
+#[test]
+fn group_reporting_reports_a_group_as_one_entry_with_its_members_added() {
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "--policy",
+            "native:noop",
+            "--device",
+            "sim:ssd",
+            "--name=g",
+            "--rw=randread",
+            "--bs=4k",
+            "--size=64m",
+            "--numjobs=4",
+            "--rate_iops=1000",
+            "--runtime=2s",
+            "--time_based",
+            "--output-format",
+            "json",
+        ];
+        args.extend(extra);
+        let out = schedhost(&args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let apart = run(&[]);
+    let together = run(&["--group_reporting"]);
+    let jobs = apart["jobs"].as_array().unwrap();
+    assert_eq!(jobs.len(), 4);
+    let group = together["jobs"].as_array().unwrap();
+    assert_eq!(group.len(), 1, "one entry for the group");
+    let ios: u64 = jobs
+        .iter()
+        .map(|j| j["read"]["total_ios"].as_u64().unwrap())
+        .sum();
+    assert_eq!(group[0]["read"]["total_ios"].as_u64().unwrap(), ios);
+    let iops_mean = group[0]["read"]["iops_mean"].as_f64().unwrap();
+    assert!(
+        (iops_mean - 4000.0).abs() < 40.0,
+        "four jobs at 1000 IOPS add up: {iops_mean}"
+    );
+    assert_eq!(
+        group[0]["schedhost"]["ctxs"],
+        serde_json::json!([0, 1, 2, 3])
+    );
+    let text = schedhost(&[
+        "--policy",
+        "native:noop",
+        "--device",
+        "sim:ssd",
+        "--name=g",
+        "--rw=randread",
+        "--size=8m",
+        "--numjobs=3",
+        "--runtime=200ms",
+        "--group_reporting",
+    ]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("g: (groupid=0, jobs=3): err= 0: ctx=0,1,2"),
+        "{text}"
+    );
+}

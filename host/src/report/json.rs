@@ -20,57 +20,12 @@ pub fn to_json_plus(summary: &Summary<'_>) -> Value {
 
 fn report(summary: &Summary<'_>, plus: bool) -> Value {
     let outcome = summary.outcome;
-    let jobs: Vec<Value> = outcome
-        .submitters
+    let jobs: Vec<Value> = summary
+        .entries()
         .iter()
-        .enumerate()
-        .map(|(i, s)| {
-            let job = &summary.jobs[s.placement.job];
-            let runtime = summary.runtime_ns(i);
-            let mut entry = Map::new();
-            entry.insert("jobname".into(), json!(job.name));
-            entry.insert("groupid".into(), json!(s.placement.group));
-            // fio's `error`: the errno of the job's first failed I/O, 0 if none failed.
-            entry.insert("error".into(), json!(outcome.stats[i].first_error));
-            entry.insert("job_runtime".into(), json!(runtime / 1_000_000));
-            entry.insert("job options".into(), json!({ "rw": job.rw_name(), "bs": job.bs, "iodepth": job.iodepth, "numjobs": job.numjobs }));
-            let stats = &outcome.stats[i];
-            let sampled_ns = s.finished_ns.saturating_sub(stats.measure_from_ns);
-            for (d, name) in DIRECTIONS.iter().enumerate() {
-                let samples = stats.windows[d].summary(sampled_ns);
-                entry.insert(
-                    (*name).into(),
-                    direction(&stats.dirs[d], samples, runtime, plus),
-                );
-            }
-            // Discards count with writes here; fio's consumers expect the key.
-            let none = crate::observe::stats::Windows::default().summary(0);
-            entry.insert(
-                "trim".into(),
-                direction(&OpStats::default(), none, 0, plus),
-            );
-            entry.insert(
-                "schedhost".into(),
-                json!({
-                    "ctx": s.ctx,
-                    "clone": s.placement.clone,
-                    "region_start_sector": s.placement.region_start,
-                    "region_sectors": s.placement.region_sectors,
-                    "issued": s.issued,
-                    "completed": s.completed,
-                    "start_ns": s.started_ns,
-                    "end_ns": s.finished_ns,
-                    "timeline": {
-                        "bucket_ns": outcome.stats[i].bucket_ns,
-                        "ios": outcome.stats[i].timeline,
-                    },
-                    "latency_cdf": {
-                        "read": cdf(&outcome.stats[i].dirs[0]),
-                        "write": cdf(&outcome.stats[i].dirs[1]),
-                    },
-                }),
-            );
-            Value::Object(entry)
+        .map(|entry| match entry.members.as_slice() {
+            [i] => one_job(summary, *i, plus),
+            members => group_entry(summary, entry.group, members, plus),
         })
         .collect();
     let info = summary.info;
@@ -126,6 +81,115 @@ fn report(summary: &Summary<'_>, plus: bool) -> Value {
         section.extend(extra);
     }
     doc
+}
+
+/// One submitter's entry, as fio reports a job.
+fn one_job(summary: &Summary<'_>, i: usize, plus: bool) -> Value {
+    let outcome = summary.outcome;
+    let s = &outcome.submitters[i];
+    let job = &summary.jobs[s.placement.job];
+    let runtime = summary.runtime_ns(i);
+    let stats = &outcome.stats[i];
+    let mut entry = Map::new();
+    entry.insert("jobname".into(), json!(job.name));
+    entry.insert("groupid".into(), json!(s.placement.group));
+    // fio's `error`: the errno of the job's first failed I/O, 0 if none failed.
+    entry.insert("error".into(), json!(stats.first_error));
+    entry.insert("job_runtime".into(), json!(runtime / 1_000_000));
+    entry.insert("job options".into(), json!({ "rw": job.rw_name(), "bs": job.bs, "iodepth": job.iodepth, "numjobs": job.numjobs }));
+    let sampled_ns = s.finished_ns.saturating_sub(stats.measure_from_ns);
+    for (d, name) in DIRECTIONS.iter().enumerate() {
+        let samples = stats.windows[d].summary(sampled_ns);
+        entry.insert(
+            (*name).into(),
+            direction(&stats.dirs[d], samples, runtime, plus),
+        );
+    }
+    insert_trim(&mut entry, plus);
+    entry.insert(
+        "schedhost".into(),
+        json!({
+            "ctx": s.ctx,
+            "clone": s.placement.clone,
+            "region_start_sector": s.placement.region_start,
+            "region_sectors": s.placement.region_sectors,
+            "issued": s.issued,
+            "completed": s.completed,
+            "start_ns": s.started_ns,
+            "end_ns": s.finished_ns,
+            "timeline": {
+                "bucket_ns": stats.bucket_ns,
+                "ios": stats.timeline,
+            },
+            "latency_cdf": {
+                "read": cdf(&stats.dirs[0]),
+                "write": cdf(&stats.dirs[1]),
+            },
+        }),
+    );
+    Value::Object(entry)
+}
+
+/// A group's one entry under fio's `group_reporting`: its members' I/O and latencies
+/// together, their bandwidth samples added as fio adds them, named after its first job.
+fn group_entry(summary: &Summary<'_>, group: u32, members: &[usize], plus: bool) -> Value {
+    let outcome = summary.outcome;
+    let first = &outcome.submitters[members[0]];
+    let job = &summary.jobs[first.placement.job];
+    let entry_view = crate::report::Entry {
+        group,
+        members: members.to_vec(),
+    };
+    let runtime = summary.entry_runtime_ns(&entry_view);
+    let mut entry = Map::new();
+    entry.insert("jobname".into(), json!(job.name));
+    entry.insert("groupid".into(), json!(group));
+    let error = members
+        .iter()
+        .map(|&i| outcome.stats[i].first_error)
+        .find(|&e| e != 0)
+        .unwrap_or(0);
+    entry.insert("error".into(), json!(error));
+    entry.insert("job_runtime".into(), json!(runtime / 1_000_000));
+    entry.insert("job options".into(), json!({ "rw": job.rw_name(), "bs": job.bs, "iodepth": job.iodepth, "numjobs": job.numjobs, "group_reporting": true }));
+    let mut dirs = [OpStats::default(), OpStats::default()];
+    for (d, name) in DIRECTIONS.iter().enumerate() {
+        let mut samples = (Running::default(), Running::default());
+        for &i in members {
+            let (s, stats) = (&outcome.submitters[i], &outcome.stats[i]);
+            dirs[d].merge(&stats.dirs[d]);
+            let (bw, iops) =
+                stats.windows[d].summary(s.finished_ns.saturating_sub(stats.measure_from_ns));
+            samples = (samples.0.plus(&bw), samples.1.plus(&iops));
+        }
+        entry.insert((*name).into(), direction(&dirs[d], samples, runtime, plus));
+    }
+    insert_trim(&mut entry, plus);
+    let ctxs: Vec<u32> = members.iter().map(|&i| outcome.submitters[i].ctx).collect();
+    let sum = |f: fn(&crate::frontend::outcome::SubmitterSummary) -> u64| -> u64 {
+        members.iter().map(|&i| f(&outcome.submitters[i])).sum()
+    };
+    entry.insert(
+        "schedhost".into(),
+        json!({
+            "ctxs": ctxs,
+            "issued": sum(|s| s.issued),
+            "completed": sum(|s| s.completed),
+            "start_ns": members.iter().map(|&i| outcome.submitters[i].started_ns).min(),
+            "end_ns": members.iter().map(|&i| outcome.submitters[i].finished_ns).max(),
+            "latency_cdf": {
+                "read": cdf(&dirs[0]),
+                "write": cdf(&dirs[1]),
+            },
+        }),
+    );
+    Value::Object(entry)
+}
+
+/// fio's consumers expect a `trim` direction; discards count with writes here.
+fn insert_trim(entry: &mut Map<String, Value>, plus: bool) {
+    let none = crate::observe::stats::Windows::default().summary(0);
+    entry.insert("trim".into(), direction(&OpStats::default(), none, 0, plus));
 }
 
 /// The completion-latency distribution as `{ns, fraction}` points, denser in the tail, for

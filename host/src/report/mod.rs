@@ -90,7 +90,47 @@ pub fn rates(op: &OpStats, runtime_ns: u64) -> Rates {
     }
 }
 
+/// What one entry of a report covers: one submitter, or a whole group under fio's
+/// `group_reporting`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// The group.
+    pub group: u32,
+    /// Its submitters, by index, in ctx order.
+    pub members: Vec<usize>,
+}
+
 impl Summary<'_> {
+    /// The report's entries: a submitter each, except in a group where a job asked for
+    /// `group_reporting`, which is one entry of all its submitters.
+    pub fn entries(&self) -> Vec<Entry> {
+        let mut entries = Vec::new();
+        for (group, members) in self.groups() {
+            let together = members.iter().any(|&i| {
+                let job = self.outcome.submitters[i].placement.job;
+                self.jobs[job].group_reporting
+            });
+            if together {
+                entries.push(Entry { group, members });
+            } else {
+                entries.extend(members.into_iter().map(|i| Entry {
+                    group,
+                    members: vec![i],
+                }));
+            }
+        }
+        entries
+    }
+
+    /// An entry's active span: from its first start to its last finish.
+    pub fn entry_runtime_ns(&self, entry: &Entry) -> u64 {
+        let (start, end) = entry.members.iter().fold((u64::MAX, 0), |(lo, hi), &i| {
+            let s = &self.outcome.submitters[i];
+            (lo.min(s.started_ns), hi.max(s.finished_ns))
+        });
+        end.saturating_sub(start)
+    }
+
     /// (group id, submitter indices) in group order.
     pub fn groups(&self) -> Vec<(u32, Vec<usize>)> {
         let mut groups: Vec<(u32, Vec<usize>)> = Vec::new();

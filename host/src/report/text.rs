@@ -11,23 +11,38 @@ use crate::observe::stats::{DIRECTIONS, OpStats, short_count};
 pub fn to_text(summary: &Summary<'_>) -> String {
     let mut out = String::new();
     let outcome = summary.outcome;
-    for (i, s) in outcome.submitters.iter().enumerate() {
-        let job = &summary.jobs[s.placement.job];
+    for entry in summary.entries() {
+        let first = &outcome.submitters[entry.members[0]];
+        let job = &summary.jobs[first.placement.job];
+        let error = entry
+            .members
+            .iter()
+            .map(|&i| outcome.stats[i].first_error)
+            .find(|&e| e != 0)
+            .unwrap_or(0);
+        let ctxs: Vec<String> = entry
+            .members
+            .iter()
+            .map(|&i| outcome.submitters[i].ctx.to_string())
+            .collect();
         let _ = writeln!(
             out,
-            "{}: (groupid={}, jobs=1): err={:>2}: ctx={} rw={}, bs={}, iodepth={}",
+            "{}: (groupid={}, jobs={}): err={error:>2}: ctx={} rw={}, bs={}, iodepth={}",
             job.name,
-            s.placement.group,
-            outcome.stats[i].first_error,
-            s.ctx,
+            entry.group,
+            entry.members.len(),
+            ctxs.join(","),
             job.rw_name(),
             job.bs,
             job.iodepth
         );
         for (d, name) in DIRECTIONS.iter().enumerate() {
-            let op = &outcome.stats[i].dirs[d];
+            let mut op = OpStats::default();
+            for &i in &entry.members {
+                op.merge(&outcome.stats[i].dirs[d]);
+            }
             if op.ios > 0 {
-                direction(&mut out, name, op, summary.runtime_ns(i));
+                direction(&mut out, name, &op, summary.entry_runtime_ns(&entry));
             }
         }
     }

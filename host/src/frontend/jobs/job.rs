@@ -82,6 +82,8 @@ pub struct JobSpec {
     pub stonewall: bool,
     /// Start a new reporting group.
     pub new_group: bool,
+    /// Report the job's group as one entry (fio's `group_reporting`).
+    pub group_reporting: bool,
     /// Priority level 0–7.
     pub prio: Option<u8>,
     /// Priority class: 1 realtime, 2 best effort, 3 idle.
@@ -172,6 +174,7 @@ impl JobSpec {
             thinktime_ns: 0,
             stonewall: false,
             new_group: false,
+            group_reporting: false,
             prio: None,
             prioclass: None,
             filename: None,
@@ -292,6 +295,7 @@ impl JobSpec {
             "thinktime" => self.thinktime_ns = value::duration_ns(value, "us")?,
             "stonewall" | "wait_for_previous" => self.stonewall = value::boolean(value)?,
             "new_group" => self.new_group = value::boolean(value)?,
+            "group_reporting" => self.group_reporting = value::boolean(value)?,
             "prio" => self.prio = Some(range(key, value, 0, 7)? as u8),
             "prioclass" => self.prioclass = Some(range(key, value, 0, 3)? as u8),
             "direct" => self.direct = value::boolean(value)?,
@@ -314,7 +318,7 @@ impl JobSpec {
                     )
                 })?;
             }
-            "ioengine" | "directory" | "group_reporting" | "description" => {}
+            "ioengine" | "directory" | "description" => {}
             other => return Err(format!("unsupported fio option `{other}`")),
         }
         Ok(())

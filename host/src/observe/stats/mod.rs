@@ -148,6 +148,32 @@ impl Running {
     }
 }
 
+impl Running {
+    /// Another job's series added to this one, as fio's group reporting adds its members'
+    /// bandwidth: least, most and mean add (the jobs ran side by side); the deviation is
+    /// that of a sum of independent series.
+    pub fn plus(&self, other: &Running) -> Running {
+        if self.n == 0 {
+            return *other;
+        }
+        if other.n == 0 {
+            return *self;
+        }
+        let n = self.n.max(other.n);
+        let mean = self.mean() + other.mean();
+        let var = self.stddev().powi(2) + other.stddev().powi(2);
+        let nf = n as f64;
+        Running {
+            n,
+            min: self.min + other.min,
+            max: self.max + other.max,
+            sum: mean * nf,
+            // Σx² = (n − 1)·var + n·mean², so stddev() gives back `var`.
+            sum_sq: (nf - 1.0) * var + nf * mean * mean,
+        }
+    }
+}
+
 impl Windows {
     /// Counts `bytes` completed `since_ns` after the ramp's end.
     fn record(&mut self, since_ns: u64, bytes: u64) {
