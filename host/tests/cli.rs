@@ -227,7 +227,9 @@ fn compare_prints_a_table_and_writes_json_and_csv() {
     let csv = std::fs::read_to_string(&csv).unwrap();
     assert_eq!(csv.lines().count(), 5, "{csv}");
     assert!(
-        csv.starts_with("numjobs,policy,mean,stddev,values,ejected_runs\n1,native:noop,"),
+        csv.starts_with(
+            "numjobs,policy,device,mean,stddev,values,ejected_runs\n1,noop (native),sim:hdd,"
+        ),
         "{csv}"
     );
 }
@@ -785,7 +787,11 @@ fn compare_puts_a_real_file_beside_a_simulated_disk_and_threads_do_not_change_th
     assert!(out.status.success(), "{}", stderr(&out));
     let table = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
-        table.contains("noop @ sim:hdd") && table.contains("deadline @ "),
+        table.contains("device sim:hdd:") && table.contains(&format!("device {}:", file.display())),
+        "the devices are stacked, each a block of its own: {table}"
+    );
+    assert!(
+        table.contains("noop (native)") && table.contains("deadline (native)"),
         "{table}"
     );
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
@@ -1898,5 +1904,61 @@ fn group_reporting_reports_a_group_as_one_entry_with_its_members_added() {
     assert!(
         text.contains("g: (groupid=0, jobs=3): err= 0: ctx=0,1,2"),
         "{text}"
+    );
+}
+
+#[test]
+fn compare_shows_several_metrics_from_one_set_of_runs_and_keeps_each_runs_report() {
+    let dir = real_dir("compare_metrics");
+    let keep = dir.join("runs");
+    let json = dir.join("t.json");
+    let out = schedhost(&[
+        "compare",
+        "-p",
+        "native:noop",
+        "-p",
+        "native:cfq:quantum=1",
+        "--metric",
+        "read-iops",
+        "--metric",
+        "read-p999-lat",
+        "--metric",
+        "fairness",
+        "--sweep",
+        "numjobs=2,4",
+        "--keep-runs",
+        keep.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+        "--name=s",
+        "--rw=read",
+        "--size=64m",
+        "--runtime=200ms",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let table = String::from_utf8_lossy(&out.stdout);
+    for label in ["read IOPS", "p99.9 read latency", "Jain's fairness index"] {
+        assert!(table.contains(label), "{label}: {table}");
+    }
+    assert!(table.contains("cfq (native) quantum=1"), "{table}");
+    assert!(!table.contains("(0.000)"), "no stddev for one run: {table}");
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let tables = v["tables"].as_array().unwrap();
+    assert_eq!(tables.len(), 3);
+    assert_eq!(tables[2]["metric"], "fairness");
+    for row in tables[2]["rows"].as_array().unwrap() {
+        for cell in row["cells"].as_array().unwrap() {
+            let jain = cell["mean"].as_f64().unwrap();
+            assert!((0.0..=1.0 + 1e-9).contains(&jain), "{cell}");
+        }
+    }
+    let kept: Vec<_> = std::fs::read_dir(&keep).unwrap().collect();
+    assert_eq!(kept.len(), 4, "a report per cell and seed");
+    let name = keep.join("2_cfq__native__quantum_1_sim_hdd_seed1.json");
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&name).unwrap()).unwrap();
+    assert_eq!(
+        report["jobs"].as_array().unwrap().len(),
+        2,
+        "numjobs=2's run"
     );
 }

@@ -40,6 +40,25 @@ pub enum Metric {
     ReadMaxSched,
     /// Longest a write waited in the scheduler (submission to dispatch), ms.
     WriteMaxSched,
+    /// Read bandwidth summed over jobs, MiB/s.
+    ReadBw,
+    /// Write bandwidth summed over jobs, MiB/s.
+    WriteBw,
+    /// Mean read completion latency, ms.
+    ReadMeanLat,
+    /// Median read completion latency, ms.
+    ReadP50Lat,
+    /// 99.9th percentile of read completion latency, ms.
+    ReadP999Lat,
+    /// Mean write completion latency, ms.
+    WriteMeanLat,
+    /// 99th percentile of a read's time in the scheduler, ms.
+    ReadP99Sched,
+    /// Jain's fairness index over the submitters' IOPS: 1 when all get the same, 1/n when
+    /// one gets everything.
+    Fairness,
+    /// The smallest submitter's share of all I/Os completed, percent.
+    MinShare,
 }
 
 impl Metric {
@@ -55,6 +74,15 @@ impl Metric {
             Metric::WriteP99Lat => "write-p99-lat",
             Metric::ReadMaxSched => "read-max-sched",
             Metric::WriteMaxSched => "write-max-sched",
+            Metric::ReadBw => "read-bw",
+            Metric::WriteBw => "write-bw",
+            Metric::ReadMeanLat => "read-mean-lat",
+            Metric::ReadP50Lat => "read-p50-lat",
+            Metric::ReadP999Lat => "read-p999-lat",
+            Metric::WriteMeanLat => "write-mean-lat",
+            Metric::ReadP99Sched => "read-p99-sched",
+            Metric::Fairness => "fairness",
+            Metric::MinShare => "min-share",
         }
     }
 
@@ -69,6 +97,15 @@ impl Metric {
             Metric::WriteP99Lat => "p99 write latency (ms)",
             Metric::ReadMaxSched => "max read time in the scheduler (ms)",
             Metric::WriteMaxSched => "max write time in the scheduler (ms)",
+            Metric::ReadBw => "read bandwidth (MiB/s, sum over jobs)",
+            Metric::WriteBw => "write bandwidth (MiB/s, sum over jobs)",
+            Metric::ReadMeanLat => "mean read latency (ms)",
+            Metric::ReadP50Lat => "median read latency (ms)",
+            Metric::ReadP999Lat => "p99.9 read latency (ms)",
+            Metric::WriteMeanLat => "mean write latency (ms)",
+            Metric::ReadP99Sched => "p99 read time in the scheduler (ms)",
+            Metric::Fairness => "Jain's fairness index over the jobs' IOPS",
+            Metric::MinShare => "smallest job's share of the I/Os (%)",
         }
     }
 
@@ -76,17 +113,50 @@ impl Metric {
     pub fn of(self, outcome: &Outcome) -> f64 {
         let dir = usize::from(matches!(
             self,
-            Metric::WriteIops | Metric::WriteMaxLat | Metric::WriteP99Lat | Metric::WriteMaxSched
+            Metric::WriteIops
+                | Metric::WriteMaxLat
+                | Metric::WriteP99Lat
+                | Metric::WriteMaxSched
+                | Metric::WriteBw
+                | Metric::WriteMeanLat
         ));
-        match self {
-            Metric::ReadIops | Metric::WriteIops => outcome
+        // Each job's rate over its own active span.
+        let per_job = |d: usize| {
+            outcome
                 .stats
                 .iter()
                 .zip(&outcome.submitters)
-                .map(|(s, sub)| {
-                    rates(&s.dirs[dir], sub.finished_ns.saturating_sub(sub.started_ns)).iops
+                .map(move |(s, sub)| {
+                    rates(&s.dirs[d], sub.finished_ns.saturating_sub(sub.started_ns))
                 })
-                .sum(),
+        };
+        match self {
+            Metric::ReadIops | Metric::WriteIops => per_job(dir).map(|r| r.iops).sum(),
+            Metric::ReadBw | Metric::WriteBw => {
+                per_job(dir).map(|r| r.bw_bytes).sum::<f64>() / 1_048_576.0
+            }
+            Metric::Fairness | Metric::MinShare => {
+                let iops: Vec<f64> = per_job(0)
+                    .zip(per_job(1))
+                    .map(|(r, w)| r.iops + w.iops)
+                    .collect();
+                let ios: Vec<f64> = outcome
+                    .stats
+                    .iter()
+                    .map(|s| (s.dirs[0].ios + s.dirs[1].ios) as f64)
+                    .collect();
+                if self == Metric::Fairness {
+                    jain(&iops)
+                } else {
+                    let total: f64 = ios.iter().sum();
+                    let least = ios.iter().copied().fold(f64::INFINITY, f64::min);
+                    if total > 0.0 {
+                        100.0 * least / total
+                    } else {
+                        0.0
+                    }
+                }
+            }
             _ => {
                 let mut all = OpStats::default();
                 for s in &outcome.stats {
@@ -96,15 +166,29 @@ impl Metric {
                     return 0.0;
                 }
                 let ns = match self {
-                    Metric::ReadMinLat => all.clat.min(),
-                    Metric::ReadMaxLat | Metric::WriteMaxLat => all.clat.max(),
-                    Metric::ReadMaxSched | Metric::WriteMaxSched => all.sched.max(),
-                    _ => all.clat.value_at_percentile(99.0),
+                    Metric::ReadMinLat => all.clat.min() as f64,
+                    Metric::ReadMaxLat | Metric::WriteMaxLat => all.clat.max() as f64,
+                    Metric::ReadMaxSched | Metric::WriteMaxSched => all.sched.max() as f64,
+                    Metric::ReadMeanLat | Metric::WriteMeanLat => all.clat.mean(),
+                    Metric::ReadP50Lat => all.clat.value_at_percentile(50.0) as f64,
+                    Metric::ReadP999Lat => all.clat.value_at_percentile(99.9) as f64,
+                    Metric::ReadP99Sched => all.sched.value_at_percentile(99.0) as f64,
+                    _ => all.clat.value_at_percentile(99.0) as f64,
                 };
-                ns as f64 / 1e6
+                ns / 1e6
             }
         }
     }
+}
+
+/// Jain's fairness index of `x`: (Σx)² / (n · Σx²).
+fn jain(x: &[f64]) -> f64 {
+    let sum: f64 = x.iter().sum();
+    let squares: f64 = x.iter().map(|v| v * v).sum();
+    if squares == 0.0 {
+        return 0.0;
+    }
+    sum * sum / (x.len() as f64 * squares)
 }
 
 #[derive(Debug, clap::Args)]
@@ -132,9 +216,13 @@ pub struct CompareArgs {
     /// First seed.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// What each cell shows.
-    #[arg(long, value_enum, default_value_t = Metric::ReadIops)]
-    pub metric: Metric,
+    /// What the cells show, repeatable: one table per metric, all from the same runs
+    /// (default read-iops).
+    #[arg(long = "metric", value_enum)]
+    pub metrics: Vec<Metric>,
+    /// Write each run's full JSON report into DIR (ROW_POLICY_DEVICE_seedN.json).
+    #[arg(long, value_name = "DIR")]
+    pub keep_runs: Option<PathBuf>,
     /// Also write the table as JSON.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
@@ -166,6 +254,7 @@ pub struct Column {
 struct Cell<'a> {
     label: String,
     device: usize,
+    device_name: String,
     policy: &'a Column,
 }
 
@@ -177,10 +266,10 @@ struct Runs {
     ejected: usize,
 }
 
-/// One run's metric, and whether its policy was ejected.
-#[derive(Debug, Clone, Copy)]
+/// One run's metrics (in `--metric` order), and whether its policy was ejected.
+#[derive(Debug, Clone)]
 struct Measured {
-    value: f64,
+    values: Vec<f64>,
     ejected: bool,
 }
 
@@ -215,6 +304,7 @@ impl CompareArgs {
                     policy.label.clone()
                 },
                 device,
+                device_name: self.devices[device].clone(),
                 policy,
             })
             .collect();
@@ -245,42 +335,144 @@ impl CompareArgs {
             })
             .collect();
         let values = self.measure(&work, &row_jobs, &devices, &columns, &sweep_values)?;
-        let mut rows = Vec::new();
-        let mut at = 0;
-        for value in &sweep_values {
-            let mut cells = Vec::new();
-            for _ in &columns {
-                let n = self.repeat as usize;
-                let runs = &values[at..at + n];
-                cells.push(Runs {
-                    values: runs.iter().map(|m| m.value).collect(),
-                    ejected: runs.iter().filter(|m| m.ejected).count(),
-                });
-                at += n;
+        let metrics = self.metric_list();
+        let tables: Vec<Rows> = (0..metrics.len())
+            .map(|m| self.rows(m, &values, &sweep_values, columns.len()))
+            .collect();
+        let mut text = String::new();
+        for (metric, rows) in metrics.iter().zip(&tables) {
+            if !text.is_empty() {
+                text.push('\n');
             }
-            rows.push((value.clone(), cells));
+            text.push_str(&self.table(*metric, &sweep_key, &columns, rows));
         }
-        print!(
-            "{}",
-            schedhost::output::printable_lines(&self.table(&sweep_key, &columns, &rows))
-        );
+        print!("{}", schedhost::output::printable_lines(&text));
+        let doc = || {
+            let mut doc = self.to_json(metrics[0], &sweep_key, &columns, &tables[0]);
+            if metrics.len() > 1 {
+                doc["tables"] = metrics
+                    .iter()
+                    .zip(&tables)
+                    .map(|(m, rows)| self.to_json(*m, &sweep_key, &columns, rows))
+                    .collect();
+            }
+            doc
+        };
         if let Some(path) = &self.json {
-            std::fs::write(
-                path,
-                format!("{:#}\n", self.to_json(&sweep_key, &columns, &rows)),
-            )
-            .with_context(|| format!("writing {}", path.display()))?;
-        }
-        if let Some(path) = &self.csv {
-            std::fs::write(path, to_csv(&sweep_key, &columns, &rows))
+            std::fs::write(path, format!("{:#}\n", doc()))
                 .with_context(|| format!("writing {}", path.display()))?;
         }
+        if let Some(path) = &self.csv {
+            let csv = if metrics.len() == 1 {
+                to_csv(&sweep_key, &columns, &tables[0], None)
+            } else {
+                metrics
+                    .iter()
+                    .zip(&tables)
+                    .enumerate()
+                    .map(|(k, (m, rows))| {
+                        let csv = to_csv(&sweep_key, &columns, rows, Some(m.name()));
+                        // One header for the file.
+                        if k == 0 {
+                            csv
+                        } else {
+                            csv.split_once('\n')
+                                .map_or(String::new(), |(_, body)| body.to_owned())
+                        }
+                    })
+                    .collect()
+            };
+            std::fs::write(path, csv).with_context(|| format!("writing {}", path.display()))?;
+        }
         if let Some(dir) = &self.plot {
-            let doc = self.to_json(&sweep_key, &columns, &rows);
-            let svg = schedhost::observe::plot::compare(&doc).map_err(anyhow::Error::msg)?;
+            let svg = schedhost::observe::plot::compare(&doc()).map_err(anyhow::Error::msg)?;
             super::plot::write(dir, &[svg])?;
         }
         Ok(())
+    }
+
+    /// Writes one run's full JSON report into `dir`, named after its cell.
+    fn keep(
+        &self,
+        dir: &std::path::Path,
+        w: &Trial,
+        cell: &Cell<'_>,
+        jobs: &[JobSpec],
+        sweep_value: &str,
+        ran: &schedhost::frontend::run::Ran,
+    ) -> Result<()> {
+        let info = schedhost::report::RunInfo {
+            policy_source: self.policies[w.column % self.policies.len()].clone(),
+            device: cell.device_name.clone(),
+            device_model: ran.device_model.clone(),
+            seed: w.seed,
+            settings: cell.policy.settings.clone(),
+            real: ran.real.clone(),
+            trace: None,
+        };
+        let summary = schedhost::report::Summary {
+            info: &info,
+            jobs,
+            outcome: &ran.outcome,
+        };
+        let safe = |s: &str| -> String {
+            s.chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                        c
+                    } else {
+                        '_'
+                    }
+                })
+                .collect()
+        };
+        let row = if sweep_value.is_empty() {
+            "run".to_owned()
+        } else {
+            safe(sweep_value)
+        };
+        let name = format!(
+            "{row}_{}_{}_seed{}.json",
+            safe(&cell.policy.label),
+            safe(&cell.device_name),
+            w.seed
+        );
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let path = dir.join(name);
+        std::fs::write(
+            &path,
+            format!("{:#}\n", schedhost::report::to_json(&summary)),
+        )
+        .with_context(|| format!("writing {}", path.display()))
+    }
+
+    /// The metrics asked for, read-iops when none was.
+    fn metric_list(&self) -> Vec<Metric> {
+        if self.metrics.is_empty() {
+            vec![Metric::ReadIops]
+        } else {
+            self.metrics.clone()
+        }
+    }
+
+    /// Metric `m`'s table: per sweep value, each cell's runs.
+    fn rows(&self, m: usize, values: &[Measured], sweep_values: &[String], cells: usize) -> Rows {
+        let n = self.repeat as usize;
+        let mut rows = Vec::new();
+        let mut at = 0;
+        for value in sweep_values {
+            let mut row = Vec::new();
+            for _ in 0..cells {
+                let runs = &values[at..at + n];
+                row.push(Runs {
+                    values: runs.iter().map(|r| r.values[m]).collect(),
+                    ejected: runs.iter().filter(|r| r.ejected).count(),
+                });
+                at += n;
+            }
+            rows.push((value.clone(), row));
+        }
+        rows
     }
 
     /// Every run's metric, in `work`'s order: simulated runs on a pool of threads (each run
@@ -312,11 +504,15 @@ impl CompareArgs {
                 ring: self.ring.options(),
             };
             let policy = PolicyPlan::fixed(&cell.policy.loaded, &cell.policy.settings);
-            let outcome = run(&row_jobs[w.row], device, policy, &plan, &mut |_| {})
-                .with_context(context)?
-                .outcome;
+            let ran =
+                run(&row_jobs[w.row], device, policy, &plan, &mut |_| {}).with_context(context)?;
+            if let Some(dir) = &self.keep_runs {
+                self.keep(dir, w, cell, &row_jobs[w.row], &sweep_values[w.row], &ran)
+                    .with_context(context)?;
+            }
+            let outcome = ran.outcome;
             Ok(Measured {
-                value: self.metric.of(&outcome),
+                values: self.metric_list().iter().map(|m| m.of(&outcome)).collect(),
                 ejected: !outcome.ejections.is_empty(),
             })
         };
@@ -336,36 +532,59 @@ impl CompareArgs {
         Ok(values)
     }
 
-    fn table(&self, sweep_key: &str, columns: &[Cell<'_>], rows: &[(String, Vec<Runs>)]) -> String {
+    /// One metric's table: a block of rows per device (stacked, so two devices do not make
+    /// one long row), a column per policy; `mean (stddev)` only when cells have repeats.
+    fn table(&self, metric: Metric, sweep_key: &str, columns: &[Cell<'_>], rows: &Rows) -> String {
         let mut out = String::new();
+        let repeats = self.repeat > 1;
         let _ = writeln!(
             out,
-            "{} on {}, {} run(s) per cell: mean (stddev)",
-            self.metric.label(),
+            "{} on {}, {} run(s) per cell{}",
+            metric.label(),
             self.devices.join(", "),
-            self.repeat
+            self.repeat,
+            if repeats { ": mean (stddev)" } else { "" }
         );
         let first = if sweep_key.is_empty() { "" } else { sweep_key };
-        let widths: Vec<usize> = columns.iter().map(|c| c.label.len().max(16)).collect();
-        let _ = write!(out, "{first:<10}");
-        for (c, width) in columns.iter().zip(&widths) {
-            let _ = write!(out, "  {:>width$}", c.label);
-        }
-        let _ = writeln!(out);
         let mut any_ejected = false;
-        for (value, cells) in rows {
-            let _ = write!(out, "{value:<10}");
-            for (runs, width) in cells.iter().zip(&widths) {
-                let (mean, sd) = mean_stddev(&runs.values);
-                let mark = if runs.ejected > 0 { "*" } else { "" };
-                any_ejected |= runs.ejected > 0;
-                let _ = write!(
-                    out,
-                    "  {:>width$}",
-                    format!("{mark}{} ({})", figure(mean), figure(sd))
-                );
+        for (device, name) in self.devices.iter().enumerate() {
+            let mine: Vec<usize> = (0..columns.len())
+                .filter(|&c| columns[c].device == device)
+                .collect();
+            if self.devices.len() > 1 {
+                let _ = writeln!(out, "device {name}:");
+            }
+            let widths: Vec<usize> = mine
+                .iter()
+                .map(|&c| {
+                    columns[c]
+                        .policy
+                        .label
+                        .len()
+                        .max(if repeats { 16 } else { 10 })
+                })
+                .collect();
+            let _ = write!(out, "{first:<10}");
+            for (&c, width) in mine.iter().zip(&widths) {
+                let _ = write!(out, "  {:>width$}", columns[c].policy.label);
             }
             let _ = writeln!(out);
+            for (value, cells) in rows {
+                let _ = write!(out, "{value:<10}");
+                for (&c, width) in mine.iter().zip(&widths) {
+                    let runs = &cells[c];
+                    let (mean, sd) = mean_stddev(&runs.values);
+                    let mark = if runs.ejected > 0 { "*" } else { "" };
+                    any_ejected |= runs.ejected > 0;
+                    let cell = if repeats {
+                        format!("{mark}{} ({})", figure(mean), figure(sd))
+                    } else {
+                        format!("{mark}{}", figure(mean))
+                    };
+                    let _ = write!(out, "  {cell:>width$}");
+                }
+                let _ = writeln!(out);
+            }
         }
         if any_ejected {
             let _ = writeln!(
@@ -378,13 +597,14 @@ impl CompareArgs {
 
     fn to_json(
         &self,
+        metric: Metric,
         sweep_key: &str,
         columns: &[Cell<'_>],
-        rows: &[(String, Vec<Runs>)],
+        rows: &Rows,
     ) -> serde_json::Value {
         json!({
-            "metric": self.metric.name(),
-            "label": self.metric.label(),
+            "metric": metric.name(),
+            "label": metric.label(),
             "device": self.devices.join(", "),
             "devices": self.devices,
             "repeat": self.repeat,
@@ -396,7 +616,7 @@ impl CompareArgs {
                 "cells": cells.iter().zip(columns).map(|(runs, c)| {
                     let (mean, stddev) = mean_stddev(&runs.values);
                     json!({
-                        "policy": c.label,
+                        "policy": c.policy.label,
                         "device": self.devices[c.device],
                         "mean": mean,
                         "stddev": stddev,
@@ -409,9 +629,15 @@ impl CompareArgs {
     }
 }
 
-fn to_csv(sweep_key: &str, columns: &[Cell<'_>], rows: &[(String, Vec<Runs>)]) -> String {
+/// Per sweep value, each cell's runs.
+type Rows = Vec<(String, Vec<Runs>)>;
+
+/// The table as CSV; with `metric`, each line starts with its name.
+fn to_csv(sweep_key: &str, columns: &[Cell<'_>], rows: &Rows, metric: Option<&str>) -> String {
+    let lead = |m: &str| metric.map_or(String::new(), |_| format!("{m},"));
     let mut out = format!(
-        "{},policy,mean,stddev,values,ejected_runs\n",
+        "{}{},policy,device,mean,stddev,values,ejected_runs\n",
+        lead("metric"),
         if sweep_key.is_empty() {
             "sweep"
         } else {
@@ -424,8 +650,10 @@ fn to_csv(sweep_key: &str, columns: &[Cell<'_>], rows: &[(String, Vec<Runs>)]) -
             let list: Vec<String> = runs.values.iter().map(|v| format!("{v:.3}")).collect();
             let _ = writeln!(
                 out,
-                "{value},{},{mean:.3},{sd:.3},{},{}",
-                c.label,
+                "{}{value},{},{},{mean:.3},{sd:.3},{},{}",
+                lead(metric.unwrap_or_default()),
+                c.policy.label,
+                c.device_name,
                 list.join(" "),
                 runs.ejected
             );
@@ -453,7 +681,7 @@ pub fn column(runtime: &WasmRuntime, spec: &str) -> Result<Column> {
         .collect::<Result<Vec<_>>>()?;
     let (_, loaded) = load(runtime, &name).with_context(|| format!("--policy {spec}"))?;
     Ok(Column {
-        label: spec.to_owned(),
+        label: column_label(spec),
         loaded,
         settings,
     })
@@ -500,6 +728,34 @@ pub fn parallel<T: Sync, R: Send>(
                 .unwrap_or_else(|| f(item))
         })
         .collect()
+}
+
+/// A column's heading: the policy's name (a component's file stem, `(native)` for a
+/// native build), then its tunables: `cfq (native) quantum=1`.
+fn column_label(spec: &str) -> String {
+    let (native, rest) = match spec.strip_prefix("native:") {
+        Some(rest) => (true, rest),
+        None => (false, spec),
+    };
+    let (name, tunables) = if native || !rest.contains(".wasm") {
+        rest.split_once(':').unwrap_or((rest, ""))
+    } else {
+        // A path may hold colons; its tunables follow the `.wasm`.
+        let end = rest.find(".wasm").map_or(rest.len(), |i| i + 5);
+        (&rest[..end], rest[end..].trim_start_matches(':'))
+    };
+    let stem = std::path::Path::new(name)
+        .file_stem()
+        .map_or(name.to_owned(), |s| s.to_string_lossy().into_owned());
+    let mut label = stem;
+    if native {
+        label.push_str(" (native)");
+    }
+    if !tunables.is_empty() {
+        label.push(' ');
+        label.push_str(&tunables.replace(',', " "));
+    }
+    label
 }
 
 /// `key=a..b` (inclusive, step 1) or `key=a,b,c`.
