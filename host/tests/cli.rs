@@ -1962,3 +1962,61 @@ fn compare_shows_several_metrics_from_one_set_of_runs_and_keeps_each_runs_report
         "numjobs=2's run"
     );
 }
+
+#[test]
+fn compare_sweeps_a_policys_tunable_and_replays_a_trace_in_every_cell() {
+    let job =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/jobs/seed1-four-readers.fio");
+    let dir = real_dir("compare_tunable");
+    let json = dir.join("t.json");
+    let out = schedhost(&[
+        "compare",
+        "-p",
+        "native:noop",
+        "-p",
+        "native:cfq",
+        "--sweep",
+        "cfq.slice_idle=0,8",
+        "--json",
+        json.to_str().unwrap(),
+        job.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let cell = |row: usize, col: usize| v["rows"][row]["cells"][col]["mean"].as_f64().unwrap();
+    assert_eq!(cell(0, 0), cell(1, 0), "noop does not take cfq's tunable");
+    assert!(
+        cell(1, 1) > 2.0 * cell(0, 1),
+        "cfq idling (slice_idle=8) serves sequential readers far better than without"
+    );
+    assert_fails_with(
+        &schedhost(&[
+            "compare",
+            "-p",
+            "native:noop",
+            "--sweep",
+            "bfq.slice_idle=0",
+            job.to_str().unwrap(),
+        ]),
+        "no column runs bfq",
+    );
+    let trace =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/traces/blkparse-sample.txt");
+    let disk = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/devices/2tb-disk.spec");
+    let out = schedhost(&[
+        "compare",
+        "-p",
+        "native:noop",
+        "-p",
+        "native:deadline",
+        "--replay",
+        trace.to_str().unwrap(),
+        "--device",
+        disk.to_str().unwrap(),
+        "--metric",
+        "write-iops",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.starts_with("write IOPS"), "{table}");
+}

@@ -17,7 +17,7 @@ use schedhost::report::rates;
 use serde_json::json;
 
 use super::plan::{QueueArgs, RingArgs, SandboxArgs, parse_device};
-use super::run::read_jobs;
+use super::run::{ReplayArgs, read_jobs};
 
 /// What a cell shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -241,10 +241,15 @@ pub struct CompareArgs {
     /// The sandbox, as `run`'s: every cell's policy runs under these limits.
     #[command(flatten)]
     pub sandbox: SandboxArgs,
+    /// A trace to replay in every cell instead of jobs, paced as `run`'s.
+    #[command(flatten)]
+    pub trace: ReplayArgs,
 }
 
 /// A policy: how to build it and its settings.
 pub struct Column {
+    /// Its name as `--policy` gave it, without tunables (`cfq`, a path's stem).
+    pub name: String,
     pub label: String,
     pub loaded: Loaded,
     pub settings: Vec<(String, i64)>,
@@ -283,7 +288,15 @@ struct Trial {
 
 impl CompareArgs {
     pub fn execute(self, fio_options: Vec<String>) -> Result<()> {
-        let jobs = read_jobs(&self.jobs, &fio_options)?;
+        let jobs = match &self.trace.replay {
+            Some(path) => {
+                if !self.jobs.is_empty() || !fio_options.is_empty() {
+                    bail!("--replay replays a trace; give no job files or fio options with it");
+                }
+                self.trace.read(path)?.0
+            }
+            None => read_jobs(&self.jobs, &fio_options)?,
+        };
         let devices = self
             .devices
             .iter()
@@ -312,10 +325,11 @@ impl CompareArgs {
             Some(sweep) => parse_sweep(sweep)?,
             None => (String::new(), vec![String::new()]),
         };
+        let tunable = tunable_sweep(&sweep_key, &policies, &sweep_values)?;
         let mut row_jobs = Vec::new();
         for value in &sweep_values {
             let mut jobs = jobs.clone();
-            if !sweep_key.is_empty() {
+            if !sweep_key.is_empty() && tunable.is_none() {
                 for job in &mut jobs {
                     job.set_option(&sweep_key, value).map_err(|e| {
                         anyhow::anyhow!("--sweep {sweep_key}={value}: job '{}': {e}", job.name)
@@ -334,7 +348,14 @@ impl CompareArgs {
                 })
             })
             .collect();
-        let values = self.measure(&work, &row_jobs, &devices, &columns, &sweep_values)?;
+        let values = self.measure(
+            &work,
+            &row_jobs,
+            &devices,
+            &columns,
+            &sweep_values,
+            tunable.as_ref(),
+        )?;
         let metrics = self.metric_list();
         let tables: Vec<Rows> = (0..metrics.len())
             .map(|m| self.rows(m, &values, &sweep_values, columns.len()))
@@ -397,8 +418,8 @@ impl CompareArgs {
         dir: &std::path::Path,
         w: &Trial,
         cell: &Cell<'_>,
-        jobs: &[JobSpec],
-        sweep_value: &str,
+        (jobs, sweep_value): (&[JobSpec], &str),
+        settings: &[(String, i64)],
         ran: &schedhost::frontend::run::Ran,
     ) -> Result<()> {
         let info = schedhost::report::RunInfo {
@@ -406,7 +427,7 @@ impl CompareArgs {
             device: cell.device_name.clone(),
             device_model: ran.device_model.clone(),
             seed: w.seed,
-            settings: cell.policy.settings.clone(),
+            settings: settings.to_vec(),
             real: ran.real.clone(),
             trace: None,
         };
@@ -485,6 +506,7 @@ impl CompareArgs {
         devices: &[(Device, FaultPlan)],
         columns: &[Cell<'_>],
         sweep_values: &[String],
+        tunable: Option<&TunableSweep>,
     ) -> Result<Vec<Measured>> {
         let measure = |w: &Trial| -> Result<Measured> {
             let cell = &columns[w.column];
@@ -503,11 +525,13 @@ impl CompareArgs {
                 faults: *faults,
                 ring: self.ring.options(),
             };
-            let policy = PolicyPlan::fixed(&cell.policy.loaded, &cell.policy.settings);
+            let settings = row_settings(cell.policy, tunable, w.row);
+            let policy = PolicyPlan::fixed(&cell.policy.loaded, &settings);
             let ran =
                 run(&row_jobs[w.row], device, policy, &plan, &mut |_| {}).with_context(context)?;
             if let Some(dir) = &self.keep_runs {
-                self.keep(dir, w, cell, &row_jobs[w.row], &sweep_values[w.row], &ran)
+                let row = (&row_jobs[w.row][..], sweep_values[w.row].as_str());
+                self.keep(dir, w, cell, row, &settings, &ran)
                     .with_context(context)?;
             }
             let outcome = ran.outcome;
@@ -546,6 +570,7 @@ impl CompareArgs {
             if repeats { ": mean (stddev)" } else { "" }
         );
         let first = if sweep_key.is_empty() { "" } else { sweep_key };
+        let fw = first.len().max(10);
         let mut any_ejected = false;
         for (device, name) in self.devices.iter().enumerate() {
             let mine: Vec<usize> = (0..columns.len())
@@ -564,13 +589,13 @@ impl CompareArgs {
                         .max(if repeats { 16 } else { 10 })
                 })
                 .collect();
-            let _ = write!(out, "{first:<10}");
+            let _ = write!(out, "{first:<fw$}");
             for (&c, width) in mine.iter().zip(&widths) {
                 let _ = write!(out, "  {:>width$}", columns[c].policy.label);
             }
             let _ = writeln!(out);
             for (value, cells) in rows {
-                let _ = write!(out, "{value:<10}");
+                let _ = write!(out, "{value:<fw$}");
                 for (&c, width) in mine.iter().zip(&widths) {
                     let runs = &cells[c];
                     let (mean, sd) = mean_stddev(&runs.values);
@@ -680,7 +705,12 @@ pub fn column(runtime: &WasmRuntime, spec: &str) -> Result<Column> {
         .map(|s| super::parse_setting(s).map_err(|e| anyhow::anyhow!("--policy {spec}: {e}")))
         .collect::<Result<Vec<_>>>()?;
     let (_, loaded) = load(runtime, &name).with_context(|| format!("--policy {spec}"))?;
+    let base = name.strip_prefix("native:").unwrap_or(&name);
+    let base = std::path::Path::new(base)
+        .file_stem()
+        .map_or(base.to_owned(), |s| s.to_string_lossy().into_owned());
     Ok(Column {
+        name: base,
         label: column_label(spec),
         loaded,
         settings,
@@ -728,6 +758,53 @@ pub fn parallel<T: Sync, R: Send>(
                 .unwrap_or_else(|| f(item))
         })
         .collect()
+}
+
+/// `--sweep POLICY.TUNABLE=V1,V2`: the policy's columns take the tunable at each row's
+/// value; the others run as given.
+pub struct TunableSweep {
+    policy: String,
+    tunable: String,
+    values: Vec<i64>,
+}
+
+/// The tunable sweep `key` names, if it names one (`cfq.slice_idle`).
+///
+/// # Errors
+/// A policy no column runs, or a value that is not an integer.
+fn tunable_sweep(key: &str, columns: &[Column], values: &[String]) -> Result<Option<TunableSweep>> {
+    let Some((policy, tunable)) = key.split_once('.') else {
+        return Ok(None);
+    };
+    if !columns.iter().any(|c| c.name == policy) {
+        let names: Vec<&str> = columns.iter().map(|c| c.name.as_str()).collect();
+        bail!(
+            "--sweep {key}: no column runs {policy} (the columns run {})",
+            names.join(", ")
+        );
+    }
+    let values = values
+        .iter()
+        .map(|v| {
+            v.parse::<i64>()
+                .map_err(|_| anyhow::anyhow!("--sweep {key}={v}: a tunable takes integers"))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Some(TunableSweep {
+        policy: policy.to_owned(),
+        tunable: tunable.to_owned(),
+        values,
+    }))
+}
+
+/// A column's settings in row `row`: its own, with a swept tunable's value on top.
+fn row_settings(column: &Column, sweep: Option<&TunableSweep>, row: usize) -> Vec<(String, i64)> {
+    let mut settings = column.settings.clone();
+    if let Some(s) = sweep.filter(|s| s.policy == column.name) {
+        settings.retain(|(name, _)| *name != s.tunable);
+        settings.push((s.tunable.clone(), s.values[row]));
+    }
+    settings
 }
 
 /// A column's heading: the policy's name (a component's file stem, `(native)` for a

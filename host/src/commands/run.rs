@@ -40,22 +40,9 @@ pub struct RunArgs {
     /// `--swap-at 2s:cfq`. The new policy starts with its defaults.
     #[arg(long, value_name = "TIME:POLICY", value_parser = parse_swap_at)]
     pub swap_at: Vec<(u64, String)>,
-    /// Replay this trace instead of running jobs: blkparse text output or a fio iolog
-    /// (version 2 or 3); `schedhost replay TRACE` says the same.
-    #[arg(long, value_name = "TRACE")]
-    pub replay: Option<PathBuf>,
-    /// The trace's format, when detection (an iolog's header line) is not wanted.
-    #[arg(long, value_enum)]
-    pub trace_format: Option<TraceFormat>,
-    /// Replay with recorded gaps multiplied by this (0.5: twice as fast).
-    #[arg(long, default_value_t = 1.0)]
-    pub time_scale: f64,
-    /// Replay as fast as each stream's depth allows, ignoring recorded times.
-    #[arg(long)]
-    pub no_stall: bool,
-    /// I/Os a replayed stream may have in flight.
-    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4096))]
-    pub replay_depth: u32,
+    /// Trace replay instead of jobs.
+    #[command(flatten)]
+    pub trace: ReplayArgs,
     /// Real devices: listen on this unix socket (mode 0600) for `schedhost ctl` requests:
     /// swap a policy, set or get tunables, status and stats, while the I/O runs.
     #[arg(long, value_name = "SOCKET")]
@@ -88,12 +75,12 @@ pub struct RunArgs {
 
 impl RunArgs {
     pub fn execute(self, fio_options: Vec<String>) -> Result<()> {
-        let (jobs, trace) = match &self.replay {
+        let (jobs, trace) = match &self.trace.replay {
             Some(path) => {
                 if !self.jobs.is_empty() || !fio_options.is_empty() {
                     bail!("--replay replays a trace; give no job files or fio options with it");
                 }
-                let (jobs, trace) = self.read_trace(path)?;
+                let (jobs, trace) = self.trace.read(path)?;
                 (jobs, Some(trace))
             }
             None => (read_jobs(&self.jobs, &fio_options)?, None),
@@ -210,34 +197,8 @@ impl RunArgs {
             .collect()
     }
 
-    /// The trace's jobs, one per stream, and what the report says of it.
-    fn read_trace(&self, path: &std::path::Path) -> Result<(Vec<JobSpec>, TraceSummary)> {
-        if !(self.time_scale > 0.0 && self.time_scale.is_finite()) {
-            bail!("--time-scale {}: a factor above 0", self.time_scale);
-        }
-        let text = schedhost::input::read_text(path, schedhost::input::MAX_TRACE_BYTES)
-            .with_context(|| format!("reading trace {}", path.display()))?;
-        let source = path.display().to_string();
-        let trace =
-            schedhost::frontend::replay::parse(&source, &text, self.trace_format.map(Into::into))?;
-        let pacing = Pacing {
-            time_scale: self.time_scale,
-            no_stall: self.no_stall,
-            depth: self.replay_depth,
-        };
-        let jobs = jobs_for_trace(&trace, pacing, &source);
-        let summary = TraceSummary {
-            path: source,
-            format: trace.format,
-            ios: trace.ios.len(),
-            streams: trace.streams.len(),
-            recorded: trace.recorded,
-        };
-        Ok((jobs, summary))
-    }
-
     fn job_label(&self, fio_options: &[String]) -> String {
-        if let Some(trace) = &self.replay {
+        if let Some(trace) = &self.trace.replay {
             return format!("trace {}", trace.display());
         }
         let mut parts: Vec<String> = self.jobs.iter().map(|p| p.display().to_string()).collect();
@@ -280,6 +241,55 @@ fn parse_swap_at(text: &str) -> Result<(u64, String), String> {
 }
 
 /// Jobs from job files, then from fio options given on the command line.
+/// Replaying a trace: `--replay` and how its I/Os are paced (`run`, `replay`, `compare`).
+#[derive(Debug, Clone, clap::Args)]
+pub struct ReplayArgs {
+    /// Replay this trace instead of running jobs: blkparse text output or a fio iolog
+    /// (version 2 or 3); `schedhost replay TRACE` says the same.
+    #[arg(long, value_name = "TRACE")]
+    pub replay: Option<PathBuf>,
+    /// The trace's format, when detection (an iolog's header line) is not wanted.
+    #[arg(long, value_enum)]
+    pub trace_format: Option<TraceFormat>,
+    /// Replay with recorded gaps multiplied by this (0.5: twice as fast).
+    #[arg(long, default_value_t = 1.0)]
+    pub time_scale: f64,
+    /// Replay as fast as each stream's depth allows, ignoring recorded times.
+    #[arg(long)]
+    pub no_stall: bool,
+    /// I/Os a replayed stream may have in flight.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub replay_depth: u32,
+}
+
+impl ReplayArgs {
+    /// The trace's jobs, one per stream, and what the report says of it.
+    pub fn read(&self, path: &std::path::Path) -> Result<(Vec<JobSpec>, TraceSummary)> {
+        if !(self.time_scale > 0.0 && self.time_scale.is_finite()) {
+            bail!("--time-scale {}: a factor above 0", self.time_scale);
+        }
+        let text = schedhost::input::read_text(path, schedhost::input::MAX_TRACE_BYTES)
+            .with_context(|| format!("reading trace {}", path.display()))?;
+        let source = path.display().to_string();
+        let trace =
+            schedhost::frontend::replay::parse(&source, &text, self.trace_format.map(Into::into))?;
+        let pacing = Pacing {
+            time_scale: self.time_scale,
+            no_stall: self.no_stall,
+            depth: self.replay_depth,
+        };
+        let jobs = jobs_for_trace(&trace, pacing, &source);
+        let summary = TraceSummary {
+            path: source,
+            format: trace.format,
+            ios: trace.ios.len(),
+            streams: trace.streams.len(),
+            recorded: trace.recorded,
+        };
+        Ok((jobs, summary))
+    }
+}
+
 /// Writes the fio logs the jobs asked for, job n's as fio names them (`PREFIX_lat.N.log`).
 /// A log file already there is replaced only with `--allow-overwrite`: the prefix comes
 /// from a job file, and a job file must not overwrite what the user did not name.
