@@ -1104,3 +1104,88 @@ fn nbd_clients_see_device_faults_as_nbd_errors_and_busy_answers_retried_away() {
         assert_eq!(client.read(i * 65536, 65536), data, "read {i}");
     }
 }
+
+/// `GET /metrics` over a plain TCP connection: the body.
+fn scrape(address: std::net::SocketAddr) -> String {
+    let mut stream = std::net::TcpStream::connect(address).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply).unwrap();
+    reply
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_owned())
+        .unwrap_or_default()
+}
+
+#[test]
+fn nbd_a_swap_and_a_set_keep_every_counters_series_and_are_recorded() {
+    let dir = scratch("swap_metrics");
+    let control = dir.join("ctl.sock");
+    let mut opts = options(&dir);
+    opts.metrics = Some("127.0.0.1:0".into());
+    let server = start(opts, native_policy("noop").unwrap(), Some(control.clone()));
+    let address = server.metrics.expect("metrics address");
+    let mut client = Client::connect(&server.socket);
+    for i in 0..8u64 {
+        assert_eq!(client.write(i * 65536, &[5; 65536]), 0);
+    }
+    let before = parse_exposition(&scrape(address));
+    let reply = schedhost::control::request(&control, "swap native:deadline").unwrap();
+    assert_eq!(reply["ok"], true, "{reply}");
+    assert!(reply["stall_ns"].is_u64(), "ctl answers in ns: {reply}");
+    let reply = schedhost::control::request(&control, "set fifo_batch=4").unwrap();
+    assert_eq!(reply["ok"], true, "{reply}");
+    for i in 0..8u64 {
+        let _ = client.read(i * 65536, 65536);
+    }
+    let after = parse_exposition(&scrape(address));
+    let value = |samples: &[(String, Vec<(String, String)>, f64)],
+                 name: &str,
+                 labels: &[(String, String)]| {
+        samples
+            .iter()
+            .find(|(n, l, _)| n == name && l == labels)
+            .map(|s| s.2)
+    };
+    for (name, labels, old) in &before {
+        if name == "schedhost_policy_info" {
+            continue;
+        }
+        let new = value(&after, name, labels)
+            .unwrap_or_else(|| panic!("{name}{labels:?} vanished after the swap"));
+        if name.ends_with("_total") || name.ends_with("_count") || name.ends_with("_bucket") {
+            assert!(
+                new >= *old,
+                "{name}{labels:?} went back from {old} to {new}"
+            );
+        }
+    }
+    let info = |samples: &[(String, Vec<(String, String)>, f64)]| {
+        samples
+            .iter()
+            .find(|(n, _, _)| n == "schedhost_policy_info")
+            .map(|(_, l, _)| l.clone())
+            .unwrap()
+    };
+    assert!(info(&before).contains(&("policy".into(), "noop".into())));
+    assert!(info(&after).contains(&("policy".into(), "deadline".into())));
+    assert!(info(&after).contains(&("epoch".into(), "1".into())));
+    assert_eq!(value(&after, "schedhost_swaps_total", &[]), Some(1.0));
+    assert_eq!(
+        value(&after, "schedhost_tunable_sets_total", &[]),
+        Some(1.0)
+    );
+    drop(client);
+    let served = server.finish();
+    assert_eq!(served.swaps.len(), 1);
+    assert_eq!(served.swaps[0].from, "noop");
+    assert_eq!(served.sets.len(), 1);
+    assert_eq!(served.sets[0].name, "fifo_batch");
+    let json = serde_json::to_value(&served.sets).unwrap();
+    assert_eq!(json[0]["ok"], true, "{json}");
+}
