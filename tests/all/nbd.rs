@@ -1144,9 +1144,7 @@ fn nbd_a_swap_and_a_set_keep_every_counters_series_and_are_recorded() {
         let _ = client.read(i * 65536, 65536);
     }
     let after = parse_exposition(&scrape(address));
-    let value = |samples: &[(String, Vec<(String, String)>, f64)],
-                 name: &str,
-                 labels: &[(String, String)]| {
+    let value = |samples: &[Sample], name: &str, labels: &[(String, String)]| {
         samples
             .iter()
             .find(|(n, l, _)| n == name && l == labels)
@@ -1165,7 +1163,7 @@ fn nbd_a_swap_and_a_set_keep_every_counters_series_and_are_recorded() {
             );
         }
     }
-    let info = |samples: &[(String, Vec<(String, String)>, f64)]| {
+    let info = |samples: &[Sample]| {
         samples
             .iter()
             .find(|(n, _, _)| n == "schedhost_policy_info")
