@@ -134,6 +134,7 @@ pub const FIO_OPTIONS: &[&str] = &[
     "bs",
     "blocksize",
     "size",
+    "bssplit",
     "offset",
     "offset_increment",
     "numjobs",

@@ -2020,3 +2020,50 @@ fn compare_sweeps_a_policys_tunable_and_replays_a_trace_in_every_cell() {
     let table = String::from_utf8_lossy(&out.stdout);
     assert!(table.starts_with("write IOPS"), "{table}");
 }
+
+#[test]
+fn bssplit_issues_its_mix_of_sizes_on_a_simulated_disk_and_a_real_file() {
+    let run = |device: &str, extra: &[&str]| {
+        let mut args = vec![
+            "--policy",
+            "native:noop",
+            "--device",
+            device,
+            "--name=b",
+            "--bs=4k",
+            "--bssplit=4k/25:64k/75",
+            "--iodepth=8",
+            "--output-format",
+            "json",
+        ];
+        args.extend(extra);
+        let out = schedhost(&args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let v = run(
+        "sim:ssd",
+        &["--rw=randread", "--size=1g", "--number_ios=20000"],
+    );
+    let read = &v["jobs"][0]["read"];
+    let (bytes, ios) = (
+        read["io_bytes"].as_f64().unwrap(),
+        read["total_ios"].as_f64().unwrap(),
+    );
+    assert_eq!(ios, 20000.0);
+    let large = (bytes / ios - 4096.0) / (65536.0 - 4096.0);
+    assert!(
+        (large - 0.75).abs() <= 0.02,
+        "64k share {large}, bssplit asked for 0.75"
+    );
+    // size bounds bytes, as fio's: a sequential job stops once it has moved them.
+    let v = run("sim:ssd", &["--rw=read", "--size=8m"]);
+    let moved = v["jobs"][0]["read"]["io_bytes"].as_u64().unwrap();
+    assert!(
+        (8 << 20..(8 << 20) + 65536).contains(&moved),
+        "{moved} bytes for size=8m"
+    );
+    let file = real_dir("bssplit").join("data.img");
+    let v = run(file.to_str().unwrap(), &["--rw=randwrite", "--size=8m"]);
+    assert!(v["jobs"][0]["write"]["io_bytes"].as_u64().unwrap() >= 8 << 20);
+}

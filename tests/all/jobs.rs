@@ -299,3 +299,45 @@ fn random_distribution_and_rate_are_taken_and_bad_values_named() {
     .to_string();
     assert!(mixed.contains("rate= on a mixed job"), "{mixed}");
 }
+
+#[test]
+fn bssplit_reads_fios_syntax_and_shares_what_is_left() {
+    let split = |v: &str| {
+        parse_cmdline(&[
+            "--name=b".into(),
+            "--size=64m".into(),
+            format!("--bssplit={v}"),
+        ])
+        .map(|jobs| jobs[0].bssplit.clone())
+        .map_err(|e| e.to_string())
+    };
+    assert_eq!(
+        split("4k/10:64k/50:32k/40"),
+        Ok(vec![(4096, 10), (65536, 50), (32768, 40)])
+    );
+    assert_eq!(
+        split("4k/50:1k/:32k/"),
+        Ok(vec![(4096, 50), (1024, 25), (32768, 25)])
+    );
+    assert_eq!(split("8k:16k"), Ok(vec![(8192, 50), (16384, 50)]));
+    for (bad, named) in [
+        ("4k/70:8k/40", "over 100"),
+        ("4k/10:64k/50", "not 100"),
+        ("3000/100", "not a block size"),
+        ("4k/101", "not a percentage"),
+        ("4k/50,8k/50", "separate read and write"),
+    ] {
+        let err = split(bad).unwrap_err();
+        assert!(err.contains(named), "{bad}: {err}");
+    }
+    let verify = parse_cmdline(&[
+        "--name=b".into(),
+        "--rw=write".into(),
+        "--size=64m".into(),
+        "--bssplit=4k/50:8k/50".into(),
+        "--verify=crc32c".into(),
+    ])
+    .unwrap_err()
+    .to_string();
+    assert!(verify.contains("bssplit= with verify="), "{verify}");
+}

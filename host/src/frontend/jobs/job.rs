@@ -51,6 +51,9 @@ pub struct JobSpec {
     pub rwmixread: u32,
     /// Block size in bytes.
     pub bs: u32,
+    /// fio's `bssplit`: block sizes (bytes) and the percentage of I/Os of each, adding up
+    /// to 100; empty for `bs` alone. Offsets align to the smallest.
+    pub bssplit: Vec<(u32, u32)>,
     /// Bytes of I/O per clone, and the size of its region.
     pub size: Option<u64>,
     /// Start of the region within the job's file.
@@ -159,6 +162,7 @@ impl JobSpec {
             direction: Direction::Read,
             rwmixread: 50,
             bs: 4096,
+            bssplit: Vec::new(),
             size: None,
             offset: 0,
             offset_increment: None,
@@ -189,6 +193,20 @@ impl JobSpec {
     /// A job for one stream of a replayed trace (the caller fills in the rest).
     pub fn for_replay(name: &str, location: Location) -> Self {
         Self::new(name, location)
+    }
+
+    /// Every block size the job issues: `bs`, or bssplit's.
+    pub fn block_sizes(&self) -> Vec<u32> {
+        if self.bssplit.is_empty() {
+            vec![self.bs]
+        } else {
+            self.bssplit.iter().map(|&(bs, _)| bs).collect()
+        }
+    }
+
+    /// The largest I/O the job issues, in bytes.
+    pub fn largest_bs(&self) -> u32 {
+        self.block_sizes().into_iter().max().unwrap_or(self.bs)
     }
 
     /// Percentage of I/Os that are reads.
@@ -264,6 +282,7 @@ impl JobSpec {
                 }
                 self.bs = bs as u32;
             }
+            "bssplit" => self.bssplit = parse_bssplit(value)?,
             "size" => self.size = Some(nonzero(key, value::size(value)?)?),
             "offset" => self.offset = value::size(value)?,
             "offset_increment" => self.offset_increment = Some(value::size(value)?),
@@ -473,6 +492,18 @@ fn check(job: &JobSpec) -> Result<(), String> {
     if job.time_based && job.runtime_ns.is_none() {
         return Err(format!("job '{name}': time_based needs runtime="));
     }
+    if !job.bssplit.is_empty() && job.verify {
+        return Err(format!(
+            "job '{name}': bssplit= with verify= is not supported (verify checks blocks of one size)"
+        ));
+    }
+    if let Some(size) = job.size
+        && job.bssplit.iter().any(|&(bs, _)| u64::from(bs) > size)
+    {
+        return Err(format!(
+            "job '{name}': a bssplit block size is larger than size={size}"
+        ));
+    }
     if job.rate_bytes.is_some() && job.direction == Direction::Mixed {
         return Err(format!(
             "job '{name}': rate= on a mixed job is not supported (fio caps each direction apart); use rate_iops="
@@ -487,6 +518,68 @@ fn check(job: &JobSpec) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// `4k/10:64k/50:32k/40`: block sizes and the percentage of I/Os of each, as fio reads
+/// it; sizes without a percentage share what the others leave, equally.
+fn parse_bssplit(value: &str) -> Result<Vec<(u32, u32)>, String> {
+    if value.contains(',') {
+        return Err(format!(
+            "bssplit={value}: separate read and write splits are not supported; give one"
+        ));
+    }
+    let mut given = Vec::new();
+    for part in value.split(':').filter(|p| !p.trim().is_empty()) {
+        let (size, pct) = part.split_once('/').unwrap_or((part, ""));
+        let bytes = value::size(size).map_err(|e| format!("bssplit={value}: {e}"))?;
+        if bytes == 0 || bytes % 512 != 0 || bytes > 64 << 20 {
+            return Err(format!(
+                "bssplit={value}: {size} is not a block size (a multiple of 512 bytes, at most 64 MiB)"
+            ));
+        }
+        let pct =
+            match pct.trim() {
+                "" => None,
+                p => Some(p.parse::<u32>().ok().filter(|&p| p <= 100).ok_or_else(|| {
+                    format!("bssplit={value}: {p} is not a percentage (0 to 100)")
+                })?),
+            };
+        given.push((bytes as u32, pct));
+    }
+    if given.is_empty() || given.len() > 64 {
+        return Err(format!(
+            "bssplit={value}: give 1 to 64 block sizes, SIZE/PERCENT:…"
+        ));
+    }
+    let set: u32 = given.iter().filter_map(|(_, p)| *p).sum();
+    if set > 100 {
+        return Err(format!(
+            "bssplit={value}: the percentages add up to {set}, over 100"
+        ));
+    }
+    let open = given.iter().filter(|(_, p)| p.is_none()).count() as u32;
+    if open == 0 && set != 100 {
+        return Err(format!(
+            "bssplit={value}: the percentages add up to {set}, not 100"
+        ));
+    }
+    let left = 100 - set;
+    let (share, mut extra) = (
+        left.checked_div(open).unwrap_or(0),
+        left.checked_rem(open).unwrap_or(0),
+    );
+    Ok(given
+        .into_iter()
+        .map(|(bs, pct)| {
+            let pct = pct.unwrap_or_else(|| {
+                let bonus = u32::from(extra > 0);
+                extra = extra.saturating_sub(1);
+                share + bonus
+            });
+            (bs, pct)
+        })
+        .filter(|&(_, pct)| pct > 0)
+        .collect())
 }
 
 /// A log's prefix: a file name prefix, relative to the working directory or absolute;

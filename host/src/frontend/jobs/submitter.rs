@@ -56,9 +56,15 @@ pub struct Submitter {
     io_limit: Option<u64>,
     runtime_ns: Option<u64>,
     ramp_ns: u64,
-    /// Pacing: `(per_s, per_io)`: `per_s / per_io` I/Os a second (rate_iops, or rate's
-    /// bytes per second over the block size).
-    rate: Option<(u64, u64)>,
+    /// Pacing: I/Os a second (`rate_iops`) and bytes a second (`rate`).
+    rate_iops: Option<u64>,
+    rate_bytes: Option<u64>,
+    /// bssplit: each size in blocks, with the cumulative percentage that picks it.
+    split: Vec<(u64, u32)>,
+    /// bssplit: the bytes `size` allows (fio's size counts bytes).
+    bytes_limit: Option<u64>,
+    /// Bytes issued so far.
+    issued_bytes: u64,
     thinktime_ns: u64,
     write_sync: bool,
     prio_class: PrioClass,
@@ -100,12 +106,31 @@ pub struct Submitter {
 impl Submitter {
     /// A submitter for `job` at `placement`, seeded with `seed`.
     pub fn new(ctx: u32, job: &JobSpec, placement: Placement, seed: u64) -> Self {
-        let block_sectors = job.bs / 512;
+        // With bssplit, offsets align to the smallest size, and each I/O is a run of them.
+        let unit = job
+            .bssplit
+            .iter()
+            .map(|&(bs, _)| bs)
+            .min()
+            .unwrap_or(job.bs);
+        let block_sectors = unit / 512;
         let blocks = (placement.region_sectors / u64::from(block_sectors)).max(1);
+        let mut cumulative = 0;
+        let split: Vec<(u64, u32)> = job
+            .bssplit
+            .iter()
+            .map(|&(bs, pct)| {
+                cumulative += pct;
+                (u64::from(bs / unit).clamp(1, blocks), cumulative)
+            })
+            .collect();
+        // fio's size bounds bytes: with one block size that is a count of I/Os.
         let size_ios = job
             .size
+            .filter(|_| split.is_empty())
             .map(|s| s / u64::from(job.bs))
             .filter(|_| !job.time_based);
+        let bytes_limit = job.size.filter(|_| !split.is_empty() && !job.time_based);
         let io_limit = match (size_ios, job.number_ios) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -120,22 +145,6 @@ impl Submitter {
             .then(|| Picker::new(job.distribution, blocks, &mut rng))
             .flatten();
         let order = (random && picker.is_none()).then(|| Permutation::new(blocks, &mut rng));
-        // rate= in bytes/s paces as I/Os per second at this job's block size, kept exact
-        // as a fraction: `bs` bytes each, `rate` bytes a second.
-        let rate = match (job.rate_iops, job.rate_bytes) {
-            (Some(iops), None) => Some((iops, 1)),
-            (None, Some(bytes)) => Some((bytes, u64::from(job.bs))),
-            (Some(iops), Some(bytes)) => {
-                // The slower of the two.
-                let bs = u64::from(job.bs);
-                Some(if u128::from(iops) * u128::from(bs) <= u128::from(bytes) {
-                    (iops, 1)
-                } else {
-                    (bytes, bs)
-                })
-            }
-            (None, None) => None,
-        };
         let prio_class = match job.prioclass {
             Some(1) => PrioClass::Rt,
             Some(2) => PrioClass::Be,
@@ -152,7 +161,11 @@ impl Submitter {
             io_limit,
             runtime_ns: job.runtime_ns,
             ramp_ns: job.ramp_ns,
-            rate,
+            rate_iops: job.rate_iops,
+            rate_bytes: job.rate_bytes,
+            split,
+            bytes_limit,
+            issued_bytes: 0,
             thinktime_ns: job.thinktime_ns,
             write_sync: job.direct,
             prio_class,
@@ -281,13 +294,14 @@ impl Submitter {
         if let Some(replay) = &self.replay {
             return replay.due_at(self.start_ns).unwrap_or(self.start_ns);
         }
-        let paced = self.rate.map_or(0, |(per_s, per_io)| {
-            let gap =
-                u128::from(self.issued) * u128::from(per_io) * 1_000_000_000 / u128::from(per_s);
+        let after = |done: u64, per_s: u64| {
+            let gap = u128::from(done) * 1_000_000_000 / u128::from(per_s.max(1));
             self.start_ns
                 .saturating_add(u64::try_from(gap).unwrap_or(u64::MAX))
-        });
-        self.ready_at_ns.max(paced)
+        };
+        let by_ios = self.rate_iops.map_or(0, |r| after(self.issued, r));
+        let by_bytes = self.rate_bytes.map_or(0, |r| after(self.issued_bytes, r));
+        self.ready_at_ns.max(by_ios).max(by_bytes)
     }
 
     /// One of its bios, of `op`, completed at `now_ns` with `status` (0 or a negative errno).
@@ -331,19 +345,28 @@ impl Submitter {
     fn out_of_work(&self, now_ns: u64) -> bool {
         self.halted
             || self.io_limit.is_some_and(|limit| self.issued >= limit)
+            || self
+                .bytes_limit
+                .is_some_and(|limit| self.issued_bytes >= limit)
             || self.deadline().is_some_and(|end| now_ns >= end)
     }
 
     fn make_bio(&mut self, id: u64) -> Bio {
+        let span = self.next_span();
         let block = match (&mut self.order, &mut self.picker) {
             (Some(order), _) => order.next_index(),
             (None, Some(picker)) => picker.next(&mut self.rng),
             (None, None) => {
+                if self.next_block + span > self.blocks {
+                    self.next_block = 0;
+                }
                 let block = self.next_block;
-                self.next_block = (self.next_block + 1) % self.blocks;
+                self.next_block = (self.next_block + span) % self.blocks;
                 block
             }
         };
+        // A run of blocks stays within the region.
+        let block = block.min(self.blocks - span);
         let op = match self.read_pct {
             100 => Op::Read,
             0 => Op::Write,
@@ -362,7 +385,26 @@ impl Submitter {
         {
             *words.entry(block / 64).or_default() |= 1 << (block % 64);
         }
-        self.bio(id, op, block)
+        let mut bio = self.bio(id, op, block);
+        // bssplit: the run is `span` blocks; spans keep within u32 sectors (64 MiB at most).
+        bio.sectors = self
+            .block_sectors
+            .saturating_mul(u32::try_from(span).unwrap_or(1));
+        self.issued_bytes += u64::from(bio.sectors) * 512;
+        bio
+    }
+
+    /// The next I/O's length in blocks: 1, or bssplit's pick.
+    fn next_span(&mut self) -> u64 {
+        if self.split.is_empty() {
+            return 1;
+        }
+        let roll = self.rng.below(100) as u32;
+        self.split
+            .iter()
+            .find(|&&(_, cumulative)| roll < cumulative)
+            .or(self.split.last())
+            .map_or(1, |&(span, _)| span)
     }
 
     fn bio(&self, id: u64, op: Op, block: u64) -> Bio {

@@ -230,7 +230,7 @@ fn buffer_slots(
         let len = job
             .replay
             .as_ref()
-            .map_or(u64::from(job.bs), |r| r.largest_io_bytes());
+            .map_or(u64::from(job.largest_bs()), |r| r.largest_io_bytes());
         total = total.saturating_add(len.saturating_mul(u64::from(job.iodepth)));
         if total > ARENA_LIMIT_BYTES {
             return Err(RunError::Layout(format!(
@@ -321,6 +321,13 @@ fn striping_for(
     if lanes <= 1 {
         return Ok(Striping::single());
     }
+    if let Some(job) = jobs.iter().find(|j| !j.bssplit.is_empty()) {
+        // Runs of blocks of several sizes would straddle the stripe units.
+        return Err(format!(
+            "{}: job '{}': bssplit goes to one device; {lanes} were given",
+            job.location, job.name
+        ));
+    }
     if let Some(job) = jobs.iter().find(|j| j.replay.is_some()) {
         // A trace's I/O has any size at any offset: some would straddle two devices.
         return Err(format!(
@@ -378,10 +385,16 @@ fn check_blocks(
     let lb = u64::from(lb.max(1));
     for p in placements {
         let job = &jobs[p.job];
-        if u64::from(job.bs) % lb != 0 || (p.region_start * 512) % lb != 0 {
+        let sizes = job.block_sizes();
+        if sizes.iter().any(|&bs| u64::from(bs) % lb != 0) || (p.region_start * 512) % lb != 0 {
             return Err(format!(
                 "job '{}': bs={} and its offsets must be multiples of {device}'s logical block size, {lb} bytes, for O_DIRECT",
-                job.name, job.bs
+                job.name,
+                sizes
+                    .iter()
+                    .map(u32::to_string)
+                    .collect::<Vec<_>>()
+                    .join("/")
             ));
         }
     }
