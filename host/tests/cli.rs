@@ -699,8 +699,10 @@ fn run_plot_draws_a_latency_cdf_and_iops_per_ctx_that_render() {
     args.push("--numjobs=2");
     let out = schedhost(&args);
     assert!(out.status.success(), "{}", stderr(&out));
-    for name in ["latency-cdf.svg", "iops.svg"] {
+    for name in ["latency-cdf.svg", "latency-tail.svg", "iops.svg"] {
         let svg = dir.join(name);
+        let png = std::fs::read(svg.with_extension("png")).unwrap();
+        assert!(png.starts_with(b"\x89PNG"), "{name}: a PNG beside the SVG");
         assert!(
             pixels_of(&svg, FIRST_SERIES) > 200,
             "{name}: first ctx not drawn"
@@ -711,7 +713,11 @@ fn run_plot_draws_a_latency_cdf_and_iops_per_ctx_that_render() {
         );
     }
     let cdf = std::fs::read_to_string(dir.join("latency-cdf.svg")).unwrap();
-    assert!(cdf.contains("cfq ctx1 read"), "legend names the series");
+    assert!(cdf.contains("ctx1 read"), "the legend names the series");
+    assert!(
+        cdf.contains("native:cfq on sim:hdd, seed 1, jobs r"),
+        "the title names the policy, device, seed and jobs"
+    );
 }
 
 #[test]

@@ -51,13 +51,22 @@ impl PlotArgs {
     }
 }
 
-/// Writes `svgs` into `dir`, creating it, and says where they went.
+/// Writes `svgs` into `dir`, creating it, each with a PNG of it beside, and says where they
+/// went.
 pub fn write(dir: &Path, svgs: &[Svg]) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     for (name, svg) in svgs {
         let path = dir.join(name);
         std::fs::write(&path, svg).with_context(|| format!("writing {}", path.display()))?;
-        eprintln!("schedhost: wrote {}", path.display());
+        let png = plot::png(svg).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        let png_path = path.with_extension("png");
+        std::fs::write(&png_path, png)
+            .with_context(|| format!("writing {}", png_path.display()))?;
+        eprintln!(
+            "schedhost: wrote {} and {}",
+            path.display(),
+            png_path.display()
+        );
     }
     Ok(())
 }

@@ -1,13 +1,19 @@
-//! SVG plots from the JSON reports: the completion-latency CDF of each run (log x), bios
-//! completed per second per ctx over the run, and `compare`'s table as a chart. Plots are
-//! drawn from the JSON, so `schedhost plot` redraws any saved report and `--plot DIR` on
-//! `run` and `compare` draws the one just made.
+//! SVG plots from the JSON reports: the completion-latency CDF of each run (log x) and its
+//! tail (1 − CDF on a log axis, where schedulers differ), bios completed per second per
+//! ctx over the run, and `compare`'s table as a chart, a panel per device. Plots are drawn
+//! from the JSON, so `schedhost plot` redraws any saved report and `--plot DIR` on `run`
+//! and `compare` draws the one just made. Each series has its own colour and dash, so two
+//! lines on top of each other both show; legends sit beside the data, never on it; titles
+//! name the policy, device, jobs and seed.
 
+use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 use serde_json::Value;
 
 /// Plot size in pixels.
-const SIZE: (u32, u32) = (800, 480);
+const SIZE: (u32, u32) = (1000, 540);
+/// Width of the legend column at the right.
+const LEGEND_WIDTH: u32 = 210;
 
 /// Lines one chart draws; past them the legend says how many were left out. A report is
 /// an input like any other: its size must not decide the size of the SVG.
@@ -81,7 +87,23 @@ pub fn run_label(doc: &Value) -> String {
 /// # Errors
 /// Drawing failed (it does not, for valid reports).
 pub fn runs(runs: &[&Value]) -> Result<Vec<Svg>, String> {
-    let mut out = vec![("latency-cdf.svg".to_owned(), latency_cdf(runs)?)];
+    let curves = latency_curves(runs);
+    let about = runs_title(runs);
+    let mut out = vec![
+        (
+            "latency-cdf.svg".to_owned(),
+            cdf_chart(
+                &format!("Completion latency CDF: {about}"),
+                "latency (µs, log scale)",
+                "fraction of bios",
+                &curves,
+            )?,
+        ),
+        (
+            "latency-tail.svg".to_owned(),
+            tail_chart(&format!("Latency tail: {about}"), &curves)?,
+        ),
+    ];
     for (i, doc) in runs.iter().enumerate() {
         let name = if runs.len() == 1 {
             "iops.svg".to_owned()
@@ -94,7 +116,7 @@ pub fn runs(runs: &[&Value]) -> Result<Vec<Svg>, String> {
 }
 
 /// One curve per run, job and direction with completions.
-fn latency_cdf(runs: &[&Value]) -> Result<String, String> {
+fn latency_curves(runs: &[&Value]) -> Vec<(String, Vec<(f64, f64)>)> {
     let mut curves: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
     for doc in runs {
         let label = run_label(doc);
@@ -110,17 +132,100 @@ fn latency_cdf(runs: &[&Value]) -> Result<String, String> {
                     .collect();
                 if !points.is_empty() {
                     let ctx = job["schedhost"]["ctx"].as_u64().unwrap_or(0);
-                    curves.push((format!("{label} ctx{ctx} {dir}"), points));
+                    let who = if runs.len() > 1 {
+                        format!("{label} ")
+                    } else {
+                        String::new()
+                    };
+                    curves.push((format!("{who}ctx{ctx} {dir}"), points));
                 }
             }
         }
     }
-    cdf_chart(
-        "Completion latency CDF",
-        "latency (µs, log scale)",
-        "fraction of bios",
-        &curves,
-    )
+    curves
+}
+
+/// What a set of runs was, for a title: `cfq on sim:hdd, seed 1, jobs reader`.
+fn runs_title(runs: &[&Value]) -> String {
+    let about: Vec<String> = runs.iter().map(|doc| run_title(doc)).collect();
+    let mut title = about.join(" / ");
+    if title.chars().count() > 90 {
+        title = title.chars().take(87).collect::<String>() + "...";
+    }
+    title
+}
+
+/// One run, for a title: its policy, device, seed and job names.
+fn run_title(doc: &Value) -> String {
+    let section = &doc["schedhost"];
+    let mut jobs: Vec<&str> = doc["jobs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|j| j["jobname"].as_str())
+        .collect();
+    jobs.dedup();
+    let jobs = match jobs.len() {
+        0 => String::new(),
+        1..=3 => format!(", jobs {}", jobs.join(" ")),
+        n => format!(", {n} jobs"),
+    };
+    let device = section["device"]["spec"].as_str().unwrap_or("?");
+    let seed = section["seed"]
+        .as_u64()
+        .map(|s| format!(", seed {s}"))
+        .unwrap_or_default();
+    format!("{} on {device}{seed}{jobs}", run_label(doc))
+}
+
+/// The tail of each curve: 1 − CDF on a log axis against latency on a log axis, down to
+/// one bio in 10 000.
+fn tail_chart(title: &str, curves: &[(String, Vec<(f64, f64)>)]) -> Result<String, String> {
+    let floor = 1e-4;
+    let tails: Vec<(String, Vec<(f64, f64)>)> = curves
+        .iter()
+        .map(|(label, points)| {
+            let tail = points
+                .iter()
+                .map(|&(x, q)| (x, (1.0 - q).max(floor)))
+                .collect();
+            (label.clone(), tail)
+        })
+        .collect();
+    let (lo, hi) = x_range(&tails);
+    draw(|plot, legend| {
+        let mut chart = ChartBuilder::on(plot)
+            .caption(title, ("sans-serif", 18))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(60)
+            .build_cartesian_2d((lo..hi).log_scale(), (floor..1.0).log_scale())
+            .map_err(err)?;
+        chart
+            .configure_mesh()
+            .x_desc("latency (µs, log scale)")
+            .y_desc("fraction of bios slower (log)")
+            .x_label_formatter(&|x| tick(*x))
+            .y_label_formatter(&|y| format!("{y:e}"))
+            .light_line_style(WHITE)
+            .draw()
+            .map_err(err)?;
+        lines(&mut chart, &tails)?;
+        draw_legend(legend, &tails)
+    })
+}
+
+/// The x range of `curves`, padded, for a log axis.
+fn x_range(curves: &[(String, Vec<(f64, f64)>)]) -> (f64, f64) {
+    let (lo, hi) = curves
+        .iter()
+        .flat_map(|(_, p)| p.iter().map(|&(x, _)| x))
+        .fold((f64::MAX, 0f64), |(lo, hi), x| (lo.min(x), hi.max(x)));
+    if hi <= 0.0 {
+        (1.0, 10.0)
+    } else {
+        ((lo * 0.8).max(0.01), (hi * 1.25).max(lo * 10.0))
+    }
 }
 
 /// CDF curves (x in µs) on one chart with a log x axis fitted to them.
@@ -130,18 +235,10 @@ fn cdf_chart(
     y_desc: &str,
     curves: &[(String, Vec<(f64, f64)>)],
 ) -> Result<String, String> {
-    let (lo, hi) = curves
-        .iter()
-        .flat_map(|(_, p)| p.iter().map(|&(x, _)| x))
-        .fold((f64::MAX, 0f64), |(lo, hi), x| (lo.min(x), hi.max(x)));
-    let (lo, hi) = if hi <= 0.0 {
-        (1.0, 10.0)
-    } else {
-        ((lo * 0.8).max(0.01), (hi * 1.25).max(lo * 10.0))
-    };
-    draw(|root| {
-        let mut chart = ChartBuilder::on(root)
-            .caption(title, ("sans-serif", 22))
+    let (lo, hi) = x_range(curves);
+    draw(|plot, legend| {
+        let mut chart = ChartBuilder::on(plot)
+            .caption(title, ("sans-serif", 18))
             .margin(12)
             .x_label_area_size(40)
             .y_label_area_size(55)
@@ -151,10 +248,12 @@ fn cdf_chart(
             .configure_mesh()
             .x_desc(x_desc)
             .y_desc(y_desc)
+            .x_label_formatter(&|x| tick(*x))
+            .light_line_style(WHITE)
             .draw()
             .map_err(err)?;
-        lines(&mut chart, curves, SeriesLabelPosition::LowerRight)?;
-        Ok(())
+        lines(&mut chart, curves)?;
+        draw_legend(legend, curves)
     })
 }
 
@@ -230,10 +329,10 @@ fn iops_over_time(doc: &Value) -> Result<String, String> {
         .fold(0f64, f64::max)
         .max(1.0)
         * 1.1;
-    let title = format!("Bios completed per second, per ctx ({})", run_label(doc));
-    draw(|root| {
-        let mut chart = ChartBuilder::on(root)
-            .caption(title, ("sans-serif", 22))
+    let title = format!("Bios completed per second, per ctx: {}", run_title(doc));
+    draw(|plot, legend| {
+        let mut chart = ChartBuilder::on(plot)
+            .caption(title, ("sans-serif", 18))
             .margin(12)
             .x_label_area_size(40)
             .y_label_area_size(65)
@@ -243,49 +342,69 @@ fn iops_over_time(doc: &Value) -> Result<String, String> {
             .configure_mesh()
             .x_desc("time (s)")
             .y_desc("IOPS")
+            .y_label_formatter(&|y| tick(*y))
+            .light_line_style(WHITE)
             .draw()
             .map_err(err)?;
-        lines(&mut chart, &series, SeriesLabelPosition::UpperRight)?;
-        Ok(())
+        lines(&mut chart, &series)?;
+        draw_legend(legend, &series)
     })
 }
 
-/// Draws each (label, points) series as a line in the palette's next colour, with a legend
-/// at `position`.
+/// Series `i`'s look: a colour and a dash, both cycling (8 colours, 4 dashes), so no two
+/// of the first eight look alike and lines drawn over one another still both show.
+fn look(i: usize) -> (RGBColor, Option<(u32, u32)>) {
+    const DASHES: [Option<(u32, u32)>; 4] = [None, Some((10, 5)), Some((3, 4)), Some((16, 4))];
+    (PALETTE[i % PALETTE.len()], DASHES[i % DASHES.len()])
+}
+
+/// Draws each (label, points) series as a line in its [`look`].
 fn lines<'a, X, Y>(
     chart: &mut ChartContext<'a, SVGBackend<'a>, Cartesian2d<X, Y>>,
     series: &[(String, Vec<(f64, f64)>)],
-    position: SeriesLabelPosition,
 ) -> Result<(), String>
 where
     X: Ranged<ValueType = f64>,
     Y: Ranged<ValueType = f64>,
 {
-    for (i, (label, points)) in series.iter().take(MAX_SERIES).enumerate() {
-        let colour = PALETTE[i % PALETTE.len()];
-        let label = if i + 1 == MAX_SERIES && series.len() > MAX_SERIES {
-            format!(
-                "{label} (and {} more, not drawn)",
-                series.len() - MAX_SERIES
-            )
-        } else {
-            label.clone()
-        };
-        chart
-            .draw_series(LineSeries::new(thinned(points), colour.stroke_width(2)))
-            .map_err(err)?
-            .label(label)
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 18, y)], colour.stroke_width(2))
-            });
+    for (i, (_, points)) in series.iter().take(MAX_SERIES).enumerate() {
+        let points: Vec<(f64, f64)> = thinned(points).collect();
+        lines_from(chart, i, &points)?;
     }
-    if !series.is_empty() {
-        chart
-            .configure_series_labels()
-            .position(position)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()
+    Ok(())
+}
+
+/// The legend in its own column beside the plot: each series' look and label, as many as
+/// fit, and how many more were left out.
+fn draw_legend(
+    area: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
+    series: &[(String, Vec<(f64, f64)>)],
+) -> Result<(), String> {
+    let row = 20;
+    let fit = ((SIZE.1 as i32 - 60) / row).max(1) as usize;
+    let shown = series.len().min(MAX_SERIES).min(fit);
+    for (i, (label, _)) in series.iter().take(shown).enumerate() {
+        let y = 50 + i as i32 * row;
+        let (colour, dash) = look(i);
+        let style = colour.stroke_width(2);
+        let ends = vec![(8, y), (40, y)];
+        match dash {
+            None => area.draw(&PathElement::new(ends, style)).map_err(err)?,
+            Some((on, off)) => area
+                .draw(&DashedPathElement::new(ends, on, off, style))
+                .map_err(err)?,
+        }
+        let mut text: String = label.chars().take(30).collect();
+        if label.chars().count() > 30 {
+            text.push_str("...");
+        }
+        area.draw(&Text::new(text, (48, y - 7), ("sans-serif", 13)))
+            .map_err(err)?;
+    }
+    if series.len() > shown {
+        let y = 50 + shown as i32 * row;
+        let more = format!("(and {} more, not drawn)", series.len() - shown);
+        area.draw(&Text::new(more, (8, y - 7), ("sans-serif", 13)))
             .map_err(err)?;
     }
     Ok(())
@@ -302,11 +421,12 @@ fn thinned(points: &[(f64, f64)]) -> impl Iterator<Item = (f64, f64)> + '_ {
         .map(|(_, &p)| p)
 }
 
-/// `compare`'s table: one line per policy over the sweep (mean, with ±stddev bars), or one
-/// point per policy without a sweep.
+/// `compare`'s table: a panel per device, in each one line per policy over the sweep
+/// (mean, with ±stddev bars when cells were repeated), or one point per policy without a
+/// sweep.
 ///
 /// # Errors
-/// Drawing failed.
+/// A table too large to draw, or drawing failed.
 pub fn compare(doc: &Value) -> Result<Svg, String> {
     let policies: Vec<String> = doc["policies"]
         .as_array()
@@ -333,6 +453,24 @@ pub fn compare(doc: &Value) -> Result<Svg, String> {
             plausible(&c["stddev"]).unwrap_or(0.0),
         )
     };
+    // The cells of each device, in column order: a panel each.
+    let first = rows.first();
+    let device_of = |p: usize| -> String {
+        first
+            .and_then(|r| r["cells"][p]["device"].as_str())
+            .unwrap_or("")
+            .to_owned()
+    };
+    let mut devices: Vec<String> = Vec::new();
+    for p in 0..policies.len() {
+        let d = device_of(p);
+        if !devices.contains(&d) {
+            devices.push(d);
+        }
+    }
+    if devices.is_empty() {
+        devices.push(String::new());
+    }
     let top = rows
         .iter()
         .flat_map(|r| (0..policies.len()).map(move |p| (r, p)))
@@ -345,96 +483,201 @@ pub fn compare(doc: &Value) -> Result<Svg, String> {
         * 1.15;
     let label = doc["label"].as_str().unwrap_or("value").to_owned();
     let sweep_key = doc["sweep"].as_str().unwrap_or("").to_owned();
-    let n = rows.len().max(1);
-    let svg = draw(|root| {
-        let mut chart = ChartBuilder::on(root)
-            .caption(format!("{label} by policy"), ("sans-serif", 22))
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(70)
-            .build_cartesian_2d(-0.5f64..n as f64 - 0.5, 0f64..top)
-            .map_err(err)?;
-        let names = sweep.clone();
-        chart
-            .configure_mesh()
-            .x_labels(n)
-            .x_label_formatter(&move |x| {
-                let i = x.round();
-                if (x - i).abs() < 1e-6 && i >= 0.0 {
-                    names.get(i as usize).cloned().unwrap_or_default()
-                } else {
-                    String::new()
-                }
-            })
-            .x_desc(if sweep_key.is_empty() {
-                "run".to_owned()
-            } else {
-                sweep_key.clone()
-            })
-            .y_desc(label.clone())
-            .draw()
-            .map_err(err)?;
-        for (p, policy) in policies.iter().enumerate() {
-            let colour = PALETTE[p % PALETTE.len()];
-            // Policies side by side within a sweep value, so their bars do not overlap.
-            let shift = (p as f64 - (policies.len() as f64 - 1.0) / 2.0) * 0.08;
-            let points: Vec<(f64, f64, f64)> = rows
-                .iter()
-                .enumerate()
-                .map(|(i, r)| {
-                    let (m, s) = cell(r, p);
-                    (i as f64 + shift, m, s)
-                })
+    let repeat = doc["repeat"].as_u64().unwrap_or(1);
+    let seed = doc["seed"].as_u64().unwrap_or(1);
+    // Without a sweep the x axis is the policies themselves, one point each.
+    let by_policy = sweep_key.is_empty() && rows.len() == 1;
+    let svg = draw(|plot, legend| {
+        let panels = plot.split_evenly((devices.len(), 1));
+        let mut entries: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+        for (panel, device) in panels.iter().zip(&devices) {
+            let mine: Vec<usize> = (0..policies.len())
+                .filter(|&p| device_of(p) == *device)
                 .collect();
-            chart
-                .draw_series(LineSeries::new(
-                    points.iter().map(|&(x, m, _)| (x, m)),
-                    colour.stroke_width(2),
-                ))
-                .map_err(err)?
-                .label(policy.clone())
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 18, y)], colour.stroke_width(2))
-                });
-            chart
-                .draw_series(
-                    points
-                        .iter()
-                        .map(|&(x, m, _)| Circle::new((x, m), 4, colour.filled())),
-                )
+            let title = format!("{label}: {device}, {repeat} run(s) per cell from seed {seed}");
+            let n = if by_policy { mine.len() } else { rows.len() }.max(1);
+            let mut chart = ChartBuilder::on(panel)
+                .caption(title, ("sans-serif", 16))
+                .margin(10)
+                .x_label_area_size(36)
+                .y_label_area_size(70)
+                .build_cartesian_2d(-0.5f64..n as f64 - 0.5, 0f64..top)
                 .map_err(err)?;
+            let names: Vec<String> = if by_policy {
+                mine.iter()
+                    .map(|&p| policies[p].split(" @ ").next().unwrap_or("").to_owned())
+                    .collect()
+            } else {
+                sweep.clone()
+            };
             chart
-                .draw_series(points.iter().map(|&(x, m, s)| {
-                    PathElement::new(
-                        vec![(x, (m - s).max(0.0)), (x, m + s)],
-                        colour.stroke_width(1),
+                .configure_mesh()
+                .x_labels(n.min(40))
+                .x_label_formatter(&move |x| {
+                    let i = x.round();
+                    if (x - i).abs() < 1e-6 && i >= 0.0 {
+                        names.get(i as usize).cloned().unwrap_or_default()
+                    } else {
+                        String::new()
+                    }
+                })
+                .x_desc(if by_policy {
+                    "policy".to_owned()
+                } else {
+                    sweep_key.clone()
+                })
+                .y_desc(label.clone())
+                .y_label_formatter(&|y| tick(*y))
+                .light_line_style(WHITE)
+                .draw()
+                .map_err(err)?;
+            for (k, &p) in mine.iter().enumerate() {
+                let (colour, _) = look(k);
+                // Policies side by side within a sweep value, so their bars do not overlap.
+                let shift = (k as f64 - (mine.len() as f64 - 1.0) / 2.0) * 0.08;
+                let points: Vec<(f64, f64, f64)> = rows
+                    .iter()
+                    .enumerate()
+                    .map(|(i, r)| {
+                        let (m, s) = cell(r, p);
+                        let x = if by_policy {
+                            k as f64
+                        } else {
+                            i as f64 + shift
+                        };
+                        (x, m, s)
+                    })
+                    .collect();
+                let line: Vec<(f64, f64)> = points.iter().map(|&(x, m, _)| (x, m)).collect();
+                if !by_policy {
+                    lines_from(&mut chart, k, &line)?;
+                }
+                chart
+                    .draw_series(
+                        points
+                            .iter()
+                            .map(|&(x, m, _)| Circle::new((x, m), 4, colour.filled())),
                     )
-                }))
-                .map_err(err)?;
+                    .map_err(err)?;
+                if repeat > 1 {
+                    chart
+                        .draw_series(points.iter().map(|&(x, m, s)| {
+                            PathElement::new(
+                                vec![(x, (m - s).max(0.0)), (x, m + s)],
+                                colour.stroke_width(1),
+                            )
+                        }))
+                        .map_err(err)?;
+                }
+                if entries.len() < mine.len() {
+                    let name = policies[p]
+                        .split(" @ ")
+                        .next()
+                        .unwrap_or(&policies[p])
+                        .to_owned();
+                    entries.push((name, line));
+                }
+            }
         }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()
-            .map_err(err)?;
-        Ok(())
+        draw_legend(legend, &entries)
     })?;
     Ok(("compare.svg".to_owned(), svg))
 }
 
-/// Runs `paint` on a white SVG canvas and returns the SVG text.
-fn draw(
-    paint: impl FnOnce(&DrawingArea<SVGBackend<'_>, plotters::coord::Shift>) -> Result<(), String>,
-) -> Result<String, String> {
+/// Series `k`'s line through `points` in its [`look`].
+fn lines_from<'a, X, Y>(
+    chart: &mut ChartContext<'a, SVGBackend<'a>, Cartesian2d<X, Y>>,
+    k: usize,
+    points: &[(f64, f64)],
+) -> Result<(), String>
+where
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
+    let (colour, dash) = look(k);
+    let style = colour.stroke_width(2);
+    match dash {
+        None => chart
+            .draw_series(LineSeries::new(points.iter().copied(), style))
+            .map(|_| ())
+            .map_err(err),
+        Some((on, off)) => chart
+            .draw_series(DashedLineSeries::new(points.to_vec(), on, off, style))
+            .map(|_| ())
+            .map_err(err),
+    }
+}
+
+/// `svg` rendered to PNG at its own size, its text in the system's fonts (a machine with no
+/// fonts gets the lines and no text).
+///
+/// # Errors
+/// The SVG does not parse, or the picture cannot be encoded.
+pub fn png(svg: &str) -> Result<Vec<u8>, String> {
+    static FONTS: std::sync::OnceLock<std::sync::Arc<resvg::usvg::fontdb::Database>> =
+        std::sync::OnceLock::new();
+    let fonts = FONTS.get_or_init(|| {
+        let mut db = resvg::usvg::fontdb::Database::new();
+        db.load_system_fonts();
+        db.set_sans_serif_family("DejaVu Sans");
+        std::sync::Arc::new(db)
+    });
+    let options = resvg::usvg::Options {
+        fontdb: std::sync::Arc::clone(fonts),
+        ..resvg::usvg::Options::default()
+    };
+    let tree =
+        resvg::usvg::Tree::from_str(svg, &options).map_err(|e| format!("reading the SVG: {e}"))?;
+    let size = tree.size().to_int_size();
+    let mut pixmap =
+        resvg::tiny_skia::Pixmap::new(size.width(), size.height()).ok_or("the plot has no area")?;
+    pixmap.fill(resvg::tiny_skia::Color::WHITE);
+    resvg::render(
+        &tree,
+        resvg::tiny_skia::Transform::default(),
+        &mut pixmap.as_mut(),
+    );
+    pixmap
+        .encode_png()
+        .map_err(|e| format!("encoding the PNG: {e}"))
+}
+
+/// A drawing area of a plot.
+type Area<'a> = DrawingArea<SVGBackend<'a>, plotters::coord::Shift>;
+
+/// Runs `paint` on a white SVG canvas, split into the plot and the legend column at its
+/// right, and returns the SVG text.
+fn draw(paint: impl FnOnce(&Area<'_>, &Area<'_>) -> Result<(), String>) -> Result<String, String> {
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
         root.fill(&WHITE).map_err(err)?;
-        paint(&root)?;
+        let (plot, legend) = root.split_horizontally(SIZE.0 - LEGEND_WIDTH);
+        paint(&plot, &legend)?;
         root.present().map_err(err)?;
     }
     Ok(svg)
+}
+
+/// A tick's label: short and without trailing zeros (`45k`, `2.5M`, `100`, `0.25`).
+fn tick(v: f64) -> String {
+    let trim = |s: String| {
+        if s.contains('.') {
+            s.trim_end_matches('0').trim_end_matches('.').to_owned()
+        } else {
+            s
+        }
+    };
+    let a = v.abs();
+    if a >= 1e6 {
+        format!("{}M", trim(format!("{:.1}", v / 1e6)))
+    } else if a >= 1e4 {
+        format!("{}k", trim(format!("{:.1}", v / 1e3)))
+    } else if a >= 1.0 || a == 0.0 {
+        trim(format!("{v:.1}"))
+    } else {
+        trim(format!("{v:.3}"))
+    }
 }
 
 /// A number from a report, if it is one a plot can draw: a file's values are not trusted,
@@ -495,7 +738,28 @@ mod tests {
         let total: usize = svgs.iter().map(|(_, svg)| svg.len()).sum();
         // 64 lines of at most 2000 points, not 100 of 3000.
         assert!(total < 4 << 20, "{total} bytes of SVG");
-        assert!(svgs[0].1.contains("36 more, not drawn"));
+        assert!(
+            svgs[0].1.contains("more, not drawn"),
+            "the legend says what it left out"
+        );
+    }
+
+    #[test]
+    fn tick_labels_are_short_and_carry_no_trailing_zeros() {
+        let labels: Vec<String> = [45_000.0, 2_500_000.0, 100.0, 0.25, 0.0, 1500.0, 12.5]
+            .iter()
+            .map(|&v| tick(v))
+            .collect();
+        assert_eq!(labels, ["45k", "2.5M", "100", "0.25", "0", "1500", "12.5"]);
+    }
+
+    #[test]
+    fn every_run_plot_renders_to_a_png() {
+        let doc = report(json!(10_000_000), json!([5, 6, 7]));
+        for (name, svg) in runs(&[&doc]).unwrap() {
+            let png = png(&svg).unwrap();
+            assert!(png.starts_with(b"\x89PNG"), "{name}");
+        }
     }
 
     #[test]
