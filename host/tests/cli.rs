@@ -368,7 +368,7 @@ fn ctl_swaps_and_tunes_a_running_verified_real_run() {
     };
     let status = ctl(&["status"]);
     assert!(status.status.success(), "{}", stderr(&status));
-    assert!(String::from_utf8_lossy(&status.stdout).contains("\"policy\": \"noop\""));
+    assert!(String::from_utf8_lossy(&status.stdout).contains("\"name\": \"noop\""));
     let policies = [
         "native:deadline",
         "native:cfq",

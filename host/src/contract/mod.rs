@@ -90,11 +90,27 @@ pub struct Wait {
     pub longest_ns: u64,
 }
 
+/// A policy as reports name it: an object with its name and version, in every command's
+/// JSON (`run`'s, `policy check`'s, `ctl status`'s).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct PolicyId {
+    /// What it calls itself.
+    pub name: String,
+    /// Its version.
+    pub version: String,
+}
+
+impl std::fmt::Display for PolicyId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", self.name, self.version)
+    }
+}
+
 /// The report card.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct CheckReport {
     /// The policy's name and version, as it says.
-    pub policy: String,
+    pub policy: PolicyId,
     /// True iff no rule was broken.
     pub passed: bool,
     /// Every broken rule (the first few of each run).
@@ -183,10 +199,13 @@ pub fn check(make: &Maker, options: &CheckOptions) -> CheckReport {
     let mut violations = Vec::new();
     let mut note = |rule: &'static str, detail: String| violations.push(Violation { rule, detail });
     let policy = match describe(make) {
-        Ok(name) => name,
+        Ok(id) => id,
         Err(e) => {
             note("start", e);
-            String::from("?")
+            PolicyId {
+                name: "?".into(),
+                version: "?".into(),
+            }
         }
     };
     let tunables_checked = check_tunables(make, &options.settings, &mut note);
@@ -298,10 +317,13 @@ fn class_name(class: PrioClass) -> &'static str {
     }
 }
 
-fn describe(make: &Maker) -> Result<String, String> {
+fn describe(make: &Maker) -> Result<PolicyId, String> {
     let mut p = make()?;
     let info = p.info().map_err(|f| one_line(&f))?;
-    Ok(format!("{} {}", info.name, info.version))
+    Ok(PolicyId {
+        name: info.name,
+        version: info.version,
+    })
 }
 
 const SETUP: Setup = Setup {

@@ -152,8 +152,7 @@ impl<B: Backend> Engine<B> {
                 let info = lane.core.policy_info();
                 json!({
                     "device": lane.name,
-                    "policy": info.name,
-                    "version": info.version,
+                    "policy": { "name": info.name, "version": info.version },
                     "queued_in_policy": lane.core.queued_in_policy(),
                     "requests_in_host": lane.core.requests_in_flight(),
                     "ejections": lane.core.ejections().len(),
