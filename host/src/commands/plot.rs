@@ -51,22 +51,21 @@ impl PlotArgs {
     }
 }
 
-/// Writes `svgs` into `dir`, creating it, each with a PNG of it beside, and says where they
-/// went.
+/// Writes `svgs` into `dir`, creating it, each with a PNG and a PDF of it beside, and says
+/// where they went.
 pub fn write(dir: &Path, svgs: &[Svg]) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     for (name, svg) in svgs {
         let path = dir.join(name);
         std::fs::write(&path, svg).with_context(|| format!("writing {}", path.display()))?;
         let png = plot::png(svg).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-        let png_path = path.with_extension("png");
-        std::fs::write(&png_path, png)
-            .with_context(|| format!("writing {}", png_path.display()))?;
-        eprintln!(
-            "schedhost: wrote {} and {}",
-            path.display(),
-            png_path.display()
-        );
+        let pdf = plot::pdf(svg).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        for (extension, bytes) in [("png", png), ("pdf", pdf)] {
+            let beside = path.with_extension(extension);
+            std::fs::write(&beside, bytes)
+                .with_context(|| format!("writing {}", beside.display()))?;
+        }
+        eprintln!("schedhost: wrote {} (and .png, .pdf)", path.display());
     }
     Ok(())
 }

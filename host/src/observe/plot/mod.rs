@@ -614,20 +614,7 @@ where
 /// # Errors
 /// The SVG does not parse, or the picture cannot be encoded.
 pub fn png(svg: &str) -> Result<Vec<u8>, String> {
-    static FONTS: std::sync::OnceLock<std::sync::Arc<resvg::usvg::fontdb::Database>> =
-        std::sync::OnceLock::new();
-    let fonts = FONTS.get_or_init(|| {
-        let mut db = resvg::usvg::fontdb::Database::new();
-        db.load_system_fonts();
-        db.set_sans_serif_family("DejaVu Sans");
-        std::sync::Arc::new(db)
-    });
-    let options = resvg::usvg::Options {
-        fontdb: std::sync::Arc::clone(fonts),
-        ..resvg::usvg::Options::default()
-    };
-    let tree =
-        resvg::usvg::Tree::from_str(svg, &options).map_err(|e| format!("reading the SVG: {e}"))?;
+    let tree = parsed(svg)?;
     let size = tree.size().to_int_size();
     let mut pixmap =
         resvg::tiny_skia::Pixmap::new(size.width(), size.height()).ok_or("the plot has no area")?;
@@ -640,6 +627,37 @@ pub fn png(svg: &str) -> Result<Vec<u8>, String> {
     pixmap
         .encode_png()
         .map_err(|e| format!("encoding the PNG: {e}"))
+}
+
+/// `svg` as a one-page PDF, its text kept as text in embedded subsets of the system's fonts.
+///
+/// # Errors
+/// The SVG does not parse, or the PDF cannot be made.
+pub fn pdf(svg: &str) -> Result<Vec<u8>, String> {
+    let tree = parsed(svg)?;
+    svg2pdf::to_pdf(
+        &tree,
+        svg2pdf::ConversionOptions::default(),
+        svg2pdf::PageOptions::default(),
+    )
+    .map_err(|e| format!("making the PDF: {e}"))
+}
+
+/// `svg` parsed with the system's fonts (loaded once).
+fn parsed(svg: &str) -> Result<resvg::usvg::Tree, String> {
+    static FONTS: std::sync::OnceLock<std::sync::Arc<resvg::usvg::fontdb::Database>> =
+        std::sync::OnceLock::new();
+    let fonts = FONTS.get_or_init(|| {
+        let mut db = resvg::usvg::fontdb::Database::new();
+        db.load_system_fonts();
+        db.set_sans_serif_family("DejaVu Sans");
+        std::sync::Arc::new(db)
+    });
+    let options = resvg::usvg::Options {
+        fontdb: std::sync::Arc::clone(fonts),
+        ..resvg::usvg::Options::default()
+    };
+    resvg::usvg::Tree::from_str(svg, &options).map_err(|e| format!("reading the SVG: {e}"))
 }
 
 /// A drawing area of a plot.
@@ -754,11 +772,13 @@ mod tests {
     }
 
     #[test]
-    fn every_run_plot_renders_to_a_png() {
+    fn every_run_plot_renders_to_a_png_and_a_pdf() {
         let doc = report(json!(10_000_000), json!([5, 6, 7]));
         for (name, svg) in runs(&[&doc]).unwrap() {
             let png = png(&svg).unwrap();
             assert!(png.starts_with(b"\x89PNG"), "{name}");
+            let pdf = pdf(&svg).unwrap();
+            assert!(pdf.starts_with(b"%PDF"), "{name}");
         }
     }
 
