@@ -36,7 +36,6 @@ impl ValidateArgs {
             .map_err(anyhow::Error::msg)
             .with_context(|| format!("replaying {} on {}", self.trace.display(), self.device))?;
         if let Some(dir) = &self.plot {
-            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
             let svg = schedhost::observe::plot::distributions(
                 &format!("{} on {}", file_name(&self.trace), self.device),
                 &[
@@ -48,9 +47,7 @@ impl ValidateArgs {
                 ],
             )
             .map_err(anyhow::Error::msg)?;
-            let out = dir.join("validate-cdf.svg");
-            std::fs::write(&out, svg).with_context(|| format!("writing {}", out.display()))?;
-            eprintln!("schedhost: wrote {}", out.display());
+            super::plot::write(dir, &[("validate-cdf.svg".to_owned(), svg)])?;
         }
         match self.output_format {
             OutputFormat::Json | OutputFormat::JsonPlus => {

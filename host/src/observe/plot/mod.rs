@@ -205,7 +205,7 @@ fn tail_chart(title: &str, curves: &[(String, Vec<(f64, f64)>)]) -> Result<Strin
             .configure_mesh()
             .x_desc("latency (µs, log scale)")
             .y_desc("fraction of bios slower (log)")
-            .x_label_formatter(&|x| tick(*x))
+            .x_label_formatter(&|x| log_tick(*x))
             .y_label_formatter(&|y| format!("{y:e}"))
             .light_line_style(WHITE)
             .draw()
@@ -248,7 +248,7 @@ fn cdf_chart(
             .configure_mesh()
             .x_desc(x_desc)
             .y_desc(y_desc)
-            .x_label_formatter(&|x| tick(*x))
+            .x_label_formatter(&|x| log_tick(*x))
             .light_line_style(WHITE)
             .draw()
             .map_err(err)?;
@@ -677,6 +677,20 @@ fn draw(paint: impl FnOnce(&Area<'_>, &Area<'_>) -> Result<(), String>) -> Resul
     Ok(svg)
 }
 
+/// A log axis's tick label: only at 1, 2 and 5 times a power of ten, so the labels of a
+/// decade's crowded upper ticks do not run into one another.
+fn log_tick(v: f64) -> String {
+    if !(v.is_finite() && v > 0.0) {
+        return String::new();
+    }
+    let lead = v / 10f64.powf(v.log10().floor());
+    if [1.0, 2.0, 5.0].iter().any(|d| (lead - d).abs() < 1e-6 * d) {
+        tick(v)
+    } else {
+        String::new()
+    }
+}
+
 /// A tick's label: short and without trailing zeros (`45k`, `2.5M`, `100`, `0.25`).
 fn tick(v: f64) -> String {
     let trim = |s: String| {
@@ -769,6 +783,15 @@ mod tests {
             .map(|&v| tick(v))
             .collect();
         assert_eq!(labels, ["45k", "2.5M", "100", "0.25", "0", "1500", "12.5"]);
+        let log: Vec<String> = [1000.0, 2000.0, 3000.0, 5000.0, 7000.0, 9000.0]
+            .iter()
+            .map(|&v| log_tick(v))
+            .collect();
+        assert_eq!(
+            log,
+            ["1000", "2000", "", "5000", "", ""],
+            "1, 2 and 5 of a decade"
+        );
     }
 
     #[test]
