@@ -98,8 +98,8 @@ fn sandbox_ejects_a_policy_that_panics_with_its_wasm_backtrace() {
     assert_eq!(e.kind, "trap");
     assert!(e.message.contains("unreachable"), "{}", e.message);
     assert!(
-        e.message.contains("Policy8dispatch"),
-        "the guest's frames: {}",
+        e.message.contains("Policy>::dispatch"),
+        "the guest's frames, demangled: {}",
         e.message
     );
 }
