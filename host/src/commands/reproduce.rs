@@ -46,7 +46,8 @@ pub struct ReproduceArgs {
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
     /// Where the real-file runs (seeds 2 and 3) create their scratch file; it is removed
-    /// afterwards. Default: the system's temporary directory.
+    /// afterwards. Default: the system's temporary directory, or the working directory
+    /// when that one does not take O_DIRECT (a tmpfs).
     #[arg(long, value_name = "DIR")]
     pub scratch: Option<PathBuf>,
     /// Threads for the simulated runs (default: every core); the tables do not depend on it.
@@ -716,7 +717,7 @@ struct Scratch {
 
 impl Scratch {
     fn new(dir: Option<&Path>) -> Result<Self> {
-        let dir = dir.map_or_else(std::env::temp_dir, Path::to_path_buf);
+        let dir = dir.map_or_else(default_scratch_dir, Path::to_path_buf);
         if !dir.is_dir() {
             bail!("--scratch {}: not a directory", dir.display());
         }
@@ -760,6 +761,22 @@ impl Scratch {
             .with_context(|| format!("sizing {}", self.path.display()))?;
         Ok(self.path.clone())
     }
+}
+
+/// The temporary directory if its file system takes O_DIRECT (the seeds' jobs read and
+/// write direct), else the working directory: a tmpfs `/tmp` refuses O_DIRECT.
+fn default_scratch_dir() -> PathBuf {
+    use std::os::unix::fs::OpenOptionsExt;
+    let tmp = std::env::temp_dir();
+    let probe = tmp.join(format!("schedhost-direct-probe-{}", std::process::id()));
+    let direct = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(&probe)
+        .is_ok();
+    let _ = std::fs::remove_file(&probe);
+    if direct { tmp } else { PathBuf::from(".") }
 }
 
 impl Drop for Scratch {
