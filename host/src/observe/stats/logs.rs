@@ -8,7 +8,7 @@
 //! that many ms in which a direction completed anything is one entry: the mean latency,
 //! the bytes and I/Os over the window's length, block size 0, as fio's averaged logs.
 //! Entries are kept in memory, as fio keeps them, up to [`MAX_LOG_ENTRIES`] per log; a log
-//! that reaches it stops growing and says so.
+//! that reaches it stops growing and says so (`log_avg_msec` keeps long runs within it).
 
 use std::fmt::Write as _;
 
@@ -32,9 +32,9 @@ impl LogSpec {
     }
 }
 
-/// Entries one log keeps at most (fio's logs grow in memory too): 4 Mi, about 100 MiB of
-/// text.
-pub const MAX_LOG_ENTRIES: usize = 1 << 22;
+/// Entries one log keeps at most (fio's logs grow in memory too): 1 Mi, 24 MiB of memory
+/// and about 25 MiB of text a log.
+pub const MAX_LOG_ENTRIES: usize = 1 << 20;
 
 /// One line of a log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
