@@ -147,6 +147,7 @@ pub const FIO_OPTIONS: &[&str] = &[
     "rate",
     "random_distribution",
     "continue_on_error",
+    "cgroup",
     "write_lat_log",
     "write_bw_log",
     "write_iops_log",

@@ -2073,3 +2073,156 @@ fn bssplit_issues_its_mix_of_sizes_on_a_simulated_disk_and_a_real_file() {
     let v = run(file.to_str().unwrap(), &["--rw=randwrite", "--size=8m"]);
     assert!(v["jobs"][0]["write"]["io_bytes"].as_u64().unwrap() >= 8 << 20);
 }
+
+/// A simulated run of `jobs` (fio options) under `groups`, as JSON.
+fn grouped(jobs: &[&str], groups: &[&str]) -> serde_json::Value {
+    let mut args = vec![
+        "--policy",
+        "native:noop",
+        "--device",
+        "sim:ssd",
+        "--output-format",
+        "json",
+    ];
+    for g in groups {
+        args.extend(["--group", g]);
+    }
+    args.extend(jobs);
+    let out = schedhost(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn group_limits_hold_to_the_rate_down_to_one_iops_and_bursts_stay_within_the_burst() {
+    let job = |name: &'static str, extra: &[&'static str]| {
+        let mut j = vec![
+            "--name=a",
+            "--cgroup=a",
+            "--rw=randread",
+            "--bs=4k",
+            "--size=1g",
+            "--time_based",
+        ];
+        j[0] = name;
+        j.extend(extra);
+        j
+    };
+    let v = grouped(
+        &job("--name=a", &["--iodepth=16", "--runtime=10s"]),
+        &["a:riops=1000"],
+    );
+    let iops = v["jobs"][0]["read"]["iops"].as_f64().unwrap();
+    assert!((iops - 1000.0).abs() <= 20.0, "riops=1000 gave {iops}");
+    let group = &v["schedhost"]["groups"][0];
+    assert_eq!(group["name"], "a");
+    assert_eq!(group["riops"], 1000);
+    assert!(group["throttled"].as_u64().unwrap() > 9000, "{group}");
+    // One I/O a second over 5 s: the first at once, then one a second.
+    let v = grouped(
+        &job("--name=a", &["--iodepth=1", "--runtime=5s"]),
+        &["a:riops=1"],
+    );
+    let ios = v["jobs"][0]["read"]["total_ios"].as_u64().unwrap();
+    assert!((5..=6).contains(&ios), "riops=1 over 5 s gave {ios} I/Os");
+    // A burst of 20 goes at once, then 100 a second.
+    let v = grouped(
+        &job("--name=a", &["--iodepth=64", "--runtime=1s"]),
+        &["a:riops=100,riops_burst=20"],
+    );
+    // Completions in the first second (the job's 64 in flight drain after it ends).
+    let timeline = &v["jobs"][0]["schedhost"]["timeline"];
+    let per = (1_000_000_000 / timeline["bucket_ns"].as_u64().unwrap()) as usize;
+    let first: u64 = timeline["ios"].as_array().unwrap()[..per]
+        .iter()
+        .map(|n| n.as_u64().unwrap())
+        .sum();
+    assert!(
+        (118..=122).contains(&first),
+        "100 IOPS and a burst of 20 gave {first} in 1 s"
+    );
+    // Bytes: 1 MiB/s of 64 KiB writes.
+    let v = grouped(
+        &[
+            "--name=w",
+            "--cgroup=w",
+            "--rw=write",
+            "--bs=64k",
+            "--size=1g",
+            "--iodepth=8",
+            "--runtime=4s",
+            "--time_based",
+        ],
+        &["w:wbps=1m"],
+    );
+    let bw = v["jobs"][0]["write"]["bw_bytes"].as_f64().unwrap();
+    assert!(
+        (bw - 1_048_576.0).abs() <= 0.02 * 1_048_576.0,
+        "wbps=1m gave {bw}"
+    );
+}
+
+#[test]
+fn a_group_limit_holds_its_own_jobs_and_not_the_others() {
+    let v = grouped(
+        &[
+            "--name=slow",
+            "--cgroup=slow",
+            "--rw=randread",
+            "--size=1g",
+            "--iodepth=8",
+            "--runtime=2s",
+            "--time_based",
+            "--name=free",
+            "--rw=randread",
+            "--size=1g",
+            "--iodepth=8",
+            "--runtime=2s",
+            "--time_based",
+        ],
+        &["slow:riops=200"],
+    );
+    let slow = v["jobs"][0]["read"]["iops"].as_f64().unwrap();
+    let free = v["jobs"][1]["read"]["iops"].as_f64().unwrap();
+    assert!((slow - 200.0).abs() <= 4.0, "{slow}");
+    assert!(free > 10.0 * slow, "the other job is not held: {free}");
+}
+
+#[test]
+fn bad_group_specs_name_the_key_and_the_value() {
+    let run = |spec: &str| {
+        schedhost(&[
+            "--policy",
+            "native:noop",
+            "--name=a",
+            "--cgroup=a",
+            "--size=1m",
+            "--group",
+            spec,
+        ])
+    };
+    for (spec, named) in [
+        ("a:riops=0", "riops=0: expected a number from 1"),
+        ("a:iops=5", "unknown key \"iops\""),
+        ("a:weight=100", "weight= is not supported yet"),
+        ("a:riops=5,riops=6", "riops given twice"),
+        ("a", "expected NAME:KEY=VALUE"),
+        ("a b:riops=1", "group name \"a b\""),
+        ("b:riops=1", "no job says cgroup=b"),
+        ("a:riops_burst=4", "no limit given"),
+    ] {
+        assert_fails_with(&run(spec), named);
+    }
+    let twice = schedhost(&[
+        "--policy",
+        "native:noop",
+        "--name=a",
+        "--cgroup=a",
+        "--size=1m",
+        "--group",
+        "a:riops=1",
+        "--group",
+        "a:wiops=1",
+    ]);
+    assert_fails_with(&twice, "the group is named twice");
+}

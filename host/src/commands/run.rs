@@ -32,6 +32,12 @@ pub struct RunArgs {
     pub device: String,
     #[command(flatten)]
     pub queue: QueueArgs,
+    /// A group's limits, in cgroup io.max's words, for the jobs that say `cgroup=NAME`
+    /// (repeatable): `--group NAME:riops=1000,wbps=10m,riops_burst=8`. Keys: riops, wiops,
+    /// rbps, wbps (bytes/s, with k/m/g), and their `_burst`s (I/Os or bytes beyond the rate
+    /// that may go at once).
+    #[arg(long = "group", value_name = "NAME:KEY=VALUE,...", value_parser = super::plan::parse_group)]
+    pub groups: Vec<schedhost::core::GroupLimits>,
     #[command(flatten)]
     pub ring: RingArgs,
     #[command(flatten)]
@@ -85,6 +91,8 @@ impl RunArgs {
             }
             None => (read_jobs(&self.jobs, &fio_options)?, None),
         };
+        let mut jobs = jobs;
+        super::plan::apply_groups(&mut jobs, &self.groups)?;
         let (device, faults) = parse_device(&self.device)?;
         if let Some(path) = &self.trace_events {
             schedhost::observe::events::file::check_new(path).map_err(anyhow::Error::msg)?;

@@ -11,6 +11,7 @@ impl Core {
     /// # Errors
     /// A fault in any policy call, including an invalid dispatch answer.
     pub fn run(&mut self, now_ns: u64) -> Result<(), Fault> {
+        self.release_throttled(now_ns);
         let ran = self.run_to_settled(now_ns);
         self.check_invariants();
         ran
@@ -57,6 +58,17 @@ impl Core {
             );
         }
         self.admission.check_invariants();
+    }
+
+    /// Bios whose group's limits now let them go become requests (or merge), in the order
+    /// they arrived.
+    fn release_throttled(&mut self, now_ns: u64) {
+        while let Some(bio) = self.throttle.as_mut().and_then(|t| t.release(now_ns)) {
+            self.place_bio(now_ns, bio);
+            if bio.sync {
+                self.unplug_for(now_ns, bio.ctx);
+            }
+        }
     }
 
     /// One round of policy calls. Never fails: a fault is latched for [`Core::act_on_fault`].

@@ -23,6 +23,7 @@ mod recovery;
 mod request;
 mod routing;
 mod supervised;
+mod throttle;
 
 use std::collections::VecDeque;
 
@@ -50,6 +51,7 @@ pub use request::{Bio, BioRef, Bios, Request, RequestTable, State};
 pub use routing::{CompletionSite, RqAffinity, site};
 use supervised::Supervised;
 pub use supervised::{DEFAULT_WATCHDOG_NS, Ejection, OnFault, Recovery, Supervision};
+pub use throttle::{GroupLimits, GroupReport, GroupStats, Throttle};
 
 /// Per hardware queue state besides its scheduler tags: driver tags in use, the policy's
 /// timer.
@@ -87,6 +89,9 @@ pub struct Core {
     scratch: Vec<PolicyRequest>,
     /// Plugs flushed at the end of a batch, reused.
     plug_scratch: Vec<(u32, u32)>,
+    /// Groups' limits (io.max), when any group has them: bios wait here, before the
+    /// scheduler.
+    throttle: Option<Box<Throttle>>,
     /// Per-request events, recorded only when asked for (`--trace-events`).
     events: Option<Vec<Event>>,
 }
@@ -132,6 +137,7 @@ impl Core {
             stats,
             scratch: Vec::new(),
             plug_scratch: Vec::new(),
+            throttle: None,
             events: None,
         };
         core.admission.set_depth_limits(limits);
@@ -259,6 +265,7 @@ impl Core {
             .iter()
             .filter_map(|q| q.timer)
             .chain(self.plugging.deadline())
+            .chain(self.throttle.as_ref().and_then(|t| t.next_release()))
             .min()?;
         Some(timer.min(self.watchdog_deadline().unwrap_or(u64::MAX)))
     }
@@ -266,6 +273,22 @@ impl Core {
     /// The next action for the driver.
     pub fn poll_action(&mut self) -> Option<Action> {
         self.actions.pop_front()
+    }
+
+    /// Holds the bios of limited groups to their limits from now on (a run sets it before
+    /// its first bio).
+    pub fn set_throttle(&mut self, throttle: Throttle) {
+        self.throttle = Some(Box::new(throttle));
+    }
+
+    /// The groups' limits and what each did, if groups are limited.
+    pub fn throttle(&self) -> Option<&Throttle> {
+        self.throttle.as_deref()
+    }
+
+    /// Bios held by their group's limits, not yet requests.
+    pub fn throttled(&self) -> usize {
+        self.throttle.as_ref().map_or(0, |t| t.waiting())
     }
 
     /// Starts or stops recording per-request events.
@@ -314,6 +337,14 @@ impl Core {
     /// # Errors
     /// A fault in the policy's merge veto.
     pub fn submit(&mut self, now_ns: u64, bio: Bio) -> Result<(), Fault> {
+        let bio = match &mut self.throttle {
+            // Held by its group's limits: it comes back at `run` once it may go.
+            Some(throttle) => match throttle.admit(now_ns, bio) {
+                Some(bio) => bio,
+                None => return Ok(()),
+            },
+            None => bio,
+        };
         self.place_bio(now_ns, bio);
         if bio.sync {
             self.unplug_for(now_ns, bio.ctx);

@@ -445,6 +445,12 @@ impl<B: Backend> Engine<B> {
                 .collect(),
             swaps: std::mem::take(&mut self.swaps),
             sets: std::mem::take(&mut self.sets),
+            groups: self
+                .lanes
+                .first()
+                .and_then(|l| l.core.throttle())
+                .map(crate::core::Throttle::report)
+                .unwrap_or_default(),
             events: self.take_events(),
         }
     }
@@ -481,6 +487,8 @@ pub struct Finished {
     pub swaps: Vec<SwapRecord>,
     /// Tunable changes, in the order they were made.
     pub sets: Vec<SetRecord>,
+    /// Limited groups: their limits and what they did.
+    pub groups: Vec<crate::core::GroupReport>,
     /// Per-request events not yet taken, in time order.
     pub events: Vec<Event>,
 }

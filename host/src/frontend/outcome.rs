@@ -33,6 +33,8 @@ pub struct Outcome {
     pub swaps: Vec<SwapRecord>,
     /// Tunable changes through the control socket, done or refused.
     pub sets: Vec<SetRecord>,
+    /// Limited groups (`--group`): their limits and what they did.
+    pub groups: Vec<crate::core::GroupReport>,
     /// Per-request events, when recording was asked for (`--trace-events`).
     pub events: Vec<crate::observe::events::Event>,
 }

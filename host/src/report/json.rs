@@ -54,6 +54,11 @@ fn report(summary: &Summary<'_>, plus: bool) -> Value {
             "trace": info.trace,
         }
     });
+    if !outcome.groups.is_empty()
+        && let Some(section) = doc.get_mut("schedhost").and_then(Value::as_object_mut)
+    {
+        section.insert("groups".into(), json!(outcome.groups));
+    }
     if !outcome.sets.is_empty()
         && let Some(section) = doc.get_mut("schedhost").and_then(Value::as_object_mut)
     {

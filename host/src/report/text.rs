@@ -166,6 +166,23 @@ pub fn to_text(summary: &Summary<'_>) -> String {
             e.message.lines().next().unwrap_or_default()
         );
     }
+    for g in &outcome.groups {
+        let limit =
+            |key: &str, v: Option<u64>| v.map(|v| format!(" {key}={v}")).unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "  group {}:{}{}{}{}: reads={} writes={}, {} held by the limits ({:.3} ms waited in all)",
+            g.limits.name,
+            limit("riops", g.limits.riops),
+            limit("wiops", g.limits.wiops),
+            limit("rbps", g.limits.rbps),
+            limit("wbps", g.limits.wbps),
+            g.stats.ios[0],
+            g.stats.ios[1],
+            g.stats.throttled,
+            g.stats.throttled_ns as f64 / 1e6
+        );
+    }
     for swap in &outcome.swaps {
         let _ = writeln!(out, "  {}", swap.line());
     }

@@ -76,6 +76,10 @@ pub struct JobSpec {
     pub rate_iops: Option<u64>,
     /// Cap on bytes per second per clone (`rate`), for jobs of one direction.
     pub rate_bytes: Option<u64>,
+    /// fio's `cgroup=NAME`: the group its clones' I/O belongs to.
+    pub cgroup: Option<String>,
+    /// The limits of that group (from `--group NAME:…`), when it has any.
+    pub group_limits: Option<crate::core::GroupLimits>,
     /// fio's per-job logs (`write_lat_log`, `write_bw_log`, `write_iops_log`,
     /// `log_avg_msec`).
     pub logs: crate::observe::stats::logs::LogSpec,
@@ -175,6 +179,8 @@ impl JobSpec {
             rate_iops: None,
             rate_bytes: None,
             logs: crate::observe::stats::logs::LogSpec::default(),
+            cgroup: None,
+            group_limits: None,
             thinktime_ns: 0,
             stonewall: false,
             new_group: false,
@@ -310,6 +316,7 @@ impl JobSpec {
                     _ => self.logs.iops = prefix,
                 }
             }
+            "cgroup" => self.cgroup = Some(group_name(value)?),
             "log_avg_msec" => self.logs.avg_ns = range(key, value, 0, 3_600_000)? * 1_000_000,
             "thinktime" => self.thinktime_ns = value::duration_ns(value, "us")?,
             "stonewall" | "wait_for_previous" => self.stonewall = value::boolean(value)?,
@@ -580,6 +587,25 @@ fn parse_bssplit(value: &str) -> Result<Vec<(u32, u32)>, String> {
         })
         .filter(|&(_, pct)| pct > 0)
         .collect())
+}
+
+/// A group's name: 1 to 64 letters, digits, `_`, `-` and `.`.
+///
+/// # Errors
+/// Anything else, named.
+pub fn group_name(value: &str) -> Result<String, String> {
+    let ok = !value.is_empty()
+        && value.len() <= 64
+        && value
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+    if ok {
+        Ok(value.to_owned())
+    } else {
+        Err(format!(
+            "group name {value:?}: 1 to 64 letters, digits, `_`, `-` or `.`"
+        ))
+    }
 }
 
 /// A log's prefix: a file name prefix, relative to the working directory or absolute;

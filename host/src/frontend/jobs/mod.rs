@@ -151,6 +151,27 @@ pub fn extent_bytes(placements: &[Placement]) -> u64 {
         .unwrap_or(0)
 }
 
+/// The groups' limits for `submitters` (in ctx order) of `jobs`: `None` when no job's group
+/// is limited. Groups are numbered in the order their first job comes.
+pub fn throttle_for(jobs: &[JobSpec], submitters: &[Submitter]) -> Option<crate::core::Throttle> {
+    let mut groups: Vec<crate::core::GroupLimits> = Vec::new();
+    let member = submitters
+        .iter()
+        .map(|s| {
+            let limits = jobs[s.placement.job].group_limits.as_ref()?;
+            let index = match groups.iter().position(|g| g.name == limits.name) {
+                Some(i) => i,
+                None => {
+                    groups.push(limits.clone());
+                    groups.len() - 1
+                }
+            };
+            u16::try_from(index).ok()
+        })
+        .collect();
+    (!groups.is_empty()).then(|| crate::core::Throttle::new(groups, member))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -102,7 +102,7 @@ pub fn run_swapping(
         geometry.max_sectors,
     );
     let info = policy.info().map_err(StartError::Fault)?;
-    let lane = Lane::new(
+    let mut lane = Lane::new(
         device.name().to_owned(),
         policy,
         &plan.lane_setup(config, settings),
@@ -116,6 +116,9 @@ pub fn run_swapping(
             Submitter::new(ctx as u32, &jobs[placement.job], placement, plan.seed)
         })
         .collect();
+    if let Some(throttle) = super::throttle_for(jobs, &submitters) {
+        lane.core.set_throttle(throttle);
+    }
     let backend = SimBackend::new(model.as_mut());
     let mut engine = Engine::new(backend, vec![lane]).with_swaps(swaps);
     let mut frontend = Jobs::new(submitters, Numbered(0), Some(progress));
@@ -136,6 +139,7 @@ pub fn run_swapping(
         ejections: finished.ejections,
         swaps: finished.swaps,
         sets: finished.sets,
+        groups: finished.groups,
         events: finished.events,
     })
 }

@@ -109,6 +109,17 @@ pub fn run_controlled(
             Submitter::new(ctx as u32, &jobs[placement.job], placement, plan.seed)
         })
         .collect();
+    if let Some(throttle) = super::throttle_for(jobs, &submitters) {
+        // One throttle per device would multiply a group's limit by the devices.
+        if lanes.len() > 1 {
+            return Err(RunError::Layout(
+                "--group limits apply to runs on one device; several were given".into(),
+            ));
+        }
+        if let Some(lane) = lanes.first_mut() {
+            lane.core.set_throttle(throttle);
+        }
+    }
     let (slot_lens, slots) = buffer_slots(jobs, &submitters)?;
     let mut backend = RingBackend::new(
         &targets,
@@ -289,6 +300,7 @@ fn outcome(
             ejections: finished.ejections,
             swaps: finished.swaps,
             sets: finished.sets,
+            groups: finished.groups,
             events: finished.events,
         },
         targets: summaries,

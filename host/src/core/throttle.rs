@@ -1,0 +1,372 @@
+//! Limits per group (cgroup v2's `io.max`: `riops`, `wiops`, `rbps`, `wbps`), held in the
+//! host before the scheduler, as the kernel's blk-throttle holds bios before they reach the
+//! elevator: a limit then binds whichever policy runs and survives a swap, and a policy
+//! never sees a bio its group may not issue yet.
+//!
+//! Each limit is a generic cell rate algorithm (virtual scheduling) in exact integer
+//! arithmetic: a bio conforms once `now` reaches its theoretical arrival time less the
+//! burst tolerance, and then pushes that time on by its cost (1 I/O, or its bytes) over the
+//! rate. Bios that do not conform wait, in arrival order per group and direction, until the
+//! nanosecond they do: limits hold down to 1 IOPS or 1 byte/s, with no time slices.
+
+use std::collections::VecDeque;
+
+use schedhost_sdk::Op;
+
+use super::request::Bio;
+
+/// One group's limits; `None` is unlimited.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct GroupLimits {
+    /// Its name (fio's `cgroup=`).
+    pub name: String,
+    /// Read I/Os per second.
+    pub riops: Option<u64>,
+    /// Write I/Os per second (flushes and discards count as writes).
+    pub wiops: Option<u64>,
+    /// Read bytes per second.
+    pub rbps: Option<u64>,
+    /// Write bytes per second.
+    pub wbps: Option<u64>,
+    /// I/Os beyond the rate that may go at once (`riops_burst`, `wiops_burst`), per
+    /// direction.
+    pub iops_burst: [u64; 2],
+    /// Bytes beyond the rate that may go at once (`rbps_burst`, `wbps_burst`).
+    pub bps_burst: [u64; 2],
+}
+
+impl GroupLimits {
+    /// True iff it limits anything.
+    pub fn limits(&self) -> bool {
+        self.riops
+            .or(self.wiops)
+            .or(self.rbps)
+            .or(self.wbps)
+            .is_some()
+    }
+}
+
+/// One limit's state: the theoretical arrival time, scaled by the rate so that every step
+/// is an integer (`tat × rate`, in ns·units/s).
+#[derive(Debug, Clone, Copy)]
+struct Cell {
+    rate: u64,
+    /// Tolerance: burst units, scaled as `tat`.
+    tolerance: u128,
+    tat: u128,
+}
+
+impl Cell {
+    fn new(rate: u64, burst: u64) -> Self {
+        Self {
+            rate: rate.max(1),
+            tolerance: u128::from(burst) * 1_000_000_000,
+            tat: 0,
+        }
+    }
+
+    /// When the next bio may go: the first nanosecond it conforms.
+    fn due(&self) -> u64 {
+        let earliest = self.tat.saturating_sub(self.tolerance);
+        u64::try_from(earliest.div_ceil(u128::from(self.rate))).unwrap_or(u64::MAX)
+    }
+
+    /// A bio costing `units` goes at `now_ns`.
+    fn charge(&mut self, now_ns: u64, units: u64) {
+        let now = u128::from(now_ns) * u128::from(self.rate);
+        // A bio released on the nanosecond it became due (rounded up) is on time: its cost
+        // runs from the theoretical time, so rounding never drifts the rate.
+        let base = if now.saturating_sub(self.tat) < u128::from(self.rate) {
+            self.tat
+        } else {
+            now
+        };
+        self.tat = base + u128::from(units) * 1_000_000_000;
+    }
+}
+
+/// One group and direction: its limits and the bios waiting for them.
+#[derive(Debug, Default)]
+struct Lane {
+    iops: Option<Cell>,
+    bps: Option<Cell>,
+    waiting: VecDeque<Bio>,
+}
+
+impl Lane {
+    /// When its next bio may go (its limits' latest).
+    fn due(&self) -> u64 {
+        let by_iops = self.iops.map_or(0, |c| c.due());
+        let by_bytes = self.bps.map_or(0, |c| c.due());
+        by_iops.max(by_bytes)
+    }
+
+    fn charge(&mut self, now_ns: u64, bio: &Bio) {
+        if let Some(c) = &mut self.iops {
+            c.charge(now_ns, 1);
+        }
+        if let Some(c) = &mut self.bps {
+            c.charge(now_ns, u64::from(bio.sectors) * 512);
+        }
+    }
+}
+
+/// What a group did, for the report.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct GroupStats {
+    /// Bios that passed the limits, [read, write].
+    pub ios: [u64; 2],
+    /// Their bytes.
+    pub bytes: [u64; 2],
+    /// Of those, bios that had to wait.
+    pub throttled: u64,
+    /// Their waits, added up, in ns.
+    pub throttled_ns: u64,
+}
+
+/// A group in the report: its limits and what it did, one plain object.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct GroupReport {
+    /// Its name and limits.
+    #[serde(flatten)]
+    pub limits: GroupLimits,
+    /// What it did.
+    #[serde(flatten)]
+    pub stats: GroupStats,
+}
+
+/// Every group's limits, and which ctx belongs to which group.
+#[derive(Debug, Default)]
+pub struct Throttle {
+    groups: Vec<GroupLimits>,
+    /// Per group, [read, write].
+    lanes: Vec<[Lane; 2]>,
+    stats: Vec<GroupStats>,
+    /// By ctx: its group, if any.
+    member: Vec<Option<u16>>,
+    /// When each waiting bio arrived, by bio id order within its lane (same order).
+    arrived: Vec<[VecDeque<u64>; 2]>,
+}
+
+impl Throttle {
+    /// `groups`, with `member[ctx]` naming each ctx's group (an index into `groups`).
+    pub fn new(groups: Vec<GroupLimits>, member: Vec<Option<u16>>) -> Self {
+        let lanes = groups
+            .iter()
+            .map(|g| {
+                let lane = |iops: Option<u64>, bps: Option<u64>, d: usize| Lane {
+                    iops: iops.map(|r| Cell::new(r, g.iops_burst[d])),
+                    bps: bps.map(|r| Cell::new(r, g.bps_burst[d])),
+                    waiting: VecDeque::new(),
+                };
+                [lane(g.riops, g.rbps, 0), lane(g.wiops, g.wbps, 1)]
+            })
+            .collect();
+        let n = groups.len();
+        Self {
+            groups,
+            lanes,
+            stats: vec![GroupStats::default(); n],
+            member,
+            arrived: (0..n).map(|_| Default::default()).collect(),
+        }
+    }
+
+    /// The groups' limits.
+    pub fn groups(&self) -> &[GroupLimits] {
+        &self.groups
+    }
+
+    /// What each group did so far.
+    pub fn stats(&self) -> &[GroupStats] {
+        &self.stats
+    }
+
+    /// Each group's limits beside what it did, for the report.
+    pub fn report(&self) -> Vec<GroupReport> {
+        self.groups
+            .iter()
+            .zip(&self.stats)
+            .map(|(limits, stats)| GroupReport {
+                limits: limits.clone(),
+                stats: *stats,
+            })
+            .collect()
+    }
+
+    /// Bios waiting for their group's limits.
+    pub fn waiting(&self) -> usize {
+        self.lanes
+            .iter()
+            .flat_map(|l| l.iter())
+            .map(|l| l.waiting.len())
+            .sum()
+    }
+
+    fn place(&self, bio: &Bio) -> Option<(usize, usize)> {
+        let group = (*self.member.get(bio.ctx as usize)?)? as usize;
+        (group < self.lanes.len()).then_some((group, usize::from(bio.op != Op::Read)))
+    }
+
+    /// `bio` arrives at `now_ns`: `Some(bio)` if it may go on now, `None` if it waits (it
+    /// comes out of [`Self::release`] when it may).
+    pub fn admit(&mut self, now_ns: u64, bio: Bio) -> Option<Bio> {
+        let Some((g, d)) = self.place(&bio) else {
+            return Some(bio);
+        };
+        let lane = &mut self.lanes[g][d];
+        if lane.waiting.is_empty() && lane.due() <= now_ns {
+            lane.charge(now_ns, &bio);
+            self.count(g, d, &bio, 0);
+            return Some(bio);
+        }
+        lane.waiting.push_back(bio);
+        self.arrived[g][d].push_back(now_ns);
+        None
+    }
+
+    /// The next waiting bio that may go at `now_ns`, if any.
+    pub fn release(&mut self, now_ns: u64) -> Option<Bio> {
+        for g in 0..self.lanes.len() {
+            for d in 0..2 {
+                let lane = &mut self.lanes[g][d];
+                if lane.waiting.is_empty() || lane.due() > now_ns {
+                    continue;
+                }
+                let bio = lane.waiting.pop_front()?;
+                let since = self.arrived[g][d].pop_front().unwrap_or(now_ns);
+                // Charged from when it arrived, not from when it was let go: a late wake-up
+                // (a real device's timer) must not cost the group its rate.
+                lane.charge(since, &bio);
+                self.count(g, d, &bio, now_ns.saturating_sub(since));
+                return Some(bio);
+            }
+        }
+        None
+    }
+
+    /// When the next waiting bio may go, if any waits.
+    pub fn next_release(&self) -> Option<u64> {
+        self.lanes
+            .iter()
+            .flat_map(|l| l.iter())
+            .filter(|lane| !lane.waiting.is_empty())
+            .map(Lane::due)
+            .min()
+    }
+
+    fn count(&mut self, g: usize, d: usize, bio: &Bio, waited: u64) {
+        let s = &mut self.stats[g];
+        s.ios[d] += 1;
+        s.bytes[d] += u64::from(bio.sectors) * 512;
+        if waited > 0 {
+            s.throttled += 1;
+            s.throttled_ns = s.throttled_ns.saturating_add(waited);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use schedhost_sdk::PrioClass;
+
+    use super::*;
+
+    fn read(id: u64) -> Bio {
+        Bio {
+            id,
+            ctx: 0,
+            op: Op::Read,
+            sector: id * 8,
+            sectors: 8,
+            sync: true,
+            prio_class: PrioClass::None,
+            prio_level: 4,
+        }
+    }
+
+    fn throttle(limits: GroupLimits) -> Throttle {
+        Throttle::new(vec![limits], vec![Some(0)])
+    }
+
+    /// Releases everything that waits, in order, returning when each went.
+    fn drain(t: &mut Throttle) -> Vec<u64> {
+        let mut at = Vec::new();
+        while let Some(when) = t.next_release() {
+            while t.release(when).is_some() {
+                at.push(when);
+            }
+        }
+        at
+    }
+
+    #[test]
+    fn an_iops_limit_spaces_bios_to_the_nanosecond() {
+        let mut t = throttle(GroupLimits {
+            riops: Some(3),
+            ..GroupLimits::default()
+        });
+        assert!(t.admit(0, read(0)).is_some(), "the first goes at once");
+        for id in 1..4 {
+            assert!(t.admit(0, read(id)).is_none());
+        }
+        assert_eq!(drain(&mut t), [333_333_334, 666_666_667, 1_000_000_000]);
+        assert_eq!(t.stats()[0].throttled, 3);
+    }
+
+    #[test]
+    fn one_iops_lets_one_bio_a_second() {
+        let mut t = throttle(GroupLimits {
+            riops: Some(1),
+            ..GroupLimits::default()
+        });
+        for id in 0..4 {
+            let _ = t.admit(0, read(id));
+        }
+        assert_eq!(drain(&mut t), [1_000_000_000, 2_000_000_000, 3_000_000_000]);
+    }
+
+    #[test]
+    fn a_burst_goes_at_once_then_the_rate_holds() {
+        let mut t = throttle(GroupLimits {
+            riops: Some(10),
+            iops_burst: [2, 0],
+            ..GroupLimits::default()
+        });
+        let now: Vec<bool> = (0..5).map(|id| t.admit(0, read(id)).is_some()).collect();
+        assert_eq!(now, [true, true, true, false, false], "1 + a burst of 2");
+        assert_eq!(drain(&mut t), [100_000_000, 200_000_000]);
+    }
+
+    #[test]
+    fn a_byte_rate_charges_each_bio_its_size_and_order_is_kept() {
+        let mut t = throttle(GroupLimits {
+            rbps: Some(4096),
+            ..GroupLimits::default()
+        });
+        assert!(t.admit(0, read(0)).is_some());
+        assert!(t.admit(0, read(1)).is_none());
+        assert_eq!(t.next_release(), Some(1_000_000_000), "4 KiB at 4 KiB/s");
+        assert!(t.release(999_999_999).is_none());
+        assert_eq!(t.release(1_000_000_000).map(|b| b.id), Some(1));
+    }
+
+    #[test]
+    fn writes_and_other_groups_are_not_held_by_a_read_limit() {
+        let mut t = Throttle::new(
+            vec![GroupLimits {
+                riops: Some(1),
+                ..GroupLimits::default()
+            }],
+            vec![Some(0), None],
+        );
+        let _ = t.admit(0, read(0));
+        let write = Bio {
+            op: Op::Write,
+            ..read(1)
+        };
+        assert!(t.admit(0, write).is_some());
+        let other = Bio { ctx: 1, ..read(2) };
+        assert!(t.admit(0, other).is_some());
+    }
+}
