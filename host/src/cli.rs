@@ -38,7 +38,7 @@ pub enum Command {
     /// Talk to a running schedhost (--control SOCKET): swap, set, get, status, stats.
     Ctl(commands::ctl::CtlArgs),
     /// Export a file or block device over NBD; every client's I/O goes through the policy.
-    Serve(commands::serve::ServeArgs),
+    Serve(Box<commands::serve::ServeArgs>),
     /// Print a `--trace-events` recording as blkparse-like text (replayable).
     Events(commands::events::EventsArgs),
     /// Draw SVG plots from JSON reports: latency CDFs, IOPS over time, compare tables.
@@ -91,7 +91,7 @@ impl Command {
             Command::Calibrate(args) => args.execute(),
             Command::ImportDisksim(args) => args.execute(),
             Command::Ctl(args) => args.execute(),
-            Command::Serve(args) => args.execute(),
+            Command::Serve(args) => (*args).execute(),
             Command::Events(args) => args.execute(),
             Command::Plot(args) => args.execute(),
             // Rewritten to `run --replay` before parsing; reached only for `replay --help`.

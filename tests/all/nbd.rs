@@ -93,6 +93,7 @@ pub(crate) fn options(dir: &Path) -> ServeOptions {
         handshake_timeout: Duration::from_secs(10),
         reply_timeout: Duration::from_secs(30),
         description: None,
+        group: None,
     }
 }
 
@@ -1186,4 +1187,78 @@ fn nbd_a_swap_and_a_set_keep_every_counters_series_and_are_recorded() {
     assert_eq!(served.sets[0].name, "fifo_batch");
     let json = serde_json::to_value(&served.sets).unwrap();
     assert_eq!(json[0]["ok"], true, "{json}");
+}
+
+#[test]
+fn nbd_an_exports_group_limit_holds_every_client_and_ctl_changes_it_while_they_run() {
+    let dir = scratch("group_limit");
+    let control = dir.join("ctl.sock");
+    let mut opts = options(&dir);
+    opts.metrics = Some("127.0.0.1:0".into());
+    opts.group = Some(
+        schedhost::frontend::plan::parse_group("tenant:wiops=200,riops_burst=2,riops=100").unwrap(),
+    );
+    let server = start(opts, native_policy("noop").unwrap(), Some(control.clone()));
+    let address = server.metrics.expect("metrics address");
+    let mut a = Client::connect(&server.socket);
+    let mut b = Client::connect(&server.socket);
+    for i in 0..10u64 {
+        assert_eq!(a.write(i * 65536, &[1; 65536]), 0);
+        assert_eq!(b.write((i + 10) * 65536, &[2; 65536]), 0);
+    }
+    let samples = parse_exposition(&scrape(address));
+    let find = |name: &str, want: &[(&str, &str)]| {
+        samples
+            .iter()
+            .filter(|(n, l, _)| {
+                n == name
+                    && want
+                        .iter()
+                        .all(|(k, v)| l.iter().any(|(lk, lv)| lk == k && lv == v))
+            })
+            .map(|s| s.2)
+            .sum::<f64>()
+    };
+    assert_eq!(
+        find(
+            "schedhost_group_ios_total",
+            &[("group", "tenant"), ("op", "write")]
+        ),
+        20.0,
+        "both clients' writes are the export's group's"
+    );
+    assert!(find("schedhost_group_throttled_total", &[("group", "tenant")]) > 0.0);
+    assert_eq!(
+        find(
+            "schedhost_group_limit",
+            &[("group", "tenant"), ("key", "wiops")]
+        ),
+        200.0
+    );
+    let reply = schedhost::control::request(&control, "group tenant:wiops=5000").unwrap();
+    assert_eq!(reply["ok"], true, "{reply}");
+    let groups = schedhost::control::request(&control, "groups").unwrap();
+    assert_eq!(groups["devices"][0]["groups"][0]["wiops"], 5000, "{groups}");
+    assert!(
+        groups["devices"][0]["groups"][0]["riops"].is_null(),
+        "the new limits replace the old"
+    );
+    let unknown = schedhost::control::request(&control, "group other:riops=1").unwrap();
+    assert_eq!(unknown["ok"], false);
+    assert!(
+        unknown["error"]
+            .as_str()
+            .unwrap()
+            .contains("no group \"other\""),
+        "{unknown}"
+    );
+    assert_eq!(a.write(0, &[3; 65536]), 0);
+    assert_eq!(
+        a.read(0, 65536),
+        vec![3; 65536],
+        "held I/O is not lost or reordered"
+    );
+    drop((a, b));
+    let served = server.finish();
+    assert_eq!(served.clients.latest.len(), 2);
 }

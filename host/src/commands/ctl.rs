@@ -10,7 +10,8 @@ pub struct CtlArgs {
     /// The socket the running schedhost was given with --control.
     #[arg(long, value_name = "SOCKET")]
     pub control: PathBuf,
-    /// The request: `swap POLICY`, `set NAME=VALUE`, `get`, `status` or `stats`.
+    /// The request: `swap POLICY`, `set NAME=VALUE`, `get`, `status`, `stats`, `groups`, or
+    /// `group NAME:KEY=VALUE,…` (a group's new limits, in `--group`'s words).
     #[arg(required = true, num_args = 1..)]
     pub request: Vec<String>,
 }

@@ -85,6 +85,10 @@ pub struct ServeArgs {
     /// --description; none by default, so nothing about the host is revealed.
     #[arg(long, value_name = "TEXT", value_parser = parse_description)]
     pub description: Option<String>,
+    /// Limits for every client of the export together, in cgroup io.max's words:
+    /// `--group tenant:riops=1000,wbps=10m` (as `run`'s; `ctl group` changes them).
+    #[arg(long, value_name = "NAME:KEY=VALUE,...", value_parser = super::plan::parse_group)]
+    pub group: Option<schedhost::core::GroupLimits>,
     /// Summary format when the server stops.
     #[arg(long, value_enum, default_value_t = OutputFormat::Normal)]
     pub output_format: OutputFormat,
@@ -172,6 +176,7 @@ impl ServeArgs {
             handshake_timeout: self.handshake_timeout,
             reply_timeout: self.reply_timeout,
             description: self.description.clone(),
+            group: self.group.clone(),
         };
         let plan = RunPlan {
             seed: self.seed,

@@ -70,6 +70,10 @@ pub enum Command {
     Status,
     /// The cores' counters.
     Stats,
+    /// Every group's limits and what it did.
+    Groups,
+    /// A group's new limits.
+    Group(crate::core::GroupLimits),
 }
 
 impl std::fmt::Debug for Command {
@@ -80,6 +84,8 @@ impl std::fmt::Debug for Command {
             Self::Get => write!(f, "Get"),
             Self::Status => write!(f, "Status"),
             Self::Stats => write!(f, "Stats"),
+            Self::Groups => write!(f, "Groups"),
+            Self::Group(limits) => write!(f, "Group({})", limits.name),
         }
     }
 }
@@ -313,6 +319,8 @@ impl Server {
             Request::Get => Command::Get,
             Request::Status => Command::Status,
             Request::Stats => Command::Stats,
+            Request::Groups => Command::Groups,
+            Request::Group(limits) => Command::Group(limits),
         };
         let (reply, answer) = mpsc::channel();
         if self.sender.send(Envelope { command, reply }).is_err() {

@@ -13,6 +13,10 @@ pub enum Request {
     Status,
     /// `stats`.
     Stats,
+    /// `groups`: every group's limits and what it did.
+    Groups,
+    /// `group NAME:KEY=VALUE,…`: a group's new limits, in `--group`'s words.
+    Group(crate::core::GroupLimits),
 }
 
 /// Parses one request line.
@@ -38,8 +42,10 @@ pub fn parse_request(line: &str) -> Result<Request, String> {
         ("get", "") => Ok(Request::Get),
         ("status", "") => Ok(Request::Status),
         ("stats", "") => Ok(Request::Stats),
+        ("groups", "") => Ok(Request::Groups),
+        ("group", spec) => crate::frontend::plan::parse_group(spec).map(Request::Group),
         _ => Err(format!(
-            "unknown request {line:?}: swap POLICY, set NAME=VALUE, get, status or stats"
+            "unknown request {line:?}: swap POLICY, set NAME=VALUE, get, status, stats, groups or group NAME:KEY=VALUE,…"
         )),
     }
 }
@@ -66,6 +72,16 @@ mod tests {
             parse_request("reboot")
                 .unwrap_err()
                 .contains("unknown request")
+        );
+        assert_eq!(parse_request("groups"), Ok(Request::Groups));
+        let Ok(Request::Group(limits)) = parse_request("group a:riops=10") else {
+            panic!("a group request")
+        };
+        assert_eq!((limits.name.as_str(), limits.riops), ("a", Some(10)));
+        assert!(
+            parse_request("group a:iops=1")
+                .unwrap_err()
+                .contains("unknown key")
         );
     }
 }

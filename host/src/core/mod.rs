@@ -286,6 +286,17 @@ impl Core {
         self.throttle.as_deref()
     }
 
+    /// Group `limits.name` takes new limits from `now_ns` on.
+    ///
+    /// # Errors
+    /// No groups here, or none of that name.
+    pub fn set_group_limits(&mut self, now_ns: u64, limits: GroupLimits) -> Result<(), String> {
+        match &mut self.throttle {
+            Some(t) => t.set_limits(now_ns, limits),
+            None => Err("this run has no groups (--group)".into()),
+        }
+    }
+
     /// Bios held by their group's limits, not yet requests.
     pub fn throttled(&self) -> usize {
         self.throttle.as_ref().map_or(0, |t| t.waiting())

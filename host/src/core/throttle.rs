@@ -144,6 +144,8 @@ pub struct Throttle {
     stats: Vec<GroupStats>,
     /// By ctx: its group, if any.
     member: Vec<Option<u16>>,
+    /// The group of every ctx past `member` (an NBD export's clients, which come and go).
+    default: Option<u16>,
     /// When each waiting bio arrived, by bio id order within its lane (same order).
     arrived: Vec<[VecDeque<u64>; 2]>,
 }
@@ -168,8 +170,54 @@ impl Throttle {
             lanes,
             stats: vec![GroupStats::default(); n],
             member,
+            default: None,
             arrived: (0..n).map(|_| Default::default()).collect(),
         }
+    }
+
+    /// Every ctx `member` does not name belongs to group `group` (an index into `groups`).
+    pub fn with_default(mut self, group: u16) -> Self {
+        self.default = Some(group);
+        self
+    }
+
+    /// Group `limits.name` takes `limits` from `now_ns` on (`ctl group`): its rates start
+    /// afresh, and the bios already waiting wait for the new ones.
+    ///
+    /// # Errors
+    /// No group of that name.
+    pub fn set_limits(&mut self, now_ns: u64, limits: GroupLimits) -> Result<(), String> {
+        let g = self
+            .groups
+            .iter()
+            .position(|g| g.name == limits.name)
+            .ok_or_else(|| {
+                let names: Vec<&str> = self.groups.iter().map(|g| g.name.as_str()).collect();
+                format!(
+                    "no group {:?} (the groups are {})",
+                    limits.name,
+                    names.join(", ")
+                )
+            })?;
+        let fresh = |rate: Option<u64>, burst: u64| {
+            rate.map(|r| {
+                let mut cell = Cell::new(r, burst);
+                cell.tat = u128::from(now_ns) * u128::from(cell.rate);
+                cell
+            })
+        };
+        for d in 0..2 {
+            let (iops, bps) = if d == 0 {
+                (limits.riops, limits.rbps)
+            } else {
+                (limits.wiops, limits.wbps)
+            };
+            let lane = &mut self.lanes[g][d];
+            lane.iops = fresh(iops, limits.iops_burst[d]);
+            lane.bps = fresh(bps, limits.bps_burst[d]);
+        }
+        self.groups[g] = limits;
+        Ok(())
     }
 
     /// The groups' limits.
@@ -204,7 +252,10 @@ impl Throttle {
     }
 
     fn place(&self, bio: &Bio) -> Option<(usize, usize)> {
-        let group = (*self.member.get(bio.ctx as usize)?)? as usize;
+        let group = match self.member.get(bio.ctx as usize) {
+            Some(member) => (*member)?,
+            None => self.default?,
+        } as usize;
         (group < self.lanes.len()).then_some((group, usize::from(bio.op != Op::Read)))
     }
 
@@ -349,6 +400,42 @@ mod tests {
         assert_eq!(t.next_release(), Some(1_000_000_000), "4 KiB at 4 KiB/s");
         assert!(t.release(999_999_999).is_none());
         assert_eq!(t.release(1_000_000_000).map(|b| b.id), Some(1));
+    }
+
+    #[test]
+    fn new_limits_take_over_from_now_and_unknown_groups_are_named() {
+        let mut t = throttle(GroupLimits {
+            name: "a".into(),
+            riops: Some(1),
+            ..GroupLimits::default()
+        })
+        .with_default(0);
+        let _ = t.admit(0, read(0));
+        let late = Bio { ctx: 7, ..read(1) };
+        assert!(
+            t.admit(0, late).is_none(),
+            "a ctx past the map is the default group's"
+        );
+        let faster = GroupLimits {
+            name: "a".into(),
+            riops: Some(1000),
+            ..GroupLimits::default()
+        };
+        t.set_limits(500_000_000, faster).unwrap();
+        assert_eq!(
+            t.next_release(),
+            Some(500_000_000),
+            "the new rate starts now"
+        );
+        let missing = GroupLimits {
+            name: "b".into(),
+            ..GroupLimits::default()
+        };
+        assert!(
+            t.set_limits(0, missing)
+                .unwrap_err()
+                .contains("no group \"b\"")
+        );
     }
 
     #[test]

@@ -54,6 +54,18 @@ impl<B: Backend> Engine<B> {
             Command::Set { name, value } => self.set(now, &name, value),
             Command::Get => self.tunables(now),
             Command::Status => (self.status(now), None),
+            Command::Groups => {
+                let devices: Vec<Value> = self
+                    .lanes
+                    .iter()
+                    .map(|lane| {
+                        let groups = lane.core.throttle().map(crate::core::Throttle::report);
+                        json!({ "device": lane.name, "groups": groups.unwrap_or_default() })
+                    })
+                    .collect();
+                (json!({ "ok": true, "devices": devices }), None)
+            }
+            Command::Group(limits) => (self.set_group(now, limits), None),
             Command::Stats => {
                 let devices: Vec<Value> = self
                     .lanes
@@ -141,6 +153,36 @@ impl<B: Backend> Engine<B> {
             },
         });
         (reply, fatal)
+    }
+
+    /// A group's new limits on every lane that has the group; logged as a `set` is.
+    fn set_group(&mut self, now: u64, limits: crate::core::GroupLimits) -> Value {
+        let mut errors = Vec::new();
+        for lane in &mut self.lanes {
+            if let Err(e) = lane.core.set_group_limits(now, limits.clone()) {
+                errors.push(format!("{}: {e}", lane.name));
+            }
+        }
+        let line = format!(
+            "group {} at {:.3} s: limits riops={:?} wiops={:?} rbps={:?} wbps={:?}{}",
+            limits.name,
+            now as f64 / 1e9,
+            limits.riops,
+            limits.wiops,
+            limits.rbps,
+            limits.wbps,
+            if errors.is_empty() {
+                String::new()
+            } else {
+                format!(" refused: {}", errors.join("; "))
+            }
+        );
+        super::log(&line);
+        if errors.is_empty() {
+            json!({ "ok": true, "group": limits })
+        } else {
+            json!({ "ok": false, "error": errors.join("; ") })
+        }
     }
 
     /// Every lane's policy and queue, and what is in flight.

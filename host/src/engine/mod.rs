@@ -374,6 +374,11 @@ impl<B: Backend> Engine<B> {
                     .policy_clock
                     .as_ref()
                     .map_or(0, |c| c.load(std::sync::atomic::Ordering::Relaxed)),
+                groups: lane
+                    .core
+                    .throttle()
+                    .map(crate::core::Throttle::report)
+                    .unwrap_or_default(),
             })
             .collect()
     }
@@ -495,7 +500,7 @@ pub struct Finished {
 
 /// A line on stderr, where the live line goes: what changed in a run, as it changes. A
 /// closed stderr must not stop the I/O.
-fn log(line: &str) {
+pub(super) fn log(line: &str) {
     let _ = writeln!(
         std::io::stderr(),
         "schedhost: {}",

@@ -117,6 +117,8 @@ pub struct ServeOptions {
     pub reply_timeout: Duration,
     /// `NBD_INFO_DESCRIPTION`'s text; nothing (not the exported path) unless given.
     pub description: Option<String>,
+    /// The export's group limits: every client's I/O together (`--group`).
+    pub group: Option<crate::core::GroupLimits>,
 }
 
 /// Where a started server can be reached.
@@ -398,11 +400,13 @@ fn scheduler(
     let mut setup = plan.lane_setup(config, settings);
     setup.record_events |= options.trace_events.is_some();
     setup.metering |= options.metrics.is_some();
-    Ok(Lane::new(
-        options.device.display().to_string(),
-        policy,
-        &setup,
-    )?)
+    let mut lane = Lane::new(options.device.display().to_string(), policy, &setup)?;
+    if let Some(group) = &options.group {
+        // Every client is the export's: one group over all their I/O.
+        let throttle = crate::core::Throttle::new(vec![group.clone()], Vec::new()).with_default(0);
+        lane.core.set_throttle(throttle);
+    }
+    Ok(lane)
 }
 
 /// Opens the device under the same rules as `run`: writing to an existing file or a block

@@ -27,6 +27,8 @@ pub struct DeviceView {
     pub ejections: usize,
     /// Wall-clock ns spent in policy calls.
     pub policy_call_ns: u64,
+    /// Limited groups: their limits and what they did.
+    pub groups: Vec<crate::core::GroupReport>,
 }
 
 /// The exposition text for `devices` and the server's `swaps` and tunable `sets` so far.
@@ -129,6 +131,7 @@ pub fn render(devices: &[DeviceView], swaps: usize, sets: usize) -> String {
             vec![(None, value(d))]
         });
     }
+    groups(&mut out, devices);
     family(
         &mut out,
         "schedhost_swaps_total",
@@ -144,6 +147,84 @@ pub fn render(devices: &[DeviceView], swaps: usize, sets: usize) -> String {
     );
     sample(&mut out, "schedhost_tunable_sets_total", "", sets as f64);
     out
+}
+
+/// Per group: bios and bytes past its limits by direction, bios held and how long, and
+/// its limits as gauges.
+fn groups(out: &mut String, devices: &[DeviceView]) {
+    if devices.iter().all(|d| d.groups.is_empty()) {
+        return;
+    }
+    type PerOp = fn(&crate::core::GroupReport, usize) -> u64;
+    let per_op: [(&str, &str, PerOp); 2] = [
+        (
+            "schedhost_group_ios_total",
+            "Bios a group's limits let through, by direction.",
+            |g, d| g.stats.ios[d],
+        ),
+        ("schedhost_group_bytes_total", "Their bytes.", |g, d| {
+            g.stats.bytes[d]
+        }),
+    ];
+    for (name, help, value) in per_op {
+        family(out, name, "counter", help);
+        for d in devices {
+            for g in &d.groups {
+                for (dir, op) in ["read", "write"].iter().enumerate() {
+                    let labels = labels(d, None, &[("group", &g.limits.name), ("op", op)]);
+                    sample(out, name, &labels, value(g, dir) as f64);
+                }
+            }
+        }
+    }
+    family(
+        out,
+        "schedhost_group_throttled_total",
+        "counter",
+        "Bios a group's limits held back.",
+    );
+    family(
+        out,
+        "schedhost_group_throttled_seconds_total",
+        "counter",
+        "Time those bios waited, added up.",
+    );
+    family(
+        out,
+        "schedhost_group_limit",
+        "gauge",
+        "A group's limits (io.max's keys).",
+    );
+    for d in devices {
+        for g in &d.groups {
+            let name = g.limits.name.as_str();
+            let group = labels(d, None, &[("group", name)]);
+            sample(
+                out,
+                "schedhost_group_throttled_total",
+                &group,
+                g.stats.throttled as f64,
+            );
+            sample(
+                out,
+                "schedhost_group_throttled_seconds_total",
+                &group,
+                g.stats.throttled_ns as f64 / 1e9,
+            );
+            let l = &g.limits;
+            for (key, value) in [
+                ("riops", l.riops),
+                ("wiops", l.wiops),
+                ("rbps", l.rbps),
+                ("wbps", l.wbps),
+            ] {
+                if let Some(v) = value {
+                    let keyed = labels(d, None, &[("group", name), ("key", key)]);
+                    sample(out, "schedhost_group_limit", &keyed, v as f64);
+                }
+            }
+        }
+    }
 }
 
 /// A per-device counter: name, help, value.
@@ -275,6 +356,7 @@ mod tests {
             inflight: 2,
             ejections: 0,
             policy_call_ns: 1_500_000,
+            groups: Vec::new(),
         };
         let text = render(&[d], 3, 1);
         assert!(
@@ -330,6 +412,7 @@ mod tests {
             inflight: 0,
             ejections: 0,
             policy_call_ns: 0,
+            groups: Vec::new(),
         };
         let after = DeviceView {
             policy: "cfq".into(),
