@@ -20,7 +20,8 @@
 //!
 //! Beside them, used from several layers: [`control`] (the control socket and its client),
 //! [`verify`] (fio-style data verification), [`input`] (reading the files a user names:
-//! regular files only, bounded in size) and [`peer`] (private unix sockets, deadlines over
+//! regular files only, bounded in size), [`value`] (the values users write: fio's sizes and
+//! times, group names and limits) and [`peer`] (private unix sockets, deadlines over
 //! whole exchanges, bounded lines for the servers' untrusted peers).
 
 #![deny(missing_docs)]
@@ -38,4 +39,5 @@ pub mod output;
 pub mod peer;
 pub mod policy;
 pub mod report;
+pub mod value;
 pub mod verify;

@@ -1195,9 +1195,8 @@ fn nbd_an_exports_group_limit_holds_every_client_and_ctl_changes_it_while_they_r
     let control = dir.join("ctl.sock");
     let mut opts = options(&dir);
     opts.metrics = Some("127.0.0.1:0".into());
-    opts.group = Some(
-        schedhost::frontend::plan::parse_group("tenant:wiops=200,riops_burst=2,riops=100").unwrap(),
-    );
+    opts.group =
+        Some(schedhost::value::parse_group("tenant:wiops=200,riops_burst=2,riops=100").unwrap());
     let server = start(opts, native_policy("noop").unwrap(), Some(control.clone()));
     let address = server.metrics.expect("metrics address");
     let mut a = Client::connect(&server.socket);

@@ -278,7 +278,7 @@ pub fn parse_device(arg: &str) -> Result<(Device, FaultPlan)> {
     Ok((Device::Real(paths), plan))
 }
 
-pub use schedhost::frontend::plan::parse_group;
+pub use schedhost::value::parse_group;
 
 /// Gives each `--group`'s limits to the jobs that name it with `cgroup=`.
 ///

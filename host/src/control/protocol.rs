@@ -43,7 +43,7 @@ pub fn parse_request(line: &str) -> Result<Request, String> {
         ("status", "") => Ok(Request::Status),
         ("stats", "") => Ok(Request::Stats),
         ("groups", "") => Ok(Request::Groups),
-        ("group", spec) => crate::frontend::plan::parse_group(spec).map(Request::Group),
+        ("group", spec) => crate::value::parse_group(spec).map(Request::Group),
         _ => Err(format!(
             "unknown request {line:?}: swap POLICY, set NAME=VALUE, get, status, stats, groups or group NAME:KEY=VALUE,…"
         )),

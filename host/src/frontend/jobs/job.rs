@@ -589,24 +589,7 @@ fn parse_bssplit(value: &str) -> Result<Vec<(u32, u32)>, String> {
         .collect())
 }
 
-/// A group's name: 1 to 64 letters, digits, `_`, `-` and `.`.
-///
-/// # Errors
-/// Anything else, named.
-pub fn group_name(value: &str) -> Result<String, String> {
-    let ok = !value.is_empty()
-        && value.len() <= 64
-        && value
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
-    if ok {
-        Ok(value.to_owned())
-    } else {
-        Err(format!(
-            "group name {value:?}: 1 to 64 letters, digits, `_`, `-` or `.`"
-        ))
-    }
-}
+pub use crate::value::group_name;
 
 /// A log's prefix: a file name prefix, relative to the working directory or absolute;
 /// `0` (or empty) for none, as fio takes it.

@@ -11,7 +11,7 @@ mod rng;
 pub mod sim;
 mod stream;
 pub mod submitter;
-pub mod value;
+pub use crate::value;
 
 pub use crate::input::Location;
 pub use job::{ContinueOn, Direction, JobError, JobSpec, Pattern, parse_cmdline, parse_job_file};

@@ -1,4 +1,5 @@
-//! fio's value syntax: sizes (`4k`, `1g`, `512KiB`), times (`30s`, `250us`, `2m`), booleans.
+//! The values users write: fio's sizes (`4k`, `1g`, `512KiB`), times (`30s`, `250us`, `2m`)
+//! and booleans, and the group names and limits of `--group` and `ctl group`.
 //!
 //! Values are bounded where they are parsed, so what is computed from them later cannot
 //! overflow: sizes and offsets at [`MAX_BYTES`], times at [`MAX_DURATION_NS`].
@@ -91,6 +92,96 @@ pub fn boolean(value: &str) -> Result<bool, String> {
         "0" | "false" | "no" | "off" => Ok(false),
         _ => Err(format!("`{value}` is not a boolean (1/0, true/false)")),
     }
+}
+
+/// A group's name: 1 to 64 letters, digits, `_`, `-` and `.`.
+///
+/// # Errors
+/// Anything else, named.
+pub fn group_name(value: &str) -> Result<String, String> {
+    let ok = !value.is_empty()
+        && value.len() <= 64
+        && value
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+    if ok {
+        Ok(value.to_owned())
+    } else {
+        Err(format!(
+            "group name {value:?}: 1 to 64 letters, digits, `_`, `-` or `.`"
+        ))
+    }
+}
+
+/// `NAME:riops=N,wiops=N,rbps=B,wbps=B,riops_burst=N,…`: a group's limits, in cgroup v2
+/// io.max's key words (the shape cgroup users write, and one flag per group).
+///
+/// # Errors
+/// A bad name, an unknown or repeated key, a value out of range, or a key of a group
+/// feature that needs a group-aware policy, each named.
+pub fn parse_group(text: &str) -> Result<crate::core::GroupLimits, String> {
+    let (name, keys) = text
+        .split_once(':')
+        .ok_or_else(|| format!("{text:?}: expected NAME:KEY=VALUE,… (e.g. tenant:riops=1000)"))?;
+    let name = group_name(name)?;
+    let mut limits = crate::core::GroupLimits {
+        name: name.clone(),
+        ..crate::core::GroupLimits::default()
+    };
+    let mut seen: Vec<&str> = Vec::new();
+    for pair in keys.split(',').filter(|p| !p.is_empty()) {
+        let (key, value) = pair
+            .split_once('=')
+            .ok_or_else(|| format!("group {name}: {pair:?}: expected KEY=VALUE"))?;
+        if seen.contains(&key) {
+            return Err(format!("group {name}: {key} given twice"));
+        }
+        seen.push(key);
+        let count = |max: u64| -> Result<u64, String> {
+            integer(value)
+                .ok()
+                .filter(|n| (1..=max).contains(n))
+                .ok_or_else(|| {
+                    format!("group {name}: {key}={value}: expected a number from 1 to {max}")
+                })
+        };
+        let bytes = |max: u64| -> Result<u64, String> {
+            size(value)
+                .ok()
+                .filter(|n| (1..=max).contains(n))
+                .ok_or_else(|| {
+                    format!("group {name}: {key}={value}: expected bytes per second from 1 to {max} (k, m, g allowed)")
+                })
+        };
+        const MAX_IOPS: u64 = 1_000_000_000;
+        const MAX_BPS: u64 = 1 << 50;
+        match key {
+            "riops" => limits.riops = Some(count(MAX_IOPS)?),
+            "wiops" => limits.wiops = Some(count(MAX_IOPS)?),
+            "rbps" => limits.rbps = Some(bytes(MAX_BPS)?),
+            "wbps" => limits.wbps = Some(bytes(MAX_BPS)?),
+            "riops_burst" => limits.iops_burst[0] = count(MAX_IOPS)?,
+            "wiops_burst" => limits.iops_burst[1] = count(MAX_IOPS)?,
+            "rbps_burst" => limits.bps_burst[0] = bytes(MAX_BPS)?,
+            "wbps_burst" => limits.bps_burst[1] = bytes(MAX_BPS)?,
+            "weight" | "reserve_iops" | "latency_target_us" => {
+                return Err(format!(
+                    "group {name}: {key}= is not supported yet (it needs a policy that serves groups); riops, wiops, rbps and wbps limits are"
+                ));
+            }
+            _ => {
+                return Err(format!(
+                    "group {name}: unknown key {key:?} (riops, wiops, rbps, wbps and their _burst)"
+                ));
+            }
+        }
+    }
+    if !limits.limits() {
+        return Err(format!(
+            "group {name}: no limit given (riops, wiops, rbps or wbps)"
+        ));
+    }
+    Ok(limits)
 }
 
 #[cfg(test)]
