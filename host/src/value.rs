@@ -164,21 +164,24 @@ pub fn parse_group(text: &str) -> Result<crate::core::GroupLimits, String> {
             "wiops_burst" => limits.iops_burst[1] = count(MAX_IOPS)?,
             "rbps_burst" => limits.bps_burst[0] = bytes(MAX_BPS)?,
             "wbps_burst" => limits.bps_burst[1] = bytes(MAX_BPS)?,
-            "weight" | "reserve_iops" | "latency_target_us" => {
+            "latency_target_us" => {
+                limits.latency_target_ns = Some(count(60_000_000)? * 1000);
+            }
+            "weight" | "reserve_iops" => {
                 return Err(format!(
                     "group {name}: {key}= is not supported yet (it needs a policy that serves groups); riops, wiops, rbps and wbps limits are"
                 ));
             }
             _ => {
                 return Err(format!(
-                    "group {name}: unknown key {key:?} (riops, wiops, rbps, wbps and their _burst)"
+                    "group {name}: unknown key {key:?} (riops, wiops, rbps, wbps, their _burst, latency_target_us)"
                 ));
             }
         }
     }
     if !limits.limits() {
         return Err(format!(
-            "group {name}: no limit given (riops, wiops, rbps or wbps)"
+            "group {name}: no limit given (riops, wiops, rbps, wbps or latency_target_us)"
         ));
     }
     Ok(limits)

@@ -2226,3 +2226,53 @@ fn bad_group_specs_name_the_key_and_the_value() {
     ]);
     assert_fails_with(&twice, "the group is named twice");
 }
+
+#[test]
+fn a_latency_target_holds_its_groups_mean_latency_and_the_flooding_group_gets_the_rest() {
+    let jobs = [
+        "--name=fast",
+        "--cgroup=fast",
+        "--rw=randread",
+        "--bs=4k",
+        "--size=1g",
+        "--iodepth=1",
+        "--runtime=2s",
+        "--time_based",
+        "--name=bulk",
+        "--cgroup=bulk",
+        "--rw=randread",
+        "--bs=4k",
+        "--size=1g",
+        "--iodepth=64",
+        "--runtime=2s",
+        "--time_based",
+    ];
+    let mean_us = |v: &serde_json::Value, job: usize| {
+        v["jobs"][job]["read"]["clat_ns"]["mean"].as_f64().unwrap() / 1000.0
+    };
+    let iops = |v: &serde_json::Value, job: usize| v["jobs"][job]["read"]["iops"].as_f64().unwrap();
+    // Without a target the flood's queue sets the fast job's latency.
+    let free = grouped(&jobs, &["bulk:riops=1000000000"]);
+    let held = grouped(&jobs, &["fast:latency_target_us=120"]);
+    assert!(
+        mean_us(&free, 0) > 140.0,
+        "the flood slows the fast job: {}",
+        mean_us(&free, 0)
+    );
+    assert!(
+        mean_us(&held, 0) <= 120.0 * 1.05,
+        "io.latency holds the mean near its target: {} µs",
+        mean_us(&held, 0)
+    );
+    assert!(
+        iops(&held, 1) > 0.4 * iops(&free, 1),
+        "the flooding group keeps the rest: {} of {}",
+        iops(&held, 1),
+        iops(&free, 1)
+    );
+    let bulk = &held["schedhost"]["groups"][1];
+    assert!(
+        bulk["allowed_depth"].as_u64().is_some_and(|d| d < 64),
+        "{bulk}"
+    );
+}

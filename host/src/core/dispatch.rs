@@ -63,8 +63,8 @@ impl Core {
     /// Bios whose group's limits now let them go become requests (or merge), in the order
     /// they arrived.
     fn release_throttled(&mut self, now_ns: u64) {
-        while let Some(bio) = self.throttle.as_mut().and_then(|t| t.release(now_ns)) {
-            self.place_bio(now_ns, bio);
+        while let Some((bio, arrived_ns)) = self.throttle.as_mut().and_then(|t| t.release(now_ns)) {
+            self.place_bio(now_ns, arrived_ns, bio);
             if bio.sync {
                 self.unplug_for(now_ns, bio.ctx);
             }

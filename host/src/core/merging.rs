@@ -186,7 +186,7 @@ impl From<&Request> for Joining {
 impl Core {
     /// Merges `bio` into a request if the mode, the limits and the policy allow.
     /// Returns true iff it merged. A failing veto counts as a refusal.
-    pub(super) fn try_merge(&mut self, now_ns: u64, bio: &Bio) -> bool {
+    pub(super) fn try_merge(&mut self, now_ns: u64, submitted_ns: u64, bio: &Bio) -> bool {
         for (id, kind) in self
             .merging
             .candidates(bio, &self.table)
@@ -196,7 +196,8 @@ impl Core {
             if !self.merge_allowed(id, Joining::from(bio), kind) {
                 continue;
             }
-            self.merging.grow(&mut self.table, id, kind, bio, now_ns);
+            self.merging
+                .grow(&mut self.table, id, kind, bio, submitted_ns);
             if let Some(grown) = self.table.get(id).filter(|r| !r.is_queued()) {
                 self.plugging
                     .on_merge(bio.ctx, u64::from(grown.sectors) * 512);

@@ -278,6 +278,7 @@ impl Core {
     /// Holds the bios of limited groups to their limits from now on (a run sets it before
     /// its first bio).
     pub fn set_throttle(&mut self, throttle: Throttle) {
+        let throttle = throttle.with_base_depth(self.config.queue_depth);
         self.throttle = Some(Box::new(throttle));
     }
 
@@ -356,7 +357,7 @@ impl Core {
             },
             None => bio,
         };
-        self.place_bio(now_ns, bio);
+        self.place_bio(now_ns, now_ns, bio);
         if bio.sync {
             self.unplug_for(now_ns, bio.ctx);
         }
@@ -367,7 +368,9 @@ impl Core {
 
     /// Merges `bio` or makes it a request. Never fails: a policy fault is latched, and the
     /// bio is placed all the same.
-    fn place_bio(&mut self, now_ns: u64, bio: Bio) {
+    /// `submitted_ns` is when the bio came from its submitter (earlier than `now_ns` for a
+    /// bio its group's limits held): its latency runs from then.
+    pub(super) fn place_bio(&mut self, now_ns: u64, submitted_ns: u64, bio: Bio) {
         self.stats.bios += 1;
         self.note(
             now_ns,
@@ -378,7 +381,7 @@ impl Core {
             (bio.sector, bio.sectors),
             bio.id,
         );
-        if self.try_merge(now_ns, &bio) {
+        if self.try_merge(now_ns, submitted_ns, &bio) {
             return;
         }
         self.stats.requests += 1;
@@ -399,7 +402,7 @@ impl Core {
                 bio.ctx,
                 BioRef {
                     id: bio.id,
-                    submit_ns: now_ns,
+                    submit_ns: submitted_ns,
                     sectors: bio.sectors,
                 },
             )],
@@ -461,6 +464,9 @@ impl Core {
             id,
         );
         for &(ctx, bio) in &request.bios {
+            if let Some(throttle) = &mut self.throttle {
+                throttle.on_complete(now_ns, ctx, now_ns.saturating_sub(bio.submit_ns));
+            }
             self.actions.push_back(Action::Complete(BioDone {
                 bio: bio.id,
                 ctx,

@@ -33,17 +33,34 @@ pub struct GroupLimits {
     pub iops_burst: [u64; 2],
     /// Bytes beyond the rate that may go at once (`rbps_burst`, `wbps_burst`).
     pub bps_burst: [u64; 2],
+    /// io.latency's `target`: when the group's mean latency over a window is above it, the
+    /// groups with looser targets (or none) get half the queue depth they had, down to 1.
+    pub latency_target_ns: Option<u64>,
 }
 
 impl GroupLimits {
-    /// True iff it limits anything.
+    /// True iff it limits anything or protects itself with a latency target.
     pub fn limits(&self) -> bool {
         self.riops
             .or(self.wiops)
             .or(self.rbps)
             .or(self.wbps)
+            .or(self.latency_target_ns)
             .is_some()
     }
+}
+
+/// io.latency's window: the mean latency over 100 ms decides.
+pub const LATENCY_WINDOW_NS: u64 = 100_000_000;
+
+/// One group's share of io.latency: what it has in flight, the depth it may have (`None`:
+/// any), and its latencies in the current window.
+#[derive(Debug, Clone, Copy, Default)]
+struct Depth {
+    inflight: u32,
+    allowed: Option<u32>,
+    latency_sum: u128,
+    completions: u64,
 }
 
 /// One limit's state: the theoretical arrival time, scaled by the rate so that every step
@@ -122,6 +139,10 @@ pub struct GroupStats {
     pub throttled: u64,
     /// Their waits, added up, in ns.
     pub throttled_ns: u64,
+    /// Windows in which this group's mean latency was above its target.
+    pub missed_windows: u64,
+    /// The queue depth io.latency allows the group now, if it cut it.
+    pub allowed_depth: Option<u32>,
 }
 
 /// A group in the report: its limits and what it did, one plain object.
@@ -148,6 +169,12 @@ pub struct Throttle {
     default: Option<u16>,
     /// When each waiting bio arrived, by bio id order within its lane (same order).
     arrived: Vec<[VecDeque<u64>; 2]>,
+    /// Per group: io.latency's depth and window.
+    depth: Vec<Depth>,
+    /// The depth io.latency cuts from and grows back to (the device's queue depth).
+    base_depth: u32,
+    /// When the current latency window began.
+    window_start: u64,
 }
 
 impl Throttle {
@@ -172,7 +199,87 @@ impl Throttle {
             member,
             default: None,
             arrived: (0..n).map(|_| Default::default()).collect(),
+            depth: vec![Depth::default(); n],
+            base_depth: 32,
+            window_start: 0,
         }
+    }
+
+    /// io.latency cuts depths from `depth` (the device's queue depth) and grows them back
+    /// to it.
+    pub fn with_base_depth(mut self, depth: u32) -> Self {
+        self.base_depth = depth.max(1);
+        self
+    }
+
+    /// True iff group `g` may have one more bio in flight.
+    fn room(&self, g: usize) -> bool {
+        let d = &self.depth[g];
+        d.allowed.is_none_or(|allowed| d.inflight < allowed)
+    }
+
+    /// A bio of `ctx` finished at `now_ns` after `latency_ns`: its group has one less in
+    /// flight and one more latency for the window; a window that ended adjusts depths.
+    pub fn on_complete(&mut self, now_ns: u64, ctx: u32, latency_ns: u64) {
+        let Some(g) = self.group_of(ctx) else {
+            return;
+        };
+        let d = &mut self.depth[g];
+        d.inflight = d.inflight.saturating_sub(1);
+        d.latency_sum += u128::from(latency_ns);
+        d.completions += 1;
+        if now_ns.saturating_sub(self.window_start) >= LATENCY_WINDOW_NS {
+            self.end_window(now_ns);
+        }
+    }
+
+    /// Group `g`'s mean latency in the window is above its target.
+    fn missed(&self, g: usize) -> bool {
+        let d = &self.depth[g];
+        self.groups[g].latency_target_ns.is_some_and(|target| {
+            d.completions > 0 && d.latency_sum / u128::from(d.completions) > u128::from(target)
+        })
+    }
+
+    /// io.latency at the end of a window: each group that missed its target halves the
+    /// depth of every group with a looser target (or none), down to 1; when none missed, cut
+    /// depths grow back by a sixteenth of the base a window, and past it are uncut.
+    fn end_window(&mut self, now_ns: u64) {
+        let target =
+            |groups: &[GroupLimits], g: usize| groups[g].latency_target_ns.unwrap_or(u64::MAX);
+        let missed: Vec<usize> = (0..self.groups.len()).filter(|&g| self.missed(g)).collect();
+        let tightest_missed = missed.iter().map(|&g| target(&self.groups, g)).min();
+        for g in 0..self.groups.len() {
+            let mine = target(&self.groups, g);
+            let d = &mut self.depth[g];
+            match tightest_missed {
+                Some(t) if t < mine => {
+                    d.allowed = Some((d.allowed.unwrap_or(self.base_depth) / 2).max(1));
+                }
+                None => {
+                    let step = (self.base_depth / 16).max(1);
+                    d.allowed = d
+                        .allowed
+                        .map(|a| a.saturating_add(step))
+                        .filter(|&a| a < self.base_depth);
+                }
+                Some(_) => {}
+            }
+            (d.latency_sum, d.completions) = (0, 0);
+            self.stats[g].allowed_depth = d.allowed;
+        }
+        for g in missed {
+            self.stats[g].missed_windows += 1;
+        }
+        self.window_start = now_ns;
+    }
+
+    fn group_of(&self, ctx: u32) -> Option<usize> {
+        let group = match self.member.get(ctx as usize) {
+            Some(member) => (*member)?,
+            None => self.default?,
+        } as usize;
+        (group < self.lanes.len()).then_some(group)
     }
 
     /// Every ctx `member` does not name belongs to group `group` (an index into `groups`).
@@ -252,11 +359,8 @@ impl Throttle {
     }
 
     fn place(&self, bio: &Bio) -> Option<(usize, usize)> {
-        let group = match self.member.get(bio.ctx as usize) {
-            Some(member) => (*member)?,
-            None => self.default?,
-        } as usize;
-        (group < self.lanes.len()).then_some((group, usize::from(bio.op != Op::Read)))
+        let group = self.group_of(bio.ctx)?;
+        Some((group, usize::from(bio.op != Op::Read)))
     }
 
     /// `bio` arrives at `now_ns`: `Some(bio)` if it may go on now, `None` if it waits (it
@@ -265,9 +369,11 @@ impl Throttle {
         let Some((g, d)) = self.place(&bio) else {
             return Some(bio);
         };
+        let room = self.room(g);
         let lane = &mut self.lanes[g][d];
-        if lane.waiting.is_empty() && lane.due() <= now_ns {
+        if lane.waiting.is_empty() && lane.due() <= now_ns && room {
             lane.charge(now_ns, &bio);
+            self.depth[g].inflight += 1;
             self.count(g, d, &bio, 0);
             return Some(bio);
         }
@@ -276,21 +382,23 @@ impl Throttle {
         None
     }
 
-    /// The next waiting bio that may go at `now_ns`, if any.
-    pub fn release(&mut self, now_ns: u64) -> Option<Bio> {
+    /// The next waiting bio that may go at `now_ns`, if any, with when it arrived.
+    pub fn release(&mut self, now_ns: u64) -> Option<(Bio, u64)> {
         for g in 0..self.lanes.len() {
             for d in 0..2 {
+                let room = self.room(g);
                 let lane = &mut self.lanes[g][d];
-                if lane.waiting.is_empty() || lane.due() > now_ns {
+                if lane.waiting.is_empty() || lane.due() > now_ns || !room {
                     continue;
                 }
+                self.depth[g].inflight += 1;
                 let bio = lane.waiting.pop_front()?;
                 let since = self.arrived[g][d].pop_front().unwrap_or(now_ns);
                 // Charged from when it arrived, not from when it was let go: a late wake-up
                 // (a real device's timer) must not cost the group its rate.
                 lane.charge(since, &bio);
                 self.count(g, d, &bio, now_ns.saturating_sub(since));
-                return Some(bio);
+                return Some((bio, since));
             }
         }
         None
@@ -298,9 +406,13 @@ impl Throttle {
 
     /// When the next waiting bio may go, if any waits.
     pub fn next_release(&self) -> Option<u64> {
+        // A group at its io.latency depth goes on when one of its bios completes, not at a
+        // time.
         self.lanes
             .iter()
-            .flat_map(|l| l.iter())
+            .enumerate()
+            .filter(|&(g, _)| self.room(g))
+            .flat_map(|(_, l)| l.iter())
             .filter(|lane| !lane.waiting.is_empty())
             .map(Lane::due)
             .min()
@@ -399,7 +511,10 @@ mod tests {
         assert!(t.admit(0, read(1)).is_none());
         assert_eq!(t.next_release(), Some(1_000_000_000), "4 KiB at 4 KiB/s");
         assert!(t.release(999_999_999).is_none());
-        assert_eq!(t.release(1_000_000_000).map(|b| b.id), Some(1));
+        assert_eq!(
+            t.release(1_000_000_000).map(|(b, at)| (b.id, at)),
+            Some((1, 0))
+        );
     }
 
     #[test]
@@ -435,6 +550,53 @@ mod tests {
             t.set_limits(0, missing)
                 .unwrap_err()
                 .contains("no group \"b\"")
+        );
+    }
+
+    #[test]
+    fn a_missed_latency_target_halves_looser_groups_depth_and_a_met_one_grows_it_back() {
+        let fast = GroupLimits {
+            name: "fast".into(),
+            latency_target_ns: Some(100_000),
+            ..GroupLimits::default()
+        };
+        let bulk = GroupLimits {
+            name: "bulk".into(),
+            ..GroupLimits::default()
+        };
+        let mut t = Throttle::new(vec![fast, bulk], vec![Some(0), Some(1)]).with_base_depth(32);
+        let bulk_read = |id| Bio { ctx: 1, ..read(id) };
+        for id in 0..20 {
+            assert!(t.admit(0, bulk_read(id)).is_some(), "no cut yet");
+        }
+        // The fast group's mean is 300 µs over a window: bulk goes to 16, then 8.
+        t.on_complete(50_000_000, 0, 300_000);
+        t.on_complete(LATENCY_WINDOW_NS, 0, 300_000);
+        assert_eq!(t.stats()[1].allowed_depth, Some(16));
+        assert_eq!(t.stats()[0].missed_windows, 1);
+        // 20 in flight, 16 allowed: the next bulk bio waits, with no time to wake for.
+        assert!(t.admit(LATENCY_WINDOW_NS, bulk_read(20)).is_none());
+        assert_eq!(
+            t.next_release(),
+            None,
+            "a completion lets it go, not a timer"
+        );
+        for _ in 0..5 {
+            t.on_complete(LATENCY_WINDOW_NS + 1, 1, 10_000);
+        }
+        assert!(
+            t.release(LATENCY_WINDOW_NS + 1).is_some(),
+            "15 in flight: room again"
+        );
+        t.on_complete(2 * LATENCY_WINDOW_NS, 0, 300_000);
+        assert_eq!(t.stats()[1].allowed_depth, Some(8));
+        // A window met: bulk grows back by a sixteenth of 32 per window, then is uncut.
+        t.on_complete(3 * LATENCY_WINDOW_NS, 0, 50_000);
+        assert_eq!(t.stats()[1].allowed_depth, Some(10));
+        assert_eq!(
+            t.stats()[0].allowed_depth,
+            None,
+            "the tight group is never cut"
         );
     }
 

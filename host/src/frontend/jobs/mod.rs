@@ -152,24 +152,34 @@ pub fn extent_bytes(placements: &[Placement]) -> u64 {
 }
 
 /// The groups' limits for `submitters` (in ctx order) of `jobs`: `None` when no job's group
-/// is limited. Groups are numbered in the order their first job comes.
+/// is limited. Groups are numbered in the order their first job comes; a `cgroup=` without
+/// `--group` is a group without limits, which another group's latency target may still cut.
 pub fn throttle_for(jobs: &[JobSpec], submitters: &[Submitter]) -> Option<crate::core::Throttle> {
     let mut groups: Vec<crate::core::GroupLimits> = Vec::new();
     let member = submitters
         .iter()
         .map(|s| {
-            let limits = jobs[s.placement.job].group_limits.as_ref()?;
-            let index = match groups.iter().position(|g| g.name == limits.name) {
+            let job = &jobs[s.placement.job];
+            let name = job.cgroup.as_ref()?;
+            let index = match groups.iter().position(|g| &g.name == name) {
                 Some(i) => i,
                 None => {
-                    groups.push(limits.clone());
+                    groups.push(job.group_limits.clone().unwrap_or_else(|| {
+                        crate::core::GroupLimits {
+                            name: name.clone(),
+                            ..crate::core::GroupLimits::default()
+                        }
+                    }));
                     groups.len() - 1
                 }
             };
             u16::try_from(index).ok()
         })
         .collect();
-    (!groups.is_empty()).then(|| crate::core::Throttle::new(groups, member))
+    groups
+        .iter()
+        .any(crate::core::GroupLimits::limits)
+        .then(|| crate::core::Throttle::new(groups, member))
 }
 
 #[cfg(test)]
