@@ -653,6 +653,14 @@ fn parsed(svg: &str) -> Result<resvg::usvg::Tree, String> {
         db.set_sans_serif_family("DejaVu Sans");
         std::sync::Arc::new(db)
     });
+    parsed_with(svg, fonts)
+}
+
+/// `svg` parsed with the fonts of `fonts`.
+fn parsed_with(
+    svg: &str,
+    fonts: &std::sync::Arc<resvg::usvg::fontdb::Database>,
+) -> Result<resvg::usvg::Tree, String> {
     let options = resvg::usvg::Options {
         fontdb: std::sync::Arc::clone(fonts),
         ..resvg::usvg::Options::default()
@@ -803,6 +811,21 @@ mod tests {
             let pdf = pdf(&svg).unwrap();
             assert!(pdf.starts_with(b"%PDF"), "{name}");
         }
+    }
+
+    #[test]
+    fn a_machine_without_fonts_still_gets_its_pdf_without_the_text() {
+        let doc = report(json!(10_000_000), json!([5, 6, 7]));
+        let (_, svg) = runs(&[&doc]).unwrap().remove(0);
+        let none = std::sync::Arc::new(resvg::usvg::fontdb::Database::new());
+        let tree = parsed_with(&svg, &none).unwrap();
+        let pdf = svg2pdf::to_pdf(
+            &tree,
+            svg2pdf::ConversionOptions::default(),
+            svg2pdf::PageOptions::default(),
+        )
+        .unwrap();
+        assert!(pdf.starts_with(b"%PDF"));
     }
 
     #[test]
