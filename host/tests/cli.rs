@@ -2276,3 +2276,30 @@ fn a_latency_target_holds_its_groups_mean_latency_and_the_flooding_group_gets_th
         "{bulk}"
     );
 }
+
+#[test]
+fn compare_holds_every_cell_to_a_groups_limit() {
+    let out = schedhost(&[
+        "compare",
+        "-p",
+        "native:noop",
+        "-p",
+        "native:cfq",
+        "--device",
+        "sim:ssd",
+        "--name=a",
+        "--cgroup=a",
+        "--rw=randread",
+        "--size=1g",
+        "--iodepth=8",
+        "--runtime=1s",
+        "--time_based",
+        "--group",
+        "a:riops=500",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let table = String::from_utf8_lossy(&out.stdout);
+    let row = table.lines().last().unwrap();
+    let cells: Vec<f64> = row.split_whitespace().map(|c| c.parse().unwrap()).collect();
+    assert!(cells.iter().all(|&c| (c - 500.0).abs() <= 10.0), "{table}");
+}

@@ -244,6 +244,9 @@ pub struct CompareArgs {
     /// A trace to replay in every cell instead of jobs, paced as `run`'s.
     #[command(flatten)]
     pub trace: ReplayArgs,
+    /// A group's limits for the jobs that say `cgroup=NAME`, as `run`'s (repeatable).
+    #[arg(long = "group", value_name = "NAME:KEY=VALUE,...", value_parser = super::plan::parse_group)]
+    pub groups: Vec<schedhost::core::GroupLimits>,
 }
 
 /// A policy: how to build it and its settings.
@@ -297,6 +300,8 @@ impl CompareArgs {
             }
             None => read_jobs(&self.jobs, &fio_options)?,
         };
+        let mut jobs = jobs;
+        super::plan::apply_groups(&mut jobs, &self.groups)?;
         let devices = self
             .devices
             .iter()
