@@ -107,7 +107,8 @@ impl Cell {
 struct Lane {
     iops: Option<Cell>,
     bps: Option<Cell>,
-    waiting: VecDeque<Bio>,
+    /// Each with when it arrived.
+    waiting: VecDeque<(Bio, u64)>,
 }
 
 impl Lane {
@@ -167,8 +168,6 @@ pub struct Throttle {
     member: Vec<Option<u16>>,
     /// The group of every ctx past `member` (an NBD export's clients, which come and go).
     default: Option<u16>,
-    /// When each waiting bio arrived, by bio id order within its lane (same order).
-    arrived: Vec<[VecDeque<u64>; 2]>,
     /// Per group: io.latency's depth and window.
     depth: Vec<Depth>,
     /// The depth io.latency cuts from and grows back to (the device's queue depth).
@@ -198,7 +197,6 @@ impl Throttle {
             stats: vec![GroupStats::default(); n],
             member,
             default: None,
-            arrived: (0..n).map(|_| Default::default()).collect(),
             depth: vec![Depth::default(); n],
             base_depth: 32,
             window_start: 0,
@@ -266,7 +264,6 @@ impl Throttle {
                 Some(_) => {}
             }
             (d.latency_sum, d.completions) = (0, 0);
-            self.stats[g].allowed_depth = d.allowed;
         }
         for g in missed {
             self.stats[g].missed_windows += 1;
@@ -333,18 +330,25 @@ impl Throttle {
     }
 
     /// What each group did so far.
-    pub fn stats(&self) -> &[GroupStats] {
-        &self.stats
+    pub fn stats(&self) -> Vec<GroupStats> {
+        self.stats
+            .iter()
+            .zip(&self.depth)
+            .map(|(stats, depth)| GroupStats {
+                allowed_depth: depth.allowed,
+                ..*stats
+            })
+            .collect()
     }
 
     /// Each group's limits beside what it did, for the report.
     pub fn report(&self) -> Vec<GroupReport> {
         self.groups
             .iter()
-            .zip(&self.stats)
+            .zip(self.stats())
             .map(|(limits, stats)| GroupReport {
                 limits: limits.clone(),
-                stats: *stats,
+                stats,
             })
             .collect()
     }
@@ -377,8 +381,7 @@ impl Throttle {
             self.count(g, d, &bio, 0);
             return Some(bio);
         }
-        lane.waiting.push_back(bio);
-        self.arrived[g][d].push_back(now_ns);
+        lane.waiting.push_back((bio, now_ns));
         None
     }
 
@@ -392,8 +395,7 @@ impl Throttle {
                     continue;
                 }
                 self.depth[g].inflight += 1;
-                let bio = lane.waiting.pop_front()?;
-                let since = self.arrived[g][d].pop_front().unwrap_or(now_ns);
+                let (bio, since) = lane.waiting.pop_front()?;
                 // Charged from when it arrived, not from when it was let go: a late wake-up
                 // (a real device's timer) must not cost the group its rate.
                 lane.charge(since, &bio);
