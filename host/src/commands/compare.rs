@@ -262,7 +262,6 @@ pub struct Column {
 struct Cell<'a> {
     label: String,
     device: usize,
-    device_name: String,
     policy: &'a Column,
 }
 
@@ -322,7 +321,6 @@ impl CompareArgs {
                     policy.label.clone()
                 },
                 device,
-                device_name: self.devices[device].clone(),
                 policy,
             })
             .collect();
@@ -390,14 +388,14 @@ impl CompareArgs {
         }
         if let Some(path) = &self.csv {
             let csv = if metrics.len() == 1 {
-                to_csv(&sweep_key, &columns, &tables[0], None)
+                to_csv(&sweep_key, &columns, &self.devices, &tables[0], None)
             } else {
                 metrics
                     .iter()
                     .zip(&tables)
                     .enumerate()
                     .map(|(k, (m, rows))| {
-                        let csv = to_csv(&sweep_key, &columns, rows, Some(m.name()));
+                        let csv = to_csv(&sweep_key, &columns, &self.devices, rows, Some(m.name()));
                         // One header for the file.
                         if k == 0 {
                             csv
@@ -429,7 +427,7 @@ impl CompareArgs {
     ) -> Result<()> {
         let info = schedhost::report::RunInfo {
             policy_source: self.policies[w.column % self.policies.len()].clone(),
-            device: cell.device_name.clone(),
+            device: self.devices[cell.device].clone(),
             device_model: ran.device_model.clone(),
             seed: w.seed,
             settings: settings.to_vec(),
@@ -460,7 +458,7 @@ impl CompareArgs {
         let name = format!(
             "{row}_{}_{}_seed{}.json",
             safe(&cell.policy.label),
-            safe(&cell.device_name),
+            safe(&self.devices[cell.device]),
             w.seed
         );
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
@@ -663,7 +661,13 @@ impl CompareArgs {
 type Rows = Vec<(String, Vec<Runs>)>;
 
 /// The table as CSV; with `metric`, each line starts with its name.
-fn to_csv(sweep_key: &str, columns: &[Cell<'_>], rows: &Rows, metric: Option<&str>) -> String {
+fn to_csv(
+    sweep_key: &str,
+    columns: &[Cell<'_>],
+    devices: &[String],
+    rows: &Rows,
+    metric: Option<&str>,
+) -> String {
     let lead = |m: &str| metric.map_or(String::new(), |_| format!("{m},"));
     let mut out = format!(
         "{}{},policy,device,mean,stddev,values,ejected_runs\n",
@@ -683,7 +687,7 @@ fn to_csv(sweep_key: &str, columns: &[Cell<'_>], rows: &Rows, metric: Option<&st
                 "{}{value},{},{},{mean:.3},{sd:.3},{},{}",
                 lead(metric.unwrap_or_default()),
                 c.policy.label,
-                c.device_name,
+                devices[c.device],
                 list.join(" "),
                 runs.ejected
             );
