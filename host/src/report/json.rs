@@ -25,7 +25,7 @@ fn report(summary: &Summary<'_>, plus: bool) -> Value {
         .iter()
         .map(|entry| match entry.members.as_slice() {
             [i] => one_job(summary, *i, plus),
-            members => group_entry(summary, entry.group, members, plus),
+            _ => group_entry(summary, entry, plus),
         })
         .collect();
     let info = summary.info;
@@ -137,15 +137,12 @@ fn one_job(summary: &Summary<'_>, i: usize, plus: bool) -> Value {
 
 /// A group's one entry under fio's `group_reporting`: its members' I/O and latencies
 /// together, their bandwidth samples added as fio adds them, named after its first job.
-fn group_entry(summary: &Summary<'_>, group: u32, members: &[usize], plus: bool) -> Value {
+fn group_entry(summary: &Summary<'_>, entry_of: &crate::report::Entry, plus: bool) -> Value {
     let outcome = summary.outcome;
+    let (group, members) = (entry_of.group, entry_of.members.as_slice());
     let first = &outcome.submitters[members[0]];
     let job = &summary.jobs[first.placement.job];
-    let entry_view = crate::report::Entry {
-        group,
-        members: members.to_vec(),
-    };
-    let runtime = summary.entry_runtime_ns(&entry_view);
+    let runtime = summary.entry_runtime_ns(entry_of);
     let mut entry = Map::new();
     entry.insert("jobname".into(), json!(job.name));
     entry.insert("groupid".into(), json!(group));
