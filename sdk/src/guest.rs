@@ -10,8 +10,9 @@
 use std::cell::RefCell;
 
 use crate::Policy;
+use crate::packed::{Packed, Plain, Words};
 use crate::runtime::Runtime;
-use crate::types as sdk;
+use crate::types::{self as sdk, Op};
 
 wit_bindgen::generate!({
     path: "../wit",
@@ -26,85 +27,240 @@ wit_bindgen::generate!({
 
 pub use exports::schedhost::policy::scheduler as wit;
 
-// Each function below implements the export of the same name for `Runtime<P>`.
+/// How an argument of the SDK's type `Self` arrives from wit-bindgen: as `Wit`, turned into
+/// the `Held` value the call borrows from ([`View`]).
+pub trait Arg<S = Plain> {
+    type Wit;
+    type Held;
+    fn hold(wit: Self::Wit) -> Self::Held;
+}
 
-pub fn info<P: Policy>(rt: &RefCell<Runtime<P>>) -> wit::PolicyInfo {
-    let info = rt.borrow().info();
-    wit::PolicyInfo {
-        name: info.name,
-        version: info.version,
-        merge_veto: info.merge_veto,
-        completions: info.completions,
+/// The argument a held value lends the runtime's method.
+pub trait View<'x, T> {
+    fn view(&'x self) -> T;
+}
+
+/// How an answer of the SDK's type goes back to wit-bindgen.
+pub trait Answer {
+    type Wit;
+    fn to_wit(self) -> Self::Wit;
+}
+
+macro_rules! as_is {
+    ($($t:ty),*) => {$(
+        impl Arg for $t {
+            type Wit = $t;
+            type Held = $t;
+            fn hold(wit: $t) -> $t {
+                wit
+            }
+        }
+        impl View<'_, $t> for $t {
+            fn view(&self) -> $t {
+                *self
+            }
+        }
+        impl Answer for $t {
+            type Wit = $t;
+            fn to_wit(self) -> $t {
+                self
+            }
+        }
+    )*};
+}
+as_is!(u64, u32, i64, bool);
+
+impl<'x, T> View<'x, &'x T> for T {
+    fn view(&'x self) -> &'x T {
+        self
     }
 }
 
-pub fn tunables<P: Policy>(rt: &RefCell<Runtime<P>>) -> Vec<wit::Tunable> {
-    rt.borrow()
-        .tunables()
-        .into_iter()
-        .map(|t| wit::Tunable {
-            name: t.name,
-            default: t.default,
-            min: t.min,
-            max: t.max,
-            unit: t.unit,
-            help: t.help,
-        })
-        .collect()
+impl<'x, T> View<'x, &'x [T]> for Vec<T> {
+    fn view(&'x self) -> &'x [T] {
+        self
+    }
 }
 
-pub fn init<P: Policy>(
-    rt: &RefCell<Runtime<P>>,
-    setup: wit::Setup,
-    settings: Vec<(String, i64)>,
-) -> Result<(), String> {
-    let setup = sdk::Setup {
-        hw_queues: setup.hw_queues,
-        queue_depth: setup.queue_depth,
-        nr_requests: setup.nr_requests,
-    };
-    rt.borrow_mut().init(&setup, &settings)
+impl<'x> View<'x, &'x str> for String {
+    fn view(&'x self) -> &'x str {
+        self
+    }
 }
 
-pub fn get<P: Policy>(rt: &RefCell<Runtime<P>>, name: String) -> Option<i64> {
-    rt.borrow_mut().get(&name)
+impl Arg for &str {
+    type Wit = String;
+    type Held = String;
+    fn hold(wit: String) -> String {
+        wit
+    }
 }
 
-pub fn set<P: Policy>(rt: &RefCell<Runtime<P>>, name: String, value: i64) -> Result<(), String> {
-    rt.borrow_mut().set(&name, value)
+impl Arg for &[u8] {
+    type Wit = Vec<u8>;
+    type Held = Vec<u8>;
+    fn hold(wit: Vec<u8>) -> Vec<u8> {
+        wit
+    }
 }
 
-pub fn insert<P: Policy>(rt: &RefCell<Runtime<P>>, now_ns: u64, words: Vec<u64>) {
-    rt.borrow_mut().insert_packed(now_ns, &words);
+impl Arg for &[(String, i64)] {
+    type Wit = Vec<(String, i64)>;
+    type Held = Vec<(String, i64)>;
+    fn hold(wit: Self::Wit) -> Self::Held {
+        wit
+    }
 }
 
-pub fn requeue<P: Policy>(rt: &RefCell<Runtime<P>>, now_ns: u64, words: Vec<u64>) {
-    rt.borrow_mut().requeue_packed(now_ns, &words);
+impl Arg for Op {
+    type Wit = wit::Op;
+    type Held = Op;
+    fn hold(o: wit::Op) -> Op {
+        match o {
+            wit::Op::Read => Op::Read,
+            wit::Op::Write => Op::Write,
+            wit::Op::Flush => Op::Flush,
+            wit::Op::Discard => Op::Discard,
+        }
+    }
 }
 
-pub fn dispatch<P: Policy>(
-    rt: &RefCell<Runtime<P>>,
-    now_ns: u64,
-    hw_queue: u32,
-    budget: u32,
-) -> wit::DispatchAnswer {
-    let answer = rt.borrow_mut().dispatch(now_ns, hw_queue, budget);
-    answer_of(answer)
+impl View<'_, Op> for Op {
+    fn view(&self) -> Op {
+        *self
+    }
 }
 
-pub fn insert_and_dispatch<P: Policy>(
-    rt: &RefCell<Runtime<P>>,
-    now_ns: u64,
-    words: Vec<u64>,
-    hw_queue: u32,
-    budget: u32,
-) -> wit::DispatchAnswer {
-    let answer = rt
-        .borrow_mut()
-        .insert_and_dispatch_packed(now_ns, &words, hw_queue, budget);
-    answer_of(answer)
+impl Arg for &sdk::Setup {
+    type Wit = wit::Setup;
+    type Held = sdk::Setup;
+    fn hold(setup: wit::Setup) -> sdk::Setup {
+        sdk::Setup {
+            hw_queues: setup.hw_queues,
+            queue_depth: setup.queue_depth,
+            nr_requests: setup.nr_requests,
+        }
+    }
 }
 
+impl Arg for &sdk::MergeQuery {
+    type Wit = wit::MergeQuery;
+    type Held = sdk::MergeQuery;
+    fn hold(q: wit::MergeQuery) -> sdk::MergeQuery {
+        sdk::MergeQuery {
+            target: sdk::RequestId(q.target),
+            target_ctx: q.target_ctx,
+            ctx: q.ctx,
+            op: <Op as Arg>::hold(q.op),
+            sector: sdk::Sector(q.sector),
+            sectors: q.sectors,
+            sync: q.sync,
+            kind: kind(q.kind),
+        }
+    }
+}
+
+impl Arg for &[sdk::MergeEvent] {
+    type Wit = Vec<wit::MergeEvent>;
+    type Held = Vec<sdk::MergeEvent>;
+    fn hold(events: Self::Wit) -> Self::Held {
+        events
+            .into_iter()
+            .map(|e| sdk::MergeEvent {
+                target: sdk::RequestId(e.target),
+                sector: sdk::Sector(e.sector),
+                sectors: e.sectors,
+                kind: kind(e.kind),
+                absorbed: e.absorbed.map(sdk::RequestId),
+            })
+            .collect()
+    }
+}
+
+/// A slice of packed records, crossing as their words.
+impl<T: Packed> Arg<Words> for &[T] {
+    type Wit = Vec<u64>;
+    type Held = Vec<T>;
+    fn hold(words: Vec<u64>) -> Vec<T> {
+        let mut records = Vec::with_capacity(words.len() / T::WORDS);
+        crate::packed::unpack_into(&words, &mut records);
+        records
+    }
+}
+
+impl Answer for () {
+    type Wit = ();
+    fn to_wit(self) {}
+}
+
+impl Answer for Option<i64> {
+    type Wit = Option<i64>;
+    fn to_wit(self) -> Self {
+        self
+    }
+}
+
+impl Answer for Vec<u8> {
+    type Wit = Vec<u8>;
+    fn to_wit(self) -> Self {
+        self
+    }
+}
+
+impl Answer for Result<(), String> {
+    type Wit = Result<(), String>;
+    fn to_wit(self) -> Self {
+        self
+    }
+}
+
+impl Answer for sdk::Info {
+    type Wit = wit::PolicyInfo;
+    fn to_wit(self) -> wit::PolicyInfo {
+        wit::PolicyInfo {
+            name: self.name,
+            version: self.version,
+            merge_veto: self.merge_veto,
+            completions: self.completions,
+        }
+    }
+}
+
+impl Answer for Vec<sdk::Tunable> {
+    type Wit = Vec<wit::Tunable>;
+    fn to_wit(self) -> Vec<wit::Tunable> {
+        self.into_iter()
+            .map(|t| wit::Tunable {
+                name: t.name,
+                default: t.default,
+                min: t.min,
+                max: t.max,
+                unit: t.unit,
+                help: t.help,
+            })
+            .collect()
+    }
+}
+
+impl Answer for sdk::Dispatch {
+    type Wit = wit::DispatchAnswer;
+    fn to_wit(self) -> wit::DispatchAnswer {
+        wit::DispatchAnswer {
+            // Same size and layout: the collect reuses the allocation.
+            ids: self.ids.into_iter().map(|id| id.0).collect(),
+            wake_at_ns: self.wake_at_ns,
+        }
+    }
+}
+
+fn kind(k: wit::MergeKind) -> sdk::MergeKind {
+    match k {
+        wit::MergeKind::Back => sdk::MergeKind::Back,
+        wit::MergeKind::Front => sdk::MergeKind::Front,
+    }
+}
+
+/// The flat `turn` crossing (see `wit/policy.wit`), the runtime's own protocol.
 pub fn turn<P: Policy>(
     rt: &RefCell<Runtime<P>>,
     now_ns: u64,
@@ -116,77 +272,78 @@ pub fn turn<P: Policy>(
         .turn_packed(now_ns, control, &completion, &request)
 }
 
+/// `take-answer`.
 pub fn take_answer<P: Policy>(rt: &RefCell<Runtime<P>>) -> wit::DispatchAnswer {
-    let answer = rt.borrow_mut().take_answer();
-    answer_of(answer)
+    rt.borrow_mut().take_answer().to_wit()
 }
 
-pub fn allow_merge<P: Policy>(rt: &RefCell<Runtime<P>>, q: wit::MergeQuery) -> bool {
-    let query = sdk::MergeQuery {
-        target: sdk::RequestId(q.target),
-        target_ctx: q.target_ctx,
-        ctx: q.ctx,
-        op: op(q.op),
-        sector: sdk::Sector(q.sector),
-        sectors: q.sectors,
-        sync: q.sync,
-        kind: kind(q.kind),
+/// The component's exports, from the interface's list ([`crate::interface`]): each
+/// required call holds its arguments in the SDK's types and calls the runtime's method of
+/// its name; then the flat `turn` crossing.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __guest_calls {
+    (required { $($(#[$doc:meta])* $wit:literal $name:ident($($arg:ident: $ty:ty $(as $shape:ty)?),* $(,)?) -> $ret:ty;)* }) => {
+        #[allow(
+            clippy::extra_unused_lifetimes,
+            reason = "the calls are declared with 'a, which only the argument types name"
+        )]
+        impl<'a> wit::Guest for Component {
+            $(
+                fn $name($($arg: <$ty as glue::Arg<$($shape)?>>::Wit),*) -> <$ret as glue::Answer>::Wit {
+                    $(let $arg = <$ty as glue::Arg<$($shape)?>>::hold($arg);)*
+                    RUNTIME.with(|rt| {
+                        let answer = rt.borrow_mut().$name($(glue::View::view(&$arg)),*);
+                        glue::Answer::to_wit(answer)
+                    })
+                }
+            )*
+            fn turn(
+                now_ns: u64,
+                control: u64,
+                r0: u64,
+                r1: u64,
+                r2: u64,
+                r3: u64,
+                r4: u64,
+            ) -> u64 {
+                // Without a completion, whatever bit 0 says.
+                let control = control & !$crate::packed::TURN_COMPLETION;
+                RUNTIME.with(|rt| glue::turn(rt, now_ns, control, [0; 5], [r0, r1, r2, r3, r4]))
+            }
+            #[allow(
+                clippy::too_many_arguments,
+                reason = "the flat scalars of one crossing"
+            )]
+            fn turn_after_completion(
+                now_ns: u64,
+                control: u64,
+                c0: u64,
+                c1: u64,
+                c2: u64,
+                c3: u64,
+                c4: u64,
+                r0: u64,
+                r1: u64,
+                r2: u64,
+                r3: u64,
+                r4: u64,
+            ) -> u64 {
+                RUNTIME.with(|rt| {
+                    glue::turn(
+                        rt,
+                        now_ns,
+                        control,
+                        [c0, c1, c2, c3, c4],
+                        [r0, r1, r2, r3, r4],
+                    )
+                })
+            }
+            fn take_answer() -> wit::DispatchAnswer {
+                RUNTIME.with(glue::take_answer)
+            }
+        }
     };
-    rt.borrow_mut().allow_merge(&query)
-}
-
-pub fn merged<P: Policy>(rt: &RefCell<Runtime<P>>, now_ns: u64, events: Vec<wit::MergeEvent>) {
-    let events: Vec<sdk::MergeEvent> = events
-        .into_iter()
-        .map(|e| sdk::MergeEvent {
-            target: sdk::RequestId(e.target),
-            sector: sdk::Sector(e.sector),
-            sectors: e.sectors,
-            kind: kind(e.kind),
-            absorbed: e.absorbed.map(sdk::RequestId),
-        })
-        .collect();
-    rt.borrow_mut().merged(now_ns, &events);
-}
-
-pub fn completed<P: Policy>(rt: &RefCell<Runtime<P>>, now_ns: u64, words: Vec<u64>) {
-    rt.borrow_mut().completed_packed(now_ns, &words);
-}
-
-pub fn limit_depth<P: Policy>(rt: &RefCell<Runtime<P>>, o: wit::Op, sync: bool) -> u32 {
-    rt.borrow().limit_depth(op(o), sync)
-}
-
-pub fn save_state<P: Policy>(rt: &RefCell<Runtime<P>>) -> Vec<u8> {
-    rt.borrow().save_state()
-}
-
-pub fn restore_state<P: Policy>(rt: &RefCell<Runtime<P>>, state: Vec<u8>) -> Result<(), String> {
-    rt.borrow_mut().restore_state(&state)
-}
-
-fn answer_of(answer: sdk::Dispatch) -> wit::DispatchAnswer {
-    wit::DispatchAnswer {
-        // Same size and layout: the collect reuses the allocation.
-        ids: answer.ids.into_iter().map(|id| id.0).collect(),
-        wake_at_ns: answer.wake_at_ns,
-    }
-}
-
-fn op(o: wit::Op) -> sdk::Op {
-    match o {
-        wit::Op::Read => sdk::Op::Read,
-        wit::Op::Write => sdk::Op::Write,
-        wit::Op::Flush => sdk::Op::Flush,
-        wit::Op::Discard => sdk::Op::Discard,
-    }
-}
-
-fn kind(k: wit::MergeKind) -> sdk::MergeKind {
-    match k {
-        wit::MergeKind::Back => sdk::MergeKind::Back,
-        wit::MergeKind::Front => sdk::MergeKind::Front,
-    }
 }
 
 /// Implements the component's exports for policy `$policy` on a fresh `Runtime`.
@@ -205,104 +362,7 @@ macro_rules! __export_component {
 
             struct Component;
 
-            impl wit::Guest for Component {
-                fn info() -> wit::PolicyInfo {
-                    RUNTIME.with(glue::info)
-                }
-                fn tunables() -> Vec<wit::Tunable> {
-                    RUNTIME.with(glue::tunables)
-                }
-                fn init(setup: wit::Setup, settings: Vec<(String, i64)>) -> Result<(), String> {
-                    RUNTIME.with(|rt| glue::init(rt, setup, settings))
-                }
-                fn get(name: String) -> Option<i64> {
-                    RUNTIME.with(|rt| glue::get(rt, name))
-                }
-                fn set(name: String, value: i64) -> Result<(), String> {
-                    RUNTIME.with(|rt| glue::set(rt, name, value))
-                }
-                fn insert(now_ns: u64, requests: Vec<u64>) {
-                    RUNTIME.with(|rt| glue::insert(rt, now_ns, requests))
-                }
-                fn requeue(now_ns: u64, requests: Vec<u64>) {
-                    RUNTIME.with(|rt| glue::requeue(rt, now_ns, requests))
-                }
-                fn dispatch(now_ns: u64, hw_queue: u32, budget: u32) -> wit::DispatchAnswer {
-                    RUNTIME.with(|rt| glue::dispatch(rt, now_ns, hw_queue, budget))
-                }
-                fn insert_and_dispatch(
-                    now_ns: u64,
-                    requests: Vec<u64>,
-                    hw_queue: u32,
-                    budget: u32,
-                ) -> wit::DispatchAnswer {
-                    RUNTIME.with(|rt| {
-                        glue::insert_and_dispatch(rt, now_ns, requests, hw_queue, budget)
-                    })
-                }
-                fn allow_merge(query: wit::MergeQuery) -> bool {
-                    RUNTIME.with(|rt| glue::allow_merge(rt, query))
-                }
-                fn merged(now_ns: u64, events: Vec<wit::MergeEvent>) {
-                    RUNTIME.with(|rt| glue::merged(rt, now_ns, events))
-                }
-                fn completed(now_ns: u64, done: Vec<u64>) {
-                    RUNTIME.with(|rt| glue::completed(rt, now_ns, done))
-                }
-                fn limit_depth(op: wit::Op, sync: bool) -> u32 {
-                    RUNTIME.with(|rt| glue::limit_depth(rt, op, sync))
-                }
-                fn turn(
-                    now_ns: u64,
-                    control: u64,
-                    r0: u64,
-                    r1: u64,
-                    r2: u64,
-                    r3: u64,
-                    r4: u64,
-                ) -> u64 {
-                    // Without a completion, whatever bit 0 says.
-                    let control = control & !$crate::packed::TURN_COMPLETION;
-                    RUNTIME.with(|rt| glue::turn(rt, now_ns, control, [0; 5], [r0, r1, r2, r3, r4]))
-                }
-                #[allow(
-                    clippy::too_many_arguments,
-                    reason = "the flat scalars of one crossing"
-                )]
-                fn turn_after_completion(
-                    now_ns: u64,
-                    control: u64,
-                    c0: u64,
-                    c1: u64,
-                    c2: u64,
-                    c3: u64,
-                    c4: u64,
-                    r0: u64,
-                    r1: u64,
-                    r2: u64,
-                    r3: u64,
-                    r4: u64,
-                ) -> u64 {
-                    RUNTIME.with(|rt| {
-                        glue::turn(
-                            rt,
-                            now_ns,
-                            control,
-                            [c0, c1, c2, c3, c4],
-                            [r0, r1, r2, r3, r4],
-                        )
-                    })
-                }
-                fn take_answer() -> wit::DispatchAnswer {
-                    RUNTIME.with(glue::take_answer)
-                }
-                fn save_state() -> Vec<u8> {
-                    RUNTIME.with(glue::save_state)
-                }
-                fn restore_state(state: Vec<u8>) -> Result<(), String> {
-                    RUNTIME.with(|rt| glue::restore_state(rt, state))
-                }
-            }
+            $crate::__policy_calls!(all[$crate::__guest_calls]);
 
     $crate::__guest::__export_policy_world!(Component with_types_in $crate::__guest);
         };

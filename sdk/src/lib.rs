@@ -83,6 +83,7 @@
 #![deny(unsafe_code)]
 
 pub mod collections;
+mod interface;
 #[doc(hidden)]
 pub mod packed;
 mod policy;

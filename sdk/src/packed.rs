@@ -117,6 +117,65 @@ pub fn turn_result(answer: &crate::Dispatch) -> Option<u64> {
     }
 }
 
+/// A record that crosses the interface as a fixed number of u64 words (a list of them as one
+/// `list<u64>`): the host packs, the SDK unpacks, an author sees the record. A call's
+/// argument declared `as Words` in the interface's list is a slice of such records.
+pub trait Packed: Sized {
+    /// Words per record.
+    const WORDS: usize;
+    /// Writes the record into `out`, exactly [`Packed::WORDS`] long.
+    fn pack(&self, out: &mut [u64]);
+    /// The record in `words`, exactly [`Packed::WORDS`] long.
+    fn unpack(words: &[u64]) -> Self;
+}
+
+/// The shape of an argument declared `as Words` in the interface's list: a slice of
+/// [`Packed`] records, crossing as their words.
+#[derive(Debug, Clone, Copy)]
+pub struct Words;
+
+/// The shape of an argument declared without `as`: it crosses as the WIT type of its name.
+#[derive(Debug, Clone, Copy)]
+pub struct Plain;
+
+impl Packed for Request {
+    const WORDS: usize = WORDS;
+    fn pack(&self, out: &mut [u64]) {
+        out.copy_from_slice(&request_words(self));
+    }
+    #[inline(always)]
+    fn unpack(words: &[u64]) -> Self {
+        unpack_request(words)
+    }
+}
+
+impl Packed for Completion {
+    const WORDS: usize = WORDS;
+    fn pack(&self, out: &mut [u64]) {
+        out.copy_from_slice(&completion_words(self));
+    }
+    #[inline(always)]
+    fn unpack(words: &[u64]) -> Self {
+        unpack_completion(words)
+    }
+}
+
+/// `records` unpacked from `words` into `out` (cleared first); a trailing partial record is
+/// ignored, as the host never sends one.
+pub fn unpack_into<T: Packed>(words: &[u64], out: &mut Vec<T>) {
+    out.clear();
+    out.extend(words.chunks_exact(T::WORDS).map(T::unpack));
+}
+
+/// `records` in their words, appended to `out`.
+pub fn pack_into<T: Packed>(records: &[T], out: &mut Vec<u64>) {
+    let start = out.len();
+    out.resize(start + records.len() * T::WORDS, 0);
+    for (slot, record) in out[start..].chunks_exact_mut(T::WORDS).zip(records) {
+        record.pack(slot);
+    }
+}
+
 /// The completion in five words.
 pub fn unpack_completion(w: &[u64]) -> Completion {
     Completion {

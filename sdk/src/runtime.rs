@@ -3,9 +3,7 @@
 
 use crate::collections::IdSet;
 use crate::policy::{Policy, TunableSpec};
-use crate::types::{
-    Completion, Dispatch, Info, MergeEvent, MergeQuery, Op, Request, RequestId, Setup, Tunable,
-};
+use crate::types::{Dispatch, Info, MergeEvent, Op, Request, RequestId, Setup, Tunable};
 
 /// Holds a policy and answers the interface's calls for it: tunable validation, init order,
 /// the dispatch buffer.
@@ -15,9 +13,6 @@ use crate::types::{
 #[derive(Debug)]
 pub struct Runtime<P: Policy> {
     policy: Option<P>,
-    /// Reused for unpacking batches, so a component does not allocate per call.
-    requests: Vec<Request>,
-    done: Vec<Completion>,
     /// The answer of a `turn`, reused so the common turn allocates nothing, and kept for
     /// `take-answer` when it does not fit `turn`'s result.
     answer: Dispatch,
@@ -37,8 +32,6 @@ impl<P: Policy> Runtime<P> {
     pub fn new() -> Self {
         Self {
             policy: None,
-            requests: Vec::new(),
-            done: Vec::new(),
             answer: Dispatch::default(),
             absorbed: IdSet::default(),
         }
@@ -96,42 +89,6 @@ impl<P: Policy> Runtime<P> {
         Ok(())
     }
 
-    /// Forwards [`Policy::insert`].
-    pub fn insert(&mut self, now_ns: u64, requests: &[Request]) {
-        self.policy_mut().insert(now_ns, requests);
-    }
-
-    /// Unpacks a batch in the wire encoding ([`crate::packed`]) and forwards it to
-    /// [`Policy::insert`].
-    #[doc(hidden)]
-    pub fn insert_packed(&mut self, now_ns: u64, words: &[u64]) {
-        let mut requests = std::mem::take(&mut self.requests);
-        requests.clear();
-        requests.extend(
-            words
-                .chunks_exact(crate::packed::WORDS)
-                .map(crate::packed::unpack_request),
-        );
-        self.policy_mut().insert(now_ns, &requests);
-        self.requests = requests;
-    }
-
-    /// Forwards [`Policy::requeue`].
-    pub fn requeue(&mut self, now_ns: u64, requests: &[Request]) {
-        self.policy_mut().requeue(now_ns, requests);
-    }
-
-    /// Unpacks requests sent back in the wire encoding and forwards them to
-    /// [`Policy::requeue`].
-    #[doc(hidden)]
-    pub fn requeue_packed(&mut self, now_ns: u64, words: &[u64]) {
-        let requests: Vec<Request> = words
-            .chunks_exact(crate::packed::WORDS)
-            .map(crate::packed::unpack_request)
-            .collect();
-        self.policy_mut().requeue(now_ns, &requests);
-    }
-
     /// [`Runtime::insert`] then [`Runtime::dispatch`], as the interface's
     /// `insert-and-dispatch`.
     pub fn insert_and_dispatch(
@@ -142,19 +99,6 @@ impl<P: Policy> Runtime<P> {
         budget: u32,
     ) -> Dispatch {
         self.insert(now_ns, requests);
-        self.dispatch(now_ns, hw_queue, budget)
-    }
-
-    /// [`Runtime::insert_packed`] then [`Runtime::dispatch`].
-    #[doc(hidden)]
-    pub fn insert_and_dispatch_packed(
-        &mut self,
-        now_ns: u64,
-        words: &[u64],
-        hw_queue: u32,
-        budget: u32,
-    ) -> Dispatch {
-        self.insert_packed(now_ns, words);
         self.dispatch(now_ns, hw_queue, budget)
     }
 
@@ -218,20 +162,6 @@ impl<P: Policy> Runtime<P> {
         answer
     }
 
-    /// Unpacks completions in the wire encoding and forwards them to [`Policy::completed`].
-    #[doc(hidden)]
-    pub fn completed_packed(&mut self, now_ns: u64, words: &[u64]) {
-        let mut done = std::mem::take(&mut self.done);
-        done.clear();
-        done.extend(
-            words
-                .chunks_exact(crate::packed::WORDS)
-                .map(crate::packed::unpack_completion),
-        );
-        self.policy_mut().completed(now_ns, &done);
-        self.done = done;
-    }
-
     /// Forwards [`Policy::dispatch`] with an empty answer, and keeps absorbed ids out of it.
     pub fn dispatch(&mut self, now_ns: u64, hw_queue: u32, budget: u32) -> Dispatch {
         let mut out = Dispatch {
@@ -252,11 +182,6 @@ impl<P: Policy> Runtime<P> {
         out
     }
 
-    /// Forwards [`Policy::allow_merge`].
-    pub fn allow_merge(&mut self, query: &MergeQuery) -> bool {
-        self.policy_mut().allow_merge(query)
-    }
-
     /// Forwards each event to [`Policy::merged`], remembering absorbed ids to filter.
     pub fn merged(&mut self, now_ns: u64, events: &[MergeEvent]) {
         if !P::HANDLES_ABSORBED {
@@ -269,27 +194,9 @@ impl<P: Policy> Runtime<P> {
         }
     }
 
-    /// Forwards [`Policy::completed`].
-    pub fn completed(&mut self, now_ns: u64, done: &[Completion]) {
-        self.policy_mut().completed(now_ns, done);
-    }
-
     /// Forwards [`Policy::limit_depth`], with `u32::MAX` for "no limit".
     pub fn limit_depth(&self, op: Op, sync: bool) -> u32 {
         self.policy().limit_depth(op, sync).unwrap_or(u32::MAX)
-    }
-
-    /// Forwards [`Policy::save_state`].
-    pub fn save_state(&self) -> Vec<u8> {
-        self.policy().save_state()
-    }
-
-    /// Forwards [`Policy::restore_state`].
-    ///
-    /// # Errors
-    /// The policy's reason for refusing the state.
-    pub fn restore_state(&mut self, state: &[u8]) -> Result<(), String> {
-        self.policy_mut().restore_state(state)
     }
 
     /// The policy itself, for tests that inspect it.
@@ -306,6 +213,27 @@ impl<P: Policy> Runtime<P> {
         policy_of(&mut self.policy)
     }
 }
+
+/// The runtime's forwarded calls ([`crate::interface`]): each hands its arguments to the
+/// policy's method of the same name.
+macro_rules! forwarding {
+    (forwarded { $($(#[$doc:meta])* $wit:literal $name:ident($($arg:ident: $ty:ty $(as $shape:ty)?),* $(,)?) -> $ret:ty;)* }) => {
+        impl<P: Policy> Runtime<P> {
+            $(
+                $(#[$doc])*
+                #[doc = concat!("\n\nForwards [`Policy::", stringify!($name), "`].")]
+                #[allow(
+                    clippy::extra_unused_lifetimes,
+                    reason = "every call is declared with 'a, whether its arguments borrow or not"
+                )]
+                pub fn $name<'a>(&mut self, $($arg: $ty),*) -> $ret {
+                    self.policy_mut().$name($($arg),*)
+                }
+            )*
+        }
+    };
+}
+crate::__policy_calls!(forwarded[forwarding]);
 
 /// The policy's answer with every absorbed id dropped: while some were, the policy is asked
 /// again for the rest of the budget, and its latest wake-up stands. Ends because each round

@@ -2,9 +2,9 @@
 //! ([`Scheduler`]), implemented by wasmtime's component bindings here and by a component's
 //! core module in [`super::core_abi`]; and what every policy store carries ([`Caps`]).
 
+use schedhost_sdk::packed::{self, Plain};
 use schedhost_sdk::{
-    Completion, Dispatch, Info, MergeEvent, MergeKind, MergeQuery, Op, Request, RequestId, Setup,
-    Tunable, packed,
+    Dispatch, Info, MergeEvent, MergeKind, MergeQuery, Op, RequestId, Setup, Tunable,
 };
 use wasmtime::{ResourceLimiter, Store};
 
@@ -19,28 +19,15 @@ pub const INTERFACE: &str = "schedhost:policy/scheduler";
 /// Its version.
 pub const INTERFACE_VERSION: &str = schedhost_sdk::INTERFACE_VERSION;
 
-/// The component's answer in the SDK's types. The ids are the guest's word and the core
-/// checks each; the collect reuses the list's allocation (same layout).
-fn dispatch_of(answer: wit::DispatchAnswer) -> Dispatch {
-    Dispatch {
-        ids: answer.ids.into_iter().map(RequestId).collect(),
-        wake_at_ns: answer.wake_at_ns,
-    }
-}
-
-/// `requests` in the interface's packed encoding, for the component API to lower.
-fn packed_requests(requests: &[Request]) -> Vec<u64> {
-    requests.iter().flat_map(packed::request_words).collect()
-}
-
 /// The interface's functions on one instance, in the SDK's types: through the component API
 /// (below) or, for a component that wraps one plain core module, through that module
 /// ([`super::core_abi`]). Declared from the interface's list ([`super::interface`]), with the
-/// flat crossings of the host's `turn` besides.
+/// flat crossings of the host's `turn` besides; the component API's calls come from the
+/// same list, each argument crossing by its type's [`ToWit`] and each answer by [`FromWit`].
 macro_rules! scheduler_trait {
     (
-        required { $($(#[$doc:meta])* $wit:literal $name:ident($($arg:ident: $ty:ty),* $(,)?) -> $ret:ty;)* }
         provided { $($provided:tt)* }
+        required { $($(#[$doc:meta])* $wit:literal $name:ident($($arg:ident: $ty:ty $(as $shape:ty)?),* $(,)?) -> $ret:ty;)* }
     ) => {
         #[allow(
             clippy::extra_unused_lifetimes,
@@ -75,9 +62,267 @@ macro_rules! scheduler_trait {
             /// `take-answer`: the dispatch a `turn` kept back.
             fn take_answer(&self, store: &mut Store<Caps>) -> wasmtime::Result<Dispatch>;
         }
+
+        #[allow(
+            clippy::extra_unused_lifetimes,
+            reason = "every call is declared with 'a, whether its arguments borrow or not"
+        )]
+        impl Scheduler for bindings::Policy {
+            $(fn $name<'a>(
+                &self,
+                store: &mut Store<Caps>,
+                $($arg: $ty),*
+            ) -> wasmtime::Result<$ret> {
+                $(let $arg = <$ty as ToWit<$($shape)?>>::hold($arg);)*
+                let answer = pastey::paste! {
+                    self.schedhost_policy_scheduler().[<call_ $name>](
+                        store,
+                        $(<$ty as ToWit<$($shape)?>>::wire(&$arg)),*
+                    )?
+                };
+                Ok(FromWit::from_wit(answer))
+            })*
+
+            fn turn_flat(
+                &self,
+                store: &mut Store<Caps>,
+                now_ns: u64,
+                control: u64,
+                r: &[u64; 5],
+            ) -> wasmtime::Result<u64> {
+                self.schedhost_policy_scheduler()
+                    .call_turn(store, now_ns, control, r[0], r[1], r[2], r[3], r[4])
+            }
+
+            fn turn_after_completion(
+                &self,
+                store: &mut Store<Caps>,
+                now_ns: u64,
+                control: u64,
+                c: &[u64; 5],
+                r: &[u64; 5],
+            ) -> wasmtime::Result<u64> {
+                self.schedhost_policy_scheduler().call_turn_after_completion(
+                    store, now_ns, control, c[0], c[1], c[2], c[3], c[4], r[0], r[1], r[2], r[3],
+                    r[4],
+                )
+            }
+
+            fn take_answer(&self, store: &mut Store<Caps>) -> wasmtime::Result<Dispatch> {
+                self.schedhost_policy_scheduler()
+                    .call_take_answer(store)
+                    .map(FromWit::from_wit)
+            }
+        }
     };
 }
 super::interface::policy_calls!(scheduler_trait);
+
+/// How an argument of the SDK's type `Self` goes to wasmtime's component bindings: held as
+/// `Held` for the call (converted, or packed: the shape `S`), and lent as the `Wire` value
+/// the bindings take.
+trait ToWit<S = Plain>: Sized {
+    type Held;
+    type Wire<'h>
+    where
+        Self: 'h;
+    fn hold(self) -> Self::Held;
+    fn wire(held: &Self::Held) -> Self::Wire<'_>;
+}
+
+/// An answer as the bindings give it, in the SDK's type.
+trait FromWit<W> {
+    fn from_wit(wit: W) -> Self;
+}
+
+/// Values the bindings take as they are.
+macro_rules! as_is {
+    ($($t:ty),*) => {$(
+        impl ToWit for $t {
+            type Held = $t;
+            type Wire<'h> = $t;
+            fn hold(self) -> $t {
+                self
+            }
+            fn wire(held: &$t) -> $t {
+                *held
+            }
+        }
+        impl FromWit<$t> for $t {
+            fn from_wit(wit: $t) -> $t {
+                wit
+            }
+        }
+    )*};
+}
+as_is!(u64, u32, i64, bool);
+
+/// Borrowed values the bindings take as borrowed.
+macro_rules! lent {
+    ($($t:ty),*) => {$(
+        impl<'a> ToWit for &'a $t {
+            type Held = &'a $t;
+            type Wire<'h> = &'h $t where 'a: 'h;
+            fn hold(self) -> &'a $t {
+                self
+            }
+            fn wire<'h>(held: &'h &'a $t) -> &'h $t {
+                held
+            }
+        }
+    )*};
+}
+lent!(str, [u8], [(String, i64)]);
+
+/// A slice of packed records, crossing as their words.
+impl<T: packed::Packed> ToWit<packed::Words> for &[T] {
+    type Held = Vec<u64>;
+    type Wire<'h>
+        = &'h [u64]
+    where
+        Self: 'h;
+    fn hold(self) -> Vec<u64> {
+        let mut words = Vec::with_capacity(self.len() * T::WORDS);
+        packed::pack_into(self, &mut words);
+        words
+    }
+    fn wire(held: &Vec<u64>) -> &[u64] {
+        held
+    }
+}
+
+impl ToWit for Op {
+    type Held = wit::Op;
+    type Wire<'h> = wit::Op;
+    fn hold(self) -> wit::Op {
+        to_wit_op(self)
+    }
+    fn wire(held: &wit::Op) -> wit::Op {
+        *held
+    }
+}
+
+impl ToWit for &Setup {
+    type Held = wit::Setup;
+    type Wire<'h>
+        = wit::Setup
+    where
+        Self: 'h;
+    fn hold(self) -> wit::Setup {
+        wit::Setup {
+            hw_queues: self.hw_queues,
+            queue_depth: self.queue_depth,
+            nr_requests: self.nr_requests,
+        }
+    }
+    fn wire(held: &wit::Setup) -> wit::Setup {
+        *held
+    }
+}
+
+impl ToWit for &MergeQuery {
+    type Held = wit::MergeQuery;
+    type Wire<'h>
+        = wit::MergeQuery
+    where
+        Self: 'h;
+    fn hold(self) -> wit::MergeQuery {
+        wit::MergeQuery {
+            target: self.target.0,
+            target_ctx: self.target_ctx,
+            ctx: self.ctx,
+            op: to_wit_op(self.op),
+            sector: self.sector.0,
+            sectors: self.sectors,
+            sync: self.sync,
+            kind: to_wit_kind(self.kind),
+        }
+    }
+    fn wire(held: &wit::MergeQuery) -> wit::MergeQuery {
+        *held
+    }
+}
+
+impl ToWit for &[MergeEvent] {
+    type Held = Vec<wit::MergeEvent>;
+    type Wire<'h>
+        = &'h [wit::MergeEvent]
+    where
+        Self: 'h;
+    fn hold(self) -> Vec<wit::MergeEvent> {
+        self.iter()
+            .map(|e| wit::MergeEvent {
+                target: e.target.0,
+                sector: e.sector.0,
+                sectors: e.sectors,
+                kind: to_wit_kind(e.kind),
+                absorbed: e.absorbed.map(|id| id.0),
+            })
+            .collect()
+    }
+    fn wire(held: &Vec<wit::MergeEvent>) -> &[wit::MergeEvent] {
+        held
+    }
+}
+
+impl FromWit<()> for () {
+    fn from_wit((): ()) {}
+}
+
+impl FromWit<Option<i64>> for Option<i64> {
+    fn from_wit(wit: Option<i64>) -> Self {
+        wit
+    }
+}
+
+impl FromWit<Vec<u8>> for Vec<u8> {
+    fn from_wit(wit: Vec<u8>) -> Self {
+        wit
+    }
+}
+
+impl FromWit<Result<(), String>> for Result<(), String> {
+    fn from_wit(wit: Result<(), String>) -> Self {
+        wit
+    }
+}
+
+impl FromWit<wit::PolicyInfo> for Info {
+    fn from_wit(info: wit::PolicyInfo) -> Self {
+        Info {
+            name: info.name,
+            version: info.version,
+            merge_veto: info.merge_veto,
+            completions: info.completions,
+        }
+    }
+}
+
+impl FromWit<Vec<wit::Tunable>> for Vec<Tunable> {
+    fn from_wit(list: Vec<wit::Tunable>) -> Self {
+        list.into_iter()
+            .map(|t| Tunable {
+                name: t.name,
+                default: t.default,
+                min: t.min,
+                max: t.max,
+                unit: t.unit,
+                help: t.help,
+            })
+            .collect()
+    }
+}
+
+/// The ids are the guest's word and the core checks each; the collect reuses the list's
+/// allocation (same layout).
+impl FromWit<wit::DispatchAnswer> for Dispatch {
+    fn from_wit(answer: wit::DispatchAnswer) -> Self {
+        Dispatch {
+            ids: answer.ids.into_iter().map(RequestId).collect(),
+            wake_at_ns: answer.wake_at_ns,
+        }
+    }
+}
 
 fn to_wit_op(op: Op) -> wit::Op {
     match op {
@@ -92,186 +337,6 @@ fn to_wit_kind(kind: MergeKind) -> wit::MergeKind {
     match kind {
         MergeKind::Back => wit::MergeKind::Back,
         MergeKind::Front => wit::MergeKind::Front,
-    }
-}
-
-impl Scheduler for bindings::Policy {
-    fn info(&self, store: &mut Store<Caps>) -> wasmtime::Result<Info> {
-        let info = self.schedhost_policy_scheduler().call_info(store)?;
-        Ok(Info {
-            name: info.name,
-            version: info.version,
-            merge_veto: info.merge_veto,
-            completions: info.completions,
-        })
-    }
-    fn tunables(&self, store: &mut Store<Caps>) -> wasmtime::Result<Vec<Tunable>> {
-        let list = self.schedhost_policy_scheduler().call_tunables(store)?;
-        Ok(list
-            .into_iter()
-            .map(|t| Tunable {
-                name: t.name,
-                default: t.default,
-                min: t.min,
-                max: t.max,
-                unit: t.unit,
-                help: t.help,
-            })
-            .collect())
-    }
-    fn init(
-        &self,
-        store: &mut Store<Caps>,
-        setup: &Setup,
-        settings: &[(String, i64)],
-    ) -> wasmtime::Result<Result<(), String>> {
-        let setup = wit::Setup {
-            hw_queues: setup.hw_queues,
-            queue_depth: setup.queue_depth,
-            nr_requests: setup.nr_requests,
-        };
-        self.schedhost_policy_scheduler()
-            .call_init(store, setup, settings)
-    }
-    fn get(&self, store: &mut Store<Caps>, name: &str) -> wasmtime::Result<Option<i64>> {
-        self.schedhost_policy_scheduler().call_get(store, name)
-    }
-    fn set(
-        &self,
-        store: &mut Store<Caps>,
-        name: &str,
-        value: i64,
-    ) -> wasmtime::Result<Result<(), String>> {
-        self.schedhost_policy_scheduler()
-            .call_set(store, name, value)
-    }
-    fn insert(
-        &self,
-        store: &mut Store<Caps>,
-        now_ns: u64,
-        requests: &[Request],
-    ) -> wasmtime::Result<()> {
-        self.schedhost_policy_scheduler()
-            .call_insert(store, now_ns, &packed_requests(requests))
-    }
-    fn requeue(
-        &self,
-        store: &mut Store<Caps>,
-        now_ns: u64,
-        requests: &[Request],
-    ) -> wasmtime::Result<()> {
-        self.schedhost_policy_scheduler()
-            .call_requeue(store, now_ns, &packed_requests(requests))
-    }
-    fn dispatch(
-        &self,
-        store: &mut Store<Caps>,
-        now_ns: u64,
-        hw_queue: u32,
-        budget: u32,
-    ) -> wasmtime::Result<Dispatch> {
-        self.schedhost_policy_scheduler()
-            .call_dispatch(store, now_ns, hw_queue, budget)
-            .map(dispatch_of)
-    }
-    fn insert_and_dispatch(
-        &self,
-        store: &mut Store<Caps>,
-        now_ns: u64,
-        requests: &[Request],
-        hw_queue: u32,
-        budget: u32,
-    ) -> wasmtime::Result<Dispatch> {
-        let words = packed_requests(requests);
-        self.schedhost_policy_scheduler()
-            .call_insert_and_dispatch(store, now_ns, &words, hw_queue, budget)
-            .map(dispatch_of)
-    }
-    fn allow_merge(&self, store: &mut Store<Caps>, q: &MergeQuery) -> wasmtime::Result<bool> {
-        let query = wit::MergeQuery {
-            target: q.target.0,
-            target_ctx: q.target_ctx,
-            ctx: q.ctx,
-            op: to_wit_op(q.op),
-            sector: q.sector.0,
-            sectors: q.sectors,
-            sync: q.sync,
-            kind: to_wit_kind(q.kind),
-        };
-        self.schedhost_policy_scheduler()
-            .call_allow_merge(store, query)
-    }
-    fn merged(
-        &self,
-        store: &mut Store<Caps>,
-        now_ns: u64,
-        events: &[MergeEvent],
-    ) -> wasmtime::Result<()> {
-        let batch: Vec<wit::MergeEvent> = events
-            .iter()
-            .map(|e| wit::MergeEvent {
-                target: e.target.0,
-                sector: e.sector.0,
-                sectors: e.sectors,
-                kind: to_wit_kind(e.kind),
-                absorbed: e.absorbed.map(|id| id.0),
-            })
-            .collect();
-        self.schedhost_policy_scheduler()
-            .call_merged(store, now_ns, &batch)
-    }
-    fn completed(
-        &self,
-        store: &mut Store<Caps>,
-        now_ns: u64,
-        done: &[Completion],
-    ) -> wasmtime::Result<()> {
-        let words: Vec<u64> = done.iter().flat_map(packed::completion_words).collect();
-        self.schedhost_policy_scheduler()
-            .call_completed(store, now_ns, &words)
-    }
-    fn limit_depth(&self, store: &mut Store<Caps>, op: Op, sync: bool) -> wasmtime::Result<u32> {
-        self.schedhost_policy_scheduler()
-            .call_limit_depth(store, to_wit_op(op), sync)
-    }
-    fn save_state(&self, store: &mut Store<Caps>) -> wasmtime::Result<Vec<u8>> {
-        self.schedhost_policy_scheduler().call_save_state(store)
-    }
-    fn restore_state(
-        &self,
-        store: &mut Store<Caps>,
-        state: &[u8],
-    ) -> wasmtime::Result<Result<(), String>> {
-        self.schedhost_policy_scheduler()
-            .call_restore_state(store, state)
-    }
-    fn turn_flat(
-        &self,
-        store: &mut Store<Caps>,
-        now_ns: u64,
-        control: u64,
-        r: &[u64; 5],
-    ) -> wasmtime::Result<u64> {
-        self.schedhost_policy_scheduler()
-            .call_turn(store, now_ns, control, r[0], r[1], r[2], r[3], r[4])
-    }
-    fn turn_after_completion(
-        &self,
-        store: &mut Store<Caps>,
-        now_ns: u64,
-        control: u64,
-        c: &[u64; 5],
-        r: &[u64; 5],
-    ) -> wasmtime::Result<u64> {
-        self.schedhost_policy_scheduler()
-            .call_turn_after_completion(
-                store, now_ns, control, c[0], c[1], c[2], c[3], c[4], r[0], r[1], r[2], r[3], r[4],
-            )
-    }
-    fn take_answer(&self, store: &mut Store<Caps>) -> wasmtime::Result<Dispatch> {
-        self.schedhost_policy_scheduler()
-            .call_take_answer(store)
-            .map(dispatch_of)
     }
 }
 

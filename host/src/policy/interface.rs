@@ -1,78 +1,41 @@
 //! The policy interface, declared once.
 //!
-//! [`policy_calls!`] lists every call the host makes of a running policy: its export in the
-//! WIT, its name and arguments here, and its answer. From that one list come the
+//! The SDK declares every call a policy answers (`schedhost_sdk::__policy_calls!`, in
+//! `sdk/src/interface.rs`): its export in the WIT, its name and arguments, and its answer.
+//! [`policy_calls!`] adds the host's own `turn` and hands the list on. From it come the
 //! [`PolicyBackend`] trait, the [`Call`] and [`Answered`] a wrapper sees, [`Wrapped`]'s
 //! forwarding of every call through one [`Around`] hook (timing for the metrics, the
 //! contract's recorder), [`super::NativePolicy`]'s calls into the SDK's runtime, and on the
-//! component side the calls on one instance (`calls::Scheduler`) and [`super::WasmPolicy`]'s
-//! methods. A list expanded by `macro_rules` rather than a build step: the compiler checks
-//! every expansion against the trait, and there is no generated file to keep in step.
+//! component side the calls through the component API and through a component's core
+//! module (`calls.rs`, `core_abi/`) and [`super::WasmPolicy`]'s methods; in the SDK, the
+//! runtime's forwarding methods and a component's exports. A list expanded by
+//! `macro_rules` rather than a build step: the compiler checks every expansion against the
+//! trait, and there is no generated file to keep in step.
 //!
-//! What stays written per call is how its arguments cross: their conversion to the
-//! component API's types (`calls.rs`) and their canonical-ABI lowering for a component's
-//! core module (`core_abi/`, whose export table and layouts are tested against
-//! `wit/policy.wit`).
+//! What is written by hand is how each *type* crosses, once: to the component API's values
+//! (`calls.rs`), to the canonical ABI's flat values and memory (`core_abi/cross.rs`, whose
+//! layouts and the export table built from them are tested against `wit/policy.wit`). So a
+//! new call is an entry in the SDK's list, its export in the WIT and its method on the
+//! SDK's `Policy`.
 
-use schedhost_sdk::{
-    Completion, Dispatch, Info, MergeEvent, MergeQuery, Op, Request, Setup, Tunable,
-};
+use super::Fault;
 
-use super::{Fault, Turn, turn_by_parts};
-
-/// Hands `$then` the interface's calls: first those every backend answers, each an export of
-/// the WIT, then the host's own with a default made of the others (`= default_fn`). Each
-/// is `"wit-name" name(args) -> answer`; the answer is wrapped in `Result<_, Fault>`.
-/// (`turn` is the host's: the component speaks it as `turn`, `turn-after-completion` and
-/// `take-answer`.)
+/// Hands `$then` the interface's calls: the SDK's list ([`schedhost_sdk::__policy_calls`]),
+/// every one an export of the WIT and answered by every backend, as `required`; and before
+/// it the host's own calls, each with a default made of the others (`= default_fn`), as
+/// `provided`. Each is `"wit-name" name(args) -> answer`; an argument may carry its shape
+/// (`as Words`: packed records), which only the crossings read. (`turn` is the host's: the
+/// component speaks it as `turn`, `turn-after-completion` and `take-answer`.)
 macro_rules! policy_calls {
     ($then:ident) => {
-        $then! {
-            required {
-                /// Name, version, merge preference.
-                "info" info() -> Info;
-                /// Tunables with defaults and ranges.
-                "tunables" tunables() -> Vec<Tunable>;
-                /// Creates the policy state for a device with `settings` applied; the
-                /// policy's refusal of a setting is `Ok(Err(message))`.
-                "init" init(setup: &'a Setup, settings: &'a [(String, i64)]) -> Result<(), String>;
-                /// A tunable's value.
-                "get" get(name: &'a str) -> Option<i64>;
-                /// Changes a tunable; a refusal is `Ok(Err(message))`.
-                "set" set(name: &'a str, value: i64) -> Result<(), String>;
-                /// Requests enter the scheduler.
-                "insert" insert(now_ns: u64, requests: &'a [Request]) -> ();
-                /// Dispatched requests came back from a busy device: the policy holds them
-                /// again.
-                "requeue" requeue(now_ns: u64, requests: &'a [Request]) -> ();
-                /// Up to `budget` requests for `hw_queue`.
-                "dispatch" dispatch(now_ns: u64, hw_queue: u32, budget: u32) -> Dispatch;
-                /// May a bio join a queued request?
-                "allow-merge" allow_merge(query: &'a MergeQuery) -> bool;
-                /// Queued requests grew or were absorbed.
-                "merged" merged(now_ns: u64, events: &'a [MergeEvent]) -> ();
-                /// Dispatched requests finished.
-                "completed" completed(now_ns: u64, done: &'a [Completion]) -> ();
-                /// Scheduler tags a kind of request may hold.
-                "limit-depth" limit_depth(op: Op, sync: bool) -> u32;
-                /// State for a newer build.
-                "save-state" save_state() -> Vec<u8>;
-                /// Continues from saved state; a refusal is `Ok(Err(message))`.
-                "restore-state" restore_state(state: &'a [u8]) -> Result<(), String>;
-                /// `insert` then `dispatch`, in one call.
-                "insert-and-dispatch" insert_and_dispatch(
-                    now_ns: u64,
-                    requests: &'a [Request],
-                    hw_queue: u32,
-                    budget: u32
-                ) -> Dispatch;
-            }
+        schedhost_sdk::__policy_calls! { all [$then]
             provided {
                 /// One driver turn: `turn`'s completions, merges, new requests and dispatch,
                 /// heard in that order, in as few crossings as the backend can make it (a
                 /// component: one, in flat scalars, when there is at most one completion and
                 /// one request). The answer is the dispatch's, if one was asked for.
-                "turn" turn(now_ns: u64, turn: &'a Turn<'a>) -> Option<Dispatch> = turn_by_parts;
+                "turn" turn(now_ns: u64, turn: &'a $crate::policy::Turn<'a>)
+                    -> Option<schedhost_sdk::Dispatch> = $crate::policy::turn_by_parts;
             }
         }
     };
@@ -82,8 +45,8 @@ pub(super) use policy_calls;
 /// The trait, [`Call`], [`Answered`] and [`Wrapped`]'s forwarding, from the list.
 macro_rules! declare {
     (
-        required { $($(#[$rdoc:meta])* $rwit:literal $rname:ident($($rarg:ident: $rty:ty),* $(,)?) -> $rret:ty;)* }
         provided { $($(#[$pdoc:meta])* $pwit:literal $pname:ident($($parg:ident: $pty:ty),* $(,)?) -> $pret:ty = $pdefault:path;)* }
+        required { $($(#[$rdoc:meta])* $rwit:literal $rname:ident($($rarg:ident: $rty:ty $(as $rshape:ty)?),* $(,)?) -> $rret:ty;)* }
     ) => {
         /// A running policy instance for one device. Every call may fail with a [`Fault`];
         /// answers that are the policy's own refusals (a bad tunable) come back as

@@ -1,10 +1,7 @@
 //! Policies linked into the host through the SDK's native mode: the same crate a component
 //! is built from, called directly. Used for the wasm-vs-native benchmark and in tests.
 
-use schedhost_sdk::{
-    Completion, Dispatch, Info, MergeEvent, MergeQuery, Op, Policy, Request, Runtime, Setup,
-    Tunable,
-};
+use schedhost_sdk::{Policy, Runtime};
 
 use super::{Fault, PolicyBackend};
 
@@ -23,8 +20,8 @@ impl<P: Policy> Default for NativePolicy<P> {
 /// name and arguments for each; the provided ones keep their defaults.
 macro_rules! native_calls {
     (
-        required { $($(#[$doc:meta])* $wit:literal $name:ident($($arg:ident: $ty:ty),* $(,)?) -> $ret:ty;)* }
         provided { $($provided:tt)* }
+        required { $($(#[$doc:meta])* $wit:literal $name:ident($($arg:ident: $ty:ty $(as $shape:ty)?),* $(,)?) -> $ret:ty;)* }
     ) => {
         #[allow(
             clippy::extra_unused_lifetimes,

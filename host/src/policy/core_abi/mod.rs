@@ -14,11 +14,8 @@
 //! checked against its memory before it is read, lengths are bounded before anything is
 //! copied, and text must be UTF-8.
 
-use schedhost_sdk::{
-    Completion, Dispatch, Info, MergeEvent, MergeKind, MergeQuery, Op, Request, Setup, Tunable,
-    packed,
-};
-use wasmtime::{Engine, Instance, Module, Store, TypedFunc};
+use schedhost_sdk::Dispatch;
+use wasmtime::{Engine, Func, Instance, Module, Store, TypedFunc, ValRaw, ValType};
 
 use super::calls::{Caps, INTERFACE, INTERFACE_VERSION, Scheduler};
 
@@ -28,10 +25,13 @@ const MAX_ANSWER_IDS: u32 = 1 << 16;
 /// Most bytes of saved state read back.
 const MAX_STATE_BYTES: u32 = 64 << 20;
 
+mod cross;
 mod guest;
 mod layout;
 
+use cross::{Flats, Lift, Lower, MAX_FLAT};
 use guest::{Guest, bad};
+use layout::Flat;
 
 /// The core module of a component, if the component is one this module can call.
 #[derive(Clone)]
@@ -82,7 +82,6 @@ impl CoreModule {
                         && r.iter().zip(results).all(|(a, b)| a.matches(b))
                 })
         };
-        let f = |name: &str| format!("{INTERFACE}@{INTERFACE_VERSION}#{name}");
         let core = |types: &[layout::Flat]| -> Vec<wasmtime::ValType> {
             types
                 .iter()
@@ -96,87 +95,195 @@ impl CoreModule {
             .get_export("memory")
             .is_some_and(|e| e.memory().is_some())
             && func("cabi_realloc", &[I32, I32, I32, I32], &[I32])
-            && layout::EXPORTS
-                .iter()
-                .all(|(name, params, results)| func(&f(name), &core(params), &core(results)))
+            && exports().iter().all(|(name, params, results)| {
+                func(&export_name(name), &core(params), &core(results))
+            })
     }
+}
 
-    /// Instantiates the module in `store` and looks up every function once.
-    pub(super) fn instantiate(&self, store: &mut Store<Caps>) -> wasmtime::Result<CoreCalls> {
-        let instance = Instance::new(&mut *store, &self.module, &[])?;
-        let name = |n: &str| format!("{INTERFACE}@{INTERFACE_VERSION}#{n}");
-        let post = |store: &mut Store<Caps>, n: &str| {
-            instance
-                .get_typed_func::<u32, ()>(&mut *store, &format!("cabi_post_{}", name(n)))
-                .ok()
-        };
-        macro_rules! typed {
-            ($n:expr) => {
-                instance.get_typed_func(&mut *store, &name($n))?
-            };
+/// The export `name` of the interface under its canonical-ABI name.
+fn export_name(name: &str) -> String {
+    format!("{INTERFACE}@{INTERFACE_VERSION}#{name}")
+}
+
+/// One export of the interface in a core instance: its function, the core type it has, and
+/// its post-return function if it has one.
+struct Export {
+    func: Func,
+    params: usize,
+    /// Bit i set: parameter i is `i64`.
+    wide: u32,
+    results: usize,
+    post: Option<TypedFunc<u32, ()>>,
+}
+
+impl Export {
+    fn find(instance: &Instance, store: &mut Store<Caps>, name: &str) -> wasmtime::Result<Self> {
+        let full = export_name(name);
+        let func = instance
+            .get_func(&mut *store, &full)
+            .ok_or_else(|| wasmtime::Error::msg(format!("the policy does not export {full}")))?;
+        let ty = func.ty(&*store);
+        let mut wide = 0;
+        for (i, param) in ty.params().enumerate() {
+            if param.matches(&ValType::I64) {
+                wide |= 1 << i;
+            }
         }
-        Ok(CoreCalls {
-            guest: Guest(
-                instance
-                    .get_memory(&mut *store, "memory")
-                    .ok_or_else(|| wasmtime::Error::msg("the policy exports no memory"))?,
-            ),
-            realloc: instance.get_typed_func(&mut *store, "cabi_realloc")?,
-            info: (typed!("info"), post(store, "info")),
-            tunables: (typed!("tunables"), post(store, "tunables")),
-            init: (typed!("init"), post(store, "init")),
-            get: (typed!("get"), post(store, "get")),
-            set: (typed!("set"), post(store, "set")),
-            insert: typed!("insert"),
-            requeue: typed!("requeue"),
-            dispatch: (typed!("dispatch"), post(store, "dispatch")),
-            insert_and_dispatch: (
-                typed!("insert-and-dispatch"),
-                post(store, "insert-and-dispatch"),
-            ),
-            allow_merge: typed!("allow-merge"),
-            merged: typed!("merged"),
-            completed: typed!("completed"),
-            limit_depth: typed!("limit-depth"),
-            save_state: (typed!("save-state"), post(store, "save-state")),
-            restore_state: (typed!("restore-state"), post(store, "restore-state")),
-            turn: typed!("turn"),
-            turn_after_completion: typed!("turn-after-completion"),
-            take_answer: (typed!("take-answer"), post(store, "take-answer")),
+        let post = instance
+            .get_typed_func::<u32, ()>(&mut *store, &format!("cabi_post_{full}"))
+            .ok();
+        Ok(Self {
+            func,
+            params: ty.params().len(),
+            wide,
+            results: ty.results().len(),
+            post,
         })
     }
+
+    /// Calls the function with the lowered `flat`, reads its answer with `lift`, then lets
+    /// the guest free what the answer held (its post-return function, if it has one).
+    fn call<T>(
+        &self,
+        store: &mut Store<Caps>,
+        mut flat: Flats,
+        lift: impl FnOnce(&Store<Caps>, &[ValRaw]) -> wasmtime::Result<T>,
+    ) -> wasmtime::Result<T> {
+        // The values must be what the function takes, one for one and of its types, and its
+        // results must fit where they are written: checked here, against the function's own
+        // type, so a lowering that drifted from its `FLAT` fails the call instead of
+        // crossing.
+        if flat.len != self.params || flat.wide != self.wide || self.results > MAX_FLAT {
+            return Err(bad("a call lowered to values its export does not take"));
+        }
+        // SAFETY: `flat.vals` holds exactly the function's parameters, each of its type (all
+        // are i32 or i64, checked just above against `func.ty`), and has room for its
+        // results; there are no reference types, and the call is not made from inside
+        // another call into the store.
+        unsafe { self.func.call_unchecked(&mut *store, &mut flat.vals[..]) }?;
+        let results = &flat.vals[..self.results];
+        let answer = lift(store, results)?;
+        if let (Some(post), [area]) = (&self.post, results) {
+            post.call(store, area.get_u32())?;
+        }
+        Ok(answer)
+    }
 }
 
-/// A function returning its results in a return area, and its post-return function.
-type WithPost<P> = (TypedFunc<P, u32>, Option<TypedFunc<u32, ()>>);
+/// `turn-after-completion`'s flat scalars: the completion's words, then the turn's.
+type TurnAfterCompletion =
+    TypedFunc<(u64, u64, u64, u64, u64, u64, u64, u64, u64, u64, u64, u64), u64>;
 
-/// The interface's functions in one core instance.
-pub(super) struct CoreCalls {
-    guest: Guest,
-    realloc: TypedFunc<(u32, u32, u32, u32), u32>,
-    info: WithPost<()>,
-    tunables: WithPost<()>,
-    init: WithPost<(u32, u32, u32, u32, u32)>,
-    get: WithPost<(u32, u32)>,
-    set: WithPost<(u32, u32, i64)>,
-    insert: TypedFunc<(u64, u32, u32), ()>,
-    requeue: TypedFunc<(u64, u32, u32), ()>,
-    dispatch: WithPost<(u64, u32, u32)>,
-    insert_and_dispatch: WithPost<(u64, u32, u32, u32, u32)>,
-    #[expect(clippy::type_complexity, reason = "a merge query's flat scalars")]
-    allow_merge: TypedFunc<(u64, u32, u32, u32, u64, u32, u32, u32), u32>,
-    merged: TypedFunc<(u64, u32, u32), ()>,
-    completed: TypedFunc<(u64, u32, u32), ()>,
-    limit_depth: TypedFunc<(u32, u32), u32>,
-    save_state: WithPost<()>,
-    restore_state: WithPost<(u32, u32)>,
-    #[expect(clippy::type_complexity, reason = "the flat scalars of one crossing")]
-    turn: TypedFunc<(u64, u64, u64, u64, u64, u64, u64), u64>,
-    #[expect(clippy::type_complexity, reason = "the flat scalars of one crossing")]
-    turn_after_completion:
-        TypedFunc<(u64, u64, u64, u64, u64, u64, u64, u64, u64, u64, u64, u64), u64>,
-    take_answer: WithPost<()>,
+/// The interface's functions in one core instance, their export table and their calls,
+/// from the interface's list: each call lowers its arguments by their types' [`Lower`] and
+/// lifts its answer by [`Lift`].
+macro_rules! core_calls {
+    (
+        provided { $($provided:tt)* }
+        required { $($(#[$doc:meta])* $wit:literal $name:ident($($arg:ident: $ty:ty $(as $shape:ty)?),* $(,)?) -> $ret:ty;)* }
+    ) => {
+        /// Every export of the interface the host calls, with its core signature (params,
+        /// results), each built from its types' flat forms: what a component's one core
+        /// module must export to be called directly. Checked against the WIT's
+        /// canonical-ABI signatures by `exports_match_the_wit`.
+        #[allow(
+            clippy::extra_unused_lifetimes,
+            reason = "the argument types name 'a; their flat forms do not depend on it"
+        )]
+        pub(super) fn exports<'a>() -> Vec<(&'static str, Vec<Flat>, Vec<Flat>)> {
+            let mut list = vec![$({
+                let params: &[&[Flat]] = &[$(<$ty as Lower<$($shape)?>>::FLAT),*];
+                ($wit, params.concat(), <$ret as Lift>::FLAT.to_vec())
+            },)*];
+            list.extend(
+                layout::TURN_EXPORTS
+                    .iter()
+                    .map(|(name, params, results)| (*name, params.to_vec(), results.to_vec())),
+            );
+            list
+        }
+
+        /// The interface's functions in one core instance.
+        pub(super) struct CoreCalls {
+            guest: Guest,
+            realloc: TypedFunc<(u32, u32, u32, u32), u32>,
+            $($name: Export,)*
+            turn: TypedFunc<(u64, u64, u64, u64, u64, u64, u64), u64>,
+            turn_after_completion: TurnAfterCompletion,
+            take_answer: Export,
+        }
+
+        impl CoreModule {
+            /// Instantiates the module in `store` and looks up every function once.
+            pub(super) fn instantiate(&self, store: &mut Store<Caps>) -> wasmtime::Result<CoreCalls> {
+                let instance = Instance::new(&mut *store, &self.module, &[])?;
+                Ok(CoreCalls {
+                    guest: Guest(
+                        instance
+                            .get_memory(&mut *store, "memory")
+                            .ok_or_else(|| wasmtime::Error::msg("the policy exports no memory"))?,
+                    ),
+                    realloc: instance.get_typed_func(&mut *store, "cabi_realloc")?,
+                    $($name: Export::find(&instance, store, $wit)?,)*
+                    turn: instance.get_typed_func(&mut *store, &export_name("turn"))?,
+                    turn_after_completion: instance
+                        .get_typed_func(&mut *store, &export_name("turn-after-completion"))?,
+                    take_answer: Export::find(&instance, store, "take-answer")?,
+                })
+            }
+        }
+
+        #[allow(
+            clippy::extra_unused_lifetimes,
+            reason = "every call is declared with 'a, whether its arguments borrow or not"
+        )]
+        impl Scheduler for CoreCalls {
+            $(fn $name<'a>(&self, store: &mut Store<Caps>, $($arg: $ty),*) -> wasmtime::Result<$ret> {
+                #[allow(unused_mut, reason = "a call without arguments lowers nothing")]
+                let mut flat = Flats::default();
+                $(<$ty as Lower<$($shape)?>>::lower($arg, self, store, &mut flat)?;)*
+                self.$name.call(store, flat, |store, results| {
+                    <$ret as Lift>::lift(&self.guest, store, results)
+                })
+            })*
+
+            fn turn_flat(
+                &self,
+                store: &mut Store<Caps>,
+                now_ns: u64,
+                control: u64,
+                r: &[u64; 5],
+            ) -> wasmtime::Result<u64> {
+                self.turn
+                    .call(store, (now_ns, control, r[0], r[1], r[2], r[3], r[4]))
+            }
+
+            fn turn_after_completion(
+                &self,
+                store: &mut Store<Caps>,
+                now_ns: u64,
+                control: u64,
+                c: &[u64; 5],
+                r: &[u64; 5],
+            ) -> wasmtime::Result<u64> {
+                self.turn_after_completion.call(
+                    store,
+                    (
+                        now_ns, control, c[0], c[1], c[2], c[3], c[4], r[0], r[1], r[2], r[3], r[4],
+                    ),
+                )
+            }
+
+            fn take_answer(&self, store: &mut Store<Caps>) -> wasmtime::Result<Dispatch> {
+                self.take_answer.call(store, Flats::default(), |store, results| {
+                    Dispatch::lift(&self.guest, store, results)
+                })
+            }
+        }
+    };
 }
+super::interface::policy_calls!(core_calls);
 
 impl CoreCalls {
     /// Room for `len` bytes in guest memory, allocated by its `cabi_realloc` at `align`: the
@@ -208,287 +315,6 @@ impl CoreCalls {
         target.copy_from_slice(bytes);
         Ok(ptr)
     }
-
-    /// Packs `records` straight into guest memory, little-endian as the guest reads them:
-    /// the list's pointer and its length in words.
-    fn lower_packed<T>(
-        &self,
-        store: &mut Store<Caps>,
-        records: &[T],
-        words_of: impl Fn(&T) -> [u64; packed::WORDS],
-    ) -> wasmtime::Result<(u32, u32)> {
-        const RECORD_BYTES: usize = packed::WORDS * 8;
-        let words = records
-            .len()
-            .checked_mul(packed::WORDS)
-            .and_then(|w| u32::try_from(w).ok())
-            .ok_or_else(|| bad("an argument past 4 GiB"))?;
-        let (ptr, target) = self.allocate(store, words as usize * 8, 8)?;
-        for (slot, record) in target.chunks_exact_mut(RECORD_BYTES).zip(records) {
-            for (bytes, word) in slot.chunks_exact_mut(8).zip(words_of(record)) {
-                bytes.copy_from_slice(&word.to_le_bytes());
-            }
-        }
-        Ok((ptr, words))
-    }
-
-    fn lower_str(&self, store: &mut Store<Caps>, s: &str) -> wasmtime::Result<(u32, u32)> {
-        Ok((self.lower(store, s.as_bytes(), 1)?, s.len() as u32))
-    }
-}
-
-/// The WIT enum `op`'s case index.
-fn op_index(op: Op) -> u32 {
-    match op {
-        Op::Read => 0,
-        Op::Write => 1,
-        Op::Flush => 2,
-        Op::Discard => 3,
-    }
-}
-
-/// The WIT enum `merge-kind`'s case index.
-fn kind_index(kind: MergeKind) -> u8 {
-    match kind {
-        MergeKind::Back => 0,
-        MergeKind::Front => 1,
-    }
-}
-
-impl Scheduler for CoreCalls {
-    fn info(&self, store: &mut Store<Caps>) -> wasmtime::Result<Info> {
-        answered(store, &self.info, (), |s, area| self.guest.info_at(s, area))
-    }
-
-    fn tunables(&self, store: &mut Store<Caps>) -> wasmtime::Result<Vec<Tunable>> {
-        answered(store, &self.tunables, (), |s, area| {
-            self.guest.tunables_at(s, area)
-        })
-    }
-
-    fn init(
-        &self,
-        store: &mut Store<Caps>,
-        setup: &Setup,
-        settings: &[(String, i64)],
-    ) -> wasmtime::Result<Result<(), String>> {
-        let mut tuples = Vec::with_capacity(settings.len() * layout::SETTING_SIZE);
-        for (name, value) in settings {
-            let (ptr, len) = self.lower_str(store, name)?;
-            let mut tuple = [0u8; layout::SETTING_SIZE];
-            tuple[..4].copy_from_slice(&ptr.to_le_bytes());
-            tuple[layout::LEN as usize..8].copy_from_slice(&len.to_le_bytes());
-            tuple[layout::SETTING_VALUE..].copy_from_slice(&value.to_le_bytes());
-            tuples.extend_from_slice(&tuple);
-        }
-        let list = self.lower(store, &tuples, 8)?;
-        let params = (
-            setup.hw_queues,
-            setup.queue_depth,
-            setup.nr_requests,
-            list,
-            settings.len() as u32,
-        );
-        answered(store, &self.init, params, |s, area| {
-            self.guest.unit_or_string(s, area)
-        })
-    }
-
-    fn get(&self, store: &mut Store<Caps>, name: &str) -> wasmtime::Result<Option<i64>> {
-        let (ptr, len) = self.lower_str(store, name)?;
-        answered(store, &self.get, (ptr, len), |s, area| {
-            self.guest.option_s64_at(s, area)
-        })
-    }
-
-    fn set(
-        &self,
-        store: &mut Store<Caps>,
-        name: &str,
-        value: i64,
-    ) -> wasmtime::Result<Result<(), String>> {
-        let (ptr, len) = self.lower_str(store, name)?;
-        answered(store, &self.set, (ptr, len, value), |s, area| {
-            self.guest.unit_or_string(s, area)
-        })
-    }
-
-    fn insert(
-        &self,
-        store: &mut Store<Caps>,
-        now_ns: u64,
-        requests: &[Request],
-    ) -> wasmtime::Result<()> {
-        let (ptr, len) = self.lower_packed(store, requests, packed::request_words)?;
-        self.insert.call(store, (now_ns, ptr, len))
-    }
-
-    fn requeue(
-        &self,
-        store: &mut Store<Caps>,
-        now_ns: u64,
-        requests: &[Request],
-    ) -> wasmtime::Result<()> {
-        let (ptr, len) = self.lower_packed(store, requests, packed::request_words)?;
-        self.requeue.call(store, (now_ns, ptr, len))
-    }
-
-    fn dispatch(
-        &self,
-        store: &mut Store<Caps>,
-        now_ns: u64,
-        hw_queue: u32,
-        budget: u32,
-    ) -> wasmtime::Result<Dispatch> {
-        answered(
-            store,
-            &self.dispatch,
-            (now_ns, hw_queue, budget),
-            |s, area| self.guest.answer_at(s, area),
-        )
-    }
-
-    fn insert_and_dispatch(
-        &self,
-        store: &mut Store<Caps>,
-        now_ns: u64,
-        requests: &[Request],
-        hw_queue: u32,
-        budget: u32,
-    ) -> wasmtime::Result<Dispatch> {
-        let (ptr, len) = self.lower_packed(store, requests, packed::request_words)?;
-        let params = (now_ns, ptr, len, hw_queue, budget);
-        answered(store, &self.insert_and_dispatch, params, |s, area| {
-            self.guest.answer_at(s, area)
-        })
-    }
-
-    fn allow_merge(&self, store: &mut Store<Caps>, q: &MergeQuery) -> wasmtime::Result<bool> {
-        let answer = self.allow_merge.call(
-            store,
-            (
-                q.target.0,
-                q.target_ctx,
-                q.ctx,
-                op_index(q.op),
-                q.sector.0,
-                q.sectors,
-                u32::from(q.sync),
-                u32::from(kind_index(q.kind)),
-            ),
-        )?;
-        Ok(answer != 0)
-    }
-
-    fn merged(
-        &self,
-        store: &mut Store<Caps>,
-        now_ns: u64,
-        events: &[MergeEvent],
-    ) -> wasmtime::Result<()> {
-        use layout::{
-            EVENT_ABSORBED, EVENT_ABSORBED_VALUE, EVENT_KIND, EVENT_SECTOR, EVENT_SECTORS,
-        };
-        let mut bytes = Vec::with_capacity(events.len() * layout::EVENT_SIZE);
-        for e in events {
-            let mut record = [0u8; layout::EVENT_SIZE];
-            record[..EVENT_SECTOR].copy_from_slice(&e.target.0.to_le_bytes());
-            record[EVENT_SECTOR..EVENT_SECTOR + 8].copy_from_slice(&e.sector.0.to_le_bytes());
-            record[EVENT_SECTORS..EVENT_SECTORS + 4].copy_from_slice(&e.sectors.to_le_bytes());
-            record[EVENT_KIND] = kind_index(e.kind);
-            if let Some(absorbed) = e.absorbed {
-                record[EVENT_ABSORBED] = 1;
-                record[EVENT_ABSORBED_VALUE..].copy_from_slice(&absorbed.0.to_le_bytes());
-            }
-            bytes.extend_from_slice(&record);
-        }
-        let ptr = self.lower(store, &bytes, 8)?;
-        self.merged.call(store, (now_ns, ptr, events.len() as u32))
-    }
-
-    fn completed(
-        &self,
-        store: &mut Store<Caps>,
-        now_ns: u64,
-        done: &[Completion],
-    ) -> wasmtime::Result<()> {
-        let (ptr, len) = self.lower_packed(store, done, packed::completion_words)?;
-        self.completed.call(store, (now_ns, ptr, len))
-    }
-
-    fn limit_depth(&self, store: &mut Store<Caps>, op: Op, sync: bool) -> wasmtime::Result<u32> {
-        self.limit_depth
-            .call(store, (op_index(op), u32::from(sync)))
-    }
-
-    fn save_state(&self, store: &mut Store<Caps>) -> wasmtime::Result<Vec<u8>> {
-        answered(store, &self.save_state, (), |s, area| {
-            self.guest.state_at(s, area)
-        })
-    }
-
-    fn restore_state(
-        &self,
-        store: &mut Store<Caps>,
-        state: &[u8],
-    ) -> wasmtime::Result<Result<(), String>> {
-        let ptr = self.lower(store, state, 1)?;
-        answered(
-            store,
-            &self.restore_state,
-            (ptr, state.len() as u32),
-            |s, area| self.guest.unit_or_string(s, area),
-        )
-    }
-
-    fn turn_flat(
-        &self,
-        store: &mut Store<Caps>,
-        now_ns: u64,
-        control: u64,
-        r: &[u64; 5],
-    ) -> wasmtime::Result<u64> {
-        self.turn
-            .call(store, (now_ns, control, r[0], r[1], r[2], r[3], r[4]))
-    }
-
-    fn turn_after_completion(
-        &self,
-        store: &mut Store<Caps>,
-        now_ns: u64,
-        control: u64,
-        c: &[u64; 5],
-        r: &[u64; 5],
-    ) -> wasmtime::Result<u64> {
-        self.turn_after_completion.call(
-            store,
-            (
-                now_ns, control, c[0], c[1], c[2], c[3], c[4], r[0], r[1], r[2], r[3], r[4],
-            ),
-        )
-    }
-
-    fn take_answer(&self, store: &mut Store<Caps>) -> wasmtime::Result<Dispatch> {
-        answered(store, &self.take_answer, (), |s, area| {
-            self.guest.answer_at(s, area)
-        })
-    }
-}
-
-/// Calls `func` with `params`, reads its answer from the return area with `read`, then lets
-/// the guest free what the answer held (its post-return function, if it has one).
-fn answered<P: wasmtime::WasmParams, T>(
-    store: &mut Store<Caps>,
-    (func, post): &WithPost<P>,
-    params: P,
-    read: impl FnOnce(&Store<Caps>, u32) -> wasmtime::Result<T>,
-) -> wasmtime::Result<T> {
-    let area = func.call(&mut *store, params)?;
-    let answer = read(store, area)?;
-    if let Some(post) = post {
-        post.call(store, area)?;
-    }
-    Ok(answer)
 }
 
 #[cfg(test)]

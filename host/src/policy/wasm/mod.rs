@@ -13,9 +13,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use schedhost_sdk::packed;
-use schedhost_sdk::{
-    Completion, Dispatch, Info, MergeEvent, MergeQuery, Op, Request, RequestId, Setup, Tunable,
-};
+use schedhost_sdk::{Completion, Dispatch, Info, Request, RequestId, Setup, Tunable};
 use wasmtime::component::{Component, Linker, types::ComponentItem};
 use wasmtime::{
     Config, Engine, InstanceAllocationStrategy, OptLevel, PoolingAllocationConfig, Store, Trap,
@@ -121,8 +119,8 @@ impl WasmPolicy {
 /// ([`Checked`]): generated from the interface's list.
 macro_rules! component_calls {
     (
-        required { $($(#[$doc:meta])* $wit:literal $name:ident($($arg:ident: $ty:ty),* $(,)?) -> $ret:ty;)* }
         provided { $($provided:tt)* }
+        required { $($(#[$doc:meta])* $wit:literal $name:ident($($arg:ident: $ty:ty $(as $shape:ty)?),* $(,)?) -> $ret:ty;)* }
     ) => {
         #[allow(
             clippy::extra_unused_lifetimes,
