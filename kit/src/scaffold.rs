@@ -16,6 +16,7 @@ const SDK_SOURCES: &[(&str, &str)] = &[
         include_str!("../../sdk/src/collections.rs"),
     ),
     ("guest.rs", include_str!("../../sdk/src/guest.rs")),
+    ("interface.rs", include_str!("../../sdk/src/interface.rs")),
     ("packed.rs", include_str!("../../sdk/src/packed.rs")),
     ("policy.rs", include_str!("../../sdk/src/policy.rs")),
     ("runtime.rs", include_str!("../../sdk/src/runtime.rs")),
