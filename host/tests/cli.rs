@@ -174,7 +174,10 @@ fn inspect_lists_tunables_of_a_component() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(text.contains("policy:     cscan 0.1.0"), "{text}");
     assert!(
-        text.contains("interface:  schedhost:policy/scheduler@0.3.0"),
+        text.contains(&format!(
+            "interface:  schedhost:policy/scheduler@{}",
+            schedhost_sdk::INTERFACE_VERSION
+        )),
         "{text}"
     );
     assert!(

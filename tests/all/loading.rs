@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use schedhost::policy::{LoadError, PolicyBackend, resolve};
+use schedhost_sdk::INTERFACE_VERSION;
 
 use crate::helpers::{component, runtime};
 
@@ -56,7 +57,9 @@ fn component_of_another_interface_version_is_refused() {
     assert!(matches!(err, LoadError::Version { .. }), "{err}");
     assert_eq!(
         err.to_string(),
-        "p.wasm implements schedhost:policy/scheduler@0.1.0, but this schedhost speaks schedhost:policy/scheduler@0.3.0; rebuild the policy from its source against schedhost-sdk 0.3.0 (`cargo xtask build-policy DIR`)"
+        format!(
+            "p.wasm implements schedhost:policy/scheduler@0.1.0, but this schedhost speaks schedhost:policy/scheduler@{INTERFACE_VERSION}; rebuild the policy from its source against schedhost-sdk {INTERFACE_VERSION} (`cargo xtask build-policy DIR`)"
+        )
     );
 }
 
@@ -74,9 +77,9 @@ fn component_without_the_interface_is_not_a_policy() {
 
 #[test]
 fn component_with_the_name_but_not_the_functions_is_invalid() {
-    let err = load_wat(
-        r#"(component (instance $i) (export "schedhost:policy/scheduler@0.3.0" (instance $i)))"#,
-    );
+    let err = load_wat(&format!(
+        r#"(component (instance $i) (export "schedhost:policy/scheduler@{INTERFACE_VERSION}" (instance $i)))"#,
+    ));
     assert!(matches!(err, LoadError::Invalid { .. }), "{err}");
 }
 

@@ -274,38 +274,20 @@ fn policy_asking_to_be_woken_is_called_again_at_that_time() {
     );
 }
 
-/// noop whose tunables are three names and whose `get` fails as a looping call would, at
-/// its deadline: what `ctl get` met.
+/// Fails every `get` as a looping call would, at its deadline: what `ctl get` met.
 struct FailingGet {
-    inner: Box<dyn schedhost::policy::PolicyBackend>,
     gets: std::sync::Arc<std::sync::atomic::AtomicU32>,
 }
 
-impl schedhost::policy::PolicyBackend for FailingGet {
-    fn info(&mut self) -> Result<schedhost_sdk::Info, schedhost::policy::Fault> {
-        self.inner.info()
-    }
-    fn tunables(&mut self) -> Result<Vec<schedhost_sdk::Tunable>, schedhost::policy::Fault> {
-        Ok(["a", "b", "c"]
-            .into_iter()
-            .map(|name| schedhost_sdk::Tunable {
-                name: name.into(),
-                default: 0,
-                min: 0,
-                max: 1,
-                unit: String::new(),
-                help: String::new(),
-            })
-            .collect())
-    }
-    fn init(
+impl schedhost::policy::Around for FailingGet {
+    fn before(
         &mut self,
-        setup: &Setup,
-        settings: &[(String, i64)],
-    ) -> Result<Result<(), String>, schedhost::policy::Fault> {
-        self.inner.init(setup, settings)
-    }
-    fn get(&mut self, _: &str) -> Result<Option<i64>, schedhost::policy::Fault> {
+        _: &mut dyn schedhost::policy::PolicyBackend,
+        call: &schedhost::policy::Call<'_>,
+    ) -> Result<(), schedhost::policy::Fault> {
+        if !matches!(call, schedhost::policy::Call::get { .. }) {
+            return Ok(());
+        }
         self.gets.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Err(schedhost::policy::Fault {
             kind: FaultKind::Timeout,
@@ -313,70 +295,28 @@ impl schedhost::policy::PolicyBackend for FailingGet {
             message: "ran past its deadline (100 ms)".into(),
         })
     }
-    fn set(
+    fn after(
         &mut self,
-        name: &str,
-        value: i64,
-    ) -> Result<Result<(), String>, schedhost::policy::Fault> {
-        self.inner.set(name, value)
+        _: &mut dyn schedhost::policy::PolicyBackend,
+        _: &schedhost::policy::Call<'_>,
+        _: schedhost::policy::Answered<'_>,
+    ) {
     }
-    fn insert(&mut self, now: u64, requests: &[Request]) -> Result<(), schedhost::policy::Fault> {
-        self.inner.insert(now, requests)
-    }
-    fn requeue(&mut self, now: u64, requests: &[Request]) -> Result<(), schedhost::policy::Fault> {
-        self.inner.requeue(now, requests)
-    }
-    fn insert_and_dispatch(
-        &mut self,
-        now: u64,
-        requests: &[Request],
-        hw_queue: u32,
-        budget: u32,
-    ) -> Result<schedhost_sdk::Dispatch, schedhost::policy::Fault> {
-        self.inner
-            .insert_and_dispatch(now, requests, hw_queue, budget)
-    }
-    fn dispatch(
-        &mut self,
-        now: u64,
-        q: u32,
-        budget: u32,
-    ) -> Result<Dispatch, schedhost::policy::Fault> {
-        self.inner.dispatch(now, q, budget)
-    }
-    fn allow_merge(
-        &mut self,
-        query: &schedhost_sdk::MergeQuery,
-    ) -> Result<bool, schedhost::policy::Fault> {
-        self.inner.allow_merge(query)
-    }
-    fn merged(&mut self, now: u64, events: &[MergeEvent]) -> Result<(), schedhost::policy::Fault> {
-        self.inner.merged(now, events)
-    }
-    fn completed(&mut self, now: u64, done: &[Completion]) -> Result<(), schedhost::policy::Fault> {
-        self.inner.completed(now, done)
-    }
-    fn limit_depth(&mut self, op: Op, sync: bool) -> Result<u32, schedhost::policy::Fault> {
-        self.inner.limit_depth(op, sync)
-    }
-    fn save_state(&mut self) -> Result<Vec<u8>, schedhost::policy::Fault> {
-        self.inner.save_state()
-    }
-    fn restore_state(
-        &mut self,
-        state: &[u8],
-    ) -> Result<Result<(), String>, schedhost::policy::Fault> {
-        self.inner.restore_state(state)
+    fn fresh(&self) -> Option<Self> {
+        None
     }
 }
 
 #[test]
 fn reading_tunables_is_supervised_the_first_failing_get_ejects_and_no_more_are_made() {
     let gets = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
-    let policy = FailingGet {
-        inner: schedhost::policy::native_policy("noop").unwrap(),
-        gets: std::sync::Arc::clone(&gets),
-    };
+    // deadline has several tunables: only the first read may be made.
+    let policy = schedhost::policy::Wrapped::new(
+        schedhost::policy::native_policy("deadline").unwrap(),
+        FailingGet {
+            gets: std::sync::Arc::clone(&gets),
+        },
+    );
     let mut core = Core::new(
         Config::for_device(1, 4, 2560),
         Box::new(policy),
@@ -387,7 +327,7 @@ fn reading_tunables_is_supervised_the_first_failing_get_ejects_and_no_more_are_m
     let answer = core.tunable_values(7).expect("ejection is not a stop");
     let why = answer.expect_err("the read failed");
     assert!(why.contains("failed in get and was ejected"), "{why}");
-    // Before, each of the three tunables waited out its own deadline and the policy stayed.
+    // Before, each tunable waited out its own deadline and the policy stayed.
     assert_eq!(gets.load(std::sync::atomic::Ordering::Relaxed), 1);
     assert_eq!(core.ejections().len(), 1);
     assert_eq!(
