@@ -191,6 +191,12 @@ void exports_schedhost_policy_scheduler_requeue(uint64_t now_ns, policy_list_u64
     exports_schedhost_policy_scheduler_insert(now_ns, requests);
 }
 
+// The groups sharing the device: SSTF serves by position alone, so it keeps none of them.
+void exports_schedhost_policy_scheduler_groups(uint64_t now_ns, policy_list_u64_t *groups) {
+    (void)now_ns;
+    policy_list_u64_free(groups);
+}
+
 void exports_schedhost_policy_scheduler_dispatch(uint64_t now_ns, uint32_t hw_queue, uint32_t budget,
                                                  answer_t *ret) {
     (void)hw_queue;

@@ -70,6 +70,9 @@ macro_rules! __policy_calls {
                 "allow-merge" allow_merge(query: &'a $crate::MergeQuery) -> bool;
                 /// Dispatched requests finished.
                 "completed" completed(now_ns: u64, done: &'a [$crate::Completion] as $crate::packed::Words) -> ();
+                /// The groups' parameters: every group, at the start and whenever one
+                /// changes.
+                "groups" groups(now_ns: u64, groups: &'a [$crate::Group] as $crate::packed::Words) -> ();
                 /// State for a newer build.
                 "save-state" save_state() -> Vec<u8>;
                 /// Continues from saved state; a refusal is `Err(message)`.

@@ -104,7 +104,7 @@ pub use collections::{
 pub use policy::{Policy, TunableSpec};
 pub use runtime::Runtime;
 pub use types::{
-    Completion, Dispatch, Info, MergeEvent, MergeKind, MergeQuery, Op, PrioClass, Request,
+    Completion, Dispatch, Group, Info, MergeEvent, MergeKind, MergeQuery, Op, PrioClass, Request,
     RequestId, Sector, Setup, Tunable,
 };
 

@@ -3,7 +3,7 @@
 //! field by field; `schedhost bench` measured the difference (BENCHMARKS.md). The layouts are
 //! documented in `wit/policy.wit`.
 
-use crate::types::{Completion, Op, PrioClass, Request, RequestId, Sector};
+use crate::types::{Completion, Group, Op, PrioClass, Request, RequestId, Sector};
 
 /// Words per packed request or completion.
 pub const WORDS: usize = 5;
@@ -157,6 +157,35 @@ impl Packed for Completion {
     #[inline(always)]
     fn unpack(words: &[u64]) -> Self {
         unpack_completion(words)
+    }
+}
+
+/// A group in seven words: [id | weight << 32, reserve-iops, riops, wiops, rbps, wbps,
+/// latency-target-ns], 0 where a parameter is not set (none can be 0 when set).
+impl Packed for Group {
+    const WORDS: usize = 7;
+    fn pack(&self, out: &mut [u64]) {
+        let word = |v: Option<u64>| v.unwrap_or(0);
+        out.copy_from_slice(&[
+            u64::from(self.id) | u64::from(self.weight) << 32,
+            word(self.reserve_iops),
+            word(self.limit_iops[0]),
+            word(self.limit_iops[1]),
+            word(self.limit_bps[0]),
+            word(self.limit_bps[1]),
+            word(self.latency_target_ns),
+        ]);
+    }
+    fn unpack(w: &[u64]) -> Self {
+        let set = |v: u64| (v != 0).then_some(v);
+        Group {
+            id: w[0] as u32,
+            weight: (w[0] >> 32) as u32,
+            reserve_iops: set(w[1]),
+            limit_iops: [set(w[2]), set(w[3])],
+            limit_bps: [set(w[4]), set(w[5])],
+            latency_target_ns: set(w[6]),
+        }
     }
 }
 

@@ -1,6 +1,6 @@
 //! The trait a policy author implements.
 
-use crate::types::{Completion, Dispatch, MergeEvent, MergeQuery, Op, Request, Setup};
+use crate::types::{Completion, Dispatch, Group, MergeEvent, MergeQuery, Op, Request, Setup};
 
 /// One tunable, declared once by a policy in [`Policy::TUNABLES`] and bound to the field
 /// that holds its value.
@@ -108,6 +108,14 @@ pub trait Policy: Sized + 'static {
     /// Dispatched requests finished. Only called when `COMPLETIONS` is set (the default).
     fn completed(&mut self, now_ns: u64, done: &[Completion]) {
         let _ = (now_ns, done);
+    }
+
+    /// The groups sharing the device and what each is promised ([`Group`]): every group,
+    /// before the first request of a run that has groups and again whenever one changes
+    /// (`ctl group`), so the latest call is the whole picture. A policy that serves no
+    /// groups ignores it (the default).
+    fn groups(&mut self, now_ns: u64, groups: &[Group]) {
+        let _ = (now_ns, groups);
     }
 
     /// Scheduler tags requests of this kind may hold, or `None` for no limit.

@@ -190,6 +190,28 @@ pub struct MergeEvent {
     pub absorbed: Option<RequestId>,
 }
 
+/// A group of submitters sharing the device under one set of parameters (a cgroup, an NBD
+/// export, fio's `cgroup=`), as the host tells the policy in [`crate::Policy::groups`]. What
+/// the policy does with them is its own: mclock serves reservations, weights and limits by
+/// dmClock's tags, bfq serves groups by weight. The host itself holds the limits before the
+/// policy (as blk-throttle does under io.max), so a policy that ignores them is still held to
+/// them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Group {
+    /// Its number, as in a request's `group`; from 1 (0 is every submitter in no group).
+    pub id: u32,
+    /// io.weight's share: 1 to 10000, 100 by default.
+    pub weight: u32,
+    /// IOPS the group is promised whatever others do (mClock's reservation).
+    pub reserve_iops: Option<u64>,
+    /// io.max's `riops` and `wiops`: at most this many requests per second, [read, write].
+    pub limit_iops: [Option<u64>; 2],
+    /// io.max's `rbps` and `wbps`: at most this many bytes per second, [read, write].
+    pub limit_bps: [Option<u64>; 2],
+    /// io.latency's `target`, in nanoseconds.
+    pub latency_target_ns: Option<u64>,
+}
+
 /// A dispatched request finished.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Completion {
