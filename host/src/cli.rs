@@ -148,6 +148,7 @@ pub const FIO_OPTIONS: &[&str] = &[
     "random_distribution",
     "continue_on_error",
     "cgroup",
+    "cgroup_weight",
     "write_lat_log",
     "write_bw_log",
     "write_iops_log",

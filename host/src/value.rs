@@ -113,20 +113,26 @@ pub fn group_name(value: &str) -> Result<String, String> {
     }
 }
 
-/// `NAME:riops=N,wiops=N,rbps=B,wbps=B,riops_burst=N,…`: a group's limits, in cgroup v2
-/// io.max's key words (the shape cgroup users write, and one flag per group).
+/// A group's keys, for messages.
+const KEYS: &str =
+    "weight, reserve_iops, riops, wiops, rbps, wbps, their _burst, latency_target_us";
+
+/// `NAME:weight=N,reserve_iops=N,riops=N,wiops=N,rbps=B,wbps=B,riops_burst=N,…`: a group's
+/// parameters in cgroup v2's key words (io.weight, io.max, io.latency's `target` in µs)
+/// plus mClock's reservation: the words cgroup users write, one flag per group, and one
+/// line for `ctl group`.
 ///
 /// # Errors
-/// A bad name, an unknown or repeated key, a value out of range, or a key of a group
-/// feature that needs a group-aware policy, each named.
-pub fn parse_group(text: &str) -> Result<crate::core::GroupLimits, String> {
+/// A bad name, an unknown or repeated key, a value out of range, or no key at all, each
+/// named.
+pub fn parse_group(text: &str) -> Result<crate::core::GroupSpec, String> {
     let (name, keys) = text
         .split_once(':')
         .ok_or_else(|| format!("{text:?}: expected NAME:KEY=VALUE,… (e.g. tenant:riops=1000)"))?;
     let name = group_name(name)?;
-    let mut limits = crate::core::GroupLimits {
+    let mut limits = crate::core::GroupSpec {
         name: name.clone(),
-        ..crate::core::GroupLimits::default()
+        ..crate::core::GroupSpec::default()
     };
     let mut seen: Vec<&str> = Vec::new();
     for pair in keys.split(',').filter(|p| !p.is_empty()) {
@@ -167,22 +173,29 @@ pub fn parse_group(text: &str) -> Result<crate::core::GroupLimits, String> {
             "latency_target_us" => {
                 limits.latency_target_ns = Some(count(60_000_000)? * 1000);
             }
-            "weight" | "reserve_iops" => {
-                return Err(format!(
-                    "group {name}: {key}= is not supported yet (it needs a policy that serves groups); riops, wiops, rbps and wbps limits are"
-                ));
+            "weight" => {
+                limits.weight = u32::try_from(count(10_000)?).expect("at most 10000");
             }
+            "reserve_iops" => limits.reserve_iops = Some(count(MAX_IOPS)?),
             _ => {
-                return Err(format!(
-                    "group {name}: unknown key {key:?} (riops, wiops, rbps, wbps, their _burst, latency_target_us)"
-                ));
+                return Err(format!("group {name}: unknown key {key:?} ({KEYS})"));
             }
         }
     }
-    if !limits.limits() {
-        return Err(format!(
-            "group {name}: no limit given (riops, wiops, rbps, wbps or latency_target_us)"
-        ));
+    if seen.is_empty() {
+        return Err(format!("group {name}: no parameter given ({KEYS})"));
+    }
+    for (burst, rate) in [
+        ("riops_burst", "riops"),
+        ("wiops_burst", "wiops"),
+        ("rbps_burst", "rbps"),
+        ("wbps_burst", "wbps"),
+    ] {
+        if seen.contains(&burst) && !seen.contains(&rate) {
+            return Err(format!(
+                "group {name}: {burst} without {rate}: a burst is tolerance beyond a rate"
+            ));
+        }
     }
     Ok(limits)
 }

@@ -2207,12 +2207,29 @@ fn bad_group_specs_name_the_key_and_the_value() {
     for (spec, named) in [
         ("a:riops=0", "riops=0: expected a number from 1"),
         ("a:iops=5", "unknown key \"iops\""),
-        ("a:weight=100", "weight= is not supported yet"),
+        (
+            "a:weight=0",
+            "group a: weight=0: expected a number from 1 to 10000",
+        ),
+        (
+            "a:weight=10001",
+            "weight=10001: expected a number from 1 to 10000",
+        ),
+        (
+            "a:reserve_iops=0",
+            "reserve_iops=0: expected a number from 1",
+        ),
+        ("a:wbps=0", "wbps=0: expected bytes per second from 1"),
         ("a:riops=5,riops=6", "riops given twice"),
         ("a", "expected NAME:KEY=VALUE"),
+        ("a:", "group a: no parameter given"),
         ("a b:riops=1", "group name \"a b\""),
         ("b:riops=1", "no job says cgroup=b"),
-        ("a:riops_burst=4", "no limit given"),
+        ("a:riops_burst=4", "riops_burst without riops"),
+        (
+            "a:latency_target_us=0",
+            "latency_target_us=0: expected a number from 1",
+        ),
     ] {
         assert_fails_with(&run(spec), named);
     }

@@ -103,6 +103,7 @@ mod tests {
             sync: true,
             prio_class: PrioClass::None,
             prio_level: 4,
+            group: 0,
             arrival_ns: 0,
         }
     }

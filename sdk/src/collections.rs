@@ -388,6 +388,7 @@ mod tests {
             sync: true,
             prio_class: crate::PrioClass::None,
             prio_level: 4,
+            group: 0,
             arrival_ns: 0,
         };
         let mut q = ElevatorQueue::new();

@@ -55,7 +55,7 @@
 //! rt.init(&Setup { hw_queues: 1, queue_depth: 32, nr_requests: 64 }, &[("batch".into(), 2)]).unwrap();
 //! let req = |id| Request { id: RequestId(id), ctx: 0, op: Op::Read, sector: Sector(id * 8),
 //!                          sectors: 8, sync: true, prio_class: PrioClass::None, prio_level: 4,
-//!                          arrival_ns: 0 };
+//!                          group: 0, arrival_ns: 0 };
 //! rt.insert(0, &[req(1), req(2), req(3)]);
 //! // Request 2 grew over request 3 and absorbed it.
 //! rt.merged(0, &[MergeEvent { target: RequestId(2), sector: Sector(16), sectors: 16,

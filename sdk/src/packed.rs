@@ -53,7 +53,8 @@ pub fn request_words(r: &Request) -> [u64; WORDS] {
     let flags = op_index(r.op)
         | u64::from(r.sync) << 8
         | (r.prio_class as u64) << 16
-        | u64::from(r.prio_level) << 24;
+        | u64::from(r.prio_level) << 24
+        | u64::from(r.group) << 32;
     [
         r.id.0,
         r.sector.0,
@@ -88,6 +89,7 @@ pub fn unpack_request(w: &[u64]) -> Request {
             _ => PrioClass::None,
         },
         prio_level: (w[4] >> 24) as u8,
+        group: (w[4] >> 32) as u32,
     }
 }
 
@@ -242,6 +244,7 @@ mod tests {
             sync: true,
             prio_class: PrioClass::Idle,
             prio_level: 7,
+            group: 0,
             arrival_ns: 123_456_789,
         };
         let c = Completion {

@@ -135,6 +135,8 @@ pub struct Request {
     pub prio_class: PrioClass,
     /// Level within the class, 0 (highest) to 7.
     pub prio_level: u8,
+    /// The [`Group`] it belongs to (from 1), or 0 when its submitter is in none.
+    pub group: u32,
 }
 
 impl Request {

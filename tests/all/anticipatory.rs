@@ -30,6 +30,7 @@ fn read(id: u64, ctx: u32, sector: u64) -> Request {
         sync: true,
         prio_class: PrioClass::None,
         prio_level: 4,
+        group: 0,
         arrival_ns: 0,
     }
 }

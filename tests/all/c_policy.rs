@@ -43,6 +43,7 @@ fn read(id: u64, sector: u64, arrival_ns: u64) -> Request {
         sync: true,
         prio_class: PrioClass::None,
         prio_level: 4,
+        group: 0,
         arrival_ns,
     }
 }

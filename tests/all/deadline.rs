@@ -32,6 +32,7 @@ fn req(id: u64, op: Op, sector: u64, arrival_ms: u64) -> Request {
         sync: true,
         prio_class: PrioClass::None,
         prio_level: 4,
+        group: 0,
         arrival_ns: arrival_ms * MS,
     }
 }

@@ -32,6 +32,7 @@ fn request(id: u64, op: Op) -> Request {
         sync: true,
         prio_class: PrioClass::None,
         prio_level: 4,
+        group: 0,
         arrival_ns: 0,
     }
 }

@@ -32,6 +32,7 @@ fn req(id: u64, ctx: u32) -> Request {
         sync: true,
         prio_class: PrioClass::None,
         prio_level: 4,
+        group: 0,
         arrival_ns: 0,
     }
 }

@@ -246,7 +246,7 @@ pub struct CompareArgs {
     pub trace: ReplayArgs,
     /// A group's limits for the jobs that say `cgroup=NAME`, as `run`'s (repeatable).
     #[arg(long = "group", value_name = "NAME:KEY=VALUE,...", value_parser = super::plan::parse_group)]
-    pub groups: Vec<schedhost::core::GroupLimits>,
+    pub groups: Vec<schedhost::core::GroupSpec>,
 }
 
 /// A policy: how to build it and its settings.

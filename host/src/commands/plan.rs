@@ -286,7 +286,7 @@ pub use schedhost::value::parse_group;
 /// A group named twice, or one no job names (a misspelt name would limit nothing).
 pub fn apply_groups(
     jobs: &mut [schedhost::frontend::jobs::JobSpec],
-    groups: &[schedhost::core::GroupLimits],
+    groups: &[schedhost::core::GroupSpec],
 ) -> Result<()> {
     for (i, group) in groups.iter().enumerate() {
         if groups[..i].iter().any(|g| g.name == group.name) {
@@ -297,6 +297,17 @@ pub fn apply_groups(
             .iter_mut()
             .filter(|j| j.cgroup.as_deref() == Some(&group.name))
         {
+            if let Some(weight) = job
+                .cgroup_weight
+                .filter(|&w| group.weight != schedhost::core::DEFAULT_WEIGHT && w != group.weight)
+            {
+                bail!(
+                    "--group {}: weight={} but job '{}' says cgroup_weight={weight}; give the weight once",
+                    group.name,
+                    group.weight,
+                    job.name
+                );
+            }
             job.group_limits = Some(group.clone());
             used = true;
         }

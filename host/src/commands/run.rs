@@ -37,7 +37,7 @@ pub struct RunArgs {
     /// rbps, wbps (bytes/s, with k/m/g), and their `_burst`s (I/Os or bytes beyond the rate
     /// that may go at once).
     #[arg(long = "group", value_name = "NAME:KEY=VALUE,...", value_parser = super::plan::parse_group)]
-    pub groups: Vec<schedhost::core::GroupLimits>,
+    pub groups: Vec<schedhost::core::GroupSpec>,
     #[command(flatten)]
     pub ring: RingArgs,
     #[command(flatten)]

@@ -88,7 +88,7 @@ pub struct ServeArgs {
     /// Limits for every client of the export together, in cgroup io.max's words:
     /// `--group tenant:riops=1000,wbps=10m` (as `run`'s; `ctl group` changes them).
     #[arg(long, value_name = "NAME:KEY=VALUE,...", value_parser = super::plan::parse_group)]
-    pub group: Option<schedhost::core::GroupLimits>,
+    pub group: Option<schedhost::core::GroupSpec>,
     /// Summary format when the server stops.
     #[arg(long, value_enum, default_value_t = OutputFormat::Normal)]
     pub output_format: OutputFormat,

@@ -73,7 +73,7 @@ pub enum Command {
     /// Every group's limits and what it did.
     Groups,
     /// A group's new limits.
-    Group(crate::core::GroupLimits),
+    Group(crate::core::GroupSpec),
 }
 
 impl std::fmt::Debug for Command {

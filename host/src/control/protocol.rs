@@ -16,7 +16,7 @@ pub enum Request {
     /// `groups`: every group's limits and what it did.
     Groups,
     /// `group NAME:KEY=VALUE,…`: a group's new limits, in `--group`'s words.
-    Group(crate::core::GroupLimits),
+    Group(crate::core::GroupSpec),
 }
 
 /// Parses one request line.

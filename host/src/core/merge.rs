@@ -162,6 +162,7 @@ pub fn can_coalesce(a: &Request, b: &Request, limits: Limits) -> bool {
     a.is_mergeable()
         && b.is_mergeable()
         && a.op == b.op
+        && a.group == b.group
         && a.prio_class == b.prio_class
         && a.prio_level == b.prio_level
         && a.state == b.state
@@ -187,6 +188,7 @@ mod tests {
             sync: true,
             prio_class: PrioClass::None,
             prio_level: 4,
+            group: 0,
             arrival_ns: 0,
             home_queue: 0,
             state: State::Staged,

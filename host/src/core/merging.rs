@@ -187,13 +187,15 @@ impl Core {
     /// Merges `bio` into a request if the mode, the limits and the policy allow.
     /// Returns true iff it merged. A failing veto counts as a refusal.
     pub(super) fn try_merge(&mut self, now_ns: u64, submitted_ns: u64, bio: &Bio) -> bool {
+        let group = self.group_of(bio.ctx);
         for (id, kind) in self
             .merging
             .candidates(bio, &self.table)
             .into_iter()
             .flatten()
         {
-            if !self.merge_allowed(id, Joining::from(bio), kind) {
+            let same_group = self.table.get(id).is_some_and(|r| r.group == group);
+            if !same_group || !self.merge_allowed(id, Joining::from(bio), kind) {
                 continue;
             }
             self.merging

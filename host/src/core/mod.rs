@@ -51,7 +51,7 @@ pub use request::{Bio, BioRef, Bios, Request, RequestTable, State};
 pub use routing::{CompletionSite, RqAffinity, site};
 use supervised::Supervised;
 pub use supervised::{DEFAULT_WATCHDOG_NS, Ejection, OnFault, Recovery, Supervision};
-pub use throttle::{GroupLimits, GroupReport, GroupStats, Throttle};
+pub use throttle::{DEFAULT_WEIGHT, GroupReport, GroupSpec, GroupStats, Throttle};
 
 /// Per hardware queue state besides its scheduler tags: driver tags in use, the policy's
 /// timer.
@@ -280,6 +280,17 @@ impl Core {
     pub fn set_throttle(&mut self, throttle: Throttle) {
         let throttle = throttle.with_base_depth(self.config.queue_depth);
         self.throttle = Some(Box::new(throttle));
+        self.tell_groups(0);
+    }
+
+    /// Tells the policy every group's parameters. Never fails: a fault is latched.
+    fn tell_groups(&mut self, now_ns: u64) {
+        let Some(groups) = self.throttle.as_ref().map(|t| t.for_policy()) else {
+            return;
+        };
+        self.stats.policy_calls += 1;
+        let answer = self.policy.instance().groups(now_ns, &groups);
+        self.policy.guard(answer, ());
     }
 
     /// The groups' limits and what each did, if groups are limited.
@@ -287,15 +298,23 @@ impl Core {
         self.throttle.as_deref()
     }
 
-    /// Group `limits.name` takes new limits from `now_ns` on.
+    /// Group `spec.name` takes new parameters from `now_ns` on, and the policy hears of them.
     ///
     /// # Errors
     /// No groups here, or none of that name.
-    pub fn set_group_limits(&mut self, now_ns: u64, limits: GroupLimits) -> Result<(), String> {
+    pub fn set_group(&mut self, now_ns: u64, spec: GroupSpec) -> Result<(), String> {
         match &mut self.throttle {
-            Some(t) => t.set_limits(now_ns, limits),
-            None => Err("this run has no groups (--group)".into()),
+            Some(t) => t.set_limits(now_ns, spec)?,
+            None => return Err("this run has no groups (--group)".into()),
         }
+        self.tell_groups(now_ns);
+        // A fault in the policy's answer is acted on at the next turn.
+        Ok(())
+    }
+
+    /// The group (from 1) `ctx` is in, 0 for none.
+    fn group_of(&self, ctx: u32) -> u32 {
+        self.throttle.as_ref().map_or(0, |t| t.group_number(ctx))
     }
 
     /// Bios held by their group's limits, not yet requests.
@@ -394,6 +413,7 @@ impl Core {
             sync: bio.sync,
             prio_class: bio.prio_class,
             prio_level: bio.prio_level,
+            group: self.group_of(bio.ctx),
             arrival_ns: now_ns,
             home_queue: home,
             state: State::Staged,
@@ -541,6 +561,7 @@ fn policy_view(id: u64, r: &Request) -> PolicyRequest {
         sync: r.sync,
         prio_class: r.prio_class,
         prio_level: r.prio_level,
+        group: r.group,
         arrival_ns: r.arrival_ns,
     }
 }

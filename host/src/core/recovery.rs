@@ -161,6 +161,11 @@ impl Core {
             .iter()
             .filter_map(|&(_, id)| self.table.get(id).map(|r| super::policy_view(id, r)))
             .collect();
+        // The groups first, so the held requests arrive in groups the policy knows.
+        if let Some(groups) = self.throttle.as_ref().map(|t| t.for_policy()) {
+            self.stats.policy_calls += 1;
+            policy.groups(now_ns, &groups)?;
+        }
         if !views.is_empty() {
             self.stats.policy_calls += 1;
             policy.insert(now_ns, &views)?;

@@ -79,6 +79,9 @@ pub struct Request {
     pub prio_class: PrioClass,
     /// Level within the class.
     pub prio_level: u8,
+    /// The group (from 1) its first bio's submitter is in, 0 for none. Requests of two
+    /// groups never merge, as blk-cgroup keeps them apart, so a request is one group's.
+    pub group: u32,
     /// When the first bio arrived.
     pub arrival_ns: u64,
     /// Hardware queue whose scheduler tags it holds.

@@ -15,11 +15,17 @@ use schedhost_sdk::Op;
 
 use super::request::Bio;
 
-/// One group's limits; `None` is unlimited.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
-pub struct GroupLimits {
+/// One group's parameters, in cgroup v2's words; `None` is unset (unlimited, unreserved).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct GroupSpec {
     /// Its name (fio's `cgroup=`).
     pub name: String,
+    /// io.weight: its share against other groups, 1 to 10000 (fio's `cgroup_weight=`). The
+    /// policy serves it (mclock, bfq); the host does not.
+    pub weight: u32,
+    /// I/Os per second it is promised whatever the others do (mClock's reservation), served
+    /// by the policy.
+    pub reserve_iops: Option<u64>,
     /// Read I/Os per second.
     pub riops: Option<u64>,
     /// Write I/Os per second (flushes and discards count as writes).
@@ -38,7 +44,39 @@ pub struct GroupLimits {
     pub latency_target_ns: Option<u64>,
 }
 
-impl GroupLimits {
+/// cgroup v2's default io.weight.
+pub const DEFAULT_WEIGHT: u32 = 100;
+
+impl Default for GroupSpec {
+    fn default() -> Self {
+        Self {
+            name: String::new(),
+            weight: DEFAULT_WEIGHT,
+            reserve_iops: None,
+            riops: None,
+            wiops: None,
+            rbps: None,
+            wbps: None,
+            iops_burst: [0; 2],
+            bps_burst: [0; 2],
+            latency_target_ns: None,
+        }
+    }
+}
+
+impl GroupSpec {
+    /// What the policy hears of group number `id` (from 1).
+    pub fn for_policy(&self, id: u32) -> schedhost_sdk::Group {
+        schedhost_sdk::Group {
+            id,
+            weight: self.weight,
+            reserve_iops: self.reserve_iops,
+            limit_iops: [self.riops, self.wiops],
+            limit_bps: [self.rbps, self.wbps],
+            latency_target_ns: self.latency_target_ns,
+        }
+    }
+
     /// True iff it limits anything or protects itself with a latency target.
     pub fn limits(&self) -> bool {
         self.riops
@@ -151,16 +189,16 @@ pub struct GroupStats {
 pub struct GroupReport {
     /// Its name and limits.
     #[serde(flatten)]
-    pub limits: GroupLimits,
+    pub limits: GroupSpec,
     /// What it did.
     #[serde(flatten)]
     pub stats: GroupStats,
 }
 
-/// Every group's limits, and which ctx belongs to which group.
+/// The groups: which ctx belongs to which, each one's parameters, and its limits held.
 #[derive(Debug, Default)]
 pub struct Throttle {
-    groups: Vec<GroupLimits>,
+    groups: Vec<GroupSpec>,
     /// Per group, [read, write].
     lanes: Vec<[Lane; 2]>,
     stats: Vec<GroupStats>,
@@ -178,7 +216,7 @@ pub struct Throttle {
 
 impl Throttle {
     /// `groups`, with `member[ctx]` naming each ctx's group (an index into `groups`).
-    pub fn new(groups: Vec<GroupLimits>, member: Vec<Option<u16>>) -> Self {
+    pub fn new(groups: Vec<GroupSpec>, member: Vec<Option<u16>>) -> Self {
         let lanes = groups
             .iter()
             .map(|g| {
@@ -244,7 +282,7 @@ impl Throttle {
     /// depths grow back by a sixteenth of the base a window, and past it are uncut.
     fn end_window(&mut self, now_ns: u64) {
         let target =
-            |groups: &[GroupLimits], g: usize| groups[g].latency_target_ns.unwrap_or(u64::MAX);
+            |groups: &[GroupSpec], g: usize| groups[g].latency_target_ns.unwrap_or(u64::MAX);
         let missed: Vec<usize> = (0..self.groups.len()).filter(|&g| self.missed(g)).collect();
         let tightest_missed = missed.iter().map(|&g| target(&self.groups, g)).min();
         for g in 0..self.groups.len() {
@@ -279,6 +317,11 @@ impl Throttle {
         (group < self.lanes.len()).then_some(group)
     }
 
+    /// The group `ctx` is in, numbered from 1 (a [`schedhost_sdk::Group`]'s id), or 0.
+    pub fn group_number(&self, ctx: u32) -> u32 {
+        self.group_of(ctx).map_or(0, |g| g as u32 + 1)
+    }
+
     /// Every ctx `member` does not name belongs to group `group` (an index into `groups`).
     pub fn with_default(mut self, group: u16) -> Self {
         self.default = Some(group);
@@ -290,7 +333,7 @@ impl Throttle {
     ///
     /// # Errors
     /// No group of that name.
-    pub fn set_limits(&mut self, now_ns: u64, limits: GroupLimits) -> Result<(), String> {
+    pub fn set_limits(&mut self, now_ns: u64, limits: GroupSpec) -> Result<(), String> {
         let g = self
             .groups
             .iter()
@@ -325,8 +368,16 @@ impl Throttle {
     }
 
     /// The groups' limits.
-    pub fn groups(&self) -> &[GroupLimits] {
+    pub fn groups(&self) -> &[GroupSpec] {
         &self.groups
+    }
+
+    /// The groups as the policy hears of them, numbered from 1.
+    pub fn for_policy(&self) -> Vec<schedhost_sdk::Group> {
+        (1..)
+            .zip(&self.groups)
+            .map(|(id, g)| g.for_policy(id))
+            .collect()
     }
 
     /// What each group did so far.
@@ -450,7 +501,7 @@ mod tests {
         }
     }
 
-    fn throttle(limits: GroupLimits) -> Throttle {
+    fn throttle(limits: GroupSpec) -> Throttle {
         Throttle::new(vec![limits], vec![Some(0)])
     }
 
@@ -467,9 +518,9 @@ mod tests {
 
     #[test]
     fn an_iops_limit_spaces_bios_to_the_nanosecond() {
-        let mut t = throttle(GroupLimits {
+        let mut t = throttle(GroupSpec {
             riops: Some(3),
-            ..GroupLimits::default()
+            ..GroupSpec::default()
         });
         assert!(t.admit(0, read(0)).is_some(), "the first goes at once");
         for id in 1..4 {
@@ -481,9 +532,9 @@ mod tests {
 
     #[test]
     fn one_iops_lets_one_bio_a_second() {
-        let mut t = throttle(GroupLimits {
+        let mut t = throttle(GroupSpec {
             riops: Some(1),
-            ..GroupLimits::default()
+            ..GroupSpec::default()
         });
         for id in 0..4 {
             let _ = t.admit(0, read(id));
@@ -493,10 +544,10 @@ mod tests {
 
     #[test]
     fn a_burst_goes_at_once_then_the_rate_holds() {
-        let mut t = throttle(GroupLimits {
+        let mut t = throttle(GroupSpec {
             riops: Some(10),
             iops_burst: [2, 0],
-            ..GroupLimits::default()
+            ..GroupSpec::default()
         });
         let now: Vec<bool> = (0..5).map(|id| t.admit(0, read(id)).is_some()).collect();
         assert_eq!(now, [true, true, true, false, false], "1 + a burst of 2");
@@ -505,9 +556,9 @@ mod tests {
 
     #[test]
     fn a_byte_rate_charges_each_bio_its_size_and_order_is_kept() {
-        let mut t = throttle(GroupLimits {
+        let mut t = throttle(GroupSpec {
             rbps: Some(4096),
-            ..GroupLimits::default()
+            ..GroupSpec::default()
         });
         assert!(t.admit(0, read(0)).is_some());
         assert!(t.admit(0, read(1)).is_none());
@@ -521,10 +572,10 @@ mod tests {
 
     #[test]
     fn new_limits_take_over_from_now_and_unknown_groups_are_named() {
-        let mut t = throttle(GroupLimits {
+        let mut t = throttle(GroupSpec {
             name: "a".into(),
             riops: Some(1),
-            ..GroupLimits::default()
+            ..GroupSpec::default()
         })
         .with_default(0);
         let _ = t.admit(0, read(0));
@@ -533,10 +584,10 @@ mod tests {
             t.admit(0, late).is_none(),
             "a ctx past the map is the default group's"
         );
-        let faster = GroupLimits {
+        let faster = GroupSpec {
             name: "a".into(),
             riops: Some(1000),
-            ..GroupLimits::default()
+            ..GroupSpec::default()
         };
         t.set_limits(500_000_000, faster).unwrap();
         assert_eq!(
@@ -544,9 +595,9 @@ mod tests {
             Some(500_000_000),
             "the new rate starts now"
         );
-        let missing = GroupLimits {
+        let missing = GroupSpec {
             name: "b".into(),
-            ..GroupLimits::default()
+            ..GroupSpec::default()
         };
         assert!(
             t.set_limits(0, missing)
@@ -557,14 +608,14 @@ mod tests {
 
     #[test]
     fn a_missed_latency_target_halves_looser_groups_depth_and_a_met_one_grows_it_back() {
-        let fast = GroupLimits {
+        let fast = GroupSpec {
             name: "fast".into(),
             latency_target_ns: Some(100_000),
-            ..GroupLimits::default()
+            ..GroupSpec::default()
         };
-        let bulk = GroupLimits {
+        let bulk = GroupSpec {
             name: "bulk".into(),
-            ..GroupLimits::default()
+            ..GroupSpec::default()
         };
         let mut t = Throttle::new(vec![fast, bulk], vec![Some(0), Some(1)]).with_base_depth(32);
         let bulk_read = |id| Bio { ctx: 1, ..read(id) };
@@ -605,9 +656,9 @@ mod tests {
     #[test]
     fn writes_and_other_groups_are_not_held_by_a_read_limit() {
         let mut t = Throttle::new(
-            vec![GroupLimits {
+            vec![GroupSpec {
                 riops: Some(1),
-                ..GroupLimits::default()
+                ..GroupSpec::default()
             }],
             vec![Some(0), None],
         );

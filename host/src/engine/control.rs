@@ -156,17 +156,19 @@ impl<B: Backend> Engine<B> {
     }
 
     /// A group's new limits on every lane that has the group; logged as a `set` is.
-    fn set_group(&mut self, now: u64, limits: crate::core::GroupLimits) -> Value {
+    fn set_group(&mut self, now: u64, limits: crate::core::GroupSpec) -> Value {
         let mut errors = Vec::new();
         for lane in &mut self.lanes {
-            if let Err(e) = lane.core.set_group_limits(now, limits.clone()) {
+            if let Err(e) = lane.core.set_group(now, limits.clone()) {
                 errors.push(format!("{}: {e}", lane.name));
             }
         }
         let line = format!(
-            "group {} at {:.3} s: limits riops={:?} wiops={:?} rbps={:?} wbps={:?}{}",
+            "group {} at {:.3} s: weight={} reserve_iops={:?} limits riops={:?} wiops={:?} rbps={:?} wbps={:?}{}",
             limits.name,
             now as f64 / 1e9,
+            limits.weight,
+            limits.reserve_iops,
             limits.riops,
             limits.wiops,
             limits.rbps,

@@ -80,6 +80,7 @@ pub fn measure(
         sync: true,
         prio_class: PrioClass::None,
         prio_level: 4,
+        group: 0,
         arrival_ns: id,
     };
     run(

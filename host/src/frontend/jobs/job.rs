@@ -78,8 +78,10 @@ pub struct JobSpec {
     pub rate_bytes: Option<u64>,
     /// fio's `cgroup=NAME`: the group its clones' I/O belongs to.
     pub cgroup: Option<String>,
-    /// The limits of that group (from `--group NAME:…`), when it has any.
-    pub group_limits: Option<crate::core::GroupLimits>,
+    /// fio's `cgroup_weight=N` (1 to 10000): that group's io.weight.
+    pub cgroup_weight: Option<u32>,
+    /// The parameters of that group (from `--group NAME:…`), when it has them.
+    pub group_limits: Option<crate::core::GroupSpec>,
     /// fio's per-job logs (`write_lat_log`, `write_bw_log`, `write_iops_log`,
     /// `log_avg_msec`).
     pub logs: crate::observe::stats::logs::LogSpec,
@@ -180,6 +182,7 @@ impl JobSpec {
             rate_bytes: None,
             logs: crate::observe::stats::logs::LogSpec::default(),
             cgroup: None,
+            cgroup_weight: None,
             group_limits: None,
             thinktime_ns: 0,
             stonewall: false,
@@ -317,6 +320,7 @@ impl JobSpec {
                 }
             }
             "cgroup" => self.cgroup = Some(group_name(value)?),
+            "cgroup_weight" => self.cgroup_weight = Some(range(key, value, 1, 10_000)? as u32),
             "log_avg_msec" => self.logs.avg_ns = range(key, value, 0, 3_600_000)? * 1_000_000,
             "thinktime" => self.thinktime_ns = value::duration_ns(value, "us")?,
             "stonewall" | "wait_for_previous" => self.stonewall = value::boolean(value)?,

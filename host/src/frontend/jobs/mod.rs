@@ -151,11 +151,11 @@ pub fn extent_bytes(placements: &[Placement]) -> u64 {
         .unwrap_or(0)
 }
 
-/// The groups' limits for `submitters` (in ctx order) of `jobs`: `None` when no job's group
-/// is limited. Groups are numbered in the order their first job comes; a `cgroup=` without
-/// `--group` is a group without limits, which another group's latency target may still cut.
+/// The groups of `submitters` (in ctx order) of `jobs`: `None` when no job names one.
+/// Groups are numbered in the order their first job comes; a `cgroup=` without `--group`
+/// is a group of the default weight (or its first job's `cgroup_weight=`) without limits.
 pub fn throttle_for(jobs: &[JobSpec], submitters: &[Submitter]) -> Option<crate::core::Throttle> {
-    let mut groups: Vec<crate::core::GroupLimits> = Vec::new();
+    let mut groups: Vec<crate::core::GroupSpec> = Vec::new();
     let member = submitters
         .iter()
         .map(|s| {
@@ -164,22 +164,24 @@ pub fn throttle_for(jobs: &[JobSpec], submitters: &[Submitter]) -> Option<crate:
             let index = match groups.iter().position(|g| &g.name == name) {
                 Some(i) => i,
                 None => {
-                    groups.push(job.group_limits.clone().unwrap_or_else(|| {
-                        crate::core::GroupLimits {
-                            name: name.clone(),
-                            ..crate::core::GroupLimits::default()
-                        }
-                    }));
+                    let mut spec =
+                        job.group_limits
+                            .clone()
+                            .unwrap_or_else(|| crate::core::GroupSpec {
+                                name: name.clone(),
+                                ..crate::core::GroupSpec::default()
+                            });
+                    if let Some(weight) = job.cgroup_weight {
+                        spec.weight = weight;
+                    }
+                    groups.push(spec);
                     groups.len() - 1
                 }
             };
             u16::try_from(index).ok()
         })
         .collect();
-    groups
-        .iter()
-        .any(crate::core::GroupLimits::limits)
-        .then(|| crate::core::Throttle::new(groups, member))
+    (!groups.is_empty()).then(|| crate::core::Throttle::new(groups, member))
 }
 
 #[cfg(test)]

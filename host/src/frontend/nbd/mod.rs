@@ -118,7 +118,7 @@ pub struct ServeOptions {
     /// `NBD_INFO_DESCRIPTION`'s text; nothing (not the exported path) unless given.
     pub description: Option<String>,
     /// The export's group limits: every client's I/O together (`--group`).
-    pub group: Option<crate::core::GroupLimits>,
+    pub group: Option<crate::core::GroupSpec>,
 }
 
 /// Where a started server can be reached.
