@@ -32,7 +32,64 @@ fn read(id: u64, ctx: u32, level: u8, sector: u64) -> Request {
         sync: true,
         prio_class: PrioClass::Be,
         prio_level: level,
+        group: 0,
         arrival_ns: 0,
+    }
+}
+
+#[test]
+fn bfq_shares_between_groups_by_their_weight_however_many_queues_each_has() {
+    for (build, mut p) in builds(&[("max_budget", 64), ("low_latency", 0), ("slice_idle", 0)]) {
+        let group = |id: u32, weight: u32| schedhost_sdk::Group {
+            id,
+            weight,
+            reserve_iops: None,
+            limit_iops: [None; 2],
+            limit_bps: [None; 2],
+            latency_target_ns: None,
+        };
+        p.groups(0, &[group(1, 300), group(2, 100)]).unwrap();
+        // ctx 0 and 1 in group 1, ctx 2 alone in group 2; all at one level, backlogged.
+        let group_of = |ctx: u32| if ctx < 2 { 1 } else { 2 };
+        let mut requests = Vec::new();
+        for ctx in 0..3u32 {
+            for i in 0..1000u64 {
+                let id = u64::from(ctx) * 1000 + i;
+                let mut r = read(id, ctx, 4, id * 8);
+                r.group = group_of(ctx);
+                requests.push(r);
+            }
+        }
+        p.insert(0, &requests).unwrap();
+        let mut served = [0u64; 3];
+        for step in 0..1200u64 {
+            for id in p.dispatch(step * MS, 0, 1).unwrap().ids.raw() {
+                served[(id / 1000) as usize] += 1;
+                p.completed(
+                    step * MS,
+                    &[Completion {
+                        id: RequestId(id),
+                        ctx: (id / 1000) as u32,
+                        op: Op::Read,
+                        sectors: 8,
+                        latency_ns: MS,
+                        service_ns: MS,
+                        status: 0,
+                    }],
+                )
+                .unwrap();
+            }
+        }
+        let groups = (served[0] + served[1]) as f64 / served[2] as f64;
+        assert!(
+            (2.7..=3.3).contains(&groups),
+            "{build}: served {served:?}, groups {groups:.2} (weights 300:100)"
+        );
+        let inside = served[0] as f64 / served[1] as f64;
+        assert!(
+            (0.8..=1.25).contains(&inside),
+            "{build}: served {served:?}: group 1's two queues share its part evenly"
+        );
     }
 }
 
