@@ -55,6 +55,7 @@ const NATIVE: &[(&str, Constructor)] = &[
         "anticipatory",
         make::<schedhost_policy_anticipatory::Anticipatory>,
     ),
+    ("mclock", make::<schedhost_policy_mclock::Mclock>),
 ];
 
 fn make<P: Policy + Send>() -> Box<dyn PolicyBackend> {

@@ -1,0 +1,252 @@
+//! mclock: dmClock's tags (Gulati, Merchant and Varman, *mClock*, OSDI 2010; Ceph's
+//! `dmclock`) over the host's groups, each with a reservation `r` (IOPS), a weight `w` and
+//! a limit `l` (IOPS, by direction).
+//!
+//! A request's cost is its size in units of `cost_unit` KiB (at least 1), so a 1 MiB read
+//! spends 256 times what a 4 KiB one does. On arrival it takes three tags from its group's
+//! previous ones: `R = max(now, R' + cost/r)`, `L = max(now, L' + cost/l)` and
+//! `P = max(now, P' + cost/w)`. Dispatch first serves, by smallest `R`, any group whose
+//! head's reservation is due (`R ≤ now`); otherwise, among groups whose head is under its
+//! limit (`L ≤ now`), the smallest `P`. A request served by weight moves its group's later
+//! `R` tags back by its cost/r, as dmClock does, so reservation counts only what it served.
+//! A group that was empty starts its `P` no earlier than the smallest `P` of the groups
+//! already waiting, so an idle spell is not saved up as credit. Within a group requests go
+//! in arrival order. When every waiting group is over its limit the policy idles until the
+//! first `L` is due.
+//!
+//! The host holds io.max limits itself before the policy, so `L` matters only for groups the
+//! host does not limit; a request outside every group (group 0) has weight 100 and no
+//! reservation.
+
+#![forbid(unsafe_code)]
+
+use std::collections::{BTreeMap, VecDeque};
+
+use schedhost_sdk::{Dispatch, Group, Op, Policy, Request, RequestId, Setup, TunableSpec};
+
+/// Tags are in picoseconds, so a step of `cost / rate` keeps its precision at any rate up to
+/// the 10^9 IOPS the host accepts.
+const PS_PER_S: u128 = 1_000_000_000_000;
+const PS_PER_NS: u128 = 1_000;
+/// cgroup v2's default io.weight, for group 0 and groups not yet described.
+const DEFAULT_WEIGHT: u32 = 100;
+
+const TUNABLES: &[TunableSpec<Mclock>] = &[TunableSpec {
+    name: "cost_unit",
+    default: 4,
+    min: 1,
+    max: 1024,
+    unit: "KiB",
+    help: "a request costs its size in these units (at least 1): reservations, weights and limits count cost",
+    field: |p| &mut p.cost_unit_kib,
+}];
+
+/// What a group is promised, from the host's `groups`.
+#[derive(Debug, Clone, Copy)]
+struct Promise {
+    weight: u32,
+    reserve_iops: Option<u64>,
+    limit_iops: [Option<u64>; 2],
+}
+
+impl Default for Promise {
+    fn default() -> Self {
+        Self {
+            weight: DEFAULT_WEIGHT,
+            reserve_iops: None,
+            limit_iops: [None; 2],
+        }
+    }
+}
+
+impl From<&Group> for Promise {
+    fn from(g: &Group) -> Self {
+        Self {
+            weight: g.weight.max(1),
+            reserve_iops: g.reserve_iops,
+            limit_iops: g.limit_iops,
+        }
+    }
+}
+
+/// A waiting request and its tags. `r` is stored before its group's `r_back`.
+#[derive(Debug, Clone, Copy)]
+struct Tagged {
+    id: RequestId,
+    cost: u64,
+    r: Option<u128>,
+    l: u128,
+    p: u128,
+}
+
+/// One group's queue and its last tags.
+#[derive(Debug, Default)]
+struct Lane {
+    promise: Promise,
+    queue: VecDeque<Tagged>,
+    /// The last request's tags (`R` as stored); `None` before the first, which is due at
+    /// once.
+    last_r: Option<u128>,
+    last_l: Option<u128>,
+    last_p: Option<u128>,
+    /// How far the weight phase has moved this group's `R` tags back.
+    r_back: u128,
+}
+
+impl Lane {
+    /// The head's reservation tag, as moved back.
+    fn head_r(&self) -> Option<u128> {
+        let r = self.queue.front()?.r?;
+        Some(r.saturating_sub(self.r_back))
+    }
+}
+
+/// dmClock's `max(now, previous + step)`; the first tag is `now`.
+fn following(last: Option<u128>, step: u128, now_ps: u128) -> u128 {
+    last.map_or(now_ps, |last| (last + step).max(now_ps))
+}
+
+/// `cost / rate` seconds, in picoseconds.
+fn step(cost: u64, rate: u64) -> u128 {
+    u128::from(cost) * PS_PER_S / u128::from(rate.max(1))
+}
+
+/// The mClock policy.
+#[derive(Debug, Default)]
+pub struct Mclock {
+    /// By group id. A request absorbed by a merge stays in its lane; the SDK drops it
+    /// from the answer.
+    lanes: BTreeMap<u32, Lane>,
+    cost_unit_kib: i64,
+}
+
+impl Mclock {
+    fn cost(&self, r: &Request) -> u64 {
+        let unit = self.cost_unit_kib.clamp(1, 1024).unsigned_abs() * 2;
+        u64::from(r.sectors).div_ceil(unit).max(1)
+    }
+
+    /// The smallest `P` among waiting groups other than `group`.
+    fn lowest_waiting_p(&self, group: u32) -> Option<u128> {
+        self.lanes
+            .iter()
+            .filter(|&(&g, _)| g != group)
+            .filter_map(|(_, lane)| lane.queue.front().map(|t| t.p))
+            .min()
+    }
+
+    fn tag(&mut self, now_ps: u128, r: &Request) {
+        let cost = self.cost(r);
+        let floor = self.lowest_waiting_p(r.group);
+        let lane = self.lanes.entry(r.group).or_default();
+        let promise = lane.promise;
+        let back = lane.r_back;
+        let reservation = promise.reserve_iops.map(|rate| {
+            let due = lane.last_r.map_or(now_ps, |last| {
+                (last.saturating_sub(back) + step(cost, rate)).max(now_ps)
+            });
+            *lane.last_r.insert(due + back)
+        });
+        let direction = usize::from(r.op != Op::Read);
+        let l = match promise.limit_iops[direction] {
+            Some(rate) => *lane
+                .last_l
+                .insert(following(lane.last_l, step(cost, rate), now_ps)),
+            None => 0,
+        };
+        let mut p = following(lane.last_p, step(cost, u64::from(promise.weight)), now_ps);
+        if lane.queue.is_empty() {
+            p = p.max(floor.unwrap_or(0));
+        }
+        lane.last_p = Some(p);
+        lane.queue.push_back(Tagged {
+            id: r.id,
+            cost,
+            r: reservation,
+            l,
+            p,
+        });
+    }
+
+    /// The next request: a due reservation first, then the smallest weight tag under its
+    /// limit. `Err` holds when the first limit is due, if any request waits.
+    fn next(&mut self, now_ps: u128) -> Result<RequestId, Option<u128>> {
+        let due = self
+            .lanes
+            .iter()
+            .filter_map(|(&g, lane)| lane.head_r().filter(|&r| r <= now_ps).map(|r| (r, g)))
+            .min();
+        if let Some((_, g)) = due {
+            let lane = self.lanes.get_mut(&g).expect("the lane just seen");
+            let t = lane.queue.pop_front().expect("a head");
+            return Ok(t.id);
+        }
+        let by_weight = self
+            .lanes
+            .iter()
+            .filter_map(|(&g, lane)| {
+                lane.queue
+                    .front()
+                    .filter(|t| t.l <= now_ps)
+                    .map(|t| (t.p, g))
+            })
+            .min();
+        if let Some((_, g)) = by_weight {
+            let lane = self.lanes.get_mut(&g).expect("the lane just seen");
+            let t = lane.queue.pop_front().expect("a head");
+            if let Some(rate) = lane.promise.reserve_iops {
+                lane.r_back += step(t.cost, rate);
+            }
+            return Ok(t.id);
+        }
+        Err(self
+            .lanes
+            .values()
+            .filter_map(|lane| lane.queue.front().map(|t| t.l))
+            .min())
+    }
+}
+
+impl Policy for Mclock {
+    const NAME: &'static str = "mclock";
+    const VERSION: &'static str = env!("CARGO_PKG_VERSION");
+    const TUNABLES: &'static [TunableSpec<Self>] = TUNABLES;
+    const COMPLETIONS: bool = false;
+
+    fn new(_setup: &Setup) -> Self {
+        Self::default()
+    }
+
+    fn groups(&mut self, _now_ns: u64, groups: &[Group]) {
+        for g in groups {
+            self.lanes.entry(g.id).or_default().promise = Promise::from(g);
+        }
+    }
+
+    fn insert(&mut self, now_ns: u64, requests: &[Request]) {
+        let now_ps = u128::from(now_ns) * PS_PER_NS;
+        for r in requests {
+            self.tag(now_ps, r);
+        }
+    }
+
+    fn dispatch(&mut self, now_ns: u64, _hw_queue: u32, budget: u32, out: &mut Dispatch) {
+        let now_ps = u128::from(now_ns) * PS_PER_NS;
+        while out.ids.len() < budget as usize {
+            match self.next(now_ps) {
+                Ok(id) => out.ids.push(id),
+                Err(limit_due) => {
+                    // Ceiling: a wake-up a picosecond early would find nothing due.
+                    out.wake_at_ns =
+                        limit_due.map(|l| u64::try_from(l.div_ceil(PS_PER_NS)).unwrap_or(u64::MAX));
+                    break;
+                }
+            }
+        }
+    }
+}
+
+schedhost_sdk::export!(Mclock);
+
+#[cfg(test)]
+mod tests;
