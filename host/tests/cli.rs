@@ -2323,3 +2323,76 @@ fn compare_holds_every_cell_to_a_groups_limit() {
     let cells: Vec<f64> = row.split_whitespace().map(|c| c.parse().unwrap()).collect();
     assert!(cells.iter().all(|&c| (c - 500.0).abs() <= 10.0), "{table}");
 }
+
+/// Two groups flooding `examples/devices/shared-ssd.spec` (32 device tags, so they contend
+/// in the scheduler) under `policy` and `extra` options; their I/Os and the report.
+fn weighted(policy: &str, extra: &[&str]) -> (u64, u64, serde_json::Value) {
+    let device =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/devices/shared-ssd.spec");
+    let mut args = vec![
+        "--policy".to_owned(),
+        policy.to_owned(),
+        "--device".to_owned(),
+        device.display().to_string(),
+        "--output-format=json".to_owned(),
+    ];
+    args.extend(extra.iter().map(|s| (*s).to_owned()));
+    for (name, weight) in [("a", 300), ("b", 100)] {
+        args.extend(
+            [
+                format!("--name={name}"),
+                format!("--cgroup={name}"),
+                format!("--cgroup_weight={weight}"),
+                "--rw=randread".into(),
+                "--bs=4k".into(),
+                "--size=1g".into(),
+                "--iodepth=64".into(),
+                "--runtime=300ms".into(),
+                "--time_based".into(),
+            ]
+            .into_iter(),
+        );
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = schedhost(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ios = |job: usize| report["jobs"][job]["read"]["total_ios"].as_u64().unwrap();
+    (ios(0), ios(1), report)
+}
+
+#[test]
+fn groups_weighted_three_to_one_get_three_to_one_under_mclock_and_bfq_components_and_not_under_noop()
+ {
+    for policy in ["mclock", "bfq"] {
+        let Some(path) = built_component(policy) else {
+            return;
+        };
+        let (a, b, report) = weighted(path.to_str().unwrap(), &[]);
+        let ratio = a as f64 / b as f64;
+        assert!((2.85..=3.15).contains(&ratio), "{policy}: {a}:{b}");
+        assert_eq!(report["schedhost"]["groups"][0]["weight"], 300, "{policy}");
+    }
+    let (a, b, _) = weighted("native:noop", &[]);
+    assert!(a.abs_diff(b) * 100 < a, "noop ignores weights: {a}:{b}");
+}
+
+#[test]
+fn a_hot_swap_from_mclock_to_bfq_and_back_keeps_the_groups_and_every_request() {
+    let Some(mclock) = built_component("mclock") else {
+        return;
+    };
+    let (a, b, report) = weighted(
+        mclock.to_str().unwrap(),
+        &["--swap-at=100ms:bfq", "--swap-at=200ms:mclock"],
+    );
+    let ratio = a as f64 / b as f64;
+    // Had a policy lost the groups, its third would have gone 1:1.
+    assert!((2.85..=3.15).contains(&ratio), "{a}:{b}");
+    let swaps = report["schedhost"]["swaps"].as_array().unwrap();
+    assert_eq!(swaps.len(), 2);
+    assert!(swaps.iter().all(|s| s["ok"] == true), "{swaps:?}");
+    let requests = &report["schedhost"]["requests"];
+    assert_eq!(requests["dispatched"], requests["completed"]);
+    assert_eq!(requests["requests"], requests["completed"]);
+}

@@ -11,6 +11,7 @@ mod bench_clients;
 mod bench_fio;
 mod bench_instructions;
 mod bench_nbd;
+mod bench_qos;
 mod toolchain;
 
 const USAGE: &str = "\
@@ -35,6 +36,8 @@ cargo xtask <command>
   bench-loop [--rounds N] [--seconds S]
                       on a loop device (root): the kernel's mq-deadline, bfq and kyber under fio
                       against schedhost's deadline, bfq and kyber over the kernel's none
+  bench-qos           groups sharing a simulated SSD under mclock, bfq and noop: weights, a
+                      reservation, io.max limits, a latency target, a hot swap (deterministic)
   bench-nbd [--rounds N] [--seconds S] [--only qemu|share|clients] [--clients N]
                       fio's nbd engine against qemu-nbd (QD1, QD16); two fio nbd clients on one
                       `schedhost serve` export: each policy's split; N clients (default 1000)
@@ -147,6 +150,10 @@ fn run(args: Vec<String>) -> Result<()> {
             build_all(&root)?;
             let (rounds, seconds) = rounds_and_seconds("bench-loop", rest)?;
             bench_fio::loop_device(&root, rounds, seconds)
+        }
+        ["bench-qos"] => {
+            build_all(&root)?;
+            bench_qos::run_all(&root)
         }
         ["bench-nbd", rest @ ..] => {
             build_all(&root)?;

@@ -244,7 +244,7 @@ pub struct CompareArgs {
     /// A trace to replay in every cell instead of jobs, paced as `run`'s.
     #[command(flatten)]
     pub trace: ReplayArgs,
-    /// A group's limits for the jobs that say `cgroup=NAME`, as `run`'s (repeatable).
+    /// A group's parameters for the jobs that say `cgroup=NAME`, as `run`'s (repeatable).
     #[arg(long = "group", value_name = "NAME:KEY=VALUE,...", value_parser = super::plan::parse_group)]
     pub groups: Vec<schedhost::core::GroupSpec>,
 }

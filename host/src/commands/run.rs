@@ -32,10 +32,14 @@ pub struct RunArgs {
     pub device: String,
     #[command(flatten)]
     pub queue: QueueArgs,
-    /// A group's limits, in cgroup io.max's words, for the jobs that say `cgroup=NAME`
-    /// (repeatable): `--group NAME:riops=1000,wbps=10m,riops_burst=8`. Keys: riops, wiops,
-    /// rbps, wbps (bytes/s, with k/m/g), and their `_burst`s (I/Os or bytes beyond the rate
-    /// that may go at once).
+    /// A group's parameters, in cgroup v2's words, for the jobs that say `cgroup=NAME`
+    /// (repeatable): `--group NAME:weight=300,reserve_iops=2000,riops=1000,wbps=10m`. Keys:
+    /// weight (io.weight, 1-10000, default 100; or fio's cgroup_weight=), reserve_iops
+    /// (mClock's reservation), riops, wiops, rbps, wbps (io.max; bytes/s with k/m/g) and
+    /// their `_burst`s (I/Os or bytes beyond the rate that may go at once), and
+    /// latency_target_us (io.latency). The host holds limits and latency targets whatever
+    /// the policy; weights and reservations are served by policies that serve groups
+    /// (mclock, bfq).
     #[arg(long = "group", value_name = "NAME:KEY=VALUE,...", value_parser = super::plan::parse_group)]
     pub groups: Vec<schedhost::core::GroupSpec>,
     #[command(flatten)]

@@ -85,8 +85,8 @@ pub struct ServeArgs {
     /// --description; none by default, so nothing about the host is revealed.
     #[arg(long, value_name = "TEXT", value_parser = parse_description)]
     pub description: Option<String>,
-    /// Limits for every client of the export together, in cgroup io.max's words:
-    /// `--group tenant:riops=1000,wbps=10m` (as `run`'s; `ctl group` changes them).
+    /// One group for every client of the export together, in `run`'s words:
+    /// `--group tenant:riops=1000,wbps=10m` (`ctl group` changes it).
     #[arg(long, value_name = "NAME:KEY=VALUE,...", value_parser = super::plan::parse_group)]
     pub group: Option<schedhost::core::GroupSpec>,
     /// Summary format when the server stops.

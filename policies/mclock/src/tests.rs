@@ -118,10 +118,11 @@ fn cost_counts_size_so_equal_weights_share_bytes_not_requests() {
 }
 
 #[test]
-fn a_group_at_its_limit_waits_and_asks_to_be_woken_when_it_is_due() {
+fn with_limit_tags_a_group_at_its_limit_waits_and_asks_to_be_woken_when_it_is_due() {
     let mut limited = group(1, 100);
     limited.limit_iops = [Some(1000), None];
     let mut rt = runtime(&[limited]);
+    rt.set("limit_tags", 1).expect("a tunable");
     rt.insert(
         0,
         &[
@@ -136,6 +137,17 @@ fn a_group_at_its_limit_waits_and_asks_to_be_woken_when_it_is_due() {
     assert_eq!(first.wake_at_ns, Some(1_000_000));
     assert!(rt.dispatch(999_999, 0, 8).ids.is_empty());
     assert_eq!(rt.dispatch(1_000_000, 0, 8).ids, vec![RequestId(2)]);
+}
+
+#[test]
+fn limits_are_left_to_the_host_unless_limit_tags_is_set() {
+    let mut limited = group(1, 100);
+    limited.limit_iops = [Some(1000), None];
+    let mut rt = runtime(&[limited]);
+    rt.insert(0, &[request(1, 1, 8, 0), request(2, 1, 8, 0)]);
+    let answer = rt.dispatch(0, 0, 8);
+    assert_eq!(answer.ids, vec![RequestId(1), RequestId(2)]);
+    assert_eq!(answer.wake_at_ns, None);
 }
 
 #[test]
