@@ -2338,20 +2338,17 @@ fn weighted(policy: &str, extra: &[&str]) -> (u64, u64, serde_json::Value) {
     ];
     args.extend(extra.iter().map(|s| (*s).to_owned()));
     for (name, weight) in [("a", 300), ("b", 100)] {
-        args.extend(
-            [
-                format!("--name={name}"),
-                format!("--cgroup={name}"),
-                format!("--cgroup_weight={weight}"),
-                "--rw=randread".into(),
-                "--bs=4k".into(),
-                "--size=1g".into(),
-                "--iodepth=64".into(),
-                "--runtime=300ms".into(),
-                "--time_based".into(),
-            ]
-            .into_iter(),
-        );
+        args.extend([
+            format!("--name={name}"),
+            format!("--cgroup={name}"),
+            format!("--cgroup_weight={weight}"),
+            "--rw=randread".into(),
+            "--bs=4k".into(),
+            "--size=1g".into(),
+            "--iodepth=64".into(),
+            "--runtime=300ms".into(),
+            "--time_based".into(),
+        ]);
     }
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let out = schedhost(&args);
