@@ -363,12 +363,24 @@ impl Bfq {
 
     /// A queue becomes busy: its turn starts at max(system virtual time, its last finish).
     fn activate(&mut self, key: QueueKey, now_ns: u64) {
+        self.begin_turn(key, now_ns, false);
+    }
+
+    /// A new turn for queue `key`, finishing a budget later at its weight. A queue just
+    /// served and still backlogged (`requeued`) starts where its turn finished, not at the
+    /// system's virtual time (`__bfq_requeue_entity`): `max(vtime, finish)` would forgive a
+    /// heavy queue the time it ran ahead, and weights 3:1 gave 2.7:1.
+    fn begin_turn(&mut self, key: QueueKey, now_ns: u64, requeued: bool) {
         let budget = self.budget();
         let Some(queue) = self.queues.get(&key) else {
             return;
         };
         let weight = self.weight(queue, now_ns).max(1);
-        let start = self.vtime[queue.class].max(queue.finish);
+        let start = if requeued {
+            queue.finish
+        } else {
+            self.vtime[queue.class].max(queue.finish)
+        };
         if let Some(queue) = self.queues.get_mut(&key) {
             queue.start = start;
             queue.finish = start + u128::from(budget) * VT_SCALE / u128::from(weight);
@@ -434,24 +446,7 @@ impl Bfq {
         let backlogged = !queue.requests.is_empty();
         self.vtime[class] += served / total_weight.max(1);
         if backlogged {
-            self.requeue_in_service(service.key, now_ns);
-        }
-    }
-
-    /// The queue just served is still backlogged: its next turn starts where this one
-    /// finished, not at the system's virtual time (`__bfq_requeue_entity`). Starting at
-    /// `max(vtime, finish)` would forgive a heavy queue the time it ran ahead, and weights
-    /// 3:1 gave 2.7:1.
-    fn requeue_in_service(&mut self, key: QueueKey, now_ns: u64) {
-        let budget = self.budget();
-        let Some(queue) = self.queues.get(&key) else {
-            return;
-        };
-        let weight = self.weight(queue, now_ns).max(1);
-        if let Some(queue) = self.queues.get_mut(&key) {
-            queue.start = queue.finish;
-            queue.finish = queue.start + u128::from(budget) * VT_SCALE / u128::from(weight);
-            queue.busy = true;
+            self.begin_turn(service.key, now_ns, true);
         }
     }
 
