@@ -4,6 +4,7 @@
 
 pub mod distribution;
 pub mod feed;
+mod file;
 pub mod job;
 pub mod real;
 pub mod replay;
@@ -14,7 +15,8 @@ pub mod submitter;
 pub use crate::value;
 
 pub use crate::input::Location;
-pub use job::{ContinueOn, Direction, JobError, JobSpec, Pattern, parse_cmdline, parse_job_file};
+pub use file::{parse_cmdline, parse_job_file};
+pub use job::{ContinueOn, Direction, JobError, JobSpec, Pattern};
 pub use replay::jobs_for_trace;
 pub use rng::{Permutation, Rng};
 pub use stream::{Pacing, ReplaySpec};

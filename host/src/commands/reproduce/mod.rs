@@ -1,0 +1,315 @@
+//! `schedhost reproduce SEED…|all`: the seed experiments of the design, each run as the
+//! seed ran it and printed as a markdown table beside the seed's published numbers, with the
+//! ratios the seed's claim is about and whether its shape holds. The README's reproduction
+//! tables are this command's output (`cargo xtask readme-reproduce` pastes them in).
+//!
+//! Seeds 1, 3 and 4 run on simulated devices (deterministic: the same binary prints the same
+//! tables); seed 2 and seed 3's last row run on a scratch file this command creates and
+//! removes, so their figures are measurements of this machine and move from run to run.
+
+mod scratch;
+mod seed2;
+mod seeds;
+mod tables;
+
+use scratch::Scratch;
+use seeds::shapes;
+use tables::{markdown, table_json, verdict};
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, bail};
+use schedhost::backend::sim::DeviceSpec;
+use schedhost::frontend::jobs::{JobSpec, parse_job_file};
+use schedhost::frontend::outcome::Outcome;
+use schedhost::frontend::plan::RunPlan;
+use schedhost::frontend::run::{Device, PolicyPlan, run};
+use serde_json::{Value, json};
+
+use super::compare::{Column, Metric, column, mean_stddev, parallel};
+use super::plan::SandboxArgs;
+
+const SEED1: &str = include_str!("../../../../examples/jobs/seed1-sequential-readers.fio");
+const SEED3: &str = include_str!("../../../../examples/jobs/seed3-deep-queue.fio");
+const SEED4: &str = include_str!("../../../../examples/jobs/seed4-writer-readers.fio");
+const IN_ORDER_DISK: &str = include_str!("../../../../examples/devices/in-order-disk.spec");
+
+#[derive(Debug, clap::Args)]
+pub struct ReproduceArgs {
+    /// Which seed experiments: 1, 2, 3, 4, or all.
+    #[arg(required = true, value_name = "SEED")]
+    pub seeds: Vec<String>,
+    /// Short versions: fewer rows, shorter runs, fewer repeats (for a quick look and CI).
+    #[arg(long)]
+    pub quick: bool,
+    /// The policies' native builds instead of their components (same decisions, no
+    /// sandbox; needs no built policies).
+    #[arg(long)]
+    pub native: bool,
+    /// Draw each table as an SVG chart into DIR.
+    #[arg(long, value_name = "DIR")]
+    pub plot: Option<PathBuf>,
+    /// Also write every table, its seed numbers and its shapes as JSON.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Where the real-file runs (seeds 2 and 3) create their scratch file; it is removed
+    /// afterwards. Default: the system's temporary directory, or the working directory
+    /// when that one does not take O_DIRECT (a tmpfs).
+    #[arg(long, value_name = "DIR")]
+    pub scratch: Option<PathBuf>,
+    /// Threads for the simulated runs (default: every core); the tables do not depend on it.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub threads: Option<u32>,
+    /// The sandbox every policy runs in, as `run`'s.
+    #[command(flatten)]
+    pub sandbox: SandboxArgs,
+}
+
+/// Where a row's runs happen.
+#[derive(Debug, Clone)]
+enum Place {
+    Sim(DeviceSpec),
+    /// The scratch file, `bytes` long.
+    File(u64),
+}
+
+/// One row of a table: its jobs on a device, read off with one metric.
+struct Row {
+    label: String,
+    jobs: Vec<JobSpec>,
+    place: Place,
+    metric: Metric,
+    /// What the seed published for this row.
+    seed: String,
+}
+
+/// A table: rows × policies, `repeat` runs per cell with seeds 1, 2, …
+struct Table {
+    id: &'static str,
+    caption: String,
+    command: String,
+    policies: Vec<(String, String)>,
+    rows: Vec<Row>,
+    repeat: u32,
+}
+
+/// A table's figures: per row, per policy, each run's value.
+struct Measured {
+    cells: Vec<Vec<Vec<f64>>>,
+}
+
+impl Measured {
+    fn mean(&self, row: usize, policy: usize) -> f64 {
+        mean_stddev(&self.cells[row][policy]).0
+    }
+}
+
+/// A claim of the seed's about a table, and whether this run bears it out.
+struct Shape {
+    claim: String,
+    holds: bool,
+}
+
+impl ReproduceArgs {
+    pub fn execute(self) -> Result<()> {
+        let seeds = self.selected()?;
+        let scratch = Scratch::new(self.scratch.as_deref())?;
+        let mut out = String::new();
+        let mut docs = Vec::new();
+        let mut svgs = Vec::new();
+        for seed in seeds {
+            let (text, doc) = match seed {
+                2 => self.seed2(&scratch)?,
+                _ => self.tabled(seed, &scratch)?,
+            };
+            print!("{}", schedhost::output::printable_lines(&text));
+            out.push_str(&text);
+            if self.plot.is_some() {
+                for table in doc["tables"].as_array().into_iter().flatten() {
+                    if table["policies"].is_array() {
+                        let (_, svg) =
+                            schedhost::observe::plot::compare(table).map_err(anyhow::Error::msg)?;
+                        svgs.push((
+                            format!("{}.svg", table["id"].as_str().unwrap_or("seed")),
+                            svg,
+                        ));
+                    }
+                }
+            }
+            docs.push(doc);
+        }
+        if let Some(path) = &self.json {
+            let doc = json!({ "quick": self.quick, "seeds": docs });
+            std::fs::write(path, format!("{doc:#}\n"))
+                .with_context(|| format!("writing {}", path.display()))?;
+        }
+        if let Some(dir) = &self.plot {
+            super::plot::write(dir, &svgs)?;
+        }
+        Ok(())
+    }
+
+    /// The seeds asked for, in order, each once.
+    fn selected(&self) -> Result<Vec<u8>> {
+        let mut seeds = Vec::new();
+        for word in &self.seeds {
+            let more: Vec<u8> = match word.as_str() {
+                "all" => vec![1, 2, 3, 4],
+                "1" | "2" | "3" | "4" => vec![word.parse()?],
+                _ => bail!("seed {word:?}: expected 1, 2, 3, 4 or all"),
+            };
+            for seed in more {
+                if !seeds.contains(&seed) {
+                    seeds.push(seed);
+                }
+            }
+        }
+        seeds.sort_unstable();
+        Ok(seeds)
+    }
+
+    fn policy(&self, spec: &str) -> String {
+        if self.native {
+            format!("native:{spec}")
+        } else {
+            spec.to_owned()
+        }
+    }
+
+    /// A seed whose experiment is a table of policies: runs it, and returns its text and
+    /// JSON.
+    fn tabled(&self, seed: u8, scratch: &Scratch) -> Result<(String, Value)> {
+        let tables = match seed {
+            1 => vec![self.seed1_table()?],
+            3 => vec![self.seed3_table()?],
+            _ => self.seed4_tables()?,
+        };
+        let mut text = String::new();
+        let mut docs = Vec::new();
+        let title = match seed {
+            1 => "Seed 1 (2016): per-software-queue time slices, sequential 4k readers",
+            3 => "Seed 3 (2017): deep queues, 4k random reads at iodepth 2048",
+            _ => "Seed 4 (2009): a streaming writer starves readers",
+        };
+        let _ = writeln!(text, "### {title}\n");
+        for table in &tables {
+            let measured = self.measure(table, scratch)?;
+            let shapes = shapes(seed, table, &measured);
+            text.push_str(&markdown(table, &measured, &shapes));
+            docs.push(table_json(table, &measured, &shapes));
+        }
+        Ok((
+            text,
+            json!({ "seed": seed, "title": title, "tables": docs }),
+        ))
+    }
+
+    /// Every cell's runs: simulated ones on a pool of threads (each is deterministic), then
+    /// real ones one at a time, repeats outermost so that the machine's drift spreads over
+    /// every policy alike.
+    fn measure(&self, table: &Table, scratch: &Scratch) -> Result<Measured> {
+        let runtime = self.sandbox.runtime()?;
+        let columns = table
+            .policies
+            .iter()
+            .map(|(_, spec)| column(&runtime, spec))
+            .collect::<Result<Vec<Column>>>()?;
+        let mut trials = Vec::new();
+        for repeat in 0..u64::from(table.repeat) {
+            for (r, row) in table.rows.iter().enumerate() {
+                for p in 0..columns.len() {
+                    trials.push((r, p, 1 + repeat, matches!(row.place, Place::Sim(_))));
+                }
+            }
+        }
+        let one = |&(r, p, seed, _): &(usize, usize, u64, bool)| -> Result<f64> {
+            let row = &table.rows[r];
+            let outcome = self
+                .run_one(row, &columns[p], seed, scratch)
+                .with_context(|| {
+                    format!(
+                        "seed table {}, row {}, policy {}, seed {seed}",
+                        table.id, row.label, table.policies[p].0
+                    )
+                })?;
+            Ok(row.metric.of(&outcome))
+        };
+        let sims: Vec<_> = trials.iter().filter(|t| t.3).copied().collect();
+        let mut sim_values = parallel(&sims, self.threads, one).into_iter();
+        let mut cells = vec![vec![Vec::new(); columns.len()]; table.rows.len()];
+        for trial in &trials {
+            let value = if trial.3 {
+                sim_values
+                    .next()
+                    .context("a simulated run went missing")??
+            } else {
+                one(trial)?
+            };
+            cells[trial.0][trial.1].push(value);
+        }
+        Ok(Measured { cells })
+    }
+
+    fn run_one(&self, row: &Row, policy: &Column, seed: u64, scratch: &Scratch) -> Result<Outcome> {
+        let plan = RunPlan {
+            seed,
+            supervision: self.sandbox.supervision(),
+            ..RunPlan::default()
+        };
+        let device = match &row.place {
+            Place::Sim(spec) => Device::Sim(spec.clone()),
+            Place::File(bytes) => Device::Real(vec![scratch.file(*bytes)?]),
+        };
+        let policy = PolicyPlan::fixed(&policy.loaded, &policy.settings);
+        Ok(run(&row.jobs, &device, policy, &plan, &mut |_| {})?.outcome)
+    }
+}
+
+/// A policy spec's column heading: `cfq:quantum=1,slice_async_rq=2` → `cfq q1 s2`.
+fn label(spec: &str) -> String {
+    match spec.split_once(':') {
+        Some(("time-slice", "time_slice_us=250")) => "time-slice 250 µs".into(),
+        Some(("cfq", tunables)) => {
+            let short: Vec<String> = tunables
+                .split(',')
+                .filter_map(|kv| kv.split_once('='))
+                .map(|(k, v)| match k {
+                    "quantum" => format!("q{v}"),
+                    "slice_async_rq" => format!("s{v}"),
+                    _ => format!("{k}={v}"),
+                })
+                .collect();
+            format!("cfq {}", short.join(" "))
+        }
+        _ => spec.to_owned(),
+    }
+}
+
+fn jobs(name: &str, text: &str) -> Result<Vec<JobSpec>> {
+    parse_job_file(name, text).map_err(|e| anyhow::anyhow!("{e}"))
+}
+
+fn set(jobs: &mut [JobSpec], key: &str, value: &str) -> Result<()> {
+    for job in jobs {
+        job.set_option(key, value)
+            .map_err(|e| anyhow::anyhow!("{key}={value}: {e}"))?;
+    }
+    Ok(())
+}
+
+fn sim(name: &str) -> Result<DeviceSpec> {
+    DeviceSpec::parse(name).map_err(|e| anyhow::anyhow!("{e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn column_headings_name_a_policy_and_its_seed_tunables_briefly() {
+        assert_eq!(label("cfq:quantum=1,slice_async_rq=2"), "cfq q1 s2");
+        assert_eq!(label("time-slice:time_slice_us=250"), "time-slice 250 µs");
+        assert_eq!(label("anticipatory"), "anticipatory");
+    }
+}

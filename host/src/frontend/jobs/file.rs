@@ -1,0 +1,181 @@
+//! fio job files and command-line options: sections, `[global]` inheritance, and the
+//! checks on a whole job once every option is set.
+
+use super::job::{Direction, JobError, JobSpec};
+use crate::input::Location;
+
+/// Parses a fio job file; `source` names it in errors.
+///
+/// # Errors
+/// The first bad line, with its number.
+pub fn parse_job_file(source: &str, text: &str) -> Result<Vec<JobSpec>, JobError> {
+    let mut sections: Vec<Section> = Vec::new();
+    for (n, raw) in text.lines().enumerate() {
+        let location = Location {
+            source: source.to_owned(),
+            line: n + 1,
+        };
+        let line = raw.trim();
+        if line.is_empty() || line.starts_with(';') || line.starts_with('#') {
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix('[') {
+            let Some(name) = rest
+                .strip_suffix(']')
+                .map(str::trim)
+                .filter(|n| !n.is_empty())
+            else {
+                return Err(JobError {
+                    location,
+                    message: format!("bad section header `{line}`: expected [name]"),
+                });
+            };
+            sections.push(Section {
+                name: name.to_owned(),
+                location,
+                options: Vec::new(),
+            });
+            continue;
+        }
+        let Some(section) = sections.last_mut() else {
+            return Err(JobError {
+                location,
+                message: format!("`{line}` comes before any [section]"),
+            });
+        };
+        let (key, value) = line
+            .split_once('=')
+            .map_or((line, ""), |(k, v)| (k.trim(), v.trim()));
+        section
+            .options
+            .push((key.to_owned(), value.to_owned(), location));
+    }
+    build(
+        sections,
+        &Location {
+            source: source.to_owned(),
+            line: 0,
+        },
+    )
+}
+
+/// Parses job options given on the command line (`--name=a`, `--rw=read`, …). Options before
+/// the first `--name` are global, as in fio.
+///
+/// # Errors
+/// The first bad option.
+pub fn parse_cmdline(options: &[String]) -> Result<Vec<JobSpec>, JobError> {
+    let location = Location {
+        source: "command line".into(),
+        line: 0,
+    };
+    let mut sections = vec![Section {
+        name: "global".into(),
+        location: location.clone(),
+        options: Vec::new(),
+    }];
+    for option in options {
+        let text = option.trim_start_matches('-');
+        let (key, value) = text.split_once('=').map_or((text, ""), |(k, v)| (k, v));
+        let location = Location {
+            source: format!("command line option --{key}"),
+            line: 0,
+        };
+        if key == "name" {
+            sections.push(Section {
+                name: value.to_owned(),
+                location,
+                options: Vec::new(),
+            });
+        } else if let Some(section) = sections.last_mut() {
+            section
+                .options
+                .push((key.to_owned(), value.to_owned(), location));
+        }
+    }
+    if sections.len() == 1 {
+        // Options without --name: one job named after fio's default.
+        let options = std::mem::take(&mut sections[0].options);
+        sections.push(Section {
+            name: "job".into(),
+            location: location.clone(),
+            options,
+        });
+    }
+    build(sections, &location)
+}
+
+struct Section {
+    name: String,
+    location: Location,
+    options: Vec<(String, String, Location)>,
+}
+
+fn build(sections: Vec<Section>, whole: &Location) -> Result<Vec<JobSpec>, JobError> {
+    let mut global: Vec<(String, String, Location)> = Vec::new();
+    let mut jobs = Vec::new();
+    for section in sections {
+        if section.name == "global" {
+            global.extend(section.options);
+            continue;
+        }
+        let mut job = JobSpec::new(&section.name, section.location.clone());
+        for (key, value, location) in global.iter().chain(&section.options) {
+            job.apply(key, value).map_err(|message| JobError {
+                location: location.clone(),
+                message,
+            })?;
+        }
+        check(&job).map_err(|message| JobError {
+            location: section.location.clone(),
+            message,
+        })?;
+        jobs.push(job);
+    }
+    if jobs.is_empty() {
+        return Err(JobError {
+            location: whole.clone(),
+            message: "no job defined (add a [jobname] section or --name=…)".into(),
+        });
+    }
+    Ok(jobs)
+}
+
+/// Checks a job's options together.
+pub(super) fn check(job: &JobSpec) -> Result<(), String> {
+    let name = &job.name;
+    if job.size.is_none() {
+        return Err(format!(
+            "job '{name}': set size= (the region each clone works on; there are no files to take it from)"
+        ));
+    }
+    if job.time_based && job.runtime_ns.is_none() {
+        return Err(format!("job '{name}': time_based needs runtime="));
+    }
+    if !job.bssplit.is_empty() && job.verify {
+        return Err(format!(
+            "job '{name}': bssplit= with verify= is not supported (verify checks blocks of one size)"
+        ));
+    }
+    if let Some(size) = job.size
+        && job.bssplit.iter().any(|&(bs, _)| u64::from(bs) > size)
+    {
+        return Err(format!(
+            "job '{name}': a bssplit block size is larger than size={size}"
+        ));
+    }
+    if job.rate_bytes.is_some() && job.direction == Direction::Mixed {
+        return Err(format!(
+            "job '{name}': rate= on a mixed job is not supported (fio caps each direction apart); use rate_iops="
+        ));
+    }
+    if let Some(size) = job.size
+        && size < u64::from(job.bs)
+    {
+        return Err(format!(
+            "job '{name}': size={size} is smaller than bs={}",
+            job.bs
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,61 @@
+//! A plot's SVG as PNG and PDF, its text in the system's fonts.
+
+/// `svg` rendered to PNG at its own size, its text in the system's fonts (a machine with no
+/// fonts gets the lines and no text).
+///
+/// # Errors
+/// The SVG does not parse, or the picture cannot be encoded.
+pub fn png(svg: &str) -> Result<Vec<u8>, String> {
+    let tree = parsed(svg)?;
+    let size = tree.size().to_int_size();
+    let mut pixmap =
+        resvg::tiny_skia::Pixmap::new(size.width(), size.height()).ok_or("the plot has no area")?;
+    pixmap.fill(resvg::tiny_skia::Color::WHITE);
+    resvg::render(
+        &tree,
+        resvg::tiny_skia::Transform::default(),
+        &mut pixmap.as_mut(),
+    );
+    pixmap
+        .encode_png()
+        .map_err(|e| format!("encoding the PNG: {e}"))
+}
+
+/// `svg` as a one-page PDF, its text kept as text in embedded subsets of the system's fonts.
+///
+/// # Errors
+/// The SVG does not parse, or the PDF cannot be made.
+pub fn pdf(svg: &str) -> Result<Vec<u8>, String> {
+    let tree = parsed(svg)?;
+    svg2pdf::to_pdf(
+        &tree,
+        svg2pdf::ConversionOptions::default(),
+        svg2pdf::PageOptions::default(),
+    )
+    .map_err(|e| format!("making the PDF: {e}"))
+}
+
+/// `svg` parsed with the system's fonts (loaded once).
+fn parsed(svg: &str) -> Result<resvg::usvg::Tree, String> {
+    static FONTS: std::sync::OnceLock<std::sync::Arc<resvg::usvg::fontdb::Database>> =
+        std::sync::OnceLock::new();
+    let fonts = FONTS.get_or_init(|| {
+        let mut db = resvg::usvg::fontdb::Database::new();
+        db.load_system_fonts();
+        db.set_sans_serif_family("DejaVu Sans");
+        std::sync::Arc::new(db)
+    });
+    parsed_with(svg, fonts)
+}
+
+/// `svg` parsed with the fonts of `fonts`.
+pub(super) fn parsed_with(
+    svg: &str,
+    fonts: &std::sync::Arc<resvg::usvg::fontdb::Database>,
+) -> Result<resvg::usvg::Tree, String> {
+    let options = resvg::usvg::Options {
+        fontdb: std::sync::Arc::clone(fonts),
+        ..resvg::usvg::Options::default()
+    };
+    resvg::usvg::Tree::from_str(svg, &options).map_err(|e| format!("reading the SVG: {e}"))
+}
