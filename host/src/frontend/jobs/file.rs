@@ -1,7 +1,7 @@
-//! fio job files and command-line options: sections, `[global]` inheritance, and the
-//! checks on a whole job once every option is set.
+//! fio job files and command-line options: sections and `[global]` inheritance, each job
+//! checked whole once every option is set.
 
-use super::job::{Direction, JobError, JobSpec};
+use super::job::{JobError, JobSpec, check};
 use crate::input::Location;
 
 /// Parses a fio job file; `source` names it in errors.
@@ -139,43 +139,4 @@ fn build(sections: Vec<Section>, whole: &Location) -> Result<Vec<JobSpec>, JobEr
         });
     }
     Ok(jobs)
-}
-
-/// Checks a job's options together.
-pub(super) fn check(job: &JobSpec) -> Result<(), String> {
-    let name = &job.name;
-    if job.size.is_none() {
-        return Err(format!(
-            "job '{name}': set size= (the region each clone works on; there are no files to take it from)"
-        ));
-    }
-    if job.time_based && job.runtime_ns.is_none() {
-        return Err(format!("job '{name}': time_based needs runtime="));
-    }
-    if !job.bssplit.is_empty() && job.verify {
-        return Err(format!(
-            "job '{name}': bssplit= with verify= is not supported (verify checks blocks of one size)"
-        ));
-    }
-    if let Some(size) = job.size
-        && job.bssplit.iter().any(|&(bs, _)| u64::from(bs) > size)
-    {
-        return Err(format!(
-            "job '{name}': a bssplit block size is larger than size={size}"
-        ));
-    }
-    if job.rate_bytes.is_some() && job.direction == Direction::Mixed {
-        return Err(format!(
-            "job '{name}': rate= on a mixed job is not supported (fio caps each direction apart); use rate_iops="
-        ));
-    }
-    if let Some(size) = job.size
-        && size < u64::from(job.bs)
-    {
-        return Err(format!(
-            "job '{name}': size={size} is smaller than bs={}",
-            job.bs
-        ));
-    }
-    Ok(())
 }

@@ -245,7 +245,7 @@ impl JobSpec {
     /// The option's or the job's problem, as the parser would word it.
     pub fn set_option(&mut self, key: &str, value: &str) -> Result<(), String> {
         self.apply(key, value)?;
-        super::file::check(self)
+        check(self)
     }
 
     /// Applies one option.
@@ -353,6 +353,45 @@ impl JobSpec {
         }
         Ok(())
     }
+}
+
+/// Checks a job's options together.
+pub(super) fn check(job: &JobSpec) -> Result<(), String> {
+    let name = &job.name;
+    if job.size.is_none() {
+        return Err(format!(
+            "job '{name}': set size= (the region each clone works on; there are no files to take it from)"
+        ));
+    }
+    if job.time_based && job.runtime_ns.is_none() {
+        return Err(format!("job '{name}': time_based needs runtime="));
+    }
+    if !job.bssplit.is_empty() && job.verify {
+        return Err(format!(
+            "job '{name}': bssplit= with verify= is not supported (verify checks blocks of one size)"
+        ));
+    }
+    if let Some(size) = job.size
+        && job.bssplit.iter().any(|&(bs, _)| u64::from(bs) > size)
+    {
+        return Err(format!(
+            "job '{name}': a bssplit block size is larger than size={size}"
+        ));
+    }
+    if job.rate_bytes.is_some() && job.direction == Direction::Mixed {
+        return Err(format!(
+            "job '{name}': rate= on a mixed job is not supported (fio caps each direction apart); use rate_iops="
+        ));
+    }
+    if let Some(size) = job.size
+        && size < u64::from(job.bs)
+    {
+        return Err(format!(
+            "job '{name}': size={size} is smaller than bs={}",
+            job.bs
+        ));
+    }
+    Ok(())
 }
 
 /// `4k/10:64k/50:32k/40`: block sizes and the percentage of I/Os of each, as fio reads
