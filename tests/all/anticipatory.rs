@@ -2,9 +2,9 @@
 
 use schedhost::policy::PolicyBackend;
 use schedhost_policy_anticipatory::Anticipatory;
-use schedhost_sdk::{Completion, Op, PrioClass, Request, RequestId, Sector, Setup};
+use schedhost_sdk::{Op, PrioClass, Request, RequestId, Sector, Setup};
 
-use crate::helpers::{RawIds, both_builds};
+use crate::helpers::{RawIds, both_builds, done};
 
 const MS: u64 = 1_000_000;
 
@@ -40,18 +40,6 @@ fn write(id: u64, sector: u64) -> Request {
         op: Op::Write,
         sync: false,
         ..read(id, 9, sector)
-    }
-}
-
-fn done(id: u64, ctx: u32) -> Completion {
-    Completion {
-        id: RequestId(id),
-        ctx,
-        op: Op::Read,
-        sectors: 8,
-        latency_ns: MS,
-        service_ns: MS,
-        status: 0,
     }
 }
 

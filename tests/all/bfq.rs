@@ -3,10 +3,10 @@
 use crate::helpers::RawIds;
 use schedhost::policy::PolicyBackend;
 use schedhost_policy_bfq::Bfq;
-use schedhost_sdk::{Completion, Op, PrioClass, Request, Setup};
+use schedhost_sdk::{Op, PrioClass, Request, Setup};
 use schedhost_sdk::{RequestId, Sector};
 
-use crate::helpers::both_builds;
+use crate::helpers::{both_builds, done};
 
 const MS: u64 = 1_000_000;
 
@@ -65,19 +65,8 @@ fn bfq_shares_between_groups_by_their_weight_however_many_queues_each_has() {
         for step in 0..1200u64 {
             for id in p.dispatch(step * MS, 0, 1).unwrap().ids.raw() {
                 served[(id / 1000) as usize] += 1;
-                p.completed(
-                    step * MS,
-                    &[Completion {
-                        id: RequestId(id),
-                        ctx: (id / 1000) as u32,
-                        op: Op::Read,
-                        sectors: 8,
-                        latency_ns: MS,
-                        service_ns: MS,
-                        status: 0,
-                    }],
-                )
-                .unwrap();
+                p.completed(step * MS, &[done(id, (id / 1000) as u32)])
+                    .unwrap();
             }
         }
         let groups = (served[0] + served[1]) as f64 / served[2] as f64;
@@ -111,19 +100,7 @@ fn bfq_shares_sectors_in_proportion_to_weight() {
             let ids = p.dispatch(step * MS, 0, 1).unwrap().ids.raw();
             for &id in &ids {
                 served[usize::from(id >= 1000)] += 8;
-                p.completed(
-                    step * MS,
-                    &[Completion {
-                        id: RequestId(id),
-                        ctx: 0,
-                        op: Op::Read,
-                        sectors: 8,
-                        latency_ns: MS,
-                        service_ns: MS,
-                        status: 0,
-                    }],
-                )
-                .unwrap();
+                p.completed(step * MS, &[done(id, 0)]).unwrap();
             }
         }
         let ratio = served[0] as f64 / served[1] as f64;
@@ -141,19 +118,7 @@ fn bfq_idles_for_empty_sync_queue_then_moves_on() {
             .unwrap();
         let first = p.dispatch(0, 0, 4).unwrap().ids.raw();
         assert_eq!(first.len(), 1, "{build}: one queue in service");
-        p.completed(
-            MS,
-            &[Completion {
-                id: RequestId(first[0]),
-                ctx: 0,
-                op: Op::Read,
-                sectors: 8,
-                latency_ns: MS,
-                service_ns: MS,
-                status: 0,
-            }],
-        )
-        .unwrap();
+        p.completed(MS, &[done(first[0], 0)]).unwrap();
         let idle = p.dispatch(MS, 0, 4).unwrap();
         assert!(idle.ids.is_empty(), "{build}");
         assert_eq!(

@@ -3,10 +3,10 @@
 use crate::helpers::RawIds;
 use schedhost::policy::PolicyBackend;
 use schedhost_policy_cfq::Cfq;
-use schedhost_sdk::{Completion, MergeKind, MergeQuery, Op, PrioClass, Request, Setup};
+use schedhost_sdk::{MergeKind, MergeQuery, Op, PrioClass, Request, Setup};
 use schedhost_sdk::{RequestId, Sector};
 
-use crate::helpers::both_builds;
+use crate::helpers::{both_builds, done};
 
 const MS: u64 = 1_000_000;
 
@@ -34,18 +34,6 @@ fn read(id: u64, ctx: u32, sector: u64, at_ms: u64) -> Request {
         prio_level: 4,
         group: 0,
         arrival_ns: at_ms * MS,
-    }
-}
-
-fn done(id: u64, ctx: u32) -> Completion {
-    Completion {
-        id: RequestId(id),
-        ctx,
-        op: Op::Read,
-        sectors: 8,
-        latency_ns: MS,
-        service_ns: MS,
-        status: 0,
     }
 }
 

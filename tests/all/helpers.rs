@@ -126,3 +126,16 @@ pub fn component_maker(name: &str) -> Option<schedhost::contract::Maker> {
         Ok(p)
     }))
 }
+
+/// A 4 KiB read's completion for `ctx`, waited and served 1 ms.
+pub fn done(id: u64, ctx: u32) -> schedhost_sdk::Completion {
+    schedhost_sdk::Completion {
+        id: schedhost_sdk::RequestId(id),
+        ctx,
+        op: schedhost_sdk::Op::Read,
+        sectors: 8,
+        latency_ns: 1_000_000,
+        service_ns: 1_000_000,
+        status: 0,
+    }
+}
