@@ -120,84 +120,159 @@ const KEYS: &str =
 /// `NAME:weight=N,reserve_iops=N,riops=N,wiops=N,rbps=B,wbps=B,riops_burst=N,…`: a group's
 /// parameters in cgroup v2's key words (io.weight, io.max, io.latency's `target` in µs)
 /// plus mClock's reservation: the words cgroup users write, one flag per group, and one
-/// line for `ctl group`.
+/// line for `ctl group`. `KEY=max` leaves a limit, reservation or target unset, as io.max's
+/// `max` does.
 ///
 /// # Errors
 /// A bad name, an unknown or repeated key, a value out of range, or no key at all, each
 /// named.
 pub fn parse_group(text: &str) -> Result<crate::core::GroupSpec, String> {
+    let edit = parse_group_edit(text)?;
+    edit.apply(&crate::core::GroupSpec {
+        name: edit.name.clone(),
+        ..crate::core::GroupSpec::default()
+    })
+}
+
+/// `ctl group NAME:KEY=VALUE,…`: the keys to change in group NAME's parameters, the rest
+/// kept, as writing one key of cgroup's io.max changes only that key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupEdit {
+    /// The group's name.
+    pub name: String,
+    /// The keys, in the order given, each once.
+    keys: Vec<(String, String)>,
+}
+
+/// Parses a group's name and keys, checking each key and value on its own.
+///
+/// # Errors
+/// As [`parse_group`].
+pub fn parse_group_edit(text: &str) -> Result<GroupEdit, String> {
     let (name, keys) = text
         .split_once(':')
         .ok_or_else(|| format!("{text:?}: expected NAME:KEY=VALUE,… (e.g. tenant:riops=1000)"))?;
     let name = group_name(name)?;
-    let mut limits = crate::core::GroupSpec {
+    let mut edit = GroupEdit {
         name: name.clone(),
-        ..crate::core::GroupSpec::default()
+        keys: Vec::new(),
     };
-    let mut seen: Vec<&str> = Vec::new();
     for pair in keys.split(',').filter(|p| !p.is_empty()) {
         let (key, value) = pair
             .split_once('=')
             .ok_or_else(|| format!("group {name}: {pair:?}: expected KEY=VALUE"))?;
-        if seen.contains(&key) {
+        if edit.keys.iter().any(|(k, _)| k == key) {
             return Err(format!("group {name}: {key} given twice"));
         }
-        seen.push(key);
-        let count = |max: u64| -> Result<u64, String> {
-            integer(value)
-                .ok()
-                .filter(|n| (1..=max).contains(n))
-                .ok_or_else(|| {
-                    format!("group {name}: {key}={value}: expected a number from 1 to {max}")
-                })
-        };
-        let bytes = |max: u64| -> Result<u64, String> {
-            size(value)
-                .ok()
-                .filter(|n| (1..=max).contains(n))
-                .ok_or_else(|| {
-                    format!("group {name}: {key}={value}: expected bytes per second from 1 to {max} (k, m, g allowed)")
-                })
-        };
-        const MAX_IOPS: u64 = 1_000_000_000;
-        const MAX_BPS: u64 = 1 << 50;
-        match key {
-            "riops" => limits.riops = Some(count(MAX_IOPS)?),
-            "wiops" => limits.wiops = Some(count(MAX_IOPS)?),
-            "rbps" => limits.rbps = Some(bytes(MAX_BPS)?),
-            "wbps" => limits.wbps = Some(bytes(MAX_BPS)?),
-            "riops_burst" => limits.iops_burst[0] = count(MAX_IOPS)?,
-            "wiops_burst" => limits.iops_burst[1] = count(MAX_IOPS)?,
-            "rbps_burst" => limits.bps_burst[0] = bytes(MAX_BPS)?,
-            "wbps_burst" => limits.bps_burst[1] = bytes(MAX_BPS)?,
-            "latency_target_us" => {
-                limits.latency_target_ns = Some(count(60_000_000)? * 1000);
-            }
-            "weight" => {
-                limits.weight = u32::try_from(count(10_000)?).expect("at most 10000");
-            }
-            "reserve_iops" => limits.reserve_iops = Some(count(MAX_IOPS)?),
-            _ => {
-                return Err(format!("group {name}: unknown key {key:?} ({KEYS})"));
-            }
-        }
+        // Each key and value is checked here, so a bad one is refused as it is read.
+        set_group_key(&mut crate::core::GroupSpec::default(), &name, key, value)?;
+        edit.keys.push((key.to_owned(), value.to_owned()));
     }
-    if seen.is_empty() {
+    if edit.keys.is_empty() {
         return Err(format!("group {name}: no parameter given ({KEYS})"));
     }
-    for (burst, rate) in [
-        ("riops_burst", "riops"),
-        ("wiops_burst", "wiops"),
-        ("rbps_burst", "rbps"),
-        ("wbps_burst", "wbps"),
-    ] {
-        if seen.contains(&burst) && !seen.contains(&rate) {
-            return Err(format!(
-                "group {name}: {burst} without {rate}: a burst is tolerance beyond a rate"
-            ));
+    Ok(edit)
+}
+
+impl GroupEdit {
+    /// `base` with the keys changed.
+    ///
+    /// # Errors
+    /// A burst left without its rate.
+    pub fn apply(&self, base: &crate::core::GroupSpec) -> Result<crate::core::GroupSpec, String> {
+        let mut spec = base.clone();
+        for (key, value) in &self.keys {
+            set_group_key(&mut spec, &self.name, key, value)?;
+        }
+        let bursts = [
+            ("riops_burst", spec.iops_burst[0], "riops", spec.riops),
+            ("wiops_burst", spec.iops_burst[1], "wiops", spec.wiops),
+            ("rbps_burst", spec.bps_burst[0], "rbps", spec.rbps),
+            ("wbps_burst", spec.bps_burst[1], "wbps", spec.wbps),
+        ];
+        for (burst, amount, rate, limit) in bursts {
+            if amount > 0 && limit.is_none() {
+                return Err(format!(
+                    "group {}: {burst} without {rate}: a burst is tolerance beyond a rate",
+                    self.name
+                ));
+            }
+        }
+        Ok(spec)
+    }
+}
+
+/// Sets `key` of group `name`'s `spec` to `value`.
+fn set_group_key(
+    spec: &mut crate::core::GroupSpec,
+    name: &str,
+    key: &str,
+    value: &str,
+) -> Result<(), String> {
+    const MAX_IOPS: u64 = 1_000_000_000;
+    const MAX_BPS: u64 = 1 << 50;
+    let count = |max: u64| -> Result<u64, String> {
+        integer(value)
+            .ok()
+            .filter(|n| (1..=max).contains(n))
+            .ok_or_else(|| {
+                format!("group {name}: {key}={value}: expected a number from 1 to {max}")
+            })
+    };
+    let bytes = |max: u64| -> Result<u64, String> {
+        size(value)
+            .ok()
+            .filter(|n| (1..=max).contains(n))
+            .ok_or_else(|| {
+                format!("group {name}: {key}={value}: expected bytes per second from 1 to {max} (k, m, g allowed)")
+            })
+    };
+    // `max`: unset, io.max's word for no limit.
+    let unset = value == "max";
+    let optional = |parse: &dyn Fn(u64) -> Result<u64, String>, max: u64| {
+        if unset {
+            Ok(None)
+        } else {
+            parse(max).map(Some)
+        }
+    };
+    let burst = |parse: &dyn Fn(u64) -> Result<u64, String>, max: u64| {
+        if unset { Ok(0) } else { parse(max) }
+    };
+    // A rate unset takes its burst with it: there is nothing left to burst beyond.
+    match key {
+        "riops" => {
+            spec.riops = optional(&count, MAX_IOPS)?;
+            spec.iops_burst[0] *= u64::from(spec.riops.is_some());
+        }
+        "wiops" => {
+            spec.wiops = optional(&count, MAX_IOPS)?;
+            spec.iops_burst[1] *= u64::from(spec.wiops.is_some());
+        }
+        "rbps" => {
+            spec.rbps = optional(&bytes, MAX_BPS)?;
+            spec.bps_burst[0] *= u64::from(spec.rbps.is_some());
+        }
+        "wbps" => {
+            spec.wbps = optional(&bytes, MAX_BPS)?;
+            spec.bps_burst[1] *= u64::from(spec.wbps.is_some());
+        }
+        "riops_burst" => spec.iops_burst[0] = burst(&count, MAX_IOPS)?,
+        "wiops_burst" => spec.iops_burst[1] = burst(&count, MAX_IOPS)?,
+        "rbps_burst" => spec.bps_burst[0] = burst(&bytes, MAX_BPS)?,
+        "wbps_burst" => spec.bps_burst[1] = burst(&bytes, MAX_BPS)?,
+        "latency_target_us" => {
+            spec.latency_target_ns = optional(&count, 60_000_000)?.map(|us| us * 1000);
+        }
+        "weight" => {
+            spec.weight = u32::try_from(count(10_000)?).expect("at most 10000");
+        }
+        "reserve_iops" => spec.reserve_iops = optional(&count, MAX_IOPS)?,
+        _ => {
+            return Err(format!("group {name}: unknown key {key:?} ({KEYS})"));
         }
     }
-    Ok(limits)
+    Ok(())
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use schedhost::frontend::RunError;
-use schedhost::frontend::nbd::{self, Address, Request, ServeOptions, Served};
+use schedhost::frontend::nbd::{self, Address, ExportSpec, Request, ServeOptions, Served};
 use schedhost::frontend::plan::RunPlan;
 use schedhost::policy::{PolicyBackend, native_policy};
 
@@ -82,9 +82,12 @@ impl Drop for Running {
 pub(crate) fn options(dir: &Path) -> ServeOptions {
     ServeOptions {
         address: Address::Unix(dir.join("nbd.sock")),
-        device: dir.join("disk.img"),
-        export_name: "disk".into(),
-        read_only: false,
+        exports: vec![ExportSpec {
+            name: "disk".into(),
+            device: dir.join("disk.img"),
+            read_only: false,
+            group: None,
+        }],
         allow_overwrite: false,
         size: Some(16 * MIB),
         trace_events: None,
@@ -93,7 +96,7 @@ pub(crate) fn options(dir: &Path) -> ServeOptions {
         handshake_timeout: Duration::from_secs(10),
         reply_timeout: Duration::from_secs(30),
         description: None,
-        group: None,
+        groups: Vec::new(),
     }
 }
 
@@ -134,7 +137,7 @@ pub(crate) fn start_planned(
         std::thread::spawn(move || {
             let engine = runtime();
             let control = control.as_deref().map(|p| (p, &engine));
-            let result = nbd::serve(&options, &plan, policy, &[], control, &stop, |at| {
+            let result = nbd::serve(&options, &plan, vec![policy], &[], control, &stop, |at| {
                 let _ = ready_tx.send(at.metrics);
             });
             if let Err(e) = &result {
@@ -162,7 +165,13 @@ pub(crate) struct Client {
 }
 
 impl Client {
+    /// A client of the default export.
     pub(crate) fn connect(socket: &Path) -> Self {
+        Self::connect_to(socket, "")
+    }
+
+    /// A client of the export named `name`.
+    pub(crate) fn connect_to(socket: &Path, name: &str) -> Self {
         let mut stream = UnixStream::connect(socket).unwrap();
         stream
             .set_read_timeout(Some(Duration::from_secs(30)))
@@ -174,8 +183,9 @@ impl Client {
         stream.write_all(&3u32.to_be_bytes()).unwrap();
         let mut go = b"IHAVEOPT".to_vec();
         go.extend_from_slice(&7u32.to_be_bytes());
-        go.extend_from_slice(&6u32.to_be_bytes());
-        go.extend_from_slice(&0u32.to_be_bytes()); // empty name: the default export
+        go.extend_from_slice(&(6 + name.len() as u32).to_be_bytes());
+        go.extend_from_slice(&(name.len() as u32).to_be_bytes());
+        go.extend_from_slice(name.as_bytes());
         go.extend_from_slice(&0u16.to_be_bytes());
         stream.write_all(&go).unwrap();
         let mut size = 0;
@@ -360,7 +370,7 @@ fn nbd_read_only_export_refuses_writes_trims_and_zeroes_and_leaves_the_file_alon
     let original = pattern(0, 4 * MIB as usize, 3);
     std::fs::write(dir.join("disk.img"), &original).unwrap();
     let mut opts = options(&dir);
-    opts.read_only = true;
+    opts.exports[0].read_only = true;
     opts.size = None;
     let server = start(opts, native_policy("noop").unwrap(), None);
     let mut c = Client::connect(&server.socket);
@@ -385,19 +395,19 @@ fn nbd_refuses_to_export_an_existing_file_writable_without_allow_overwrite() {
     assert!(err.contains("--allow-overwrite"), "{err}");
     assert!(err.contains("--read-only"), "{err}");
     assert!(!dir.join("nbd.sock").exists());
-    let missing = ServeOptions {
+    let mut missing = ServeOptions {
         size: None,
-        device: dir.join("missing.img"),
         ..options(&dir)
     };
+    missing.exports[0].device = dir.join("missing.img");
     assert!(refusal(&missing).contains("--size"));
     // A taken address fails before anything is created.
     std::fs::write(dir.join("taken.sock"), b"").unwrap();
-    let taken = ServeOptions {
+    let mut taken = ServeOptions {
         address: Address::Unix(dir.join("taken.sock")),
-        device: dir.join("new.img"),
         ..options(&dir)
     };
+    taken.exports[0].device = dir.join("new.img");
     assert!(refusal(&taken).contains("binding"));
     assert!(!dir.join("new.img").exists());
     assert_eq!(
@@ -412,7 +422,7 @@ fn refusal(options: &ServeOptions) -> String {
     nbd::serve(
         options,
         &plan(),
-        native_policy("noop").unwrap(),
+        vec![native_policy("noop").unwrap()],
         &[],
         None,
         &stop,
@@ -1195,8 +1205,9 @@ fn nbd_an_exports_group_limit_holds_every_client_and_ctl_changes_it_while_they_r
     let control = dir.join("ctl.sock");
     let mut opts = options(&dir);
     opts.metrics = Some("127.0.0.1:0".into());
-    opts.group =
-        Some(schedhost::value::parse_group("tenant:wiops=200,riops_burst=2,riops=100").unwrap());
+    opts.groups =
+        vec![schedhost::value::parse_group("tenant:wiops=200,riops_burst=2,riops=100").unwrap()];
+    opts.exports[0].group = Some("tenant".into());
     let server = start(opts, native_policy("noop").unwrap(), Some(control.clone()));
     let address = server.metrics.expect("metrics address");
     let mut a = Client::connect(&server.socket);
@@ -1238,10 +1249,18 @@ fn nbd_an_exports_group_limit_holds_every_client_and_ctl_changes_it_while_they_r
     assert_eq!(reply["ok"], true, "{reply}");
     let groups = schedhost::control::request(&control, "groups").unwrap();
     assert_eq!(groups["devices"][0]["groups"][0]["wiops"], 5000, "{groups}");
-    assert!(
-        groups["devices"][0]["groups"][0]["riops"].is_null(),
-        "the new limits replace the old"
+    assert_eq!(
+        groups["devices"][0]["groups"][0]["riops"], 100,
+        "a key not given keeps its value, as in cgroup's io.max"
     );
+    let reply = schedhost::control::request(&control, "group tenant:riops=max").unwrap();
+    assert_eq!(reply["ok"], true, "{reply}");
+    let orphan = schedhost::control::request(&control, "group tenant:riops_burst=4").unwrap();
+    assert_eq!(orphan["ok"], false, "a burst without its rate: {orphan}");
+    let groups = schedhost::control::request(&control, "groups").unwrap();
+    let tenant = &groups["devices"][0]["groups"][0];
+    assert!(tenant["riops"].is_null(), "max removes the limit: {groups}");
+    assert_eq!(tenant["wiops"], 5000, "{groups}");
     let unknown = schedhost::control::request(&control, "group other:riops=1").unwrap();
     assert_eq!(unknown["ok"], false);
     assert!(
@@ -1260,4 +1279,110 @@ fn nbd_an_exports_group_limit_holds_every_client_and_ctl_changes_it_while_they_r
     drop((a, b));
     let served = server.finish();
     assert_eq!(served.clients.latest.len(), 2);
+}
+
+#[test]
+fn nbd_several_exports_share_one_device_each_in_its_group_or_use_their_own() {
+    let dir = scratch("several_exports");
+    let control = dir.join("ctl.sock");
+    let mut opts = options(&dir);
+    let export = |name: &str, file: &str, group: Option<&str>| ExportSpec {
+        name: name.into(),
+        device: dir.join(file),
+        read_only: false,
+        group: group.map(Into::into),
+    };
+    opts.exports = vec![
+        export("a", "disk.img", Some("gold")),
+        // The same file by another path: still one device.
+        export("b", "./disk.img", Some("bronze")),
+        export("c", "other.img", None),
+    ];
+    opts.groups = vec![schedhost::value::parse_group("gold:weight=300,wiops=100000").unwrap()];
+    // Two devices: one scheduler (policy instance) each.
+    assert_eq!(opts.devices().len(), 2);
+    let stop = Arc::new(AtomicBool::new(false));
+    let thread = {
+        let (opts, stop, control) = (opts.clone(), Arc::clone(&stop), control.clone());
+        std::thread::spawn(move || {
+            let engine = runtime();
+            let policies = vec![
+                native_policy("noop").unwrap(),
+                native_policy("noop").unwrap(),
+            ];
+            nbd::serve(
+                &opts,
+                &plan(),
+                policies,
+                &[],
+                Some((&control, &engine)),
+                &stop,
+                |_| {},
+            )
+        })
+    };
+    let socket = dir.join("nbd.sock");
+    while !socket.exists() {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let mut a = Client::connect_to(&socket, "a");
+    let mut b = Client::connect_to(&socket, "b");
+    let mut c = Client::connect_to(&socket, "c");
+    assert_eq!(a.write(0, &[1; 4096]), 0);
+    assert_eq!(b.write(4096, &[2; 8192]), 0);
+    assert_eq!(c.write(0, &[3; 4096]), 0);
+    // a and b are one file; c is another.
+    assert_eq!(b.read(0, 4096), vec![1; 4096]);
+    assert_eq!(a.read(4096, 8192), vec![2; 8192]);
+    assert_eq!(c.read(0, 4096), vec![3; 4096]);
+    let groups = schedhost::control::request(&control, "groups").unwrap();
+    let disk = &groups["devices"][0]["groups"];
+    assert_eq!(disk[0]["name"], "gold", "{groups}");
+    assert_eq!(disk[0]["weight"], 300);
+    assert_eq!(disk[0]["ios"][1], 1, "a's write is gold's: {groups}");
+    assert_eq!(
+        disk[1]["name"], "bronze",
+        "a group without --group is a peer"
+    );
+    assert_eq!(disk[1]["weight"], 100);
+    assert_eq!(disk[1]["ios"][1], 1, "b's write is bronze's: {groups}");
+    assert!(
+        groups["devices"][1]["groups"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    let reply = schedhost::control::request(&control, "group gold:weight=50").unwrap();
+    assert_eq!(reply["group"]["wiops"], 100000, "{reply}");
+    assert_eq!(reply["group"]["weight"], 50, "{reply}");
+    drop((a, b, c));
+    stop.store(true, Ordering::Release);
+    let served = thread.join().unwrap().unwrap();
+    let names: Vec<&str> = served.exports.iter().map(|e| e.name.as_str()).collect();
+    assert_eq!(names, ["a", "b", "c"]);
+    let mut exports: Vec<&str> = served
+        .clients
+        .latest
+        .iter()
+        .map(|c| c.export.as_str())
+        .collect();
+    exports.sort_unstable();
+    assert_eq!(exports, ["a", "b", "c"]);
+    assert_eq!(served.groups.len(), 2);
+}
+
+#[test]
+fn nbd_exports_and_groups_that_do_not_fit_are_refused_by_name() {
+    let dir = scratch("bad_exports");
+    let mut twice = options(&dir);
+    twice.exports.push(twice.exports[0].clone());
+    assert!(refusal(&twice).contains("export \"disk\" is named twice"));
+    let mut orphan = options(&dir);
+    orphan.groups = vec![schedhost::value::parse_group("lost:weight=5").unwrap()];
+    let err = refusal(&orphan);
+    assert!(err.contains("group \"lost\": no export is in it"), "{err}");
+    let mut none = options(&dir);
+    none.exports.clear();
+    assert!(refusal(&none).contains("nothing to export"));
+    assert!(!dir.join("disk.img").exists(), "nothing was created");
 }

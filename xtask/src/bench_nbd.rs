@@ -5,7 +5,9 @@
 //!   shared between clients (mean IOPS per client and the second one's share);
 //! - `clients`: N clients at once (default 1000), each at QD1 reading and checking 4 KiB
 //!   blocks: every client's rate against the mean, and the server's thread count while all
-//!   are connected.
+//!   are connected;
+//! - `tenants`: two exports of one server sharing the file, each in its own group, a fio
+//!   client on each: weights 3:1 under bfq and mclock, then a 1000 IOPS limit on one.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -66,7 +68,142 @@ pub fn run(
     if wanted("share") {
         sharing(schedhost, dir, disk, rounds, seconds)?;
     }
+    if wanted("tenants") {
+        tenants(schedhost, dir, disk, rounds, seconds)?;
+    }
     Ok(())
+}
+
+/// Two tenants: (label, policy, group a's keys, group b's keys, what a's figure is held to).
+const TENANTS: &[(&str, &str, &str, &str, Target)] = &[
+    (
+        "weights 3:1",
+        "bfq",
+        "weight=300",
+        "weight=100",
+        Target::Share(0.75),
+    ),
+    (
+        "weights 3:1",
+        "mclock",
+        "weight=300",
+        "weight=100",
+        Target::Share(0.75),
+    ),
+    (
+        "a limited to 1000 IOPS",
+        "noop",
+        "riops=1000",
+        "weight=100",
+        Target::Iops(1000.0),
+    ),
+    (
+        "a limited to 1000 IOPS",
+        "bfq",
+        "riops=1000",
+        "weight=100",
+        Target::Iops(1000.0),
+    ),
+];
+
+/// What a tenants scenario holds group a to.
+#[derive(Debug, Clone, Copy)]
+enum Target {
+    /// Its share of the two clients' IOPS.
+    Share(f64),
+    /// Its IOPS.
+    Iops(f64),
+}
+
+/// Driver tags for the tenants scenarios: fewer than the clients' 32 requests, so requests
+/// wait in the scheduler and the policy chooses (with more tags than requests, every
+/// request is dispatched as it comes and no policy can share anything).
+const TENANT_TAGS: &str = "4";
+
+/// Two fio clients at QD16, each on its own export of one server sharing the file, each
+/// export in its own group.
+fn tenants(schedhost: &Path, dir: &Path, disk: &Path, rounds: usize, seconds: u32) -> Result<()> {
+    println!(
+        "\ntwo exports on one file, a fio client each (4k randread, QD16), {TENANT_TAGS} driver tags, {seconds} s, {rounds} rounds (mean IOPS)"
+    );
+    println!(
+        "{:<24} {:<8} {:>10} {:>10} {:>10} {:>10} {:>7}",
+        "scenario", "policy", "a", "b", "figure", "target", "off"
+    );
+    let socket = dir.join("nbd.sock");
+    let device = disk.display().to_string();
+    for &(label, policy, keys_a, keys_b, target) in TENANTS {
+        let (mut sum_a, mut sum_b) = (0.0, 0.0);
+        for _ in 0..rounds {
+            let exports = [
+                format!("name=a,device={device},group=a"),
+                format!("name=b,device={device},group=b"),
+            ];
+            let groups = [format!("a:{keys_a}"), format!("b:{keys_b}")];
+            let _ = std::fs::remove_file(&socket);
+            let server = Server(
+                Command::new(schedhost)
+                    .args(["serve", "--allow-overwrite", "--policy", policy])
+                    .args(["--queue-depth", TENANT_TAGS])
+                    .arg("--nbd")
+                    .arg(format!("unix:{}", socket.display()))
+                    .args(["--export", &exports[0], "--export", &exports[1]])
+                    .args(["--group", &groups[0], "--group", &groups[1]])
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .context("starting schedhost serve")?,
+            );
+            wait_for(&socket)?;
+            let a = export_client(dir, &socket, "a", 0, 16, seconds)?;
+            let b = export_client(dir, &socket, "b", 1, 16, seconds)?;
+            let (a, b) = (iops(a)?, iops(b)?);
+            server.stop()?;
+            sum_a += a;
+            sum_b += b;
+        }
+        let (a, b) = (sum_a / rounds as f64, sum_b / rounds as f64);
+        let (figure, want) = match target {
+            Target::Share(share) => (a / (a + b), share),
+            Target::Iops(iops) => (a, iops),
+        };
+        println!(
+            "{label:<24} {policy:<8} {a:>10.0} {b:>10.0} {figure:>10.3} {want:>10.3} {:>6.1}%",
+            100.0 * (figure - want) / want
+        );
+    }
+    Ok(())
+}
+
+/// A fio client of export `name`, reading its half `half` of the file at `depth`.
+fn export_client(
+    dir: &Path,
+    socket: &Path,
+    name: &str,
+    half: u64,
+    depth: u32,
+    seconds: u32,
+) -> Result<Child> {
+    let part = FILE_BYTES / 2;
+    Command::new("fio")
+        .current_dir(dir)
+        .args([
+            &format!("--name=tenant-{name}"),
+            "--ioengine=nbd",
+            &format!("--uri=nbd+unix:///{name}?socket={}", socket.display()),
+            "--rw=randread",
+            "--bs=4k",
+            &format!("--iodepth={depth}"),
+            &format!("--offset={}", half * part),
+            &format!("--size={part}"),
+            &format!("--runtime={seconds}"),
+            "--time_based",
+            "--output-format=json",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("starting fio (apt-get install fio)")
 }
 
 /// Two clients at once under each policy.

@@ -38,10 +38,11 @@ cargo xtask <command>
                       against schedhost's deadline, bfq and kyber over the kernel's none
   bench-qos           groups sharing a simulated SSD under mclock, bfq and noop: weights, a
                       reservation, io.max limits, a latency target, a hot swap (deterministic)
-  bench-nbd [--rounds N] [--seconds S] [--only qemu|share|clients] [--clients N]
+  bench-nbd [--rounds N] [--seconds S] [--only qemu|share|clients|tenants] [--clients N]
                       fio's nbd engine against qemu-nbd (QD1, QD16); two fio nbd clients on one
                       `schedhost serve` export: each policy's split; N clients (default 1000)
-                      at QD1 with verified reads: shares and the server's threads
+                      at QD1 with verified reads: shares and the server's threads; two
+                      exports of one file in groups: weights 3:1, then a 1000 IOPS limit
 ";
 
 /// Folders whose subfolders with a Cargo.toml are policy crates built by `build` (tests/ has
@@ -170,8 +171,8 @@ fn run(args: Vec<String>) -> Result<()> {
             let (rounds, seconds) = rounds_and_seconds("bench-nbd", &timing)?;
             ensure!(
                 only.as_deref()
-                    .is_none_or(|o| ["qemu", "share", "clients"].contains(&o)),
-                "bench-nbd: --only takes qemu, share or clients"
+                    .is_none_or(|o| ["qemu", "share", "clients", "tenants"].contains(&o)),
+                "bench-nbd: --only takes qemu, share, clients or tenants"
             );
             let wanted = |part: &str| only.as_deref().is_none_or(|o| o == part);
             let bench = bench_nbd::prepare(&root)?;

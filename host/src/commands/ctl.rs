@@ -11,7 +11,8 @@ pub struct CtlArgs {
     #[arg(long, value_name = "SOCKET")]
     pub control: PathBuf,
     /// The request: `swap POLICY`, `set NAME=VALUE`, `get`, `status`, `stats`, `groups`, or
-    /// `group NAME:KEY=VALUE,…` (a group's new limits, in `--group`'s words).
+    /// `group NAME:KEY=VALUE,…` (change those keys of a group, in `--group`'s words; the
+    /// others keep their values, and `KEY=max` unsets a limit).
     #[arg(required = true, num_args = 1..)]
     pub request: Vec<String>,
 }

@@ -1,5 +1,6 @@
 //! `schedhost serve --nbd ADDR --device PATH`: export a file or block device over NBD, every
-//! client's I/O going through the policy, until SIGINT or SIGTERM.
+//! client's I/O going through the policy, until SIGINT or SIGTERM. `--export` offers several
+//! exports on one server, each on its own device or sharing one, each in a group.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -7,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use schedhost::frontend::jobs::value::size as size_bytes;
-use schedhost::frontend::nbd::{self, Address, ServeOptions, Served};
+use schedhost::frontend::nbd::{self, Address, ExportSpec, ServeOptions, Served};
 use schedhost::frontend::plan::{Observe, RingOptions, RunPlan};
 use schedhost::policy::load;
 
@@ -19,9 +20,15 @@ pub struct ServeArgs {
     /// Listen for NBD clients on HOST:PORT, PORT (on 127.0.0.1) or unix:PATH.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:10809")]
     pub nbd: String,
-    /// The file or block device to export.
-    #[arg(long)]
-    pub device: PathBuf,
+    /// The file or block device to export, as the export `--export-name`.
+    #[arg(long, required_unless_present = "exports")]
+    pub device: Option<PathBuf>,
+    /// Another export (repeatable), in qemu-storage-daemon's key=value words:
+    /// `name=vm1,device=PATH[,group=GROUP][,read-only=on]` (a comma in a value is
+    /// written twice). Exports naming one device share its scheduler; each export's
+    /// clients are in its group.
+    #[arg(long = "export", value_name = "name=NAME,device=PATH,...", value_parser = parse_export)]
+    pub exports: Vec<ExportSpec>,
     /// Faults to inject between the host and the kernel, as a fault plan
     /// (`read_errors=0.01,busy=0.01,spikes=0.001:20ms,…`; see the README): clients get the
     /// errors as NBD errors.
@@ -30,10 +37,11 @@ pub struct ServeArgs {
     /// Policy: a component (PATH.wasm), a bundled name (noop), or native:NAME.
     #[arg(long, short = 'p', default_value = "noop")]
     pub policy: String,
-    /// The export's name (clients asking for the default export get it too).
+    /// The name of `--device`'s export (clients asking for the default export get the
+    /// first export).
     #[arg(long, default_value = "schedhost")]
     pub export_name: String,
-    /// Export read-only: writes, trims and zeroing are refused with EPERM.
+    /// Every export read-only: writes, trims and zeroing are refused with EPERM.
     #[arg(long)]
     pub read_only: bool,
     /// Export an existing file or a block device writable (clients may overwrite it).
@@ -85,10 +93,12 @@ pub struct ServeArgs {
     /// --description; none by default, so nothing about the host is revealed.
     #[arg(long, value_name = "TEXT", value_parser = parse_description)]
     pub description: Option<String>,
-    /// One group for every client of the export together, in `run`'s words:
-    /// `--group tenant:riops=1000,wbps=10m` (`ctl group` changes it).
-    #[arg(long, value_name = "NAME:KEY=VALUE,...", value_parser = super::plan::parse_group)]
-    pub group: Option<schedhost::core::GroupSpec>,
+    /// A group's parameters, in `run`'s words (repeatable):
+    /// `--group tenant:weight=300,riops=1000,wbps=10m`; exports name their group
+    /// (`--export …,group=tenant`), and a lone `--device` export is in the lone group.
+    /// `ctl group` changes them while clients run.
+    #[arg(long = "group", value_name = "NAME:KEY=VALUE,...", value_parser = super::plan::parse_group)]
+    pub groups: Vec<schedhost::core::GroupSpec>,
     /// Summary format when the server stops.
     #[arg(long, value_enum, default_value_t = OutputFormat::Normal)]
     pub output_format: OutputFormat,
@@ -104,6 +114,81 @@ fn parse_size(text: &str) -> Result<u64> {
         );
     }
     Ok(bytes)
+}
+
+/// `--export name=NAME,device=PATH[,group=GROUP][,read-only=on|off]`: qemu's key=value
+/// list, where `,,` is a comma inside a value.
+fn parse_export(text: &str) -> Result<ExportSpec, String> {
+    let mut name = None;
+    let mut device = None;
+    let mut group = None;
+    let mut read_only = None;
+    for pair in split_qemu_list(text) {
+        let (key, value) = pair.split_once('=').ok_or_else(|| {
+            format!("{pair:?}: expected KEY=VALUE (name=, device=, group=, read-only=)")
+        })?;
+        let repeated = |set: bool| {
+            if set {
+                Err(format!("{key} is given twice"))
+            } else {
+                Ok(())
+            }
+        };
+        match key {
+            "name" => {
+                repeated(name.is_some())?;
+                name = Some(value.to_owned());
+            }
+            "device" => {
+                repeated(device.is_some())?;
+                if value.is_empty() {
+                    return Err("device=: expected a path".into());
+                }
+                device = Some(PathBuf::from(value));
+            }
+            "group" => {
+                repeated(group.is_some())?;
+                group = Some(schedhost::value::group_name(value)?);
+            }
+            "read-only" => {
+                repeated(read_only.is_some())?;
+                read_only = Some(match value {
+                    "on" | "true" | "1" => true,
+                    "off" | "false" | "0" => false,
+                    _ => return Err(format!("read-only={value}: expected on or off")),
+                });
+            }
+            _ => {
+                return Err(format!(
+                    "unknown key {key:?} (name, device, group, read-only)"
+                ));
+            }
+        }
+    }
+    Ok(ExportSpec {
+        name: name.ok_or("name= is missing")?,
+        device: device.ok_or("device= is missing")?,
+        read_only: read_only.unwrap_or(false),
+        group,
+    })
+}
+
+/// The items of qemu's comma-separated list: `,,` is a comma within an item.
+fn split_qemu_list(text: &str) -> Vec<String> {
+    let mut items = vec![String::new()];
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            ',' if chars.peek() == Some(&',') => {
+                chars.next();
+                items.last_mut().expect("never empty").push(',');
+            }
+            ',' => items.push(String::new()),
+            _ => items.last_mut().expect("never empty").push(c),
+        }
+    }
+    items.retain(|i| !i.is_empty());
+    items
 }
 
 /// A timeout: fio's time notation, seconds by default; above 0 and at most a day.
@@ -165,9 +250,7 @@ impl ServeArgs {
         let (source, loaded) = load(&runtime, &self.policy)?;
         let options = ServeOptions {
             address,
-            device: self.device.clone(),
-            export_name: self.export_name.clone(),
-            read_only: self.read_only,
+            exports: self.exports(),
             allow_overwrite: self.allow_overwrite,
             size,
             trace_events: self.trace_events.clone(),
@@ -176,8 +259,13 @@ impl ServeArgs {
             handshake_timeout: self.handshake_timeout,
             reply_timeout: self.reply_timeout,
             description: self.description.clone(),
-            group: self.group.clone(),
+            groups: self.groups.clone(),
         };
+        let policies = options
+            .devices()
+            .iter()
+            .map(|_| loaded.instantiate())
+            .collect::<Result<Vec<_>>>()?;
         let plan = RunPlan {
             seed: self.seed,
             queue: self.queue.attrs(),
@@ -200,7 +288,7 @@ impl ServeArgs {
         let served = nbd::serve(
             &options,
             &plan,
-            loaded.instantiate()?,
+            policies,
             &self.settings,
             control,
             &STOP,
@@ -209,27 +297,71 @@ impl ServeArgs {
                     .metrics
                     .map(|m| format!("; metrics at http://{m}/metrics"))
                     .unwrap_or_default();
+                let exports: Vec<String> = options
+                    .exports
+                    .iter()
+                    .zip(at.exports)
+                    .map(|(spec, export)| {
+                        format!(
+                            "{} ({} bytes{}) as export '{}'{}",
+                            spec.device.display(),
+                            export.size,
+                            if spec.read_only { ", read-only" } else { "" },
+                            export.name,
+                            spec.group
+                                .as_ref()
+                                .map(|g| format!(" in group {g}"))
+                                .unwrap_or_default(),
+                        )
+                    })
+                    .collect();
                 eprintln!(
-                    "schedhost: serving {} ({} bytes{}) as export '{}' on {} with policy {label}{metrics}; stop with Ctrl-C or SIGTERM",
-                    self.device.display(),
-                    at.export.size,
-                    if self.read_only { ", read-only" } else { "" },
-                    at.export.name,
+                    "schedhost: serving {} on {} with policy {label}{metrics}; stop with Ctrl-C or SIGTERM",
+                    exports.join(", "),
                     at.address,
                 );
             },
         )
-        .with_context(|| format!("serving {} over NBD", self.device.display()))?;
+        .context("serving over NBD")?;
         self.report(&served, &label)
+    }
+
+    /// `--device`'s export, then each `--export`; `--read-only` holds for all.
+    fn exports(&self) -> Vec<ExportSpec> {
+        let lone_group = (self.exports.is_empty() && self.groups.len() == 1)
+            .then(|| self.groups[0].name.clone());
+        let device = self.device.as_ref().map(|device| ExportSpec {
+            name: self.export_name.clone(),
+            device: device.clone(),
+            read_only: false,
+            group: lone_group,
+        });
+        device
+            .into_iter()
+            .chain(self.exports.iter().cloned())
+            .map(|export| ExportSpec {
+                read_only: export.read_only || self.read_only,
+                ..export
+            })
+            .collect()
     }
 
     fn report(&self, served: &Served, policy: &str) -> Result<()> {
         match self.output_format {
             OutputFormat::Json | OutputFormat::JsonPlus => {
+                let groups: Vec<serde_json::Value> = served
+                    .groups
+                    .iter()
+                    .map(|(device, report)| {
+                        let mut value = serde_json::to_value(report).unwrap_or_default();
+                        value["device"] = serde_json::Value::String(device.clone());
+                        value
+                    })
+                    .collect();
                 let value = serde_json::json!({
-                    "device": self.device.display().to_string(),
                     "policy": policy,
-                    "size": served.size,
+                    "exports": served.exports,
+                    "groups": groups,
                     "clients": served.clients.latest,
                     "clients_total": served.clients.total(),
                     "earlier_clients": { "clients": served.clients.earlier_clients, "tally": served.clients.earlier },
@@ -271,8 +403,9 @@ fn summary(served: &Served, policy: &str) -> String {
         let t = &c.tally;
         let _ = writeln!(
             out,
-            "  {} (ctx {}): {:.2} s, {} reads ({:.1} MiB), {} writes ({:.1} MiB), {} flushes, {} trims, {} zeroes, {} errors{}",
+            "  {} (export {}, ctx {}): {:.2} s, {} reads ({:.1} MiB), {} writes ({:.1} MiB), {} flushes, {} trims, {} zeroes, {} errors{}",
             c.peer,
+            c.export,
             c.ctx,
             c.seconds,
             t.reads,
@@ -287,6 +420,18 @@ fn summary(served: &Served, policy: &str) -> String {
                 .as_ref()
                 .map(|w| format!("; closed: {w}"))
                 .unwrap_or_default(),
+        );
+    }
+    for (device, g) in &served.groups {
+        let _ = writeln!(
+            out,
+            "  group {} on {device}: {} reads ({:.1} MiB), {} writes ({:.1} MiB), {} throttled",
+            g.limits.name,
+            g.stats.ios[0],
+            g.stats.bytes[0] as f64 / 1048576.0,
+            g.stats.ios[1],
+            g.stats.bytes[1] as f64 / 1048576.0,
+            g.stats.throttled,
         );
     }
     let core = &served.core;
@@ -311,4 +456,32 @@ fn summary(served: &Served, policy: &str) -> String {
         );
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_export_is_read_in_qemus_key_value_words_with_doubled_commas() {
+        let export = parse_export("name=vm1,device=/tmp/a,,b.img,group=gold,read-only=on").unwrap();
+        assert_eq!(export.name, "vm1");
+        assert_eq!(export.device, PathBuf::from("/tmp/a,b.img"));
+        assert_eq!(export.group.as_deref(), Some("gold"));
+        assert!(export.read_only);
+        let plain = parse_export("device=d.img,name=x").unwrap();
+        assert_eq!((plain.read_only, plain.group), (false, None));
+    }
+
+    #[test]
+    fn a_bad_export_is_refused_naming_the_key_and_the_value() {
+        let err = |text: &str| parse_export(text).unwrap_err();
+        assert!(err("name=a").contains("device= is missing"));
+        assert!(err("device=d").contains("name= is missing"));
+        assert!(err("name=a,device=d,size=1").contains("unknown key \"size\""));
+        assert!(err("name=a,name=b,device=d").contains("name is given twice"));
+        assert!(err("name=a,device=d,read-only=maybe").contains("read-only=maybe"));
+        assert!(err("name=a,device=d,group=no/slash").contains("group name"));
+        assert!(err("name=a,device").contains("expected KEY=VALUE"));
+    }
 }

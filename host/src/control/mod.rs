@@ -72,8 +72,8 @@ pub enum Command {
     Stats,
     /// Every group's limits and what it did.
     Groups,
-    /// A group's new limits.
-    Group(crate::core::GroupSpec),
+    /// Keys of a group to change.
+    Group(crate::value::GroupEdit),
 }
 
 impl std::fmt::Debug for Command {

@@ -15,8 +15,9 @@ pub enum Request {
     Stats,
     /// `groups`: every group's limits and what it did.
     Groups,
-    /// `group NAME:KEY=VALUE,…`: a group's new limits, in `--group`'s words.
-    Group(crate::core::GroupSpec),
+    /// `group NAME:KEY=VALUE,…`: the keys of a group to change, in `--group`'s words;
+    /// the others keep their values.
+    Group(crate::value::GroupEdit),
 }
 
 /// Parses one request line.
@@ -43,7 +44,7 @@ pub fn parse_request(line: &str) -> Result<Request, String> {
         ("status", "") => Ok(Request::Status),
         ("stats", "") => Ok(Request::Stats),
         ("groups", "") => Ok(Request::Groups),
-        ("group", spec) => crate::value::parse_group(spec).map(Request::Group),
+        ("group", spec) => crate::value::parse_group_edit(spec).map(Request::Group),
         _ => Err(format!(
             "unknown request {line:?}: swap POLICY, set NAME=VALUE, get, status, stats, groups or group NAME:KEY=VALUE,…"
         )),
@@ -74,10 +75,20 @@ mod tests {
                 .contains("unknown request")
         );
         assert_eq!(parse_request("groups"), Ok(Request::Groups));
-        let Ok(Request::Group(limits)) = parse_request("group a:riops=10") else {
+        let Ok(Request::Group(edit)) = parse_request("group a:riops=10") else {
             panic!("a group request")
         };
-        assert_eq!((limits.name.as_str(), limits.riops), ("a", Some(10)));
+        let base = crate::core::GroupSpec {
+            name: "a".into(),
+            wiops: Some(7),
+            ..Default::default()
+        };
+        let limits = edit.apply(&base).unwrap();
+        assert_eq!(
+            (limits.name.as_str(), limits.riops, limits.wiops),
+            ("a", Some(10), Some(7)),
+            "the keys not given keep their values"
+        );
         assert!(
             parse_request("group a:iops=1")
                 .unwrap_err()

@@ -283,6 +283,14 @@ impl Core {
         self.tell_groups(0);
     }
 
+    /// `ctx` is in group `group` (an index into the throttle's groups; `None`: none) from
+    /// now on; nothing without groups.
+    pub fn place_in_group(&mut self, ctx: u32, group: Option<u16>) {
+        if let Some(t) = &mut self.throttle {
+            t.assign(ctx, group);
+        }
+    }
+
     /// Tells the policy every group's parameters. Never fails: a fault is latched.
     fn tell_groups(&mut self, now_ns: u64) {
         let Some(groups) = self.throttle.as_ref().map(|t| t.for_policy()) else {

@@ -335,6 +335,15 @@ impl Throttle {
         self.group_of(ctx).map_or(0, |g| g as u32 + 1)
     }
 
+    /// `ctx` belongs to `group` (an index into `groups`; `None`: to none) from now on.
+    pub fn assign(&mut self, ctx: u32, group: Option<u16>) {
+        let index = ctx as usize;
+        if self.member.len() <= index {
+            self.member.resize(index + 1, self.default);
+        }
+        self.member[index] = group;
+    }
+
     /// Every ctx `member` does not name belongs to group `group` (an index into `groups`).
     pub fn with_default(mut self, group: u16) -> Self {
         self.default = Some(group);

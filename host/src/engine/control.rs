@@ -65,7 +65,7 @@ impl<B: Backend> Engine<B> {
                     .collect();
                 (json!({ "ok": true, "devices": devices }), None)
             }
-            Command::Group(limits) => (self.set_group(now, limits), None),
+            Command::Group(edit) => (self.set_group(now, &edit), None),
             Command::Stats => {
                 let devices: Vec<Value> = self
                     .lanes
@@ -155,16 +155,53 @@ impl<B: Backend> Engine<B> {
         (reply, fatal)
     }
 
-    /// A group's new limits on every lane that has the group; logged as a `set` is.
-    fn set_group(&mut self, now: u64, limits: crate::core::GroupSpec) -> Value {
+    /// A group's keys changed on every lane that has the group (a group of several
+    /// devices has its parameters on each, as cgroup's io.max has a line per device), or
+    /// on none if the change is refused anywhere; logged as a `set` is.
+    fn set_group(&mut self, now: u64, edit: &crate::value::GroupEdit) -> Value {
+        let mut changes = Vec::new();
         let mut errors = Vec::new();
-        for lane in &mut self.lanes {
-            if let Err(e) = lane.core.set_group(now, limits.clone()) {
-                errors.push(format!("{}: {e}", lane.name));
+        let mut names = std::collections::BTreeSet::new();
+        for (l, lane) in self.lanes.iter().enumerate() {
+            let groups = lane.core.throttle().map(|t| t.groups()).unwrap_or_default();
+            names.extend(groups.iter().map(|g| g.name.clone()));
+            if let Some(current) = groups.iter().find(|g| g.name == edit.name) {
+                match edit.apply(current) {
+                    Ok(limits) => changes.push((l, limits)),
+                    Err(e) => errors.push(format!("{}: {e}", lane.name)),
+                }
             }
         }
-        let line = format!(
-            "group {} at {:.3} s: weight={} reserve_iops={:?} limits riops={:?} wiops={:?} rbps={:?} wbps={:?}{}",
+        if changes.is_empty() && errors.is_empty() {
+            let names: Vec<String> = names.into_iter().collect();
+            errors.push(if names.is_empty() {
+                "this server has no groups (--group)".to_owned()
+            } else {
+                format!(
+                    "no group {:?} (the groups are {})",
+                    edit.name,
+                    names.join(", ")
+                )
+            });
+        }
+        if errors.is_empty() {
+            for (l, limits) in &changes {
+                if let Err(e) = self.lanes[*l].core.set_group(now, limits.clone()) {
+                    errors.push(format!("{}: {e}", self.lanes[*l].name));
+                }
+            }
+        }
+        let Some((_, limits)) = changes.first().filter(|_| errors.is_empty()) else {
+            let error = errors.join("; ");
+            super::log(&format!(
+                "group {} at {:.3} s refused: {error}",
+                edit.name,
+                now as f64 / 1e9
+            ));
+            return json!({ "ok": false, "error": error });
+        };
+        super::log(&format!(
+            "group {} at {:.3} s: weight={} reserve_iops={:?} limits riops={:?} wiops={:?} rbps={:?} wbps={:?} latency_target_ns={:?}",
             limits.name,
             now as f64 / 1e9,
             limits.weight,
@@ -173,18 +210,9 @@ impl<B: Backend> Engine<B> {
             limits.wiops,
             limits.rbps,
             limits.wbps,
-            if errors.is_empty() {
-                String::new()
-            } else {
-                format!(" refused: {}", errors.join("; "))
-            }
-        );
-        super::log(&line);
-        if errors.is_empty() {
-            json!({ "ok": true, "group": limits })
-        } else {
-            json!({ "ok": false, "error": errors.join("; ") })
-        }
+            limits.latency_target_ns,
+        ));
+        json!({ "ok": true, "group": limits })
     }
 
     /// Every lane's policy and queue, and what is in flight.

@@ -39,6 +39,12 @@ impl<B: Backend> Feed<'_, B> {
         self.engine.outbox.push(bio);
     }
 
+    /// Every bio of `ctx` goes to lane `lane`, in its group `group` there (see
+    /// [`Engine::place`]).
+    pub fn place(&mut self, ctx: u32, lane: usize, group: Option<u16>) {
+        self.engine.place(ctx, lane, group);
+    }
+
     /// The engine, to read: its clock, its counters, what it holds.
     pub fn engine(&self) -> &Engine<B> {
         self.engine

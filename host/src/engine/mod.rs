@@ -72,6 +72,9 @@ impl std::fmt::Debug for ScheduledSwap {
 /// front-end, the engine knows at once.
 const STALL_LIMIT: Duration = Duration::from_secs(2);
 
+/// A ctx no front-end placed: its bios go by the striping.
+const UNROUTED: u32 = u32::MAX;
+
 /// The driver state between the front-end and the backend.
 #[derive(Debug)]
 pub struct Engine<B> {
@@ -81,6 +84,9 @@ pub struct Engine<B> {
     outbox: Vec<Bio>,
     lanes: Vec<Lane>,
     striping: Striping,
+    /// By ctx, the lane a front-end placed it on ([`UNROUTED`]: by `striping`), for
+    /// front-ends whose submitters each have one device (an NBD export's clients).
+    routes: Vec<u32>,
     /// Bios finished since the front-end last heard.
     done: Vec<Done>,
     reaped: Vec<(u32, u64, i32)>,
@@ -102,6 +108,7 @@ impl<B: Backend> Engine<B> {
             backend,
             outbox: Vec::new(),
             striping: Striping::single(),
+            routes: Vec::new(),
             lanes,
             done: Vec::new(),
             reaped: Vec::new(),
@@ -155,16 +162,40 @@ impl<B: Backend> Engine<B> {
         self.backend.inflight()
     }
 
+    /// Every bio of `ctx` goes to lane `lane` from now on, and the ctx is in group `group`
+    /// there (an index into that lane's groups; `None`: none). A front-end places a ctx
+    /// before it submits the ctx's first bio, and again only once the last has finished.
+    ///
+    /// # Panics
+    /// If `lane` is not a lane of the engine: a front-end's setup error.
+    pub fn place(&mut self, ctx: u32, lane: usize, group: Option<u16>) {
+        assert!(lane < self.lanes.len(), "placing ctx {ctx} on lane {lane}");
+        let index = ctx as usize;
+        if self.routes.len() <= index {
+            self.routes.resize(index + 1, UNROUTED);
+        }
+        self.routes[index] = lane as u32;
+        self.lanes[lane].core.place_in_group(ctx, group);
+    }
+
+    /// The lane `bio` goes to: where its ctx was placed, else by the striping.
+    fn lane_of(&self, bio: &Bio) -> Result<usize, Stop> {
+        match self.routes.get(bio.ctx as usize) {
+            Some(&lane) if lane != UNROUTED => Ok(lane as usize),
+            _ => self.striping.lane_of(bio).ok_or(Stop::Straddles {
+                sector: bio.sector,
+                sectors: bio.sectors,
+                chunk_sectors: self.striping.chunk_sectors,
+            }),
+        }
+    }
+
     /// `bio` enters its lane's core.
     ///
     /// # Errors
     /// The policy's merge veto failed, or the backend refused a dispatch.
     fn submit(&mut self, now: u64, bio: Bio) -> Result<(), Halt<B::Error>> {
-        let lane = self.striping.lane_of(&bio).ok_or(Stop::Straddles {
-            sector: bio.sector,
-            sectors: bio.sectors,
-            chunk_sectors: self.striping.chunk_sectors,
-        })?;
+        let lane = self.lane_of(&bio)?;
         debug_assert!(
             lane < self.lanes.len(),
             "striping over more lanes than the engine has"

@@ -8,12 +8,12 @@ use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use super::Offered;
 use super::conn::Conn;
 use super::greet::{Greeted, Greeting};
 use super::handshake::Export;
 use super::link::{Common, Link};
 use super::net::Listener;
-use super::plan::Limits;
 use super::pool::Pools;
 use super::{AcceptErrors, ClientSummary, Departed, SlotPlan};
 use crate::backend::ring::{Lease, RingBackend, SlotAccess};
@@ -35,7 +35,9 @@ const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
 /// The engine's side of the server.
 pub struct Front<'a> {
     listener: &'a Listener,
-    export: &'a Export,
+    exports: &'a [Offered],
+    /// What the handshake offers, in the exports' order.
+    handshake: Vec<Export>,
     /// Set (by a signal) when the server is to stop.
     stop: &'a AtomicBool,
     max_clients: usize,
@@ -73,8 +75,8 @@ pub struct Front<'a> {
 pub struct Setup<'a> {
     /// Where clients connect.
     pub listener: &'a Listener,
-    /// What the handshake offers.
-    pub export: &'a Export,
+    /// What the handshake offers, and where each export's I/O goes.
+    pub exports: &'a [Offered],
     /// Set when the server is to stop.
     pub stop: &'a AtomicBool,
     /// Clients served at once (`--max-clients`).
@@ -85,8 +87,6 @@ pub struct Setup<'a> {
     pub slots: SlotPlan,
     /// The slots' memory.
     pub access: SlotAccess,
-    /// The export's bounds.
-    pub limits: Limits,
     /// How long a reply, or a write's payload piece, may take (`--reply-timeout`).
     pub timeout: Duration,
     /// The event file (`--trace-events`).
@@ -101,7 +101,8 @@ impl<'a> Front<'a> {
         let plan = setup.slots;
         Self {
             listener: setup.listener,
-            export: setup.export,
+            exports: setup.exports,
+            handshake: setup.exports.iter().map(|e| e.export.clone()).collect(),
             stop: setup.stop,
             max_clients: setup.max_clients.max(1),
             handshake_timeout: setup.handshake_timeout,
@@ -117,7 +118,7 @@ impl<'a> Front<'a> {
                 pools: Pools::new(plan.data, plan.control, plan.per_connection),
                 owners: vec![None; (plan.data + plan.control) as usize],
                 slots: setup.access,
-                limits: setup.limits,
+                limits: setup.exports.iter().map(|e| e.limits).collect(),
                 chunk: plan.chunk,
                 timeout: setup.timeout,
             },
@@ -139,10 +140,16 @@ impl<'a> Front<'a> {
         feed: &mut Feed<'_, RingBackend>,
         now: u64,
     ) -> Result<(), RunError> {
-        let Some(Link { stream, conn, .. }) = self.conns.get_mut(&id) else {
+        let Some(Link {
+            stream,
+            conn,
+            export,
+            ..
+        }) = self.conns.get_mut(&id)
+        else {
             return Ok(());
         };
-        let mut env = self.shared.env(stream, feed, now);
+        let mut env = self.shared.env(*export, stream, feed, now);
         if conn.wants_output() {
             conn.flush(&mut env);
         }
@@ -219,8 +226,9 @@ impl<'a> Front<'a> {
         self.busy.push(LISTENER);
     }
 
-    /// Handshake `id` takes a step at `now`; past it, the client is served.
-    fn greet(&mut self, id: u64, now: u64) {
+    /// Handshake `id` takes a step at `now`; past it, the client is served, its ctx placed
+    /// on its export's device and in its export's group.
+    fn greet(&mut self, id: u64, feed: &mut Feed<'_, RingBackend>, now: u64) {
         let Some(greeting) = self.greetings.get_mut(&id) else {
             return;
         };
@@ -230,16 +238,22 @@ impl<'a> Front<'a> {
             *established += usize::from(room);
             room
         };
-        match greeting.progress(self.export, &mut admit) {
+        match greeting.progress(&self.handshake, &mut admit) {
             Greeted::Waiting => self.touched.push(id),
             Greeted::Closed(why) => self.end_greeting(id, why),
-            Greeted::Transmission { early, unsent } => {
+            Greeted::Transmission {
+                export,
+                early,
+                unsent,
+            } => {
                 let Some(greeting) = self.greetings.remove(&id) else {
                     return;
                 };
                 let ctx = (0..).find(|c| !self.ctxs.contains(c)).unwrap_or(0);
                 self.ctxs.insert(ctx);
-                tracing::info!(peer = %greeting.peer, ctx, "client connected");
+                let offered = &self.exports[export];
+                feed.place(ctx, offered.lane, offered.group);
+                tracing::info!(peer = %greeting.peer, ctx, export = %offered.export.name, "client connected");
                 let conn = Conn::new(
                     (greeting.peer, ctx, greeting.started),
                     &early,
@@ -250,6 +264,7 @@ impl<'a> Front<'a> {
                     stream: greeting.stream,
                     polling_in: greeting.polling_in,
                     polling_out: greeting.polling_out,
+                    export,
                     conn,
                 };
                 self.conns.insert(id, link);
@@ -284,10 +299,16 @@ impl<'a> Front<'a> {
         }
         let ids: Vec<u64> = self.conns.keys().copied().collect();
         for id in ids {
-            let Some(Link { stream, conn, .. }) = self.conns.get_mut(&id) else {
+            let Some(Link {
+                stream,
+                conn,
+                export,
+                ..
+            }) = self.conns.get_mut(&id)
+            else {
                 continue;
             };
-            let mut env = self.shared.env(stream, feed, now);
+            let mut env = self.shared.env(*export, stream, feed, now);
             conn.stop_reading(&mut env);
             self.touched.push(id);
         }
@@ -307,8 +328,14 @@ impl<'a> Front<'a> {
             let Some((_, std::cmp::Reverse(id))) = greediest else {
                 return;
             };
-            if let Some(Link { stream, conn, .. }) = self.conns.get_mut(&id) {
-                let mut env = self.shared.env(stream, feed, now);
+            if let Some(Link {
+                stream,
+                conn,
+                export,
+                ..
+            }) = self.conns.get_mut(&id)
+            {
+                let mut env = self.shared.env(*export, stream, feed, now);
                 conn.shed(&mut env);
                 self.touched.push(id);
             }
@@ -327,11 +354,17 @@ impl<'a> Front<'a> {
             let why = "the handshake took longer than --handshake-timeout";
             self.end_greeting(id, Some(why.into()));
         }
-        for (&id, Link { stream, conn, .. }) in &mut self.conns {
+        for (&id, link) in &mut self.conns {
+            let Link {
+                stream,
+                conn,
+                export,
+                ..
+            } = link;
             if conn.next_deadline().is_none_or(|due| due > now) {
                 continue;
             }
-            let mut env = self.shared.env(stream, feed, now);
+            let mut env = self.shared.env(*export, stream, feed, now);
             conn.enforce_deadlines(&mut env);
             self.touched.push(id);
         }
@@ -390,7 +423,13 @@ impl<'a> Front<'a> {
 
     /// Connection `id` is over: its summary is kept and its ctx freed.
     fn close(&mut self, id: u64) {
-        let Some(Link { stream, conn, .. }) = self.conns.remove(&id) else {
+        let Some(Link {
+            stream,
+            conn,
+            export,
+            ..
+        }) = self.conns.remove(&id)
+        else {
             return;
         };
         let _ = stream.shutdown();
@@ -408,6 +447,7 @@ impl<'a> Front<'a> {
         );
         self.clients.push(ClientSummary {
             peer: conn.peer,
+            export: self.exports[export].export.name.clone(),
             ctx: conn.ctx,
             seconds: conn.started.elapsed().as_secs_f64(),
             tally: conn.tally,
@@ -438,10 +478,16 @@ impl Frontend<RingBackend> for Front<'_> {
             else {
                 continue;
             };
-            let Some(Link { stream, conn, .. }) = self.conns.get_mut(&owner.conn) else {
+            let Some(Link {
+                stream,
+                conn,
+                export,
+                ..
+            }) = self.conns.get_mut(&owner.conn)
+            else {
                 continue;
             };
-            let mut env = self.shared.env(stream, feed, now);
+            let mut env = self.shared.env(*export, stream, feed, now);
             conn.finished(
                 owner.conn,
                 &mut env,
@@ -491,7 +537,7 @@ impl Frontend<RingBackend> for Front<'_> {
         }
         for &id in ready.iter().filter(|&&id| id != LISTENER) {
             if self.greetings.contains_key(&id) {
-                self.greet(id, now);
+                self.greet(id, feed, now);
             } else {
                 self.serve(id, feed, now)?;
             }

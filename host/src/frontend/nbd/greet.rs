@@ -12,9 +12,14 @@ use super::net::Stream;
 pub enum Greeted {
     /// It waits for the client.
     Waiting,
-    /// Transmission starts; what the client sent past the handshake, and the handshake's
-    /// last replies the socket has not taken yet.
-    Transmission { early: Vec<u8>, unsent: Vec<u8> },
+    /// Transmission starts on export `export` (an index into the server's exports); what
+    /// the client sent past the handshake, and the handshake's last replies the socket has
+    /// not taken yet.
+    Transmission {
+        export: usize,
+        early: Vec<u8>,
+        unsent: Vec<u8>,
+    },
     /// It is over without transmission: why, if the client broke the protocol.
     Closed(Option<String>),
 }
@@ -68,7 +73,7 @@ impl Greeting {
 
     /// Sends what is due and takes what arrived. `admit` counts the client in before the
     /// reply that starts transmission is written.
-    pub fn progress(&mut self, export: &Export, admit: &mut dyn FnMut() -> bool) -> Greeted {
+    pub fn progress(&mut self, exports: &[Export], admit: &mut dyn FnMut() -> bool) -> Greeted {
         if let Err(e) = self.send() {
             return Greeted::Closed(Some(format!("handshake: {e}")));
         }
@@ -93,7 +98,7 @@ impl Greeting {
                 self.admitted |= yes;
                 yes
             };
-            let fed = self.negotiation.feed(&mut input, export, &mut counted);
+            let fed = self.negotiation.feed(&mut input, exports, &mut counted);
             let early = input.to_vec();
             self.out.extend(self.negotiation.take_output());
             self.rx = early;
@@ -104,11 +109,12 @@ impl Greeting {
                     let _ = self.send();
                     return Greeted::Closed(None);
                 }
-                Ok(Some(Ended::Transmission)) => {
+                Ok(Some(Ended::Transmission(export))) => {
                     if let Err(e) = self.send() {
                         return Greeted::Closed(Some(format!("handshake: {e}")));
                     }
                     return Greeted::Transmission {
+                        export,
                         early: std::mem::take(&mut self.rx),
                         unsent: std::mem::take(&mut self.out),
                     };

@@ -15,7 +15,7 @@ const MAX_OPTIONS: usize = 256;
 /// What is served, as the handshake describes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Export {
-    /// Its name; the empty name (the default export) also reaches it.
+    /// Its name; the empty name (the default export) reaches the server's first export.
     pub name: String,
     /// `NBD_INFO_DESCRIPTION`'s text; empty sends none.
     pub description: String,
@@ -31,17 +31,20 @@ pub struct Export {
     pub max_block: u32,
 }
 
-impl Export {
-    fn matches(&self, name: &str) -> bool {
-        name.is_empty() || name == self.name
+/// The export a client names, by its index in `exports`: the empty name (the default export)
+/// is the first.
+fn chosen(exports: &[Export], name: &str) -> Option<usize> {
+    if name.is_empty() {
+        return (!exports.is_empty()).then_some(0);
     }
+    exports.iter().position(|e| e.name == name)
 }
 
 /// How a handshake ended.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Ended {
-    /// Transmission starts now.
-    Transmission,
+    /// Transmission starts now, on the export of this index.
+    Transmission(usize),
     /// The client aborted, asked for an unknown export by `NBD_OPT_EXPORT_NAME`, or left.
     Closed,
 }
@@ -51,8 +54,8 @@ pub enum Ended {
 /// # Errors
 /// A message naming what the client got wrong (bad magic, unknown flags, oversized option),
 /// or the stream's error; the caller closes the connection.
-pub fn negotiate<S: Read + Write>(stream: &mut S, export: &Export) -> Result<Ended, String> {
-    negotiate_admitting(stream, export, &mut || true)
+pub fn negotiate<S: Read + Write>(stream: &mut S, exports: &[Export]) -> Result<Ended, String> {
+    negotiate_admitting(stream, exports, &mut || true)
 }
 
 /// As [`negotiate`], asking `admit` before transmission starts; a client it refuses (the
@@ -65,7 +68,7 @@ pub fn negotiate<S: Read + Write>(stream: &mut S, export: &Export) -> Result<End
 /// As [`negotiate`].
 pub fn negotiate_admitting<S: Read + Write>(
     stream: &mut S,
-    export: &Export,
+    exports: &[Export],
     admit: &mut dyn FnMut() -> bool,
 ) -> Result<Ended, String> {
     let io = |e: io::Error| format!("handshake: {e}");
@@ -77,7 +80,7 @@ pub fn negotiate_admitting<S: Read + Write>(
         if !read_full(stream, &mut input).map_err(io)? {
             return negotiation.ended_early();
         }
-        if let Some(ended) = negotiation.feed(&mut input.as_slice(), export, admit)? {
+        if let Some(ended) = negotiation.feed(&mut input.as_slice(), exports, admit)? {
             stream.write_all(&negotiation.take_output()).map_err(io)?;
             return Ok(ended);
         }
@@ -157,13 +160,13 @@ impl Negotiation {
     pub fn feed(
         &mut self,
         input: &mut &[u8],
-        export: &Export,
+        exports: &[Export],
         admit: &mut dyn FnMut() -> bool,
     ) -> Result<Option<Ended>, String> {
         while input.len() >= self.wants() {
             let (step, rest) = input.split_at(self.wants());
             *input = rest;
-            if let Some(ended) = self.step(step, export, admit)? {
+            if let Some(ended) = self.step(step, exports, admit)? {
                 return Ok(Some(ended));
             }
         }
@@ -174,7 +177,7 @@ impl Negotiation {
     fn step(
         &mut self,
         bytes: &[u8],
-        export: &Export,
+        exports: &[Export],
         admit: &mut dyn FnMut() -> bool,
     ) -> Result<Option<Ended>, String> {
         match self.need {
@@ -210,7 +213,7 @@ impl Negotiation {
                     no_zeroes: self.no_zeroes,
                 };
                 // Writing into a Vec cannot fail.
-                let answered = answer(&mut self.out, export, &asked, admit);
+                let answered = answer(&mut self.out, exports, &asked, admit);
                 if let Ok(Some(ended)) = answered {
                     return Ok(Some(ended));
                 }
@@ -237,7 +240,7 @@ struct Asked<'a> {
 /// Answers one option; `Some` when the handshake is over.
 fn answer<S: Write>(
     stream: &mut S,
-    export: &Export,
+    exports: &[Export],
     asked: &Asked<'_>,
     admit: &mut dyn FnMut() -> bool,
 ) -> io::Result<Option<Ended>> {
@@ -251,17 +254,20 @@ fn answer<S: Write>(
     };
     match option {
         wire::OPT_EXPORT_NAME => {
-            let known = std::str::from_utf8(data).is_ok_and(|n| export.matches(n));
-            if !known || !admit() {
+            let known = std::str::from_utf8(data)
+                .ok()
+                .and_then(|n| chosen(exports, n));
+            let Some(index) = known.filter(|_| admit()) else {
                 // The protocol has no error reply here: the server closes.
                 return Ok(Some(Ended::Closed));
-            }
+            };
+            let export = &exports[index];
             stream.write_all(&wire::export_name_reply(
                 export.size,
                 export.flags,
                 no_zeroes,
             ))?;
-            Ok(Some(Ended::Transmission))
+            Ok(Some(Ended::Transmission(index)))
         }
         wire::OPT_ABORT => {
             // The client may already be gone; the acknowledgement is a courtesy.
@@ -273,7 +279,9 @@ fn answer<S: Write>(
                 reply(stream, wire::REP_ERR_INVALID, b"NBD_OPT_LIST takes no data")?;
                 return Ok(None);
             }
-            reply(stream, wire::REP_SERVER, &wire::server_entry(&export.name))?;
+            for export in exports {
+                reply(stream, wire::REP_SERVER, &wire::server_entry(&export.name))?;
+            }
             reply(stream, wire::REP_ACK, &[])?;
             Ok(None)
         }
@@ -282,23 +290,23 @@ fn answer<S: Write>(
                 reply(stream, wire::REP_ERR_INVALID, message.as_bytes())?;
                 Ok(None)
             }
-            Ok(request) if !export.matches(&request.name) => {
-                let message = format!("no export named '{}'", request.name);
-                reply(stream, wire::REP_ERR_UNKNOWN, message.as_bytes())?;
-                Ok(None)
-            }
-            Ok(_) if option == wire::OPT_GO && !admit() => {
-                reply(
-                    stream,
-                    wire::REP_ERR_POLICY,
-                    b"the server has as many clients as it serves (--max-clients)",
-                )?;
-                Ok(Some(Ended::Closed))
-            }
             Ok(request) => {
-                send_info(stream, option, export, &request)?;
+                let Some(index) = chosen(exports, &request.name) else {
+                    let message = format!("no export named '{}'", request.name);
+                    reply(stream, wire::REP_ERR_UNKNOWN, message.as_bytes())?;
+                    return Ok(None);
+                };
+                if option == wire::OPT_GO && !admit() {
+                    reply(
+                        stream,
+                        wire::REP_ERR_POLICY,
+                        b"the server has as many clients as it serves (--max-clients)",
+                    )?;
+                    return Ok(Some(Ended::Closed));
+                }
+                send_info(stream, option, &exports[index], &request)?;
                 reply(stream, wire::REP_ACK, &[])?;
-                Ok((option == wire::OPT_GO).then_some(Ended::Transmission))
+                Ok((option == wire::OPT_GO).then_some(Ended::Transmission(index)))
             }
         },
         wire::OPT_STARTTLS => {
@@ -396,7 +404,7 @@ mod tests {
             input: io::Cursor::new(input),
             output: Vec::new(),
         };
-        let result = negotiate(&mut script, &export());
+        let result = negotiate(&mut script, &[export()]);
         (result, script.output)
     }
 
@@ -422,7 +430,7 @@ mod tests {
         // What follows the handshake is left for transmission.
         input.extend_from_slice(b"early");
         let (whole, whole_out) = run(input.clone());
-        assert_eq!(whole, Ok(Ended::Transmission));
+        assert_eq!(whole, Ok(Ended::Transmission(0)));
         let mut negotiation = Negotiation::new();
         let mut out = negotiation.take_output();
         let mut held = Vec::new();
@@ -433,14 +441,14 @@ mod tests {
             };
             held.push(b);
             let mut rest = held.as_slice();
-            let fed = negotiation.feed(&mut rest, &export(), &mut || true);
+            let fed = negotiation.feed(&mut rest, &[export()], &mut || true);
             held = rest.to_vec();
             out.extend(negotiation.take_output());
             if let Some(ended) = fed.unwrap() {
                 break ended;
             }
         };
-        assert_eq!(ended, Ended::Transmission);
+        assert_eq!(ended, Ended::Transmission(0));
         assert_eq!(out, whole_out);
         let early: Vec<u8> = held.iter().chain(bytes).copied().collect();
         assert_eq!(early, b"early");
@@ -451,7 +459,7 @@ mod tests {
         let mut input = 3u32.to_be_bytes().to_vec();
         input.extend(go(""));
         let (result, out) = run(input);
-        assert_eq!(result, Ok(Ended::Transmission));
+        assert_eq!(result, Ok(Ended::Transmission(0)));
         assert_eq!(&out[..18], &wire::greeting());
         let replies = replies(&out);
         let kinds: Vec<u32> = replies.iter().map(|r| r.1).collect();
@@ -465,7 +473,7 @@ mod tests {
         input.extend(go("other"));
         input.extend(go("disk"));
         let (result, out) = run(input);
-        assert_eq!(result, Ok(Ended::Transmission));
+        assert_eq!(result, Ok(Ended::Transmission(0)));
         let replies = replies(&out);
         assert_eq!(replies[0].1, wire::REP_ERR_UNKNOWN);
         assert_eq!(replies.last().unwrap().1, wire::REP_ACK);
@@ -488,11 +496,41 @@ mod tests {
     }
 
     #[test]
+    fn several_exports_are_listed_and_each_is_reached_by_its_name_the_first_by_default() {
+        let second = Export {
+            name: "other".into(),
+            size: 1 << 21,
+            ..export()
+        };
+        let exports = [export(), second];
+        let mut input = 1u32.to_be_bytes().to_vec();
+        input.extend(option(wire::OPT_LIST, &[]));
+        input.extend(go("other"));
+        let mut script = Script {
+            input: io::Cursor::new(input),
+            output: Vec::new(),
+        };
+        assert_eq!(negotiate(&mut script, &exports), Ok(Ended::Transmission(1)));
+        let replies = replies(&script.output);
+        assert_eq!(&replies[0].2[4..], b"disk");
+        assert_eq!(&replies[1].2[4..], b"other");
+        // The GO's size is the chosen export's.
+        assert_eq!(&replies[3].2[2..10], &(1u64 << 21).to_be_bytes());
+        let mut by_default = 1u32.to_be_bytes().to_vec();
+        by_default.extend(go(""));
+        let mut script = Script {
+            input: io::Cursor::new(by_default),
+            output: Vec::new(),
+        };
+        assert_eq!(negotiate(&mut script, &exports), Ok(Ended::Transmission(0)));
+    }
+
+    #[test]
     fn export_name_option_replies_without_option_header() {
         let mut input = 0u32.to_be_bytes().to_vec();
         input.extend(option(wire::OPT_EXPORT_NAME, b"disk"));
         let (result, out) = run(input);
-        assert_eq!(result, Ok(Ended::Transmission));
+        assert_eq!(result, Ok(Ended::Transmission(0)));
         assert_eq!(out.len(), 18 + 8 + 2 + 124);
     }
 

@@ -20,6 +20,8 @@ pub(super) struct Link {
     pub(super) polling_in: bool,
     /// A poll for writable is armed on the ring.
     pub(super) polling_out: bool,
+    /// The export it chose (an index into the server's exports).
+    pub(super) export: usize,
     pub(super) conn: Conn,
 }
 
@@ -53,22 +55,25 @@ impl<B: Backend> BioSink for Feed<'_, B> {
     }
 }
 
-/// What every connection works with: the buffer slots and who holds them, and the
+/// What every connection works with: the buffer slots and who holds them, and each
 /// export's rules.
 pub(super) struct Common {
     pub(super) pools: Pools,
     /// Per buffer slot, whose bio holds it.
     pub(super) owners: Vec<Option<Owner>>,
     pub(super) slots: SlotAccess,
-    pub(super) limits: Limits,
+    /// Per export, its bounds.
+    pub(super) limits: Vec<Limits>,
     pub(super) chunk: u32,
     pub(super) timeout: Duration,
 }
 
 impl Common {
-    /// A connection's view of it for one call: its stream, where its bios go, the time.
+    /// A connection's view of it for one call: its export's bounds, its stream, where its
+    /// bios go, the time.
     pub(super) fn env<'e>(
         &'e mut self,
+        export: usize,
         wire: &'e mut dyn Transport,
         bios: &'e mut dyn BioSink,
         now: u64,
@@ -77,7 +82,7 @@ impl Common {
             pools: &mut self.pools,
             owners: &mut self.owners,
             slots: &self.slots,
-            limits: &self.limits,
+            limits: &self.limits[export],
             chunk: self.chunk,
             timeout: self.timeout,
             wire,

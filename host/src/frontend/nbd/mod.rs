@@ -39,7 +39,7 @@ pub use wire::{BadMagic, REQUEST_LEN, Request};
 
 use crate::backend::ring::{Notifier, OpenRules, RingBackend, RingSetup, Target};
 use crate::control::Control;
-use crate::core::{CoreStats, Ejection};
+use crate::core::{CoreStats, Ejection, Throttle};
 use crate::engine::{Engine, Lane, SetRecord, SwapRecord};
 use crate::frontend::RunError;
 use crate::frontend::plan::RunPlan;
@@ -87,20 +87,32 @@ pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How often a failing accept (EMFILE, say) is reported.
 const ACCEPT_WARNING_EVERY: Duration = Duration::from_secs(10);
 
+/// One export as asked for: a name clients choose it by, the file or block device behind
+/// it, and the group its clients' I/O is in. Several exports may name one device: they
+/// share its scheduler, as tenants of one disk do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExportSpec {
+    /// Its name; clients asking for the default (empty) name get the first export.
+    pub name: String,
+    /// The file or block device exported.
+    pub device: PathBuf,
+    /// Refuse writes, trims and zeroing to this export.
+    pub read_only: bool,
+    /// The group (a `--group` name, or a new unlimited group of the default weight) every
+    /// client of this export is in; `None`: none.
+    pub group: Option<String>,
+}
+
 /// How `serve` runs.
 #[derive(Debug, Clone)]
 pub struct ServeOptions {
     /// Where clients connect.
     pub address: Address,
-    /// The file or block device exported.
-    pub device: PathBuf,
-    /// The export's name; clients asking for the default (empty) name get it too.
-    pub export_name: String,
-    /// Refuse writes, trims and zeroing; the target is opened read-only.
-    pub read_only: bool,
-    /// Export an existing file or a block device writable.
+    /// What is exported: at least one.
+    pub exports: Vec<ExportSpec>,
+    /// Export existing files or block devices writable.
     pub allow_overwrite: bool,
-    /// Create the file with this many bytes if it does not exist.
+    /// Create a missing file with this many bytes.
     pub size: Option<u64>,
     /// Record every request's events to this new file (`--trace-events`).
     pub trace_events: Option<PathBuf>,
@@ -117,8 +129,172 @@ pub struct ServeOptions {
     pub reply_timeout: Duration,
     /// `NBD_INFO_DESCRIPTION`'s text; nothing (not the exported path) unless given.
     pub description: Option<String>,
-    /// The export's group limits: every client's I/O together (`--group`).
-    pub group: Option<crate::core::GroupSpec>,
+    /// The groups' parameters (`--group`): each is named by an export.
+    pub groups: Vec<crate::core::GroupSpec>,
+}
+
+impl ServeOptions {
+    /// The devices the exports name, each once, in the order first named: one policy
+    /// instance (one scheduler) each.
+    pub fn devices(&self) -> Vec<PathBuf> {
+        let mut devices: Vec<PathBuf> = Vec::new();
+        for export in &self.exports {
+            if !devices.iter().any(|d| same_device(d, &export.device)) {
+                devices.push(export.device.clone());
+            }
+        }
+        devices
+    }
+}
+
+/// True iff `a` and `b` name one file: the same path, or the same file reached two ways
+/// (a file still to be created by the folder it will be in).
+fn same_device(a: &Path, b: &Path) -> bool {
+    fn identity(path: &Path) -> Option<PathBuf> {
+        path.canonicalize().ok().or_else(|| {
+            let parent = match path.parent() {
+                Some(p) if !p.as_os_str().is_empty() => p.canonicalize().ok()?,
+                _ => std::env::current_dir().ok()?,
+            };
+            Some(parent.join(path.file_name()?))
+        })
+    }
+    a == b || identity(a).is_some_and(|a| identity(b) == Some(a))
+}
+
+/// Exports one server offers at most (so a group's index fits its u16).
+const MAX_EXPORTS: usize = 1024;
+
+/// Longest export name: NBD strings a server sends are at most 4096 bytes.
+const MAX_EXPORT_NAME: usize = 4096;
+
+/// How the exports map onto devices (lanes) and groups, checked before anything is opened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Layout {
+    /// Per device (lane), in [`ServeOptions::devices`] order: opened read-only, and its
+    /// groups.
+    lanes: Vec<LaneLayout>,
+    /// Per export: its lane, and its group there (an index into the lane's groups).
+    placed: Vec<(usize, Option<u16>)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct LaneLayout {
+    path: PathBuf,
+    read_only: bool,
+    groups: Vec<crate::core::GroupSpec>,
+}
+
+/// Checks the exports and groups of `options` and places each export.
+///
+/// # Errors
+/// No export; an export named twice, empty or too long; a `--group` named twice or named
+/// by no export.
+fn layout(options: &ServeOptions) -> Result<Layout, String> {
+    if options.exports.is_empty() {
+        return Err(
+            "nothing to export: give --device PATH or --export name=NAME,device=PATH".into(),
+        );
+    }
+    if options.exports.len() > MAX_EXPORTS {
+        return Err(format!(
+            "{} exports: one server offers at most {MAX_EXPORTS}",
+            options.exports.len()
+        ));
+    }
+    for (i, export) in options.exports.iter().enumerate() {
+        if export.name.is_empty() || export.name.len() > MAX_EXPORT_NAME {
+            return Err(format!(
+                "export {:?}: a name is 1 to {MAX_EXPORT_NAME} bytes",
+                export.name
+            ));
+        }
+        if options.exports[..i].iter().any(|e| e.name == export.name) {
+            return Err(format!("export {:?} is named twice", export.name));
+        }
+    }
+    for (i, group) in options.groups.iter().enumerate() {
+        if options.groups[..i].iter().any(|g| g.name == group.name) {
+            return Err(format!("group {:?} is given twice (--group)", group.name));
+        }
+        if !options
+            .exports
+            .iter()
+            .any(|e| e.group.as_deref() == Some(group.name.as_str()))
+        {
+            return Err(format!(
+                "group {:?}: no export is in it (add group={} to an --export)",
+                group.name, group.name
+            ));
+        }
+    }
+    let mut lanes: Vec<LaneLayout> = options
+        .devices()
+        .into_iter()
+        .map(|path| LaneLayout {
+            path,
+            read_only: true,
+            groups: Vec::new(),
+        })
+        .collect();
+    let mut placed = Vec::new();
+    for export in &options.exports {
+        let lane = lanes
+            .iter()
+            .position(|l| same_device(&l.path, &export.device))
+            .expect("every export's device is among the devices");
+        let layout = &mut lanes[lane];
+        layout.read_only &= export.read_only;
+        let group = export.group.as_ref().map(|name| {
+            let index = match layout.groups.iter().position(|g| &g.name == name) {
+                Some(index) => index,
+                None => {
+                    // A group without --group is an unlimited peer, as a job's cgroup= is.
+                    let spec = options
+                        .groups
+                        .iter()
+                        .find(|g| &g.name == name)
+                        .cloned()
+                        .unwrap_or_else(|| crate::core::GroupSpec {
+                            name: name.clone(),
+                            ..crate::core::GroupSpec::default()
+                        });
+                    layout.groups.push(spec);
+                    layout.groups.len() - 1
+                }
+            };
+            u16::try_from(index).expect("at most MAX_EXPORTS groups a lane")
+        });
+        placed.push((lane, group));
+    }
+    Ok(Layout { lanes, placed })
+}
+
+/// An export as the server offers it: what the handshake says, what requests must respect,
+/// and where its clients' I/O goes.
+#[derive(Debug, Clone)]
+pub(super) struct Offered {
+    pub(super) export: Export,
+    pub(super) limits: Limits,
+    /// The lane (device) its bios go to.
+    pub(super) lane: usize,
+    /// Its clients' group on that lane.
+    pub(super) group: Option<u16>,
+}
+
+/// One export, once the server stopped.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ExportSummary {
+    /// Its name.
+    pub name: String,
+    /// The file or device behind it.
+    pub device: String,
+    /// Bytes.
+    pub size: u64,
+    /// Writes were refused.
+    pub read_only: bool,
+    /// Its clients' group.
+    pub group: Option<String>,
 }
 
 /// Where a started server can be reached.
@@ -126,8 +302,8 @@ pub struct ServeOptions {
 pub struct Listening<'a> {
     /// The NBD address, as bound (`127.0.0.1:PORT` or `unix:PATH`).
     pub address: &'a str,
-    /// What the handshake offers.
-    pub export: &'a Export,
+    /// What the handshake offers, export by export.
+    pub exports: &'a [Export],
     /// The metrics endpoint, when asked for.
     pub metrics: Option<std::net::SocketAddr>,
 }
@@ -137,6 +313,8 @@ pub struct Listening<'a> {
 pub struct ClientSummary {
     /// Its address (the socket path for unix clients).
     pub peer: String,
+    /// The export it chose.
+    pub export: String,
     /// The ctx its I/O carried.
     pub ctx: u32,
     /// Seconds it was connected.
@@ -185,7 +363,7 @@ impl Departed {
 pub struct Served {
     /// Clients that completed the handshake.
     pub clients: Departed,
-    /// The scheduler's counters.
+    /// The scheduler's counters, over every device.
     pub core: CoreStats,
     /// Swaps through the control socket.
     pub swaps: Vec<SwapRecord>,
@@ -193,38 +371,71 @@ pub struct Served {
     pub sets: Vec<SetRecord>,
     /// Policy ejections.
     pub ejections: Vec<Ejection>,
-    /// The export's size in bytes.
-    pub size: u64,
+    /// The exports, in the order given.
+    pub exports: Vec<ExportSummary>,
+    /// Every group on every device: its parameters and what it did.
+    pub groups: Vec<(String, crate::core::GroupReport)>,
 }
 
-/// Serves the export until `stop` is set (SIGINT/SIGTERM in the CLI): stops accepting,
-/// lets every connection finish what it sent, flushes the target, and returns. `listening`
-/// is called with the bound address once clients can connect.
+/// Serves the exports until `stop` is set (SIGINT/SIGTERM in the CLI): stops accepting,
+/// lets every connection finish what it sent, flushes the targets, and returns. `policies`
+/// holds one instance per device ([`ServeOptions::devices`]); `listening` is called with
+/// the bound address once clients can connect.
 ///
 /// # Errors
 /// A [`RunError`] naming what is wrong with the setup, or what ended the server.
 pub fn serve(
     options: &ServeOptions,
     plan: &RunPlan,
-    mut policy: Box<dyn PolicyBackend>,
+    policies: Vec<Box<dyn PolicyBackend>>,
     settings: &[(String, i64)],
     control: Option<(&Path, &WasmRuntime)>,
     stop: &AtomicBool,
     listening: impl FnOnce(Listening<'_>),
 ) -> Result<Served, RunError> {
+    let layout = layout(options).map_err(RunError::Setup)?;
+    if policies.len() != layout.lanes.len() {
+        return Err(RunError::Setup(format!(
+            "{} policy instance(s) for {} device(s)",
+            policies.len(),
+            layout.lanes.len()
+        )));
+    }
     // Bound first, so that a taken address creates no file.
     let listener = Listener::bind(&options.address)
         .map_err(|e| RunError::Setup(format!("--nbd: binding {:?}: {e}", options.address)))?;
     if let Some(path) = &options.trace_events {
         crate::observe::events::file::check_new(path).map_err(RunError::Setup)?;
     }
-    let target = open_target(options)?;
-    let (export, limits) = describe(options, &target)?;
-    let policy_name = policy.info().map(|i| i.name).unwrap_or_default();
-    let lane = scheduler(options, plan, policy, settings)?;
+    let mut targets = layout
+        .lanes
+        .iter()
+        .map(|lane| open_target(options, &lane.path, lane.read_only))
+        .collect::<Result<Vec<_>, _>>()?;
+    let offered = options
+        .exports
+        .iter()
+        .zip(&layout.placed)
+        .map(|(spec, &(lane, group))| {
+            let (export, limits) = describe(options, spec, &targets[lane])?;
+            Ok(Offered {
+                export,
+                limits,
+                lane,
+                group,
+            })
+        })
+        .collect::<Result<Vec<_>, RunError>>()?;
+    let mut policy_name = String::new();
+    let mut lanes = Vec::new();
+    for (mut policy, lane) in policies.into_iter().zip(&layout.lanes) {
+        if policy_name.is_empty() {
+            policy_name = policy.info().map(|i| i.name).unwrap_or_default();
+        }
+        lanes.push(scheduler(options, plan, policy, settings, lane)?);
+    }
     let mut slot_lens = vec![SLOTS.chunk as usize; SLOTS.data as usize];
     slot_lens.extend(std::iter::repeat_n(0, SLOTS.control as usize));
-    let mut targets = [target];
     let mut backend = RingBackend::new(
         &targets,
         plan.queue.queue_depth,
@@ -246,25 +457,26 @@ pub fn serve(
         mut events,
     } = extras(options, control, &notifier, policy_name)?;
     // Clients may write from here on: a file the server created stays.
-    targets[0].keep();
+    for target in &mut targets {
+        target.keep();
+    }
     listening(Listening {
         address: &listener.to_string(),
-        export: &export,
+        exports: &offered.iter().map(|o| o.export.clone()).collect::<Vec<_>>(),
         metrics: metrics.as_ref().map(Endpoint::address),
     });
     let access = backend.slots();
-    let mut engine = Engine::new(backend, vec![lane])
+    let mut engine = Engine::new(backend, lanes)
         .with_control(control)
         .with_live(plan.observe.status_interval_ns);
     let setup = front::Setup {
         listener: &listener,
-        export: &export,
+        exports: &offered,
         stop,
         max_clients: options.max_clients,
         handshake_timeout: options.handshake_timeout,
         slots: SLOTS,
         access,
-        limits,
         timeout: options.reply_timeout,
         events: events.as_mut(),
         metrics: metrics.as_ref(),
@@ -287,18 +499,45 @@ pub fn serve(
             source,
         })?;
     }
-    targets[0].sync().map_err(|source| RunError::Ring {
-        action: "flushing the target at shutdown",
-        source,
-    })?;
+    for target in &targets {
+        target.sync().map_err(|source| RunError::Ring {
+            action: "flushing the target at shutdown",
+            source,
+        })?;
+    }
+    let groups = engine
+        .lanes()
+        .iter()
+        .flat_map(|lane| {
+            let reports = lane
+                .core
+                .throttle()
+                .map(Throttle::report)
+                .unwrap_or_default();
+            reports.into_iter().map(|r| (lane.name.clone(), r))
+        })
+        .collect();
     let finished = engine.finish(0);
+    let exports = options
+        .exports
+        .iter()
+        .zip(&offered)
+        .map(|(spec, o)| ExportSummary {
+            name: spec.name.clone(),
+            device: spec.device.display().to_string(),
+            size: o.export.size,
+            read_only: spec.read_only,
+            group: spec.group.clone(),
+        })
+        .collect();
     Ok(Served {
         clients,
         core: finished.core,
         swaps: finished.swaps,
         sets: finished.sets,
         ejections: finished.ejections,
-        size: export.size,
+        exports,
+        groups,
     })
 }
 
@@ -326,7 +565,7 @@ fn extras(
     };
     let control = match control {
         Some((path, runtime)) => Some(
-            Control::start(path, runtime.clone(), 1, wake())
+            Control::start(path, runtime.clone(), options.devices().len(), wake())
                 .map_err(|e| RunError::Setup(format!("{e:#}")))?,
         ),
         None => None,
@@ -341,8 +580,13 @@ fn extras(
     let events =
         match &options.trace_events {
             Some(path) => {
+                let devices: Vec<String> = options
+                    .devices()
+                    .iter()
+                    .map(|d| d.display().to_string())
+                    .collect();
                 let header = crate::observe::events::file::Header {
-                    device: options.device.display().to_string(),
+                    device: devices.join(","),
                     policy: policy_name,
                 };
                 Some(Writer::create(path, &header).map_err(|e| {
@@ -358,21 +602,25 @@ fn extras(
     })
 }
 
-/// What the handshake offers and what requests must respect, for `target`.
-fn describe(options: &ServeOptions, target: &Target) -> Result<(Export, Limits), RunError> {
+/// What the handshake offers and what requests must respect, for export `spec` on `target`.
+fn describe(
+    options: &ServeOptions,
+    spec: &ExportSpec,
+    target: &Target,
+) -> Result<(Export, Limits), RunError> {
     let block = target.logical_block.max(512);
     let size = target.capacity - target.capacity % u64::from(block);
     if size == 0 {
         return Err(RunError::Setup(format!(
             "{} holds less than one {block}-byte block: nothing to export",
-            options.device.display()
+            spec.device.display()
         )));
     }
     let export = Export {
-        name: options.export_name.clone(),
+        name: spec.name.clone(),
         description: options.description.clone().unwrap_or_default(),
         size,
-        flags: export_flags(options.read_only),
+        flags: export_flags(spec.read_only),
         min_block: block,
         preferred_block: CHUNK,
         max_block: MAX_PAYLOAD,
@@ -381,18 +629,19 @@ fn describe(options: &ServeOptions, target: &Target) -> Result<(Export, Limits),
         size,
         block,
         max_payload: MAX_PAYLOAD,
-        read_only: options.read_only,
+        read_only: spec.read_only,
     };
     Ok((export, limits))
 }
 
-/// The device's core over `policy`, with the queue settings, supervision, and the event
-/// trace and counters when they are asked for.
+/// A device's core over `policy`, with the queue settings, supervision, the event trace
+/// and counters when they are asked for, and the groups of its exports.
 fn scheduler(
     options: &ServeOptions,
     plan: &RunPlan,
     policy: Box<dyn PolicyBackend>,
     settings: &[(String, i64)],
+    layout: &LaneLayout,
 ) -> Result<Lane, RunError> {
     let config = plan
         .queue
@@ -400,21 +649,20 @@ fn scheduler(
     let mut setup = plan.lane_setup(config, settings);
     setup.record_events |= options.trace_events.is_some();
     setup.metering |= options.metrics.is_some();
-    let mut lane = Lane::new(options.device.display().to_string(), policy, &setup)?;
-    if let Some(group) = &options.group {
-        // Every client is the export's: one group over all their I/O.
-        let throttle = crate::core::Throttle::new(vec![group.clone()], Vec::new()).with_default(0);
-        lane.core.set_throttle(throttle);
+    let mut lane = Lane::new(layout.path.display().to_string(), policy, &setup)?;
+    if !layout.groups.is_empty() {
+        // Clients join their export's group as they connect (`Engine::place`).
+        lane.core
+            .set_throttle(Throttle::new(layout.groups.clone(), Vec::new()));
     }
     Ok(lane)
 }
 
-/// Opens the device under the same rules as `run`: writing to an existing file or a block
+/// Opens `path` under the same rules as `run`: writing to an existing file or a block
 /// device takes `--allow-overwrite`; a missing file is created only with `--size`.
-fn open_target(options: &ServeOptions) -> Result<Target, RunError> {
-    let path = &options.device;
+fn open_target(options: &ServeOptions, path: &Path, read_only: bool) -> Result<Target, RunError> {
     let exists = path.exists();
-    if !exists && options.read_only {
+    if !exists && read_only {
         return Err(RunError::Setup(format!(
             "{} does not exist; a read-only export needs an existing file or device",
             path.display()
@@ -426,14 +674,14 @@ fn open_target(options: &ServeOptions) -> Result<Target, RunError> {
             path.display()
         )));
     }
-    if exists && !options.read_only && !options.allow_overwrite {
+    if exists && !read_only && !options.allow_overwrite {
         return Err(RunError::Setup(format!(
             "refusing to export {} writable: clients could overwrite its data; pass --allow-overwrite if that is intended, or --read-only",
             path.display()
         )));
     }
     let rules = OpenRules {
-        writes: !options.read_only,
+        writes: !read_only,
         allow_overwrite: options.allow_overwrite,
         direct: true,
     };
