@@ -99,6 +99,13 @@ const TENANTS: &[(&str, &str, &str, &str, Target)] = &[
     ),
     (
         "a limited to 1000 IOPS",
+        "mclock",
+        "riops=1000",
+        "weight=100",
+        Target::Iops(1000.0),
+    ),
+    (
+        "a limited to 1000 IOPS",
         "bfq",
         "riops=1000",
         "weight=100",
