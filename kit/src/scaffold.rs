@@ -12,8 +12,24 @@ use anyhow::{Context, Result, bail, ensure};
 const SDK_SOURCES: &[(&str, &str)] = &[
     ("lib.rs", include_str!("../../sdk/src/lib.rs")),
     (
-        "collections.rs",
-        include_str!("../../sdk/src/collections.rs"),
+        "collections/mod.rs",
+        include_str!("../../sdk/src/collections/mod.rs"),
+    ),
+    (
+        "collections/elevator.rs",
+        include_str!("../../sdk/src/collections/elevator.rs"),
+    ),
+    (
+        "collections/expiry_fifo.rs",
+        include_str!("../../sdk/src/collections/expiry_fifo.rs"),
+    ),
+    (
+        "collections/id_map.rs",
+        include_str!("../../sdk/src/collections/id_map.rs"),
+    ),
+    (
+        "collections/sector_set.rs",
+        include_str!("../../sdk/src/collections/sector_set.rs"),
     ),
     ("guest.rs", include_str!("../../sdk/src/guest.rs")),
     ("interface.rs", include_str!("../../sdk/src/interface.rs")),
@@ -141,11 +157,20 @@ mod tests {
 
     #[test]
     fn every_sdk_source_file_is_vendored() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../sdk/src");
-        let mut on_disk: Vec<String> = fs::read_dir(dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
+        fn files(root: &Path, dir: &Path, into: &mut Vec<String>) {
+            for entry in fs::read_dir(dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    files(root, &path, into);
+                } else {
+                    let relative = path.strip_prefix(root).unwrap();
+                    into.push(relative.to_string_lossy().into_owned());
+                }
+            }
+        }
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../sdk/src");
+        let mut on_disk = Vec::new();
+        files(&root, &root, &mut on_disk);
         on_disk.sort();
         let mut vendored: Vec<String> = SDK_SOURCES.iter().map(|(f, _)| (*f).to_owned()).collect();
         vendored.sort();

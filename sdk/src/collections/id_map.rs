@@ -1,0 +1,277 @@
+//! Maps and sets keyed by request id, built on how the host numbers requests: an id's low
+//! 32 bits are the host's slot for it (the high bits its generation), so the slots of the
+//! requests alive at once are small and dense. A slot indexes a vector directly: one bounds
+//! check and one compare per lookup, no hashing and no allocation once the vector has grown
+//! to the deepest queue seen. An id whose slot is taken by another id (a stale entry a
+//! policy still holds) or lies past [`DENSE_SLOTS`] goes to a hash map beside it, so any
+//! ids at all are correct and memory stays bounded by the entries held.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+use crate::types::RequestId;
+
+/// Slots indexed directly; an id past them goes to the spill map. 2^16 slots is far more
+/// requests than any queue holds, and bounds the vector a hostile id could grow.
+pub const DENSE_SLOTS: usize = 1 << 16;
+
+/// A hasher for request ids: one multiply, no random seed, so maps behave the same natively
+/// and inside a component (which has no source of randomness).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &byte in bytes {
+            self.0 =
+                (self.0.rotate_left(5) ^ u64::from(byte)).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        // Fibonacci hashing spreads sequential ids over the high bits hashbrown looks at.
+        self.0 = (self.0 ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+
+    fn write_u32(&mut self, n: u32) {
+        self.write_u64(u64::from(n));
+    }
+}
+
+type Spill<V> = HashMap<RequestId, V, BuildHasherDefault<IdHasher>>;
+
+/// A map keyed by request id (see the module's notes for how it is laid out).
+#[derive(Debug, Clone)]
+pub struct IdMap<V> {
+    dense: Vec<Option<(RequestId, V)>>,
+    spill: Spill<V>,
+    len: usize,
+}
+
+impl<V> Default for IdMap<V> {
+    fn default() -> Self {
+        Self {
+            dense: Vec::new(),
+            spill: Spill::default(),
+            len: 0,
+        }
+    }
+}
+
+/// The dense slot of `id`, if it has one.
+fn slot(id: RequestId) -> Option<usize> {
+    let slot = (id.0 & 0xffff_ffff) as usize;
+    (slot < DENSE_SLOTS).then_some(slot)
+}
+
+impl<V> IdMap<V> {
+    /// An empty map.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets `id`'s value; returns the one it replaces.
+    pub fn insert(&mut self, id: RequestId, value: V) -> Option<V> {
+        if let Some(s) = slot(id) {
+            if s >= self.dense.len() {
+                // Grow to the next power of two: amortised, and no larger than twice the
+                // deepest slot seen.
+                let len = (s + 1).next_power_of_two().min(DENSE_SLOTS);
+                self.dense.resize_with(len, || None);
+            }
+            match &mut self.dense[s] {
+                Some((held, old)) if *held == id => {
+                    return Some(std::mem::replace(old, value));
+                }
+                // An id spilled while its slot was taken stays in the spill map.
+                entry @ None if self.spill.is_empty() || !self.spill.contains_key(&id) => {
+                    *entry = Some((id, value));
+                    self.len += 1;
+                    return None;
+                }
+                _ => {}
+            }
+        }
+        let old = self.spill.insert(id, value);
+        self.len += usize::from(old.is_none());
+        old
+    }
+
+    /// Takes `id`'s value out.
+    pub fn remove(&mut self, id: &RequestId) -> Option<V> {
+        let id = *id;
+        if let Some(entry) = slot(id).and_then(|s| self.dense.get_mut(s))
+            && entry.as_ref().is_some_and(|(held, _)| *held == id)
+        {
+            self.len -= 1;
+            return entry.take().map(|(_, v)| v);
+        }
+        if self.spill.is_empty() {
+            return None;
+        }
+        let old = self.spill.remove(&id);
+        self.len -= usize::from(old.is_some());
+        old
+    }
+
+    /// `id`'s value.
+    pub fn get(&self, id: &RequestId) -> Option<&V> {
+        let id = *id;
+        if let Some(Some((held, value))) = slot(id).and_then(|s| self.dense.get(s))
+            && *held == id
+        {
+            return Some(value);
+        }
+        if self.spill.is_empty() {
+            return None;
+        }
+        self.spill.get(&id)
+    }
+
+    /// `id`'s value, to change.
+    pub fn get_mut(&mut self, id: &RequestId) -> Option<&mut V> {
+        let id = *id;
+        let dense = slot(id).and_then(|s| self.dense.get(s));
+        if matches!(dense, Some(Some((held, _))) if *held == id) {
+            let s = slot(id).expect("found dense");
+            return self.dense[s].as_mut().map(|(_, v)| v);
+        }
+        self.spill.get_mut(&id)
+    }
+
+    /// True iff `id` has a value.
+    pub fn contains_key(&self, id: &RequestId) -> bool {
+        self.get(id).is_some()
+    }
+
+    /// Entries held.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Removes every entry, keeping the memory for the next ones.
+    pub fn clear(&mut self) {
+        self.dense.iter_mut().for_each(|e| *e = None);
+        self.spill.clear();
+        self.len = 0;
+    }
+
+    /// True iff nothing is held.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Every entry: the dense ones by slot, then the spilled ones by id, so the order is
+    /// the same natively and in a component.
+    pub fn iter(&self) -> impl Iterator<Item = (RequestId, &V)> + '_ {
+        let mut spilled: Vec<(RequestId, &V)> = self.spill.iter().map(|(&k, v)| (k, v)).collect();
+        spilled.sort_unstable_by_key(|&(k, _)| k);
+        self.dense
+            .iter()
+            .filter_map(|e| e.as_ref().map(|(k, v)| (*k, v)))
+            .chain(spilled)
+    }
+}
+
+impl Extend<RequestId> for IdSet {
+    fn extend<I: IntoIterator<Item = RequestId>>(&mut self, ids: I) {
+        for id in ids {
+            self.insert(id);
+        }
+    }
+}
+
+/// A set of request ids, laid out as [`IdMap`].
+#[derive(Debug, Clone, Default)]
+pub struct IdSet(IdMap<()>);
+
+impl IdSet {
+    /// An empty set.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds `id`; true iff it was not there.
+    pub fn insert(&mut self, id: RequestId) -> bool {
+        self.0.insert(id, ()).is_none()
+    }
+
+    /// Removes `id`; true iff it was there.
+    pub fn remove(&mut self, id: &RequestId) -> bool {
+        self.0.remove(id).is_some()
+    }
+
+    /// True iff `id` is in the set.
+    pub fn contains(&self, id: &RequestId) -> bool {
+        self.0.contains_key(id)
+    }
+
+    /// Removes every id.
+    pub fn clear(&mut self) {
+        self.0.clear();
+    }
+
+    /// Ids held.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// True iff empty.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_sharing_a_slot_or_past_the_dense_slots_are_all_kept() {
+        let mut map = IdMap::new();
+        let young = RequestId(5);
+        let old = RequestId(5 | 1 << 32);
+        let far = RequestId(DENSE_SLOTS as u64 + 9);
+        assert_eq!(map.insert(young, 'a'), None);
+        assert_eq!(map.insert(old, 'b'), None, "a slot taken: spilled");
+        assert_eq!(map.insert(far, 'c'), None);
+        assert_eq!(map.insert(young, 'd'), Some('a'));
+        assert_eq!(map.len(), 3);
+        assert_eq!(
+            (map.get(&young), map.get(&old), map.get(&far)),
+            (Some(&'d'), Some(&'b'), Some(&'c'))
+        );
+        *map.get_mut(&old).unwrap() = 'e';
+        assert_eq!(map.remove(&young), Some('d'));
+        assert_eq!(map.get(&old), Some(&'e'), "the spilled one is still found");
+        assert_eq!(
+            map.insert(old, 'e'),
+            Some('e'),
+            "replaced where it is, not doubled"
+        );
+        assert_eq!(map.len(), 2);
+        assert_eq!(map.remove(&young), None);
+        let all: Vec<_> = map.iter().map(|(k, v)| (k.0, *v)).collect();
+        assert_eq!(all, [(DENSE_SLOTS as u64 + 9, 'c'), (5 | 1 << 32, 'e')]);
+        assert_eq!(map.remove(&old), Some('e'));
+        assert_eq!(map.remove(&far), Some('c'));
+        assert!(map.is_empty());
+        assert!(map.dense.len() <= 8, "grown only to the slots used");
+    }
+
+    #[test]
+    fn a_set_counts_each_id_once() {
+        let mut set = IdSet::new();
+        assert!(set.insert(RequestId(3)));
+        assert!(!set.insert(RequestId(3)));
+        assert!(set.contains(&RequestId(3)));
+        assert_eq!(set.len(), 1);
+        assert!(set.remove(&RequestId(3)));
+        assert!(!set.remove(&RequestId(3)));
+        assert!(set.is_empty());
+    }
+}
