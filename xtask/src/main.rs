@@ -7,6 +7,7 @@ use std::{env, fs};
 
 use anyhow::{Context, Result, bail, ensure};
 
+mod bench_check;
 mod bench_clients;
 mod bench_fio;
 mod bench_instructions;
@@ -33,6 +34,9 @@ cargo xtask <command>
   bench-instructions [--policy NAME] [--iodepth N]...
                       instructions per bio, component against native, counted by callgrind on
                       sim:null (needs valgrind); default noop at iodepth 1 and 32
+  bench-check [--rounds N] [--baseline DIR]
+                      policy check's cost per request for every bundled policy, component and
+                      native, beside an older build (DIR/schedhost and DIR/policies/)
   bench-loop [--rounds N] [--seconds S]
                       on a loop device (root): the kernel's mq-deadline, bfq and kyber under fio
                       against schedhost's deadline, bfq and kyber over the kernel's none
@@ -128,6 +132,21 @@ fn run(args: Vec<String>) -> Result<()> {
                 }
             }
             bench_fio::affinity(&root, file, rounds)
+        }
+        ["bench-check", rest @ ..] => {
+            build_all(&root)?;
+            let (mut rounds, mut baseline) = (5, None);
+            for pair in rest.chunks(2) {
+                match pair {
+                    ["--rounds", n] => rounds = n.parse().context("--rounds takes a number")?,
+                    ["--baseline", dir] => baseline = Some(PathBuf::from(dir)),
+                    other => bail!(
+                        "bench-check: unknown option {:?}\n\n{USAGE}",
+                        other.join(" ")
+                    ),
+                }
+            }
+            bench_check::run(&root, rounds, baseline.as_deref())
         }
         ["bench-instructions", rest @ ..] => {
             build_all(&root)?;
