@@ -55,8 +55,8 @@ pub fn run(root: &Path, rounds: usize, baseline: Option<&Path>) -> Result<()> {
     println!();
     for (p, policy) in POLICIES.iter().enumerate() {
         print!("{policy:<12}");
-        for b in 0..builds.len() {
-            let (component, native) = (median(&costs[p][b][0]), median(&costs[p][b][1]));
+        for [components, natives] in &costs[p] {
+            let (component, native) = (median(components), median(natives));
             print!(
                 " {component:>11.0} {native:>9.0} {:>7.2}",
                 component / native

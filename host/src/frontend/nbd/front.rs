@@ -140,16 +140,10 @@ impl<'a> Front<'a> {
         feed: &mut Feed<'_, RingBackend>,
         now: u64,
     ) -> Result<(), RunError> {
-        let Some(Link {
-            stream,
-            conn,
-            export,
-            ..
-        }) = self.conns.get_mut(&id)
-        else {
+        let Some(Link { stream, conn, .. }) = self.conns.get_mut(&id) else {
             return Ok(());
         };
-        let mut env = self.shared.env(*export, stream, feed, now);
+        let mut env = self.shared.env(conn.export, stream, feed, now);
         if conn.wants_output() {
             conn.flush(&mut env);
         }
@@ -258,13 +252,13 @@ impl<'a> Front<'a> {
                     (greeting.peer, ctx, greeting.started),
                     &early,
                     (unsent, now.saturating_add(nanos(self.shared.timeout))),
-                );
+                )
+                .on_export(export);
                 // Its handshake's polls stay armed; they now wake the connection.
                 let link = Link {
                     stream: greeting.stream,
                     polling_in: greeting.polling_in,
                     polling_out: greeting.polling_out,
-                    export,
                     conn,
                 };
                 self.conns.insert(id, link);
@@ -299,16 +293,10 @@ impl<'a> Front<'a> {
         }
         let ids: Vec<u64> = self.conns.keys().copied().collect();
         for id in ids {
-            let Some(Link {
-                stream,
-                conn,
-                export,
-                ..
-            }) = self.conns.get_mut(&id)
-            else {
+            let Some(Link { stream, conn, .. }) = self.conns.get_mut(&id) else {
                 continue;
             };
-            let mut env = self.shared.env(*export, stream, feed, now);
+            let mut env = self.shared.env(conn.export, stream, feed, now);
             conn.stop_reading(&mut env);
             self.touched.push(id);
         }
@@ -328,14 +316,8 @@ impl<'a> Front<'a> {
             let Some((_, std::cmp::Reverse(id))) = greediest else {
                 return;
             };
-            if let Some(Link {
-                stream,
-                conn,
-                export,
-                ..
-            }) = self.conns.get_mut(&id)
-            {
-                let mut env = self.shared.env(*export, stream, feed, now);
+            if let Some(Link { stream, conn, .. }) = self.conns.get_mut(&id) {
+                let mut env = self.shared.env(conn.export, stream, feed, now);
                 conn.shed(&mut env);
                 self.touched.push(id);
             }
@@ -354,17 +336,11 @@ impl<'a> Front<'a> {
             let why = "the handshake took longer than --handshake-timeout";
             self.end_greeting(id, Some(why.into()));
         }
-        for (&id, link) in &mut self.conns {
-            let Link {
-                stream,
-                conn,
-                export,
-                ..
-            } = link;
+        for (&id, Link { stream, conn, .. }) in &mut self.conns {
             if conn.next_deadline().is_none_or(|due| due > now) {
                 continue;
             }
-            let mut env = self.shared.env(*export, stream, feed, now);
+            let mut env = self.shared.env(conn.export, stream, feed, now);
             conn.enforce_deadlines(&mut env);
             self.touched.push(id);
         }
@@ -423,13 +399,7 @@ impl<'a> Front<'a> {
 
     /// Connection `id` is over: its summary is kept and its ctx freed.
     fn close(&mut self, id: u64) {
-        let Some(Link {
-            stream,
-            conn,
-            export,
-            ..
-        }) = self.conns.remove(&id)
-        else {
+        let Some(Link { stream, conn, .. }) = self.conns.remove(&id) else {
             return;
         };
         let _ = stream.shutdown();
@@ -447,7 +417,7 @@ impl<'a> Front<'a> {
         );
         self.clients.push(ClientSummary {
             peer: conn.peer,
-            export: self.exports[export].export.name.clone(),
+            export: self.exports[conn.export].export.name.clone(),
             ctx: conn.ctx,
             seconds: conn.started.elapsed().as_secs_f64(),
             tally: conn.tally,
@@ -478,16 +448,10 @@ impl Frontend<RingBackend> for Front<'_> {
             else {
                 continue;
             };
-            let Some(Link {
-                stream,
-                conn,
-                export,
-                ..
-            }) = self.conns.get_mut(&owner.conn)
-            else {
+            let Some(Link { stream, conn, .. }) = self.conns.get_mut(&owner.conn) else {
                 continue;
             };
-            let mut env = self.shared.env(*export, stream, feed, now);
+            let mut env = self.shared.env(conn.export, stream, feed, now);
             conn.finished(
                 owner.conn,
                 &mut env,

@@ -20,8 +20,6 @@ pub(super) struct Link {
     pub(super) polling_in: bool,
     /// A poll for writable is armed on the ring.
     pub(super) polling_out: bool,
-    /// The export it chose (an index into the server's exports).
-    pub(super) export: usize,
     pub(super) conn: Conn,
 }
 

@@ -246,6 +246,9 @@ pub struct Conn {
     pub ctx: u32,
     /// When it connected.
     pub started: Instant,
+    /// The export it chose: an index into the server's exports, whose bounds its requests
+    /// are held to.
+    pub export: usize,
     /// Data slots it holds, parked copies included (its quota's count).
     pub held: u32,
     /// What it did.
@@ -270,6 +273,12 @@ pub struct Conn {
 }
 
 impl Conn {
+    /// The connection is on export `export` (an index into the server's exports).
+    pub fn on_export(mut self, export: usize) -> Self {
+        self.export = export;
+        self
+    }
+
     /// A connection past its handshake, with what the client sent after it (`early`) and
     /// the handshake's replies the stream has not taken yet (`unsent`, due by `due`, engine
     /// ns).
@@ -293,6 +302,7 @@ impl Conn {
             peer,
             ctx,
             started,
+            export: 0,
             held: 0,
             tally: Tally::default(),
             closed_because: None,
