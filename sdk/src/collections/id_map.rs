@@ -15,6 +15,18 @@ use crate::types::RequestId;
 /// requests than any queue holds, and bounds the vector a hostile id could grow.
 pub const DENSE_SLOTS: usize = 1 << 16;
 
+/// Slots a map grows to whatever it holds: small maps (one per cfq or bfq queue, say) index
+/// directly without ever growing past this.
+const SMALL_SLOTS: usize = 64;
+
+/// True iff a map holding `len` entries may grow its vector to cover slot `slot`: past
+/// [`SMALL_SLOTS`], only to eight times what it holds, so a policy with a thousand small
+/// maps (a queue per client) keeps a few KiB each, not a vector as long as the host's
+/// deepest slot.
+fn may_grow_to(slot: usize, len: usize) -> bool {
+    slot < SMALL_SLOTS.max(len.saturating_add(1).saturating_mul(8))
+}
+
 /// A hasher for request ids: one multiply, no random seed, so maps behave the same natively
 /// and inside a component (which has no source of randomness).
 #[derive(Debug, Default, Clone, Copy)]
@@ -76,7 +88,7 @@ impl<V> IdMap<V> {
 
     /// Sets `id`'s value; returns the one it replaces.
     pub fn insert(&mut self, id: RequestId, value: V) -> Option<V> {
-        if let Some(s) = slot(id) {
+        if let Some(s) = slot(id).filter(|&s| s < self.dense.len() || may_grow_to(s, self.len)) {
             if s >= self.dense.len() {
                 // Grow to the next power of two: amortised, and no larger than twice the
                 // deepest slot seen.
@@ -261,6 +273,21 @@ mod tests {
         assert_eq!(map.remove(&far), Some('c'));
         assert!(map.is_empty());
         assert!(map.dense.len() <= 8, "grown only to the slots used");
+    }
+
+    #[test]
+    fn a_small_map_does_not_grow_its_vector_to_a_far_slot() {
+        let mut map = IdMap::new();
+        map.insert(RequestId(3), 1u8);
+        map.insert(RequestId(5000), 2);
+        assert!(map.dense.len() <= SMALL_SLOTS, "{}", map.dense.len());
+        assert_eq!(map.get(&RequestId(5000)), Some(&2), "kept in the spill map");
+        // A map holding many entries indexes them all directly.
+        let mut big = IdMap::new();
+        for id in 0..1000u64 {
+            big.insert(RequestId(id), ());
+        }
+        assert!(big.spill.is_empty());
     }
 
     #[test]
