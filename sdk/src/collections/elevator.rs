@@ -2,7 +2,6 @@
 //! extents merges change.
 
 use super::expiry_fifo::{Due, ExpiryFifo};
-use super::id_map::IdMap;
 use super::sector_set::{Positioned, SectorSet};
 use crate::types::{MergeEvent, Request, RequestId, Sector};
 
@@ -28,8 +27,8 @@ impl Extent {
 #[derive(Debug, Default, Clone)]
 pub struct ElevatorQueue {
     sorted: SectorSet,
-    fifo: ExpiryFifo,
-    extents: IdMap<Extent>,
+    /// Deadline order, each request with its extent: one id lookup finds both.
+    fifo: ExpiryFifo<Extent>,
 }
 
 impl ElevatorQueue {
@@ -41,26 +40,24 @@ impl ElevatorQueue {
     /// Queues `request`, due by `expires_ns`.
     pub fn push(&mut self, request: &Request, expires_ns: u64) {
         self.sorted.insert(request.sector, request.id);
-        self.fifo.push(request.id, expires_ns);
         let extent = Extent {
             sector: request.sector,
             sectors: request.sectors,
         };
-        self.extents.insert(request.id, extent);
+        self.fifo.push_with(request.id, expires_ns, extent);
     }
 
     /// Removes `id`; returns where it lay if it was queued here.
     pub fn take(&mut self, id: RequestId) -> Option<Extent> {
-        let extent = self.extents.remove(&id)?;
+        let extent = self.fifo.take(id)?;
         self.sorted.remove(extent.sector, id);
-        self.fifo.remove(id);
         Some(extent)
     }
 
     /// `absorbed` merged into `target`: drops `absorbed`; `target`, if queued here, inherits
     /// the earlier deadline of the two.
     pub fn absorb(&mut self, target: RequestId, absorbed: RequestId) {
-        if let Some(extent) = self.extents.remove(&absorbed) {
+        if let Some(&extent) = self.fifo.get(absorbed) {
             self.sorted.remove(extent.sector, absorbed);
             self.fifo.absorb(target, absorbed);
         }
@@ -68,7 +65,7 @@ impl ElevatorQueue {
 
     /// Request `id` now covers `sector` + `sectors` (it grew by a merge).
     pub fn resize(&mut self, id: RequestId, sector: Sector, sectors: u32) {
-        if let Some(extent) = self.extents.get_mut(&id) {
+        if let Some(extent) = self.fifo.get_mut(id) {
             if extent.sector != sector {
                 self.sorted.reposition(extent.sector, sector, id);
             }
@@ -111,17 +108,17 @@ impl ElevatorQueue {
 
     /// Where queued request `id` lies.
     pub fn extent(&self, id: RequestId) -> Option<Extent> {
-        self.extents.get(&id).copied()
+        self.fifo.get(id).copied()
     }
 
     /// Number of queued requests.
     pub fn len(&self) -> usize {
-        self.extents.len()
+        self.fifo.len()
     }
 
     /// True iff nothing is queued.
     pub fn is_empty(&self) -> bool {
-        self.extents.is_empty()
+        self.fifo.is_empty()
     }
 }
 

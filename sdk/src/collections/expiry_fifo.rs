@@ -22,17 +22,29 @@ pub struct Due {
 /// (expiry, insertion sequence): unique, and the order of the FIFO.
 type Key = (u64, u64);
 
-/// Request ids in order of expiry: the elevator's FIFO with deadlines.
+/// Request ids in order of expiry: the elevator's FIFO with deadlines, each with a value
+/// `V` of its own (the elevator queue keeps a request's extent there, so one lookup finds
+/// both).
 ///
 /// Entries with the same expiry keep insertion order. When two requests merge, the survivor
 /// takes the earlier deadline of the two ([`ExpiryFifo::absorb`]), as mq-deadline does.
-#[derive(Debug, Default, Clone)]
-pub struct ExpiryFifo {
+#[derive(Debug, Clone)]
+pub struct ExpiryFifo<V = ()> {
     /// Sorted by key; an entry is live iff `key_of` gives its id that key. The front entry
     /// is always live.
     order: VecDeque<(Key, RequestId)>,
-    key_of: IdMap<Key>,
+    key_of: IdMap<(Key, V)>,
     seq: u64,
+}
+
+impl<V> Default for ExpiryFifo<V> {
+    fn default() -> Self {
+        Self {
+            order: VecDeque::new(),
+            key_of: IdMap::new(),
+            seq: 0,
+        }
+    }
 }
 
 impl ExpiryFifo {
@@ -43,9 +55,16 @@ impl ExpiryFifo {
 
     /// Appends `id`, expiring at `expires_ns`.
     pub fn push(&mut self, id: RequestId, expires_ns: u64) {
+        self.push_with(id, expires_ns, ());
+    }
+}
+
+impl<V> ExpiryFifo<V> {
+    /// Appends `id` with `value`, expiring at `expires_ns`.
+    pub fn push_with(&mut self, id: RequestId, expires_ns: u64, value: V) {
         let key = (expires_ns, self.seq);
         self.seq += 1;
-        let again = self.key_of.insert(id, key).is_some();
+        let again = self.key_of.insert(id, (key, value)).is_some();
         if self.order.back().is_none_or(|&(last, _)| last < key) {
             self.order.push_back((key, id));
         } else {
@@ -60,24 +79,37 @@ impl ExpiryFifo {
 
     /// Removes `id`; returns true iff it was queued.
     pub fn remove(&mut self, id: RequestId) -> bool {
-        let Some(key) = self.key_of.remove(&id) else {
-            return false;
-        };
+        self.take(id).is_some()
+    }
+
+    /// Removes `id`, returning its value.
+    pub fn take(&mut self, id: RequestId) -> Option<V> {
+        let (key, value) = self.key_of.remove(&id)?;
         // Only the front must be live; a stale entry elsewhere waits until it gets there,
         // or for a compaction.
         if self.order.front().is_some_and(|&(k, _)| k == key) || self.stale_heavy() {
             self.settle();
         }
-        true
+        Some(value)
+    }
+
+    /// `id`'s value.
+    pub fn get(&self, id: RequestId) -> Option<&V> {
+        self.key_of.get(&id).map(|(_, v)| v)
+    }
+
+    /// `id`'s value, to change.
+    pub fn get_mut(&mut self, id: RequestId) -> Option<&mut V> {
+        self.key_of.get_mut(&id).map(|(_, v)| v)
     }
 
     /// `absorbed` merged into `target`: drops `absorbed`, and `target` inherits its place
     /// if that was earlier.
     pub fn absorb(&mut self, target: RequestId, absorbed: RequestId) {
-        let Some(gone) = self.key_of.remove(&absorbed) else {
+        let Some((gone, _)) = self.key_of.remove(&absorbed) else {
             return;
         };
-        if let Some(kept) = self.key_of.get_mut(&target)
+        if let Some((kept, _)) = self.key_of.get_mut(&target)
             && gone < *kept
         {
             *kept = gone;
@@ -126,7 +158,7 @@ impl ExpiryFifo {
     }
 
     fn live(&self, &(key, id): &(Key, RequestId)) -> bool {
-        self.key_of.get(&id) == Some(&key)
+        self.key_of.get(&id).is_some_and(|(k, _)| *k == key)
     }
 
     /// True iff stale entries outnumber live ones (and a compaction is worth its pass).
@@ -145,7 +177,7 @@ impl ExpiryFifo {
         if self.stale_heavy() {
             let key_of = &self.key_of;
             self.order
-                .retain(|&(key, id)| key_of.get(&id) == Some(&key));
+                .retain(|&(key, id)| key_of.get(&id).is_some_and(|(k, _)| *k == key));
         }
         debug_assert!(self.order.front().is_none_or(|f| self.live(f)));
     }
