@@ -252,13 +252,14 @@ fn against_qemu_nbd(
 ) -> Result<()> {
     println!("\none client, 4k randread, {seconds} s, {rounds} rounds (mean IOPS)");
     println!(
-        "{:<6} {:>12} {:>12} {:>8}",
-        "depth", "qemu-nbd", "schedhost", "ratio"
+        "{:<6} {:>12} {:>12} {:>12} {:>8} {:>10}",
+        "depth", "raw fio", "qemu-nbd", "schedhost", "ratio", "of raw"
     );
     let socket = dir.join("nbd.sock");
     for depth in [1, 16] {
-        let (mut qemu, mut ours) = (0.0, 0.0);
+        let (mut raw, mut qemu, mut ours) = (0.0, 0.0, 0.0);
         for _ in 0..rounds {
+            raw += raw_fio(dir, disk, depth, seconds)?;
             let _ = std::fs::remove_file(&socket);
             let server = Server(
                 Command::new("qemu-nbd")
@@ -278,10 +279,15 @@ fn against_qemu_nbd(
             ours += fio(dir, &socket, 0, depth, seconds)?;
             server.stop()?;
         }
-        let (qemu, ours) = (qemu / rounds as f64, ours / rounds as f64);
+        let (raw, qemu, ours) = (
+            raw / rounds as f64,
+            qemu / rounds as f64,
+            ours / rounds as f64,
+        );
         println!(
-            "QD{depth:<4} {qemu:>12.0} {ours:>12.0} {:>8.3}",
-            ours / qemu
+            "QD{depth:<4} {raw:>12.0} {qemu:>12.0} {ours:>12.0} {:>8.3} {:>10.3}",
+            ours / qemu,
+            ours / raw
         );
     }
     Ok(())
@@ -352,6 +358,31 @@ fn iops(client: Child) -> Result<f64> {
     json["jobs"][0]["read"]["iops"]
         .as_f64()
         .context("no read.iops")
+}
+
+/// fio itself on the file (io_uring, O_DIRECT) over the half a client reads: the disk's
+/// own rate, which no server in between can beat.
+fn raw_fio(dir: &Path, disk: &Path, depth: u32, seconds: u32) -> Result<f64> {
+    let child = Command::new("fio")
+        .current_dir(dir)
+        .args([
+            "--name=raw",
+            "--ioengine=io_uring",
+            "--direct=1",
+            &format!("--filename={}", disk.display()),
+            "--rw=randread",
+            "--bs=4k",
+            &format!("--iodepth={depth}"),
+            &format!("--size={}", FILE_BYTES / 2),
+            &format!("--runtime={seconds}"),
+            "--time_based",
+            "--output-format=json",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("starting fio (apt-get install fio)")?;
+    iops(child)
 }
 
 /// One client, run to the end.
