@@ -116,3 +116,59 @@ fn an_extreme_drive_spec_serves_its_requests_without_overflow() {
     assert_eq!(v.requests, 3);
     assert!(v.simulated.max_us.is_finite() && v.simulated.max_us > 0.0);
 }
+
+/// atlas10k's drive copied into a folder of its own, its write settling delay set to
+/// `settle` (text), and imported.
+fn atlas_with_settle(settle: &str) -> Result<schedhost::backend::sim::drive::DriveParams, String> {
+    let dir = std::env::temp_dir().join(format!(
+        "schedhost-settle-{}-{}",
+        std::process::id(),
+        settle.replace('.', "_")
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    for file in ["atlas10k.diskspecs", "atlas10k.seek"] {
+        std::fs::copy(data(file), dir.join(file)).unwrap();
+    }
+    let model = std::fs::read_to_string(data("atlas10k.model")).unwrap();
+    let model = model.replace(
+        "Add. write settling delay = 0.48700",
+        &format!("Add. write settling delay = {settle}"),
+    );
+    std::fs::write(dir.join("atlas10k.model"), model).unwrap();
+    let imported = import(&dir.join("atlas10k.diskspecs"));
+    let _ = std::fs::remove_dir_all(&dir);
+    imported.map(|i| i.params).map_err(|e| e.to_string())
+}
+
+#[test]
+fn a_negative_write_settling_delay_imports_with_disksims_meaning_and_shortens_writes() {
+    let negative = atlas_with_settle("-0.48").unwrap();
+    assert_eq!(negative.write_settle_ms, -0.48);
+    // A spec file takes it within a second either way.
+    let err = DeviceSpec::parse_file(
+        Path::new("s.spec"),
+        "model = drive\nwrite_settle_ms = -5000\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("from -1000 to 1000"), "{err}");
+    let zero = atlas_with_settle("0").unwrap();
+    // Writes far apart: each seeks, and the settle adjusts every one of them.
+    let text: String = (0..200u64)
+        .map(|i| format!("W Miss {} 8 1000 5000\n", (i * 7_919_111) % 17_000_000))
+        .collect();
+    let trace = parse_trace(&text).unwrap();
+    let mean = |params: &schedhost::backend::sim::drive::DriveParams| {
+        let v = validate(&trace, &DeviceSpec::Drive(Box::new(params.clone()))).unwrap();
+        v.simulated.mean_us
+    };
+    assert!(
+        mean(&negative) < mean(&zero),
+        "{} µs with -0.48 ms against {} µs with none",
+        mean(&negative),
+        mean(&zero)
+    );
+    let absurd = atlas_with_settle("-2000").unwrap_err();
+    assert!(absurd.contains("Add. write settling delay"), "{absurd}");
+    assert!(absurd.contains("-1000"), "{absurd}");
+}

@@ -7,13 +7,17 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use schedhost::backend::sim::DeviceSpec;
 use schedhost::backend::sim::drive::disksim;
-use schedhost::fidelity::{Distribution, Validation, parse_trace, validate};
+use schedhost::fidelity::{
+    DiskSimFigure, Distribution, Validation, disksim_figure, parse_trace, validate,
+};
 
 use super::OutputFormat;
 
 #[derive(Debug, clap::Args)]
 pub struct ValidateArgs {
-    /// A validation trace: `R|W Hit|Miss blkno bcount service_us next_us` per line.
+    /// A validation trace (DiskSim's format): `R|W Hit|Miss|Doub|Trip blkno bcount
+    /// service_us next_us` per line. DiskSim's own figure is printed beside this model's
+    /// when the trace is one of DiskSim's validation suite (by its file name).
     pub trace: PathBuf,
     /// The simulated device: sim:hdd, a spec file, or a DiskSim .diskspecs (imported).
     #[arg(long)]
@@ -49,6 +53,7 @@ impl ValidateArgs {
             .map_err(anyhow::Error::msg)?;
             super::plot::write(dir, &[("validate-cdf.svg".to_owned(), svg)])?;
         }
+        let disksim = disksim_figure(&file_name(&self.trace));
         match self.output_format {
             OutputFormat::Json | OutputFormat::JsonPlus => {
                 let doc = serde_json::json!({
@@ -56,12 +61,19 @@ impl ValidateArgs {
                     "device": self.device,
                     "model": device.name(),
                     "validation": result,
+                    "rms_ms": result.demerit_us / 1000.0,
+                    "disksim": disksim,
                 });
                 println!("{}", serde_json::to_string_pretty(&doc)?);
             }
             OutputFormat::Normal => print!(
                 "{}",
-                schedhost::output::printable_lines(&card(&self.trace, &self.device, &result))
+                schedhost::output::printable_lines(&card(
+                    &self.trace,
+                    &self.device,
+                    &result,
+                    disksim.as_ref()
+                ))
             ),
         }
         Ok(())
@@ -75,7 +87,12 @@ fn file_name(path: &std::path::Path) -> String {
     )
 }
 
-fn card(trace: &std::path::Path, device: &str, v: &Validation) -> String {
+fn card(
+    trace: &std::path::Path,
+    device: &str,
+    v: &Validation,
+    disksim: Option<&DiskSimFigure>,
+) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -88,11 +105,28 @@ fn card(trace: &std::path::Path, device: &str, v: &Validation) -> String {
         "  demerit: {:.2} % of the measured mean ({:.0} µs RMS)",
         v.demerit_percent, v.demerit_us
     );
+    if let Some(d) = disksim {
+        let _ = writeln!(
+            s,
+            "  RMS {:.3} ms; DiskSim's own on the {}: {:.3} ms ({})",
+            v.demerit_us / 1000.0,
+            d.drive,
+            d.rms_ms,
+            d.source
+        );
+    }
     for op in &v.by_op {
         let _ = writeln!(
             s,
             "  {}s alone ({}): {:.2} %",
             op.op, op.requests, op.demerit_percent
+        );
+    }
+    for c in &v.by_cache {
+        let _ = writeln!(
+            s,
+            "  {} alone ({}): {:.2} %",
+            c.cache, c.requests, c.demerit_percent
         );
     }
     let _ = writeln!(

@@ -302,7 +302,7 @@ fn set_drive(p: &mut DriveParams, key: &str, value: &str) -> Result<(), String> 
         "capacity_sectors" => p.capacity_sectors = positive(key, value)?,
         "full_seek_ms" => p.full_seek_ms = millis_or_zero(key, value)?,
         "head_switch_ms" => p.head_switch_ms = millis_or_zero(key, value)?,
-        "write_settle_ms" => p.write_settle_ms = millis_or_zero(key, value)?,
+        "write_settle_ms" => p.write_settle_ms = settle_adjustment(key, value)?,
         "bus_sector_ms" => p.bus_sector_ms = millis_or_zero(key, value)?,
         "read_hit_after_read_ms" | "read_hit_after_write_ms" => {
             o.read_hit[after] = millis_or_zero(key, value)?;
@@ -446,6 +446,18 @@ fn millis_or_zero(key: &str, value: &str) -> Result<f64, String> {
         Ok(ms) if ms.is_finite() && (0.0..=3_600_000.0).contains(&ms) => Ok(ms),
         _ => Err(format!(
             "`{key}` needs a number of milliseconds from 0 to one hour, found `{value}`"
+        )),
+    }
+}
+
+/// A write's settling adjustment: DiskSim's drives declare it negative as well, within a
+/// second either way.
+fn settle_adjustment(key: &str, value: &str) -> Result<f64, String> {
+    let max = crate::backend::sim::drive::MAX_SETTLE_ADJUST_MS;
+    match value.parse::<f64>() {
+        Ok(ms) if ms.is_finite() && (-max..=max).contains(&ms) => Ok(ms),
+        _ => Err(format!(
+            "`{key}` needs a number of milliseconds from -{max} to {max}, found `{value}`"
         )),
     }
 }

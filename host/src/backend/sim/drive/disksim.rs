@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{DriveParams, DriveZone, MAX_SEEK_MS, Overheads};
+use super::{DriveParams, DriveZone, MAX_SEEK_MS, MAX_SETTLE_ADJUST_MS, Overheads};
 
 /// Deepest nesting accepted (DiskSim's own files nest four deep).
 const MAX_DEPTH: usize = 16;
@@ -109,7 +109,13 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
         seek.insert(0, (1, single));
     }
     let full_seek_ms = mech.take_ms("Full strobe seek time")?;
-    let write_settle_ms = mech.take_ms("Add. write settling delay")?;
+    // An adjustment, negative in several of DiskSim's own drives (-0.48 to -0.64 ms); more
+    // than a second either way is no drive's.
+    let write_settle_ms = mech.take_f64(
+        "Add. write settling delay",
+        -MAX_SETTLE_ADJUST_MS,
+        MAX_SETTLE_ADJUST_MS,
+    )?;
     let head_switch_ms = mech.take_ms("Head switch time")?;
     let rpm = mech.take_f64("Rotation speed (in rpms)", 1.0, 100_000.0)?;
     let rpm_error = mech.take_f64("Percent error in rpms", 0.0, 100.0)?;
@@ -521,6 +527,7 @@ impl<'a> Fields<'a> {
     }
 
     fn take_ms(&mut self, key: &str) -> Result<f64, ImportError> {
+        // (A duration; adjustments that may be negative are taken with their own bounds.)
         self.take_f64(key, 0.0, 3_600_000.0)
     }
 

@@ -209,6 +209,10 @@ const PS_PER_NS: u64 = 1000;
 /// not be a drive.
 pub const MAX_SEEK_MS: f64 = 1000.0;
 
+/// Largest write settling adjustment either way, in ms (DiskSim's "Add. write settling
+/// delay", negative in several of its drives).
+pub const MAX_SETTLE_ADJUST_MS: f64 = 1000.0;
+
 fn ms_ps(ms: f64) -> u64 {
     (ms * 1e9).max(0.0) as u64
 }
@@ -311,7 +315,14 @@ impl Drive {
             position = ms_ps(self.params.head_switch_ms);
         }
         if write {
-            position += ms_ps(self.params.write_settle_ms);
+            // DiskSim's "Add. write settling delay" adjusts a write's positioning either way;
+            // drives of its suite declare it negative. Positioning never goes below zero.
+            let settle = self.params.write_settle_ms;
+            position = if settle >= 0.0 {
+                position + ms_ps(settle)
+            } else {
+                position.saturating_sub(ms_ps(-settle))
+            };
         }
         let arrive = at_ps + position;
         let spt = place.sectors_per_track;
