@@ -172,3 +172,24 @@ fn a_negative_write_settling_delay_imports_with_disksims_meaning_and_shortens_wr
     assert!(absurd.contains("Add. write settling delay"), "{absurd}");
     assert!(absurd.contains("-1000"), "{absurd}");
 }
+
+#[test]
+fn track_sparing_withholds_whole_tracks_so_the_hp_drive_holds_exactly_its_block_count() {
+    // The HP C3323A spares whole tracks at each zone's end (DiskSim's TRACK_SPARING): its
+    // zones less those hold exactly its 2 056 008 blocks.
+    let imported = import_parv(&data("hp_c3323a.parv")).unwrap();
+    assert_eq!(imported.params.capacity_sectors, 2_056_008);
+    assert_eq!(imported.params.zoned_sectors(), 2_056_008);
+    assert!(
+        !imported
+            .not_represented
+            .iter()
+            .any(|n| n.starts_with("Block count")),
+        "{:?}",
+        imported.not_represented
+    );
+    // The Cheetah's per-range spares (scheme 8, 12 cylinders a range) bring its zones to
+    // within 740 sectors of its block count (0.008 %), from 59 060.
+    let cheetah = import(&data("cheetah4LP.diskspecs")).unwrap();
+    assert_eq!(cheetah.params.zoned_sectors(), 8_887_940);
+}

@@ -133,17 +133,12 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
     mech.rest(&mut notes, "Mechanical Model");
 
     let mut layout = model.take_block("Layout Model")?;
-    let zones = import_zones(&mut layout, &mut notes, &model_path)?;
-    for key in [
-        "LBN-to-PBN mapping scheme",
-        "Sparing scheme used",
-        "Rangesize for sparing",
-    ] {
-        if let Some(v) = layout.take_opt_text(key) {
-            notes.push(format!(
-                "{key} = {v}: spares are taken from each zone's end, in LBN order"
-            ));
-        }
+    let sparing = Sparing::read(&mut layout, &mut notes)?;
+    let zones = import_zones(&mut layout, &mut notes, &model_path, (surfaces, sparing))?;
+    if let Some(v) = layout.take_opt_text("LBN-to-PBN mapping scheme") {
+        notes.push(format!(
+            "LBN-to-PBN mapping scheme = {v}: LBNs run surface by surface, cylinder by cylinder"
+        ));
     }
     layout.rest(&mut notes, "Layout Model");
     model.rest(&mut notes, "the model");
@@ -280,10 +275,60 @@ pub fn import_parv(parv: &Path) -> Result<Imported, ImportError> {
     Ok(imported)
 }
 
+/// DiskSim's sparing scheme (`Sparing scheme used`, with `Rangesize for sparing`): how a
+/// zone's `Number of spares` becomes the sectors it withholds from the LBN space, as
+/// DiskSim's `disk_compute_blksinband` counts them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Sparing {
+    scheme: u64,
+    range: u64,
+}
+
+impl Sparing {
+    /// DiskSim's largest scheme number (`SECTSPERZONE_SPARING_SLIPTOEND`).
+    const MAX_SCHEME: u64 = 10;
+
+    /// Reads the layout's scheme (default: spares per zone, the count as sectors).
+    fn read(layout: &mut Fields<'_>, notes: &mut Vec<String>) -> Result<Self, ImportError> {
+        let scheme = layout
+            .take_opt_u64("Sparing scheme used", 0, Self::MAX_SCHEME)?
+            .unwrap_or(9);
+        let range = layout
+            .take_opt_u64("Rangesize for sparing", 1, 10_000_000)?
+            .unwrap_or(1);
+        if matches!(scheme, 2..=6 | 8) {
+            notes.push(format!(
+                "Sparing scheme used = {scheme}: the spare sectors DiskSim spreads over cylinders, tracks or ranges are withheld at each zone's end"
+            ));
+        }
+        Ok(Self { scheme, range })
+    }
+
+    /// Sectors zone withholds: `spares` its count, over `cylinders` cylinders of
+    /// `surfaces` tracks of `spt` sectors, with `slips` slipped sectors.
+    fn sectors(self, spares: u64, (cylinders, surfaces, spt): (u64, u64, u64), slips: u64) -> u64 {
+        let withheld = match self.scheme {
+            0 => 0,
+            1 => spares.saturating_mul(spt),
+            3 => spares.saturating_mul(cylinders).saturating_mul(surfaces),
+            7 => slips,
+            9 => spares,
+            10 => spares.saturating_add(slips),
+            2 | 5 => spares.saturating_mul(cylinders),
+            4 | 6 => spares.saturating_mul(cylinders).saturating_add(slips),
+            8 => spares.saturating_mul(cylinders / self.range),
+            _ => unreachable!("schemes are checked when read"),
+        };
+        // Never more than the zone holds.
+        withheld.min(cylinders.saturating_mul(surfaces).saturating_mul(spt))
+    }
+}
+
 fn import_zones(
     layout: &mut Fields<'_>,
     notes: &mut Vec<String>,
     path: &Path,
+    (surfaces, sparing): (u64, Sparing),
 ) -> Result<Vec<DriveZone>, ImportError> {
     let Node::List(items) = layout.take("Zones")? else {
         return Err(fail(path, "`Zones` is not a list"));
@@ -306,10 +351,17 @@ fn import_zones(
         let spt = z.take_u64("Blocks per track", 1, 1 << 20)?;
         let track_skew = z.take_f64("Skew for track switch", 0.0, 1e6)?.round() as u64 % spt;
         let cylinder_skew = z.take_f64("Skew for cylinder switch", 0.0, 1e6)?.round() as u64 % spt;
-        let spares = z.take_u64("Number of spares", 0, u64::MAX >> 8)?;
+        let spare_count = z.take_u64("Number of spares", 0, u64::MAX >> 8)?;
+        let mut zone_slips = 0;
         if let Some(Node::List(list)) = z.take_opt("slips") {
+            zone_slips = list.len();
             slips += list.len();
         }
+        let spares = sparing.sectors(
+            spare_count,
+            (last - first + 1, surfaces, spt),
+            zone_slips as u64,
+        );
         if let Some(Node::List(list)) = z.take_opt("defects") {
             defects += list.len();
         }
@@ -461,6 +513,14 @@ impl<'a> Fields<'a> {
             .iter()
             .position(|(k, _)| k.eq_ignore_ascii_case(key))?;
         Some(self.fields.remove(i).1)
+    }
+
+    /// `key` as a whole number in `min..=max`, if it is there.
+    fn take_opt_u64(&mut self, key: &str, min: u64, max: u64) -> Result<Option<u64>, ImportError> {
+        if !self.fields.iter().any(|(k, _)| k.eq_ignore_ascii_case(key)) {
+            return Ok(None);
+        }
+        self.take_u64(key, min, max).map(Some)
     }
 
     fn take(&mut self, key: &str) -> Result<Node, ImportError> {
@@ -807,6 +867,22 @@ pub fn to_spec_text(imported: &Imported, source: &Path) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_sparing_scheme_withholds_what_disksim_counts() {
+        let zone = (10, 4, 100); // cylinders, surfaces, sectors per track
+        let scheme = |scheme, range| Sparing { scheme, range };
+        assert_eq!(scheme(0, 1).sectors(5, zone, 2), 0);
+        assert_eq!(scheme(1, 1).sectors(5, zone, 2), 500, "tracks");
+        assert_eq!(scheme(2, 1).sectors(5, zone, 2), 50, "per cylinder");
+        assert_eq!(scheme(3, 1).sectors(5, zone, 2), 200, "per track");
+        assert_eq!(scheme(4, 1).sectors(5, zone, 2), 52, "per cylinder, slips to the end");
+        assert_eq!(scheme(7, 1).sectors(5, zone, 2), 2, "the slips");
+        assert_eq!(scheme(8, 3).sectors(5, zone, 2), 15, "per whole range of 3 cylinders");
+        assert_eq!(scheme(9, 1).sectors(5, zone, 2), 5, "per zone");
+        assert_eq!(scheme(10, 1).sectors(5, zone, 2), 7);
+        assert_eq!(scheme(1, 1).sectors(1_000, zone, 0), 4_000, "never more than the zone");
+    }
 
     #[test]
     fn disksim_blocks_lists_and_comments_parse_into_fields() {
