@@ -193,3 +193,56 @@ fn track_sparing_withholds_whole_tracks_so_the_hp_drive_holds_exactly_its_block_
     let cheetah = import(&data("cheetah4LP.diskspecs")).unwrap();
     assert_eq!(cheetah.params.zoned_sectors(), 8_887_940);
 }
+
+/// The HP C3323A as imported, with `change` applied, replaying `trace`: each request's time.
+fn hp_replay(
+    trace: &str,
+    change: impl Fn(&mut schedhost::backend::sim::drive::DriveParams),
+) -> Vec<f64> {
+    let mut params = import_parv(&data("hp_c3323a.parv")).unwrap().params;
+    change(&mut params);
+    schedhost::fidelity::replay(
+        &parse_trace(trace).unwrap(),
+        &DeviceSpec::Drive(Box::new(params)),
+    )
+    .unwrap()
+}
+
+#[test]
+fn read_ahead_on_idle_hit_keeps_a_segment_reading_past_each_hit() {
+    // Sequential 100-sector reads 40 ms apart: the first reads ahead 256 sectors (to 356);
+    // the fourth ends at 400, past that, and hits only if the hits kept reading ahead.
+    let trace = "R Hit 0 100 1 40000\nR Hit 100 100 1 40000\nR Hit 200 100 1 40000\nR Hit 300 100 1 0\n";
+    let declared = import_parv(&data("hp_c3323a.parv")).unwrap().params;
+    assert!(declared.read_ahead_on_hit, "the HP declares it");
+    let on = hp_replay(trace, |p| p.read_ahead_on_hit = true);
+    let off = hp_replay(trace, |p| p.read_ahead_on_hit = false);
+    assert_eq!(on[..3], off[..3], "the first three are the same either way");
+    assert!(
+        on[3] < off[3] / 2.0,
+        "the fourth hits with it ({} µs) and goes to the media without ({} µs)",
+        on[3],
+        off[3]
+    );
+}
+
+#[test]
+fn a_separate_write_segment_leaves_the_read_segments_to_reads() {
+    // Read A, two writes elsewhere, read A again: with two shared segments the writes evict
+    // A; with one of them kept for writes, A stays.
+    let trace = "R Hit 0 8 1 1000\nW Hit 500000 8 1 1000\nW Hit 900000 8 1 1000\nR Hit 0 8 1 0\n";
+    let shared = hp_replay(trace, |p| {
+        p.cache_segments = 2;
+        p.separate_write_segment = false;
+    });
+    let separate = hp_replay(trace, |p| {
+        p.cache_segments = 2;
+        p.separate_write_segment = true;
+    });
+    assert!(
+        separate[3] < shared[3] / 2.0,
+        "A hits with a write segment of its own ({} µs), not without ({} µs)",
+        separate[3],
+        shared[3]
+    );
+}

@@ -172,6 +172,8 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
     let by_reqsize = specs.take_opt_f64("Set watermark by reqsize", 0.0, 1.0)? != 0.0;
     let hold_bus = specs.take_opt_f64("Hold bus entire read xfer", 0.0, 1.0)? != 0.0;
     let read_hits_on_writes = specs.take_opt_f64("Allow read hits on write data", 0.0, 1.0)? != 0.0;
+    let read_ahead_on_hit = specs.take_opt_f64("Read-ahead on idle hit", 0.0, 1.0)? != 0.0;
+    let separate_write_segment = specs.take_opt_f64("Use separate write segment", 0.0, 1.0)? != 0.0;
     let queue = specs.take_u64("Max queue length", 0, 1 << 16)?;
     if queue > 1 {
         notes.push(format!(
@@ -212,6 +214,8 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
             write_back: fast_write > 0,
             transfer_after_media: by_reqsize || hold_bus,
             read_hits_on_writes,
+            read_ahead_on_hit,
+            separate_write_segment,
             capacity_sectors: 0,
         },
         not_represented: notes,
@@ -839,6 +843,12 @@ pub fn to_spec_text(imported: &Imported, source: &Path) -> String {
         "read_hits_on_writes = {}",
         u8::from(p.read_hits_on_writes)
     );
+    let _ = writeln!(s, "read_ahead_on_hit = {}", u8::from(p.read_ahead_on_hit));
+    let _ = writeln!(
+        s,
+        "separate_write_segment = {}",
+        u8::from(p.separate_write_segment)
+    );
     let _ = writeln!(
         s,
         "# zone = first_cylinder last_cylinder sectors_per_track track_skew cylinder_skew spares first_offset front_gap"
@@ -876,12 +886,24 @@ mod tests {
         assert_eq!(scheme(1, 1).sectors(5, zone, 2), 500, "tracks");
         assert_eq!(scheme(2, 1).sectors(5, zone, 2), 50, "per cylinder");
         assert_eq!(scheme(3, 1).sectors(5, zone, 2), 200, "per track");
-        assert_eq!(scheme(4, 1).sectors(5, zone, 2), 52, "per cylinder, slips to the end");
+        assert_eq!(
+            scheme(4, 1).sectors(5, zone, 2),
+            52,
+            "per cylinder, slips to the end"
+        );
         assert_eq!(scheme(7, 1).sectors(5, zone, 2), 2, "the slips");
-        assert_eq!(scheme(8, 3).sectors(5, zone, 2), 15, "per whole range of 3 cylinders");
+        assert_eq!(
+            scheme(8, 3).sectors(5, zone, 2),
+            15,
+            "per whole range of 3 cylinders"
+        );
         assert_eq!(scheme(9, 1).sectors(5, zone, 2), 5, "per zone");
         assert_eq!(scheme(10, 1).sectors(5, zone, 2), 7);
-        assert_eq!(scheme(1, 1).sectors(1_000, zone, 0), 4_000, "never more than the zone");
+        assert_eq!(
+            scheme(1, 1).sectors(1_000, zone, 0),
+            4_000,
+            "never more than the zone"
+        );
     }
 
     #[test]

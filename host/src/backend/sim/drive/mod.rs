@@ -99,6 +99,13 @@ pub struct DriveParams {
     /// Written data stays in the buffer for later reads and writes to hit (DiskSim's
     /// `Allow read hits on write data`).
     pub read_hits_on_writes: bool,
+    /// A read that hits a segment still reading ahead keeps it reading ahead, past the hit
+    /// by the read-ahead amount (DiskSim's `Read-ahead on idle hit`); otherwise the segment
+    /// stops where its read-ahead was first aimed.
+    pub read_ahead_on_hit: bool,
+    /// Writes keep their data in one segment of their own, which reads do not evict (DiskSim's
+    /// `Use separate write segment`).
+    pub separate_write_segment: bool,
     /// A read's data crosses the bus only once all of it is in the buffer (DiskSim's
     /// `Set watermark by reqsize` or `Hold bus entire read xfer`), not while it streams.
     pub transfer_after_media: bool,
@@ -134,6 +141,8 @@ impl Default for DriveParams {
             write_back: true,
             transfer_after_media: false,
             read_hits_on_writes: true,
+            read_ahead_on_hit: false,
+            separate_write_segment: false,
             capacity_sectors: 16_000_000,
         }
     }
@@ -171,6 +180,8 @@ struct Segment {
     stream_to: u64,
     streaming: bool,
     used: u64,
+    /// It holds a write's data.
+    written: bool,
 }
 
 impl Segment {
@@ -371,6 +382,26 @@ impl Drive {
         })
     }
 
+    /// Segment `i`, if it is still reading ahead, reads on to the read-ahead amount past
+    /// `end`, but no further than the segment holds from its start (DiskSim's continuous
+    /// read to the segment's end).
+    fn read_ahead_past(&mut self, i: usize, end: u64) {
+        let (ahead, segment) = (
+            self.params.max_read_ahead_sectors,
+            self.params.segment_sectors.max(1),
+        );
+        let capacity = self.params.capacity_sectors;
+        let s = &mut self.segments[i];
+        if !s.streaming {
+            return;
+        }
+        let target = end
+            .saturating_add(ahead)
+            .min(s.start.saturating_add(segment))
+            .min(capacity);
+        s.stream_to = s.stream_to.max(target);
+    }
+
     fn stop_streaming(&mut self, at_ps: u64) {
         for s in &mut self.segments {
             if s.streaming {
@@ -380,9 +411,25 @@ impl Drive {
         }
     }
 
+    /// Keeps `segment`, in place of the least recently used one when the buffer is full. With
+    /// a separate write segment (DiskSim's `Use separate write segment`), writes have one
+    /// segment of their own, which the next write replaces, and reads the others.
     fn add_segment(&mut self, segment: Segment) {
-        if self.segments.len() >= self.params.cache_segments.max(1) as usize
-            && let Some(lru) = (0..self.segments.len()).min_by_key(|&i| self.segments[i].used)
+        let all = self.params.cache_segments.max(1) as usize;
+        let (limit, kind) = if self.params.separate_write_segment && all > 1 {
+            if segment.written {
+                (1, Some(true))
+            } else {
+                (all - 1, Some(false))
+            }
+        } else {
+            (all, None)
+        };
+        let same_kind = |s: &Segment| kind.is_none_or(|written| s.written == written);
+        if self.segments.iter().filter(|s| same_kind(s)).count() >= limit
+            && let Some(lru) = (0..self.segments.len())
+                .filter(|&i| same_kind(&self.segments[i]))
+                .min_by_key(|&i| self.segments[i].used)
         {
             self.segments.swap_remove(lru);
         }
@@ -434,6 +481,7 @@ impl Drive {
                     stream_to: request.end(),
                     streaming: false,
                     used: self.seq,
+                    written: true,
                 });
             }
             self.last_was_write = true;
@@ -443,6 +491,9 @@ impl Drive {
         if let Some((i, ready)) = self.lookup(arrived_ps, request.sector, request.end()) {
             let overhead = self.overhead_ps(false, true);
             self.segments[i].used = self.seq;
+            if self.params.read_ahead_on_hit {
+                self.read_ahead_past(i, request.end());
+            }
             let done = (arrived_ps + overhead).max(ready)
                 + self.bus_ps(request.sectors)
                 + ms_ps(self.params.overheads.completion[0]);
@@ -474,6 +525,7 @@ impl Drive {
             stream_to: (request.end() + ahead).min(self.params.capacity_sectors),
             streaming: ahead > 0,
             used: self.seq,
+            written: false,
         });
         // Read-ahead never holds the mechanism: the next command stops it.
         self.mech_free_ps = media_end;
