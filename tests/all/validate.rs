@@ -212,7 +212,8 @@ fn hp_replay(
 fn read_ahead_on_idle_hit_keeps_a_segment_reading_past_each_hit() {
     // Sequential 100-sector reads 40 ms apart: the first reads ahead 256 sectors (to 356);
     // the fourth ends at 400, past that, and hits only if the hits kept reading ahead.
-    let trace = "R Hit 0 100 1 40000\nR Hit 100 100 1 40000\nR Hit 200 100 1 40000\nR Hit 300 100 1 0\n";
+    let trace =
+        "R Hit 0 100 1 40000\nR Hit 100 100 1 40000\nR Hit 200 100 1 40000\nR Hit 300 100 1 0\n";
     let declared = import_parv(&data("hp_c3323a.parv")).unwrap().params;
     assert!(declared.read_ahead_on_hit, "the HP declares it");
     let on = hp_replay(trace, |p| p.read_ahead_on_hit = true);
