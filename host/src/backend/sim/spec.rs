@@ -291,7 +291,7 @@ impl DeviceSpec {
     }
 }
 
-const DRIVE_KEYS: &str = "rpm surfaces capacity_sectors zone seek full_seek_ms head_switch_ms write_settle_ms bus_sector_ms read_hit_after_read_ms read_hit_after_write_ms read_miss_after_read_ms read_miss_after_write_ms write_hit_after_read_ms write_hit_after_write_ms write_miss_after_read_ms write_miss_after_write_ms read_completion_ms write_completion_ms cache_segments segment_sectors max_read_ahead_sectors write_back transfer_after_media read_hits_on_writes read_ahead_on_hit separate_write_segment";
+const DRIVE_KEYS: &str = "rpm surfaces capacity_sectors zone seek full_seek_ms head_switch_ms write_settle_ms bus_sector_ms read_hit_after_read_ms read_hit_after_write_ms read_miss_after_read_ms read_miss_after_write_ms write_hit_after_read_ms write_hit_after_write_ms write_miss_after_read_ms write_miss_after_write_ms read_completion_ms write_completion_ms cache_segments segment_sectors max_read_ahead_sectors write_back transfer_after_media read_hits_on_writes read_ahead_on_hit separate_write_segment combine_seq_writes";
 
 fn set_drive(p: &mut DriveParams, key: &str, value: &str) -> Result<(), String> {
     let o = &mut p.overheads;
@@ -326,6 +326,7 @@ fn set_drive(p: &mut DriveParams, key: &str, value: &str) -> Result<(), String> 
         "read_hits_on_writes" => p.read_hits_on_writes = num::<u8>(key, value)? != 0,
         "read_ahead_on_hit" => p.read_ahead_on_hit = num::<u8>(key, value)? != 0,
         "separate_write_segment" => p.separate_write_segment = num::<u8>(key, value)? != 0,
+        "combine_seq_writes" => p.combine_seq_writes = num::<u8>(key, value)? != 0,
         "zone" => {
             if p.zones.len() >= 65_536 {
                 return Err("more than 65536 zones".into());

@@ -174,6 +174,7 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
     let read_hits_on_writes = specs.take_opt_f64("Allow read hits on write data", 0.0, 1.0)? != 0.0;
     let read_ahead_on_hit = specs.take_opt_f64("Read-ahead on idle hit", 0.0, 1.0)? != 0.0;
     let separate_write_segment = specs.take_opt_f64("Use separate write segment", 0.0, 1.0)? != 0.0;
+    let combine_seq_writes = specs.take_opt_f64("Combine seq writes", 0.0, 1.0)? != 0.0;
     let queue = specs.take_u64("Max queue length", 0, 1 << 16)?;
     if queue > 1 {
         notes.push(format!(
@@ -216,6 +217,7 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
             read_hits_on_writes,
             read_ahead_on_hit,
             separate_write_segment,
+            combine_seq_writes,
             capacity_sectors: 0,
         },
         not_represented: notes,
@@ -849,6 +851,7 @@ pub fn to_spec_text(imported: &Imported, source: &Path) -> String {
         "separate_write_segment = {}",
         u8::from(p.separate_write_segment)
     );
+    let _ = writeln!(s, "combine_seq_writes = {}", u8::from(p.combine_seq_writes));
     let _ = writeln!(
         s,
         "# zone = first_cylinder last_cylinder sectors_per_track track_skew cylinder_skew spares first_offset front_gap"

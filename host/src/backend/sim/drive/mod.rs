@@ -103,6 +103,10 @@ pub struct DriveParams {
     /// by the read-ahead amount (DiskSim's `Read-ahead on idle hit`); otherwise the segment
     /// stops where its read-ahead was first aimed.
     pub read_ahead_on_hit: bool,
+    /// A write that starts where the write still being written to the media ended joins it
+    /// and pays the write-hit overhead (DiskSim's `Combine seq writes`); without it, every
+    /// write pays the write-miss overhead.
+    pub combine_seq_writes: bool,
     /// Writes keep their data in one segment of their own, which reads do not evict (DiskSim's
     /// `Use separate write segment`).
     pub separate_write_segment: bool,
@@ -142,6 +146,7 @@ impl Default for DriveParams {
             transfer_after_media: false,
             read_hits_on_writes: true,
             read_ahead_on_hit: false,
+            combine_seq_writes: true,
             separate_write_segment: false,
             capacity_sectors: 16_000_000,
         }
@@ -166,6 +171,14 @@ struct Place {
     /// Sectors left on this track from here.
     left_on_track: u64,
     zone: usize,
+}
+
+/// The write segment being written to the media: where it starts and ends, and until when.
+#[derive(Debug, Clone, Copy)]
+struct Writing {
+    start: u64,
+    end: u64,
+    until_ps: u64,
 }
 
 /// A buffer segment: sectors `[start, end)` held, and the read-ahead still streaming into it.
@@ -209,6 +222,8 @@ pub struct Drive {
     last_was_write: bool,
     queue: VecDeque<(u64, DeviceRequest)>,
     segments: Vec<Segment>,
+    /// The last write's segment, while the mechanism writes it.
+    writing: Option<Writing>,
     due: BinaryHeap<Reverse<(u64, u64, u64, i32)>>,
     seq: u64,
 }
@@ -248,6 +263,7 @@ impl Drive {
             last_was_write: false,
             queue: VecDeque::new(),
             segments: Vec::new(),
+            writing: None,
             due: BinaryHeap::new(),
             seq: 0,
         }
@@ -382,6 +398,17 @@ impl Drive {
         })
     }
 
+    /// True iff `request`, arriving at `at_ps`, appends to the write segment the mechanism
+    /// is still writing: it starts where the last write ended, and the segment has room.
+    fn appends(&self, at_ps: u64, request: &DeviceRequest) -> bool {
+        self.params.combine_seq_writes
+            && self.writing.is_some_and(|w| {
+                request.sector == w.end
+                    && at_ps < w.until_ps
+                    && request.end() - w.start <= self.params.segment_sectors
+            })
+    }
+
     /// Segment `i`, if it is still reading ahead, reads on to the read-ahead amount past
     /// `end`, but no further than the segment holds from its start (DiskSim's continuous
     /// read to the segment's end).
@@ -452,10 +479,11 @@ impl Drive {
         }
         let free = arrived_ps.max(self.mech_free_ps);
         if write {
-            // A write hit overwrites data the buffer holds (DiskSim's sense); that data is
-            // stale from now on.
+            // A write hit appends to the write the buffer is still writing to the media
+            // (DiskSim's BUFFER_APPEND, with `Combine seq writes`); anything else is a miss.
+            // Data the buffer held for the range is stale from now on.
+            let hit = self.appends(arrived_ps, &request);
             let overlaps = |s: &Segment| s.end_at(free) > request.sector && s.start < request.end();
-            let hit = self.segments.iter().any(overlaps);
             self.segments.retain(|s| !overlaps(s));
             let accepted = arrived_ps + self.overhead_ps(true, hit);
             let received = accepted + self.bus_ps(request.sectors);
@@ -464,6 +492,15 @@ impl Drive {
             let mech_start = free.max(accepted);
             let (_, media_end) = self.access(mech_start, &request, true);
             self.mech_free_ps = media_end;
+            let segment_start = match self.writing {
+                Some(w) if hit => w.start,
+                _ => request.sector,
+            };
+            self.writing = Some(Writing {
+                start: segment_start,
+                end: request.end(),
+                until_ps: media_end,
+            });
             // Write-back reports once the data is in the buffer; otherwise once on the media.
             let stored = if self.params.write_back {
                 received
@@ -534,11 +571,21 @@ impl Drive {
     }
 
     fn advance(&mut self, now_ps: u64) {
-        while self.mech_free_ps <= now_ps
-            && let Some((arrived, request)) = self.queue.pop_front()
-        {
+        while let Some(&(arrived, request)) = self.queue.front() {
+            // A write that appends to the one still going to the media joins it at once;
+            // any other command waits for the mechanism.
+            let appends = request.op == Op::Write && self.appends(arrived, &request);
+            if self.mech_free_ps > now_ps && !appends {
+                return;
+            }
+            self.queue.pop_front();
             // The command starts when it arrived or when the mechanism came free.
-            self.serve(arrived.max(self.mech_free_ps), request);
+            let start = if appends {
+                arrived
+            } else {
+                arrived.max(self.mech_free_ps)
+            };
+            self.serve(start, request);
         }
     }
 }
