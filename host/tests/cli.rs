@@ -2397,18 +2397,20 @@ fn a_hot_swap_from_mclock_to_bfq_and_back_keeps_the_groups_and_every_request() {
 #[test]
 fn validate_prints_disksims_own_figure_beside_its_own_for_a_drive_of_disksims_suite() {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/validation");
-    let trace = dir.join("atlas10k.trace");
     let specs = dir.join("atlas10k.diskspecs");
-    let out = schedhost(&[
-        "validate",
-        trace.to_str().unwrap(),
-        "--device",
-        specs.to_str().unwrap(),
-        "--output-format",
-        "json",
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let validate = |trace: &std::path::Path| -> serde_json::Value {
+        let out = schedhost(&[
+            "validate",
+            trace.to_str().unwrap(),
+            "--device",
+            specs.to_str().unwrap(),
+            "--output-format",
+            "json",
+        ]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let v = validate(&dir.join("atlas10k.trace"));
     assert_eq!(v["disksim"]["drive"], "Quantum Atlas 10K");
     assert_eq!(v["disksim"]["rms_ms"], 0.268);
     let ours = v["rms_ms"].as_f64().unwrap();
@@ -2416,16 +2418,7 @@ fn validate_prints_disksims_own_figure_beside_its_own_for_a_drive_of_disksims_su
     assert!((ours * 1000.0 - demerit_us).abs() < 1e-9, "{v}");
     // A trace of its own has no DiskSim figure.
     let mine = temp_file("mine.trace", "R Hit 0 8 9000 1000\nR Doub 64 8 9000 1000\n");
-    let out = schedhost(&[
-        "validate",
-        mine.to_str().unwrap(),
-        "--device",
-        specs.to_str().unwrap(),
-        "--output-format",
-        "json",
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = validate(&mine);
     assert!(v["disksim"].is_null(), "{v}");
     assert_eq!(v["validation"]["by_cache"][1]["cache"], "Doub", "{v}");
 }
