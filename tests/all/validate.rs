@@ -117,27 +117,73 @@ fn an_extreme_drive_spec_serves_its_requests_without_overflow() {
     assert!(v.simulated.max_us.is_finite() && v.simulated.max_us > 0.0);
 }
 
-/// atlas10k's drive copied into a folder of its own, its write settling delay set to
-/// `settle` (text), and imported.
-fn atlas_with_settle(settle: &str) -> Result<schedhost::backend::sim::drive::DriveParams, String> {
+/// atlas10k's drive copied into a folder of its own, `from` replaced by `to` in its `file`
+/// (`.model` or `.diskspecs`), and imported.
+fn atlas_edited(
+    file: &str,
+    from: &str,
+    to: &str,
+) -> Result<schedhost::backend::sim::drive::disksim::Imported, String> {
     let dir = std::env::temp_dir().join(format!(
-        "schedhost-settle-{}-{}",
+        "schedhost-edited-{}-{}",
         std::process::id(),
-        settle.replace('.', "_")
+        to.replace(['.', ' ', '=', ','], "_")
     ));
     std::fs::create_dir_all(&dir).unwrap();
-    for file in ["atlas10k.diskspecs", "atlas10k.seek"] {
-        std::fs::copy(data(file), dir.join(file)).unwrap();
+    for name in ["atlas10k.diskspecs", "atlas10k.model", "atlas10k.seek"] {
+        let text = std::fs::read_to_string(data(name)).unwrap();
+        let text = if name == file {
+            assert!(text.contains(from), "{name} has no {from:?}");
+            text.replace(from, to)
+        } else {
+            text
+        };
+        std::fs::write(dir.join(name), text).unwrap();
     }
-    let model = std::fs::read_to_string(data("atlas10k.model")).unwrap();
-    let model = model.replace(
-        "Add. write settling delay = 0.48700",
-        &format!("Add. write settling delay = {settle}"),
-    );
-    std::fs::write(dir.join("atlas10k.model"), model).unwrap();
     let imported = import(&dir.join("atlas10k.diskspecs"));
     let _ = std::fs::remove_dir_all(&dir);
-    imported.map(|i| i.params).map_err(|e| e.to_string())
+    imported.map_err(|e| e.to_string())
+}
+
+/// atlas10k's drive with its write settling delay set to `settle` (text).
+fn atlas_with_settle(settle: &str) -> Result<schedhost::backend::sim::drive::DriveParams, String> {
+    atlas_edited(
+        "atlas10k.model",
+        "Add. write settling delay = 0.48700",
+        &format!("Add. write settling delay = {settle}"),
+    )
+    .map(|i| i.params)
+}
+
+#[test]
+fn negative_overheads_add_to_the_per_request_one_and_a_negative_sum_takes_no_time() {
+    let adjusted = atlas_edited(
+        "atlas10k.diskspecs",
+        "Read hit over. after read = 0.184000",
+        "Read hit over. after read = -0.1",
+    )
+    .unwrap();
+    // The Atlas's per-request overhead is 0: the sum is negative and taken as none.
+    assert_eq!(adjusted.params.overheads.read_hit[0], 0.0);
+    let notes = adjusted.not_represented.join("\n");
+    assert!(
+        notes.contains("Read hit over. after read: negative in sum"),
+        "{notes}"
+    );
+    let completion = atlas_edited(
+        "atlas10k.diskspecs",
+        "Read completion overhead = 0.000000",
+        "Read completion overhead = -0.05",
+    )
+    .unwrap();
+    assert_eq!(completion.params.overheads.completion[0], 0.0);
+    let absurd = atlas_edited(
+        "atlas10k.diskspecs",
+        "Read hit over. after read = 0.184000",
+        "Read hit over. after read = -5000",
+    )
+    .unwrap_err();
+    assert!(absurd.contains("Read hit over. after read"), "{absurd}");
 }
 
 #[test]

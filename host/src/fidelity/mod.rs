@@ -192,7 +192,8 @@ pub fn parse_trace(text: &str) -> Result<Vec<Recorded>, TraceError> {
             message,
         };
         let f: Vec<&str> = line.split_whitespace().collect();
-        let [op, cache, blkno, bcount, service, next] = f[..] else {
+        // DiskSim's sscanf reads the first six fields and ignores what follows them.
+        let [op, cache, blkno, bcount, service, next, ..] = f[..] else {
             return Err(err(format!(
                 "expected `R|W Hit|Miss|Doub|Trip blkno bcount service_us next_us`, found {} fields",
                 f.len()
@@ -517,6 +518,11 @@ mod tests {
         )
         .unwrap();
         let actions: Vec<&str> = t.iter().map(|r| r.cache.name()).collect();
+        let trailing = parse_trace("R Hit 0 8 1 1 extra words\n").unwrap();
+        assert_eq!(
+            trailing[0].next_us, 1.0,
+            "fields past the sixth are ignored, as DiskSim does"
+        );
         assert_eq!(actions, ["Hit", "Miss", "Doub", "Trip", "other"]);
         let long = parse_trace("R Hitandmissandmore 0 8 1 1\n").unwrap_err();
         assert!(long.to_string().contains("line 1: cache action"), "{long}");

@@ -144,11 +144,21 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
     model.rest(&mut notes, "the model");
 
     let scale = specs.take_f64("Time scale for overheads", 0.0, 1000.0)?;
-    let per_request = specs.take_ms("Per-request overhead time")?;
+    // DiskSim adds the per-request overhead to each command's, so either may be a negative
+    // adjustment of the other; a step that sums below zero takes no time.
+    let per_request = specs.take_adjustment_ms("Per-request overhead time")?;
+    let mut clamped = Vec::new();
     let mut pair = |what: &str| -> Result<[f64; 2], ImportError> {
-        let after_read = specs.take_ms(&format!("{what} after read"))?;
-        let after_write = specs.take_ms(&format!("{what} after write"))?;
-        Ok([after_read, after_write].map(|ms| (ms + per_request) * scale))
+        let mut both = [0.0; 2];
+        for (i, after) in ["read", "write"].into_iter().enumerate() {
+            let key = format!("{what} after {after}");
+            let sum = (specs.take_adjustment_ms(&key)? + per_request) * scale;
+            if sum < 0.0 {
+                clamped.push(key);
+            }
+            both[i] = sum.max(0.0);
+        }
+        Ok(both)
     };
     let mut overheads = Overheads {
         read_hit: pair("Read hit over.")?,
@@ -157,10 +167,22 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
         write_miss: pair("Write miss over.")?,
         completion: [0.0; 2],
     };
-    overheads.completion = [
-        specs.take_opt_f64("Read completion overhead", 0.0, 3_600_000.0)? * scale,
-        specs.take_opt_f64("Write completion overhead", 0.0, 3_600_000.0)? * scale,
-    ];
+    for (i, key) in ["Read completion overhead", "Write completion overhead"]
+        .into_iter()
+        .enumerate()
+    {
+        let ms = specs.take_opt_f64(key, -MAX_SETTLE_ADJUST_MS, 3_600_000.0)? * scale;
+        if ms < 0.0 {
+            clamped.push(key.to_owned());
+        }
+        overheads.completion[i] = ms.max(0.0);
+    }
+    if !clamped.is_empty() {
+        notes.push(format!(
+            "{}: negative in sum, taken as no time",
+            clamped.join(", ")
+        ));
+    }
     let bus_sector_ms = specs.take_ms("Bulk sector transfer time")?;
     let cache_segments = specs.take_u64("Number of buffer segments", 1, 65_536)? as u32;
     let segment_sectors = specs.take_u64("Segment size (in blks)", 1, 1 << 24)?;
@@ -590,6 +612,11 @@ impl<'a> Fields<'a> {
             return Err(bad());
         }
         Ok(numbers)
+    }
+
+    /// A time that DiskSim adds to others, so it may be negative: within a second below zero.
+    fn take_adjustment_ms(&mut self, key: &str) -> Result<f64, ImportError> {
+        self.take_f64(key, -MAX_SETTLE_ADJUST_MS, 3_600_000.0)
     }
 
     fn take_ms(&mut self, key: &str) -> Result<f64, ImportError> {
