@@ -315,3 +315,72 @@ fn a_write_that_appends_to_the_write_still_going_to_the_media_is_a_hit() {
     assert!((on[1] - 981.0).abs() < 1.0, "appended: {} µs", on[1]);
     assert!(off[1] > on[1] + 308.0, "not appended: {} µs", off[1]);
 }
+
+#[test]
+fn per_range_spares_are_skipped_at_the_end_of_every_whole_range() {
+    use schedhost::backend::sim::drive::DriveZone;
+    // 5 cylinders of 2 tracks of 10 sectors, ranges of 2 cylinders with 3 spares each:
+    // 37 LBNs in a range's 40 sectors, and the fifth cylinder has no spares.
+    let zone = DriveZone {
+        first_cylinder: 0,
+        last_cylinder: 4,
+        sectors_per_track: 10,
+        track_skew: 0,
+        cylinder_skew: 0,
+        spares: 6,
+        first_offset: 0,
+        front_gap: 0,
+        range_cylinders: 2,
+    };
+    assert_eq!(zone.lbns(2), 94);
+    assert_eq!(zone.physical(36, 2), 36, "the last LBN of the first range");
+    assert_eq!(
+        zone.physical(37, 2),
+        40,
+        "the second range starts past 3 spares"
+    );
+    assert_eq!(
+        zone.physical(74, 2),
+        80,
+        "the leftover cylinder, after both ranges"
+    );
+    assert_eq!(
+        zone.physical(93, 2),
+        99,
+        "the last LBN is the zone's last sector"
+    );
+    let at_end = DriveZone {
+        range_cylinders: 0,
+        ..zone
+    };
+    assert_eq!(
+        at_end.physical(37, 2),
+        37,
+        "spares at the zone's end move nothing"
+    );
+}
+
+#[test]
+fn the_cheetahs_spares_sit_in_its_ranges_and_its_spec_file_says_so() {
+    let imported = import_parv(&data("cheetah4LP.parv")).unwrap();
+    assert!(
+        imported
+            .params
+            .zones
+            .iter()
+            .all(|z| z.range_cylinders == 12)
+    );
+    let text = to_spec_text(&imported, Path::new("cheetah4LP.parv"));
+    let from_text = DeviceSpec::parse_file(Path::new("c.spec"), &text).unwrap();
+    let DeviceSpec::Drive(params) = &from_text else {
+        panic!("not a drive: {from_text:?}")
+    };
+    assert_eq!(**params, imported.params);
+    let long = DeviceSpec::parse_file(
+        Path::new("l.spec"),
+        "model = drive\nsurfaces = 2\nzone = 0 9 100 0 0 10 0 0 11\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(long.contains("longer than the zone"), "{long}");
+}

@@ -331,13 +331,21 @@ fn set_drive(p: &mut DriveParams, key: &str, value: &str) -> Result<(), String> 
             if p.zones.len() >= 65_536 {
                 return Err("more than 65536 zones".into());
             }
-            // Six numbers, or eight with the first sector's offset and the unused front.
+            // Six numbers, eight with the first sector's offset and the unused front, or nine
+            // with the cylinders of a sparing range.
             let n = match value.split_whitespace().count() {
                 6 => {
                     let six = numbers::<6>(key, value)?;
-                    [six[0], six[1], six[2], six[3], six[4], six[5], 0, 0]
+                    [six[0], six[1], six[2], six[3], six[4], six[5], 0, 0, 0]
                 }
-                _ => numbers::<8>(key, value)?,
+                8 => {
+                    let eight = numbers::<8>(key, value)?;
+                    [
+                        eight[0], eight[1], eight[2], eight[3], eight[4], eight[5], eight[6],
+                        eight[7], 0,
+                    ]
+                }
+                _ => numbers::<9>(key, value)?,
             };
             let [
                 first_cylinder,
@@ -348,6 +356,7 @@ fn set_drive(p: &mut DriveParams, key: &str, value: &str) -> Result<(), String> 
                 spares,
                 first_offset,
                 front_gap,
+                range_cylinders,
             ] = n;
             if last_cylinder < first_cylinder
                 || sectors_per_track == 0
@@ -356,6 +365,11 @@ fn set_drive(p: &mut DriveParams, key: &str, value: &str) -> Result<(), String> 
             {
                 return Err(format!(
                     "`zone = {value}`: needs first <= last cylinder (at most 10000000) and 1 to 1048576 sectors per track"
+                ));
+            }
+            if range_cylinders > last_cylinder + 1 - first_cylinder {
+                return Err(format!(
+                    "`zone = {value}`: a sparing range of {range_cylinders} cylinders is longer than the zone"
                 ));
             }
             let tracks = (last_cylinder + 1 - first_cylinder) * p.surfaces.min(1024);
@@ -380,6 +394,7 @@ fn set_drive(p: &mut DriveParams, key: &str, value: &str) -> Result<(), String> 
                 spares,
                 first_offset: first_offset % sectors_per_track,
                 front_gap,
+                range_cylinders,
             });
         }
         "seek" => {

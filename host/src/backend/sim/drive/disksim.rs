@@ -324,9 +324,9 @@ impl Sparing {
         let range = layout
             .take_opt_u64("Rangesize for sparing", 1, 10_000_000)?
             .unwrap_or(1);
-        if matches!(scheme, 2..=6 | 8) {
+        if matches!(scheme, 2..=6) {
             notes.push(format!(
-                "Sparing scheme used = {scheme}: the spare sectors DiskSim spreads over cylinders, tracks or ranges are withheld at each zone's end"
+                "Sparing scheme used = {scheme}: the spare sectors DiskSim spreads over cylinders or tracks are withheld at each zone's end"
             ));
         }
         Ok(Self { scheme, range })
@@ -415,6 +415,11 @@ fn import_zones(
             spares,
             first_offset,
             front_gap,
+            range_cylinders: if sparing.scheme == 8 {
+                sparing.range
+            } else {
+                0
+            },
         });
     }
     if slips + defects > 0 {
@@ -881,10 +886,10 @@ pub fn to_spec_text(imported: &Imported, source: &Path) -> String {
     let _ = writeln!(s, "combine_seq_writes = {}", u8::from(p.combine_seq_writes));
     let _ = writeln!(
         s,
-        "# zone = first_cylinder last_cylinder sectors_per_track track_skew cylinder_skew spares first_offset front_gap"
+        "# zone = first_cylinder last_cylinder sectors_per_track track_skew cylinder_skew spares first_offset front_gap [range_cylinders]"
     );
     for z in &p.zones {
-        let _ = writeln!(
+        let _ = write!(
             s,
             "zone = {} {} {} {} {} {} {} {}",
             z.first_cylinder,
@@ -896,6 +901,10 @@ pub fn to_spec_text(imported: &Imported, source: &Path) -> String {
             z.first_offset,
             z.front_gap
         );
+        if z.range_cylinders > 0 {
+            let _ = write!(s, " {}", z.range_cylinders);
+        }
+        let _ = writeln!(s);
     }
     let _ = writeln!(s, "# seek = distance_cylinders ms");
     for (d, ms) in &p.seek {

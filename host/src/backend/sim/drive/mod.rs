@@ -42,9 +42,30 @@ pub struct DriveZone {
     pub first_offset: u64,
     /// Sectors unused at the zone's front, before its first LBN.
     pub front_gap: u64,
+    /// Cylinders per sparing range (DiskSim's `SECTPERRANGE_SPARING`): the spares sit at the
+    /// end of every whole range of this many cylinders, in equal parts, not at the zone's
+    /// end. 0: at the zone's end.
+    pub range_cylinders: u64,
 }
 
 impl DriveZone {
+    /// Where the zone's `lbn`th addressable sector lies among its sectors: past the spares
+    /// of every range before it. Cylinders after the last whole range hold no spares.
+    pub fn physical(&self, lbn: u64, surfaces: u64) -> u64 {
+        let cylinders = (self.last_cylinder + 1).saturating_sub(self.first_cylinder);
+        let ranges = cylinders.checked_div(self.range_cylinders).unwrap_or(0);
+        if ranges == 0 || self.spares == 0 {
+            return lbn;
+        }
+        let range_sectors = self.range_cylinders * surfaces * self.sectors_per_track;
+        let range_lbns = range_sectors.saturating_sub(self.spares / ranges).max(1);
+        let range = lbn / range_lbns;
+        if range >= ranges {
+            return ranges * range_sectors + (lbn - ranges * range_lbns);
+        }
+        range * range_sectors + lbn % range_lbns
+    }
+
     /// LBNs the zone holds on `surfaces` surfaces: its sectors less spares and unused front.
     pub fn lbns(&self, surfaces: u64) -> u64 {
         let tracks = (self.last_cylinder + 1).saturating_sub(self.first_cylinder) * surfaces;
@@ -132,6 +153,7 @@ impl Default for DriveParams {
                 spares: 0,
                 first_offset: 0,
                 front_gap: 0,
+                range_cylinders: 0,
             }],
             seek: vec![(1, 1.0), (3333, 8.5), (10_000, 16.0)],
             full_seek_ms: 16.0,
@@ -276,10 +298,10 @@ impl Drive {
         };
         let z = self.params.zones[zone];
         let spt = z.sectors_per_track.max(1);
-        // The zone's unused front comes before its first LBN.
-        let offset = lbn - self.zone_lbn[zone] + z.front_gap;
-        let track = offset / spt;
         let surfaces = self.params.surfaces.max(1);
+        // The zone's unused front comes before its first LBN, and per-range spares between.
+        let offset = z.physical(lbn - self.zone_lbn[zone], surfaces) + z.front_gap;
+        let track = offset / spt;
         let (cyl_in_zone, surface) = (track / surfaces, track % surfaces);
         // Skew accumulates with every track and cylinder switch since the zone's start.
         let switches = cyl_in_zone * (surfaces - 1) + surface;
