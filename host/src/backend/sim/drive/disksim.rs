@@ -135,7 +135,11 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
     let mut layout = model.take_block("Layout Model")?;
     let sparing = Sparing::read(&mut layout, &mut notes)?;
     let zones = import_zones(&mut layout, &mut notes, &model_path, (surfaces, sparing))?;
-    if let Some(v) = layout.take_opt_text("LBN-to-PBN mapping scheme") {
+    // Scheme 0 (LAYOUT_NORMAL) is the model's own layout; the others number a cylinder's
+    // surfaces in reverse on alternate cylinders.
+    if let Some(v) = layout.take_opt_text("LBN-to-PBN mapping scheme")
+        && v.trim() != "0"
+    {
         notes.push(format!(
             "LBN-to-PBN mapping scheme = {v}: LBNs run surface by surface, cylinder by cylinder"
         ));
