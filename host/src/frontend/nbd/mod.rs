@@ -295,7 +295,7 @@ pub fn serve(
         control,
         metrics,
         mut events,
-    } = extras(options, control, &notifier, policy_name)?;
+    } = extras(options, &layout.lanes, control, &notifier, policy_name)?;
     // Clients may write from here on: a file the server created stays.
     for target in &mut targets {
         target.keep();
@@ -391,10 +391,11 @@ struct Extras {
     events: Option<Writer>,
 }
 
-/// Starts what `options` asks for besides NBD; the control socket and the metrics endpoint
-/// wake the ring thread through `notifier`.
+/// Starts what `options` asks for besides NBD, over the devices `lanes` already placed; the
+/// control socket and the metrics endpoint wake the ring thread through `notifier`.
 fn extras(
     options: &ServeOptions,
+    lanes: &[LaneLayout],
     control: Option<(&Path, &WasmRuntime)>,
     notifier: &Arc<Notifier>,
     policy_name: String,
@@ -405,7 +406,7 @@ fn extras(
     };
     let control = match control {
         Some((path, runtime)) => Some(
-            Control::start(path, runtime.clone(), options.devices().len(), wake())
+            Control::start(path, runtime.clone(), lanes.len(), wake())
                 .map_err(|e| RunError::Setup(format!("{e:#}")))?,
         ),
         None => None,
@@ -420,10 +421,9 @@ fn extras(
     let events =
         match &options.trace_events {
             Some(path) => {
-                let devices: Vec<String> = options
-                    .devices()
+                let devices: Vec<String> = lanes
                     .iter()
-                    .map(|d| d.display().to_string())
+                    .map(|lane| lane.path.display().to_string())
                     .collect();
                 let header = crate::observe::events::file::Header {
                     device: devices.join(","),
