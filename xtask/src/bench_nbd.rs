@@ -162,8 +162,8 @@ fn tenants(schedhost: &Path, dir: &Path, disk: &Path, rounds: usize, seconds: u3
                     .context("starting schedhost serve")?,
             );
             wait_for(&socket)?;
-            let a = export_client(dir, &socket, "a", 0, 16, seconds)?;
-            let b = export_client(dir, &socket, "b", 1, 16, seconds)?;
+            let a = client_of(dir, &socket, "a", 0, 16, seconds)?;
+            let b = client_of(dir, &socket, "b", 1, 16, seconds)?;
             let (a, b) = (iops(a)?, iops(b)?);
             server.stop()?;
             sum_a += a;
@@ -180,37 +180,6 @@ fn tenants(schedhost: &Path, dir: &Path, disk: &Path, rounds: usize, seconds: u3
         );
     }
     Ok(())
-}
-
-/// A fio client of export `name`, reading its half `half` of the file at `depth`.
-fn export_client(
-    dir: &Path,
-    socket: &Path,
-    name: &str,
-    half: u64,
-    depth: u32,
-    seconds: u32,
-) -> Result<Child> {
-    let part = FILE_BYTES / 2;
-    Command::new("fio")
-        .current_dir(dir)
-        .args([
-            &format!("--name=tenant-{name}"),
-            "--ioengine=nbd",
-            &format!("--uri=nbd+unix:///{name}?socket={}", socket.display()),
-            "--rw=randread",
-            "--bs=4k",
-            &format!("--iodepth={depth}"),
-            &format!("--offset={}", half * part),
-            &format!("--size={part}"),
-            &format!("--runtime={seconds}"),
-            "--time_based",
-            "--output-format=json",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .context("starting fio (apt-get install fio)")
 }
 
 /// Two clients at once under each policy.
@@ -324,15 +293,28 @@ pub fn serve_with(
     Ok(server)
 }
 
-/// Starts one fio client reading its half `half` of the export at `depth`.
+/// Starts one fio client reading its half `half` of the default export at `depth`.
 fn client(dir: &Path, socket: &Path, half: u64, depth: u32, seconds: u32) -> Result<Child> {
+    client_of(dir, socket, "", half, depth, seconds)
+}
+
+/// Starts one fio client reading its half `half` of export `name` (`""`: the default) at
+/// `depth`.
+fn client_of(
+    dir: &Path,
+    socket: &Path,
+    name: &str,
+    half: u64,
+    depth: u32,
+    seconds: u32,
+) -> Result<Child> {
     let part = FILE_BYTES / 2;
     Command::new("fio")
         .current_dir(dir)
         .args([
-            &format!("--name=client{half}"),
+            &format!("--name=client{half}{name}"),
             "--ioengine=nbd",
-            &format!("--uri=nbd+unix:///?socket={}", socket.display()),
+            &format!("--uri=nbd+unix:///{name}?socket={}", socket.display()),
             "--rw=randread",
             "--bs=4k",
             &format!("--iodepth={depth}"),
