@@ -152,11 +152,10 @@ fn parse_export(text: &str) -> Result<ExportSpec, String> {
             }
             "read-only" => {
                 repeated(read_only.is_some())?;
-                read_only = Some(match value {
-                    "on" | "true" | "1" => true,
-                    "off" | "false" | "0" => false,
-                    _ => return Err(format!("read-only={value}: expected on or off")),
-                });
+                read_only = Some(
+                    schedhost::value::boolean(value)
+                        .map_err(|e| format!("read-only={value}: {e}"))?,
+                );
             }
             _ => {
                 return Err(format!(
