@@ -419,7 +419,8 @@ fn import_zones(
             spares,
             first_offset,
             front_gap,
-            range_cylinders: if sparing.scheme == 8 {
+            // A range longer than the zone holds no spares: the same as none.
+            range_cylinders: if sparing.scheme == 8 && sparing.range <= last - first + 1 {
                 sparing.range
             } else {
                 0
