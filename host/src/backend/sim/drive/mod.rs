@@ -115,7 +115,8 @@ pub struct DriveParams {
     pub segment_sectors: u64,
     /// How far a read is followed by read-ahead, in sectors past its end.
     pub max_read_ahead_sectors: u64,
-    /// Writes complete once buffered (DiskSim's `Fast write level` > 0).
+    /// Writes complete once buffered and pay the write-hit command overhead (DiskSim's
+    /// `Fast write level` > 0); otherwise they complete on the media and pay the miss one.
     pub write_back: bool,
     /// Written data stays in the buffer for later reads and writes to hit (DiskSim's
     /// `Allow read hits on write data`).
@@ -125,9 +126,14 @@ pub struct DriveParams {
     /// stops where its read-ahead was first aimed.
     pub read_ahead_on_hit: bool,
     /// A write that starts where the write still being written to the media ended joins it
-    /// and pays the write-hit overhead (DiskSim's `Combine seq writes`); without it, every
-    /// write pays the write-miss overhead.
+    /// at once (DiskSim's `Combine seq writes`); without it, it waits for the mechanism.
     pub combine_seq_writes: bool,
+    /// How much of a write must be in the buffer before the media write begins, as a
+    /// fraction (DiskSim's `Low (write) water mark`): of the request (or of a segment, if it
+    /// is smaller) with `water_mark_by_request`, else of a segment. At least one sector.
+    pub write_water_mark: f64,
+    /// The water mark is a fraction of the request (DiskSim's `Set watermark by reqsize`).
+    pub water_mark_by_request: bool,
     /// Writes keep their data in one segment of their own, which reads do not evict (DiskSim's
     /// `Use separate write segment`).
     pub separate_write_segment: bool,
@@ -169,6 +175,8 @@ impl Default for DriveParams {
             read_hits_on_writes: true,
             read_ahead_on_hit: false,
             combine_seq_writes: true,
+            write_water_mark: 0.0,
+            water_mark_by_request: true,
             separate_write_segment: false,
             capacity_sectors: 16_000_000,
         }
@@ -350,13 +358,37 @@ impl Drive {
         ms_ps(table[usize::from(self.last_was_write)])
     }
 
+    /// Sectors of a write of `sectors` that must be in the buffer before the media write
+    /// begins, as DiskSim sets its water marks (`disk_read_arrive` for reads, likewise for
+    /// writes): one at least, the whole request at most.
+    fn write_water_sectors(&self, sectors: u32) -> u32 {
+        let (water, segment) = (
+            self.params.write_water_mark.clamp(0.0, 1.0),
+            self.params.segment_sectors as f64,
+        );
+        let needed = if self.params.water_mark_by_request {
+            (segment.min(f64::from(sectors)) * water).floor()
+        } else {
+            (segment * water).ceil()
+        };
+        // In f64 and clamped: the conversion saturates, and the result lies in 1..=sectors.
+        (needed as u32).clamp(1, sectors.max(1))
+    }
+
     fn bus_ps(&self, sectors: u32) -> u64 {
         ms_ps(self.params.bus_sector_ms * f64::from(sectors))
     }
 
-    /// The mechanism positions for `request` starting at `at_ps` and transfers it; returns
-    /// when its first sector is under the head and when its last has passed.
-    fn access(&mut self, at_ps: u64, request: &DeviceRequest, write: bool) -> (u64, u64) {
+    /// The mechanism positions for `request` starting at `at_ps` and transfers it, starting
+    /// no earlier than `data_ps` (a write's data in the buffer); returns when its first
+    /// sector is under the head and when its last has passed.
+    fn access(
+        &mut self,
+        at_ps: u64,
+        request: &DeviceRequest,
+        write: bool,
+        data_ps: u64,
+    ) -> (u64, u64) {
         let place = self.place(request.sector);
         let distance = place.cylinder.abs_diff(self.cylinder);
         let mut position = ms_ps(self.seek_ms(distance));
@@ -373,7 +405,8 @@ impl Drive {
                 position.saturating_sub(ms_ps(-settle))
             };
         }
-        let arrive = at_ps + position;
+        // Positioned, the head waits for the sector to come round once the data is there.
+        let arrive = (at_ps + position).max(data_ps);
         let spt = place.sectors_per_track;
         let per_sector = self.rev_ps / spt;
         // In u128: a slow spindle's revolution times a long track passes u64.
@@ -501,21 +534,25 @@ impl Drive {
         }
         let free = arrived_ps.max(self.mech_free_ps);
         if write {
-            // A write hit appends to the write the buffer is still writing to the media
-            // (DiskSim's BUFFER_APPEND, with `Combine seq writes`); anything else is a miss.
-            // Data the buffer held for the range is stale from now on.
-            let hit = self.appends(arrived_ps, &request);
+            // A write appending to the write the buffer is still writing to the media joins
+            // its segment (DiskSim's BUFFER_APPEND, with `Combine seq writes`). Data the
+            // buffer held for the range is stale from now on.
+            let appends = self.appends(arrived_ps, &request);
             let overlaps = |s: &Segment| s.end_at(free) > request.sector && s.start < request.end();
             self.segments.retain(|s| !overlaps(s));
-            let accepted = arrived_ps + self.overhead_ps(true, hit);
+            // DiskSim charges a write the write-hit command overhead whenever fast writes
+            // are on and the write-miss one when they are off (`disk_write_arrive`): "hit"
+            // there means the buffer takes the write, not that it held the data.
+            let accepted = arrived_ps + self.overhead_ps(true, self.params.write_back);
             let received = accepted + self.bus_ps(request.sectors);
             self.stop_streaming(free);
             // The mechanism positions while the data crosses the bus.
             let mech_start = free.max(accepted);
-            let (_, media_end) = self.access(mech_start, &request, true);
+            let water = accepted + self.bus_ps(self.write_water_sectors(request.sectors));
+            let (_, media_end) = self.access(mech_start, &request, true, water);
             self.mech_free_ps = media_end;
             let segment_start = match self.writing {
-                Some(w) if hit => w.start,
+                Some(w) if appends => w.start,
                 _ => request.sector,
             };
             self.writing = Some(Writing {
@@ -562,7 +599,7 @@ impl Drive {
         }
         let overhead = self.overhead_ps(false, false);
         self.stop_streaming(free);
-        let (start, media_end) = self.access(free + overhead, &request, false);
+        let (start, media_end) = self.access(free + overhead, &request, false, 0);
         let bus = self.bus_ps(request.sectors);
         let done = if self.params.transfer_after_media {
             media_end + bus
