@@ -12,6 +12,10 @@ use anyhow::{Context, Result, bail, ensure};
 const SDK_SOURCES: &[(&str, &str)] = &[
     ("lib.rs", include_str!("../../sdk/src/lib.rs")),
     (
+        "block_cache.rs",
+        include_str!("../../sdk/src/block_cache.rs"),
+    ),
+    (
         "collections/mod.rs",
         include_str!("../../sdk/src/collections/mod.rs"),
     ),

@@ -27,6 +27,13 @@ wit_bindgen::generate!({
 
 pub use exports::schedhost::policy::scheduler as wit;
 
+/// The component's allocator: per-size free lists in front of dlmalloc (see
+/// [`crate::block_cache`]); a component without wasm threads is one thread.
+#[cfg(not(target_feature = "atomics"))]
+#[global_allocator]
+static ALLOCATOR: crate::block_cache::BlockCache<std::alloc::System> =
+    crate::block_cache::BlockCache::new(std::alloc::System);
+
 /// How an argument of the SDK's type `Self` arrives from wit-bindgen: as `Wit`, turned into
 /// the `Held` value the call borrows from ([`View`]).
 pub trait Arg<S = Plain> {
@@ -178,13 +185,58 @@ impl Arg for &[sdk::MergeEvent] {
 }
 
 /// A slice of packed records, crossing as their words.
-impl<T: Packed> Arg<Words> for &[T] {
+impl<T: Spare> Arg<Words> for &[T] {
     type Wit = Vec<u64>;
-    type Held = Vec<T>;
-    fn hold(words: Vec<u64>) -> Vec<T> {
-        let mut records = Vec::with_capacity(words.len() / T::WORDS);
+    type Held = Pooled<T>;
+    fn hold(words: Vec<u64>) -> Pooled<T> {
+        let mut records = T::spare().with(|spare| std::mem::take(&mut *spare.borrow_mut()));
         crate::packed::unpack_into(&words, &mut records);
-        records
+        Pooled(records)
+    }
+}
+
+/// A packed record type's one spare vector: every call unpacks its batch into the vector
+/// the last call left, instead of allocating and freeing one per call. A component runs
+/// one call at a time on one thread.
+pub trait Spare: Packed + 'static {
+    fn spare() -> &'static std::thread::LocalKey<RefCell<Vec<Self>>>;
+}
+
+macro_rules! spare {
+    ($($t:ty => $name:ident),*) => {$(
+        thread_local! {
+            static $name: RefCell<Vec<$t>> = const { RefCell::new(Vec::new()) };
+        }
+        impl Spare for $t {
+            fn spare() -> &'static std::thread::LocalKey<RefCell<Vec<$t>>> {
+                &$name
+            }
+        }
+    )*};
+}
+spare!(sdk::Request => SPARE_REQUESTS, sdk::Completion => SPARE_COMPLETIONS, sdk::Group => SPARE_GROUPS);
+
+/// A call's unpacked records, given back as the spare vector once the call is done with
+/// them (unless the spare is already as large: a second list of one type in one call).
+#[derive(Debug)]
+pub struct Pooled<T: Spare>(Vec<T>);
+
+impl<'x, T: Spare> View<'x, &'x [T]> for Pooled<T> {
+    fn view(&'x self) -> &'x [T] {
+        &self.0
+    }
+}
+
+impl<T: Spare> Drop for Pooled<T> {
+    fn drop(&mut self) {
+        let mut records = std::mem::take(&mut self.0);
+        records.clear();
+        T::spare().with(|spare| {
+            let mut spare = spare.borrow_mut();
+            if spare.capacity() < records.capacity() {
+                *spare = records;
+            }
+        });
     }
 }
 

@@ -82,6 +82,8 @@
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 
+#[doc(hidden)]
+pub mod block_cache;
 pub mod collections;
 mod interface;
 #[doc(hidden)]
