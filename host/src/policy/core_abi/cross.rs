@@ -198,9 +198,14 @@ impl Lower for &[MergeEvent] {
         use layout::{
             EVENT_ABSORBED, EVENT_ABSORBED_VALUE, EVENT_KIND, EVENT_SECTOR, EVENT_SECTORS,
         };
-        let mut bytes = Vec::with_capacity(self.len() * layout::EVENT_SIZE);
-        for e in self {
-            let mut record = [0u8; layout::EVENT_SIZE];
+        let bytes = self
+            .len()
+            .checked_mul(layout::EVENT_SIZE)
+            .ok_or_else(|| bad("an argument past 4 GiB"))?;
+        // Written in place in the guest's allocation: no copy built on the host first.
+        let (ptr, target) = calls.allocate(store, bytes, 8)?;
+        for (record, e) in target.chunks_exact_mut(layout::EVENT_SIZE).zip(self) {
+            record.fill(0);
             record[..EVENT_SECTOR].copy_from_slice(&e.target.0.to_le_bytes());
             record[EVENT_SECTOR..EVENT_SECTOR + 8].copy_from_slice(&e.sector.0.to_le_bytes());
             record[EVENT_SECTORS..EVENT_SECTORS + 4].copy_from_slice(&e.sectors.to_le_bytes());
@@ -209,9 +214,7 @@ impl Lower for &[MergeEvent] {
                 record[EVENT_ABSORBED] = 1;
                 record[EVENT_ABSORBED_VALUE..].copy_from_slice(&absorbed.0.to_le_bytes());
             }
-            bytes.extend_from_slice(&record);
         }
-        let ptr = calls.lower(store, &bytes, 8)?;
         out.u32(ptr)?;
         out.u32(length(self.len())?)
     }
