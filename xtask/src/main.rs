@@ -34,9 +34,10 @@ cargo xtask <command>
   bench-instructions [--policy NAME] [--iodepth N]...
                       instructions per bio, component against native, counted by callgrind on
                       sim:null (needs valgrind); default noop at iodepth 1 and 32
-  bench-check [--rounds N] [--baseline DIR]
+  bench-check [--rounds N] [--baseline DIR] [--count]
                       policy check's cost per request for every bundled policy, component and
-                      native, beside an older build (DIR/schedhost and DIR/policies/)
+                      native, beside an older build (DIR/schedhost and DIR/policies/); with
+                      --count, instructions per request counted by callgrind (needs valgrind)
   bench-loop [--rounds N] [--seconds S]
                       on a loop device (root): the kernel's mq-deadline, bfq and kyber under fio
                       against schedhost's deadline, bfq and kyber over the kernel's none
@@ -136,7 +137,9 @@ fn run(args: Vec<String>) -> Result<()> {
         ["bench-check", rest @ ..] => {
             build_all(&root)?;
             let (mut rounds, mut baseline) = (5, None);
-            for pair in rest.chunks(2) {
+            let count = rest.contains(&"--count");
+            let options: Vec<&str> = rest.iter().copied().filter(|&a| a != "--count").collect();
+            for pair in options.chunks(2) {
                 match pair {
                     ["--rounds", n] => rounds = n.parse().context("--rounds takes a number")?,
                     ["--baseline", dir] => baseline = Some(PathBuf::from(dir)),
@@ -146,7 +149,7 @@ fn run(args: Vec<String>) -> Result<()> {
                     ),
                 }
             }
-            bench_check::run(&root, rounds, baseline.as_deref())
+            bench_check::run(&root, rounds, baseline.as_deref(), count)
         }
         ["bench-instructions", rest @ ..] => {
             build_all(&root)?;
