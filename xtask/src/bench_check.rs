@@ -151,7 +151,10 @@ fn check_under_callgrind(build: &Build, policy: &str, rounds: u32) -> Result<(u6
         .context("starting valgrind (apt-get install valgrind)")?;
     let log = String::from_utf8_lossy(&out.stderr);
     if !out.status.success() {
-        bail!("{} policy check {policy} under callgrind failed:\n{log}", build.label);
+        bail!(
+            "{} policy check {policy} under callgrind failed:\n{log}",
+            build.label
+        );
     }
     let instructions = log
         .lines()
