@@ -291,7 +291,7 @@ impl DeviceSpec {
     }
 }
 
-const DRIVE_KEYS: &str = "rpm surfaces capacity_sectors zone seek full_seek_ms head_switch_ms write_settle_ms bus_sector_ms read_hit_after_read_ms read_hit_after_write_ms read_miss_after_read_ms read_miss_after_write_ms write_hit_after_read_ms write_hit_after_write_ms write_miss_after_read_ms write_miss_after_write_ms read_completion_ms write_completion_ms cache_segments segment_sectors max_read_ahead_sectors write_back transfer_after_media read_hits_on_writes read_ahead_on_hit separate_write_segment combine_seq_writes write_water_mark water_mark_by_request";
+const DRIVE_KEYS: &str = "rpm surfaces capacity_sectors zone seek full_seek_ms head_switch_ms write_settle_ms bus_sector_ms read_hit_after_read_ms read_hit_after_write_ms read_miss_after_read_ms read_miss_after_write_ms write_hit_after_read_ms write_hit_after_write_ms write_miss_after_read_ms write_miss_after_write_ms read_completion_ms write_completion_ms cache_segments segment_sectors max_read_ahead_sectors write_back transfer_after_media read_hits_on_writes read_ahead_on_hit separate_write_segment combine_seq_writes";
 
 fn set_drive(p: &mut DriveParams, key: &str, value: &str) -> Result<(), String> {
     let o = &mut p.overheads;
@@ -327,8 +327,6 @@ fn set_drive(p: &mut DriveParams, key: &str, value: &str) -> Result<(), String> 
         "read_ahead_on_hit" => p.read_ahead_on_hit = num::<u8>(key, value)? != 0,
         "separate_write_segment" => p.separate_write_segment = num::<u8>(key, value)? != 0,
         "combine_seq_writes" => p.combine_seq_writes = num::<u8>(key, value)? != 0,
-        "write_water_mark" => p.write_water_mark = fraction(key, value)?,
-        "water_mark_by_request" => p.water_mark_by_request = num::<u8>(key, value)? != 0,
         "zone" => {
             if p.zones.len() >= 65_536 {
                 return Err("more than 65536 zones".into());
@@ -478,15 +476,6 @@ fn settle_adjustment(key: &str, value: &str) -> Result<f64, String> {
         Ok(ms) if ms.is_finite() && (-max..=max).contains(&ms) => Ok(ms),
         _ => Err(format!(
             "`{key}` needs a number of milliseconds from -{max} to {max}, found `{value}`"
-        )),
-    }
-}
-
-fn fraction(key: &str, value: &str) -> Result<f64, String> {
-    match value.parse::<f64>() {
-        Ok(f) if (0.0..=1.0).contains(&f) => Ok(f),
-        _ => Err(format!(
-            "`{key}` needs a fraction from 0 to 1, found `{value}`"
         )),
     }
 }

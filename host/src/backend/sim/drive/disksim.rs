@@ -203,7 +203,6 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
     let read_ahead_on_hit = specs.take_opt_f64("Read-ahead on idle hit", 0.0, 1.0)? != 0.0;
     let separate_write_segment = specs.take_opt_f64("Use separate write segment", 0.0, 1.0)? != 0.0;
     let combine_seq_writes = specs.take_opt_f64("Combine seq writes", 0.0, 1.0)? != 0.0;
-    let write_water_mark = specs.take_opt_f64("Low (write) water mark", 0.0, 1.0)?;
     let queue = specs.take_u64("Max queue length", 0, 1 << 16)?;
     if queue > 1 {
         notes.push(format!(
@@ -247,8 +246,6 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
             read_ahead_on_hit,
             separate_write_segment,
             combine_seq_writes,
-            write_water_mark,
-            water_mark_by_request: by_reqsize,
             capacity_sectors: 0,
         },
         not_represented: notes,
@@ -894,12 +891,6 @@ pub fn to_spec_text(imported: &Imported, source: &Path) -> String {
         u8::from(p.separate_write_segment)
     );
     let _ = writeln!(s, "combine_seq_writes = {}", u8::from(p.combine_seq_writes));
-    let _ = writeln!(s, "write_water_mark = {}", p.write_water_mark);
-    let _ = writeln!(
-        s,
-        "water_mark_by_request = {}",
-        u8::from(p.water_mark_by_request)
-    );
     let _ = writeln!(
         s,
         "# zone = first_cylinder last_cylinder sectors_per_track track_skew cylinder_skew spares first_offset front_gap [range_cylinders]"

@@ -128,12 +128,6 @@ pub struct DriveParams {
     /// A write that starts where the write still being written to the media ended joins it
     /// at once (DiskSim's `Combine seq writes`); without it, it waits for the mechanism.
     pub combine_seq_writes: bool,
-    /// How much of a write must be in the buffer before the media write begins, as a
-    /// fraction (DiskSim's `Low (write) water mark`): of the request (or of a segment, if it
-    /// is smaller) with `water_mark_by_request`, else of a segment. At least one sector.
-    pub write_water_mark: f64,
-    /// The water mark is a fraction of the request (DiskSim's `Set watermark by reqsize`).
-    pub water_mark_by_request: bool,
     /// Writes keep their data in one segment of their own, which reads do not evict (DiskSim's
     /// `Use separate write segment`).
     pub separate_write_segment: bool,
@@ -175,8 +169,6 @@ impl Default for DriveParams {
             read_hits_on_writes: true,
             read_ahead_on_hit: false,
             combine_seq_writes: true,
-            write_water_mark: 0.0,
-            water_mark_by_request: true,
             separate_write_segment: false,
             capacity_sectors: 16_000_000,
         }
@@ -358,36 +350,21 @@ impl Drive {
         ms_ps(table[usize::from(self.last_was_write)])
     }
 
-    /// Sectors of a write of `sectors` that must be in the buffer before the media write
-    /// begins, as DiskSim sets its water marks (`disk_read_arrive` for reads, likewise for
-    /// writes): one at least, the whole request at most.
-    fn write_water_sectors(&self, sectors: u32) -> u32 {
-        let (water, segment) = (
-            self.params.write_water_mark.clamp(0.0, 1.0),
-            self.params.segment_sectors as f64,
-        );
-        let needed = if self.params.water_mark_by_request {
-            (segment.min(f64::from(sectors)) * water).floor()
-        } else {
-            (segment * water).ceil()
-        };
-        // In f64 and clamped: the conversion saturates, and the result lies in 1..=sectors.
-        (needed as u32).clamp(1, sectors.max(1))
-    }
-
     fn bus_ps(&self, sectors: u32) -> u64 {
         ms_ps(self.params.bus_sector_ms * f64::from(sectors))
     }
 
-    /// The mechanism positions for `request` starting at `at_ps` and transfers it, starting
-    /// no earlier than `data_ps` (a write's data in the buffer); returns when its first
-    /// sector is under the head and when its last has passed.
+    /// The mechanism positions for `request` starting at `at_ps` and transfers it; returns
+    /// when its first sector is under the head and when its last has passed. A write's
+    /// data crosses the bus from `data_from_ps`, a sector every `bus_ps`: no sector goes on
+    /// the media before it is in the buffer, so where the bus is slower than the media the
+    /// write starts late enough that its last sector has arrived when the head reaches it.
     fn access(
         &mut self,
         at_ps: u64,
         request: &DeviceRequest,
         write: bool,
-        data_ps: u64,
+        (data_from_ps, bus_ps): (u64, u64),
     ) -> (u64, u64) {
         let place = self.place(request.sector);
         let distance = place.cylinder.abs_diff(self.cylinder);
@@ -405,19 +382,28 @@ impl Drive {
                 position.saturating_sub(ms_ps(-settle))
             };
         }
-        // Positioned, the head waits for the sector to come round once the data is there.
-        let arrive = (at_ps + position).max(data_ps);
         let spt = place.sectors_per_track;
         let per_sector = self.rev_ps / spt;
+        let sectors = u64::from(request.sectors);
+        let media = self.media_ps(request.sector, sectors, per_sector);
+        // The first sector is written once it has arrived, the last once it has: a start
+        // before `ready` would overtake the data.
+        let ready = if write {
+            let first = data_from_ps.saturating_add(bus_ps);
+            let last = data_from_ps
+                .saturating_add(bus_ps.saturating_mul(sectors))
+                .saturating_sub(media.saturating_sub(per_sector));
+            first.max(last)
+        } else {
+            0
+        };
+        // Positioned, the head waits for the sector to come round once the data is there.
+        let arrive = (at_ps + position).max(ready);
         // In u128: a slow spindle's revolution times a long track passes u64.
         let target = (u128::from(place.angle) * u128::from(self.rev_ps) / u128::from(spt)) as u64;
         let wait = (target + self.rev_ps - arrive % self.rev_ps) % self.rev_ps;
         let start = arrive + wait;
-        let end = start.saturating_add(self.media_ps(
-            request.sector,
-            u64::from(request.sectors),
-            per_sector,
-        ));
+        let end = start.saturating_add(media);
         let last = self.place(request.end().saturating_sub(1).max(request.sector));
         self.cylinder = last.cylinder;
         self.surface = last.surface;
@@ -548,8 +534,8 @@ impl Drive {
             self.stop_streaming(free);
             // The mechanism positions while the data crosses the bus.
             let mech_start = free.max(accepted);
-            let water = accepted + self.bus_ps(self.write_water_sectors(request.sectors));
-            let (_, media_end) = self.access(mech_start, &request, true, water);
+            let data = (accepted, self.bus_ps(1));
+            let (_, media_end) = self.access(mech_start, &request, true, data);
             self.mech_free_ps = media_end;
             let segment_start = match self.writing {
                 Some(w) if appends => w.start,
@@ -599,7 +585,7 @@ impl Drive {
         }
         let overhead = self.overhead_ps(false, false);
         self.stop_streaming(free);
-        let (start, media_end) = self.access(free + overhead, &request, false, 0);
+        let (start, media_end) = self.access(free + overhead, &request, false, (0, 0));
         let bus = self.bus_ps(request.sectors);
         let done = if self.params.transfer_after_media {
             media_end + bus
