@@ -53,16 +53,7 @@ pub fn run(root: &Path, rounds: usize, baseline: Option<&Path>, count: bool) -> 
         }
     }
     println!("policy check's cost, ns of policy calls per request (median of {rounds}, pinned)");
-    print!("{:<12}", "policy");
-    for build in &builds {
-        print!(
-            " {:>11} {:>9} {:>7}",
-            format!("{} comp", build.label),
-            "native",
-            "ratio"
-        );
-    }
-    println!();
+    print_header(&builds);
     for (p, policy) in POLICIES.iter().enumerate() {
         print!("{policy:<12}");
         for [components, natives] in &costs[p] {
@@ -98,9 +89,8 @@ fn cost(build: &Build, policy: &str) -> Result<f64> {
         .with_context(|| format!("no cost line in:\n{text}"))
 }
 
-/// `--count`'s table: instructions per request, component and native, for each build.
-fn print_counted(builds: &[Build]) -> Result<()> {
-    println!("policy check, instructions per request (callgrind, 4 rounds less 2)");
+/// The columns: each build's component, native and their ratio.
+fn print_header(builds: &[Build]) {
     print!("{:<12}", "policy");
     for build in builds {
         print!(
@@ -111,6 +101,12 @@ fn print_counted(builds: &[Build]) -> Result<()> {
         );
     }
     println!();
+}
+
+/// `--count`'s table: instructions per request, component and native, for each build.
+fn print_counted(builds: &[Build]) -> Result<()> {
+    println!("policy check, instructions per request (callgrind, 4 rounds less 2)");
+    print_header(builds);
     for policy in POLICIES {
         print!("{policy:<12}");
         for build in builds {
