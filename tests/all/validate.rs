@@ -240,18 +240,28 @@ fn track_sparing_withholds_whole_tracks_so_the_hp_drive_holds_exactly_its_block_
     assert_eq!(cheetah.params.zoned_sectors(), 8_887_940);
 }
 
-/// The HP C3323A as imported, with `change` applied, replaying `trace`: each request's time.
-fn hp_replay(
+/// The drive of `parv` as imported, with `change` applied, replaying `trace`: each
+/// request's time.
+fn imported_replay(
+    parv: &str,
     trace: &str,
     change: impl Fn(&mut schedhost::backend::sim::drive::DriveParams),
 ) -> Vec<f64> {
-    let mut params = import_parv(&data("hp_c3323a.parv")).unwrap().params;
+    let mut params = import_parv(&data(parv)).unwrap().params;
     change(&mut params);
     schedhost::fidelity::replay(
         &parse_trace(trace).unwrap(),
         &DeviceSpec::Drive(Box::new(params)),
     )
     .unwrap()
+}
+
+/// The HP C3323A, as [`imported_replay`].
+fn hp_replay(
+    trace: &str,
+    change: impl Fn(&mut schedhost::backend::sim::drive::DriveParams),
+) -> Vec<f64> {
+    imported_replay("hp_c3323a.parv", trace, change)
 }
 
 #[test]
@@ -318,16 +328,10 @@ fn a_write_that_appends_to_the_write_still_going_to_the_media_joins_it_at_once()
     // overhead after a write (0.189 ms) and the bus (8 × 0.099 ms); without `Combine seq
     // writes` it first waits for the mechanism to finish the last one.
     let trace = "W Hit 1000 8 1 0\nW Hit 1008 8 1 0\nW Hit 5000 8 1 0\n";
-    let atlas = |combine: bool| {
-        let mut params = import_parv(&data("atlas10k.parv")).unwrap().params;
-        assert!(params.combine_seq_writes, "the Atlas declares it");
-        params.combine_seq_writes = combine;
-        schedhost::fidelity::replay(
-            &parse_trace(trace).unwrap(),
-            &DeviceSpec::Drive(Box::new(params)),
-        )
-        .unwrap()
-    };
+    let declared = import_parv(&data("atlas10k.parv")).unwrap().params;
+    assert!(declared.combine_seq_writes, "the Atlas declares it");
+    let atlas =
+        |combine: bool| imported_replay("atlas10k.parv", trace, |p| p.combine_seq_writes = combine);
     let (on, off) = (atlas(true), atlas(false));
     assert!((on[1] - 981.0).abs() < 1.0, "appended: {} µs", on[1]);
     assert!(off[1] > on[1] + 308.0, "not appended: {} µs", off[1]);
@@ -341,13 +345,7 @@ fn a_write_pays_the_hit_overhead_with_fast_writes_and_the_miss_one_without() {
     // 0.34492 ms and reports only once the sectors are on the media.
     let trace = "W Hit 1000 4 1 0\n";
     let atlas = |write_back: bool| {
-        let mut params = import_parv(&data("atlas10k.parv")).unwrap().params;
-        params.write_back = write_back;
-        schedhost::fidelity::replay(
-            &parse_trace(trace).unwrap(),
-            &DeviceSpec::Drive(Box::new(params)),
-        )
-        .unwrap()[0]
+        imported_replay("atlas10k.parv", trace, |p| p.write_back = write_back)[0]
     };
     let (back, through) = (atlas(true), atlas(false));
     assert!((back - 582.0).abs() < 1.0, "written back: {back} µs");

@@ -125,13 +125,7 @@ impl ElevatorQueue {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn at(sector: u64, id: u64) -> Option<Positioned> {
-        Some(Positioned {
-            sector: Sector(sector),
-            id: RequestId(id),
-        })
-    }
+    use crate::collections::sector_set::tests::at;
 
     fn due(id: u64, expires_ns: u64) -> Option<Due> {
         Some(Due {

@@ -95,10 +95,11 @@ impl SectorSet {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn at(sector: u64, id: u64) -> Option<Positioned> {
+    /// A request at `sector` with `id`, as the lookups answer it (the elevator's tests too).
+    pub(in crate::collections) fn at(sector: u64, id: u64) -> Option<Positioned> {
         Some(Positioned {
             sector: Sector(sector),
             id: RequestId(id),
