@@ -125,14 +125,8 @@ impl ElevatorQueue {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::collections::expiry_fifo::tests::due;
     use crate::collections::sector_set::tests::at;
-
-    fn due(id: u64, expires_ns: u64) -> Option<Due> {
-        Some(Due {
-            id: RequestId(id),
-            expires_ns,
-        })
-    }
 
     #[test]
     fn elevator_queue_follows_merges_in_both_orders() {

@@ -184,10 +184,11 @@ impl<V> ExpiryFifo<V> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn due(id: u64, expires_ns: u64) -> Option<Due> {
+    /// A request `id` due at `expires_ns`, as the lookups answer it (the elevator's tests too).
+    pub(in crate::collections) fn due(id: u64, expires_ns: u64) -> Option<Due> {
         Some(Due {
             id: RequestId(id),
             expires_ns,
