@@ -386,14 +386,8 @@ impl Drive {
         let per_sector = self.rev_ps / spt;
         let sectors = u64::from(request.sectors);
         let media = self.media_ps(request.sector, sectors, per_sector);
-        // The first sector is written once it has arrived, the last once it has: a start
-        // before `ready` would overtake the data.
         let ready = if write {
-            let first = data_from_ps.saturating_add(bus_ps);
-            let last = data_from_ps
-                .saturating_add(bus_ps.saturating_mul(sectors))
-                .saturating_sub(media.saturating_sub(per_sector));
-            first.max(last)
+            self.write_ready(place, sectors, per_sector, (data_from_ps, bus_ps))
         } else {
             0
         };
@@ -410,16 +404,68 @@ impl Drive {
         (start, end)
     }
 
+    /// Tracks a transfer of `sectors` from `first` moves on to after its first.
+    fn crossings(first: Place, sectors: u64) -> u64 {
+        match sectors.checked_sub(first.left_on_track) {
+            Some(past) if past > 0 => 1 + (past - 1) / first.sectors_per_track,
+            _ => 0,
+        }
+    }
+
+    /// Sectors of skew the head passes on the way from `first`'s track to the `tracks`th
+    /// after it: a track switch costs the track skew, a cylinder switch the cylinder skew
+    /// (DiskSim's layout, as `place` lays the sectors out).
+    fn skew_before(&self, first: Place, tracks: u64) -> u64 {
+        let z = &self.params.zones[first.zone];
+        let cylinders = (first.surface + tracks) / self.params.surfaces.max(1);
+        (tracks - cylinders)
+            .saturating_mul(z.track_skew)
+            .saturating_add(cylinders.saturating_mul(z.cylinder_skew))
+    }
+
+    /// The earliest media start at which no sector of a write overtakes its data: sector `j`
+    /// is in the buffer at `data_from + (j + 1) * bus` and under the head `t_j` after the
+    /// start. Within a track `t_j` grows a sector at a time, so the binding sectors are the
+    /// first, each track's last, and the request's last. Track to track that bound steps
+    /// by the same amounts every cylinder, so its largest value lies among the first
+    /// cylinder's tracks or the last's.
+    fn write_ready(
+        &self,
+        first: Place,
+        sectors: u64,
+        per_sector: u64,
+        (data_from_ps, bus_ps): (u64, u64),
+    ) -> u64 {
+        let need = |j: u64, skews: u64| {
+            let under_head = j.saturating_add(skews).saturating_mul(per_sector);
+            data_from_ps
+                .saturating_add(bus_ps.saturating_mul(j + 1))
+                .saturating_sub(under_head)
+        };
+        let crossings = Self::crossings(first, sectors);
+        let last = sectors.saturating_sub(1);
+        let mut ready = need(0, 0).max(need(last, self.skew_before(first, crossings)));
+        let track_end = |i: u64| {
+            let j = first.left_on_track - 1 + i * first.sectors_per_track;
+            need(j, self.skew_before(first, i))
+        };
+        let period = self.params.surfaces.max(1);
+        if crossings <= 2 * period {
+            (0..crossings).for_each(|i| ready = ready.max(track_end(i)));
+        } else {
+            (0..period)
+                .chain(crossings - period..crossings)
+                .for_each(|i| ready = ready.max(track_end(i)));
+        }
+        ready
+    }
+
     /// Reading or writing `sectors` from `lbn` once the first is under the head: media time,
-    /// with each track boundary costing its skew.
+    /// with each track and cylinder boundary costing its skew.
     fn media_ps(&self, lbn: u64, sectors: u64, per_sector: u64) -> u64 {
         let first = self.place(lbn);
-        if sectors <= first.left_on_track {
-            return sectors.saturating_mul(per_sector);
-        }
-        let z = self.params.zones[first.zone];
-        let crossings = 1 + (sectors - first.left_on_track - 1) / first.sectors_per_track;
-        (sectors + crossings.saturating_mul(z.track_skew)).saturating_mul(per_sector)
+        let skews = self.skew_before(first, Self::crossings(first, sectors));
+        sectors.saturating_add(skews).saturating_mul(per_sector)
     }
 
     /// The segment holding `[sector, end)` by `at_ps`, or streaming towards it, and when the
