@@ -16,6 +16,9 @@ pub struct Runtime<P: Policy> {
     /// The answer of a `turn`, reused so the common turn allocates nothing, and kept for
     /// `take-answer` when it does not fit `turn`'s result.
     answer: Dispatch,
+    /// The id list of a [`Runtime::dispatch`] answer the host gave back
+    /// ([`Runtime::give_back`]), so the next answer fills it instead of allocating.
+    spare: Vec<RequestId>,
     /// Ids absorbed by merges and not yet filtered out of an answer (unless the policy
     /// handles absorption itself).
     absorbed: IdSet,
@@ -33,6 +36,7 @@ impl<P: Policy> Runtime<P> {
         Self {
             policy: None,
             answer: Dispatch::default(),
+            spare: Vec::new(),
             absorbed: IdSet::default(),
         }
     }
@@ -164,8 +168,11 @@ impl<P: Policy> Runtime<P> {
 
     /// Forwards [`Policy::dispatch`] with an empty answer, and keeps absorbed ids out of it.
     pub fn dispatch(&mut self, now_ns: u64, hw_queue: u32, budget: u32) -> Dispatch {
+        let mut ids = std::mem::take(&mut self.spare);
+        ids.clear();
+        ids.reserve(budget.min(64) as usize);
         let mut out = Dispatch {
-            ids: Vec::with_capacity(budget.min(64) as usize),
+            ids,
             wake_at_ns: None,
         };
         let Self {
@@ -180,6 +187,14 @@ impl<P: Policy> Runtime<P> {
             &mut out,
         );
         out
+    }
+
+    /// Takes back an answer of [`Runtime::dispatch`] the caller is done with: its id list
+    /// carries the next answer, so a dispatch per I/O allocates nothing.
+    pub fn give_back(&mut self, answer: Dispatch) {
+        if answer.ids.capacity() > self.spare.capacity() {
+            self.spare = answer.ids;
+        }
     }
 
     /// Forwards each event to [`Policy::merged`], remembering absorbed ids to filter.
@@ -326,4 +341,82 @@ fn check<P: Policy>(name: &str, value: i64) -> Result<&'static TunableSpec<P>, S
         ));
     }
     Ok(spec)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::{PrioClass, Sector};
+
+    /// First in, first out, as many as the budget allows.
+    struct Fifo(std::collections::VecDeque<RequestId>);
+
+    impl Policy for Fifo {
+        const NAME: &'static str = "fifo";
+        const VERSION: &'static str = "0.1.0";
+
+        fn new(_setup: &Setup) -> Self {
+            Fifo(std::collections::VecDeque::new())
+        }
+
+        fn insert(&mut self, _now_ns: u64, requests: &[Request]) {
+            self.0.extend(requests.iter().map(|r| r.id));
+        }
+
+        fn dispatch(&mut self, _now_ns: u64, _hw_queue: u32, budget: u32, out: &mut Dispatch) {
+            while out.ids.len() < budget as usize {
+                let Some(id) = self.0.pop_front() else { break };
+                out.ids.push(id);
+            }
+        }
+    }
+
+    fn request(id: u64) -> Request {
+        Request {
+            id: RequestId(id),
+            sector: Sector(id * 8),
+            arrival_ns: 0,
+            sectors: 8,
+            ctx: 0,
+            op: Op::Read,
+            sync: true,
+            prio_class: PrioClass::None,
+            prio_level: 4,
+            group: 0,
+        }
+    }
+
+    #[test]
+    fn a_given_back_answer_carries_the_next_dispatch_in_the_same_allocation() {
+        let mut rt = Runtime::<Fifo>::new();
+        let setup = Setup {
+            hw_queues: 1,
+            queue_depth: 4,
+            nr_requests: 8,
+        };
+        rt.init(&setup, &[]).unwrap();
+        rt.insert(0, &[request(1), request(2), request(3)]);
+        let first = rt.dispatch(0, 0, 1);
+        assert_eq!(first.ids, [RequestId(1)]);
+        rt.give_back(first);
+        // A list far larger than any budget asks for: only a given-back one is this large.
+        let handed = Dispatch {
+            ids: Vec::with_capacity(1000),
+            wake_at_ns: None,
+        };
+        let buffer = handed.ids.as_ptr();
+        rt.give_back(handed);
+        let second = rt.dispatch(0, 0, 2);
+        assert_eq!(
+            second.ids,
+            [RequestId(2), RequestId(3)],
+            "nothing else is in it"
+        );
+        assert_eq!(
+            second.ids.as_ptr(),
+            buffer,
+            "the given-back list carries it"
+        );
+        assert!(second.ids.capacity() >= 1000);
+    }
 }

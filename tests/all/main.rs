@@ -5,6 +5,7 @@
     reason = "a failed unwrap is a failed test, with its location"
 )]
 
+mod answers;
 mod anticipatory;
 mod bfq;
 mod c_policy;

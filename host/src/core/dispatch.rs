@@ -211,13 +211,26 @@ impl Core {
         !self.scratch.is_empty()
     }
 
-    /// Checks the policy's answer to `call` and sends its requests on `hw_queue`.
+    /// Checks the policy's answer to `call` and sends its requests on `hw_queue`, then hands
+    /// the answer back to the policy's backend for its next one.
     pub(super) fn send(
         &mut self,
         now_ns: u64,
         hw_queue: u32,
         budget: u32,
         answer: Dispatch,
+        call: &'static str,
+    ) {
+        self.act_on(now_ns, hw_queue, budget, &answer, call);
+        self.policy.instance().give_back(answer);
+    }
+
+    fn act_on(
+        &mut self,
+        now_ns: u64,
+        hw_queue: u32,
+        budget: u32,
+        answer: &Dispatch,
         call: &'static str,
     ) {
         if answer.ids.len() > budget as usize {

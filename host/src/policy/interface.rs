@@ -72,6 +72,12 @@ macro_rules! declare {
             fn memory_bytes(&mut self) -> Option<u64> {
                 None
             }
+
+            /// A dispatch answer the caller has acted on, handed back so the backend's next
+            /// answer reuses its id list: one allocation per I/O saved.
+            fn give_back(&mut self, answer: schedhost_sdk::Dispatch) {
+                drop(answer);
+            }
         }
 
         /// One call on its way to the policy, with its arguments.
@@ -117,6 +123,10 @@ macro_rules! declare {
 
             fn memory_bytes(&mut self) -> Option<u64> {
                 self.inner.memory_bytes()
+            }
+
+            fn give_back(&mut self, answer: schedhost_sdk::Dispatch) {
+                self.inner.give_back(answer);
             }
         }
     };

@@ -35,6 +35,10 @@ macro_rules! native_calls {
             fn fresh(&self) -> Option<Box<dyn PolicyBackend>> {
                 Some(Box::new(Self::default()))
             }
+
+            fn give_back(&mut self, answer: schedhost_sdk::Dispatch) {
+                self.0.give_back(answer);
+            }
         }
     };
 }

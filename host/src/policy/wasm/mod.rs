@@ -74,6 +74,8 @@ pub struct WasmPolicy {
     fuel: Option<u64>,
     /// Where fresh instances come from.
     loaded: LoadedPolicy,
+    /// The id list of an answer the core gave back: a one-id `turn` answer fills it.
+    spare_ids: Vec<RequestId>,
 }
 
 impl std::fmt::Debug for WasmPolicy {
@@ -145,6 +147,12 @@ macro_rules! component_calls {
                 Some(self.store.data().peak as u64)
             }
 
+            fn give_back(&mut self, answer: Dispatch) {
+                if answer.ids.capacity() > self.spare_ids.capacity() {
+                    self.spare_ids = answer.ids;
+                }
+            }
+
     fn turn(&mut self, now_ns: u64, turn: &Turn<'_>) -> Result<Option<Dispatch>, Fault> {
         let (completion, request) = match (turn.completions, turn.merges, turn.requests) {
             (c @ ([] | [_]), [], r @ ([] | [_]))
@@ -186,10 +194,15 @@ macro_rules! component_calls {
         Ok(Some(match result {
             packed::TURN_NONE => Dispatch::default(),
             packed::TURN_MORE => self.take_answer()?,
-            id => Dispatch {
-                ids: vec![RequestId(id)],
-                wake_at_ns: None,
-            },
+            id => {
+                let mut ids = std::mem::take(&mut self.spare_ids);
+                ids.clear();
+                ids.push(RequestId(id));
+                Dispatch {
+                    ids,
+                    wake_at_ns: None,
+                }
+            }
         }))
     }
         }

@@ -310,6 +310,7 @@ impl LoadedPolicy {
             ticks,
             fuel: self.limits.fuel,
             loaded: self.clone(),
+            spare_ids: Vec::new(),
         })
     }
 }
