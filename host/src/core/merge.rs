@@ -2,6 +2,7 @@
 //! now touches (the kernel's bio merge, request merge and `requests_merged`).
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::hash::BuildHasherDefault;
 
 use schedhost_sdk::collections::IdHasher;
@@ -122,8 +123,11 @@ impl MergeIndex {
 }
 
 fn remove_if(map: &mut SectorKeyMap, key: u64, id: u64) {
-    if map.get(&key) == Some(&id) {
-        map.remove(&key);
+    // One probe: the entry found is the one removed.
+    if let Entry::Occupied(entry) = map.entry(key)
+        && *entry.get() == id
+    {
+        entry.remove();
     }
 }
 
