@@ -192,9 +192,7 @@ impl<P: Policy> Runtime<P> {
     /// Takes back an answer of [`Runtime::dispatch`] the caller is done with: its id list
     /// carries the next answer, so a dispatch per I/O allocates nothing.
     pub fn give_back(&mut self, answer: Dispatch) {
-        if answer.ids.capacity() > self.spare.capacity() {
-            self.spare = answer.ids;
-        }
+        answer.recycle_into(&mut self.spare);
     }
 
     /// Forwards each event to [`Policy::merged`], remembering absorbed ids to filter.
@@ -418,5 +416,13 @@ mod tests {
             "the given-back list carries it"
         );
         assert!(second.ids.capacity() >= 1000);
+        rt.give_back(second);
+        // An outsized list is let go rather than kept for the rest of the run.
+        rt.give_back(Dispatch {
+            ids: Vec::with_capacity(Dispatch::KEPT_IDS + 1),
+            wake_at_ns: None,
+        });
+        let third = rt.dispatch(0, 0, 1);
+        assert_eq!(third.ids.as_ptr(), buffer, "the list kept before stays");
     }
 }

@@ -242,6 +242,21 @@ pub struct Dispatch {
     pub wake_at_ns: Option<u64>,
 }
 
+impl Dispatch {
+    /// Most ids a list kept for the next answer may hold: one outsized answer does not keep
+    /// its memory for the rest of the run.
+    pub const KEPT_IDS: usize = 4096;
+
+    /// Hands this answer's id list to `spare`, where the next answer is built, when it is
+    /// larger than the one there and within [`Dispatch::KEPT_IDS`].
+    pub fn recycle_into(self, spare: &mut Vec<RequestId>) {
+        let capacity = self.ids.capacity();
+        if capacity > spare.capacity() && capacity <= Self::KEPT_IDS {
+            *spare = self.ids;
+        }
+    }
+}
+
 /// A tunable as the host sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Tunable {

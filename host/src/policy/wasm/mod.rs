@@ -148,9 +148,7 @@ macro_rules! component_calls {
             }
 
             fn give_back(&mut self, answer: Dispatch) {
-                if answer.ids.capacity() > self.spare_ids.capacity() {
-                    self.spare_ids = answer.ids;
-                }
+                answer.recycle_into(&mut self.spare_ids);
             }
 
     fn turn(&mut self, now_ns: u64, turn: &Turn<'_>) -> Result<Option<Dispatch>, Fault> {
