@@ -2,28 +2,13 @@
 //! the next answer in it instead of allocating one per I/O.
 
 use schedhost::policy::{PolicyBackend, Turn};
-use schedhost_sdk::{Dispatch, Op, PrioClass, Request, RequestId, Sector, Setup};
+use schedhost_sdk::{Dispatch, RequestId, Setup};
 
-use crate::helpers::{component, runtime};
-
-fn read(id: u64) -> Request {
-    Request {
-        id: RequestId(id),
-        ctx: 0,
-        op: Op::Read,
-        sector: Sector(id * 8),
-        sectors: 8,
-        sync: true,
-        prio_class: PrioClass::None,
-        prio_level: 4,
-        group: 0,
-        arrival_ns: 0,
-    }
-}
+use crate::helpers::{component, read_request, runtime};
 
 /// One request in and one dispatched, in the single crossing a component makes of it.
 fn one_in_one_out(policy: &mut dyn PolicyBackend, id: u64) -> Dispatch {
-    let requests = [read(id)];
+    let requests = [read_request(id)];
     let turn = Turn {
         completions: &[],
         merges: &[],

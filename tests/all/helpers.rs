@@ -139,3 +139,20 @@ pub fn done(id: u64, ctx: u32) -> schedhost_sdk::Completion {
         status: 0,
     }
 }
+
+/// A synchronous 4 KiB read from submitter 0 at sector `id * 8`, with no priority and no
+/// group.
+pub fn read_request(id: u64) -> schedhost_sdk::Request {
+    schedhost_sdk::Request {
+        id: schedhost_sdk::RequestId(id),
+        ctx: 0,
+        op: schedhost_sdk::Op::Read,
+        sector: schedhost_sdk::Sector(id * 8),
+        sectors: 8,
+        sync: true,
+        prio_class: schedhost_sdk::PrioClass::None,
+        prio_level: 4,
+        group: 0,
+        arrival_ns: 0,
+    }
+}
