@@ -471,7 +471,7 @@ fn millis_or_zero(key: &str, value: &str) -> Result<f64, String> {
 /// A write's settling adjustment: DiskSim's drives declare it negative as well, within a
 /// second either way.
 fn settle_adjustment(key: &str, value: &str) -> Result<f64, String> {
-    let max = crate::backend::sim::drive::MAX_SETTLE_ADJUST_MS;
+    let max = crate::backend::sim::drive::MAX_ADJUSTMENT_MS;
     match value.parse::<f64>() {
         Ok(ms) if ms.is_finite() && (-max..=max).contains(&ms) => Ok(ms),
         _ => Err(format!(

@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{DriveParams, DriveZone, MAX_SEEK_MS, MAX_SETTLE_ADJUST_MS, Overheads};
+use super::{DriveParams, DriveZone, MAX_ADJUSTMENT_MS, MAX_SEEK_MS, Overheads};
 
 /// Deepest nesting accepted (DiskSim's own files nest four deep).
 const MAX_DEPTH: usize = 16;
@@ -113,8 +113,8 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
     // than a second either way is no drive's.
     let write_settle_ms = mech.take_f64(
         "Add. write settling delay",
-        -MAX_SETTLE_ADJUST_MS,
-        MAX_SETTLE_ADJUST_MS,
+        -MAX_ADJUSTMENT_MS,
+        MAX_ADJUSTMENT_MS,
     )?;
     let head_switch_ms = mech.take_ms("Head switch time")?;
     let rpm = mech.take_f64("Rotation speed (in rpms)", 1.0, 100_000.0)?;
@@ -175,7 +175,7 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
         .into_iter()
         .enumerate()
     {
-        let ms = specs.take_opt_f64(key, -MAX_SETTLE_ADJUST_MS, 3_600_000.0)? * scale;
+        let ms = specs.take_opt_f64(key, -MAX_ADJUSTMENT_MS, 3_600_000.0)? * scale;
         if ms < 0.0 {
             clamped.push(key.to_owned());
         }
@@ -628,7 +628,7 @@ impl<'a> Fields<'a> {
 
     /// A time that DiskSim adds to others, so it may be negative: within a second below zero.
     fn take_adjustment_ms(&mut self, key: &str) -> Result<f64, ImportError> {
-        self.take_f64(key, -MAX_SETTLE_ADJUST_MS, 3_600_000.0)
+        self.take_f64(key, -MAX_ADJUSTMENT_MS, 3_600_000.0)
     }
 
     fn take_ms(&mut self, key: &str) -> Result<f64, ImportError> {

@@ -257,9 +257,10 @@ const PS_PER_NS: u64 = 1000;
 /// not be a drive.
 pub const MAX_SEEK_MS: f64 = 1000.0;
 
-/// Largest write settling adjustment either way, in ms (DiskSim's "Add. write settling
-/// delay", negative in several of its drives).
-pub const MAX_SETTLE_ADJUST_MS: f64 = 1000.0;
+/// Largest adjustment DiskSim's drives may declare below zero, in ms: a write's settling
+/// delay ("Add. write settling delay", either way; negative in several of its drives) and
+/// command or completion overheads, which DiskSim adds to others.
+pub const MAX_ADJUSTMENT_MS: f64 = 1000.0;
 
 fn ms_ps(ms: f64) -> u64 {
     (ms * 1e9).max(0.0) as u64
