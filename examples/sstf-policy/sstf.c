@@ -26,6 +26,8 @@
 #define TURN_DISPATCH 4u
 // Words per packed request in `insert` and `turn`.
 #define WORDS 5
+// Words per packed merge event in `turn-words`.
+#define MERGE_WORDS 4
 
 typedef exports_schedhost_policy_scheduler_dispatch_answer_t answer_t;
 
@@ -216,21 +218,26 @@ bool exports_schedhost_policy_scheduler_allow_merge(exports_schedhost_policy_sch
     return true;
 }
 
+// Queued request `target` now covers `sector` + `sectors`; `absorbed`, if set, is gone.
+static void merge_one(uint64_t target, uint64_t sector, uint32_t sectors, bool absorbed, uint64_t absorbed_id) {
+    // An absorbed request no longer exists and must never be dispatched.
+    if (absorbed) {
+        size_t gone = find(absorbed_id);
+        if (gone != SIZE_MAX) remove_at(gone);
+    }
+    size_t grown = find(target);
+    if (grown != SIZE_MAX) {
+        s.queue[grown].sector = sector;
+        s.queue[grown].sectors = sectors;
+    }
+}
+
 void exports_schedhost_policy_scheduler_merged(uint64_t now_ns,
                                                exports_schedhost_policy_scheduler_list_merge_event_t *events) {
     (void)now_ns;
     for (size_t i = 0; i < events->len; i++) {
         const exports_schedhost_policy_scheduler_merge_event_t *e = &events->ptr[i];
-        // An absorbed request no longer exists and must never be dispatched.
-        if (e->absorbed.is_some) {
-            size_t gone = find(e->absorbed.val);
-            if (gone != SIZE_MAX) remove_at(gone);
-        }
-        size_t grown = find(e->target);
-        if (grown != SIZE_MAX) {
-            s.queue[grown].sector = e->sector;
-            s.queue[grown].sectors = e->sectors;
-        }
+        merge_one(e->target, e->sector, e->sectors, e->absorbed.is_some, e->absorbed.val);
     }
     exports_schedhost_policy_scheduler_list_merge_event_free(events);
 }
@@ -278,6 +285,22 @@ uint64_t exports_schedhost_policy_scheduler_turn_after_completion(uint64_t now_n
     (void)c0, (void)c1, (void)c2, (void)c3, (void)c4;
     const uint64_t request[WORDS] = {r0, r1, r2, r3, r4};
     return turn(now_ns, control, request);
+}
+
+// A turn of any size, packed in one list: completions (five words each, meaning nothing
+// to sstf), merge events (four words each), then requests (five words each).
+uint64_t exports_schedhost_policy_scheduler_turn_words(uint64_t now_ns, uint64_t control, uint32_t completions,
+                                                       uint32_t merges, uint32_t requests,
+                                                       policy_list_u64_t *words) {
+    uint64_t need = (uint64_t)completions * WORDS + (uint64_t)merges * MERGE_WORDS + (uint64_t)requests * WORDS;
+    // The host never sends a list its counts do not describe: trap rather than misread it.
+    if (need != words->len) abort();
+    const uint64_t *w = words->ptr + (size_t)completions * WORDS;
+    for (uint32_t i = 0; i < merges; i++, w += MERGE_WORDS)
+        merge_one(w[0], w[1], (uint32_t)w[2], w[3] != UINT64_MAX, w[3]);
+    for (uint32_t i = 0; i < requests; i++, w += WORDS) enqueue(w);
+    policy_list_u64_free(words);
+    return turn(now_ns, control & ~(uint64_t)TURN_REQUEST, NULL);
 }
 
 void exports_schedhost_policy_scheduler_take_answer(answer_t *ret) {

@@ -242,6 +242,7 @@ mod tests {
             "dispatch",
             "turn",
             "turn_after_completion",
+            "turn_words",
             "take_answer",
             "save_state",
         ] {

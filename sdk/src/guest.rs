@@ -189,10 +189,15 @@ impl<T: Spare> Arg<Words> for &[T] {
     type Wit = Vec<u64>;
     type Held = Pooled<T>;
     fn hold(words: Vec<u64>) -> Pooled<T> {
-        let mut records = T::spare().with(|spare| std::mem::take(&mut *spare.borrow_mut()));
-        crate::packed::unpack_into(&words, &mut records);
-        Pooled(records)
+        pooled(&words)
     }
+}
+
+/// The records packed in `words`, unpacked into the spare vector of their type.
+fn pooled<T: Spare>(words: &[u64]) -> Pooled<T> {
+    let mut records = T::spare().with(|spare| std::mem::take(&mut *spare.borrow_mut()));
+    crate::packed::unpack_into(words, &mut records);
+    Pooled(records)
 }
 
 /// A packed record type's one spare vector: every call unpacks its batch into the vector
@@ -214,7 +219,12 @@ macro_rules! spare {
         }
     )*};
 }
-spare!(sdk::Request => SPARE_REQUESTS, sdk::Completion => SPARE_COMPLETIONS, sdk::Group => SPARE_GROUPS);
+spare!(
+    sdk::Request => SPARE_REQUESTS,
+    sdk::Completion => SPARE_COMPLETIONS,
+    sdk::MergeEvent => SPARE_MERGES,
+    sdk::Group => SPARE_GROUPS
+);
 
 /// A call's unpacked records, given back as the spare vector once the call is done with
 /// them (unless the spare is already as large: a second list of one type in one call).
@@ -324,6 +334,39 @@ pub fn turn<P: Policy>(
         .turn_packed(now_ns, control, &completion, &request)
 }
 
+/// The `turn-words` crossing (see `wit/policy.wit`): the list split by `counts` and
+/// unpacked into the spare vectors, then the runtime's turn.
+///
+/// # Panics
+/// When `counts` do not add up to the list, which the host never sends: the trap ejects
+/// the policy rather than have it hear half a turn.
+pub fn turn_words<P: Policy>(
+    rt: &RefCell<Runtime<P>>,
+    now_ns: u64,
+    control: u64,
+    counts: [u32; 3],
+    words: &[u64],
+) -> u64 {
+    let Some([completions_end, merges_end, _]) =
+        crate::packed::turn_words_split(counts, words.len())
+    else {
+        panic!(
+            "turn-words: the counts {counts:?} do not add up to {} words",
+            words.len()
+        );
+    };
+    let completions = pooled::<sdk::Completion>(&words[..completions_end]);
+    let merges = pooled::<sdk::MergeEvent>(&words[completions_end..merges_end]);
+    let requests = pooled::<sdk::Request>(&words[merges_end..]);
+    rt.borrow_mut().turn_words(
+        now_ns,
+        control,
+        completions.view(),
+        merges.view(),
+        requests.view(),
+    )
+}
+
 /// `take-answer`.
 pub fn take_answer<P: Policy>(rt: &RefCell<Runtime<P>>) -> wit::DispatchAnswer {
     rt.borrow_mut().take_answer().to_wit()
@@ -389,6 +432,18 @@ macro_rules! __guest_calls {
                         [c0, c1, c2, c3, c4],
                         [r0, r1, r2, r3, r4],
                     )
+                })
+            }
+            fn turn_words(
+                now_ns: u64,
+                control: u64,
+                completions: u32,
+                merges: u32,
+                requests: u32,
+                words: ::std::vec::Vec<u64>,
+            ) -> u64 {
+                RUNTIME.with(|rt| {
+                    glue::turn_words(rt, now_ns, control, [completions, merges, requests], &words)
                 })
             }
             fn take_answer() -> wit::DispatchAnswer {

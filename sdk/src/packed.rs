@@ -3,7 +3,9 @@
 //! field by field; `schedhost bench` measured the difference (BENCHMARKS.md). The layouts are
 //! documented in `wit/policy.wit`.
 
-use crate::types::{Completion, Group, Op, PrioClass, Request, RequestId, Sector};
+use crate::types::{
+    Completion, Group, MergeEvent, MergeKind, Op, PrioClass, Request, RequestId, Sector,
+};
 
 /// Words per packed request or completion.
 pub const WORDS: usize = 5;
@@ -162,6 +164,68 @@ impl Packed for Completion {
     }
 }
 
+/// A merge event in four words, as `turn-words` carries them: [target, sector, sectors |
+/// kind << 32, absorbed], `kind` as its case index, `absorbed` all ones when none (ids are
+/// below 2^63).
+impl Packed for MergeEvent {
+    const WORDS: usize = 4;
+    fn pack(&self, out: &mut [u64]) {
+        let kind = match self.kind {
+            MergeKind::Back => 0,
+            MergeKind::Front => 1,
+        };
+        out.copy_from_slice(&[
+            self.target.0,
+            self.sector.0,
+            u64::from(self.sectors) | kind << 32,
+            self.absorbed.map_or(NO_ID, |id| id.0),
+        ]);
+    }
+    #[inline(always)]
+    fn unpack(w: &[u64]) -> Self {
+        MergeEvent {
+            target: RequestId(w[0]),
+            sector: Sector(w[1]),
+            sectors: w[2] as u32,
+            kind: if (w[2] >> 32) & 1 == 0 {
+                MergeKind::Back
+            } else {
+                MergeKind::Front
+            },
+            absorbed: (w[3] != NO_ID).then_some(RequestId(w[3])),
+        }
+    }
+}
+
+/// A packed merge event's `absorbed` when there is none.
+const NO_ID: u64 = u64::MAX;
+
+/// `turn-words`' list: `completions`, `merges` and `requests` packed one after the other into
+/// `out` (cleared first).
+pub fn turn_words(
+    completions: &[Completion],
+    merges: &[MergeEvent],
+    requests: &[Request],
+    out: &mut Vec<u64>,
+) {
+    out.clear();
+    pack_into(completions, out);
+    pack_into(merges, out);
+    pack_into(requests, out);
+}
+
+/// Where each part of a `turn-words` list ends: the completions', the merges' and the
+/// requests' word counts must sum to the list's length, or the list is not one.
+pub fn turn_words_split(counts: [u32; 3], len: usize) -> Option<[usize; 3]> {
+    let [c, m, r] = counts.map(u64::from);
+    let ends = [
+        c * WORDS as u64,
+        c * WORDS as u64 + m * <MergeEvent as Packed>::WORDS as u64,
+        c * WORDS as u64 + m * <MergeEvent as Packed>::WORDS as u64 + r * WORDS as u64,
+    ];
+    (ends[2] == len as u64).then(|| ends.map(|e| e as usize))
+}
+
 /// A group in seven words: [id | weight << 32, reserve-iops, riops, wiops, rbps, wbps,
 /// latency-target-ns], 0 where a parameter is not set (none can be 0 when set).
 impl Packed for Group {
@@ -262,5 +326,41 @@ mod tests {
         assert_eq!(words.len(), 2 * WORDS);
         assert_eq!(unpack_request(&words[..WORDS]), r);
         assert_eq!(unpack_completion(&words[WORDS..]), c);
+    }
+
+    #[test]
+    fn packed_merge_events_round_trip_with_and_without_an_absorbed_request() {
+        let events = [
+            MergeEvent {
+                target: RequestId((1 << 63) - 1),
+                sector: Sector(u64::MAX >> 1),
+                sectors: u32::MAX,
+                kind: MergeKind::Front,
+                absorbed: Some(RequestId(0)),
+            },
+            MergeEvent {
+                target: RequestId(5),
+                sector: Sector(8),
+                sectors: 16,
+                kind: MergeKind::Back,
+                absorbed: None,
+            },
+        ];
+        let mut words = Vec::new();
+        pack_into(&events, &mut words);
+        assert_eq!(words.len(), 2 * <MergeEvent as Packed>::WORDS);
+        let mut back: Vec<MergeEvent> = Vec::new();
+        unpack_into(&words, &mut back);
+        assert_eq!(back, events);
+    }
+
+    #[test]
+    fn a_turn_words_list_splits_only_where_its_counts_add_up() {
+        // Two completions, one merge event, three requests: 10 + 4 + 15 words.
+        assert_eq!(turn_words_split([2, 1, 3], 29), Some([10, 14, 29]));
+        assert_eq!(turn_words_split([2, 1, 3], 28), None);
+        assert_eq!(turn_words_split([0, 0, 0], 0), Some([0, 0, 0]));
+        // Counts whose words pass 32 bits are refused, not wrapped.
+        assert_eq!(turn_words_split([u32::MAX; 3], 0), None);
     }
 }

@@ -3,7 +3,9 @@
 
 use crate::collections::IdSet;
 use crate::policy::{Policy, TunableSpec};
-use crate::types::{Dispatch, Info, MergeEvent, Op, Request, RequestId, Setup, Tunable};
+use crate::types::{
+    Completion, Dispatch, Info, MergeEvent, Op, Request, RequestId, Setup, Tunable,
+};
 
 /// Holds a policy and answers the interface's calls for it: tunable validation, init order,
 /// the dispatch buffer.
@@ -118,9 +120,7 @@ impl<P: Policy> Runtime<P> {
         completion: &[u64; crate::packed::WORDS],
         request: &[u64; crate::packed::WORDS],
     ) -> u64 {
-        use crate::packed::{
-            TURN_COMPLETION, TURN_DISPATCH, TURN_MORE, TURN_NONE, TURN_REQUEST, turn_parts,
-        };
+        use crate::packed::{TURN_COMPLETION, TURN_DISPATCH, TURN_REQUEST, turn_parts};
         let (parts, hw_queue, budget) = turn_parts(control);
         if parts & TURN_COMPLETION != 0 {
             let done = crate::packed::unpack_completion(completion);
@@ -132,7 +132,39 @@ impl<P: Policy> Runtime<P> {
             self.policy_mut()
                 .insert(now_ns, std::slice::from_ref(&request));
         }
-        if parts & TURN_DISPATCH == 0 {
+        self.turn_dispatch(now_ns, parts & TURN_DISPATCH != 0, hw_queue, budget)
+    }
+
+    /// One driver turn of any size from `turn-words` (see `wit/policy.wit`): `completions`,
+    /// then `merges`, then `requests`, then the dispatch `control` asks for. Returns the
+    /// turn's result, as [`Runtime::turn_packed`].
+    #[doc(hidden)]
+    pub fn turn_words(
+        &mut self,
+        now_ns: u64,
+        control: u64,
+        completions: &[Completion],
+        merges: &[MergeEvent],
+        requests: &[Request],
+    ) -> u64 {
+        let (parts, hw_queue, budget) = crate::packed::turn_parts(control);
+        if !completions.is_empty() {
+            self.completed(now_ns, completions);
+        }
+        if !merges.is_empty() {
+            self.merged(now_ns, merges);
+        }
+        if !requests.is_empty() {
+            self.insert(now_ns, requests);
+        }
+        let dispatch = parts & crate::packed::TURN_DISPATCH != 0;
+        self.turn_dispatch(now_ns, dispatch, hw_queue, budget)
+    }
+
+    /// A turn's dispatch into the answer the runtime keeps, and the turn's result.
+    fn turn_dispatch(&mut self, now_ns: u64, dispatch: bool, hw_queue: u32, budget: u32) -> u64 {
+        use crate::packed::{TURN_MORE, TURN_NONE};
+        if !dispatch {
             return TURN_NONE;
         }
         let Self {

@@ -47,3 +47,110 @@ fn a_components_one_id_answer_is_carried_in_the_list_given_back() {
     );
     assert!(answer.ids.capacity() >= 1000);
 }
+
+/// Turns no flat `turn` can carry (two completions, merges, three requests) crossing as one
+/// `turn-words` list, and the answers the native build gives the same turns.
+fn answers_to_whole_turns(policy: &mut dyn PolicyBackend) -> Vec<Vec<u64>> {
+    use schedhost_sdk::{Completion, MergeEvent, MergeKind, Op, Sector};
+    let done = |id: u64| Completion {
+        id: RequestId(id),
+        ctx: 0,
+        op: Op::Read,
+        sectors: 8,
+        latency_ns: 1_000,
+        service_ns: 500,
+        status: 0,
+    };
+    let first: Vec<_> = (1..=3).map(read_request).collect();
+    let mut answers = Vec::new();
+    let mut turn = |t: &Turn<'_>| {
+        let answer = policy.turn(1_000, t).unwrap().unwrap_or_default();
+        answers.push(answer.ids.iter().map(|id| id.0).collect::<Vec<_>>());
+    };
+    // Three requests, nothing dispatched yet.
+    turn(&Turn {
+        completions: &[],
+        merges: &[],
+        requests: &first,
+        dispatch: None,
+    });
+    // Request 2 grows to cover request 3, which it absorbs (sectors 16..32); request 1
+    // grows at its front. Then two more requests and a dispatch of everything.
+    let merges = [
+        MergeEvent {
+            target: RequestId(2),
+            sector: Sector(16),
+            sectors: 16,
+            kind: MergeKind::Back,
+            absorbed: Some(RequestId(3)),
+        },
+        MergeEvent {
+            target: RequestId(1),
+            sector: Sector(0),
+            sectors: 16,
+            kind: MergeKind::Front,
+            absorbed: None,
+        },
+    ];
+    let more: Vec<_> = (4..=5).map(read_request).collect();
+    turn(&Turn {
+        completions: &[],
+        merges: &merges,
+        requests: &more,
+        dispatch: Some((0, 8)),
+    });
+    // Two completions and two requests, one dispatched.
+    let later: Vec<_> = (6..=7).map(read_request).collect();
+    turn(&Turn {
+        completions: &[done(1), done(2)],
+        merges: &[],
+        requests: &later,
+        dispatch: Some((0, 1)),
+    });
+    answers
+}
+
+#[test]
+fn a_whole_turn_reaches_a_component_as_the_separate_calls_reach_the_native_build() {
+    let setup = Setup {
+        hw_queues: 1,
+        queue_depth: 32,
+        nr_requests: 64,
+    };
+    for (name, builds) in [
+        (
+            "noop",
+            crate::helpers::both_builds::<schedhost_policy_noop::Noop>("noop", setup, &[]),
+        ),
+        (
+            "deadline",
+            crate::helpers::both_builds::<schedhost_policy_deadline::Deadline>(
+                "deadline",
+                setup,
+                &[],
+            ),
+        ),
+        (
+            "cfq",
+            crate::helpers::both_builds::<schedhost_policy_cfq::Cfq>("cfq", setup, &[]),
+        ),
+    ] {
+        let mut answers = Vec::new();
+        for (build, mut policy) in builds {
+            let got = answers_to_whole_turns(policy.as_mut());
+            let mut sent: Vec<u64> = got.concat();
+            assert!(
+                !sent.contains(&3),
+                "{name} {build}: absorbed request 3 was dispatched: {got:?}"
+            );
+            assert!(!sent.is_empty(), "{name} {build}: nothing dispatched");
+            sent.sort_unstable();
+            sent.dedup();
+            assert_eq!(sent.len(), got.concat().len(), "{name} {build}: {got:?}");
+            answers.push(got);
+        }
+        if let [native, wasm] = answers.as_slice() {
+            assert_eq!(native, wasm, "{name}: the component answered otherwise");
+        }
+    }
+}

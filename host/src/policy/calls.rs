@@ -59,6 +59,15 @@ macro_rules! scheduler_trait {
                 r: &[u64; 5],
             ) -> wasmtime::Result<u64>;
 
+            /// `turn-words`: a turn of any size, its parts packed into one list.
+            fn turn_words(
+                &self,
+                store: &mut Store<Caps>,
+                now_ns: u64,
+                control: u64,
+                turn: &crate::policy::Turn<'_>,
+            ) -> wasmtime::Result<u64>;
+
             /// `take-answer`: the dispatch a `turn` kept back.
             fn take_answer(&self, store: &mut Store<Caps>) -> wasmtime::Result<Dispatch>;
         }
@@ -108,6 +117,26 @@ macro_rules! scheduler_trait {
                 )
             }
 
+            fn turn_words(
+                &self,
+                store: &mut Store<Caps>,
+                now_ns: u64,
+                control: u64,
+                turn: &crate::policy::Turn<'_>,
+            ) -> wasmtime::Result<u64> {
+                let counts = turn_counts(turn)?;
+                let mut words = Vec::new();
+                schedhost_sdk::packed::turn_words(
+                    turn.completions,
+                    turn.merges,
+                    turn.requests,
+                    &mut words,
+                );
+                self.schedhost_policy_scheduler().call_turn_words(
+                    store, now_ns, control, counts[0], counts[1], counts[2], &words,
+                )
+            }
+
             fn take_answer(&self, store: &mut Store<Caps>) -> wasmtime::Result<Dispatch> {
                 self.schedhost_policy_scheduler()
                     .call_take_answer(store)
@@ -117,6 +146,36 @@ macro_rules! scheduler_trait {
     };
 }
 super::interface::policy_calls!(scheduler_trait);
+
+/// `turn-words`' counts: the turn's completions, merges and requests.
+pub(super) fn turn_counts(turn: &crate::policy::Turn<'_>) -> wasmtime::Result<[u32; 3]> {
+    let count =
+        |n: usize| u32::try_from(n).map_err(|_| wasmtime::Error::msg("a turn past 2^32 records"));
+    Ok([
+        count(turn.completions.len())?,
+        count(turn.merges.len())?,
+        count(turn.requests.len())?,
+    ])
+}
+
+/// The length of `turn-words`' list, in words.
+pub(super) fn turn_len(turn: &crate::policy::Turn<'_>) -> wasmtime::Result<usize> {
+    let words = |n: usize, each: usize| n.checked_mul(each);
+    words(
+        turn.completions.len(),
+        <schedhost_sdk::Completion as packed::Packed>::WORDS,
+    )
+    .zip(words(
+        turn.merges.len(),
+        <MergeEvent as packed::Packed>::WORDS,
+    ))
+    .zip(words(
+        turn.requests.len(),
+        <schedhost_sdk::Request as packed::Packed>::WORDS,
+    ))
+    .and_then(|((c, m), r)| c.checked_add(m)?.checked_add(r))
+    .ok_or_else(|| wasmtime::Error::msg("a turn past the address space"))
+}
 
 /// How an argument of the SDK's type `Self` goes to wasmtime's component bindings: held as
 /// `Held` for the call (converted, or packed: the shape `S`), and lent as the `Wire` value

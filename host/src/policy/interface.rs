@@ -25,15 +25,17 @@ use super::Fault;
 /// it the host's own calls, each with a default made of the others (`= default_fn`), as
 /// `provided`. Each is `"wit-name" name(args) -> answer`; an argument may carry its shape
 /// (`as Words`: packed records), which only the crossings read. (`turn` is the host's: the
-/// component speaks it as `turn`, `turn-after-completion` and `take-answer`.)
+/// component speaks it as `turn`, `turn-after-completion`, `turn-words` and `take-answer`.)
 macro_rules! policy_calls {
     ($then:ident) => {
         schedhost_sdk::__policy_calls! { all [$then]
             provided {
                 /// One driver turn: `turn`'s completions, merges, new requests and dispatch,
                 /// heard in that order, in as few crossings as the backend can make it (a
-                /// component: one, in flat scalars, when there is at most one completion and
-                /// one request). The answer is the dispatch's, if one was asked for.
+                /// component: one, in flat scalars when there is at most one completion and
+                /// one request and no merge, else as one `turn-words` list; and a second,
+                /// `take-answer`, when more than one id is dispatched). The answer is the
+                /// dispatch's, if one was asked for.
                 "turn" turn(now_ns: u64, turn: &'a $crate::policy::Turn<'a>)
                     -> Option<schedhost_sdk::Dispatch> = $crate::policy::turn_by_parts;
             }

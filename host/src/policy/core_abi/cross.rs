@@ -237,20 +237,33 @@ impl<T: Packed> Lower<Words> for &[T] {
         let bytes = words
             .checked_mul(8)
             .ok_or_else(|| bad("an argument past 4 GiB"))?;
-        let mut record = [0u64; MAX_RECORD_WORDS];
-        let record = record
-            .get_mut(..T::WORDS)
-            .ok_or_else(|| bad("a packed record longer than the host packs"))?;
         let (ptr, target) = calls.allocate(store, bytes, 8)?;
-        for (slot, r) in target.chunks_exact_mut(T::WORDS * 8).zip(self) {
-            r.pack(record);
-            for (bytes, word) in slot.chunks_exact_mut(8).zip(&*record) {
-                bytes.copy_from_slice(&word.to_le_bytes());
-            }
-        }
+        write_packed(self, target)?;
         out.u32(ptr)?;
         out.u32(length(words)?)
     }
+}
+
+/// `records` packed into `target`, little-endian as the guest reads them; the bytes left
+/// after them.
+pub(super) fn write_packed<'t, T: Packed>(
+    records: &[T],
+    target: &'t mut [u8],
+) -> wasmtime::Result<&'t mut [u8]> {
+    let mut record = [0u64; MAX_RECORD_WORDS];
+    let record = record
+        .get_mut(..T::WORDS)
+        .ok_or_else(|| bad("a packed record longer than the host packs"))?;
+    let (packed, rest) = target
+        .split_at_mut_checked(records.len().saturating_mul(T::WORDS * 8))
+        .ok_or_else(|| bad("packed records past their allocation"))?;
+    for (slot, r) in packed.chunks_exact_mut(T::WORDS * 8).zip(records) {
+        r.pack(record);
+        for (bytes, word) in slot.chunks_exact_mut(8).zip(&*record) {
+            bytes.copy_from_slice(&word.to_le_bytes());
+        }
+    }
+    Ok(rest)
 }
 
 /// The longest packed record the host lowers, in words.

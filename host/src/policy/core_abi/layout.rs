@@ -49,6 +49,7 @@ use Flat::{I32, I64};
 pub const TURN_EXPORTS: &[(&str, &[Flat], &[Flat])] = &[
     ("turn", &[I64; 7], &[I64]),
     ("turn-after-completion", &[I64; 12], &[I64]),
+    ("turn-words", &[I64, I64, I32, I32, I32, I32, I32], &[I64]),
     ("take-answer", &[], &[I32]),
 ];
 

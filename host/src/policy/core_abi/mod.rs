@@ -17,7 +17,7 @@
 use schedhost_sdk::Dispatch;
 use wasmtime::{Engine, Func, Instance, Module, Store, TypedFunc, ValRaw, ValType};
 
-use super::calls::{Caps, INTERFACE, INTERFACE_VERSION, Scheduler};
+use super::calls::{Caps, INTERFACE, INTERFACE_VERSION, Scheduler, turn_counts, turn_len};
 
 /// Most ids a dispatch answer is read with: more than any budget, so an oversized answer is
 /// still seen as one (the core refuses it) without copying what a guest claims.
@@ -174,6 +174,9 @@ impl Export {
 /// `turn-after-completion`'s flat scalars: the completion's words, then the turn's.
 type TurnAfterCompletion =
     TypedFunc<(u64, u64, u64, u64, u64, u64, u64, u64, u64, u64, u64, u64), u64>;
+/// `turn-words`' flat values: the time, the control word, the three counts, and the list's
+/// pointer and length.
+type TurnWords = TypedFunc<(u64, u64, u32, u32, u32, u32, u32), u64>;
 
 /// The interface's functions in one core instance, their export table and their calls,
 /// from the interface's list: each call lowers its arguments by their types' [`Lower`] and
@@ -211,6 +214,7 @@ macro_rules! core_calls {
             $($name: Export,)*
             turn: TypedFunc<(u64, u64, u64, u64, u64, u64, u64), u64>,
             turn_after_completion: TurnAfterCompletion,
+            turn_words: TurnWords,
             take_answer: Export,
         }
 
@@ -229,6 +233,7 @@ macro_rules! core_calls {
                     turn: instance.get_typed_func(&mut *store, &export_name("turn"))?,
                     turn_after_completion: instance
                         .get_typed_func(&mut *store, &export_name("turn-after-completion"))?,
+                    turn_words: instance.get_typed_func(&mut *store, &export_name("turn-words"))?,
                     take_answer: Export::find(&instance, store, "take-answer")?,
                 })
             }
@@ -272,6 +277,29 @@ macro_rules! core_calls {
                     (
                         now_ns, control, c[0], c[1], c[2], c[3], c[4], r[0], r[1], r[2], r[3], r[4],
                     ),
+                )
+            }
+
+            fn turn_words(
+                &self,
+                store: &mut Store<Caps>,
+                now_ns: u64,
+                control: u64,
+                turn: &crate::policy::Turn<'_>,
+            ) -> wasmtime::Result<u64> {
+                let counts = turn_counts(turn)?;
+                let words = turn_len(turn)?;
+                let bytes = words
+                    .checked_mul(8)
+                    .ok_or_else(|| bad("an argument past 4 GiB"))?;
+                let (ptr, target) = self.allocate(store, bytes, 8)?;
+                let rest = cross::write_packed(turn.completions, target)?;
+                let rest = cross::write_packed(turn.merges, rest)?;
+                cross::write_packed(turn.requests, rest)?;
+                let len = u32::try_from(words).map_err(|_| bad("an argument past 4 GiB"))?;
+                self.turn_words.call(
+                    store,
+                    (now_ns, control, counts[0], counts[1], counts[2], ptr, len),
                 )
             }
 

@@ -45,6 +45,44 @@ impl WasmPolicy {
             .take_answer(&mut self.store)
             .map_err(|e| self.fault("take-answer", e))
     }
+
+    /// A turn `turn`'s flat scalars cannot carry, in one `turn-words` crossing.
+    fn turn_words(&mut self, now_ns: u64, turn: &Turn<'_>) -> Result<Option<Dispatch>, Fault> {
+        let (hw_queue, budget) = turn.dispatch.unwrap_or_default();
+        let parts = if turn.dispatch.is_some() {
+            packed::TURN_DISPATCH
+        } else {
+            0
+        };
+        let control = packed::turn_control(parts, hw_queue, budget);
+        arm(&mut self.store, self.ticks, self.fuel);
+        let result = self
+            .calls
+            .turn_words(&mut self.store, now_ns, control, turn)
+            .map_err(|e| self.fault("turn-words", e))?;
+        self.turn_answer(turn, result)
+    }
+
+    /// A turn's dispatch answer from its result: none, one id, or the whole answer
+    /// `take-answer` holds. The one id fills the list the host gave back.
+    fn turn_answer(&mut self, turn: &Turn<'_>, result: u64) -> Result<Option<Dispatch>, Fault> {
+        if turn.dispatch.is_none() {
+            return Ok(None);
+        }
+        Ok(Some(match result {
+            packed::TURN_NONE => Dispatch::default(),
+            packed::TURN_MORE => self.take_answer()?,
+            id => {
+                let mut ids = std::mem::take(&mut self.spare_ids);
+                ids.clear();
+                ids.push(RequestId(id));
+                Dispatch {
+                    ids,
+                    wake_at_ns: None,
+                }
+            }
+        }))
+    }
 }
 
 /// A policy's answer to `call` that breaks the interface's bounds.
@@ -152,15 +190,15 @@ macro_rules! component_calls {
             }
 
     fn turn(&mut self, now_ns: u64, turn: &Turn<'_>) -> Result<Option<Dispatch>, Fault> {
+        if turn
+            .dispatch
+            .is_some_and(|(q, _)| q > packed::TURN_MAX_HW_QUEUE)
+        {
+            return turn_by_parts(self, now_ns, turn);
+        }
         let (completion, request) = match (turn.completions, turn.merges, turn.requests) {
-            (c @ ([] | [_]), [], r @ ([] | [_]))
-                if turn
-                    .dispatch
-                    .is_none_or(|(q, _)| q <= packed::TURN_MAX_HW_QUEUE) =>
-            {
-                (c.first(), r.first())
-            }
-            _ => return turn_by_parts(self, now_ns, turn),
+            (c @ ([] | [_]), [], r @ ([] | [_])) => (c.first(), r.first()),
+            _ => return self.turn_words(now_ns, turn),
         };
         let mut parts = 0;
         let r = request.map_or([0; packed::WORDS], |r| {
@@ -186,24 +224,8 @@ macro_rules! component_calls {
             }
         }
         .map_err(|e| self.fault("turn", e))?;
-        if turn.dispatch.is_none() {
-            return Ok(None);
-        }
-        Ok(Some(match result {
-            packed::TURN_NONE => Dispatch::default(),
-            packed::TURN_MORE => self.take_answer()?,
-            id => {
-                let mut ids = std::mem::take(&mut self.spare_ids);
-                ids.clear();
-                ids.push(RequestId(id));
-                Dispatch {
-                    ids,
-                    wake_at_ns: None,
-                }
-            }
-        }))
-    }
-        }
+        self.turn_answer(turn, result)
+    }        }
     };
 }
 super::interface::policy_calls!(component_calls);
