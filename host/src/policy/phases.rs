@@ -5,9 +5,12 @@
 
 use std::time::Instant;
 
-use schedhost_sdk::{Completion, Op, PrioClass, Request, RequestId, Sector, packed};
+use schedhost_sdk::{
+    Completion, MergeEvent, MergeKind, Op, PrioClass, Request, RequestId, Sector, packed,
+};
 
 use super::wasm::{LoadedPolicy, WasmPolicy, arm};
+use super::{PolicyBackend, Turn, turn_by_parts};
 
 /// One measured phase.
 #[derive(Debug, Clone)]
@@ -109,6 +112,41 @@ pub fn measure(
             let r = packed::request_words(&request(next_id));
             p.bench_turn(parts, Some(&completion), &r).map(drop)
         },
+    )?;
+    let merge = |id: u64| MergeEvent {
+        target: RequestId(id),
+        sector: Sector(id * 8),
+        sectors: 16,
+        kind: MergeKind::Back,
+        absorbed: None,
+    };
+    let mut merge_turn = |p: &mut WasmPolicy, whole: bool| -> anyhow::Result<()> {
+        next_id += 1;
+        let (requests, merges) = ([request(next_id)], [merge(next_id - 1)]);
+        let turn = Turn {
+            completions: &[],
+            merges: &merges,
+            requests: &requests,
+            dispatch: Some((0, 1)),
+        };
+        let answer = if whole {
+            p.turn(0, &turn)
+        } else {
+            turn_by_parts(p, 0, &turn)
+        }
+        .map_err(|fault| anyhow::anyhow!("{fault}"))?;
+        if let Some(answer) = answer {
+            p.give_back(answer);
+        }
+        Ok(())
+    };
+    run(
+        "a merge event, one request in, one id out (merged, insert-and-dispatch)",
+        &mut |p| merge_turn(p, false),
+    )?;
+    run(
+        "a merge event, one request in, one id out (turn-words)",
+        &mut |p| merge_turn(p, true),
     )?;
     Ok(phases)
 }
