@@ -84,7 +84,7 @@ fn ejected(mode: i64) -> Option<schedhost::core::Ejection> {
 #[test]
 fn sandbox_ejects_a_policy_that_loops_forever_at_its_deadline() {
     let Some(e) = ejected(1) else { return };
-    assert_eq!((e.kind, e.call), ("timeout", "insert-and-dispatch"));
+    assert_eq!((e.kind, e.call), ("timeout", "turn-words"));
     assert!(
         e.message.contains("ran past its deadline (20 ms)"),
         "{}",

@@ -122,6 +122,28 @@ pub struct Turn<'a> {
     pub dispatch: Option<(u32, u32)>,
 }
 
+/// The calls `turn_by_parts` would make of `turn`, named as the interface names them
+/// (`` `merged` and `insert-and-dispatch` ``): what a fault in one crossing of the whole
+/// turn happened in, for the policy's author.
+pub fn turn_call_names(turn: &Turn<'_>) -> String {
+    let last = match (turn.requests.is_empty(), turn.dispatch.is_some()) {
+        (true, false) => None,
+        (true, true) => Some("dispatch"),
+        (false, false) => Some("insert"),
+        (false, true) => Some("insert-and-dispatch"),
+    };
+    let names: Vec<String> = [
+        (!turn.completions.is_empty()).then_some("completed"),
+        (!turn.merges.is_empty()).then_some("merged"),
+        last,
+    ]
+    .into_iter()
+    .flatten()
+    .map(|name| format!("`{name}`"))
+    .collect();
+    names.join(" and ")
+}
+
 /// `turn` as the separate calls: `completed`, `merged`, then `insert_and_dispatch`,
 /// `insert` or `dispatch`, skipping what is empty. The first fault ends the turn.
 ///

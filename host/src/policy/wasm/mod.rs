@@ -59,7 +59,15 @@ impl WasmPolicy {
         let result = self
             .calls
             .turn_words(&mut self.store, now_ns, control, turn)
-            .map_err(|e| self.fault("turn-words", e))?;
+            .map_err(|e| {
+                let mut fault = self.fault("turn-words", e);
+                fault.message = format!(
+                    "one crossing standing for {}; {}",
+                    super::turn_call_names(turn),
+                    fault.message
+                );
+                fault
+            })?;
         self.turn_answer(turn, result)
     }
 
