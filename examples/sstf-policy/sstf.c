@@ -213,6 +213,12 @@ void exports_schedhost_policy_scheduler_insert_and_dispatch(uint64_t now_ns, pol
     exports_schedhost_policy_scheduler_dispatch(now_ns, hw_queue, budget, ret);
 }
 
+// info says merge_veto = false, so the host neither asks this nor allow_merge; were it
+// asked, 0 allows every merge without asking.
+uint32_t exports_schedhost_policy_scheduler_merge_rules(void) {
+    return 0;
+}
+
 bool exports_schedhost_policy_scheduler_allow_merge(exports_schedhost_policy_scheduler_merge_query_t *query) {
     (void)query;
     return true;

@@ -244,6 +244,7 @@ mod tests {
             "turn_after_completion",
             "turn_words",
             "take_answer",
+            "merge_rules",
             "save_state",
         ] {
             assert!(

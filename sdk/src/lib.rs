@@ -106,8 +106,8 @@ pub use collections::{
 pub use policy::{Policy, TunableSpec};
 pub use runtime::Runtime;
 pub use types::{
-    Completion, Dispatch, Group, Info, MergeEvent, MergeKind, MergeQuery, Op, PrioClass, Request,
-    RequestId, Sector, Setup, Tunable,
+    Completion, Dispatch, Group, Info, MergeEvent, MergeKind, MergeQuery, MergeRule, MergeRules,
+    Op, PrioClass, Request, RequestId, Sector, Setup, Tunable,
 };
 
 /// The WIT package version this SDK implements, read from `wit/policy.wit` itself so the two

@@ -1,6 +1,8 @@
 //! The trait a policy author implements.
 
-use crate::types::{Completion, Dispatch, Group, MergeEvent, MergeQuery, Op, Request, Setup};
+use crate::types::{
+    Completion, Dispatch, Group, MergeEvent, MergeQuery, MergeRules, Op, Request, Setup,
+};
 
 /// One tunable, declared once by a policy in [`Policy::TUNABLES`] and bound to the field
 /// that holds its value.
@@ -93,7 +95,15 @@ pub trait Policy: Sized + 'static {
     /// `out` arrives empty.
     fn dispatch(&mut self, now_ns: u64, hw_queue: u32, budget: u32, out: &mut Dispatch);
 
-    /// Whether a bio may join a queued request. Only asked when `MERGE_VETO` is set.
+    /// Which merges the host asks [`Policy::allow_merge`] about, and which it allows or
+    /// refuses outright. Read only when `MERGE_VETO` is set, after `new` and after every
+    /// tunable set; the default asks about every merge.
+    fn merge_rules(&self) -> MergeRules {
+        MergeRules::ASK
+    }
+
+    /// Whether a bio may join a queued request. Only asked when `MERGE_VETO` is set, and
+    /// only for the merges [`Policy::merge_rules`] says to ask about.
     fn allow_merge(&mut self, query: &MergeQuery) -> bool {
         let _ = query;
         true

@@ -239,6 +239,17 @@ impl<P: Policy> Runtime<P> {
         }
     }
 
+    /// [`Policy::merge_rules`] for a policy with [`Policy::MERGE_VETO`] (every merge allowed
+    /// unasked for one without), in the bits `merge-rules` carries.
+    pub fn merge_rules(&self) -> u32 {
+        if P::MERGE_VETO {
+            self.policy().merge_rules()
+        } else {
+            crate::MergeRules::ALLOW
+        }
+        .bits()
+    }
+
     /// Forwards [`Policy::limit_depth`], with `u32::MAX` for "no limit".
     pub fn limit_depth(&self, op: Op, sync: bool) -> u32 {
         self.policy().limit_depth(op, sync).unwrap_or(u32::MAX)

@@ -155,6 +155,78 @@ pub enum MergeKind {
     Front,
 }
 
+/// What the host does with a merge of one kind into a queued request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MergeRule {
+    /// Merge without asking.
+    Allow,
+    /// Ask [`crate::Policy::allow_merge`] first.
+    Ask,
+    /// Never merge, without asking.
+    Refuse,
+}
+
+/// Which merges into its queued requests a policy with [`crate::Policy::MERGE_VETO`] is
+/// asked about, per end of the request (a queued request absorbing its neighbour is a back
+/// merge). The host reads them after `init` and after every tunable set, so a rule that
+/// depends on a tunable (mq-deadline's `front_merges`) costs no call per merge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MergeRules {
+    /// Merges at the request's end.
+    pub back: MergeRule,
+    /// Merges at the request's start.
+    pub front: MergeRule,
+}
+
+impl MergeRules {
+    /// Every merge allowed without asking: a policy without a veto.
+    pub const ALLOW: Self = Self {
+        back: MergeRule::Allow,
+        front: MergeRule::Allow,
+    };
+    /// Every merge asked about.
+    pub const ASK: Self = Self {
+        back: MergeRule::Ask,
+        front: MergeRule::Ask,
+    };
+
+    /// The rule for merges of `kind`.
+    pub fn of(self, kind: MergeKind) -> MergeRule {
+        match kind {
+            MergeKind::Back => self.back,
+            MergeKind::Front => self.front,
+        }
+    }
+
+    /// As `merge-rules` carries them: two bits per end, back in bits 0–1, front in 2–3,
+    /// each 0 allow, 1 ask, 2 refuse.
+    pub fn bits(self) -> u32 {
+        let rule = |r: MergeRule| match r {
+            MergeRule::Allow => 0,
+            MergeRule::Ask => 1,
+            MergeRule::Refuse => 2,
+        };
+        rule(self.back) | rule(self.front) << 2
+    }
+
+    /// The rules `bits` carry, or `None` for bits no rule has.
+    pub fn from_bits(bits: u32) -> Option<Self> {
+        let rule = |r: u32| match r {
+            0 => Some(MergeRule::Allow),
+            1 => Some(MergeRule::Ask),
+            2 => Some(MergeRule::Refuse),
+            _ => None,
+        };
+        if bits >> 4 != 0 {
+            return None;
+        }
+        Some(Self {
+            back: rule(bits & 3)?,
+            front: rule(bits >> 2)?,
+        })
+    }
+}
+
 /// A bio asking to join a queued request (asked only when [`Info::merge_veto`] is set).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MergeQuery {
@@ -296,4 +368,27 @@ pub struct Setup {
     pub queue_depth: u32,
     /// Scheduler tags per hardware queue (nr_requests).
     pub nr_requests: u32,
+}
+
+#[cfg(test)]
+mod merge_rules_tests {
+    use super::*;
+
+    #[test]
+    fn merge_rules_cross_as_two_bits_per_end_and_other_bits_are_refused() {
+        let rules = [MergeRule::Allow, MergeRule::Ask, MergeRule::Refuse];
+        for back in rules {
+            for front in rules {
+                let r = MergeRules { back, front };
+                assert_eq!(MergeRules::from_bits(r.bits()), Some(r));
+            }
+        }
+        assert_eq!(MergeRules::ASK.bits(), 0b0101);
+        assert_eq!(MergeRules::ALLOW.bits(), 0);
+        // 3 is no rule, and nothing past bit 3 is either.
+        assert_eq!(MergeRules::from_bits(0b0011), None);
+        assert_eq!(MergeRules::from_bits(0b1100), None);
+        assert_eq!(MergeRules::from_bits(1 << 4), None);
+        assert_eq!(MergeRules::from_bits(u32::MAX), None);
+    }
 }

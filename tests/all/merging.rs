@@ -1,7 +1,7 @@
 //! The merge engine: back and front merges, coalescing, size limits, nomerges modes and the
 //! per-submitter rule for requests the policy has not seen.
 
-use schedhost::core::{Action, Bio, Core, Nomerges};
+use schedhost::core::{Action, Bio, Config, Core, Nomerges};
 use schedhost_sdk::{Op, PrioClass};
 
 use crate::helpers::{dispatched, noop_core};
@@ -171,4 +171,112 @@ fn software_queues_take_scheduler_tags_in_turn() {
         }
     }
     assert_eq!(order, vec![0, 100, 1000, 200, 1100]);
+}
+
+/// Counts `allow-merge` calls that reach the policy.
+struct CountAsks(std::sync::Arc<std::sync::atomic::AtomicU32>);
+
+impl schedhost::policy::Around for CountAsks {
+    fn after(
+        &mut self,
+        _: &mut dyn schedhost::policy::PolicyBackend,
+        call: &schedhost::policy::Call<'_>,
+        _: schedhost::policy::Answered<'_>,
+    ) {
+        if matches!(call, schedhost::policy::Call::allow_merge { .. }) {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+    fn fresh(&self) -> Option<Self> {
+        None
+    }
+}
+
+/// deadline over a one-tag device: request 2 (sectors 2000..2008) waits in the policy behind
+/// request 1 while bio 3 continues it (a back merge) and bio 4 precedes it (a front merge);
+/// then the device finishes one request per step.
+/// The (sector, sectors) dispatched, the merges vetoed and the `allow-merge` calls made.
+fn deadline_merges(
+    policy: Box<dyn schedhost::policy::PolicyBackend>,
+    front_merges: i64,
+) -> (Vec<(u64, u32)>, u64, u32) {
+    let asks = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let policy = schedhost::policy::Wrapped::new(policy, CountAsks(std::sync::Arc::clone(&asks)));
+    let settings = [("front_merges".to_owned(), front_merges)];
+    let mut core = Core::new(
+        Config::for_device(1, 1, 2560),
+        Box::new(policy),
+        &settings,
+        Box::new(schedhost::policy::builtin_fifo),
+    )
+    .unwrap();
+    // One step at `now`: run, note what went to the device, and finish it a tick later.
+    let mut sent = Vec::new();
+    let mut on_device = Vec::new();
+    let mut step = |core: &mut Core, now: u64, finish: bool| {
+        if finish {
+            for id in on_device.drain(..) {
+                core.complete(now, id, 0).unwrap();
+            }
+        }
+        core.run(now).unwrap();
+        while let Some(action) = core.poll_action() {
+            if let Action::Dispatch {
+                id,
+                sector,
+                sectors,
+                ..
+            } = action
+            {
+                sent.push((sector, sectors));
+                on_device.push(id);
+            }
+        }
+    };
+    core.submit(0, read(1, 0, 1000)).unwrap();
+    step(&mut core, 0, false);
+    core.submit(1, read(2, 0, 2000)).unwrap();
+    step(&mut core, 1, false);
+    core.submit(2, read(3, 0, 2008)).unwrap();
+    core.submit(2, read(4, 0, 1992)).unwrap();
+    for now in 2..8 {
+        step(&mut core, now, true);
+    }
+    (
+        sent,
+        core.stats().merges_vetoed,
+        asks.load(std::sync::atomic::Ordering::Relaxed),
+    )
+}
+
+#[test]
+fn deadline_front_merges_follow_its_merge_rules_without_a_call_per_merge() {
+    let Some(path) = crate::helpers::component("deadline") else {
+        return;
+    };
+    let loaded = crate::helpers::runtime().load(&path).unwrap();
+    for front_merges in [1, 0] {
+        let builds: [(&str, Box<dyn schedhost::policy::PolicyBackend>); 2] = [
+            (
+                "native",
+                Box::new(schedhost::policy::NativePolicy::<
+                    schedhost_policy_deadline::Deadline,
+                >::default()),
+            ),
+            ("wasm", Box::new(loaded.instantiate().unwrap())),
+        ];
+        for (build, policy) in builds {
+            let (sent, vetoed, asks) = deadline_merges(policy, front_merges);
+            let want = if front_merges == 1 {
+                // Both bios joined request 2.
+                (vec![(1000, 8), (1992, 24)], 0)
+            } else {
+                // Bio 3 joined it; bio 4 was refused and went on its own, first in
+                // sector order.
+                (vec![(1000, 8), (1992, 8), (2000, 16)], 1)
+            };
+            assert_eq!((sent, vetoed), want, "{build}, front_merges={front_merges}");
+            assert_eq!(asks, 0, "{build}: asked allow-merge {asks} times");
+        }
+    }
 }

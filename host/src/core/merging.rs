@@ -3,7 +3,7 @@
 //! and the policy's veto when it asks for one. [`Merging`] owns the index and the rules;
 //! the core asks the policy and keeps the counts.
 
-use schedhost_sdk::{MergeEvent, MergeKind, MergeQuery, RequestId, Sector};
+use schedhost_sdk::{MergeEvent, MergeKind, MergeQuery, MergeRule, RequestId, Sector};
 
 use super::event::Kind;
 use super::merge::{Limits, MergeIndex, Nomerges, can_coalesce, can_merge};
@@ -244,16 +244,34 @@ impl Core {
     }
 
     /// Whether request `id` may take in `joining` at its `kind` end: always, unless the
-    /// policy holds it and asked to veto merges; then as it answers.
+    /// policy holds it; then as its merge rules say, asking it where they say to.
     fn merge_allowed(&mut self, id: u64, joining: Joining, kind: MergeKind) -> bool {
         let Some(target) = self.table.get(id) else {
             return false;
         };
-        if !(self.policy.info().merge_veto && target.is_queued()) {
+        if !target.is_queued() {
             return true;
         }
-        let query = query(id, target, joining, kind);
-        self.ask_merge(&query)
+        match self.policy.merge_rules().of(kind) {
+            MergeRule::Allow => true,
+            MergeRule::Refuse => {
+                self.stats.merges_vetoed += 1;
+                false
+            }
+            MergeRule::Ask => {
+                let query = query(id, target, joining, kind);
+                self.ask_merge(&query)
+            }
+        }
+    }
+
+    /// The policy's merge rules again, after a tunable changed; a fault leaves them.
+    pub(super) fn refresh_merge_rules(&mut self) {
+        let veto = self.policy.info().merge_veto;
+        let rules = super::supervised::merge_rules(self.policy.instance(), veto, &mut self.stats);
+        if let Some(rules) = self.policy.guard(rules.map(Some), None) {
+            self.policy.set_merge_rules(rules);
+        }
     }
 
     /// The policy's merge veto; a fault (or a dead policy) refuses.

@@ -118,11 +118,11 @@ impl Core {
         fallback: Fallback,
     ) -> Result<Self, StartError> {
         let mut stats = CoreStats::default();
-        let (info, limits) =
+        let (said, limits) =
             supervised::start(policy.as_mut(), &config, settings, None, &mut stats)?;
         let mut core = Self {
             config,
-            policy: Supervised::new(policy, info, settings, fallback),
+            policy: Supervised::new(policy, said, settings, fallback),
             admission: Admission::new(config.hw_queues, config.nr_requests),
             table: RequestTable::default(),
             merging: Merging::new(config.nomerges, config.limits()),
@@ -237,6 +237,7 @@ impl Core {
         };
         if answer.is_ok() && self.policy.alive() {
             self.refresh_depth_limits();
+            self.refresh_merge_rules();
             // A restarted instance starts with the tunables as they are now.
             self.policy.tuned(name, value);
         }

@@ -143,7 +143,7 @@ impl Core {
         settings: &[(String, i64)],
         state: Option<&[u8]>,
     ) -> Result<(usize, Box<dyn PolicyBackend>), super::StartError> {
-        let (info, limits) = start(
+        let (said, limits) = start(
             policy.as_mut(),
             &self.config,
             settings,
@@ -171,7 +171,7 @@ impl Core {
             policy.insert(now_ns, &views)?;
         }
         // Past this point nothing can fail: switch.
-        let old = self.policy.switch(now_ns, policy, info, Some(settings));
+        let old = self.policy.switch(now_ns, policy, said, Some(settings));
         for &(_, id) in &held {
             if let Some(r) = self.table.get_mut(id) {
                 r.epoch = self.policy.epoch();

@@ -4,7 +4,7 @@
 //! Which requests the policy holds is the core's business ([`super::recovery`] hands them
 //! over); this type owns everything about the policy itself.
 
-use schedhost_sdk::{Info, Setup};
+use schedhost_sdk::{Info, MergeRules, Setup};
 
 use super::admission::{DepthLimits, depth_limits};
 use super::{Config, CoreStats, StartError};
@@ -84,7 +84,7 @@ pub(super) fn start(
     settings: &[(String, i64)],
     state: Option<&[u8]>,
     stats: &mut CoreStats,
-) -> Result<(Info, DepthLimits), StartError> {
+) -> Result<(Said, DepthLimits), StartError> {
     let info = policy.info()?;
     let setup = Setup {
         hw_queues: config.hw_queues,
@@ -99,7 +99,39 @@ pub(super) fn start(
             .restore_state(state)?
             .map_err(|e| StartError::Rejected(format!("refused the old state: {e}")))?;
     }
-    Ok((info, depth_limits(policy, stats)?))
+    let merge_rules = merge_rules(policy, info.merge_veto, stats)?;
+    Ok((Said { info, merge_rules }, depth_limits(policy, stats)?))
+}
+
+/// What an instance says of itself: its info when it starts, and its merge rules, which a
+/// tunable may change.
+pub(super) struct Said {
+    pub(super) info: Info,
+    pub(super) merge_rules: MergeRules,
+}
+
+/// Which merges to ask `policy` about: none without a merge `veto` (its info's
+/// `merge-veto`), else as it answers.
+///
+/// # Errors
+/// Its fault, or an answer no rules have.
+pub(super) fn merge_rules(
+    policy: &mut dyn PolicyBackend,
+    veto: bool,
+    stats: &mut CoreStats,
+) -> Result<MergeRules, Fault> {
+    if !veto {
+        return Ok(MergeRules::ALLOW);
+    }
+    stats.policy_calls += 1;
+    let bits = policy.merge_rules()?;
+    MergeRules::from_bits(bits).ok_or_else(|| Fault {
+        kind: crate::policy::FaultKind::InvalidAnswer,
+        call: "merge-rules",
+        message: format!(
+            "merge rules {bits:#x} have bits no rule has (two bits per end, each 0, 1 or 2)"
+        ),
+    })
 }
 
 /// One core's policy under supervision.
@@ -108,6 +140,8 @@ pub(super) struct Supervised {
     /// What the instance said of itself when it started: reports and status read it here,
     /// so nothing outside the core calls the policy.
     info: Info,
+    /// Which merges it is asked about, as it said after starting or after its last set.
+    merge_rules: MergeRules,
     /// Which instance requests were shown to: bumped by every replacement, so a new policy
     /// never hears of requests it did not see.
     epoch: u32,
@@ -140,16 +174,17 @@ pub(super) enum Next {
 }
 
 impl Supervised {
-    /// `instance`, started with `settings`, which said `info` of itself.
+    /// `instance`, started with `settings`, which said `said` of itself.
     pub(super) fn new(
         instance: Box<dyn PolicyBackend>,
-        info: Info,
+        said: Said,
         settings: &[(String, i64)],
         fallback: Fallback,
     ) -> Self {
         Self {
             instance,
-            info,
+            info: said.info,
+            merge_rules: said.merge_rules,
             epoch: 0,
             fault: None,
             supervision: Supervision::default(),
@@ -170,6 +205,16 @@ impl Supervised {
     /// What it said of itself.
     pub(super) fn info(&self) -> &Info {
         &self.info
+    }
+
+    /// Which merges it is asked about.
+    pub(super) fn merge_rules(&self) -> MergeRules {
+        self.merge_rules
+    }
+
+    /// Its merge rules after a tunable changed.
+    pub(super) fn set_merge_rules(&mut self, rules: MergeRules) {
+        self.merge_rules = rules;
     }
 
     /// Which instance this is, counting replacements.
@@ -247,17 +292,18 @@ impl Supervised {
         self.settings.push((name.to_owned(), value));
     }
 
-    /// Switches to `instance`, which said `info` and runs with `settings`, at `now_ns`;
+    /// Switches to `instance`, which said `said` and runs with `settings`, at `now_ns`;
     /// returns the old one. The new epoch starts clean: no fault, progress now.
     pub(super) fn switch(
         &mut self,
         now_ns: u64,
         instance: Box<dyn PolicyBackend>,
-        info: Info,
+        said: Said,
         settings: Option<&[(String, i64)]>,
     ) -> Box<dyn PolicyBackend> {
         self.epoch = self.epoch.wrapping_add(1);
-        self.info = info;
+        self.info = said.info;
+        self.merge_rules = said.merge_rules;
         if let Some(settings) = settings {
             self.settings = settings.to_vec();
         }

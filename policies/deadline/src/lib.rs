@@ -12,8 +12,8 @@
 #![forbid(unsafe_code)]
 
 use schedhost_sdk::{
-    Dispatch, ElevatorQueue, IdMap, MergeEvent, MergeKind, MergeQuery, Op, Policy, PrioClass,
-    Request, RequestId, Sector, Setup, TunableSpec,
+    Dispatch, ElevatorQueue, IdMap, MergeEvent, MergeKind, MergeQuery, MergeRule, MergeRules, Op,
+    Policy, PrioClass, Request, RequestId, Sector, Setup, TunableSpec,
 };
 
 /// Directions, as the kernel's `enum dd_data_dir`.
@@ -235,6 +235,19 @@ impl Policy for Deadline {
             };
             self.remove(id, true);
             out.ids.push(id);
+        }
+    }
+
+    fn merge_rules(&self) -> MergeRules {
+        // dd_request_merge looks for a front merge only with front_merges set; back merges
+        // are always taken. Neither needs a call per merge.
+        MergeRules {
+            back: MergeRule::Allow,
+            front: if self.front_merges {
+                MergeRule::Allow
+            } else {
+                MergeRule::Refuse
+            },
         }
     }
 
