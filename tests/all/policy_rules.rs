@@ -339,3 +339,77 @@ fn reading_tunables_is_supervised_the_first_failing_get_ejects_and_no_more_are_m
         schedhost::core::Recovery::Fallback
     );
 }
+
+/// deadline, except that its `merge-rules` answer is `bits`: what a hostile component could
+/// send, which no SDK-built policy can.
+struct MergeRulesOf {
+    inner: NativePolicy<schedhost_policy_deadline::Deadline>,
+    bits: u32,
+}
+
+/// Every call but `merge_rules` goes to deadline.
+macro_rules! to_inner {
+    ($($name:ident($($arg:ident: $ty:ty),*) -> $ret:ty;)*) => {
+        $(fn $name(&mut self, $($arg: $ty),*) -> Result<$ret, schedhost::policy::Fault> {
+            self.inner.$name($($arg),*)
+        })*
+    };
+}
+
+impl schedhost::policy::PolicyBackend for MergeRulesOf {
+    to_inner! {
+        info() -> schedhost_sdk::Info;
+        tunables() -> Vec<schedhost_sdk::Tunable>;
+        init(setup: &Setup, settings: &[(String, i64)]) -> Result<(), String>;
+        get(name: &str) -> Option<i64>;
+        set(name: &str, value: i64) -> Result<(), String>;
+        dispatch(now_ns: u64, hw_queue: u32, budget: u32) -> Dispatch;
+        insert_and_dispatch(now_ns: u64, requests: &[Request], hw_queue: u32, budget: u32) -> Dispatch;
+        merged(now_ns: u64, events: &[MergeEvent]) -> ();
+        limit_depth(op: Op, sync: bool) -> u32;
+        insert(now_ns: u64, requests: &[Request]) -> ();
+        requeue(now_ns: u64, requests: &[Request]) -> ();
+        allow_merge(query: &schedhost_sdk::MergeQuery) -> bool;
+        completed(now_ns: u64, done: &[Completion]) -> ();
+        groups(now_ns: u64, groups: &[schedhost_sdk::Group]) -> ();
+        save_state() -> Vec<u8>;
+        restore_state(state: &[u8]) -> Result<(), String>;
+    }
+
+    fn merge_rules(&mut self) -> Result<u32, schedhost::policy::Fault> {
+        Ok(self.bits)
+    }
+}
+
+#[test]
+fn merge_rules_with_bits_no_rule_has_are_an_invalid_answer() {
+    let start = |bits: u32| {
+        let policy = MergeRulesOf {
+            inner: NativePolicy::default(),
+            bits,
+        };
+        Core::new(
+            Config::for_device(1, 4, 2560),
+            Box::new(policy),
+            &[],
+            Box::new(schedhost::policy::builtin_fifo),
+        )
+    };
+    // Back merges asked about, front merges refused: a policy may say that.
+    assert!(start(0b1001).is_ok());
+    for bits in [0b0011, 0b1100, 1 << 4, u32::MAX] {
+        let Err(schedhost::core::StartError::Fault(fault)) = start(bits) else {
+            panic!("merge rules {bits:#x} were taken");
+        };
+        assert_eq!(
+            (fault.kind, fault.call),
+            (FaultKind::InvalidAnswer, "merge-rules"),
+            "{bits:#x}"
+        );
+        assert!(
+            fault.message.contains("bits no rule has"),
+            "{}",
+            fault.message
+        );
+    }
+}
