@@ -154,3 +154,78 @@ fn a_whole_turn_reaches_a_component_as_the_separate_calls_reach_the_native_build
         }
     }
 }
+
+/// Counts the calls that reach the policy by kind: `turn`s and `dispatch`es.
+struct CountCalls(std::sync::Arc<std::sync::Mutex<[u32; 2]>>);
+
+impl schedhost::policy::Around for CountCalls {
+    fn after(
+        &mut self,
+        _: &mut dyn PolicyBackend,
+        call: &schedhost::policy::Call<'_>,
+        _: schedhost::policy::Answered<'_>,
+    ) {
+        let mut counts = self.0.lock().unwrap();
+        match call {
+            schedhost::policy::Call::turn { .. } => counts[0] += 1,
+            schedhost::policy::Call::dispatch { .. } => counts[1] += 1,
+            _ => {}
+        }
+    }
+    fn fresh(&self) -> Option<Self> {
+        None
+    }
+}
+
+#[test]
+fn a_round_without_new_requests_dispatches_in_its_turn_not_in_a_call_of_its_own() {
+    use schedhost::core::{Action, Bio, Config, Core};
+    let counts = std::sync::Arc::new(std::sync::Mutex::new([0u32; 2]));
+    let policy = schedhost::policy::Wrapped::new(
+        Box::new(schedhost::policy::NativePolicy::<schedhost_policy_noop::Noop>::default()),
+        CountCalls(std::sync::Arc::clone(&counts)),
+    );
+    // One tag: three reads queue at once, then each completion frees the tag for the next
+    // with nothing new submitted.
+    let mut core = Core::new(
+        Config::for_device(1, 1, 2560),
+        Box::new(policy),
+        &[],
+        Box::new(schedhost::policy::builtin_fifo),
+    )
+    .unwrap();
+    for id in 1..=3u64 {
+        let bio = Bio {
+            id,
+            ctx: 0,
+            op: schedhost_sdk::Op::Read,
+            sector: id * 1000,
+            sectors: 8,
+            sync: true,
+            prio_class: schedhost_sdk::PrioClass::None,
+            prio_level: 4,
+        };
+        core.submit(0, bio).unwrap();
+    }
+    let mut sent = Vec::new();
+    for now in 0..4 {
+        core.run(now).unwrap();
+        let mut on_device = Vec::new();
+        while let Some(action) = core.poll_action() {
+            if let Action::Dispatch { id, sector, .. } = action {
+                sent.push(sector);
+                on_device.push(id);
+            }
+        }
+        for id in on_device {
+            core.complete(now, id, 0).unwrap();
+        }
+    }
+    assert_eq!(sent, [1000, 2000, 3000]);
+    let [turns, dispatches] = *counts.lock().unwrap();
+    assert_eq!(
+        dispatches, 0,
+        "{turns} turns and {dispatches} dispatch calls"
+    );
+    assert_eq!(turns, 3, "one turn per request sent");
+}

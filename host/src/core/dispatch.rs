@@ -127,22 +127,24 @@ impl Core {
 
     /// The turn's notices (completions, merges) and new requests go to the policy together
     /// with a dispatch for the first hardware queue with free tags, in one
-    /// [`PolicyBackend::turn`]: a component hears them in one crossing where it can. Returns
-    /// the hardware queue that was served, if one was. With `only`, the requests of that
-    /// submitter alone are inserted (its plug flushed); the others wait for the round.
+    /// [`PolicyBackend::turn`]: a component hears them in one crossing where it can. In the
+    /// round (no `only`) the dispatch rides along even without new requests while the
+    /// policy holds some, where it would otherwise be a call of its own after the notices.
+    /// Returns the hardware queue that was served, if one was. With `only`, the requests of
+    /// that submitter alone are inserted (its plug flushed); the others wait for the round.
     pub(super) fn take_turn(&mut self, now_ns: u64, only: Option<u32>) -> Option<u32> {
         if !self.policy.alive() {
             return None;
         }
         let inserts = self.take_inserts(now_ns, only);
-        let served = inserts
+        let served = (inserts || (only.is_none() && self.queued > 0))
             .then(|| (0..self.config.hw_queues).find(|&q| self.budget(q) > 0))
             .flatten();
         let dispatch = served.map(|q| (q, self.budget(q)));
         let calls = [
             !self.pending_completions.is_empty(),
             !self.pending_merges.is_empty(),
-            inserts,
+            inserts || dispatch.is_some(),
         ];
         if !calls.contains(&true) {
             return None;
@@ -161,7 +163,12 @@ impl Core {
         if let (Some(Some(answer)), Some((hw_queue, budget))) =
             (self.policy.guard(answer.map(Some), None), dispatch)
         {
-            self.send(now_ns, hw_queue, budget, answer, "insert-and-dispatch");
+            let call = if inserts {
+                "insert-and-dispatch"
+            } else {
+                "dispatch"
+            };
+            self.send(now_ns, hw_queue, budget, answer, call);
         }
         served
     }
