@@ -101,7 +101,7 @@ pub mod guest;
 pub use guest as __guest;
 
 pub use collections::{
-    Due, ElevatorQueue, ExpiryFifo, Extent, IdMap, IdSet, Positioned, SectorSet,
+    Due, ElevatorQueue, ExpiryFifo, Extent, IdHasher, IdMap, IdSet, Positioned, SectorSet,
 };
 pub use policy::{Policy, TunableSpec};
 pub use runtime::Runtime;

@@ -14,11 +14,12 @@
 
 #![forbid(unsafe_code)]
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hash, Hasher};
 
 use schedhost_sdk::{
-    Completion, Dispatch, ElevatorQueue, IdMap, MergeEvent, MergeQuery, Policy, PrioClass, Request,
-    RequestId, Sector, Setup, TunableSpec,
+    Completion, Dispatch, ElevatorQueue, IdHasher, IdMap, MergeEvent, MergeQuery, Policy,
+    PrioClass, Request, RequestId, Sector, Setup, TunableSpec,
 };
 
 const MS: u64 = 1_000_000;
@@ -156,6 +157,17 @@ enum QueueKey {
     Async(u8, u8),
 }
 
+/// One word per key, so a lookup hashes one `u64` (queues are looked up several times per
+/// request; a B-tree's comparisons cost more than this in a component's linear memory).
+impl Hash for QueueKey {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(match *self {
+            QueueKey::Sync(ctx) => u64::from(ctx),
+            QueueKey::Async(class, level) => 1 << 32 | u64::from(class) << 8 | u64::from(level),
+        });
+    }
+}
+
 /// One cfq queue.
 #[derive(Debug, Default)]
 struct Queue {
@@ -183,7 +195,8 @@ struct Active {
 /// The CFQ policy.
 #[derive(Debug, Default)]
 pub struct Cfq {
-    queues: BTreeMap<QueueKey, Queue>,
+    /// Never iterated: lookups only, so the map's order cannot reach a decision.
+    queues: HashMap<QueueKey, Queue, BuildHasherDefault<IdHasher>>,
     /// The queue each queued request is in.
     queued: IdMap<QueueKey>,
     on_device: IdMap<QueueKey>,

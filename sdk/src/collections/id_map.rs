@@ -27,8 +27,9 @@ fn may_grow_to(slot: usize, len: usize) -> bool {
     slot < SMALL_SLOTS.max(len.saturating_add(1).saturating_mul(8))
 }
 
-/// A hasher for request ids: one multiply, no random seed, so maps behave the same natively
-/// and inside a component (which has no source of randomness).
+/// A hasher for request ids, or any key a policy hashes as one `u64` (`write_u64`): one
+/// multiply, no random seed, so maps behave the same natively and inside a component (which
+/// has no source of randomness).
 #[derive(Debug, Default, Clone, Copy)]
 pub struct IdHasher(u64);
 
