@@ -22,11 +22,12 @@
 
 #![forbid(unsafe_code)]
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::hash::{BuildHasherDefault, Hash, Hasher};
 
 use schedhost_sdk::{
-    Completion, Dispatch, ElevatorQueue, Group, IdMap, MergeEvent, Policy, PrioClass, Request,
-    RequestId, Sector, Setup, TunableSpec,
+    Completion, Dispatch, ElevatorQueue, Group, IdHasher, IdMap, MergeEvent, Policy, PrioClass,
+    Request, RequestId, Sector, Setup, TunableSpec,
 };
 
 const MS: u64 = 1_000_000;
@@ -101,6 +102,19 @@ enum QueueKey {
     Async(u32, u8, u8),
 }
 
+/// One word per key, so a lookup hashes one `u64` (queues are looked up several times per
+/// request; a B-tree's comparisons cost more than this in a component's linear memory).
+impl Hash for QueueKey {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(match *self {
+            QueueKey::Sync(ctx) => u64::from(ctx),
+            QueueKey::Async(group, class, level) => {
+                1 << 63 | u64::from(group) << 16 | u64::from(class) << 8 | u64::from(level)
+            }
+        });
+    }
+}
+
 #[derive(Debug, Default)]
 struct Queue {
     requests: ElevatorQueue,
@@ -130,7 +144,9 @@ struct InService {
 /// The BFQ policy.
 #[derive(Debug, Default)]
 pub struct Bfq {
-    queues: BTreeMap<QueueKey, Queue>,
+    /// Iterated only for sums and for a minimum whose ties go to the lower key, so the
+    /// map's order cannot reach a decision.
+    queues: HashMap<QueueKey, Queue, BuildHasherDefault<IdHasher>>,
     /// The queue each queued request is in.
     queued: IdMap<QueueKey>,
     on_device: IdMap<QueueKey>,
