@@ -15,10 +15,12 @@
 
 #![forbid(unsafe_code)]
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::hash::BuildHasherDefault;
 
 use schedhost_sdk::{
-    Completion, Dispatch, IdSet, MergeEvent, Policy, Request, RequestId, Setup, TunableSpec,
+    Completion, Dispatch, IdHasher, IdSet, MergeEvent, Policy, Request, RequestId, Setup,
+    TunableSpec,
 };
 
 const TUNABLES: &[TunableSpec<TimeSlice>] = &[TunableSpec {
@@ -44,8 +46,8 @@ pub struct TimeSlice {
     active: Option<(u32, u64)>,
     /// Round-robin position for `time_slice_us=0` (`u32::MAX` before the first pick).
     cursor: u32,
-    /// Requests each ctx has on the device.
-    on_device: BTreeMap<u32, u32>,
+    /// Requests each ctx has on the device: looked up, never iterated.
+    on_device: HashMap<u32, u32, BuildHasherDefault<IdHasher>>,
     /// A submission or completion arrived since the last dispatch: blk-mq would run the
     /// hardware queue now.
     queue_run: bool,
