@@ -62,7 +62,8 @@ pub trait Policy: Sized + 'static {
     const VERSION: &'static str;
     /// Tunables with their defaults and ranges.
     const TUNABLES: &'static [TunableSpec<Self>] = &[];
-    /// Set to ask [`Policy::allow_merge`] before each merge into a queued request.
+    /// Set to have the host follow [`Policy::merge_rules`] for merges into queued requests,
+    /// asking [`Policy::allow_merge`] where they say (by default, before each one).
     const MERGE_VETO: bool = false;
     /// Clear to tell the host not to call [`Policy::completed`] (saves a call per batch).
     const COMPLETIONS: bool = true;

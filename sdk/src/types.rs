@@ -227,7 +227,8 @@ impl MergeRules {
     }
 }
 
-/// A bio asking to join a queued request (asked only when [`Info::merge_veto`] is set).
+/// A bio asking to join a queued request (asked only when [`Info::merge_veto`] is set, and
+/// only for the merges its [`MergeRules`] say to ask about).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MergeQuery {
     /// The queued request.
@@ -353,7 +354,8 @@ pub struct Info {
     pub name: String,
     /// The policy's own version.
     pub version: String,
-    /// Whether to ask `allow_merge` before merges into queued requests.
+    /// Whether to read `merge_rules`, and ask `allow_merge` where they say, before merges
+    /// into queued requests.
     pub merge_veto: bool,
     /// Whether to call `completed`.
     pub completions: bool,
