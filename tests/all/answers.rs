@@ -155,36 +155,13 @@ fn a_whole_turn_reaches_a_component_as_the_separate_calls_reach_the_native_build
     }
 }
 
-/// Counts the calls that reach the policy by kind: `turn`s and `dispatch`es.
-struct CountCalls(std::sync::Arc<std::sync::Mutex<[u32; 2]>>);
-
-impl schedhost::policy::Around for CountCalls {
-    fn after(
-        &mut self,
-        _: &mut dyn PolicyBackend,
-        call: &schedhost::policy::Call<'_>,
-        _: schedhost::policy::Answered<'_>,
-    ) {
-        let mut counts = self.0.lock().unwrap();
-        match call {
-            schedhost::policy::Call::turn { .. } => counts[0] += 1,
-            schedhost::policy::Call::dispatch { .. } => counts[1] += 1,
-            _ => {}
-        }
-    }
-    fn fresh(&self) -> Option<Self> {
-        None
-    }
-}
-
 #[test]
 fn a_round_without_new_requests_dispatches_in_its_turn_not_in_a_call_of_its_own() {
     use schedhost::core::{Action, Bio, Config, Core};
-    let counts = std::sync::Arc::new(std::sync::Mutex::new([0u32; 2]));
-    let policy = schedhost::policy::Wrapped::new(
-        Box::new(schedhost::policy::NativePolicy::<schedhost_policy_noop::Noop>::default()),
-        CountCalls(std::sync::Arc::clone(&counts)),
-    );
+    let counts = crate::helpers::CallCounts::default();
+    let policy = counts.around(Box::new(schedhost::policy::NativePolicy::<
+        schedhost_policy_noop::Noop,
+    >::default()));
     // One tag: three reads queue at once, then each completion frees the tag for the next
     // with nothing new submitted.
     let mut core = Core::new(
@@ -222,7 +199,7 @@ fn a_round_without_new_requests_dispatches_in_its_turn_not_in_a_call_of_its_own(
         }
     }
     assert_eq!(sent, [1000, 2000, 3000]);
-    let [turns, dispatches] = *counts.lock().unwrap();
+    let (turns, dispatches) = (counts.of("turn"), counts.of("dispatch"));
     assert_eq!(
         dispatches, 0,
         "{turns} turns and {dispatches} dispatch calls"

@@ -156,3 +156,38 @@ pub fn read_request(id: u64) -> schedhost_sdk::Request {
         arrival_ns: 0,
     }
 }
+
+/// How many calls of each kind reach a policy, by the call's name (`turn`, `dispatch`,
+/// `allow_merge`…): a hook for [`schedhost::policy::Wrapped`].
+#[derive(Clone, Default)]
+pub struct CallCounts(std::sync::Arc<std::sync::Mutex<std::collections::BTreeMap<String, u32>>>);
+
+impl CallCounts {
+    /// Calls named `name` so far.
+    pub fn of(&self, name: &str) -> u32 {
+        let counts = self.0.lock().unwrap();
+        counts.get(name).copied().unwrap_or(0)
+    }
+
+    /// `policy` with its calls counted here.
+    pub fn around(&self, policy: Box<dyn PolicyBackend>) -> schedhost::policy::Wrapped<Self> {
+        schedhost::policy::Wrapped::new(policy, self.clone())
+    }
+}
+
+impl schedhost::policy::Around for CallCounts {
+    fn after(
+        &mut self,
+        _: &mut dyn PolicyBackend,
+        call: &schedhost::policy::Call<'_>,
+        _: schedhost::policy::Answered<'_>,
+    ) {
+        // A call's Debug form starts with its name: `turn { … }`.
+        let text = format!("{call:?}");
+        let name = text.split([' ', '{']).next().unwrap_or_default().to_owned();
+        *self.0.lock().unwrap().entry(name).or_default() += 1;
+    }
+    fn fresh(&self) -> Option<Self> {
+        None
+    }
+}

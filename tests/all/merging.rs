@@ -173,25 +173,6 @@ fn software_queues_take_scheduler_tags_in_turn() {
     assert_eq!(order, vec![0, 100, 1000, 200, 1100]);
 }
 
-/// Counts `allow-merge` calls that reach the policy.
-struct CountAsks(std::sync::Arc<std::sync::atomic::AtomicU32>);
-
-impl schedhost::policy::Around for CountAsks {
-    fn after(
-        &mut self,
-        _: &mut dyn schedhost::policy::PolicyBackend,
-        call: &schedhost::policy::Call<'_>,
-        _: schedhost::policy::Answered<'_>,
-    ) {
-        if matches!(call, schedhost::policy::Call::allow_merge { .. }) {
-            self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        }
-    }
-    fn fresh(&self) -> Option<Self> {
-        None
-    }
-}
-
 /// deadline over a one-tag device: request 2 (sectors 2000..2008) waits in the policy behind
 /// request 1 while bio 3 continues it (a back merge) and bio 4 precedes it (a front merge);
 /// then the device finishes one request per step.
@@ -200,8 +181,8 @@ fn deadline_merges(
     policy: Box<dyn schedhost::policy::PolicyBackend>,
     front_merges: i64,
 ) -> (Vec<(u64, u32)>, u64, u32) {
-    let asks = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
-    let policy = schedhost::policy::Wrapped::new(policy, CountAsks(std::sync::Arc::clone(&asks)));
+    let counts = crate::helpers::CallCounts::default();
+    let policy = counts.around(policy);
     let settings = [("front_merges".to_owned(), front_merges)];
     let mut core = Core::new(
         Config::for_device(1, 1, 2560),
@@ -242,11 +223,7 @@ fn deadline_merges(
     for now in 2..8 {
         step(&mut core, now, true);
     }
-    (
-        sent,
-        core.stats().merges_vetoed,
-        asks.load(std::sync::atomic::Ordering::Relaxed),
-    )
+    (sent, core.stats().merges_vetoed, counts.of("allow_merge"))
 }
 
 #[test]
