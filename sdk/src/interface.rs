@@ -59,7 +59,7 @@ macro_rules! __policy_calls {
                 "merged" merged(now_ns: u64, events: &'a [$crate::MergeEvent]) -> ();
                 /// Scheduler tags a kind of request may hold (`u32::MAX`: no limit).
                 "limit-depth" limit_depth(op: $crate::Op, sync: bool) -> u32;
-                /// Which merges to ask `allow-merge` about, as [`crate::MergeRules::bits`]
+                /// Which merges to ask `allow-merge` about, as `MergeRules::bits`
                 /// (every one allowed unasked without `merge-veto`).
                 "merge-rules" merge_rules() -> u32;
             }
