@@ -46,6 +46,46 @@ impl WasmPolicy {
             .map_err(|e| self.fault("take-answer", e))
     }
 
+    /// One driver turn in as few crossings as it fits: flat scalars for at most one
+    /// completion and one request and no merge, else one `turn-words` list.
+    fn whole_turn(&mut self, now_ns: u64, turn: &Turn<'_>) -> Result<Option<Dispatch>, Fault> {
+        if turn
+            .dispatch
+            .is_some_and(|(q, _)| q > packed::TURN_MAX_HW_QUEUE)
+        {
+            return turn_by_parts(self, now_ns, turn);
+        }
+        let (completion, request) = match (turn.completions, turn.merges, turn.requests) {
+            (c @ ([] | [_]), [], r @ ([] | [_])) => (c.first(), r.first()),
+            _ => return self.turn_words(now_ns, turn),
+        };
+        let mut parts = 0;
+        let r = request.map_or([0; packed::WORDS], |r| {
+            parts |= packed::TURN_REQUEST;
+            packed::request_words(r)
+        });
+        let (hw_queue, budget) = turn.dispatch.unwrap_or_default();
+        if turn.dispatch.is_some() {
+            parts |= packed::TURN_DISPATCH;
+        }
+        arm(&mut self.store, self.ticks, self.fuel);
+        let result = match completion {
+            None => {
+                let control = packed::turn_control(parts, hw_queue, budget);
+                self.calls.turn_flat(&mut self.store, now_ns, control, &r)
+            }
+            Some(c) => {
+                let control =
+                    packed::turn_control(parts | packed::TURN_COMPLETION, hw_queue, budget);
+                let c = packed::completion_words(c);
+                self.calls
+                    .turn_after_completion(&mut self.store, now_ns, control, &c, &r)
+            }
+        }
+        .map_err(|e| self.fault("turn", e))?;
+        self.turn_answer(turn, result)
+    }
+
     /// A turn `turn`'s flat scalars cannot carry, in one `turn-words` crossing.
     fn turn_words(&mut self, now_ns: u64, turn: &Turn<'_>) -> Result<Option<Dispatch>, Fault> {
         let (hw_queue, budget) = turn.dispatch.unwrap_or_default();
@@ -197,43 +237,10 @@ macro_rules! component_calls {
                 answer.recycle_into(&mut self.spare_ids);
             }
 
-    fn turn(&mut self, now_ns: u64, turn: &Turn<'_>) -> Result<Option<Dispatch>, Fault> {
-        if turn
-            .dispatch
-            .is_some_and(|(q, _)| q > packed::TURN_MAX_HW_QUEUE)
-        {
-            return turn_by_parts(self, now_ns, turn);
-        }
-        let (completion, request) = match (turn.completions, turn.merges, turn.requests) {
-            (c @ ([] | [_]), [], r @ ([] | [_])) => (c.first(), r.first()),
-            _ => return self.turn_words(now_ns, turn),
-        };
-        let mut parts = 0;
-        let r = request.map_or([0; packed::WORDS], |r| {
-            parts |= packed::TURN_REQUEST;
-            packed::request_words(r)
-        });
-        let (hw_queue, budget) = turn.dispatch.unwrap_or_default();
-        if turn.dispatch.is_some() {
-            parts |= packed::TURN_DISPATCH;
-        }
-        arm(&mut self.store, self.ticks, self.fuel);
-        let result = match completion {
-            None => {
-                let control = packed::turn_control(parts, hw_queue, budget);
-                self.calls.turn_flat(&mut self.store, now_ns, control, &r)
-            }
-            Some(c) => {
-                let control =
-                    packed::turn_control(parts | packed::TURN_COMPLETION, hw_queue, budget);
-                let c = packed::completion_words(c);
-                self.calls
-                    .turn_after_completion(&mut self.store, now_ns, control, &c, &r)
+            fn turn(&mut self, now_ns: u64, turn: &Turn<'_>) -> Result<Option<Dispatch>, Fault> {
+                self.whole_turn(now_ns, turn)
             }
         }
-        .map_err(|e| self.fault("turn", e))?;
-        self.turn_answer(turn, result)
-    }        }
     };
 }
 super::interface::policy_calls!(component_calls);
