@@ -15,12 +15,11 @@
 
 #![forbid(unsafe_code)]
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::hash::BuildHasherDefault;
+use std::collections::{BTreeMap, VecDeque};
 
 use schedhost_sdk::{
-    Completion, Dispatch, IdHasher, IdSet, MergeEvent, Policy, Request, RequestId, Setup,
-    TunableSpec,
+    Completion, Dispatch, IdSet, MergeEvent, Policy, Request, RequestId, Setup, TunableSpec,
+    WordMap,
 };
 
 const TUNABLES: &[TunableSpec<TimeSlice>] = &[TunableSpec {
@@ -47,7 +46,7 @@ pub struct TimeSlice {
     /// Round-robin position for `time_slice_us=0` (`u32::MAX` before the first pick).
     cursor: u32,
     /// Requests each ctx has on the device: looked up, never iterated.
-    on_device: HashMap<u32, u32, BuildHasherDefault<IdHasher>>,
+    on_device: WordMap<u32, u32>,
     /// A submission or completion arrived since the last dispatch: blk-mq would run the
     /// hardware queue now.
     queue_run: bool,
@@ -145,12 +144,24 @@ impl Policy for TimeSlice {
 }
 
 impl TimeSlice {
-    /// The first ctx after `after` (wrapping) with a queued request.
+    /// The first ctx after `after` (wrapping) with a live queued request. Only the queues
+    /// walked past are cleaned of absorbed heads: the rest keep theirs until reached, which
+    /// changes nothing, since `pop` skips them too.
     fn next_busy_ctx(&mut self, after: u32) -> Option<u32> {
-        self.drop_absorbed_heads();
-        let busy = |(&ctx, q): (&u32, &VecDeque<RequestId>)| (!q.is_empty()).then_some(ctx);
-        let later = self.queues.range(after.saturating_add(1)..).find_map(busy);
-        later.or_else(|| self.queues.iter().find_map(busy))
+        let absorbed = &mut self.absorbed;
+        let mut busy = |(&ctx, q): (&u32, &mut VecDeque<RequestId>)| {
+            drop_absorbed_heads(q, absorbed);
+            (!q.is_empty()).then_some(ctx)
+        };
+        let later = self
+            .queues
+            .range_mut(after.saturating_add(1)..)
+            .find_map(&mut busy);
+        later.or_else(|| {
+            self.queues
+                .range_mut(..=after.min(u32::MAX - 1))
+                .find_map(&mut busy)
+        })
     }
 
     fn has_on_device(&self, ctx: u32) -> bool {
@@ -160,7 +171,7 @@ impl TimeSlice {
     /// The next live request of `ctx`, counted as on the device.
     fn take(&mut self, ctx: u32) -> Option<RequestId> {
         let id = self.pop(ctx)?;
-        *self.on_device.entry(ctx).or_default() += 1;
+        *self.on_device.get_or_insert_with(ctx, || 0) += 1;
         Some(id)
     }
 
@@ -174,20 +185,18 @@ impl TimeSlice {
         }
         None
     }
+}
 
-    /// Removes absorbed ids at queue heads so emptiness checks are exact.
-    fn drop_absorbed_heads(&mut self) {
-        if self.absorbed.is_empty() {
-            return;
+/// Removes absorbed ids at `queue`'s head, so its emptiness is exact.
+fn drop_absorbed_heads(queue: &mut VecDeque<RequestId>, absorbed: &mut IdSet) {
+    if absorbed.is_empty() {
+        return;
+    }
+    while let Some(id) = queue.front() {
+        if !absorbed.remove(id) {
+            break;
         }
-        for queue in self.queues.values_mut() {
-            while let Some(id) = queue.front() {
-                if !self.absorbed.remove(id) {
-                    break;
-                }
-                queue.pop_front();
-            }
-        }
+        queue.pop_front();
     }
 }
 
