@@ -101,7 +101,8 @@ pub mod guest;
 pub use guest as __guest;
 
 pub use collections::{
-    Due, ElevatorQueue, ExpiryFifo, Extent, IdHasher, IdMap, IdSet, Positioned, SectorSet,
+    Due, ElevatorQueue, ExpiryFifo, Extent, IdHasher, IdMap, IdSet, Positioned, SectorSet, Word,
+    WordMap,
 };
 pub use policy::{Policy, TunableSpec};
 pub use runtime::Runtime;

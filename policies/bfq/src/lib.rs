@@ -22,12 +22,11 @@
 
 #![forbid(unsafe_code)]
 
-use std::collections::{BTreeMap, HashMap};
-use std::hash::{BuildHasherDefault, Hash, Hasher};
+use std::collections::BTreeMap;
 
 use schedhost_sdk::{
-    Completion, Dispatch, ElevatorQueue, Group, IdHasher, IdMap, MergeEvent, Policy, PrioClass,
-    Request, RequestId, Sector, Setup, TunableSpec,
+    Completion, Dispatch, ElevatorQueue, Group, IdMap, MergeEvent, Policy, PrioClass, Request,
+    RequestId, Sector, Setup, TunableSpec, Word, WordMap,
 };
 
 const MS: u64 = 1_000_000;
@@ -102,16 +101,17 @@ enum QueueKey {
     Async(u32, u8, u8),
 }
 
-/// One word per key, so a lookup hashes one `u64` (queues are looked up several times per
-/// request; a B-tree's comparisons cost more than this in a component's linear memory).
-impl Hash for QueueKey {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        state.write_u64(match *self {
+/// One word per key, for a [`WordMap`] (queues are looked up several times per request; a
+/// B-tree's comparisons, or `std`'s hash map, cost more than its one multiply in a
+/// component's linear memory).
+impl Word for QueueKey {
+    fn word(self) -> u64 {
+        match self {
             QueueKey::Sync(ctx) => u64::from(ctx),
             QueueKey::Async(group, class, level) => {
                 1 << 63 | u64::from(group) << 16 | u64::from(class) << 8 | u64::from(level)
             }
-        });
+        }
     }
 }
 
@@ -146,7 +146,7 @@ struct InService {
 pub struct Bfq {
     /// Iterated only for sums and for a minimum whose ties go to the lower key, so the
     /// map's order cannot reach a decision.
-    queues: HashMap<QueueKey, Queue, BuildHasherDefault<IdHasher>>,
+    queues: WordMap<QueueKey, Queue>,
     /// The queue each queued request is in.
     queued: IdMap<QueueKey>,
     on_device: IdMap<QueueKey>,
@@ -218,7 +218,7 @@ impl Policy for Bfq {
                 )
             };
             let low_latency = self.low_latency;
-            let queue = self.queues.entry(key).or_insert_with(|| Queue {
+            let queue = self.queues.get_or_insert_with(key, || Queue {
                 class: class_index(r.prio_class),
                 weight: (8 - u64::from(r.prio_level.min(7))) * 10,
                 group: r.group,
@@ -418,9 +418,9 @@ impl Bfq {
             // The system virtual time jumps to the earliest start if no queue is eligible.
             let v = self.vtime[class].max(min_start);
             self.vtime[class] = v;
-            let Some((&key, _)) = busy()
+            let Some((key, _)) = busy()
                 .filter(|(_, q)| q.start <= v)
-                .min_by_key(|(k, q)| (q.finish, **k))
+                .min_by_key(|(k, q)| (q.finish, *k))
             else {
                 continue;
             };

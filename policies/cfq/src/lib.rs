@@ -14,12 +14,11 @@
 
 #![forbid(unsafe_code)]
 
-use std::collections::{HashMap, VecDeque};
-use std::hash::{BuildHasherDefault, Hash, Hasher};
+use std::collections::VecDeque;
 
 use schedhost_sdk::{
-    Completion, Dispatch, ElevatorQueue, IdHasher, IdMap, MergeEvent, MergeQuery, Policy,
-    PrioClass, Request, RequestId, Sector, Setup, TunableSpec,
+    Completion, Dispatch, ElevatorQueue, IdMap, MergeEvent, MergeQuery, Policy, PrioClass, Request,
+    RequestId, Sector, Setup, TunableSpec, Word, WordMap,
 };
 
 const MS: u64 = 1_000_000;
@@ -157,14 +156,15 @@ enum QueueKey {
     Async(u8, u8),
 }
 
-/// One word per key, so a lookup hashes one `u64` (queues are looked up several times per
-/// request; a B-tree's comparisons cost more than this in a component's linear memory).
-impl Hash for QueueKey {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        state.write_u64(match *self {
+/// One word per key, for a [`WordMap`] (queues are looked up several times per request; a
+/// B-tree's comparisons, or `std`'s hash map, cost more than its one multiply in a
+/// component's linear memory).
+impl Word for QueueKey {
+    fn word(self) -> u64 {
+        match self {
             QueueKey::Sync(ctx) => u64::from(ctx),
             QueueKey::Async(class, level) => 1 << 32 | u64::from(class) << 8 | u64::from(level),
-        });
+        }
     }
 }
 
@@ -196,7 +196,7 @@ struct Active {
 #[derive(Debug, Default)]
 pub struct Cfq {
     /// Never iterated: lookups only, so the map's order cannot reach a decision.
-    queues: HashMap<QueueKey, Queue, BuildHasherDefault<IdHasher>>,
+    queues: WordMap<QueueKey, Queue>,
     /// The queue each queued request is in.
     queued: IdMap<QueueKey>,
     on_device: IdMap<QueueKey>,
@@ -290,7 +290,7 @@ impl Policy for Cfq {
         for r in requests {
             let key = key_of(r);
             let expires = r.arrival_ns + self.t.fifo_expire[usize::from(r.sync)];
-            let queue = self.queues.entry(key).or_insert_with(|| Queue {
+            let queue = self.queues.get_or_insert_with(key, || Queue {
                 class: class_index(r.prio_class),
                 level: r.prio_level.min(7),
                 sync: r.sync,

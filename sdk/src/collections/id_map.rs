@@ -3,12 +3,12 @@
 //! requests alive at once are small and dense. A slot indexes a vector directly: one bounds
 //! check and one compare per lookup, no hashing and no allocation once the vector has grown
 //! to the deepest queue seen. An id whose slot is taken by another id (a stale entry a
-//! policy still holds) or lies past [`DENSE_SLOTS`] goes to a hash map beside it, so any
+//! policy still holds) or lies past [`DENSE_SLOTS`] goes to a [`WordMap`] beside it, so any
 //! ids at all are correct and memory stays bounded by the entries held.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
+use std::hash::Hasher;
 
+use super::word_map::{Word, WordMap};
 use crate::types::RequestId;
 
 /// Slots indexed directly; an id past them goes to the spill map. 2^16 slots is far more
@@ -55,7 +55,13 @@ impl Hasher for IdHasher {
     }
 }
 
-type Spill<V> = HashMap<RequestId, V, BuildHasherDefault<IdHasher>>;
+impl Word for RequestId {
+    fn word(self) -> u64 {
+        self.0
+    }
+}
+
+type Spill<V> = WordMap<RequestId, V>;
 
 /// A map keyed by request id (see the module's notes for how it is laid out).
 #[derive(Debug, Clone)]
@@ -69,7 +75,7 @@ impl<V> Default for IdMap<V> {
     fn default() -> Self {
         Self {
             dense: Vec::new(),
-            spill: Spill::default(),
+            spill: WordMap::new(),
             len: 0,
         }
     }
@@ -88,7 +94,30 @@ impl<V> IdMap<V> {
     }
 
     /// Sets `id`'s value; returns the one it replaces.
+    #[inline]
     pub fn insert(&mut self, id: RequestId, value: V) -> Option<V> {
+        if let Some(s) = slot(id)
+            && s < self.dense.len()
+            && self.spill.is_empty()
+        {
+            match &mut self.dense[s] {
+                Some((held, old)) if *held == id => return Some(std::mem::replace(old, value)),
+                entry @ None => {
+                    *entry = Some((id, value));
+                    self.len += 1;
+                    return None;
+                }
+                Some(_) => {}
+            }
+        }
+        self.insert_slow(id, value)
+    }
+
+    /// [`IdMap::insert`] where the vector must grow, the slot is taken or ids are spilled:
+    /// kept out of line, so the common case does not pay for this code's registers and
+    /// stack frame.
+    #[inline(never)]
+    fn insert_slow(&mut self, id: RequestId, value: V) -> Option<V> {
         if let Some(s) = slot(id).filter(|&s| s < self.dense.len() || may_grow_to(s, self.len)) {
             if s >= self.dense.len() {
                 // Grow to the next power of two: amortised, and no larger than twice the
@@ -115,6 +144,7 @@ impl<V> IdMap<V> {
     }
 
     /// Takes `id`'s value out.
+    #[inline]
     pub fn remove(&mut self, id: &RequestId) -> Option<V> {
         let id = *id;
         if let Some(entry) = slot(id).and_then(|s| self.dense.get_mut(s))
@@ -123,15 +153,13 @@ impl<V> IdMap<V> {
             self.len -= 1;
             return entry.take().map(|(_, v)| v);
         }
-        if self.spill.is_empty() {
-            return None;
-        }
         let old = self.spill.remove(&id);
         self.len -= usize::from(old.is_some());
         old
     }
 
     /// `id`'s value.
+    #[inline]
     pub fn get(&self, id: &RequestId) -> Option<&V> {
         let id = *id;
         if let Some(Some((held, value))) = slot(id).and_then(|s| self.dense.get(s))
@@ -139,13 +167,11 @@ impl<V> IdMap<V> {
         {
             return Some(value);
         }
-        if self.spill.is_empty() {
-            return None;
-        }
         self.spill.get(&id)
     }
 
     /// `id`'s value, to change.
+    #[inline]
     pub fn get_mut(&mut self, id: &RequestId) -> Option<&mut V> {
         let id = *id;
         let dense = slot(id).and_then(|s| self.dense.get(s));
@@ -181,7 +207,7 @@ impl<V> IdMap<V> {
     /// Every entry: the dense ones by slot, then the spilled ones by id, so the order is
     /// the same natively and in a component.
     pub fn iter(&self) -> impl Iterator<Item = (RequestId, &V)> + '_ {
-        let mut spilled: Vec<(RequestId, &V)> = self.spill.iter().map(|(&k, v)| (k, v)).collect();
+        let mut spilled: Vec<(RequestId, &V)> = self.spill.iter().collect();
         spilled.sort_unstable_by_key(|&(k, _)| k);
         self.dense
             .iter()

@@ -1,14 +1,17 @@
 //! Containers every real policy needs, deterministic on every target, and laid out for a
 //! component's 32-bit linear memory and a request's churn: direct indices by the host's
-//! request slots instead of hashing, sorted vectors and deques instead of B-trees, and no
-//! allocation per request once a queue has grown to its depth.
+//! request slots instead of hashing, a one-multiply table for one-word keys, sorted vectors
+//! and deques instead of B-trees, and no allocation per request once a queue has grown to
+//! its depth.
 
 mod elevator;
 mod expiry_fifo;
 mod id_map;
 mod sector_set;
+mod word_map;
 
 pub use elevator::{ElevatorQueue, Extent};
 pub use expiry_fifo::{Due, ExpiryFifo};
 pub use id_map::{DENSE_SLOTS, IdHasher, IdMap, IdSet};
 pub use sector_set::{Positioned, SectorSet};
+pub use word_map::{Word, WordMap};
