@@ -18,9 +18,10 @@
 #include "policy.h"
 
 #define NS_PER_MS 1000000ull
-// `turn` results (wit/policy.wit).
+// `turn` results (wit/policy.wit): the first word, then the wake-up (sstf asks for none).
 #define TURN_NONE UINT64_MAX
 #define TURN_MORE (UINT64_MAX - 1)
+#define TURN_NO_WAKE UINT64_MAX
 // `turn` control bits.
 #define TURN_REQUEST 2u
 #define TURN_DISPATCH 4u
@@ -260,7 +261,8 @@ uint32_t exports_schedhost_policy_scheduler_limit_depth(exports_schedhost_policy
     return UINT32_MAX;
 }
 
-// One driver turn in scalars: an optional request, then an optional dispatch.
+// One driver turn in scalars: an optional request, then an optional dispatch. Returns the
+// result's first word.
 static uint64_t turn(uint64_t now_ns, uint64_t control, const uint64_t request[WORDS]) {
     if (control & TURN_REQUEST) enqueue(request);
     if (!(control & TURN_DISPATCH)) return TURN_NONE;
@@ -277,27 +279,29 @@ static uint64_t turn(uint64_t now_ns, uint64_t control, const uint64_t request[W
     return TURN_MORE;
 }
 
-uint64_t exports_schedhost_policy_scheduler_turn(uint64_t now_ns, uint64_t control, uint64_t r0, uint64_t r1,
-                                                 uint64_t r2, uint64_t r3, uint64_t r4) {
+void exports_schedhost_policy_scheduler_turn(uint64_t now_ns, uint64_t control, uint64_t r0, uint64_t r1,
+                                             uint64_t r2, uint64_t r3, uint64_t r4, policy_tuple2_u64_u64_t *ret) {
     const uint64_t request[WORDS] = {r0, r1, r2, r3, r4};
-    return turn(now_ns, control, request);
+    ret->f0 = turn(now_ns, control, request);
+    ret->f1 = TURN_NO_WAKE;
 }
 
-uint64_t exports_schedhost_policy_scheduler_turn_after_completion(uint64_t now_ns, uint64_t control, uint64_t c0,
-                                                                  uint64_t c1, uint64_t c2, uint64_t c3,
-                                                                  uint64_t c4, uint64_t r0, uint64_t r1,
-                                                                  uint64_t r2, uint64_t r3, uint64_t r4) {
+void exports_schedhost_policy_scheduler_turn_after_completion(uint64_t now_ns, uint64_t control, uint64_t c0,
+                                                              uint64_t c1, uint64_t c2, uint64_t c3, uint64_t c4,
+                                                              uint64_t r0, uint64_t r1, uint64_t r2, uint64_t r3,
+                                                              uint64_t r4, policy_tuple2_u64_u64_t *ret) {
     // The completion (c0..c4) means nothing to sstf.
     (void)c0, (void)c1, (void)c2, (void)c3, (void)c4;
     const uint64_t request[WORDS] = {r0, r1, r2, r3, r4};
-    return turn(now_ns, control, request);
+    ret->f0 = turn(now_ns, control, request);
+    ret->f1 = TURN_NO_WAKE;
 }
 
 // A turn of any size, packed in one list: completions (five words each, meaning nothing
 // to sstf), merge events (four words each), then requests (five words each).
-uint64_t exports_schedhost_policy_scheduler_turn_words(uint64_t now_ns, uint64_t control, uint32_t completions,
-                                                       uint32_t merges, uint32_t requests,
-                                                       policy_list_u64_t *words) {
+void exports_schedhost_policy_scheduler_turn_words(uint64_t now_ns, uint64_t control, uint32_t completions,
+                                                   uint32_t merges, uint32_t requests, policy_list_u64_t *words,
+                                                   policy_tuple2_u64_u64_t *ret) {
     uint64_t need = (uint64_t)completions * WORDS + (uint64_t)merges * MERGE_WORDS + (uint64_t)requests * WORDS;
     // The host never sends a list its counts do not describe: trap rather than misread it.
     if (need != words->len) abort();
@@ -306,7 +310,8 @@ uint64_t exports_schedhost_policy_scheduler_turn_words(uint64_t now_ns, uint64_t
         merge_one(w[0], w[1], (uint32_t)w[2], w[3] != UINT64_MAX, w[3]);
     for (uint32_t i = 0; i < requests; i++, w += WORDS) enqueue(w);
     policy_list_u64_free(words);
-    return turn(now_ns, control & ~(uint64_t)TURN_REQUEST, NULL);
+    ret->f0 = turn(now_ns, control & ~(uint64_t)TURN_REQUEST, NULL);
+    ret->f1 = TURN_NO_WAKE;
 }
 
 void exports_schedhost_policy_scheduler_take_answer(answer_t *ret) {

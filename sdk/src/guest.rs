@@ -329,7 +329,7 @@ pub fn turn<P: Policy>(
     control: u64,
     completion: [u64; 5],
     request: [u64; 5],
-) -> u64 {
+) -> (u64, u64) {
     rt.borrow_mut()
         .turn_packed(now_ns, control, &completion, &request)
 }
@@ -346,7 +346,7 @@ pub fn turn_words<P: Policy>(
     control: u64,
     counts: [u32; 3],
     words: &[u64],
-) -> u64 {
+) -> (u64, u64) {
     let Some([completions_end, merges_end, _]) =
         crate::packed::turn_words_split(counts, words.len())
     else {
@@ -401,7 +401,7 @@ macro_rules! __guest_calls {
                 r2: u64,
                 r3: u64,
                 r4: u64,
-            ) -> u64 {
+            ) -> (u64, u64) {
                 // Without a completion, whatever bit 0 says.
                 let control = control & !$crate::packed::TURN_COMPLETION;
                 RUNTIME.with(|rt| glue::turn(rt, now_ns, control, [0; 5], [r0, r1, r2, r3, r4]))
@@ -423,7 +423,7 @@ macro_rules! __guest_calls {
                 r2: u64,
                 r3: u64,
                 r4: u64,
-            ) -> u64 {
+            ) -> (u64, u64) {
                 RUNTIME.with(|rt| {
                     glue::turn(
                         rt,
@@ -441,7 +441,7 @@ macro_rules! __guest_calls {
                 merges: u32,
                 requests: u32,
                 words: ::std::vec::Vec<u64>,
-            ) -> u64 {
+            ) -> (u64, u64) {
                 RUNTIME.with(|rt| {
                     glue::turn_words(rt, now_ns, control, [completions, merges, requests], &words)
                 })

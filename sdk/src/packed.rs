@@ -45,10 +45,13 @@ pub fn turn_parts(control: u64) -> (u64, u32, u32) {
         (control >> 32) as u32,
     )
 }
-/// `turn`'s result when nothing was dispatched and no wake-up asked.
+/// The first word of `turn`'s result when nothing was dispatched.
 pub const TURN_NONE: u64 = u64::MAX;
-/// `turn`'s result when the answer is more than one id: `take-answer` has it.
+/// The first word of `turn`'s result when the answer is more than one id: `take-answer`
+/// has it.
 pub const TURN_MORE: u64 = u64::MAX - 1;
+/// The second word of `turn`'s result when no wake-up is asked.
+pub const TURN_NO_WAKE: u64 = u64::MAX;
 
 /// `r` in five words.
 pub fn request_words(r: &Request) -> [u64; WORDS] {
@@ -111,14 +114,38 @@ pub fn completion_words(c: &Completion) -> [u64; WORDS] {
     ]
 }
 
-/// `turn`'s result for `answer`: `None` if it is not one of the scalar cases (it must then
-/// be kept for `take-answer`, and the result is [`TURN_MORE`]).
-pub fn turn_result(answer: &crate::Dispatch) -> Option<u64> {
-    match (answer.ids.as_slice(), answer.wake_at_ns) {
-        ([], None) => Some(TURN_NONE),
-        ([id], None) if id.0 < 1 << 63 => Some(id.0),
+/// `turn`'s result for `answer`: its two words, or `None` if the answer does not fit them
+/// (it must then be kept for `take-answer`, and the first word is [`TURN_MORE`]).
+pub fn turn_result(answer: &crate::Dispatch) -> Option<(u64, u64)> {
+    let wake = match answer.wake_at_ns {
+        None => TURN_NO_WAKE,
+        Some(TURN_NO_WAKE) => return None,
+        Some(at) => at,
+    };
+    match answer.ids.as_slice() {
+        [] => Some((TURN_NONE, wake)),
+        [id] if id.0 < 1 << 63 => Some((id.0, wake)),
         _ => None,
     }
+}
+
+/// The answer `turn`'s two words stand for, unless the first is [`TURN_MORE`]; the ids
+/// go into `ids` (cleared first).
+#[inline]
+pub fn turn_answer(
+    (first, wake): (u64, u64),
+    mut ids: Vec<crate::RequestId>,
+) -> Option<crate::Dispatch> {
+    ids.clear();
+    match first {
+        TURN_MORE => return None,
+        TURN_NONE => {}
+        id => ids.push(crate::RequestId(id)),
+    }
+    Some(crate::Dispatch {
+        ids,
+        wake_at_ns: (wake != TURN_NO_WAKE).then_some(wake),
+    })
 }
 
 /// A record that crosses the interface as a fixed number of u64 words (a list of them as one
@@ -295,6 +322,33 @@ mod tests {
             turn_parts(control),
             (TURN_REQUEST | TURN_DISPATCH, 1023, u32::MAX)
         );
+    }
+
+    #[test]
+    fn an_answer_of_at_most_one_id_and_a_wake_up_crosses_in_the_turns_two_words() {
+        let answer = |ids: &[u64], wake_at_ns| crate::Dispatch {
+            ids: ids.iter().copied().map(RequestId).collect(),
+            wake_at_ns,
+        };
+        for fits in [
+            answer(&[], None),
+            answer(&[], Some(5)),
+            answer(&[3], None),
+            answer(&[(1 << 63) - 1], Some(u64::MAX - 1)),
+        ] {
+            let words = turn_result(&fits).expect("fits the two words");
+            assert_eq!(turn_answer(words, Vec::new()), Some(fits));
+        }
+        // Kept for `take-answer`: two ids, an id the first word cannot tell from its
+        // markers, a wake-up the second cannot tell from none.
+        for kept in [
+            answer(&[1, 2], None),
+            answer(&[1 << 63], None),
+            answer(&[1], Some(u64::MAX)),
+        ] {
+            assert_eq!(turn_result(&kept), None, "{kept:?}");
+        }
+        assert_eq!(turn_answer((TURN_MORE, 5), Vec::new()), None);
     }
 
     #[test]

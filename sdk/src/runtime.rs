@@ -110,7 +110,7 @@ impl<P: Policy> Runtime<P> {
 
     /// One driver turn from the scalar encoding of `turn` (see `wit/policy.wit`): the
     /// completion, the request and the dispatch that `control` names, in that order. Returns
-    /// `turn`'s result; with [`crate::packed::TURN_MORE`] the answer waits in
+    /// `turn`'s two words; with [`crate::packed::TURN_MORE`] first, the answer waits in
     /// [`Runtime::take_answer`].
     #[doc(hidden)]
     pub fn turn_packed(
@@ -119,7 +119,7 @@ impl<P: Policy> Runtime<P> {
         control: u64,
         completion: &[u64; crate::packed::WORDS],
         request: &[u64; crate::packed::WORDS],
-    ) -> u64 {
+    ) -> (u64, u64) {
         use crate::packed::{TURN_COMPLETION, TURN_DISPATCH, TURN_REQUEST, turn_parts};
         let (parts, hw_queue, budget) = turn_parts(control);
         if parts & TURN_COMPLETION != 0 {
@@ -146,7 +146,7 @@ impl<P: Policy> Runtime<P> {
         completions: &[Completion],
         merges: &[MergeEvent],
         requests: &[Request],
-    ) -> u64 {
+    ) -> (u64, u64) {
         let (parts, hw_queue, budget) = crate::packed::turn_parts(control);
         if !completions.is_empty() {
             self.completed(now_ns, completions);
@@ -161,11 +161,17 @@ impl<P: Policy> Runtime<P> {
         self.turn_dispatch(now_ns, dispatch, hw_queue, budget)
     }
 
-    /// A turn's dispatch into the answer the runtime keeps, and the turn's result.
-    fn turn_dispatch(&mut self, now_ns: u64, dispatch: bool, hw_queue: u32, budget: u32) -> u64 {
-        use crate::packed::{TURN_MORE, TURN_NONE};
+    /// A turn's dispatch into the answer the runtime keeps, and the turn's two words.
+    fn turn_dispatch(
+        &mut self,
+        now_ns: u64,
+        dispatch: bool,
+        hw_queue: u32,
+        budget: u32,
+    ) -> (u64, u64) {
+        use crate::packed::{TURN_MORE, TURN_NO_WAKE, TURN_NONE};
         if !dispatch {
-            return TURN_NONE;
+            return (TURN_NONE, TURN_NO_WAKE);
         }
         let Self {
             policy,
@@ -183,10 +189,10 @@ impl<P: Policy> Runtime<P> {
             budget,
             answer,
         );
-        crate::packed::turn_result(answer).unwrap_or(TURN_MORE)
+        crate::packed::turn_result(answer).unwrap_or((TURN_MORE, TURN_NO_WAKE))
     }
 
-    /// The answer of the last turn that returned [`crate::packed::TURN_MORE`].
+    /// The answer of the last turn whose first word was [`crate::packed::TURN_MORE`].
     #[doc(hidden)]
     pub fn take_answer(&mut self) -> Dispatch {
         let answer = Dispatch {

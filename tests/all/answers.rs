@@ -206,3 +206,76 @@ fn a_round_without_new_requests_dispatches_in_its_turn_not_in_a_call_of_its_own(
     );
     assert_eq!(turns, 3, "one turn per request sent");
 }
+
+/// Flat turns (a request, or a completion, then a dispatch of one) and their whole answers:
+/// ids and wake-up.
+fn answers_with_wake_ups(policy: &mut dyn PolicyBackend) -> Vec<(Vec<u64>, Option<u64>)> {
+    use schedhost_sdk::{Completion, Op, Request};
+    let done = |id: u64| Completion {
+        id: RequestId(id),
+        ctx: 0,
+        op: Op::Read,
+        sectors: 8,
+        latency_ns: 100_000,
+        service_ns: 50_000,
+        status: 0,
+    };
+    let mut answers = Vec::new();
+    let mut turn = |now: u64, completions: &[Completion], requests: &[Request], budget: u32| {
+        let turn = Turn {
+            completions,
+            merges: &[],
+            requests,
+            dispatch: (budget > 0).then_some((0, budget)),
+        };
+        if let Some(answer) = policy.turn(now, &turn).unwrap() {
+            answers.push((answer.ids.iter().map(|i| i.0).collect(), answer.wake_at_ns));
+        }
+    };
+    // A request at a time, each dispatched with tags to spare, then its completion: the
+    // policy holds the device for its submitter's next request.
+    for id in 1..=3 {
+        let now = id * 1_000_000;
+        turn(now, &[], &[read_request(id)], 4);
+        turn(now + 100_000, &[done(id)], &[], 4);
+    }
+    answers
+}
+
+#[test]
+fn a_wake_up_beside_one_id_or_none_reaches_the_host_from_a_component_as_from_the_native_build() {
+    let setup = Setup {
+        hw_queues: 1,
+        queue_depth: 32,
+        nr_requests: 64,
+    };
+    for (name, builds) in [
+        (
+            "cfq",
+            crate::helpers::both_builds::<schedhost_policy_cfq::Cfq>("cfq", setup, &[]),
+        ),
+        (
+            "bfq",
+            crate::helpers::both_builds::<schedhost_policy_bfq::Bfq>("bfq", setup, &[]),
+        ),
+    ] {
+        let mut answers = Vec::new();
+        for (build, mut policy) in builds {
+            let got = answers_with_wake_ups(policy.as_mut());
+            assert!(
+                got.iter()
+                    .any(|(ids, wake)| ids.len() == 1 && wake.is_some()),
+                "{name} {build}: no answer of one id and a wake-up: {got:?}"
+            );
+            assert!(
+                got.iter()
+                    .any(|(ids, wake)| ids.is_empty() && wake.is_some()),
+                "{name} {build}: no answer of a wake-up alone: {got:?}"
+            );
+            answers.push(got);
+        }
+        if let [native, wasm] = answers.as_slice() {
+            assert_eq!(native, wasm, "{name}: the component answered otherwise");
+        }
+    }
+}

@@ -47,7 +47,7 @@ macro_rules! scheduler_trait {
                 now_ns: u64,
                 control: u64,
                 r: &[u64; 5],
-            ) -> wasmtime::Result<u64>;
+            ) -> wasmtime::Result<(u64, u64)>;
 
             /// `turn-after-completion`: a completion, one request and a dispatch.
             fn turn_after_completion(
@@ -57,7 +57,7 @@ macro_rules! scheduler_trait {
                 control: u64,
                 c: &[u64; 5],
                 r: &[u64; 5],
-            ) -> wasmtime::Result<u64>;
+            ) -> wasmtime::Result<(u64, u64)>;
 
             /// `turn-words`: a turn of any size, its parts packed into one list.
             fn turn_words(
@@ -66,7 +66,7 @@ macro_rules! scheduler_trait {
                 now_ns: u64,
                 control: u64,
                 turn: &crate::policy::Turn<'_>,
-            ) -> wasmtime::Result<u64>;
+            ) -> wasmtime::Result<(u64, u64)>;
 
             /// `take-answer`: the dispatch a `turn` kept back.
             fn take_answer(&self, store: &mut Store<Caps>) -> wasmtime::Result<Dispatch>;
@@ -98,7 +98,7 @@ macro_rules! scheduler_trait {
                 now_ns: u64,
                 control: u64,
                 r: &[u64; 5],
-            ) -> wasmtime::Result<u64> {
+            ) -> wasmtime::Result<(u64, u64)> {
                 self.schedhost_policy_scheduler()
                     .call_turn(store, now_ns, control, r[0], r[1], r[2], r[3], r[4])
             }
@@ -110,7 +110,7 @@ macro_rules! scheduler_trait {
                 control: u64,
                 c: &[u64; 5],
                 r: &[u64; 5],
-            ) -> wasmtime::Result<u64> {
+            ) -> wasmtime::Result<(u64, u64)> {
                 self.schedhost_policy_scheduler().call_turn_after_completion(
                     store, now_ns, control, c[0], c[1], c[2], c[3], c[4], r[0], r[1], r[2], r[3],
                     r[4],
@@ -123,7 +123,7 @@ macro_rules! scheduler_trait {
                 now_ns: u64,
                 control: u64,
                 turn: &crate::policy::Turn<'_>,
-            ) -> wasmtime::Result<u64> {
+            ) -> wasmtime::Result<(u64, u64)> {
                 let counts = turn_counts(turn)?;
                 let mut words = Vec::new();
                 schedhost_sdk::packed::turn_words(

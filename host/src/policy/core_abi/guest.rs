@@ -46,6 +46,21 @@ impl Guest {
         ))
     }
 
+    /// The `tuple<u64, u64>` in the return area at `area` (a turn's result).
+    pub(super) fn two_words(&self, store: &Store<Caps>, area: u32) -> wasmtime::Result<(u64, u64)> {
+        if area % 8 != 0 {
+            return Err(bad("a misaligned return area"));
+        }
+        let b = self.bytes(store, area, 16)?;
+        let word = |at: usize| {
+            b.get(at..at + 8)
+                .and_then(|w| w.try_into().ok())
+                .map(u64::from_le_bytes)
+                .ok_or_else(|| bad("a short read"))
+        };
+        Ok((word(0)?, word(8)?))
+    }
+
     pub(super) fn u8_at(&self, store: &Store<Caps>, at: u32) -> wasmtime::Result<u8> {
         Ok(self.bytes(store, at, 1)?[0])
     }

@@ -47,9 +47,9 @@ use Flat::{I32, I64};
 /// The exports of the host's `turn` crossing, with their core signatures (params,
 /// results); the other exports' are built from their types (`super::exports`).
 pub const TURN_EXPORTS: &[(&str, &[Flat], &[Flat])] = &[
-    ("turn", &[I64; 7], &[I64]),
-    ("turn-after-completion", &[I64; 12], &[I64]),
-    ("turn-words", &[I64, I64, I32, I32, I32, I32, I32], &[I64]),
+    ("turn", &[I64; 7], &[I32]),
+    ("turn-after-completion", &[I64; 12], &[I32]),
+    ("turn-words", &[I64, I64, I32, I32, I32, I32, I32], &[I32]),
     ("take-answer", &[], &[I32]),
 ];
 

@@ -171,12 +171,15 @@ impl Export {
     }
 }
 
+/// `turn`'s flat scalars: the time, the control word and the request's words. Like every
+/// turn, it answers a pointer to its two result words.
+type Turn = TypedFunc<(u64, u64, u64, u64, u64, u64, u64), u32>;
 /// `turn-after-completion`'s flat scalars: the completion's words, then the turn's.
 type TurnAfterCompletion =
-    TypedFunc<(u64, u64, u64, u64, u64, u64, u64, u64, u64, u64, u64, u64), u64>;
+    TypedFunc<(u64, u64, u64, u64, u64, u64, u64, u64, u64, u64, u64, u64), u32>;
 /// `turn-words`' flat values: the time, the control word, the three counts, and the list's
 /// pointer and length.
-type TurnWords = TypedFunc<(u64, u64, u32, u32, u32, u32, u32), u64>;
+type TurnWords = TypedFunc<(u64, u64, u32, u32, u32, u32, u32), u32>;
 
 /// The interface's functions in one core instance, their export table and their calls,
 /// from the interface's list: each call lowers its arguments by their types' [`Lower`] and
@@ -212,7 +215,7 @@ macro_rules! core_calls {
             guest: Guest,
             realloc: TypedFunc<(u32, u32, u32, u32), u32>,
             $($name: Export,)*
-            turn: TypedFunc<(u64, u64, u64, u64, u64, u64, u64), u64>,
+            turn: Turn,
             turn_after_completion: TurnAfterCompletion,
             turn_words: TurnWords,
             take_answer: Export,
@@ -259,9 +262,11 @@ macro_rules! core_calls {
                 now_ns: u64,
                 control: u64,
                 r: &[u64; 5],
-            ) -> wasmtime::Result<u64> {
-                self.turn
-                    .call(store, (now_ns, control, r[0], r[1], r[2], r[3], r[4]))
+            ) -> wasmtime::Result<(u64, u64)> {
+                let area = self
+                    .turn
+                    .call(&mut *store, (now_ns, control, r[0], r[1], r[2], r[3], r[4]))?;
+                self.guest.two_words(store, area)
             }
 
             fn turn_after_completion(
@@ -271,13 +276,14 @@ macro_rules! core_calls {
                 control: u64,
                 c: &[u64; 5],
                 r: &[u64; 5],
-            ) -> wasmtime::Result<u64> {
-                self.turn_after_completion.call(
-                    store,
+            ) -> wasmtime::Result<(u64, u64)> {
+                let area = self.turn_after_completion.call(
+                    &mut *store,
                     (
                         now_ns, control, c[0], c[1], c[2], c[3], c[4], r[0], r[1], r[2], r[3], r[4],
                     ),
-                )
+                )?;
+                self.guest.two_words(store, area)
             }
 
             fn turn_words(
@@ -286,7 +292,7 @@ macro_rules! core_calls {
                 now_ns: u64,
                 control: u64,
                 turn: &crate::policy::Turn<'_>,
-            ) -> wasmtime::Result<u64> {
+            ) -> wasmtime::Result<(u64, u64)> {
                 let counts = turn_counts(turn)?;
                 let words = turn_len(turn)?;
                 let bytes = words
@@ -297,10 +303,11 @@ macro_rules! core_calls {
                 let rest = cross::write_packed(turn.merges, rest)?;
                 cross::write_packed(turn.requests, rest)?;
                 let len = u32::try_from(words).map_err(|_| bad("an argument past 4 GiB"))?;
-                self.turn_words.call(
-                    store,
+                let area = self.turn_words.call(
+                    &mut *store,
                     (now_ns, control, counts[0], counts[1], counts[2], ptr, len),
-                )
+                )?;
+                self.guest.two_words(store, area)
             }
 
             fn take_answer(&self, store: &mut Store<Caps>) -> wasmtime::Result<Dispatch> {

@@ -73,3 +73,15 @@ fn an_answer_claiming_more_ids_than_memory_holds_is_refused() {
     let answer = g.answer_at(&store, 0).unwrap();
     assert_eq!((answer.ids, answer.wake_at_ns), (vec![RequestId(42)], None));
 }
+
+#[test]
+fn a_turns_two_words_are_read_only_from_an_aligned_area_inside_memory() {
+    let (store, g) = guest(&le(&[7, 0, 9, 1]));
+    assert_eq!(g.two_words(&store, 0).unwrap(), (7, 9 | 1 << 32));
+    assert!(g.two_words(&store, 4).is_err(), "misaligned");
+    assert!(
+        g.two_words(&store, 65_528).is_err(),
+        "the second word past the end"
+    );
+    assert!(g.two_words(&store, u32::MAX - 7).is_err());
+}

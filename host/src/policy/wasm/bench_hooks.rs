@@ -31,7 +31,7 @@ impl WasmPolicy {
         parts: u64,
         c: Option<&[u64; packed::WORDS]>,
         r: &[u64; packed::WORDS],
-    ) -> anyhow::Result<u64> {
+    ) -> anyhow::Result<(u64, u64)> {
         arm(&mut self.store, self.ticks, self.fuel);
         Ok(match c {
             None => {

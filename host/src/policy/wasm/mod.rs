@@ -111,25 +111,21 @@ impl WasmPolicy {
         self.turn_answer(turn, result)
     }
 
-    /// A turn's dispatch answer from its result: none, one id, or the whole answer
-    /// `take-answer` holds. The one id fills the list the host gave back.
-    fn turn_answer(&mut self, turn: &Turn<'_>, result: u64) -> Result<Option<Dispatch>, Fault> {
+    /// A turn's dispatch answer from its two words: none or one id and the wake-up, or the
+    /// whole answer `take-answer` holds. The one id fills the list the host gave back.
+    fn turn_answer(
+        &mut self,
+        turn: &Turn<'_>,
+        result: (u64, u64),
+    ) -> Result<Option<Dispatch>, Fault> {
         if turn.dispatch.is_none() {
             return Ok(None);
         }
-        Ok(Some(match result {
-            packed::TURN_NONE => Dispatch::default(),
-            packed::TURN_MORE => self.take_answer()?,
-            id => {
-                let mut ids = std::mem::take(&mut self.spare_ids);
-                ids.clear();
-                ids.push(RequestId(id));
-                Dispatch {
-                    ids,
-                    wake_at_ns: None,
-                }
-            }
-        }))
+        if result.0 == packed::TURN_MORE {
+            return self.take_answer().map(Some);
+        }
+        let ids = std::mem::take(&mut self.spare_ids);
+        Ok(packed::turn_answer(result, ids))
     }
 }
 
