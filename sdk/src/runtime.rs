@@ -39,7 +39,7 @@ impl<P: Policy> Runtime<P> {
             policy: None,
             answer: Dispatch::default(),
             spare: Vec::new(),
-            absorbed: IdSet::default(),
+            absorbed: IdSet::device_wide(),
         }
     }
 

@@ -214,8 +214,8 @@ impl Policy for Anticipatory {
     fn new(_setup: &Setup) -> Self {
         Self {
             queues: Default::default(),
-            queued: IdMap::default(),
-            in_flight: IdMap::default(),
+            queued: IdMap::device_wide(),
+            in_flight: IdMap::device_wide(),
             requeued: VecDeque::new(),
             last_sector: [Sector::ZERO; 2],
             histories: BTreeMap::new(),

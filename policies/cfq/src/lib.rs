@@ -265,7 +265,13 @@ impl Policy for Cfq {
     const HANDLES_ABSORBED: bool = true;
 
     fn new(_setup: &Setup) -> Self {
-        Self::default()
+        // Its one queued map and one in-flight map may hold any of the device's requests;
+        // each queue's own elevator stays small.
+        Self {
+            queued: IdMap::device_wide(),
+            on_device: IdMap::device_wide(),
+            ..Self::default()
+        }
     }
 
     fn retuned(&mut self, _name: &str) {

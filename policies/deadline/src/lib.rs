@@ -178,8 +178,12 @@ impl Policy for Deadline {
 
     fn new(setup: &Setup) -> Self {
         Self {
-            prios: Default::default(),
-            queued: IdMap::default(),
+            // One queue per class and direction, and one id map: each may hold any of the
+            // device's requests.
+            prios: std::array::from_fn(|_| PerPrio {
+                dirs: [ElevatorQueue::device_wide(), ElevatorQueue::device_wide()],
+            }),
+            queued: IdMap::device_wide(),
             latest_pos: [Sector::ZERO; 2],
             // As dd_init_sched: the first batch "continues" writes if any are queued.
             last_dir: Dir::Write,

@@ -95,8 +95,8 @@ impl Policy for Kyber {
     fn new(_setup: &Setup) -> Self {
         Self {
             queues: Default::default(),
-            absorbed: IdSet::default(),
-            on_device: IdMap::default(),
+            absorbed: IdSet::device_wide(),
+            on_device: IdMap::device_wide(),
             inflight: [0; DOMAINS],
             depth: MAX_DEPTH,
             lat_nsec: [0; 2],

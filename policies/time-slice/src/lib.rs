@@ -62,6 +62,7 @@ impl Policy for TimeSlice {
     fn new(_setup: &Setup) -> Self {
         Self {
             cursor: u32::MAX,
+            absorbed: IdSet::device_wide(),
             ..Self::default()
         }
     }

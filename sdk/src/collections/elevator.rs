@@ -37,6 +37,16 @@ impl ElevatorQueue {
         Self::default()
     }
 
+    /// An empty queue that may hold any of the device's requests (deadline's, one per
+    /// direction and class; not cfq's per-submitter ones): its id lookups are laid out as
+    /// [`crate::IdMap::device_wide`].
+    pub fn device_wide() -> Self {
+        Self {
+            sorted: SectorSet::new(),
+            fifo: ExpiryFifo::device_wide(),
+        }
+    }
+
     /// Queues `request`, due by `expires_ns`.
     pub fn push(&mut self, request: &Request, expires_ns: u64) {
         self.sorted.insert(request.sector, request.id);

@@ -60,6 +60,15 @@ impl ExpiryFifo {
 }
 
 impl<V> ExpiryFifo<V> {
+    /// An empty FIFO that may hold any of the device's requests: its id lookups are laid
+    /// out as [`IdMap::device_wide`].
+    pub fn device_wide() -> Self {
+        Self {
+            key_of: IdMap::device_wide(),
+            ..Self::default()
+        }
+    }
+
     /// Appends `id` with `value`, expiring at `expires_ns`.
     pub fn push_with(&mut self, id: RequestId, expires_ns: u64, value: V) {
         let key = (expires_ns, self.seq);

@@ -22,9 +22,9 @@ const SMALL_SLOTS: usize = 64;
 /// True iff a map holding `len` entries may grow its vector to cover slot `slot`: past
 /// [`SMALL_SLOTS`], only to eight times what it holds, so a policy with a thousand small
 /// maps (a queue per client) keeps a few KiB each, not a vector as long as the host's
-/// deepest slot.
-fn may_grow_to(slot: usize, len: usize) -> bool {
-    slot < SMALL_SLOTS.max(len.saturating_add(1).saturating_mul(8))
+/// deepest slot. A device-wide map ([`IdMap::device_wide`]) grows to any dense slot.
+fn may_grow_to(slot: usize, len: usize, device_wide: bool) -> bool {
+    device_wide || slot < SMALL_SLOTS.max(len.saturating_add(1).saturating_mul(8))
 }
 
 /// A hasher for request ids, or any key a policy hashes as one `u64` (`write_u64`): one
@@ -69,6 +69,7 @@ pub struct IdMap<V> {
     dense: Vec<Option<(RequestId, V)>>,
     spill: Spill<V>,
     len: usize,
+    device_wide: bool,
 }
 
 impl<V> Default for IdMap<V> {
@@ -77,6 +78,7 @@ impl<V> Default for IdMap<V> {
             dense: Vec::new(),
             spill: WordMap::new(),
             len: 0,
+            device_wide: false,
         }
     }
 }
@@ -91,6 +93,18 @@ impl<V> IdMap<V> {
     /// An empty map.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty map for a policy's one map of its kind, which may hold any of the device's
+    /// requests (a policy's in-flight or queued requests, not one queue's): its vector grows
+    /// to the deepest slot it sees (at most [`DENSE_SLOTS`]), so no live id spills however
+    /// few it holds. The host reuses slots lowest-freed first, so that is the device's
+    /// deepest queue, not its id count.
+    pub fn device_wide() -> Self {
+        Self {
+            device_wide: true,
+            ..Self::default()
+        }
     }
 
     /// Sets `id`'s value; returns the one it replaces.
@@ -118,7 +132,9 @@ impl<V> IdMap<V> {
     /// stack frame.
     #[inline(never)]
     fn insert_slow(&mut self, id: RequestId, value: V) -> Option<V> {
-        if let Some(s) = slot(id).filter(|&s| s < self.dense.len() || may_grow_to(s, self.len)) {
+        if let Some(s) =
+            slot(id).filter(|&s| s < self.dense.len() || may_grow_to(s, self.len, self.device_wide))
+        {
             if s >= self.dense.len() {
                 // Grow to the next power of two: amortised, and no larger than twice the
                 // deepest slot seen.
@@ -234,6 +250,11 @@ impl IdSet {
         Self::default()
     }
 
+    /// An empty set laid out as [`IdMap::device_wide`].
+    pub fn device_wide() -> Self {
+        Self(IdMap::device_wide())
+    }
+
     /// Adds `id`; true iff it was not there.
     pub fn insert(&mut self, id: RequestId) -> bool {
         self.0.insert(id, ()).is_none()
@@ -315,6 +336,21 @@ mod tests {
             big.insert(RequestId(id), ());
         }
         assert!(big.spill.is_empty());
+    }
+
+    #[test]
+    fn a_device_wide_map_indexes_a_far_slot_directly_however_few_it_holds() {
+        let mut map = IdMap::device_wide();
+        map.insert(RequestId(3), 1u8);
+        map.insert(RequestId(5000 | 7 << 32), 2);
+        assert!(map.spill.is_empty(), "nothing spilled");
+        assert_eq!(map.get(&RequestId(5000 | 7 << 32)), Some(&2));
+        // Past the dense slots, or in a slot another id holds, it still spills.
+        map.insert(RequestId(DENSE_SLOTS as u64), 3);
+        map.insert(RequestId(3 | 1 << 32), 4);
+        assert_eq!(map.spill.len(), 2);
+        assert_eq!(map.len(), 4);
+        assert!(map.dense.len() <= 8192);
     }
 
     #[test]

@@ -38,6 +38,8 @@ const MIN_TABLE_BITS: u32 = 3;
 #[derive(Debug, Clone)]
 pub struct WordMap<K, V> {
     entries: Vec<(K, V)>,
+    /// The table slot of each entry, so a removal finds the slot of the entry it moves.
+    slot_of: Vec<u32>,
     /// Indices into `entries`, or [`EMPTY`]; a power of two long, at most half full.
     table: Vec<u32>,
     /// 64 less the table's bits: the hash's top bits pick the home slot.
@@ -48,6 +50,7 @@ impl<K, V> Default for WordMap<K, V> {
     fn default() -> Self {
         Self {
             entries: Vec::new(),
+            slot_of: Vec::new(),
             table: Vec::new(),
             shift: 64,
         }
@@ -73,6 +76,7 @@ impl<K: Word, V> WordMap<K, V> {
     /// Removes every entry, keeping the memory for the next ones.
     pub fn clear(&mut self) {
         self.entries.clear();
+        self.slot_of.clear();
         self.table.fill(EMPTY);
     }
 
@@ -146,15 +150,14 @@ impl<K: Word, V> WordMap<K, V> {
     pub fn remove(&mut self, key: &K) -> Option<V> {
         let (at, index) = self.find(*key)?;
         self.vacate(at);
-        let last = self.entries.len() - 1;
-        if index != last {
-            // The last entry moves to `index`: point its slot there.
-            let (moved_at, _) = self
-                .find(self.entries[last].0)
-                .expect("every entry has a slot");
-            self.table[moved_at] = u32::try_from(index).expect("entries fit the table");
+        let (_, value) = self.entries.swap_remove(index);
+        self.slot_of.swap_remove(index);
+        if let Some(&moved_at) = self.slot_of.get(index) {
+            // The last entry moved to `index`: point its slot there. Fits: `push` refuses
+            // an index past 2^31.
+            self.table[moved_at as usize] = index as u32;
         }
-        Some(self.entries.swap_remove(index).1)
+        Some(value)
     }
 
     /// Every entry, in the order the inserts and removes left them.
@@ -178,22 +181,25 @@ impl<K: Word, V> WordMap<K, V> {
             self.grow();
         }
         let index = self.entries.len();
+        // At most 2^31 entries, so the table's slots (at most twice as many) fit a u32 too.
+        assert!(index < 1 << 31, "a WordMap holds at most 2^31 entries");
+        let index32 = index as u32;
+        let at = self.place(key, index32);
         self.entries.push((key, value));
-        self.place(
-            key,
-            u32::try_from(index).expect("a map holds fewer than 2^32 - 1 entries"),
-        );
+        self.slot_of.push(at);
         index
     }
 
-    /// Puts entry `index` in the first free slot from `key`'s home.
-    fn place(&mut self, key: K, index: u32) {
+    /// Puts entry `index` in the first free slot from `key`'s home; returns the slot.
+    fn place(&mut self, key: K, index: u32) -> u32 {
         let mask = self.table.len() - 1;
         let mut at = self.home(key);
         while self.table[at] != EMPTY {
             at = (at + 1) & mask;
         }
         self.table[at] = index;
+        // Fits: the table has at most 2^32 slots (`push`).
+        at as u32
     }
 
     /// Doubles the table (eight slots at first) and places every entry again.
@@ -203,8 +209,8 @@ impl<K: Word, V> WordMap<K, V> {
         self.table.resize(1 << bits, EMPTY);
         self.shift = 64 - bits;
         for index in 0..self.entries.len() {
-            // Fits: `push` refuses an index past u32.
-            self.place(self.entries[index].0, index as u32);
+            // Fits: `push` refuses an index past 2^31.
+            self.slot_of[index] = self.place(self.entries[index].0, index as u32);
         }
     }
 
@@ -224,6 +230,7 @@ impl<K: Word, V> WordMap<K, V> {
             // The entry may fill the hole iff its home is not cyclically in (hole, next].
             if next.wrapping_sub(home) & mask >= next.wrapping_sub(hole) & mask {
                 self.table[hole] = index;
+                self.slot_of[index as usize] = hole as u32;
                 hole = next;
             }
         }
@@ -282,6 +289,12 @@ mod tests {
         held.sort_unstable();
         assert_eq!(held, model.into_iter().collect::<Vec<_>>());
         assert!(map.table.len() >= 2 * map.len(), "at most half full");
+        for (index, &at) in map.slot_of.iter().enumerate() {
+            assert_eq!(
+                map.table[at as usize] as usize, index,
+                "entry {index}'s slot"
+            );
+        }
     }
 
     #[test]
