@@ -258,17 +258,20 @@ impl Policy for Bfq {
                 self.expire(now_ns);
                 continue;
             }
-            let Some(queue) = self.queues.get(&service.key) else {
+            // One lookup of the queue in service, through the choice and the send (lookups
+            // are a component's dearest step).
+            let Some(queue) = self.queues.get_mut(&service.key) else {
                 self.in_service = None;
                 continue;
             };
             if queue.requests.is_empty() {
-                let may_idle = (queue.sync || self.strict) && self.slice_idle > 0;
+                let (sync, inflight) = (queue.sync, queue.inflight);
+                let may_idle = (sync || self.strict) && self.slice_idle > 0;
                 if !may_idle {
                     self.expire(now_ns);
                     continue;
                 }
-                if queue.inflight > 0 {
+                if inflight > 0 {
                     out.wake_at_ns = Some(service.until);
                     break;
                 }
@@ -289,9 +292,19 @@ impl Policy for Bfq {
                 self.expire(now_ns);
                 continue;
             }
-            let id = self.choose(service.key, now_ns);
+            let id = choose(queue, self.head, now_ns);
             out.ids.push(id);
-            self.send(id);
+            let Some(extent) = queue.requests.take(id) else {
+                continue;
+            };
+            queue.inflight += 1;
+            self.queued.remove(&id);
+            self.on_device.insert(id, service.key);
+            self.head = extent.end();
+            if let Some(s) = &mut self.in_service {
+                s.served += u64::from(extent.sectors);
+                s.idle_until = None;
+            }
         }
     }
 
@@ -471,40 +484,21 @@ impl Bfq {
             self.begin_turn(service.key, now_ns, true);
         }
     }
+}
 
-    /// The next request of queue `key`: an expired FIFO head, else the next in sector order.
-    fn choose(&self, key: QueueKey, now_ns: u64) -> RequestId {
-        let queue = &self.queues[&key];
-        if queue.requests.expired(now_ns)
-            && let Some(due) = queue.requests.fifo_front()
-        {
-            return due.id;
-        }
-        queue
-            .requests
-            .at_or_after(self.head)
-            .or_else(|| queue.requests.lowest())
-            .map_or(RequestId(0), |next| next.id)
+/// The next request of `queue`: its expired FIFO head, else the first at or after `head`,
+/// else its lowest.
+fn choose(queue: &Queue, head: Sector, now_ns: u64) -> RequestId {
+    if queue.requests.expired(now_ns)
+        && let Some(due) = queue.requests.fifo_front()
+    {
+        return due.id;
     }
-
-    fn send(&mut self, id: RequestId) {
-        let Some(key) = self.queued.remove(&id) else {
-            return;
-        };
-        let Some(queue) = self.queues.get_mut(&key) else {
-            return;
-        };
-        let Some(extent) = queue.requests.take(id) else {
-            return;
-        };
-        queue.inflight += 1;
-        self.on_device.insert(id, key);
-        self.head = extent.end();
-        if let Some(s) = &mut self.in_service {
-            s.served += u64::from(extent.sectors);
-            s.idle_until = None;
-        }
-    }
+    queue
+        .requests
+        .at_or_after(head)
+        .or_else(|| queue.requests.lowest())
+        .map_or(RequestId(0), |next| next.id)
 }
 
 schedhost_sdk::export!(Bfq);

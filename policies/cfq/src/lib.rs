@@ -391,37 +391,51 @@ enum Step {
 }
 
 impl Cfq {
-    /// One decision for the active queue.
+    /// One decision for the active queue: one lookup of it, through the choice and the
+    /// send (lookups are a component's dearest step).
     fn step(&mut self, active: Active, now_ns: u64) -> Step {
         let t = self.t;
-        let Some(queue) = self.queues.get(&active.key) else {
+        let Some(queue) = self.queues.get_mut(&active.key) else {
             return Step::Expire;
         };
         if queue.requests.is_empty() {
-            return self.when_dry(active, now_ns);
+            let (sync, inflight) = (queue.sync, queue.inflight);
+            return self.when_dry(active, sync, inflight, now_ns);
         }
         if queue.inflight >= t.quantum.max(1) {
             // Its share of the device is on the device: wait for a completion.
             return Step::WaitUntil(active.slice_end);
         }
-        if !queue.sync && active.dispatched >= self.async_requests_per_slice(queue.level) {
+        if !queue.sync && active.dispatched >= async_requests_per_slice(&t, queue.level) {
             return Step::Expire;
         }
-        let id = self.choose(active.key, now_ns);
-        self.send(id);
+        let fifo_due = self.active.as_mut().is_some_and(|a| {
+            let first = !a.fifo_checked;
+            a.fifo_checked = true;
+            first
+        });
+        let id = choose(queue, fifo_due, self.head, &t, now_ns);
+        let Some(extent) = queue.requests.take(id) else {
+            return Step::Sent(id);
+        };
+        queue.inflight += 1;
+        self.queued.remove(&id);
+        self.on_device.insert(id, active.key);
+        if let Some(a) = &mut self.active {
+            a.dispatched += 1;
+            a.idle_until = None;
+        }
+        self.head = extent.end();
         Step::Sent(id)
     }
 
     /// The active queue has nothing queued: wait for its requests on the device, then idle
     /// for `slice_idle` (sync queues only) before giving up the slice.
-    fn when_dry(&mut self, active: Active, now_ns: u64) -> Step {
-        let Some(queue) = self.queues.get(&active.key) else {
-            return Step::Expire;
-        };
-        if !queue.sync || self.t.slice_idle == 0 {
+    fn when_dry(&mut self, active: Active, sync: bool, inflight: u32, now_ns: u64) -> Step {
+        if !sync || self.t.slice_idle == 0 {
             return Step::Expire;
         }
-        if queue.inflight > 0 {
+        if inflight > 0 {
             return Step::WaitUntil(active.slice_end);
         }
         let until = match active.idle_until {
@@ -439,60 +453,6 @@ impl Cfq {
         } else {
             Step::Expire
         }
-    }
-
-    /// The next request of queue `key`: the expired FIFO head once per slice, otherwise the
-    /// nearest in sector order from the head, backward seeks penalised.
-    fn choose(&mut self, key: QueueKey, now_ns: u64) -> RequestId {
-        let t = self.t;
-        let queue = &self.queues[&key];
-        if let Some(a) = &mut self.active
-            && !a.fifo_checked
-        {
-            a.fifo_checked = true;
-            if queue.requests.expired(now_ns)
-                && let Some(due) = queue.requests.fifo_front()
-            {
-                return due.id;
-            }
-        }
-        let ahead = queue.requests.at_or_after(self.head);
-        let behind = queue
-            .requests
-            .before(self.head)
-            .filter(|b| self.head.distance(b.sector) <= t.back_seek_max_sectors);
-        match (ahead, behind) {
-            (Some(a), Some(b)) => {
-                let back = self.head.distance(b.sector) * t.back_seek_penalty;
-                if back < a.sector.distance(self.head) {
-                    b.id
-                } else {
-                    a.id
-                }
-            }
-            (Some(only), None) | (None, Some(only)) => only.id,
-            (None, None) => queue.requests.lowest().map_or(RequestId(0), |p| p.id),
-        }
-    }
-
-    /// Moves request `id` from its queue to the device.
-    fn send(&mut self, id: RequestId) {
-        let Some(key) = self.queued.remove(&id) else {
-            return;
-        };
-        let Some(queue) = self.queues.get_mut(&key) else {
-            return;
-        };
-        let Some(extent) = queue.requests.take(id) else {
-            return;
-        };
-        queue.inflight += 1;
-        self.on_device.insert(id, key);
-        if let Some(a) = &mut self.active {
-            a.dispatched += 1;
-            a.idle_until = None;
-        }
-        self.head = extent.end();
     }
 
     /// Ends the active slice; the queue waits for another turn if it still has requests.
@@ -586,10 +546,38 @@ impl Cfq {
         let low = slice.min((slice * t.slice_idle / t.slice_sync.max(1)).max(2 * t.slice_idle));
         (slice * t.target_latency / expected).max(low)
     }
+}
 
-    /// Async requests the active async queue may send per slice (cfq_prio_to_maxrq).
-    fn async_requests_per_slice(&self, level: u8) -> u32 {
-        (2 * self.t.slice_async_rq * (8 - u32::from(level.min(7))) / 8).max(1)
+/// Async requests the active async queue may send per slice (cfq_prio_to_maxrq).
+fn async_requests_per_slice(t: &Tunables, level: u8) -> u32 {
+    (2 * t.slice_async_rq * (8 - u32::from(level.min(7))) / 8).max(1)
+}
+
+/// The next request of `queue`: its expired FIFO head if `fifo_due` (once per slice),
+/// otherwise the nearest in sector order from `head`, backward seeks penalised.
+fn choose(queue: &Queue, fifo_due: bool, head: Sector, t: &Tunables, now_ns: u64) -> RequestId {
+    if fifo_due
+        && queue.requests.expired(now_ns)
+        && let Some(due) = queue.requests.fifo_front()
+    {
+        return due.id;
+    }
+    let ahead = queue.requests.at_or_after(head);
+    let behind = queue
+        .requests
+        .before(head)
+        .filter(|b| head.distance(b.sector) <= t.back_seek_max_sectors);
+    match (ahead, behind) {
+        (Some(a), Some(b)) => {
+            let back = head.distance(b.sector) * t.back_seek_penalty;
+            if back < a.sector.distance(head) {
+                b.id
+            } else {
+                a.id
+            }
+        }
+        (Some(only), None) | (None, Some(only)) => only.id,
+        (None, None) => queue.requests.lowest().map_or(RequestId(0), |p| p.id),
     }
 }
 
