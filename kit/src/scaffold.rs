@@ -35,6 +35,10 @@ const SDK_SOURCES: &[(&str, &str)] = &[
         "collections/sector_set.rs",
         include_str!("../../sdk/src/collections/sector_set.rs"),
     ),
+    (
+        "collections/word_map.rs",
+        include_str!("../../sdk/src/collections/word_map.rs"),
+    ),
     ("guest.rs", include_str!("../../sdk/src/guest.rs")),
     ("interface.rs", include_str!("../../sdk/src/interface.rs")),
     ("packed.rs", include_str!("../../sdk/src/packed.rs")),
