@@ -15,11 +15,10 @@
 
 #![forbid(unsafe_code)]
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 
 use schedhost_sdk::{
     Completion, Dispatch, IdSet, MergeEvent, Policy, Request, RequestId, Setup, TunableSpec,
-    WordMap,
 };
 
 const TUNABLES: &[TunableSpec<TimeSlice>] = &[TunableSpec {
@@ -32,10 +31,22 @@ const TUNABLES: &[TunableSpec<TimeSlice>] = &[TunableSpec {
     field: |p| &mut p.time_slice_us,
 }];
 
+/// A submitter's queued requests, in arrival order, and how many of its requests are on
+/// the device.
+#[derive(Debug, Default)]
+struct Submitter {
+    ctx: u32,
+    queue: VecDeque<RequestId>,
+    on_device: u32,
+}
+
 /// The time-slice policy.
 #[derive(Debug, Default)]
 pub struct TimeSlice {
-    queues: BTreeMap<u32, VecDeque<RequestId>>,
+    /// Every submitter seen, sorted by ctx, each once: round robin walks them in ctx order,
+    /// and a binary search over a few contiguous entries costs less in a component than a
+    /// B-tree's nodes or a hash lookup.
+    submitters: Vec<Submitter>,
     /// Ids absorbed by merges while still queued; skipped when reached, so that an
     /// absorbed id never counts as the active submitter's next request.
     absorbed: IdSet,
@@ -45,8 +56,6 @@ pub struct TimeSlice {
     active: Option<(u32, u64)>,
     /// Round-robin position for `time_slice_us=0` (`u32::MAX` before the first pick).
     cursor: u32,
-    /// Requests each ctx has on the device: looked up, never iterated.
-    on_device: WordMap<u32, u32>,
     /// A submission or completion arrived since the last dispatch: blk-mq would run the
     /// hardware queue now.
     queue_run: bool,
@@ -74,7 +83,7 @@ impl Policy for TimeSlice {
     fn insert(&mut self, _now_ns: u64, requests: &[Request]) {
         self.queue_run = true;
         for r in requests {
-            self.queues.entry(r.ctx).or_default().push_back(r.id);
+            self.submitter(r.ctx).queue.push_back(r.id);
         }
     }
 
@@ -121,8 +130,8 @@ impl Policy for TimeSlice {
     fn completed(&mut self, _now_ns: u64, done: &[Completion]) {
         self.queue_run = true;
         for c in done {
-            if let Some(n) = self.on_device.get_mut(&c.ctx) {
-                *n = n.saturating_sub(1);
+            if let Some(s) = self.known_mut(c.ctx) {
+                s.on_device = s.on_device.saturating_sub(1);
             }
         }
     }
@@ -136,8 +145,8 @@ impl Policy for TimeSlice {
     /// The requests leave their submitters' device counts and wait again.
     fn requeue(&mut self, now_ns: u64, requests: &[Request]) {
         for r in requests {
-            if let Some(n) = self.on_device.get_mut(&r.ctx) {
-                *n = n.saturating_sub(1);
+            if let Some(s) = self.known_mut(r.ctx) {
+                s.on_device = s.on_device.saturating_sub(1);
             }
         }
         self.insert(now_ns, requests);
@@ -145,47 +154,71 @@ impl Policy for TimeSlice {
 }
 
 impl TimeSlice {
+    /// `ctx`'s entry, made empty if it is new.
+    fn submitter(&mut self, ctx: u32) -> &mut Submitter {
+        let at = match self.submitters.binary_search_by_key(&ctx, |s| s.ctx) {
+            Ok(at) => at,
+            Err(at) => {
+                self.submitters.insert(
+                    at,
+                    Submitter {
+                        ctx,
+                        ..Submitter::default()
+                    },
+                );
+                at
+            }
+        };
+        &mut self.submitters[at]
+    }
+
+    /// `ctx`'s entry, if it has submitted.
+    fn known_mut(&mut self, ctx: u32) -> Option<&mut Submitter> {
+        let at = self.submitters.binary_search_by_key(&ctx, |s| s.ctx).ok()?;
+        Some(&mut self.submitters[at])
+    }
+
     /// The first ctx after `after` (wrapping) with a live queued request. Only the queues
     /// walked past are cleaned of absorbed heads: the rest keep theirs until reached, which
     /// changes nothing, since `pop` skips them too.
     fn next_busy_ctx(&mut self, after: u32) -> Option<u32> {
+        // From the first ctx at or past `after + 1` (saturating, so the initial cursor,
+        // u32::MAX, starts at ctx u32::MAX itself), around to where it started.
+        let from = after.saturating_add(1);
+        let start = self.submitters.partition_point(|s| s.ctx < from);
+        let (before, later) = self.submitters.split_at_mut(start);
         let absorbed = &mut self.absorbed;
-        let mut busy = |(&ctx, q): (&u32, &mut VecDeque<RequestId>)| {
-            drop_absorbed_heads(q, absorbed);
-            (!q.is_empty()).then_some(ctx)
-        };
-        let later = self
-            .queues
-            .range_mut(after.saturating_add(1)..)
-            .find_map(&mut busy);
-        later.or_else(|| {
-            self.queues
-                .range_mut(..=after.min(u32::MAX - 1))
-                .find_map(&mut busy)
+        later.iter_mut().chain(before).find_map(|s| {
+            drop_absorbed_heads(&mut s.queue, absorbed);
+            (!s.queue.is_empty()).then_some(s.ctx)
         })
     }
 
     fn has_on_device(&self, ctx: u32) -> bool {
-        self.on_device.get(&ctx).is_some_and(|&n| n > 0)
+        self.submitters
+            .binary_search_by_key(&ctx, |s| s.ctx)
+            .is_ok_and(|at| self.submitters[at].on_device > 0)
     }
 
     /// The next live request of `ctx`, counted as on the device.
     fn take(&mut self, ctx: u32) -> Option<RequestId> {
-        let id = self.pop(ctx)?;
-        *self.on_device.get_or_insert_with(ctx, || 0) += 1;
+        let absorbed = &mut self.absorbed;
+        let at = self.submitters.binary_search_by_key(&ctx, |s| s.ctx).ok()?;
+        let submitter = &mut self.submitters[at];
+        let id = pop(&mut submitter.queue, absorbed)?;
+        submitter.on_device += 1;
         Some(id)
     }
+}
 
-    /// The next live request of `ctx`.
-    fn pop(&mut self, ctx: u32) -> Option<RequestId> {
-        let queue = self.queues.get_mut(&ctx)?;
-        while let Some(id) = queue.pop_front() {
-            if self.absorbed.is_empty() || !self.absorbed.remove(&id) {
-                return Some(id);
-            }
+/// The next live request of `queue`.
+fn pop(queue: &mut VecDeque<RequestId>, absorbed: &mut IdSet) -> Option<RequestId> {
+    while let Some(id) = queue.pop_front() {
+        if absorbed.is_empty() || !absorbed.remove(&id) {
+            return Some(id);
         }
-        None
     }
+    None
 }
 
 /// Removes absorbed ids at `queue`'s head, so its emptiness is exact.
