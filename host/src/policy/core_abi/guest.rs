@@ -48,7 +48,7 @@ impl Guest {
 
     /// The `tuple<u64, u64>` in the return area at `area` (a turn's result).
     pub(super) fn two_words(&self, store: &Store<Caps>, area: u32) -> wasmtime::Result<(u64, u64)> {
-        if area % 8 != 0 {
+        if !area.is_multiple_of(8) {
             return Err(bad("a misaligned return area"));
         }
         let b = self.bytes(store, area, 16)?;
