@@ -172,8 +172,8 @@ impl Export {
 }
 
 /// `turn`'s flat scalars: the time, the control word and the request's words. Like every
-/// turn, it answers a pointer to its two result words.
-type Turn = TypedFunc<(u64, u64, u64, u64, u64, u64, u64), u32>;
+/// turn crossing, it answers a pointer to its two result words.
+type TurnFlat = TypedFunc<(u64, u64, u64, u64, u64, u64, u64), u32>;
 /// `turn-after-completion`'s flat scalars: the completion's words, then the turn's.
 type TurnAfterCompletion =
     TypedFunc<(u64, u64, u64, u64, u64, u64, u64, u64, u64, u64, u64, u64), u32>;
@@ -215,7 +215,7 @@ macro_rules! core_calls {
             guest: Guest,
             realloc: TypedFunc<(u32, u32, u32, u32), u32>,
             $($name: Export,)*
-            turn: Turn,
+            turn: TurnFlat,
             turn_after_completion: TurnAfterCompletion,
             turn_words: TurnWords,
             take_answer: Export,
