@@ -63,10 +63,28 @@ impl Word for RequestId {
 
 type Spill<V> = WordMap<RequestId, V>;
 
+/// One directly indexed slot: the id holding it, if any, and how many ids of this slot
+/// are in the spill map, so a lookup that misses the slot knows whether to look there.
+#[derive(Debug, Clone)]
+struct Slot<V> {
+    entry: Option<(RequestId, V)>,
+    spilled: u32,
+}
+
+impl<V> Slot<V> {
+    const EMPTY: Self = Self {
+        entry: None,
+        spilled: 0,
+    };
+}
+
 /// A map keyed by request id (see the module's notes for how it is laid out).
+///
+/// Invariant: for every slot `s` below `dense.len()`, `dense[s].spilled` is the number of
+/// spilled ids whose slot is `s`.
 #[derive(Debug, Clone)]
 pub struct IdMap<V> {
-    dense: Vec<Option<(RequestId, V)>>,
+    dense: Vec<Slot<V>>,
     spill: Spill<V>,
     len: usize,
     device_wide: bool,
@@ -89,6 +107,14 @@ fn slot(id: RequestId) -> Option<usize> {
     (slot < DENSE_SLOTS).then_some(slot)
 }
 
+/// Where a lookup of an id not holding its slot must go on.
+enum Miss {
+    /// No id of its slot is spilled: it is not held.
+    Absent,
+    /// It may be in the spill map.
+    Spill,
+}
+
 impl<V> IdMap<V> {
     /// An empty map.
     pub fn new() -> Self {
@@ -107,46 +133,26 @@ impl<V> IdMap<V> {
         }
     }
 
+    /// Whether `id`, not found in its slot, may be spilled.
+    #[inline]
+    fn miss(&self, id: RequestId) -> Miss {
+        match slot(id).and_then(|s| self.dense.get(s)) {
+            Some(held) if held.spilled == 0 => Miss::Absent,
+            _ if self.spill.is_empty() => Miss::Absent,
+            _ => Miss::Spill,
+        }
+    }
+
     /// Sets `id`'s value; returns the one it replaces.
     #[inline]
     pub fn insert(&mut self, id: RequestId, value: V) -> Option<V> {
-        if let Some(s) = slot(id)
-            && s < self.dense.len()
-            && self.spill.is_empty()
-        {
-            match &mut self.dense[s] {
-                Some((held, old)) if *held == id => return Some(std::mem::replace(old, value)),
-                entry @ None => {
-                    *entry = Some((id, value));
-                    self.len += 1;
-                    return None;
-                }
-                Some(_) => {}
-            }
-        }
-        self.insert_slow(id, value)
-    }
-
-    /// [`IdMap::insert`] where the vector must grow, the slot is taken or ids are spilled:
-    /// kept out of line, so the common case does not pay for this code's registers and
-    /// stack frame.
-    #[inline(never)]
-    fn insert_slow(&mut self, id: RequestId, value: V) -> Option<V> {
-        if let Some(s) =
-            slot(id).filter(|&s| s < self.dense.len() || may_grow_to(s, self.len, self.device_wide))
-        {
-            if s >= self.dense.len() {
-                // Grow to the next power of two: amortised, and no larger than twice the
-                // deepest slot seen.
-                let len = (s + 1).next_power_of_two().min(DENSE_SLOTS);
-                self.dense.resize_with(len, || None);
-            }
-            match &mut self.dense[s] {
-                Some((held, old)) if *held == id => {
+        if let Some(held) = slot(id).and_then(|s| self.dense.get_mut(s)) {
+            match &mut held.entry {
+                Some((holder, old)) if *holder == id => {
                     return Some(std::mem::replace(old, value));
                 }
-                // An id spilled while its slot was taken stays in the spill map.
-                entry @ None if self.spill.is_empty() || !self.spill.contains_key(&id) => {
+                // No id of this slot is spilled, so `id` is not held: it takes the slot.
+                entry @ None if held.spilled == 0 => {
                     *entry = Some((id, value));
                     self.len += 1;
                     return None;
@@ -154,8 +160,57 @@ impl<V> IdMap<V> {
                 _ => {}
             }
         }
+        self.insert_slow(id, value)
+    }
+
+    /// [`IdMap::insert`] where the vector must grow, the slot is taken or ids of it are
+    /// spilled: kept out of line, so the common case does not pay for this code's registers
+    /// and stack frame.
+    #[inline(never)]
+    fn insert_slow(&mut self, id: RequestId, value: V) -> Option<V> {
+        let Some(s) = slot(id) else {
+            return self.spill_insert(id, value);
+        };
+        if s >= self.dense.len() && may_grow_to(s, self.len, self.device_wide) {
+            self.grow_to(s);
+        }
+        let Some(held) = self.dense.get_mut(s) else {
+            return self.spill_insert(id, value);
+        };
+        match &mut held.entry {
+            Some((holder, old)) if *holder == id => Some(std::mem::replace(old, value)),
+            // An id spilled while its slot was taken stays in the spill map.
+            entry @ None if held.spilled == 0 || !self.spill.contains_key(&id) => {
+                *entry = Some((id, value));
+                self.len += 1;
+                None
+            }
+            _ => self.spill_insert(id, value),
+        }
+    }
+
+    /// Grows the vector to cover slot `s` (to the next power of two: amortised, and no
+    /// larger than twice the deepest slot seen), counting the spilled ids of the new slots.
+    fn grow_to(&mut self, s: usize) {
+        let old = self.dense.len();
+        let len = (s + 1).next_power_of_two().min(DENSE_SLOTS);
+        self.dense.resize_with(len, || Slot::EMPTY);
+        for (id, _) in self.spill.iter() {
+            if let Some(at) = slot(id).filter(|&at| at >= old && at < len) {
+                self.dense[at].spilled += 1;
+            }
+        }
+    }
+
+    /// Puts `id` in the spill map, counting it against its slot.
+    fn spill_insert(&mut self, id: RequestId, value: V) -> Option<V> {
         let old = self.spill.insert(id, value);
-        self.len += usize::from(old.is_none());
+        if old.is_none() {
+            self.len += 1;
+            if let Some(held) = slot(id).and_then(|s| self.dense.get_mut(s)) {
+                held.spilled += 1;
+            }
+        }
         old
     }
 
@@ -163,26 +218,51 @@ impl<V> IdMap<V> {
     #[inline]
     pub fn remove(&mut self, id: &RequestId) -> Option<V> {
         let id = *id;
-        if let Some(entry) = slot(id).and_then(|s| self.dense.get_mut(s))
-            && entry.as_ref().is_some_and(|(held, _)| *held == id)
+        if let Some(held) = slot(id).and_then(|s| self.dense.get_mut(s))
+            && held.entry.as_ref().is_some_and(|(holder, _)| *holder == id)
         {
             self.len -= 1;
-            return entry.take().map(|(_, v)| v);
+            return held.entry.take().map(|(_, v)| v);
         }
-        let old = self.spill.remove(&id);
-        self.len -= usize::from(old.is_some());
-        old
+        match self.miss(id) {
+            Miss::Absent => None,
+            Miss::Spill => self.remove_spilled(id),
+        }
+    }
+
+    /// [`IdMap::remove`] from the spill map: out of line, so the dense path stays a small
+    /// function (inside a component, inlined probing code made every call pay for its
+    /// registers and frame).
+    #[inline(never)]
+    fn remove_spilled(&mut self, id: RequestId) -> Option<V> {
+        let old = self.spill.remove(&id)?;
+        self.len -= 1;
+        if let Some(held) = slot(id).and_then(|s| self.dense.get_mut(s)) {
+            held.spilled -= 1;
+        }
+        Some(old)
     }
 
     /// `id`'s value.
     #[inline]
     pub fn get(&self, id: &RequestId) -> Option<&V> {
         let id = *id;
-        if let Some(Some((held, value))) = slot(id).and_then(|s| self.dense.get(s))
-            && *held == id
+        if let Some(Some((holder, value))) = slot(id)
+            .and_then(|s| self.dense.get(s))
+            .map(|held| held.entry.as_ref())
+            && *holder == id
         {
             return Some(value);
         }
+        match self.miss(id) {
+            Miss::Absent => None,
+            Miss::Spill => self.get_spilled(id),
+        }
+    }
+
+    /// [`IdMap::get`] from the spill map (out of line, as [`IdMap::remove_spilled`]).
+    #[inline(never)]
+    fn get_spilled(&self, id: RequestId) -> Option<&V> {
         self.spill.get(&id)
     }
 
@@ -190,11 +270,24 @@ impl<V> IdMap<V> {
     #[inline]
     pub fn get_mut(&mut self, id: &RequestId) -> Option<&mut V> {
         let id = *id;
-        let dense = slot(id).and_then(|s| self.dense.get(s));
-        if matches!(dense, Some(Some((held, _))) if *held == id) {
-            let s = slot(id).expect("found dense");
-            return self.dense[s].as_mut().map(|(_, v)| v);
+        let found = slot(id).filter(|&s| {
+            self.dense
+                .get(s)
+                .and_then(|held| held.entry.as_ref())
+                .is_some_and(|(holder, _)| *holder == id)
+        });
+        if let Some(s) = found {
+            return self.dense[s].entry.as_mut().map(|(_, v)| v);
         }
+        match self.miss(id) {
+            Miss::Absent => None,
+            Miss::Spill => self.get_spilled_mut(id),
+        }
+    }
+
+    /// [`IdMap::get_mut`] from the spill map (out of line, as [`IdMap::remove_spilled`]).
+    #[inline(never)]
+    fn get_spilled_mut(&mut self, id: RequestId) -> Option<&mut V> {
         self.spill.get_mut(&id)
     }
 
@@ -210,7 +303,7 @@ impl<V> IdMap<V> {
 
     /// Removes every entry, keeping the memory for the next ones.
     pub fn clear(&mut self) {
-        self.dense.iter_mut().for_each(|e| *e = None);
+        self.dense.iter_mut().for_each(|held| *held = Slot::EMPTY);
         self.spill.clear();
         self.len = 0;
     }
@@ -227,7 +320,7 @@ impl<V> IdMap<V> {
         spilled.sort_unstable_by_key(|&(k, _)| k);
         self.dense
             .iter()
-            .filter_map(|e| e.as_ref().map(|(k, v)| (*k, v)))
+            .filter_map(|held| held.entry.as_ref().map(|(k, v)| (*k, v)))
             .chain(spilled)
     }
 }
@@ -351,6 +444,72 @@ mod tests {
         assert_eq!(map.spill.len(), 2);
         assert_eq!(map.len(), 4);
         assert!(map.dense.len() <= 8192);
+    }
+
+    /// Checks that every slot counts exactly the spilled ids of that slot.
+    fn assert_counts<V>(map: &IdMap<V>) {
+        for (s, held) in map.dense.iter().enumerate() {
+            let spilled = map
+                .spill
+                .iter()
+                .filter(|(id, _)| slot(*id) == Some(s))
+                .count();
+            assert_eq!(held.spilled as usize, spilled, "slot {s}");
+        }
+    }
+
+    #[test]
+    fn an_id_map_agrees_with_a_btree_map_when_slots_collide_and_ids_lie_far() {
+        use std::collections::BTreeMap;
+        for device_wide in [false, true] {
+            let mut map = if device_wide {
+                IdMap::device_wide()
+            } else {
+                IdMap::new()
+            };
+            let mut model = BTreeMap::new();
+            let mut x = 0x9e37_79b9_7f4a_7c15_u64;
+            for step in 0..20_000u64 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                // Few slots, several generations each, some far past the small maps' reach
+                // and some past the dense slots.
+                let slot = [3, 40, 700, 5_000, DENSE_SLOTS as u64 + 1][(x % 5) as usize];
+                let id = RequestId(slot | ((x >> 8) % 4) << 32);
+                match (x >> 16) % 3 {
+                    0 => assert_eq!(map.remove(&id), model.remove(&id), "step {step}"),
+                    1 => assert_eq!(map.insert(id, step), model.insert(id, step), "step {step}"),
+                    _ => assert_eq!(map.get(&id), model.get(&id), "step {step}"),
+                }
+                if let Some(v) = map.get_mut(&id) {
+                    *v += 1;
+                    *model.get_mut(&id).expect("held in both") += 1;
+                }
+                assert_eq!(map.len(), model.len());
+            }
+            assert_counts(&map);
+            let held: BTreeMap<_, _> = map.iter().map(|(k, v)| (k, *v)).collect();
+            assert_eq!(held, model);
+        }
+    }
+
+    #[test]
+    fn an_id_spilled_past_the_vector_is_still_found_once_the_vector_grows_over_its_slot() {
+        let mut map = IdMap::new();
+        let far = RequestId(100);
+        map.insert(far, 'f');
+        assert_eq!(map.spill.len(), 1, "past a small map's reach: spilled");
+        for id in 0..20 {
+            map.insert(RequestId(id), 'n');
+        }
+        map.insert(RequestId(150), 'g');
+        assert!(map.dense.len() > 150, "grown over both");
+        assert_counts(&map);
+        assert_eq!(map.get(&far), Some(&'f'));
+        assert_eq!(map.remove(&far), Some('f'));
+        assert_eq!(map.get(&far), None);
+        assert_counts(&map);
     }
 
     #[test]
