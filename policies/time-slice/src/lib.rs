@@ -154,9 +154,14 @@ impl Policy for TimeSlice {
 }
 
 impl TimeSlice {
+    /// Where `ctx`'s entry is, or where it would go.
+    fn position(&self, ctx: u32) -> Result<usize, usize> {
+        self.submitters.binary_search_by_key(&ctx, |s| s.ctx)
+    }
+
     /// `ctx`'s entry, made empty if it is new.
     fn submitter(&mut self, ctx: u32) -> &mut Submitter {
-        let at = match self.submitters.binary_search_by_key(&ctx, |s| s.ctx) {
+        let at = match self.position(ctx) {
             Ok(at) => at,
             Err(at) => {
                 self.submitters.insert(
@@ -174,7 +179,7 @@ impl TimeSlice {
 
     /// `ctx`'s entry, if it has submitted.
     fn known_mut(&mut self, ctx: u32) -> Option<&mut Submitter> {
-        let at = self.submitters.binary_search_by_key(&ctx, |s| s.ctx).ok()?;
+        let at = self.position(ctx).ok()?;
         Some(&mut self.submitters[at])
     }
 
@@ -195,15 +200,14 @@ impl TimeSlice {
     }
 
     fn has_on_device(&self, ctx: u32) -> bool {
-        self.submitters
-            .binary_search_by_key(&ctx, |s| s.ctx)
+        self.position(ctx)
             .is_ok_and(|at| self.submitters[at].on_device > 0)
     }
 
     /// The next live request of `ctx`, counted as on the device.
     fn take(&mut self, ctx: u32) -> Option<RequestId> {
+        let at = self.position(ctx).ok()?;
         let absorbed = &mut self.absorbed;
-        let at = self.submitters.binary_search_by_key(&ctx, |s| s.ctx).ok()?;
         let submitter = &mut self.submitters[at];
         let id = pop(&mut submitter.queue, absorbed)?;
         submitter.on_device += 1;
