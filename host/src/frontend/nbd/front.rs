@@ -62,6 +62,8 @@ pub struct Front<'a> {
     starved: VecDeque<u64>,
     /// Connections whose state changed this turn: their polls are armed, or they close.
     touched: Vec<u64>,
+    /// Connections whose replies are held back until the reap's completions are all in.
+    corked: Vec<u64>,
     /// Connections that stopped at the per-turn bound with more to read.
     busy: Vec<u64>,
     ready: Vec<u64>,
@@ -125,6 +127,7 @@ impl<'a> Front<'a> {
             ctxs: BTreeSet::new(),
             starved: VecDeque::new(),
             touched: Vec::new(),
+            corked: Vec::new(),
             busy: Vec::new(),
             ready: Vec::new(),
             clients: Departed::default(),
@@ -324,6 +327,23 @@ impl<'a> Front<'a> {
         }
     }
 
+    /// Sends the replies the corked connections held back, then closes the slowest if the
+    /// copies of what their streams did not take are over the pool's room.
+    fn uncork(&mut self, feed: &mut Feed<'_, RingBackend>, now: u64) {
+        let mut corked = std::mem::take(&mut self.corked);
+        corked.sort_unstable();
+        corked.dedup();
+        for &id in &corked {
+            if let Some(Link { stream, conn, .. }) = self.conns.get_mut(&id) {
+                let mut env = self.shared.env(conn.export, stream, feed, now);
+                conn.uncork(&mut env);
+            }
+        }
+        corked.clear();
+        self.corked = corked;
+        self.shed_slow(feed, now);
+    }
+
     /// Closes handshakes and connections past a deadline at `now`.
     fn enforce_deadlines(&mut self, feed: &mut Feed<'_, RingBackend>, now: u64) {
         let late: Vec<u64> = self
@@ -430,14 +450,16 @@ impl<'a> Front<'a> {
 impl Frontend<RingBackend> for Front<'_> {
     type Error = RunError;
 
-    /// Each finished bio goes to its request; a request whose bios all finished is
-    /// answered here, and connections waiting for slots try again.
+    /// Each finished bio goes to its request; the requests whose bios all finished are
+    /// answered together, one send per connection for the whole reap, and connections
+    /// waiting for slots try again.
     fn complete(
         &mut self,
         now: u64,
         done: &[Done],
         feed: &mut Feed<'_, RingBackend>,
     ) -> Result<(), RunError> {
+        let mut result = Ok(());
         for finished in done {
             let lease = Lease::of_bio(finished.bio.bio);
             let Some(owner) = self
@@ -452,16 +474,23 @@ impl Frontend<RingBackend> for Front<'_> {
                 continue;
             };
             let mut env = self.shared.env(conn.export, stream, feed, now);
-            conn.finished(
+            conn.cork();
+            self.corked.push(owner.conn);
+            self.touched.push(owner.conn);
+            result = conn.finished(
                 owner.conn,
                 &mut env,
                 owner,
                 lease.slot(),
                 finished.bio.status,
-            )?;
-            self.touched.push(owner.conn);
-            self.shed_slow(feed, now);
+            );
+            if result.is_err() {
+                break;
+            }
         }
+        // Even when the run is ending in an error, what finished is answered.
+        self.uncork(feed, now);
+        result?;
         if !done.is_empty() {
             self.serve_starved(feed, now)?;
         }

@@ -262,6 +262,9 @@ pub struct Conn {
     seq: u64,
     pending: HashMap<u64, Pending>,
     waiting: VecDeque<Waiting>,
+    /// Replies are held back in `outbox` until [`Conn::uncork`].
+    corked: bool,
+    outbox: Vec<replying::Reply>,
     /// FUA requests whose writes finished, waiting for a control slot for their flush.
     flushes: VecDeque<u64>,
     /// A reply could not be sent: the stream is out of step, so nothing read after runs.
@@ -313,6 +316,8 @@ impl Conn {
             seq: 0,
             pending: HashMap::new(),
             waiting,
+            corked: false,
+            outbox: Vec::new(),
             flushes: VecDeque::new(),
             broken: false,
             drain_left: None,
@@ -324,6 +329,7 @@ impl Conn {
         matches!(self.reading, Reading::Done)
             && self.pending.is_empty()
             && self.waiting.is_empty()
+            && self.outbox.is_empty()
             && self.flushes.is_empty()
     }
 

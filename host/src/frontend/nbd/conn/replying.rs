@@ -3,6 +3,68 @@
 
 use super::*;
 
+/// A simple reply: its header, and a read's slots (with the bytes of each the reply
+/// carries), which the connection holds until the reply is sent or copied.
+#[derive(Debug)]
+pub(super) struct Reply {
+    header: [u8; 16],
+    error: u32,
+    slots: Vec<(u32, usize)>,
+}
+
+impl Reply {
+    pub(super) fn new(cookie: u64, error: u32, slots: Vec<(u32, usize)>) -> Self {
+        Self {
+            header: wire::simple_reply(cookie, error),
+            error,
+            slots,
+        }
+    }
+
+    /// Its bytes in order: the header, then the data when the read succeeded.
+    fn parts<'s>(&'s self, slots: &'s SlotAccess) -> impl Iterator<Item = &'s [u8]> + 's {
+        let data = self
+            .slots
+            .iter()
+            .filter(|_| self.error == 0)
+            .map(|&(slot, len)| {
+                // SAFETY: the read finished, so no I/O uses its slots, and they stay this
+                // request's until they are given back or parked.
+                unsafe { &slots.slot(Lease::new(slot))[..len] }
+            });
+        std::iter::once(&self.header[..]).chain(data)
+    }
+
+    /// Its length in bytes.
+    fn len(&self) -> usize {
+        let data: usize = self
+            .slots
+            .iter()
+            .filter(|_| self.error == 0)
+            .map(|&(_, len)| len)
+            .sum();
+        self.header.len() + data
+    }
+
+    /// The iovecs it takes.
+    fn iovecs(&self) -> usize {
+        1 + if self.error == 0 { self.slots.len() } else { 0 }
+    }
+}
+
+/// How many of `replies` (at least one) one send carries within the stream's iovec limit.
+pub(super) fn fitting(replies: &[Reply]) -> usize {
+    let mut iovecs = 0;
+    let n = replies
+        .iter()
+        .take_while(|r| {
+            iovecs += r.iovecs();
+            iovecs <= libc::UIO_MAXIOV as usize
+        })
+        .count();
+    n.max(1)
+}
+
 impl Conn {
     /// A bio of request `seq` finished with `status`, holding `slot`.
     ///
@@ -65,7 +127,7 @@ impl Conn {
             return;
         };
         self.tally.count(p.work, p.bytes, p.error);
-        self.send(env, p.cookie, p.error, &p.read_slots);
+        self.send(env, Reply::new(p.cookie, p.error, p.read_slots));
     }
 
     /// Answers a request that ran no I/O (refused, or nothing to do).
@@ -73,77 +135,107 @@ impl Conn {
         if error != 0 {
             self.tally.errors += 1;
         }
-        self.send(env, cookie, error, &[]);
+        self.send(env, Reply::new(cookie, error, Vec::new()));
     }
 
-    /// Sends a simple reply, with a read's data from `slots` when it succeeded, and gives
-    /// the slots back (or parks them with a copy of what the socket did not take). A reply
-    /// goes out straight from the slots when the socket takes it whole (the common case: no
+    /// Holds replies back until [`Conn::uncork`], which writes them in one send: the
+    /// completions of one reap reach the client in one write and one wake-up, not one each.
+    pub fn cork(&mut self) {
+        self.corked = true;
+    }
+
+    /// Sends the replies held back since [`Conn::cork`], in order, as few sends as the
+    /// stream's iovec limit allows.
+    pub fn uncork(&mut self, env: &mut Env<'_>) {
+        self.corked = false;
+        let mut outbox = std::mem::take(&mut self.outbox);
+        let mut start = 0;
+        while start < outbox.len() {
+            let end = start + fitting(&outbox[start..]);
+            self.send_now(env, &outbox[start..end]);
+            start = end;
+        }
+        outbox.clear();
+        self.outbox = outbox;
+    }
+
+    /// Sends `reply` now, or holds it back while corked.
+    fn send(&mut self, env: &mut Env<'_>, reply: Reply) {
+        if self.corked && !self.broken && self.drain_left.is_none() {
+            self.outbox.push(reply);
+        } else {
+            self.send_now(env, std::slice::from_ref(&reply));
+        }
+    }
+
+    /// Sends simple replies, with a read's data from its slots when it succeeded, and gives
+    /// the slots back (or parks them with a copy of what the socket did not take). Replies
+    /// go out straight from the slots when the socket takes them whole (the common case: no
     /// copy); otherwise a slow client holds its own memory, bounded by its quota, never the
     /// pool's.
-    pub(super) fn send(
-        &mut self,
-        env: &mut Env<'_>,
-        cookie: u64,
-        error: u32,
-        slots: &[(u32, usize)],
-    ) {
+    fn send_now(&mut self, env: &mut Env<'_>, replies: &[Reply]) {
         if self.broken || self.drain_left.is_some() {
-            self.give_back(env, slots);
+            replies.iter().for_each(|r| self.give_back(env, &r.slots));
             return;
         }
-        let header = wire::simple_reply(cookie, error);
-        let data = slots.iter().filter(|_| error == 0).map(|&(slot, len)| {
-            // SAFETY: the read finished, so no I/O uses its slots, and they stay this
-            // request's until they are given back or parked below.
-            unsafe { &env.slots.slot(Lease::new(slot))[..len] }
-        });
-        let parts: Vec<IoSlice<'_>> = std::iter::once(&header[..])
-            .chain(data)
+        let slots = env.slots;
+        let parts: Vec<IoSlice<'_>> = replies
+            .iter()
+            .flat_map(|reply| reply.parts(slots))
             .map(IoSlice::new)
             .collect();
-        let total: usize = parts.iter().map(|p| p.len()).sum();
         let sent = if self.waiting.is_empty() {
             env.wire.send_now(&parts)
         } else {
             Ok(0)
         };
-        let sent = match sent {
+        drop(parts);
+        let mut left = match sent {
             Ok(sent) => sent,
             Err(e) => {
-                drop(parts);
-                self.give_back(env, slots);
+                replies.iter().for_each(|r| self.give_back(env, &r.slots));
                 self.send_failed(env, &e);
                 return;
             }
         };
-        if sent < total {
+        for (i, reply) in replies.iter().enumerate() {
+            let len = reply.len();
+            let took = left.min(len);
+            left -= took;
+            if took == len {
+                self.give_back(env, &reply.slots);
+                continue;
+            }
             if self.waiting.len() >= MAX_WAITING_REPLIES {
-                drop(parts);
-                self.give_back(env, slots);
+                replies[i..]
+                    .iter()
+                    .for_each(|r| self.give_back(env, &r.slots));
                 self.fail(env);
                 return;
             }
-            let mut bytes = Vec::with_capacity(total - sent);
-            let mut skip = sent;
-            for part in &parts {
-                let from = skip.min(part.len());
-                bytes.extend_from_slice(&part[from..]);
-                skip -= from;
-            }
-            drop(parts);
-            let parked: Vec<u32> = slots.iter().map(|&(slot, _)| slot).collect();
-            let count = env.pools.park(&parked);
-            self.waiting.push_back(Waiting {
-                bytes,
-                sent: 0,
-                slots: count,
-                due: env.due(),
-            });
-            return;
+            self.park(env, reply, took);
         }
-        drop(parts);
-        self.give_back(env, slots);
+    }
+
+    /// Keeps a copy of what the stream did not take of `reply` (all but its first `sent`
+    /// bytes), to go out when the stream is writable; its slots go back to the pool but
+    /// still count against the connection's quota until the copy is sent.
+    fn park(&mut self, env: &mut Env<'_>, reply: &Reply, sent: usize) {
+        let mut bytes = Vec::with_capacity(reply.len() - sent);
+        let mut skip = sent;
+        for part in reply.parts(env.slots) {
+            let from = skip.min(part.len());
+            bytes.extend_from_slice(&part[from..]);
+            skip -= from;
+        }
+        let parked: Vec<u32> = reply.slots.iter().map(|&(slot, _)| slot).collect();
+        let count = env.pools.park(&parked);
+        self.waiting.push_back(Waiting {
+            bytes,
+            sent: 0,
+            slots: count,
+            due: env.due(),
+        });
     }
 
     /// Sends what the stream takes of the waiting replies, without blocking.

@@ -10,12 +10,15 @@ const CHUNK: u32 = 4096;
 const SECOND: u64 = 1_000_000_000;
 
 /// A stream in memory: what the client sent, what the server wrote, and whether the
-/// client takes replies (a full socket takes nothing).
+/// client takes replies (a full socket takes nothing); `room` caps the bytes it takes from
+/// here on, and `sends` counts the writes.
 #[derive(Default)]
 struct Memory {
     input: VecDeque<u8>,
     output: Vec<u8>,
     stalled: bool,
+    room: Option<usize>,
+    sends: usize,
 }
 
 impl Transport for Memory {
@@ -34,8 +37,17 @@ impl Transport for Memory {
         if self.stalled {
             return Ok(0);
         }
-        parts.iter().for_each(|p| self.output.extend_from_slice(p));
-        Ok(parts.iter().map(|p| p.len()).sum())
+        self.sends += 1;
+        let mut room = self.room.unwrap_or(usize::MAX);
+        let before = self.output.len();
+        for part in parts {
+            let n = part.len().min(room);
+            self.output.extend_from_slice(&part[..n]);
+            room -= n;
+        }
+        let took = self.output.len() - before;
+        self.room = self.room.map(|r| r - took);
+        Ok(took)
     }
 
     fn unread_bytes(&self) -> usize {
@@ -172,5 +184,106 @@ fn a_reply_the_client_does_not_take_is_due_on_the_engines_clock_and_closes_it_wh
     assert!(
         !conn.wants_output() && conn.is_over(),
         "closed at its deadline"
+    );
+}
+
+/// Three 4 KiB reads of `fill` bytes 1, 2 and 3 sent and run: their bios' slots and owners,
+/// in the order the requests came (cookies 1, 2, 3).
+fn three_reads(server: &mut Server, conn: &mut Conn, wire: &mut Memory) -> Vec<(u32, Owner)> {
+    for cookie in 1..=3u64 {
+        wire.input
+            .extend(request(wire::CMD_READ, cookie, cookie * 8192, CHUNK));
+    }
+    let (_, bios) = server.call(wire, 0, |env| conn.read(1, env));
+    assert_eq!(bios.len(), 3, "one bio per read");
+    bios.iter()
+        .zip(1u8..)
+        .map(|(bio, fill)| {
+            let slot = Lease::of_bio(bio.id).slot();
+            let access = server.arena.access();
+            // SAFETY: the bio is not on any device; only this test touches the slot.
+            unsafe { access.slot_mut(Lease::new(slot)) }.fill(fill);
+            (slot, server.owners[slot as usize].take().expect("owned"))
+        })
+        .collect()
+}
+
+/// The reply to read `cookie` whose data is 4 KiB of `fill`.
+fn read_reply(cookie: u64, fill: u8) -> Vec<u8> {
+    let mut reply = wire::simple_reply(cookie, 0).to_vec();
+    reply.extend(std::iter::repeat_n(fill, CHUNK as usize));
+    reply
+}
+
+#[test]
+fn replies_finished_while_corked_go_out_in_one_send_in_the_order_they_finished() {
+    let (mut server, mut conn, mut wire) = (Server::new(), connection(), Memory::default());
+    let reads = three_reads(&mut server, &mut conn, &mut wire);
+    conn.cork();
+    for &i in &[2, 0, 1] {
+        let (slot, owner) = reads[i];
+        let (done, _) = server.call(&mut wire, 1, |env| conn.finished(1, env, owner, slot, 0));
+        done.unwrap();
+    }
+    assert!(wire.output.is_empty(), "nothing goes out while corked");
+    assert!(!conn.is_over(), "held replies are work left");
+    server.call(&mut wire, 1, |env| conn.uncork(env));
+    assert_eq!(wire.sends, 1, "one write for the three replies");
+    let expected = [read_reply(3, 3), read_reply(1, 1), read_reply(2, 2)].concat();
+    assert_eq!(wire.output, expected);
+    assert_eq!(
+        (conn.held, conn.tally.reads),
+        (0, 3),
+        "every slot given back"
+    );
+}
+
+#[test]
+fn a_corked_batch_the_stream_takes_in_part_keeps_the_rest_in_order_until_it_is_writable() {
+    let (mut server, mut conn, mut wire) = (Server::new(), connection(), Memory::default());
+    let reads = three_reads(&mut server, &mut conn, &mut wire);
+    conn.cork();
+    for &(slot, owner) in &reads {
+        let (done, _) = server.call(&mut wire, 1, |env| conn.finished(1, env, owner, slot, 0));
+        done.unwrap();
+    }
+    // The socket takes the first reply and ten bytes of the second.
+    let first = read_reply(1, 1).len();
+    wire.room = Some(first + 10);
+    server.call(&mut wire, 1, |env| conn.uncork(env));
+    assert_eq!(wire.output.len(), first + 10);
+    assert!(conn.wants_output(), "the rest waits for the client");
+    assert_eq!(
+        (server.pools.parked(), conn.held),
+        (2, 2),
+        "the two replies not sent whole are copies that still count against the quota"
+    );
+    wire.room = None;
+    server.call(&mut wire, 2, |env| conn.flush(env));
+    let expected = [read_reply(1, 1), read_reply(2, 2), read_reply(3, 3)].concat();
+    assert_eq!(wire.output, expected, "every byte once, in order");
+    assert_eq!((server.pools.parked(), conn.held), (0, 0));
+    assert!(!conn.wants_output());
+}
+
+#[test]
+fn one_send_carries_whole_replies_within_the_streams_iovec_limit() {
+    use super::replying::{Reply, fitting};
+    let read = |slots: u32| Reply::new(0, 0, (0..slots).map(|s| (s, 512)).collect());
+    let failed = Reply::new(0, 5, (0..2000).map(|s| (s, 512)).collect());
+    let max = libc::UIO_MAXIOV as usize;
+    // 3 replies of 1 + 340 iovecs fit in 1024; a fourth would not.
+    let replies: Vec<Reply> = (0..4).map(|_| read(340)).collect();
+    assert_eq!(fitting(&replies), 3);
+    assert_eq!(fitting(&replies[3..]), 1);
+    assert_eq!(
+        fitting(&[read(max as u32)]),
+        1,
+        "one reply goes alone even past the limit"
+    );
+    assert_eq!(
+        fitting(&[failed, read(1)]),
+        2,
+        "an error reply carries its header only"
     );
 }
