@@ -180,12 +180,7 @@ mod tests {
         let cache = BlockCache::new(System);
         let mut live: Vec<(*mut u8, Layout, u8)> = Vec::new();
         let mut seed = 0x2545_f491_4f6c_dd1d_u64;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut next = move || crate::collections::xorshift(&mut seed);
         let intact = |(p, l, byte): (*mut u8, Layout, u8)| {
             // SAFETY: `p` is live with layout `l`, all of it written with `byte`.
             unsafe { std::slice::from_raw_parts(p, l.size()) }

@@ -260,12 +260,7 @@ pub(super) mod tests {
         let mut fifo = ExpiryFifo::new();
         let mut model: Vec<(u64, u64, u64)> = Vec::new(); // (expires, seq, id)
         let mut x = 0x2545_f491_4f6c_dd1du64;
-        let mut next = || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = || crate::collections::xorshift(&mut x);
         for seq in 0..20_000u64 {
             let id = next() % 64;
             match next() % 4 {

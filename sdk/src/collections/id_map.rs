@@ -470,9 +470,7 @@ mod tests {
             let mut model = BTreeMap::new();
             let mut x = 0x9e37_79b9_7f4a_7c15_u64;
             for step in 0..20_000u64 {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
+                crate::collections::xorshift(&mut x);
                 // Few slots, several generations each, some far past the small maps' reach
                 // and some past the dense slots.
                 let slot = [3, 40, 700, 5_000, DENSE_SLOTS as u64 + 1][(x % 5) as usize];

@@ -15,3 +15,13 @@ pub use expiry_fifo::{Due, ExpiryFifo};
 pub use id_map::{DENSE_SLOTS, IdHasher, IdMap, IdSet};
 pub use sector_set::{Positioned, SectorSet};
 pub use word_map::{Word, WordMap};
+
+/// One step of a fixed pseudo-random walk (xorshift64), for the model tests that drive a
+/// collection and a plain model with the same operations.
+#[cfg(test)]
+pub(crate) fn xorshift(x: &mut u64) -> u64 {
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    *x
+}

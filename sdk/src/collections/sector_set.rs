@@ -1,6 +1,13 @@
 //! Request ids sorted by start sector, in one sorted vector: a queue holds at most a few
 //! hundred requests, where a binary search over 16-byte entries and a short move on insert
 //! cost less than a B-tree's nodes, allocations and pointer chasing through linear memory.
+//!
+//! An elevator walks the set in sector order: it asks for the request at or after where the
+//! last one ended, then removes what it found, and the next request it asks for lies where
+//! that one was. The set remembers that index, and a lookup or removal tries it before
+//! searching.
+
+use std::cell::Cell;
 
 use crate::types::{RequestId, Sector};
 
@@ -18,6 +25,8 @@ pub struct Positioned {
 pub struct SectorSet {
     /// Sorted, each entry once.
     by_sector: Vec<Positioned>,
+    /// Where the last lookup or removal was: a guess only, checked before it is used.
+    hint: Cell<usize>,
 }
 
 impl SectorSet {
@@ -41,9 +50,18 @@ impl SectorSet {
 
     /// Removes request `id` starting at `sector`; returns true iff it was there.
     pub fn remove(&mut self, sector: Sector, id: RequestId) -> bool {
-        match self.by_sector.binary_search(&Positioned { sector, id }) {
+        let entry = Positioned { sector, id };
+        let hint = self.hint.get();
+        let found = if self.by_sector.get(hint) == Some(&entry) {
+            Ok(hint)
+        } else {
+            self.by_sector.binary_search(&entry)
+        };
+        match found {
             Ok(at) => {
                 self.by_sector.remove(at);
+                // The entry after it moved into its place.
+                self.hint.set(at);
                 true
             }
             Err(_) => false,
@@ -59,7 +77,16 @@ impl SectorSet {
 
     /// Index of the first entry starting at or after `sector`.
     fn first_at(&self, sector: Sector) -> usize {
-        self.by_sector.partition_point(|p| p.sector < sector)
+        let hint = self.hint.get();
+        let at_or_after = |i: usize| self.by_sector.get(i).is_none_or(|p| p.sector >= sector);
+        let before =
+            |i: usize| i == 0 || self.by_sector.get(i - 1).is_some_and(|p| p.sector < sector);
+        if at_or_after(hint) && before(hint) {
+            return hint;
+        }
+        let at = self.by_sector.partition_point(|p| p.sector < sector);
+        self.hint.set(at);
+        at
     }
 
     /// The first request starting at or after `sector`.
@@ -133,5 +160,50 @@ pub(super) mod tests {
         assert_eq!(set.at_or_after(Sector(8)), at(8, 3));
         let ids: Vec<u64> = set.iter().map(|p| p.id.0).collect();
         assert_eq!(ids, [3, 6, 9]);
+    }
+
+    #[test]
+    fn a_sector_set_agrees_with_a_btree_set_when_an_elevator_walks_it_and_others_arrive() {
+        use std::collections::BTreeSet;
+        let mut set = SectorSet::new();
+        let mut model: BTreeSet<(u64, u64)> = BTreeSet::new();
+        let mut x = 0x2545_f491_4f6c_dd1d_u64;
+        let mut head = 0;
+        for id in 0..20_000u64 {
+            let r = crate::collections::xorshift(&mut x);
+            if r % 3 == 0 || model.is_empty() {
+                // Few sectors, so requests share them and the walk meets equal starts.
+                let sector = (r >> 8) % 300;
+                set.insert(Sector(sector), RequestId(id));
+                model.insert((sector, id));
+            } else if r % 3 == 1 {
+                // The elevator: the next request from the head, taken, the head past it.
+                let want = model.range((head, 0)..).next().copied();
+                assert_eq!(
+                    set.at_or_after(Sector(head)),
+                    want.and_then(|(s, i)| at(s, i))
+                );
+                let (sector, id) = want.unwrap_or_else(|| *model.first().unwrap());
+                assert!(set.remove(Sector(sector), RequestId(id)));
+                model.remove(&(sector, id));
+                head = sector + (r >> 20) % 3;
+            } else {
+                // Something else leaves, or a lookup from elsewhere.
+                let sector = (r >> 8) % 300;
+                let before = model.range(..(sector, 0)).next_back().copied();
+                assert_eq!(
+                    set.before(Sector(sector)),
+                    before.and_then(|(s, i)| at(s, i))
+                );
+                if let Some((s, i)) = before {
+                    assert!(set.remove(Sector(s), RequestId(i)));
+                    model.remove(&(s, i));
+                }
+                assert!(!set.remove(Sector(sector), RequestId(id)), "never inserted");
+            }
+            assert_eq!(set.len(), model.len());
+        }
+        let all: Vec<(u64, u64)> = set.iter().map(|p| (p.sector.0, p.id.0)).collect();
+        assert_eq!(all, model.into_iter().collect::<Vec<_>>());
     }
 }

@@ -265,9 +265,7 @@ mod tests {
         // A fixed pseudo-random walk over few keys, so keys collide, leave and come back.
         let mut x = 0x2545_f491_4f6c_dd1d_u64;
         for step in 0..20_000u64 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
+            crate::collections::xorshift(&mut x);
             let key = (x >> 8) % 97 * 0x1_0000_0001;
             match x % 4 {
                 0 => assert_eq!(map.remove(&key), model.remove(&key), "step {step}"),
