@@ -171,12 +171,13 @@ pub(super) mod tests {
         let mut head = 0;
         for id in 0..20_000u64 {
             let r = crate::collections::xorshift(&mut x);
-            if r % 3 == 0 || model.is_empty() {
+            let step = if model.is_empty() { 0 } else { r % 3 };
+            if step == 0 {
                 // Few sectors, so requests share them and the walk meets equal starts.
                 let sector = (r >> 8) % 300;
                 set.insert(Sector(sector), RequestId(id));
                 model.insert((sector, id));
-            } else if r % 3 == 1 {
+            } else if step == 1 {
                 // The elevator: the next request from the head, taken, the head past it.
                 let want = model.range((head, 0)..).next().copied();
                 assert_eq!(
