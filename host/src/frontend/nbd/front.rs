@@ -488,7 +488,7 @@ impl Frontend<RingBackend> for Front<'_> {
                 break;
             }
         }
-        // Even when the run is ending in an error, what finished is answered.
+        // Even when the run ends in an error, the replies already made still go out.
         self.uncork(feed, now);
         result?;
         if !done.is_empty() {
