@@ -374,20 +374,20 @@ impl Bfq {
     /// The weight B-WF2Q+ schedules `queue` by: its own, or, in a group, its share of the
     /// group's weight among the group's busy queues of its class (`queue` counted busy).
     fn weight(&self, queue: &Queue, now_ns: u64) -> u64 {
-        if queue.group == 0 {
-            return Self::own_weight(queue, now_ns) * WEIGHT_SCALE;
-        }
-        let siblings: u64 = self
-            .queues
-            .values()
-            .filter(|q| q.busy && q.group == queue.group && q.class == queue.class)
-            .map(|q| Self::own_weight(q, now_ns))
-            .sum();
+        let siblings = if queue.group == 0 {
+            0
+        } else {
+            self.queues
+                .values()
+                .filter(|q| q.busy && q.group == queue.group && q.class == queue.class)
+                .map(|q| Self::own_weight(q, now_ns))
+                .sum()
+        };
         self.share(queue, now_ns, siblings)
     }
 
-    /// [`Self::weight`] of a grouped `queue`, given the own weights of its group's busy
-    /// queues of its class summed (`siblings`, `queue` among them if it is busy).
+    /// [`Self::weight`] of `queue`, given the own weights of its group's busy queues of its
+    /// class summed (`siblings`, `queue` among them if it is busy; unused outside a group).
     fn share(&self, queue: &Queue, now_ns: u64, siblings: u64) -> u64 {
         let own = Self::own_weight(queue, now_ns) * WEIGHT_SCALE;
         if queue.group == 0 {

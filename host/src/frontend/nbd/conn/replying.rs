@@ -21,34 +21,29 @@ impl Reply {
         }
     }
 
-    /// Its bytes in order: the header, then the data when the read succeeded.
+    /// The slots whose bytes the reply carries: a read's, when it succeeded.
+    fn carried(&self) -> &[(u32, usize)] {
+        if self.error == 0 { &self.slots } else { &[] }
+    }
+
+    /// Its bytes in order: the header, then the data it carries.
     fn parts<'s>(&'s self, slots: &'s SlotAccess) -> impl Iterator<Item = &'s [u8]> + 's {
-        let data = self
-            .slots
-            .iter()
-            .filter(|_| self.error == 0)
-            .map(|&(slot, len)| {
-                // SAFETY: the read finished, so no I/O uses its slots, and they stay this
-                // request's until they are given back or parked.
-                unsafe { &slots.slot(Lease::new(slot))[..len] }
-            });
+        let data = self.carried().iter().map(|&(slot, len)| {
+            // SAFETY: the read finished, so no I/O uses its slots, and they stay this
+            // request's until they are given back or parked.
+            unsafe { &slots.slot(Lease::new(slot))[..len] }
+        });
         std::iter::once(&self.header[..]).chain(data)
     }
 
     /// Its length in bytes.
     fn len(&self) -> usize {
-        let data: usize = self
-            .slots
-            .iter()
-            .filter(|_| self.error == 0)
-            .map(|&(_, len)| len)
-            .sum();
-        self.header.len() + data
+        self.header.len() + self.carried().iter().map(|&(_, len)| len).sum::<usize>()
     }
 
     /// The iovecs it takes.
     fn iovecs(&self) -> usize {
-        1 + if self.error == 0 { self.slots.len() } else { 0 }
+        1 + self.carried().len()
     }
 }
 
@@ -175,7 +170,7 @@ impl Conn {
     /// pool's.
     fn send_now(&mut self, env: &mut Env<'_>, replies: &[Reply]) {
         if self.broken || self.drain_left.is_some() {
-            replies.iter().for_each(|r| self.give_back(env, &r.slots));
+            self.give_back_all(env, replies);
             return;
         }
         let slots = env.slots;
@@ -193,7 +188,7 @@ impl Conn {
         let mut left = match sent {
             Ok(sent) => sent,
             Err(e) => {
-                replies.iter().for_each(|r| self.give_back(env, &r.slots));
+                self.give_back_all(env, replies);
                 self.send_failed(env, &e);
                 return;
             }
@@ -207,9 +202,7 @@ impl Conn {
                 continue;
             }
             if self.waiting.len() >= MAX_WAITING_REPLIES {
-                replies[i..]
-                    .iter()
-                    .for_each(|r| self.give_back(env, &r.slots));
+                self.give_back_all(env, &replies[i..]);
                 self.fail(env);
                 return;
             }
@@ -311,6 +304,11 @@ impl Conn {
         for &(slot, _) in slots {
             env.pools.put(slot, &mut self.held);
         }
+    }
+
+    /// Returns the read slots of replies that will not be sent to the pool.
+    fn give_back_all(&mut self, env: &mut Env<'_>, replies: &[Reply]) {
+        replies.iter().for_each(|r| self.give_back(env, &r.slots));
     }
 
     /// True once `want` bytes are buffered, reading what has arrived.
