@@ -71,7 +71,8 @@ pub struct RingSetup {
     pub fixed_buffers: bool,
     /// Faults injected between the host and the kernel, as on a simulated device: EIO
     /// without the I/O reaching the file, busy answers, late completions, a stall, resets
-    /// (a reset reports what was in flight as EIO, whether or not it reached the file).
+    /// (a reset reports what was in flight as EIO, whether or not it reached the file, once
+    /// the kernel has let go of its buffers).
     pub faults: FaultPlan,
 }
 
@@ -117,7 +118,8 @@ impl RingBackend {
             ring,
             arena: ManuallyDrop::new(arena),
             clock: Instant::now(),
-            faults: (!setup.faults.is_empty()).then(|| FaultState::new(setup.faults)),
+            // The kernel works in the arena's slots until its CQE: a reset's EIO waits for it.
+            faults: (!setup.faults.is_empty()).then(|| FaultState::over_lent_buffers(setup.faults)),
         })
     }
 

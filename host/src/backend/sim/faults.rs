@@ -21,7 +21,7 @@
 //! | `seed=N` | the plan's own seed (default 1) |
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 
 use schedhost_sdk::Op;
 
@@ -225,6 +225,12 @@ pub struct FaultState<K> {
     order: u64,
     /// Resets still to come, latest first.
     resets: Vec<u64>,
+    /// Requests a reset aborted while the device still held their buffers (see
+    /// [`FaultState::over_lent_buffers`]): each completes with EIO once the device answers.
+    aborted: BTreeSet<K>,
+    /// The device reads and writes the requests' memory until it answers: a reset's EIO
+    /// waits for that answer.
+    lent_buffers: bool,
 }
 
 /// Whether the device gets a request.
@@ -248,6 +254,19 @@ impl<K: Ord + Copy> FaultState<K> {
             held: BinaryHeap::new(),
             order: 0,
             resets,
+            aborted: BTreeSet::new(),
+            lent_buffers: false,
+        }
+    }
+
+    /// A device that works in the requests' own memory (the kernel under io_uring): a
+    /// reset still fails everything in flight with EIO, but each failure is reported only
+    /// when the device has answered, since until then it may write into the buffer, and a
+    /// buffer reported free goes to the next request at once.
+    pub fn over_lent_buffers(plan: FaultPlan) -> Self {
+        Self {
+            lent_buffers: true,
+            ..Self::new(plan)
         }
     }
 
@@ -277,6 +296,12 @@ impl<K: Ord + Copy> FaultState<K> {
     /// The device finished request `key` with `status` at `now_ns`.
     pub fn finished(&mut self, now_ns: u64, key: K, status: i32) {
         self.reset_due(now_ns);
+        if self.aborted.remove(&key) {
+            // Aborted by a reset while the device held its buffer: failed from the reset,
+            // reported now that the buffer is free.
+            self.hold(now_ns, key, EIO);
+            return;
+        }
         // A request a reset aborted completed then; the device's late answer is dropped.
         let Some((fails, spike)) = self.inflight.remove(&key) else {
             return;
@@ -350,7 +375,11 @@ impl<K: Ord + Copy> FaultState<K> {
         {
             self.resets.pop();
             for (key, _) in std::mem::take(&mut self.inflight) {
-                self.hold(at, key, EIO);
+                if self.lent_buffers {
+                    self.aborted.insert(key);
+                } else {
+                    self.hold(at, key, EIO);
+                }
             }
         }
     }
@@ -404,5 +433,58 @@ impl DeviceModel for Faulty {
             self.state.finished(now_ns, id, status);
         }
         self.state.pop_due(now_ns)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(text: &str) -> FaultPlan {
+        FaultPlan::parse(text).expect("a valid plan")
+    }
+
+    #[test]
+    fn a_reset_over_lent_buffers_fails_in_flight_requests_only_once_the_device_answers() {
+        let mut state = FaultState::over_lent_buffers(plan("reset=1ms"));
+        for key in 0..3u64 {
+            assert_eq!(
+                state.submit(0, key, Op::Write, (key, key + 8)),
+                Admission::Send
+            );
+        }
+        // Past the reset: nothing is reported while the device still holds the buffers.
+        assert_eq!(state.pop_due(2_000_000), None);
+        state.finished(3_000_000, 1, 0);
+        assert_eq!(
+            state.pop_due(3_000_000),
+            Some((1, EIO)),
+            "failed, though it ran"
+        );
+        assert_eq!(
+            state.pop_due(3_000_000),
+            None,
+            "0 and 2 are still the device's"
+        );
+        state.finished(4_000_000, 0, 0);
+        state.finished(4_000_000, 2, 0);
+        assert_eq!(state.pop_due(4_000_000), Some((0, EIO)));
+        assert_eq!(state.pop_due(4_000_000), Some((2, EIO)));
+        // A request sent after the reset runs as usual.
+        assert_eq!(
+            state.submit(5_000_000, 7, Op::Read, (0, 8)),
+            Admission::Send
+        );
+        state.finished(6_000_000, 7, 0);
+        assert_eq!(state.pop_due(6_000_000), Some((7, 0)));
+    }
+
+    #[test]
+    fn a_reset_on_a_model_fails_in_flight_requests_at_the_reset() {
+        let mut state = FaultState::new(plan("reset=1ms"));
+        assert_eq!(state.submit(0, 0u64, Op::Read, (0, 8)), Admission::Send);
+        assert_eq!(state.pop_due(1_000_000), Some((0, EIO)));
+        state.finished(2_000_000, 0, 0);
+        assert_eq!(state.pop_due(2_000_000), None, "its late answer is dropped");
     }
 }
