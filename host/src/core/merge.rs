@@ -247,6 +247,7 @@ mod tests {
             BioRef {
                 id: 1,
                 submit_ns: 0,
+                admitted_ns: 0,
                 sectors: 1,
             },
         ));
@@ -255,6 +256,7 @@ mod tests {
             BioRef {
                 id: 2,
                 submit_ns: 0,
+                admitted_ns: 0,
                 sectors: 1,
             },
         ));
@@ -268,6 +270,7 @@ mod tests {
             BioRef {
                 id: 1,
                 submit_ns: 0,
+                admitted_ns: 0,
                 sectors: 1,
             },
         ));
@@ -278,6 +281,7 @@ mod tests {
             BioRef {
                 id: 3,
                 submit_ns: 0,
+                admitted_ns: 0,
                 sectors: 1,
             },
         ));

@@ -55,14 +55,15 @@ impl Merging {
             .map(|c| c.filter(mergeable))
     }
 
-    /// Adds `bio`, submitted at `now_ns`, to request `id` at its `kind` end.
+    /// Adds `bio`, submitted at `submitted_ns` and let go by its group's limits at
+    /// `admitted_ns`, to request `id` at its `kind` end.
     pub(super) fn grow(
         &mut self,
         table: &mut RequestTable,
         id: u64,
         kind: MergeKind,
         bio: &Bio,
-        now_ns: u64,
+        (submitted_ns, admitted_ns): (u64, u64),
     ) {
         let Some(request) = table.get_mut(id) else {
             return;
@@ -76,7 +77,8 @@ impl Merging {
             bio.ctx,
             BioRef {
                 id: bio.id,
-                submit_ns: now_ns,
+                submit_ns: submitted_ns,
+                admitted_ns,
                 sectors: bio.sectors,
             },
         );
@@ -199,7 +201,7 @@ impl Core {
                 continue;
             }
             self.merging
-                .grow(&mut self.table, id, kind, bio, submitted_ns);
+                .grow(&mut self.table, id, kind, bio, (submitted_ns, now_ns));
             if let Some(grown) = self.table.get(id).filter(|r| !r.is_queued()) {
                 self.plugging
                     .on_merge(bio.ctx, u64::from(grown.sectors) * 512);

@@ -432,6 +432,7 @@ impl Core {
                 BioRef {
                     id: bio.id,
                     submit_ns: submitted_ns,
+                    admitted_ns: now_ns,
                     sectors: bio.sectors,
                 },
             )],
@@ -494,7 +495,7 @@ impl Core {
         );
         for &(ctx, bio) in &request.bios {
             if let Some(throttle) = &mut self.throttle {
-                throttle.on_complete(now_ns, ctx, now_ns.saturating_sub(bio.submit_ns));
+                throttle.on_complete(now_ns, ctx, now_ns.saturating_sub(bio.admitted_ns));
             }
             self.actions.push_back(Action::Complete(BioDone {
                 bio: bio.id,

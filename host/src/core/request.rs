@@ -58,6 +58,10 @@ pub struct BioRef {
     pub id: u64,
     /// When the bio entered the host.
     pub submit_ns: u64,
+    /// When its group's limits let it go to the scheduler (`submit_ns` when none held it):
+    /// io.latency times the device and the scheduler from here, as blk-iolatency times a
+    /// bio from when blk-throttle lets it go, so a group's own io.max hold is not latency.
+    pub admitted_ns: u64,
     /// Its length, for byte accounting.
     pub sectors: u32,
 }

@@ -101,6 +101,9 @@ struct Depth {
     completions: u64,
     /// Completions in the window over the group's target.
     over_target: u64,
+    /// When the group last went from no room (at its allowed depth) to room: a bio held
+    /// by the depth became eligible then, not when it arrived.
+    room_since: u64,
 }
 
 /// One limit's state: the theoretical arrival time, scaled by the rate so that every step
@@ -164,7 +167,39 @@ impl Lane {
             c.charge(now_ns, 1);
         }
         if let Some(c) = &mut self.bps {
-            c.charge(now_ns, u64::from(bio.sectors) * 512);
+            c.charge(now_ns, charged_bytes(bio));
+        }
+    }
+}
+
+/// What a bio costs against a byte rate. A discard moves no data: blk-throttle charges it
+/// one sector (`throtl_bio_data_size`), so a TRIM of a whole export is not hours of debt
+/// for its group's writes and flushes.
+fn charged_bytes(bio: &Bio) -> u64 {
+    if bio.op == Op::Discard {
+        512
+    } else {
+        u64::from(bio.sectors) * 512
+    }
+}
+
+impl Cell {
+    /// This cell as it goes on under `rate` and `burst` from `now_ns`: unchanged when
+    /// neither changed; otherwise the units it is owed (the debt past `now_ns`) are
+    /// carried over at the new rate, so a change never forgives what was already spent.
+    fn retuned(self, now_ns: u64, rate: u64, burst: u64) -> Self {
+        let fresh = Self::new(rate, burst);
+        if fresh.rate == self.rate && fresh.tolerance == self.tolerance {
+            return self;
+        }
+        // `tat` is ns × rate, so past `now` it is the units charged ahead, × 1e9, whatever
+        // the rate: the same debt, repaid at the new one.
+        let owed = self
+            .tat
+            .saturating_sub(u128::from(now_ns) * u128::from(self.rate));
+        Self {
+            tat: u128::from(now_ns) * u128::from(fresh.rate) + owed,
+            ..fresh
         }
     }
 }
@@ -262,8 +297,12 @@ impl Throttle {
         let Some(g) = self.group_of(ctx) else {
             return;
         };
+        let had_room = self.room(g);
         let d = &mut self.depth[g];
         d.inflight = d.inflight.saturating_sub(1);
+        if !had_room && d.allowed.is_none_or(|allowed| d.inflight < allowed) {
+            d.room_since = now_ns;
+        }
         d.latency_sum += u128::from(latency_ns);
         d.completions += 1;
         if self.groups[g]
@@ -299,6 +338,7 @@ impl Throttle {
         let missed: Vec<usize> = (0..self.groups.len()).filter(|&g| self.missed(g)).collect();
         let tightest_missed = missed.iter().map(|&g| target(&self.groups, g)).min();
         for g in 0..self.groups.len() {
+            let had_room = self.room(g);
             let mine = target(&self.groups, g);
             let d = &mut self.depth[g];
             match tightest_missed {
@@ -313,6 +353,9 @@ impl Throttle {
                         .filter(|&a| a < self.base_depth);
                 }
                 Some(_) => {}
+            }
+            if !had_room && d.allowed.is_none_or(|allowed| d.inflight < allowed) {
+                d.room_since = now_ns;
             }
             (d.latency_sum, d.completions, d.over_target) = (0, 0, 0);
         }
@@ -350,8 +393,9 @@ impl Throttle {
         self
     }
 
-    /// Group `limits.name` takes `limits` from `now_ns` on (`ctl group`): its rates start
-    /// afresh, and the bios already waiting wait for the new ones.
+    /// Group `limits.name` takes `limits` from `now_ns` on (`ctl group`): a rate it did not
+    /// change keeps its state, a changed one carries its debt at the new rate, and the bios
+    /// already waiting wait for the new ones.
     ///
     /// # Errors
     /// No group of that name.
@@ -368,11 +412,16 @@ impl Throttle {
                     names.join(", ")
                 )
             })?;
-        let fresh = |rate: Option<u64>, burst: u64| {
-            rate.map(|r| {
-                let mut cell = Cell::new(r, burst);
-                cell.tat = u128::from(now_ns) * u128::from(cell.rate);
-                cell
+        // cgroup keeps a key it did not change and its state: a cell goes on as it was,
+        // or under its new rate with its debt; only a new limit starts afresh, from now.
+        let retune = |cell: Option<Cell>, rate: Option<u64>, burst: u64| {
+            rate.map(|r| match cell {
+                Some(cell) => cell.retuned(now_ns, r, burst),
+                None => {
+                    let mut cell = Cell::new(r, burst);
+                    cell.tat = u128::from(now_ns) * u128::from(cell.rate);
+                    cell
+                }
             })
         };
         for d in 0..2 {
@@ -382,8 +431,8 @@ impl Throttle {
                 (limits.wiops, limits.wbps)
             };
             let lane = &mut self.lanes[g][d];
-            lane.iops = fresh(iops, limits.iops_burst[d]);
-            lane.bps = fresh(bps, limits.bps_burst[d]);
+            lane.iops = retune(lane.iops, iops, limits.iops_burst[d]);
+            lane.bps = retune(lane.bps, bps, limits.bps_burst[d]);
         }
         self.groups[g] = limits;
         Ok(())
@@ -467,11 +516,14 @@ impl Throttle {
                 if lane.waiting.is_empty() || lane.due() > now_ns || !room {
                     continue;
                 }
-                self.depth[g].inflight += 1;
                 let (bio, since) = lane.waiting.pop_front()?;
-                // Charged from when it arrived, not from when it was let go: a late wake-up
-                // (a real device's timer) must not cost the group its rate.
-                lane.charge(since, &bio);
+                // Charged from when it became eligible, not from when it was let go: a late
+                // wake-up (a real device's timer) must not cost the group its rate. Nor from
+                // when it arrived: a backlog held by io.latency's depth would then go out
+                // as a burst once the cut lifts, faster than the rate.
+                let eligible = since.max(lane.due()).max(self.depth[g].room_since);
+                lane.charge(eligible.min(now_ns), &bio);
+                self.depth[g].inflight += 1;
                 self.count(g, d, &bio, now_ns.saturating_sub(since));
                 return Some((bio, since));
             }
@@ -614,8 +666,8 @@ mod tests {
         t.set_limits(500_000_000, faster).unwrap();
         assert_eq!(
             t.next_release(),
-            Some(500_000_000),
-            "the new rate starts now"
+            Some(500_500_000),
+            "the new rate starts now, repaying the half I/O still owed"
         );
         let missing = GroupSpec {
             name: "b".into(),
@@ -672,6 +724,98 @@ mod tests {
             t.stats()[0].allowed_depth,
             None,
             "the tight group is never cut"
+        );
+    }
+
+    #[test]
+    fn a_discard_is_charged_one_sector_against_a_byte_rate() {
+        let mut t = throttle(GroupSpec {
+            wbps: Some(4096),
+            ..GroupSpec::default()
+        });
+        // A TRIM of 1 GiB, then a 4 KiB write.
+        let trim = Bio {
+            op: Op::Discard,
+            sectors: 2 << 20,
+            ..read(0)
+        };
+        assert!(t.admit(0, trim).is_some());
+        let write = Bio {
+            op: Op::Write,
+            ..read(1)
+        };
+        assert!(t.admit(0, write).is_none());
+        assert_eq!(
+            t.next_release(),
+            Some(125_000_000),
+            "512 bytes at 4 KiB/s, not 1 GiB"
+        );
+        assert_eq!(
+            t.stats()[0].bytes[1],
+            1 << 30,
+            "the report keeps its length"
+        );
+    }
+
+    #[test]
+    fn a_limits_change_keeps_the_debt_of_a_rate_it_did_not_change_and_carries_a_changed_one() {
+        let spec = |riops: u64, weight: u32| GroupSpec {
+            name: "a".into(),
+            riops: Some(riops),
+            weight,
+            ..GroupSpec::default()
+        };
+        let mut t = throttle(spec(1, 100));
+        for id in 0..3 {
+            let _ = t.admit(0, read(id));
+        }
+        // Re-sending the same rate with another weight forgives nothing.
+        t.set_limits(500_000_000, spec(1, 200)).unwrap();
+        assert_eq!(t.next_release(), Some(1_000_000_000));
+        // Half an I/O still owed at 0.5 s, repaid at 2 IOPS: due at 0.75 s.
+        t.set_limits(500_000_000, spec(2, 200)).unwrap();
+        assert_eq!(t.next_release(), Some(750_000_000));
+        assert_eq!(drain(&mut t), [750_000_000, 1_250_000_000]);
+    }
+
+    #[test]
+    fn a_backlog_held_by_a_latency_cut_goes_out_at_the_rate_once_it_lifts() {
+        let fast = GroupSpec {
+            name: "fast".into(),
+            latency_target_ns: Some(100_000),
+            ..GroupSpec::default()
+        };
+        let bulk = GroupSpec {
+            name: "bulk".into(),
+            riops: Some(100),
+            ..GroupSpec::default()
+        };
+        let mut t = Throttle::new(vec![fast, bulk], vec![Some(0), Some(1)]).with_base_depth(2);
+        let bulk_read = |id| Bio { ctx: 1, ..read(id) };
+        assert!(t.admit(0, bulk_read(0)).is_some());
+        // The fast group misses its target: bulk may have 1 in flight, and has it.
+        t.on_complete(LATENCY_WINDOW_NS, 0, 300_000);
+        assert_eq!(t.stats()[1].allowed_depth, Some(1));
+        for id in 1..400 {
+            assert!(t.admit(LATENCY_WINDOW_NS, bulk_read(id)).is_none());
+        }
+        assert_eq!(t.next_release(), None, "held by the depth");
+        // At 3 s its one I/O completes and the next window lifts the cut.
+        t.on_complete(3_000_000_000, 1, 10_000);
+        assert_eq!(t.stats()[1].allowed_depth, None);
+        let mut went = Vec::new();
+        let mut now = 3_000_000_000;
+        while let Some(when) = t.next_release() {
+            now = now.max(when);
+            while t.release(now).is_some() {
+                went.push(now);
+            }
+        }
+        let first_second = went.iter().filter(|&&at| at < 4_000_000_000).count();
+        assert_eq!(went[0], 3_000_000_000, "eligible when the room came");
+        assert!(
+            first_second <= 101,
+            "{first_second} I/Os in the second after the cut lifted, against riops=100"
         );
     }
 
