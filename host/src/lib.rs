@@ -21,8 +21,10 @@
 //! Beside them, used from several layers: [`control`] (the control socket and its client),
 //! [`verify`] (fio-style data verification), [`input`] (reading the files a user names:
 //! regular files only, bounded in size), [`value`] (the values users write: fio's sizes and
-//! times, group names and limits) and [`peer`] (private unix sockets, deadlines over
-//! whole exchanges, bounded lines for the servers' untrusted peers).
+//! times, group names and limits), [`peer`] (private unix sockets, deadlines over
+//! whole exchanges, bounded lines for the servers' untrusted peers) and [`signal`] (the
+//! process's one answer to SIGINT and SIGTERM: a graceful stop, or the files it made removed
+//! before it dies).
 
 #![deny(missing_docs)]
 
@@ -39,5 +41,6 @@ pub mod output;
 pub mod peer;
 pub mod policy;
 pub mod report;
+pub mod signal;
 pub mod value;
 pub mod verify;

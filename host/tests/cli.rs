@@ -2422,3 +2422,283 @@ fn validate_prints_disksims_own_figure_beside_its_own_for_a_drive_of_disksims_su
     assert!(v["disksim"].is_null(), "{v}");
     assert_eq!(v["validation"]["by_cache"][1]["cache"], "Doub", "{v}");
 }
+
+#[test]
+fn resets_while_large_ios_are_in_flight_never_give_a_buffer_the_kernel_still_uses() {
+    let dir = real_dir("reset_buffers");
+    let data = dir.join("d.img");
+    let resets: Vec<String> = (1..=8).map(|i| format!("reset={}ms", i * 40)).collect();
+    for (bs, seed) in [("64k", 1), ("256k", 2)] {
+        let _ = std::fs::remove_file(&data);
+        let run = |device: &str, extra: &[&str]| {
+            let bs = format!("--bs={bs}");
+            let mut args = vec![
+                "--device",
+                device,
+                &bs,
+                "--size=32m",
+                "--verify=crc32c",
+                "--output-format",
+                "json",
+            ];
+            args.extend_from_slice(extra);
+            schedhost(&args)
+        };
+        let path = data.to_str().unwrap();
+        let laid = run(path, &["--name=w", "--rw=write", "--iodepth=64"]);
+        assert!(laid.status.success(), "{}", stderr(&laid));
+        // 64 reads and writes in flight at each of eight resets: a buffer reused before the
+        // kernel let go of it puts one block's data in another.
+        let faulty = format!("{path}@{},seed={seed}", resets.join(","));
+        let out = run(
+            &faulty,
+            &[
+                "--allow-overwrite",
+                "--name=rw",
+                "--rw=randrw",
+                "--iodepth=64",
+                "--continue_on_error=all",
+                "--runtime=1s",
+                "--time_based",
+            ],
+        );
+        let err = stderr(&out);
+        assert!(!err.contains("verify failed"), "{bs}: {err}");
+        assert_fails_with(&out, "I/Os failed");
+        // Every block's header read back: each holds its own block's data.
+        let back = run(path, &["--name=r", "--rw=read", "--iodepth=8"]);
+        assert!(back.status.success(), "{bs}, read back: {}", stderr(&back));
+    }
+}
+
+/// Starts `schedhost serve` with `args`; returns it once its banner is out, with its stderr.
+fn serve_in_background(
+    args: &[&std::ffi::OsStr],
+) -> (
+    std::process::Child,
+    std::io::BufReader<std::process::ChildStderr>,
+) {
+    use std::io::BufRead;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_schedhost"))
+        .arg("serve")
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut banner = String::new();
+    stderr.read_line(&mut banner).unwrap();
+    assert!(banner.contains("serving"), "{banner}");
+    (child, stderr)
+}
+
+/// A unix NBD client past a newstyle handshake (`NBD_OPT_EXPORT_NAME`, the default export).
+fn nbd_client(socket: &std::path::Path) -> std::os::unix::net::UnixStream {
+    use std::io::{Read, Write};
+    let mut s = std::os::unix::net::UnixStream::connect(socket).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    let mut greeting = [0u8; 18];
+    s.read_exact(&mut greeting).unwrap();
+    s.write_all(&3u32.to_be_bytes()).unwrap();
+    s.write_all(b"IHAVEOPT").unwrap();
+    s.write_all(&1u32.to_be_bytes()).unwrap();
+    s.write_all(&0u32.to_be_bytes()).unwrap();
+    let mut export = [0u8; 10];
+    s.read_exact(&mut export).unwrap();
+    s
+}
+
+fn nbd_request(kind: u16, flags: u16, cookie: u64, offset: u64, len: u32) -> Vec<u8> {
+    let mut r = 0x2560_9513u32.to_be_bytes().to_vec();
+    r.extend_from_slice(&flags.to_be_bytes());
+    r.extend_from_slice(&kind.to_be_bytes());
+    r.extend_from_slice(&cookie.to_be_bytes());
+    r.extend_from_slice(&offset.to_be_bytes());
+    r.extend_from_slice(&len.to_be_bytes());
+    r
+}
+
+#[test]
+fn serve_with_a_control_socket_stops_gracefully_on_a_signal_and_answers_what_it_received() {
+    use std::io::{Read, Write};
+    for (name, signal) in [("INT", libc::SIGINT), ("TERM", libc::SIGTERM)] {
+        let dir = scratch_dir(&format!("serve_control_{name}"));
+        let (disk, nbd, ctl) = (
+            dir.join("disk.img"),
+            dir.join("nbd.sock"),
+            dir.join("ctl.sock"),
+        );
+        let nbd_arg = format!("unix:{}", nbd.display());
+        let (child, stderr) = serve_in_background(&[
+            "--nbd".as_ref(),
+            nbd_arg.as_ref(),
+            "--size".as_ref(),
+            "4m".as_ref(),
+            "--device".as_ref(),
+            disk.as_os_str(),
+            "--control".as_ref(),
+            ctl.as_os_str(),
+        ]);
+        let mut s = nbd_client(&nbd);
+        // 64 FUA writes, pipelined, then the signal while they are in flight or unread.
+        let block = vec![0x5au8; 4096];
+        for cookie in 0..64u64 {
+            s.write_all(&nbd_request(1, 1, cookie, cookie * 4096, 4096))
+                .unwrap();
+            s.write_all(&block).unwrap();
+        }
+        let pid = libc::pid_t::try_from(child.id()).unwrap();
+        // SAFETY: kill(2) on the child this test started and has not reaped.
+        assert_eq!(unsafe { libc::kill(pid, signal) }, 0);
+        let mut answered = std::collections::BTreeSet::new();
+        let mut ok = 0;
+        for _ in 0..64 {
+            let mut reply = [0u8; 16];
+            s.read_exact(&mut reply)
+                .unwrap_or_else(|e| panic!("SIG{name}: reply {} of 64: {e}", answered.len()));
+            let error = u32::from_be_bytes(reply[4..8].try_into().unwrap());
+            let cookie = u64::from_be_bytes(reply[8..16].try_into().unwrap());
+            assert!(
+                error == 0 || error == 108,
+                "SIG{name}: error {error}, not ESHUTDOWN"
+            );
+            ok += usize::from(error == 0);
+            assert!(answered.insert(cookie), "cookie {cookie} answered twice");
+        }
+        drop(s);
+        let out = child.wait_with_output().unwrap();
+        drop(stderr);
+        assert!(out.status.success(), "SIG{name}: exit {:?}", out.status);
+        let summary = String::from_utf8_lossy(&out.stdout);
+        assert!(summary.contains("1 client(s) served"), "{summary}");
+        assert!(
+            !nbd.exists() && !ctl.exists(),
+            "SIG{name}: a socket was left behind"
+        );
+        let file = std::fs::read(&disk).unwrap();
+        let written = (0..64)
+            .filter(|i| file[i * 4096..(i + 1) * 4096] == block[..])
+            .count();
+        assert!(
+            written >= ok,
+            "SIG{name}: {ok} writes acknowledged, {written} on disk"
+        );
+    }
+}
+
+/// Starts `schedhost` with `args`, waits for `file` to appear, sends `signal`, and returns
+/// how it ended.
+fn signalled_when(
+    file: &std::path::Path,
+    signal: libc::c_int,
+    args: &[&std::ffi::OsStr],
+) -> std::process::ExitStatus {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_schedhost"))
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    for _ in 0..3000 {
+        if file.exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert!(file.exists(), "{} appears", file.display());
+    let pid = libc::pid_t::try_from(child.id()).unwrap();
+    // SAFETY: kill(2) on the child this test started and has not reaped.
+    assert_eq!(unsafe { libc::kill(pid, signal) }, 0);
+    child.wait().unwrap()
+}
+
+#[test]
+fn calibrate_and_reproduce_remove_the_files_they_made_when_a_signal_stops_them() {
+    use std::os::unix::process::ExitStatusExt;
+    let dir = real_dir("signal_files");
+    let device = dir.join("new.dat");
+    let status = signalled_when(
+        &device,
+        libc::SIGTERM,
+        &[
+            "calibrate".as_ref(),
+            "--device".as_ref(),
+            device.as_os_str(),
+            "--size".as_ref(),
+            "64m".as_ref(),
+            "--seconds".as_ref(),
+            "5".as_ref(),
+        ],
+    );
+    assert_eq!(
+        status.signal(),
+        Some(libc::SIGTERM),
+        "it dies of the signal"
+    );
+    assert!(
+        !device.exists(),
+        "calibrate left {} behind",
+        device.display()
+    );
+    let scratch = dir.join("scratch");
+    std::fs::create_dir_all(&scratch).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_schedhost"))
+        .args(["reproduce", "2", "--native", "--scratch"])
+        .arg(&scratch)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let file = scratch.join(format!("schedhost-reproduce-{}.dat", child.id()));
+    for _ in 0..3000 {
+        if file.exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert!(file.exists(), "reproduce makes its scratch file");
+    let pid = libc::pid_t::try_from(child.id()).unwrap();
+    // SAFETY: kill(2) on the child this test started and has not reaped.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
+    let status = child.wait().unwrap();
+    assert_eq!(status.signal(), Some(libc::SIGINT));
+    assert!(!file.exists(), "reproduce left its scratch file behind");
+}
+
+#[test]
+fn a_groups_own_io_max_hold_is_not_latency_to_io_latency_and_cuts_no_other_group() {
+    let mut jobs = Vec::new();
+    for name in ["held", "other"] {
+        jobs.extend([
+            format!("--name={name}"),
+            format!("--cgroup={name}"),
+            "--rw=randread".into(),
+            "--bs=4k".into(),
+            "--size=1g".into(),
+            "--iodepth=16".into(),
+            "--runtime=1s".into(),
+            "--time_based".into(),
+        ]);
+    }
+    let jobs: Vec<&str> = jobs.iter().map(String::as_str).collect();
+    // 16 deep at 500 IOPS: each bio waits ~32 ms in io.max, far over the 20 ms target,
+    // while the device answers in about 100 µs.
+    let v = grouped(&jobs, &["held:riops=500,latency_target_us=20000"]);
+    let groups = v["schedhost"]["groups"].as_array().unwrap();
+    let group = |name: &str| groups.iter().find(|g| g["name"] == name).unwrap();
+    assert_eq!(
+        group("held")["missed_windows"],
+        0,
+        "{:#}",
+        v["schedhost"]["groups"]
+    );
+    assert!(
+        group("other")["allowed_depth"].is_null(),
+        "{:#}",
+        v["schedhost"]["groups"]
+    );
+    let iops = v["jobs"][0]["read"]["iops"].as_f64().unwrap();
+    assert!((iops - 500.0).abs() <= 10.0, "io.max still holds: {iops}");
+}

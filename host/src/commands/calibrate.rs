@@ -83,10 +83,24 @@ impl CalibrateArgs {
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => false,
             Err(e) => bail!("creating {}: {e}", self.device.display()),
         };
+        // A file this run made is removed if the probes fail or a signal stops them; once
+        // they succeed it is the user's, as the help says.
+        let on_signal = match created.then(|| schedhost::signal::RemovedOnSignal::new(&self.device))
+        {
+            Some(Err(e)) => {
+                let _ = std::fs::remove_file(&self.device);
+                bail!(
+                    "registering {} for removal on a signal: {e}",
+                    self.device.display()
+                );
+            }
+            guard => guard.and_then(Result::ok),
+        };
         let probed = self.probe_and_fit(created);
         if created && probed.is_err() {
             let _ = std::fs::remove_file(&self.device);
         }
+        drop(on_signal);
         let text = probed?;
         match &self.output {
             None => print!("{text}"),

@@ -3,7 +3,6 @@
 //! exports on one server, each on its own device or sharing one, each in a group.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
@@ -212,35 +211,6 @@ fn parse_description(text: &str) -> Result<String, String> {
     Ok(text.to_owned())
 }
 
-/// Set by SIGINT and SIGTERM; the acceptor polls it.
-static STOP: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn request_stop(_: libc::c_int) {
-    STOP.store(true, Ordering::Release);
-}
-
-/// Routes SIGINT and SIGTERM to [`STOP`].
-fn install_stop_handlers() -> Result<()> {
-    for signal in [libc::SIGINT, libc::SIGTERM] {
-        // SAFETY: the handler only stores to an atomic, which is async-signal-safe; the
-        // sigaction struct is zeroed and filled before the call, which copies it.
-        let failed = unsafe {
-            let mut action: libc::sigaction = std::mem::zeroed();
-            action.sa_sigaction = request_stop as *const () as libc::sighandler_t;
-            action.sa_flags = libc::SA_RESTART;
-            libc::sigemptyset(&mut action.sa_mask);
-            libc::sigaction(signal, &action, std::ptr::null_mut()) != 0
-        };
-        if failed {
-            bail!(
-                "installing the signal handler: {}",
-                std::io::Error::last_os_error()
-            );
-        }
-    }
-    Ok(())
-}
-
 impl ServeArgs {
     pub fn execute(self) -> Result<()> {
         let address = Address::parse(&self.nbd).map_err(anyhow::Error::msg)?;
@@ -281,7 +251,9 @@ impl ServeArgs {
                 ..RingOptions::default()
             },
         };
-        install_stop_handlers()?;
+        // One signal path: SIGINT, SIGTERM and SIGHUP stop the server gracefully, with or
+        // without --control (whose socket is then removed as the server stops).
+        let stop = schedhost::signal::stop_gracefully().context("installing the signal handler")?;
         let control = self.control.as_deref().map(|path| (path, &runtime));
         let label = source.label();
         let served = nbd::serve(
@@ -290,7 +262,7 @@ impl ServeArgs {
             policies,
             &self.settings,
             control,
-            &STOP,
+            stop,
             |at| {
                 let metrics = at
                     .metrics

@@ -16,7 +16,6 @@
 
 mod protocol;
 
-use std::collections::HashMap;
 use std::hash::{BuildHasher, RandomState};
 use std::io::{BufRead, BufReader, IoSlice, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -33,6 +32,7 @@ use crate::peer::{self, Deadline};
 use crate::policy::{
     LoadedPolicy, PolicyBackend, PolicySource, WasmRuntime, native_policy, read_component, resolve,
 };
+use crate::signal::RemovedOnSignal;
 pub use protocol::{Request, parse_request};
 
 /// Clients served at once; more are answered with an error and closed.
@@ -104,6 +104,8 @@ pub struct Envelope {
 pub struct Control {
     path: PathBuf,
     inbox: Receiver<Envelope>,
+    /// Forgotten after the socket is removed (fields drop after `Drop::drop`).
+    _on_signal: Option<RemovedOnSignal>,
 }
 
 impl Control {
@@ -118,13 +120,23 @@ impl Control {
         devices: usize,
         wake: Arc<dyn Fn() + Send + Sync>,
     ) -> Result<Self> {
-        // The handlers come first and the socket's identity before it appears at `path`, so
-        // a signal at any moment removes it if it is there, and never anything else (one
-        // between the bind and the rename leaves only the staged socket, in its private
-        // directory beside `path`).
-        install_signal_cleanup()?;
-        let listener = peer::bind_private_then(path, |staged| note_socket(path, staged))
-            .with_context(|| format!("--control {}: binding the socket", path.display()))?;
+        // The socket's identity is registered before it appears at `path`, so a signal at
+        // any moment removes it if it is there, and never anything else (one between the
+        // bind and the rename leaves only the staged socket, in its private directory
+        // beside `path`). Under a command that stops gracefully (`serve`) the signal only
+        // stops it, and dropping `Control` removes the socket.
+        let mut on_signal = None;
+        let listener = peer::bind_private_then(path, |staged| {
+            use std::os::unix::fs::MetadataExt;
+            let meta = std::fs::symlink_metadata(staged)?;
+            on_signal = Some(RemovedOnSignal::with_identity(
+                path,
+                meta.dev(),
+                meta.ino(),
+            )?);
+            Ok(())
+        })
+        .with_context(|| format!("--control {}: binding the socket", path.display()))?;
         let (sender, inbox) = mpsc::channel();
         let server = Server {
             runtime,
@@ -141,6 +153,7 @@ impl Control {
         Ok(Self {
             path: path.to_owned(),
             inbox,
+            _on_signal: on_signal,
         })
     }
 
@@ -152,95 +165,59 @@ impl Control {
 
 impl Drop for Control {
     fn drop(&mut self) {
-        forget_on_signal();
         let _ = std::fs::remove_file(&self.path);
     }
 }
 
-/// The socket a fatal signal must remove, as a C string (null: none), and the device and
-/// inode it was bound with: the handler removes the file at that path only if it is this
-/// very socket. A handler reads the string, so it is never freed while set: at most one
-/// string per `--control` run leaks.
-static SOCKET_ON_SIGNAL: std::sync::atomic::AtomicPtr<libc::c_char> =
-    std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
-static SOCKET_DEV: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-static SOCKET_INO: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+/// Compiled components a long-running run may keep: a swap back to one of the last few is
+/// instant, and a stream of distinct components costs at most this many (each is about
+/// half a MiB of code and metadata).
+const CACHED_COMPONENTS: usize = 8;
 
-/// On SIGINT, SIGTERM or SIGHUP, the socket noted by [`note_socket`] is removed, and the
-/// process dies of the signal as it would have: the next run on that path is not refused by
-/// a socket left behind. For the commands that own a control socket and otherwise stop on
-/// the signal's default action (`run --control`).
-///
-/// # Errors
-/// A handler could not be installed.
-fn install_signal_cleanup() -> Result<()> {
-    for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-        // SAFETY: the handler calls only async-signal-safe functions (lstat, unlink, signal,
-        // raise) on a pointer that stays valid for the life of the process; the sigaction
-        // struct is zeroed and filled before the call, which copies it.
-        let failed = unsafe {
-            let mut action: libc::sigaction = std::mem::zeroed();
-            action.sa_sigaction = unlink_and_die as *const () as libc::sighandler_t;
-            libc::sigemptyset(&mut action.sa_mask);
-            libc::sigaction(signal, &action, std::ptr::null_mut()) != 0
-        };
-        if failed {
-            anyhow::bail!(
-                "installing the signal handler: {}",
-                std::io::Error::last_os_error()
-            );
-        }
-    }
-    Ok(())
-}
-
-/// The socket bound at `staged` is about to become `path`: a signal from now on removes it.
-fn note_socket(path: &Path, staged: &Path) -> std::io::Result<()> {
-    use std::os::unix::ffi::OsStrExt;
-    use std::os::unix::fs::MetadataExt;
-    use std::sync::atomic::Ordering;
-    let meta = std::fs::symlink_metadata(staged)?;
-    let path = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| {
-        std::io::Error::new(std::io::ErrorKind::InvalidInput, "a path with a NUL byte")
-    })?;
-    SOCKET_DEV.store(meta.dev(), Ordering::Release);
-    SOCKET_INO.store(meta.ino(), Ordering::Release);
-    SOCKET_ON_SIGNAL.store(path.into_raw(), Ordering::Release);
-    Ok(())
-}
-
-/// The socket is gone by other means: a signal now has nothing to remove.
-fn forget_on_signal() {
-    SOCKET_ON_SIGNAL.store(std::ptr::null_mut(), std::sync::atomic::Ordering::Release);
-}
-
-extern "C" fn unlink_and_die(signal: libc::c_int) {
-    use std::sync::atomic::Ordering;
-    let path = SOCKET_ON_SIGNAL.load(Ordering::Acquire);
-    let (dev, ino) = (
-        SOCKET_DEV.load(Ordering::Acquire),
-        SOCKET_INO.load(Ordering::Acquire),
-    );
-    // SAFETY: `path` is null or a CString leaked by `note_socket`; lstat, unlink, signal and
-    // raise are async-signal-safe, and the stat buffer is this frame's own.
-    unsafe {
-        if !path.is_null() {
-            let mut st: libc::stat = std::mem::zeroed();
-            if libc::lstat(path, &mut st) == 0 && st.st_dev == dev && st.st_ino == ino {
-                libc::unlink(path);
-            }
-        }
-        libc::signal(signal, libc::SIG_DFL);
-        libc::raise(signal);
-    }
-}
-
-/// Compiled components by a hash of their bytes (the engine is the process's one, so its
-/// configuration is fixed).
-#[derive(Default)]
-struct Cache {
+/// The last [`CACHED_COMPONENTS`] compiled components, by their bytes (the engine is the
+/// process's one, so its configuration is fixed), most recently used last. The bytes are
+/// compared whole: a hash alone could hand back another component.
+#[derive(Debug)]
+struct Cache<T> {
     hasher: RandomState,
-    compiled: HashMap<u64, LoadedPolicy>,
+    entries: Vec<(u64, Vec<u8>, T)>,
+}
+
+impl<T> Default for Cache<T> {
+    fn default() -> Self {
+        Self {
+            hasher: RandomState::new(),
+            entries: Vec::new(),
+        }
+    }
+}
+
+impl<T: Clone> Cache<T> {
+    /// The value for `bytes`, and whether it was cached; `make` builds a missing one, and
+    /// the least recently used entry makes room for it.
+    fn get_or_make(
+        &mut self,
+        bytes: Vec<u8>,
+        make: impl FnOnce(&[u8]) -> Result<T>,
+    ) -> Result<(T, bool)> {
+        let hash = self.hasher.hash_one(&bytes);
+        if let Some(at) = self
+            .entries
+            .iter()
+            .position(|(h, b, _)| *h == hash && *b == bytes)
+        {
+            let entry = self.entries.remove(at);
+            let value = entry.2.clone();
+            self.entries.push(entry);
+            return Ok((value, true));
+        }
+        let value = make(&bytes)?;
+        if self.entries.len() >= CACHED_COMPONENTS {
+            self.entries.remove(0);
+        }
+        self.entries.push((hash, bytes, value.clone()));
+        Ok((value, false))
+    }
 }
 
 struct Server {
@@ -248,7 +225,7 @@ struct Server {
     devices: usize,
     sender: Sender<Envelope>,
     wake: Arc<dyn Fn() + Send + Sync>,
-    cache: Arc<Mutex<Cache>>,
+    cache: Arc<Mutex<Cache<LoadedPolicy>>>,
 }
 
 /// Accepts clients, each on its own thread, at most [`MAX_SESSIONS`] at once.
@@ -366,13 +343,7 @@ impl Server {
     fn compiled(&self, path: &Path) -> Result<(LoadedPolicy, bool)> {
         let bytes = read_component(path)?;
         let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
-        let key = cache.hasher.hash_one(&bytes);
-        if let Some(loaded) = cache.compiled.get(&key) {
-            return Ok((loaded.clone(), true));
-        }
-        let loaded = self.runtime.load_bytes(path, &bytes)?;
-        cache.compiled.insert(key, loaded.clone());
-        Ok((loaded, false))
+        cache.get_or_make(bytes, |bytes| Ok(self.runtime.load_bytes(path, bytes)?))
     }
 }
 
@@ -395,4 +366,33 @@ pub fn request(path: &Path, line: &str) -> Result<Value> {
     let mut answer = String::new();
     BufReader::new(stream).read_line(&mut answer)?;
     serde_json::from_str(&answer).with_context(|| format!("a reply that is not JSON: {answer:?}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_component_cache_keeps_the_last_few_and_matches_whole_bytes() {
+        let mut cache = Cache::default();
+        let mut made = 0;
+        let mut get = |cache: &mut Cache<usize>, n: usize| {
+            cache
+                .get_or_make(vec![n as u8; 64], |_| {
+                    made += 1;
+                    Ok(n)
+                })
+                .unwrap()
+        };
+        for n in 0..100 {
+            assert_eq!(get(&mut cache, n), (n, false));
+        }
+        assert_eq!(cache.entries.len(), CACHED_COMPONENTS, "bounded");
+        assert_eq!(get(&mut cache, 99), (99, true), "the latest is kept");
+        assert_eq!(get(&mut cache, 92), (92, true));
+        assert_eq!(get(&mut cache, 100), (100, false), "evicts 93, not 92");
+        assert_eq!(get(&mut cache, 92), (92, true));
+        assert_eq!(get(&mut cache, 93), (93, false));
+        assert_eq!(get(&mut cache, 0), (0, false), "long evicted");
+    }
 }

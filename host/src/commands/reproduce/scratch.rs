@@ -3,12 +3,15 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
+use schedhost::signal::RemovedOnSignal;
 
 /// The scratch file the real-file runs use: created by this command under a name of its
 /// own (never a file that was there before), and removed when the command ends.
 pub(super) struct Scratch {
     path: PathBuf,
     made: std::sync::atomic::AtomicBool,
+    /// The file there now, removed if a signal ends the command first.
+    on_signal: std::sync::Mutex<Option<RemovedOnSignal>>,
 }
 
 impl Scratch {
@@ -21,12 +24,34 @@ impl Scratch {
         Ok(Self {
             path: dir.join(name),
             made: std::sync::atomic::AtomicBool::new(false),
+            on_signal: std::sync::Mutex::new(None),
         })
     }
 
-    /// Nothing at the path, and whatever is made there from now on is this command's (and
-    /// removed at its end). A file there that this command did not make is left alone.
+    /// A new, empty file of this command's at the path (a run given it needs
+    /// `allow_overwrite`, as it is there), removed at the command's end or by a signal. A
+    /// file there that this command did not make is left alone.
     pub(super) fn clear(&self) -> Result<&Path> {
+        self.create(0)?;
+        Ok(&self.path)
+    }
+
+    /// The file, `bytes` long and unwritten (sparse), made on first use.
+    pub(super) fn file(&self, bytes: u64) -> Result<PathBuf> {
+        let len = std::fs::metadata(&self.path).map(|m| m.len()).ok();
+        if self.made.load(std::sync::atomic::Ordering::Relaxed) && len == Some(bytes) {
+            return Ok(self.path.clone());
+        }
+        self.create(bytes)?;
+        Ok(self.path.clone())
+    }
+
+    /// Replaces what this command made at the path with a new file of `bytes` (sparse).
+    fn create(&self, bytes: u64) -> Result<()> {
+        let mut on_signal = self
+            .on_signal
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if self.path.exists() {
             if !self.made.load(std::sync::atomic::Ordering::Relaxed) {
                 bail!(
@@ -37,25 +62,20 @@ impl Scratch {
             std::fs::remove_file(&self.path)
                 .with_context(|| format!("removing {}", self.path.display()))?;
         }
-        self.made.store(true, std::sync::atomic::Ordering::Relaxed);
-        Ok(&self.path)
-    }
-
-    /// The file, `bytes` long and unwritten (sparse), made on first use.
-    pub(super) fn file(&self, bytes: u64) -> Result<PathBuf> {
-        let len = std::fs::metadata(&self.path).map(|m| m.len()).ok();
-        if self.made.load(std::sync::atomic::Ordering::Relaxed) && len == Some(bytes) {
-            return Ok(self.path.clone());
-        }
-        self.clear()?;
+        *on_signal = None;
         let file = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .open(&self.path)
             .with_context(|| format!("creating {}", self.path.display()))?;
+        self.made.store(true, std::sync::atomic::Ordering::Relaxed);
+        *on_signal = Some(
+            RemovedOnSignal::new(&self.path)
+                .with_context(|| format!("registering {}", self.path.display()))?,
+        );
         file.set_len(bytes)
             .with_context(|| format!("sizing {}", self.path.display()))?;
-        Ok(self.path.clone())
+        Ok(())
     }
 }
 

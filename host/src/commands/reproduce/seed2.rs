@@ -32,8 +32,10 @@ impl ReproduceArgs {
         let real = |jobs: &[JobSpec], threads: Option<RqAffinity>| -> Result<Outcome> {
             let plan = RunPlan {
                 supervision: self.sandbox.supervision(),
+                // The scratch file is this command's own, made empty by `clear`.
                 ring: RingOptions {
                     threads,
+                    allow_overwrite: true,
                     ..RingOptions::default()
                 },
                 ..RunPlan::default()
