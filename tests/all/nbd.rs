@@ -1386,3 +1386,112 @@ fn nbd_exports_and_groups_that_do_not_fit_are_refused_by_name() {
     assert!(refusal(&none).contains("nothing to export"));
     assert!(!dir.join("disk.img").exists(), "nothing was created");
 }
+
+#[test]
+fn nbd_a_tenant_held_by_its_write_limit_never_holds_up_another_exports_clients() {
+    let dir = scratch("tenant_isolation");
+    let control = dir.join("ctl.sock");
+    let mut opts = options(&dir);
+    let export = |name: &str, file: &str, group: Option<&str>| ExportSpec {
+        name: name.into(),
+        device: dir.join(file),
+        read_only: false,
+        group: group.map(Into::into),
+    };
+    opts.exports = vec![
+        export("slow", "slow.img", Some("slow")),
+        export("free", "free.img", None),
+    ];
+    opts.size = Some(96 * MIB);
+    opts.groups = vec![schedhost::value::parse_group("slow:wiops=2").unwrap()];
+    let stop = Arc::new(AtomicBool::new(false));
+    let thread = {
+        let (opts, stop, control) = (opts.clone(), Arc::clone(&stop), control.clone());
+        std::thread::spawn(move || {
+            let engine = runtime();
+            let policies = vec![
+                native_policy("noop").unwrap(),
+                native_policy("noop").unwrap(),
+            ];
+            nbd::serve(
+                &opts,
+                &plan(),
+                policies,
+                &[],
+                Some((&control, &engine)),
+                &stop,
+                |_| {},
+            )
+        })
+    };
+    let socket = dir.join("nbd.sock");
+    while !socket.exists() {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // Five connections each pipeline 64 writes of 256 KiB (a data slot each: more than
+    // the whole pool), and one pipelines 400 flushes (more than every control slot).
+    let chunk = 256 * 1024;
+    let flooders: Vec<_> = (0..6u64)
+        .map(|i| {
+            let socket = socket.clone();
+            std::thread::spawn(move || {
+                let mut c = Client::connect_to(&socket, "slow");
+                c.stream
+                    .set_read_timeout(Some(Duration::from_secs(120)))
+                    .unwrap();
+                let sent = if i < 5 { 64 } else { 400 };
+                let mut reader = c.stream.try_clone().unwrap();
+                let replies = std::thread::spawn(move || {
+                    let mut header = [0u8; 16];
+                    let mut errors = 0;
+                    for _ in 0..sent {
+                        reader.read_exact(&mut header).unwrap();
+                        errors += usize::from(header[4..8] != [0; 4]);
+                    }
+                    errors
+                });
+                for n in 0..sent {
+                    if i < 5 {
+                        let offset = (i * 64 + n) * chunk;
+                        c.send(
+                            WRITE,
+                            0,
+                            offset,
+                            chunk as u32,
+                            &vec![i as u8; chunk as usize],
+                        );
+                    } else {
+                        c.send(FLUSH, 0, 0, 0, &[]);
+                    }
+                }
+                replies.join().unwrap()
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    // The free export's client is served at once, though the slow tenant's bios wait.
+    let mut free = Client::connect_to(&socket, "free");
+    for timeout in [UnixStream::set_read_timeout, UnixStream::set_write_timeout] {
+        timeout(&free.stream, Some(Duration::from_secs(10))).unwrap();
+    }
+    assert_eq!(
+        free.write(0, &vec![7; 1 << 20]),
+        0,
+        "a 1 MiB write (4 data slots)"
+    );
+    assert_eq!(free.read(0, 1 << 20), vec![7; 1 << 20]);
+    assert_eq!(
+        free.call(FLUSH, 0, 0, 0, &[]).0,
+        0,
+        "a flush (a control slot)"
+    );
+    // Lift the limit: the slow tenant's requests all finish, none lost.
+    let reply = schedhost::control::request(&control, "group slow:wiops=max").unwrap();
+    assert_eq!(reply["ok"], true, "{reply}");
+    for flooder in flooders {
+        assert_eq!(flooder.join().unwrap(), 0, "every slow request succeeded");
+    }
+    drop(free);
+    stop.store(true, Ordering::Release);
+    thread.join().unwrap().unwrap();
+}

@@ -25,19 +25,48 @@ pub struct ExportSpec {
     pub group: Option<String>,
 }
 
-/// True iff `a` and `b` name one file: the same path, or the same file reached two ways
-/// (a file still to be created by the folder it will be in).
+/// True iff `a` and `b` name one device: the same path, the same file however it is
+/// reached (a link, a hard link: the same `(st_dev, st_ino)`), the same block device
+/// through two nodes (the same `st_rdev`), or a file still to be created by the folder it
+/// will be in.
 pub(super) fn same_device(a: &Path, b: &Path) -> bool {
-    fn identity(path: &Path) -> Option<PathBuf> {
-        path.canonicalize().ok().or_else(|| {
-            let parent = match path.parent() {
-                Some(p) if !p.as_os_str().is_empty() => p.canonicalize().ok()?,
-                _ => std::env::current_dir().ok()?,
-            };
-            Some(parent.join(path.file_name()?))
+    if a == b {
+        return true;
+    }
+    match (Identity::of(a), Identity::of(b)) {
+        (Some(a), Some(b)) => a == b,
+        // One exists and the other does not: two files.
+        (Some(_), None) | (None, Some(_)) => false,
+        (None, None) => to_be_created(a).is_some_and(|a| to_be_created(b) == Some(a)),
+    }
+}
+
+/// What makes a file one file: its inode, or for a block device the device it names.
+#[derive(Debug, PartialEq, Eq)]
+enum Identity {
+    Inode(u64, u64),
+    BlockDevice(u64),
+}
+
+impl Identity {
+    fn of(path: &Path) -> Option<Self> {
+        use std::os::unix::fs::{FileTypeExt, MetadataExt};
+        let meta = std::fs::metadata(path).ok()?;
+        Some(if meta.file_type().is_block_device() {
+            Self::BlockDevice(meta.rdev())
+        } else {
+            Self::Inode(meta.dev(), meta.ino())
         })
     }
-    a == b || identity(a).is_some_and(|a| identity(b) == Some(a))
+}
+
+/// Where a file not yet created will be: its folder's canonical path and its name.
+fn to_be_created(path: &Path) -> Option<PathBuf> {
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.canonicalize().ok()?,
+        _ => std::env::current_dir().ok()?,
+    };
+    Some(parent.join(path.file_name()?))
 }
 
 /// Exports one server offers at most (so a group's index fits its u16).
@@ -159,6 +188,31 @@ pub(super) struct Offered {
     pub(super) lane: usize,
     /// Its clients' group on that lane.
     pub(super) group: Option<u16>,
+    /// Whose share of the server's buffer slots its clients take (see `pool`).
+    pub(super) tenant: usize,
+}
+
+/// Each export's tenant, from where the layout placed it, and how many there are: the
+/// exports in one group on one device are one tenant (a limit binds them together), and an
+/// export in no group is a tenant of its own.
+pub(super) fn tenants(placed: &[(usize, Option<u16>)]) -> (Vec<usize>, usize) {
+    let mut keys: Vec<(usize, Option<u16>, usize)> = Vec::new();
+    let of = placed
+        .iter()
+        .enumerate()
+        .map(|(export, &(lane, group))| {
+            // An ungrouped export's key is its own index, so it matches no other.
+            let key = (lane, group, if group.is_some() { 0 } else { export });
+            match keys.iter().position(|k| *k == key) {
+                Some(tenant) => tenant,
+                None => {
+                    keys.push(key);
+                    keys.len() - 1
+                }
+            }
+        })
+        .collect();
+    (of, keys.len())
 }
 
 /// One export, once the server stopped.
@@ -296,5 +350,54 @@ mod tests {
         assert!(layout(&group_twice).unwrap_err().contains("given twice"));
         let unnamed = options(&[("", "/x", None)], &[]);
         assert!(layout(&unnamed).unwrap_err().contains("1 to 4096 bytes"));
+    }
+
+    #[test]
+    fn hard_links_and_symlinks_to_one_file_are_one_device_and_one_lane() {
+        let dir =
+            std::env::temp_dir().join(format!("schedhost-same-device-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("data.img");
+        std::fs::write(&file, [0u8; 4096]).unwrap();
+        let hard = dir.join("hard.img");
+        std::fs::hard_link(&file, &hard).unwrap();
+        let soft = dir.join("soft.img");
+        std::os::unix::fs::symlink(&file, &soft).unwrap();
+        let other = dir.join("other.img");
+        std::fs::write(&other, [0u8; 4096]).unwrap();
+        assert!(same_device(&file, &hard), "a hard link");
+        assert!(same_device(&soft, &hard), "a symlink and a hard link");
+        assert!(!same_device(&file, &other), "two files");
+        assert!(
+            !same_device(&file, &dir.join("new.img")),
+            "a file and one to create"
+        );
+        assert!(same_device(
+            &dir.join("new.img"),
+            &dir.join(".").join("new.img")
+        ));
+        let path = |p: &Path| p.to_str().unwrap().to_owned();
+        let (a, b) = (path(&file), path(&hard));
+        let o = options(
+            &[("a", &a, Some("g")), ("b", &b, Some("g"))],
+            &["g:riops=50"],
+        );
+        let layout = layout(&o).unwrap();
+        assert_eq!(layout.lanes.len(), 1, "one scheduler, one limit");
+        assert_eq!(layout.placed, [(0, Some(0)), (0, Some(0))]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_group_on_a_device_is_one_tenant_and_an_ungrouped_export_is_its_own() {
+        let placed = [
+            (0, Some(0)),
+            (0, Some(0)),
+            (0, None),
+            (0, None),
+            (1, Some(0)),
+        ];
+        assert_eq!(tenants(&placed), (vec![0, 0, 1, 2, 3], 4));
     }
 }

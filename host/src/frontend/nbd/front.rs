@@ -87,6 +87,8 @@ pub struct Setup<'a> {
     pub handshake_timeout: Duration,
     /// The slots' layout.
     pub slots: SlotPlan,
+    /// How many tenants share the slots (the exports' `tenant` is below it).
+    pub tenants: usize,
     /// The slots' memory.
     pub access: SlotAccess,
     /// How long a reply, or a write's payload piece, may take (`--reply-timeout`).
@@ -117,7 +119,7 @@ impl<'a> Front<'a> {
             conns: HashMap::new(),
             next_id: 0,
             shared: Common {
-                pools: Pools::new(plan.data, plan.control, plan.per_connection),
+                pools: Pools::new(plan.data, plan.control, plan.per_connection, setup.tenants),
                 owners: vec![None; (plan.data + plan.control) as usize],
                 slots: setup.access,
                 limits: setup.exports.iter().map(|e| e.limits).collect(),
@@ -161,23 +163,36 @@ impl<'a> Front<'a> {
         Ok(())
     }
 
-    /// Connections waiting for slots try again, in the order they began waiting; the first
-    /// still short keeps its place and the rest wait behind it.
+    /// Connections waiting for slots try again, in the order they began waiting. The first
+    /// of a tenant still short keeps its place and the rest of that tenant wait behind it;
+    /// other tenants' connections go on, so a tenant held at its share (its group's limit
+    /// holding its bios) never keeps another waiting.
     fn serve_starved(
         &mut self,
         feed: &mut Feed<'_, RingBackend>,
         now: u64,
     ) -> Result<(), RunError> {
-        while let Some(&id) = self.starved.front() {
-            self.starved.pop_front();
+        let waiting = std::mem::take(&mut self.starved);
+        let mut short: Vec<usize> = Vec::new();
+        let mut kept = VecDeque::new();
+        for id in waiting {
+            let tenant = self.conns.get(&id).map(|l| l.conn.holder.tenant);
+            let Some(tenant) = tenant else { continue };
+            if short.contains(&tenant) {
+                kept.push_back(id);
+                continue;
+            }
             self.serve(id, feed, now)?;
             if self.starved.back() == Some(&id) {
-                // Still short: back to the head of the line.
+                // Still short: it keeps its place in line.
                 self.starved.pop_back();
-                self.starved.push_front(id);
-                return Ok(());
+                kept.push_back(id);
+                short.push(tenant);
             }
         }
+        // Those that began waiting during this pass queue behind the ones that kept waiting.
+        kept.extend(self.starved.drain(..));
+        self.starved = kept;
         Ok(())
     }
 
@@ -256,7 +271,7 @@ impl<'a> Front<'a> {
                     &early,
                     (unsent, now.saturating_add(nanos(self.shared.timeout))),
                 )
-                .on_export(export);
+                .on_export(export, offered.tenant);
                 // Its handshake's polls stay armed; they now wake the connection.
                 let link = Link {
                     stream: greeting.stream,
@@ -286,8 +301,8 @@ impl<'a> Front<'a> {
         let _ = greeting.stream.shutdown();
     }
 
-    /// The server stops: no new clients, handshakes end, and every connection finishes what
-    /// it sent and reads nothing more.
+    /// The server stops: no new clients, handshakes end, and every connection answers what
+    /// had arrived (see [`Conn::stop_reading`]) and reads nothing more.
     fn stop_serving(&mut self, feed: &mut Feed<'_, RingBackend>, now: u64) {
         self.stopping = true;
         let greetings: Vec<u64> = self.greetings.keys().copied().collect();
@@ -302,6 +317,9 @@ impl<'a> Front<'a> {
             let mut env = self.shared.env(conn.export, stream, feed, now);
             conn.stop_reading(&mut env);
             self.touched.push(id);
+            // Read now what had arrived: refused at once, and a connection with nothing
+            // buffered ends its reading without waiting for a byte that may never come.
+            self.busy.push(id);
         }
     }
 

@@ -252,17 +252,20 @@ pub fn serve(
         .iter()
         .map(|lane| open_target(options, &lane.path, lane.read_only))
         .collect::<Result<Vec<_>, _>>()?;
+    let (tenant_of, tenants) = exports::tenants(&layout.placed);
     let offered = options
         .exports
         .iter()
         .zip(&layout.placed)
-        .map(|(spec, &(lane, group))| {
+        .zip(tenant_of)
+        .map(|((spec, &(lane, group)), tenant)| {
             let (export, limits) = describe(options, spec, &targets[lane])?;
             Ok(Offered {
                 export,
                 limits,
                 lane,
                 group,
+                tenant,
             })
         })
         .collect::<Result<Vec<_>, RunError>>()?;
@@ -316,6 +319,7 @@ pub fn serve(
         max_clients: options.max_clients,
         handshake_timeout: options.handshake_timeout,
         slots: SLOTS,
+        tenants,
         access,
         timeout: options.reply_timeout,
         events: events.as_mut(),

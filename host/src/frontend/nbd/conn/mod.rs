@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use schedhost_sdk::{Op, PrioClass};
 
 use super::plan::{self, Limits, Plan, Work};
-use super::pool::Pools;
+use super::pool::{Holder, Pools};
 use super::wire::{self, Request};
 use crate::backend::ring::{Lease, SlotAccess};
 use crate::core::Bio;
@@ -206,8 +206,12 @@ struct Io {
 enum Reading {
     /// Waiting for a request header.
     Header,
-    /// Reading and dropping a refused write's payload, then replying `error`.
-    Skip { left: u64, cookie: u64, error: u32 },
+    /// Reading and dropping a write's payload, then replying with the `(cookie, error)`
+    /// if one is given.
+    Skip {
+        left: u64,
+        reply: Option<(u64, u32)>,
+    },
     /// A read waits for all its slots.
     Slots(Io),
     /// A flush or trim waits for a control slot.
@@ -249,8 +253,8 @@ pub struct Conn {
     /// The export it chose: an index into the server's exports, whose bounds its requests
     /// are held to.
     pub export: usize,
-    /// Data slots it holds, parked copies included (its quota's count).
-    pub held: u32,
+    /// Data slots it holds, parked copies included (its quota's count), and its tenant.
+    pub holder: Holder,
     /// What it did.
     pub tally: Tally,
     /// Why the server closed it, if the client broke the protocol.
@@ -269,16 +273,24 @@ pub struct Conn {
     flushes: VecDeque<u64>,
     /// A reply could not be sent: the stream is out of step, so nothing read after runs.
     broken: bool,
-    /// The peer stopped reading (a send failed with EPIPE or ECONNRESET): replies are
-    /// dropped, and only the bytes that had already arrived then are still read, so the
-    /// requests a client sent before it disconnected run, and nothing sent later does.
+    /// Only this many more bytes are read: those that had arrived when the peer left or
+    /// the server began to stop. The requests a client sent before then are answered, and
+    /// nothing sent later is read.
     drain_left: Option<usize>,
+    /// The peer stopped reading (a send failed with EPIPE or ECONNRESET): replies are
+    /// dropped, and the requests that had arrived still run.
+    peer_gone: bool,
+    /// The server is stopping: requests that have not started are refused with
+    /// `ESHUTDOWN`, and those that have finish.
+    stopping: bool,
 }
 
 impl Conn {
-    /// The connection is on export `export` (an index into the server's exports).
-    pub fn on_export(mut self, export: usize) -> Self {
+    /// The connection is on export `export` (an index into the server's exports), and its
+    /// slots come from `tenant`'s share.
+    pub fn on_export(mut self, export: usize, tenant: usize) -> Self {
         self.export = export;
+        self.holder.tenant = tenant;
         self
     }
 
@@ -306,7 +318,7 @@ impl Conn {
             ctx,
             started,
             export: 0,
-            held: 0,
+            holder: Holder::default(),
             tally: Tally::default(),
             closed_because: None,
             rx,
@@ -321,6 +333,8 @@ impl Conn {
             flushes: VecDeque::new(),
             broken: false,
             drain_left: None,
+            peer_gone: false,
+            stopping: false,
         }
     }
 
@@ -370,10 +384,46 @@ impl Conn {
         reply.into_iter().chain(payload).min()
     }
 
-    /// Stops reading requests (the server is stopping): what was sent still finishes.
+    /// The server is stopping: every request that had arrived is answered, the ones
+    /// already started when they finish, the rest (those waiting for slots, and those still
+    /// in the stream's buffers) at once with `ESHUTDOWN`, as the protocol asks of a server
+    /// shutting down. Nothing that arrives later is read. The caller reads the connection
+    /// again this turn, so one with nothing buffered ends its reading then.
     pub fn stop_reading(&mut self, env: &mut Env<'_>) {
-        self.end_reading(env, None);
-        env.wire.shutdown_read();
+        if self.stopping {
+            return;
+        }
+        self.stopping = true;
+        self.read_only_arrived(env);
+        self.reading = match std::mem::replace(&mut self.reading, Reading::Header) {
+            Reading::Slots(io) | Reading::Control(io) => {
+                self.shortfall(env, io.seq, usize::MAX);
+                Reading::Header
+            }
+            Reading::Payload {
+                io,
+                pieces,
+                next,
+                slot: None,
+                ..
+            } => {
+                self.shortfall(env, io.seq, pieces.len() - next);
+                // The pieces not yet read are still in the stream: dropped as they come.
+                let left = if io.work == Work::Write {
+                    pieces[next..].iter().map(|&(_, len)| u64::from(len)).sum()
+                } else {
+                    0
+                };
+                Reading::Skip { left, reply: None }
+            }
+            other => other,
+        };
+    }
+
+    /// From now on, only the bytes that have arrived are read.
+    fn read_only_arrived(&mut self, env: &mut Env<'_>) {
+        let arrived = env.wire.unread_bytes();
+        self.drain_left = Some(self.drain_left.map_or(arrived, |left| left.min(arrived)));
     }
 
     /// Closes a connection past a deadline, as of `env.now`.

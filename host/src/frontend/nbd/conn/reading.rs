@@ -19,11 +19,7 @@ impl Conn {
             let progressed = match std::mem::replace(&mut self.reading, Reading::Done) {
                 Reading::Done => return Ok(false),
                 Reading::Header => self.read_header(env)?,
-                Reading::Skip {
-                    left,
-                    cookie,
-                    error,
-                } => self.skip(env, left, cookie, error),
+                Reading::Skip { left, reply } => self.skip(env, left, reply),
                 Reading::Slots(io) => self.start_read(id, env, io)?,
                 Reading::Control(io) => self.start_control(id, env, io)?,
                 Reading::Payload {
@@ -72,8 +68,19 @@ impl Conn {
             Plan::Refuse { error, skip } => {
                 self.reading = Reading::Skip {
                     left: u64::from(skip),
-                    cookie: request.cookie,
-                    error,
+                    reply: Some((request.cookie, error)),
+                };
+            }
+            Plan::Io { work, length, .. } if self.stopping => {
+                // Arrived before the stop, not started: refused, its payload dropped.
+                let left = if work == Work::Write {
+                    u64::from(length)
+                } else {
+                    0
+                };
+                self.reading = Reading::Skip {
+                    left,
+                    reply: Some((request.cookie, wire::ESHUTDOWN)),
                 };
             }
             Plan::Io {
@@ -117,13 +124,12 @@ impl Conn {
         Ok(true)
     }
 
-    /// Drops a refused write's payload as it arrives, then replies.
+    /// Drops a write's payload as it arrives, then replies (if it is to).
     pub(super) fn skip(
         &mut self,
         env: &mut Env<'_>,
         mut left: u64,
-        cookie: u64,
-        error: u32,
+        reply: Option<(u64, u32)>,
     ) -> bool {
         loop {
             let buffered = (self.rx_end - self.rx_start) as u64;
@@ -131,15 +137,13 @@ impl Conn {
             self.rx_start += take as usize;
             left -= take;
             if left == 0 {
-                self.reply_at_once(env, cookie, error);
+                if let Some((cookie, error)) = reply {
+                    self.reply_at_once(env, cookie, error);
+                }
                 self.reading = Reading::Header;
                 return true;
             }
-            self.reading = Reading::Skip {
-                left,
-                cookie,
-                error,
-            };
+            self.reading = Reading::Skip { left, reply };
             if !self.receive(env) {
                 return false;
             }
@@ -154,7 +158,7 @@ impl Conn {
         io: Io,
     ) -> Result<bool, RunError> {
         let pieces: Vec<_> = plan::pieces(io.offset, io.length, env.chunk).collect();
-        let Some(slots) = env.pools.take_data(pieces.len(), &mut self.held) else {
+        let Some(slots) = env.pools.take_data(pieces.len(), &mut self.holder) else {
             self.reading = Reading::Slots(io);
             return Ok(false);
         };
@@ -184,7 +188,7 @@ impl Conn {
         env: &mut Env<'_>,
         io: Io,
     ) -> Result<bool, RunError> {
-        let Some(slot) = env.pools.take_control() else {
+        let Some(slot) = env.pools.take_control(&self.holder) else {
             self.reading = Reading::Control(io);
             return Ok(false);
         };
@@ -217,7 +221,7 @@ impl Conn {
             let (s, _) = match slot {
                 Some(held) => held,
                 None => {
-                    let Some(taken) = env.pools.take_data(1, &mut self.held) else {
+                    let Some(taken) = env.pools.take_data(1, &mut self.holder) else {
                         self.reading = Reading::Payload {
                             io,
                             pieces,
@@ -288,18 +292,24 @@ impl Conn {
         slot: u32,
         why: &str,
     ) -> Result<bool, RunError> {
-        env.pools.put(slot, &mut self.held);
+        env.pools.put(slot, &mut self.holder);
         self.shortfall(env, io.seq, missing);
         self.end_reading(env, Some(why.to_owned()));
         Ok(false)
     }
 
-    /// `missing` bios of request `seq` will never be submitted.
+    /// `missing` bios of request `seq` will never be submitted: it fails, with `ESHUTDOWN`
+    /// when the server is stopping, else `EIO` (its payload never came, or the connection
+    /// broke).
     pub(super) fn shortfall(&mut self, env: &mut Env<'_>, seq: u64, missing: usize) {
+        let error = if self.stopping {
+            wire::ESHUTDOWN
+        } else {
+            wire::EIO
+        };
         if let Some(p) = self.pending.get_mut(&seq) {
             p.remaining = p.remaining.saturating_sub(missing);
-            // Nobody will read this reply: the payload never came.
-            p.error = wire::EIO;
+            p.error = error;
         }
         self.answer_if_done(env, seq);
     }
@@ -316,15 +326,24 @@ impl Conn {
                 ..
             } => {
                 if let Some((s, _)) = slot {
-                    env.pools.put(s, &mut self.held);
+                    env.pools.put(s, &mut self.holder);
                 }
                 self.shortfall(env, io.seq, pieces.len() - next);
             }
             Reading::Slots(io) | Reading::Control(io) => self.shortfall(env, io.seq, usize::MAX),
+            // A refused request is answered even if its payload stopped coming.
+            Reading::Skip {
+                reply: Some((cookie, error)),
+                ..
+            } => self.reply_at_once(env, cookie, error),
             _ => {}
         }
         if self.closed_because.is_none() {
             self.closed_because = why;
+        }
+        if self.stopping {
+            // What arrived is read: the stream's read side is over.
+            env.wire.shutdown_read();
         }
     }
 

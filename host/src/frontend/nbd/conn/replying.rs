@@ -74,7 +74,7 @@ impl Conn {
         status: i32,
     ) -> Result<(), RunError> {
         if owner.frees {
-            env.pools.put(slot, &mut self.held);
+            env.pools.put(slot, &mut self.holder);
         }
         let seq = owner.seq;
         let Some(p) = self.pending.get_mut(&seq) else {
@@ -99,7 +99,7 @@ impl Conn {
     /// Starts the flushes FUA requests wait for, as control slots allow.
     pub(super) fn start_flushes(&mut self, id: u64, env: &mut Env<'_>) -> Result<(), RunError> {
         while let Some(&seq) = self.flushes.front() {
-            let Some(slot) = env.pools.take_control() else {
+            let Some(slot) = env.pools.take_control(&self.holder) else {
                 return Ok(());
             };
             self.flushes.pop_front();
@@ -156,7 +156,7 @@ impl Conn {
 
     /// Sends `reply` now, or holds it back while corked.
     fn send(&mut self, env: &mut Env<'_>, reply: Reply) {
-        if self.corked && !self.broken && self.drain_left.is_none() {
+        if self.corked && !self.broken && !self.peer_gone {
             self.outbox.push(reply);
         } else {
             self.send_now(env, std::slice::from_ref(&reply));
@@ -169,7 +169,7 @@ impl Conn {
     /// copy); otherwise a slow client holds its own memory, bounded by its quota, never the
     /// pool's.
     fn send_now(&mut self, env: &mut Env<'_>, replies: &[Reply]) {
-        if self.broken || self.drain_left.is_some() {
+        if self.broken || self.peer_gone {
             self.give_back_all(env, replies);
             return;
         }
@@ -222,7 +222,7 @@ impl Conn {
             skip -= from;
         }
         let parked: Vec<u32> = reply.slots.iter().map(|&(slot, _)| slot).collect();
-        let count = env.pools.park(&parked);
+        let count = env.pools.park(&parked, &self.holder);
         self.waiting.push_back(Waiting {
             bytes,
             sent: 0,
@@ -248,7 +248,7 @@ impl Conn {
                 return;
             }
             let done = self.waiting.pop_front().map_or(0, |w| w.slots);
-            env.pools.unpark(done, &mut self.held);
+            env.pools.unpark(done, &mut self.holder);
         }
     }
 
@@ -257,9 +257,8 @@ impl Conn {
     pub(super) fn send_failed(&mut self, env: &mut Env<'_>, e: &std::io::Error) {
         use std::io::ErrorKind::{BrokenPipe, ConnectionReset};
         if matches!(e.kind(), BrokenPipe | ConnectionReset) {
-            if self.drain_left.is_none() {
-                self.drain_left = Some(env.wire.unread_bytes());
-            }
+            self.peer_gone = true;
+            self.read_only_arrived(env);
             self.drop_waiting(env);
         } else {
             self.fail(env);
@@ -295,14 +294,14 @@ impl Conn {
     /// Drops the waiting copies, and their parked slots' count.
     pub fn drop_waiting(&mut self, env: &mut Env<'_>) {
         for waiting in self.waiting.drain(..) {
-            env.pools.unpark(waiting.slots, &mut self.held);
+            env.pools.unpark(waiting.slots, &mut self.holder);
         }
     }
 
     /// Returns a reply's read slots to the pool.
     pub(super) fn give_back(&mut self, env: &mut Env<'_>, slots: &[(u32, usize)]) {
         for &(slot, _) in slots {
-            env.pools.put(slot, &mut self.held);
+            env.pools.put(slot, &mut self.holder);
         }
     }
 

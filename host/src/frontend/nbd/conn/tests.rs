@@ -71,7 +71,7 @@ impl Server {
     fn new() -> Self {
         Self {
             arena: Arena::new(&[CHUNK as usize; 5]),
-            pools: Pools::new(4, 1, 4),
+            pools: Pools::new(4, 1, 4, 1),
             owners: vec![None; 5],
             limits: Limits {
                 size: 1 << 20,
@@ -232,7 +232,7 @@ fn replies_finished_while_corked_go_out_in_one_send_in_the_order_they_finished()
     let expected = [read_reply(3, 3), read_reply(1, 1), read_reply(2, 2)].concat();
     assert_eq!(wire.output, expected);
     assert_eq!(
-        (conn.held, conn.tally.reads),
+        (conn.holder.held, conn.tally.reads),
         (0, 3),
         "every slot given back"
     );
@@ -254,7 +254,7 @@ fn a_corked_batch_the_stream_takes_in_part_keeps_the_rest_in_order_until_it_is_w
     assert_eq!(wire.output.len(), first + 10);
     assert!(conn.wants_output(), "the rest waits for the client");
     assert_eq!(
-        (server.pools.parked(), conn.held),
+        (server.pools.parked(), conn.holder.held),
         (2, 2),
         "the two replies not sent whole are copies that still count against the quota"
     );
@@ -262,7 +262,7 @@ fn a_corked_batch_the_stream_takes_in_part_keeps_the_rest_in_order_until_it_is_w
     server.call(&mut wire, 2, |env| conn.flush(env));
     let expected = [read_reply(1, 1), read_reply(2, 2), read_reply(3, 3)].concat();
     assert_eq!(wire.output, expected, "every byte once, in order");
-    assert_eq!((server.pools.parked(), conn.held), (0, 0));
+    assert_eq!((server.pools.parked(), conn.holder.held), (0, 0));
     assert!(!conn.wants_output());
 }
 
@@ -285,5 +285,76 @@ fn one_send_carries_whole_replies_within_the_streams_iovec_limit() {
         fitting(&[failed, read(1)]),
         2,
         "an error reply carries its header only"
+    );
+}
+
+/// The simple replies in `output` without data: (cookie, error) each, `data` bytes of read
+/// data skipped after the reply to `read_cookie`.
+fn replies(output: &[u8], read_cookie: u64, data: usize) -> Vec<(u64, u32)> {
+    let mut at = 0;
+    let mut out = Vec::new();
+    while at + 16 <= output.len() {
+        let error = u32::from_be_bytes(output[at + 4..at + 8].try_into().unwrap());
+        let cookie = u64::from_be_bytes(output[at + 8..at + 16].try_into().unwrap());
+        at += 16;
+        if cookie == read_cookie && error == 0 {
+            at += data;
+        }
+        out.push((cookie, error));
+    }
+    out
+}
+
+#[test]
+fn a_stopping_server_answers_every_request_that_had_arrived_and_reads_nothing_later() {
+    let (mut server, mut conn, mut wire) = (Server::new(), connection(), Memory::default());
+    // A read of every data slot; then a read waiting for a slot; then a write, a flush
+    // and a trim still in the stream when the server stops.
+    wire.input.extend(request(wire::CMD_READ, 1, 0, 4 * CHUNK));
+    wire.input.extend(request(wire::CMD_READ, 2, 0, CHUNK));
+    let (_, bios) = server.call(&mut wire, 0, |env| conn.read(1, env));
+    assert_eq!(bios.len(), 4, "the first read's bios");
+    assert!(conn.wants_slots(), "the second read waits for a slot");
+    wire.input.extend(request(wire::CMD_WRITE, 3, 0, CHUNK));
+    wire.input.extend(vec![0x5a; CHUNK as usize]);
+    wire.input.extend(request(wire::CMD_FLUSH, 4, 0, 0));
+    wire.input.extend(request(wire::CMD_TRIM, 5, 0, CHUNK));
+    let (_, more) = server.call(&mut wire, 1, |env| {
+        conn.stop_reading(env);
+        // Sent after the stop: never read.
+        env.wire.unread_bytes()
+    });
+    assert!(more.is_empty());
+    let late = request(wire::CMD_READ, 9, 0, CHUNK);
+    wire.input.extend(&late);
+    let (_, bios_after) = server.call(&mut wire, 1, |env| conn.read(1, env));
+    assert!(bios_after.is_empty(), "nothing new starts once stopping");
+    assert_eq!(
+        replies(&wire.output, 0, 0),
+        [
+            (2, wire::ESHUTDOWN),
+            (3, wire::ESHUTDOWN),
+            (4, wire::ESHUTDOWN),
+            (5, wire::ESHUTDOWN)
+        ],
+        "the requests not started are refused, each once"
+    );
+    assert!(!conn.is_over(), "the first read is still out");
+    for bio in &bios {
+        let slot = Lease::of_bio(bio.id).slot();
+        let owner = server.owners[slot as usize].take().expect("owned");
+        let (done, _) = server.call(&mut wire, 2, |env| conn.finished(1, env, owner, slot, 0));
+        done.unwrap();
+    }
+    assert_eq!(
+        replies(&wire.output, 1, 4 * CHUNK as usize).last(),
+        Some(&(1, 0)),
+        "the started read finishes with its data"
+    );
+    assert!(conn.is_over(), "nothing left: the connection can close");
+    assert_eq!(
+        wire.input.len(),
+        late.len(),
+        "the late request was not read"
     );
 }
