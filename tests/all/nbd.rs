@@ -1495,3 +1495,147 @@ fn nbd_a_tenant_held_by_its_write_limit_never_holds_up_another_exports_clients()
     stop.store(true, Ordering::Release);
     thread.join().unwrap().unwrap();
 }
+
+#[test]
+fn nbd_resets_under_load_never_hand_one_exports_client_the_other_exports_data() {
+    let dir = scratch("reset_two_exports");
+    let mut opts = options(&dir);
+    let export = |name: &str, file: &str| ExportSpec {
+        name: name.into(),
+        device: dir.join(file),
+        read_only: false,
+        group: None,
+    };
+    opts.exports = vec![export("a", "a.img"), export("b", "b.img")];
+    opts.size = Some(32 * MIB);
+    let mut plan = plan();
+    // Resets from 2 s on, every 500 ms, while both exports' clients keep 32 large reads
+    // and writes each in flight until 6.5 s.
+    let started = std::time::Instant::now();
+    let resets: Vec<String> = (0..8)
+        .map(|i| format!("reset={}ms", 2000 + i * 500))
+        .collect();
+    plan.faults = schedhost::backend::sim::FaultPlan::parse(&resets.join(",")).unwrap();
+    let policies = vec![
+        native_policy("noop").unwrap(),
+        native_policy("noop").unwrap(),
+    ];
+    let stop = Arc::new(AtomicBool::new(false));
+    let thread = {
+        let (opts, stop) = (opts.clone(), Arc::clone(&stop));
+        std::thread::spawn(move || nbd::serve(&opts, &plan, policies, &[], None, &stop, |_| {}))
+    };
+    let socket = dir.join("nbd.sock");
+    while !socket.exists() {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let chunk: u32 = 1 << 20;
+    let clients: Vec<_> = [("a", 1u8), ("b", 2u8)]
+        .into_iter()
+        .map(|(name, seed)| {
+            let socket = socket.clone();
+            std::thread::spawn(move || {
+                let mut c = Client::connect_to(&socket, name);
+                let (mut good, mut failed) = (0, 0);
+                // Each block of the export holds the export's own pattern, written until it
+                // succeeds.
+                for block in 0..(32 * MIB / u64::from(chunk)) {
+                    let offset = block * u64::from(chunk);
+                    let data = pattern(offset, chunk as usize, seed);
+                    while c.write(offset, &data) != 0 {
+                        failed += 1;
+                    }
+                }
+                let blocks = 32 * MIB / u64::from(chunk);
+                let deadline = started + Duration::from_millis(6500);
+                let mut n = 0u64;
+                while std::time::Instant::now() < deadline {
+                    // 32 requests of 1 MiB in flight, the two clients together the whole
+                    // buffer pool: reads and rewrites of the same pattern.
+                    let mut sent = Vec::new();
+                    for _ in 0..32 {
+                        n += 1;
+                        let offset = (n * 7 % blocks) * u64::from(chunk);
+                        let read = n.is_multiple_of(2);
+                        let cookie = if read {
+                            c.send(READ, 0, offset, chunk, &[])
+                        } else {
+                            c.send(
+                                WRITE,
+                                0,
+                                offset,
+                                chunk,
+                                &pattern(offset, chunk as usize, seed),
+                            )
+                        };
+                        sent.push((cookie, offset, read));
+                    }
+                    for _ in 0..sent.len() {
+                        let (cookie, error, data) = c.receive(|cookie| {
+                            let read = sent.iter().any(|&(k, _, r)| k == cookie && r);
+                            if read { chunk as usize } else { 0 }
+                        });
+                        let &(_, offset, read) =
+                            sent.iter().find(|&&(k, _, _)| k == cookie).unwrap();
+                        if error != 0 {
+                            failed += 1;
+                            continue;
+                        }
+                        if read {
+                            assert!(
+                                data == pattern(offset, chunk as usize, seed),
+                                "export {name}: a successful read at {offset} holds other data"
+                            );
+                            good += 1;
+                        }
+                    }
+                }
+                (good, failed)
+            })
+        })
+        .collect();
+    let mut failed_total = 0;
+    for client in clients {
+        let (good, failed) = client.join().unwrap();
+        assert!(good > 0, "reads succeeded between the resets");
+        failed_total += failed;
+    }
+    assert!(failed_total > 0, "the resets caught I/O in flight");
+    stop.store(true, Ordering::Release);
+    thread.join().unwrap().unwrap();
+}
+
+#[test]
+fn nbd_a_stop_refuses_what_a_groups_limit_still_holds_and_answers_every_request() {
+    let dir = scratch("stop_throttled");
+    let mut opts = options(&dir);
+    opts.groups = vec![schedhost::value::parse_group("slow:wiops=1").unwrap()];
+    opts.exports[0].group = Some("slow".into());
+    let server = start(opts, native_policy("noop").unwrap(), None);
+    let mut c = Client::connect(&server.socket);
+    let cookies: Vec<u64> = (0..20u64)
+        .map(|i| c.send(WRITE, FLAG_FUA, i * 4096, 4096, &[9; 4096]))
+        .collect();
+    // The first goes at once; the rest wait a second each for the group's rate.
+    let (first, error, _) = c.receive(|_| 0);
+    assert_eq!((first, error), (cookies[0], 0));
+    let stopping = std::thread::spawn(move || server.end());
+    let mut answers = vec![(first, error)];
+    for _ in 1..cookies.len() {
+        let (cookie, error, _) = c.receive(|_| 0);
+        answers.push((cookie, error));
+    }
+    answers.sort_unstable();
+    let answered: Vec<u64> = answers.iter().map(|&(c, _)| c).collect();
+    assert_eq!(answered, cookies, "every request answered once");
+    assert!(
+        answers.iter().all(|&(_, e)| e == 0 || e == 108),
+        "a write either ran or was refused with ESHUTDOWN: {answers:?}"
+    );
+    assert!(
+        answers.iter().any(|&(_, e)| e == 108),
+        "held writes are refused, not waited out at 1 IOPS: {answers:?}"
+    );
+    drop(c);
+    stopping.join().unwrap().expect("the server stops cleanly");
+}

@@ -451,6 +451,30 @@ impl Core {
         }
     }
 
+    /// Every bio its group's limits still hold completes at `now_ns` with `status` (a
+    /// negative errno) without reaching the scheduler: a server that stops refuses what has
+    /// not started rather than wait out the rates. Returns how many.
+    pub fn refuse_held(&mut self, now_ns: u64, status: i32) -> usize {
+        let Some(throttle) = &mut self.throttle else {
+            return 0;
+        };
+        let held = throttle.take_waiting();
+        for &(bio, arrived_ns) in &held {
+            let home = bio.ctx % self.config.hw_queues;
+            self.actions.push_back(Action::Complete(BioDone {
+                bio: bio.id,
+                ctx: bio.ctx,
+                op: bio.op,
+                sectors: bio.sectors,
+                status,
+                latency_ns: now_ns.saturating_sub(arrived_ns),
+                sched_ns: 0,
+                site: site(self.config.rq_affinity, home, home, bio.ctx),
+            }));
+        }
+        held.len()
+    }
+
     /// The device finished request `id` with `status` (0 or a negative errno).
     ///
     /// # Errors

@@ -531,6 +531,16 @@ impl Throttle {
         None
     }
 
+    /// Every waiting bio, with when it arrived, in arrival order per group and direction:
+    /// they leave the throttle without going on (a server refusing them as it stops).
+    pub fn take_waiting(&mut self) -> Vec<(Bio, u64)> {
+        self.lanes
+            .iter_mut()
+            .flat_map(|l| l.iter_mut())
+            .flat_map(|lane| lane.waiting.drain(..))
+            .collect()
+    }
+
     /// When the next waiting bio may go, if any waits.
     pub fn next_release(&self) -> Option<u64> {
         // A group at its io.latency depth goes on when one of its bios completes, not at a

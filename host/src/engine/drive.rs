@@ -45,6 +45,12 @@ impl<B: Backend> Feed<'_, B> {
         self.engine.place(ctx, lane, group);
     }
 
+    /// Every bio its group's limits hold completes at `now` with `status`, without
+    /// reaching a policy (a server refusing what has not started as it stops).
+    pub fn refuse_held(&mut self, now: u64, status: i32) -> usize {
+        self.engine.refuse_held(now, status)
+    }
+
     /// The engine, to read: its clock, its counters, what it holds.
     pub fn engine(&self) -> &Engine<B> {
         self.engine

@@ -178,6 +178,16 @@ impl<B: Backend> Engine<B> {
         self.lanes[lane].core.place_in_group(ctx, group);
     }
 
+    /// Every bio held by its group's limits, on every lane, completes at `now` with
+    /// `status` (see [`crate::core::Core::refuse_held`]); the front-end hears of them this
+    /// turn. Returns how many.
+    pub fn refuse_held(&mut self, now: u64, status: i32) -> usize {
+        self.lanes
+            .iter_mut()
+            .map(|lane| lane.core.refuse_held(now, status))
+            .sum()
+    }
+
     /// The lane `bio` goes to: where its ctx was placed, else by the striping.
     fn lane_of(&self, bio: &Bio) -> Result<usize, Stop> {
         match self.routes.get(bio.ctx as usize) {

@@ -519,6 +519,14 @@ impl Frontend<RingBackend> for Front<'_> {
         if !self.stopping && self.stop.load(Ordering::Acquire) {
             self.stop_serving(feed, now);
         }
+        if self.stopping {
+            // Bios their group's io.max holds have not started: while the server stops they
+            // are refused (ESHUTDOWN to their clients), not waited out at the group's rate.
+            let refused = feed.refuse_held(now, -libc::ESHUTDOWN);
+            if refused > 0 {
+                tracing::info!(refused, "stopping: refused the bios group limits held");
+            }
+        }
         feed.take_ready(&mut self.ready);
         let mut ready = std::mem::take(&mut self.busy);
         for &token in &self.ready {
