@@ -2702,3 +2702,76 @@ fn a_groups_own_io_max_hold_is_not_latency_to_io_latency_and_cuts_no_other_group
     let iops = v["jobs"][0]["read"]["iops"].as_f64().unwrap();
     assert!((iops - 500.0).abs() <= 10.0, "io.max still holds: {iops}");
 }
+
+#[test]
+fn a_new_file_is_laid_out_whole_before_jobs_read_it_and_holes_in_an_old_one_are_named() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = real_dir("lay_out");
+    let new = dir.join("new.img");
+    let out = schedhost(&[
+        "--device",
+        new.to_str().unwrap(),
+        "--name=rw",
+        "--rw=randrw",
+        "--size=8m",
+        "--number_ios=16",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("laying out"), "{}", stderr(&out));
+    let meta = std::fs::metadata(&new).unwrap();
+    assert!(
+        meta.blocks() * 512 >= 8 << 20,
+        "{} of 8 MiB allocated: reads would hit holes",
+        meta.blocks() * 512
+    );
+    let sparse = dir.join("sparse.img");
+    std::fs::File::create(&sparse)
+        .unwrap()
+        .set_len(8 << 20)
+        .unwrap();
+    let out = schedhost(&[
+        "--device",
+        sparse.to_str().unwrap(),
+        "--name=r",
+        "--rw=randread",
+        "--size=8m",
+        "--number_ios=16",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("has a hole at byte 0"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        std::fs::metadata(&sparse).unwrap().blocks(),
+        0,
+        "an existing file is read, never written"
+    );
+}
+
+#[test]
+fn compare_reuses_the_file_its_own_first_cell_created_and_nothing_else() {
+    let dir = real_dir("compare_reuse");
+    let file = dir.join("new.img");
+    let args = |file: &std::path::Path| {
+        schedhost(&[
+            "compare",
+            "-p",
+            "native:noop",
+            "-p",
+            "native:deadline",
+            "--device",
+            file.to_str().unwrap(),
+            "--name=rw",
+            "--rw=randrw",
+            "--size=4m",
+            "--number_ios=32",
+        ])
+    };
+    let out = args(&file);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(file.exists(), "the file the first cell made stays");
+    // A file this comparison did not make still needs --allow-overwrite.
+    assert_fails_with(&args(&file), "allow-overwrite");
+}

@@ -40,10 +40,16 @@ pub fn build_policy(
         dir.display()
     );
     let lib = lib_name(&manifest)?;
+    let package = package_name(&manifest)?;
     let target_dir = target_dir.map_or_else(|| dir.join("target/wasm"), Path::to_path_buf);
     // cargo writes where it is told, links and all: a link shipped in the policy's
     // `target/` stops the build before cargo runs.
     crate::files::real_dir(dir, &target_dir)?;
+    // A target directory shared by several crates of one package name must not hand this
+    // crate another's build (see `stamp`).
+    let profile_dir = target_dir.join(TARGET).join("release");
+    let key = crate::stamp::source_key(dir)?;
+    crate::stamp::forget_other_builds(&profile_dir, &package, &lib, key.as_deref())?;
     let status = toolchain
         .cargo_build()
         .arg("--manifest-path")
@@ -59,10 +65,8 @@ pub fn build_policy(
         "cargo could not build {} for {TARGET} ({status}); its errors are above",
         dir.display()
     );
-    let module = target_dir
-        .join(TARGET)
-        .join("release")
-        .join(format!("{lib}.wasm"));
+    crate::stamp::remember_build(&profile_dir, &package, key.as_deref())?;
+    let module = profile_dir.join(format!("{lib}.wasm"));
     let name = lib
         .strip_prefix("schedhost_policy_")
         .unwrap_or(&lib)
@@ -150,6 +154,23 @@ pub fn lib_name(manifest: &Path) -> Result<String> {
         Some(name) => Ok(name.replace('-', "_")),
         None => bail!("{}: no [package] name", manifest.display()),
     }
+}
+
+/// The crate's package name, as cargo names its fingerprints.
+fn package_name(manifest: &Path) -> Result<String> {
+    let text =
+        fs::read_to_string(manifest).with_context(|| format!("reading {}", manifest.display()))?;
+    let mut section = "";
+    for line in text.lines().map(str::trim) {
+        if line.starts_with('[') {
+            section = line;
+        } else if section == "[package]"
+            && let Some(value) = key_value(line, "name")
+        {
+            return Ok(value);
+        }
+    }
+    bail!("{}: no [package] name", manifest.display())
 }
 
 fn key_value(line: &str, key: &str) -> Option<String> {

@@ -11,6 +11,7 @@ pub mod build;
 pub mod c;
 mod files;
 pub mod scaffold;
+pub mod stamp;
 pub mod toolchain;
 
 pub use build::{Built, build_policy, componentize};

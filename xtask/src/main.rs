@@ -323,6 +323,7 @@ fn test_author_kit(root: &Path) -> Result<()> {
     );
     run(&["policy", "build", "my-fifo"])?;
     run(&["policy", "check", "my-fifo/target/my-fifo.wasm"])?;
+    same_name_variant_builds_its_own_component(&work, &run)?;
     run(&[
         "--policy",
         "my-fifo/target/my-fifo.wasm",
@@ -335,6 +336,70 @@ fn test_author_kit(root: &Path) -> Result<()> {
         "--numjobs=2",
         "--runtime=2s",
     ])
+}
+
+/// A copy of `my-fifo` (one package name, the usual start of a variant) with another
+/// default, its files dated before the last build as a copy that keeps dates leaves them:
+/// `policy build` must still make the variant's own component, and the original's again
+/// after it, though both share one wasm target directory.
+fn same_name_variant_builds_its_own_component(
+    work: &Path,
+    run: &dyn Fn(&[&str]) -> Result<()>,
+) -> Result<()> {
+    let (original, variant) = (work.join("my-fifo"), work.join("my-fifo-variant"));
+    copy_sources(&original, &variant)?;
+    let lib = variant.join("src/lib.rs");
+    let text = fs::read_to_string(&lib)?;
+    ensure!(
+        text.contains("default: 200,"),
+        "the template's idle_us default moved"
+    );
+    fs::write(&lib, text.replace("default: 200,", "default: 300,"))?;
+    let past = std::time::SystemTime::now() - std::time::Duration::from_secs(86_400);
+    for file in [lib, variant.join("Cargo.toml")] {
+        fs::File::options()
+            .write(true)
+            .open(&file)?
+            .set_modified(past)?;
+    }
+    let component =
+        |dir: &Path, name: &str| fs::read(dir.join("target").join(format!("{name}.wasm")));
+    let first = component(&original, "my-fifo")?;
+    run(&["policy", "build", "my-fifo-variant"])?;
+    let built = component(&variant, "my-fifo")?;
+    ensure!(
+        built != first,
+        "policy build handed the variant the original's component"
+    );
+    run(&["policy", "build", "my-fifo"])?;
+    ensure!(
+        component(&original, "my-fifo")? == first,
+        "policy build handed the original the variant's component"
+    );
+    Ok(())
+}
+
+/// Copies a policy crate's sources (not its `target/`), keeping their modification times.
+fn copy_sources(from: &Path, to: &Path) -> Result<()> {
+    fs::create_dir_all(to)?;
+    for entry in fs::read_dir(from)? {
+        let entry = entry?;
+        if entry.file_name() == "target" {
+            continue;
+        }
+        let (source, dest) = (entry.path(), to.join(entry.file_name()));
+        if entry.file_type()?.is_dir() {
+            copy_sources(&source, &dest)?;
+        } else {
+            fs::copy(&source, &dest)?;
+            let modified = entry.metadata()?.modified()?;
+            fs::File::options()
+                .write(true)
+                .open(&dest)?
+                .set_modified(modified)?;
+        }
+    }
+    Ok(())
 }
 
 /// The fuzz targets: each listed in fuzz/Cargo.toml, run for `seconds` with cargo-fuzz.

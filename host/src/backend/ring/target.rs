@@ -55,6 +55,9 @@ impl Drop for Target {
     }
 }
 
+/// Bytes written at once laying a new file out.
+const LAYOUT_CHUNK: usize = 1 << 20;
+
 /// How to open targets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OpenRules {
@@ -246,6 +249,56 @@ impl Target {
             discard: created,
             file,
         })
+    }
+
+    /// Writes a file this run created whole, once, as fio lays out a new file ("Laying out
+    /// IO file"): a file created sparse (or only `fallocate`d) answers reads of its holes
+    /// without the device, so a job reading it would measure nothing. The bytes are
+    /// pseudo-random, so no compressing or deduplicating layer skips them. Nothing else is
+    /// written: an existing file or a block device is the user's as it is.
+    ///
+    /// # Errors
+    /// The kernel's, reopening or writing the file.
+    pub fn lay_out(&self, seed: u64) -> io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        if !self.created || self.kind != TargetKind::File {
+            return Ok(());
+        }
+        // The same inode as the descriptor, without O_DIRECT (whose buffers must be
+        // aligned): a path someone renamed meanwhile is not followed.
+        let file = OpenOptions::new()
+            .write(true)
+            .open(format!("/proc/self/fd/{}", self.file.as_raw_fd()))?;
+        let mut chunk = vec![0u8; LAYOUT_CHUNK];
+        let mut state = seed | 1;
+        let mut at = 0u64;
+        while at < self.capacity {
+            for word in chunk.chunks_exact_mut(8) {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                word.copy_from_slice(&state.to_le_bytes());
+            }
+            let n = (self.capacity - at).min(LAYOUT_CHUNK as u64) as usize;
+            file.write_all_at(&chunk[..n], at)?;
+            at += n as u64;
+        }
+        file.sync_data()
+    }
+
+    /// The first hole of this file within `0..end` (bytes), if it has one: reads of a hole
+    /// never reach the device. `None` for a block device, or where the file system cannot
+    /// say.
+    pub fn first_hole(&self, end: u64) -> Option<u64> {
+        if self.kind != TargetKind::File {
+            return None;
+        }
+        let end = end.min(self.capacity);
+        let fd = self.file.as_raw_fd();
+        // SAFETY: lseek on a descriptor this target owns; SEEK_HOLE moves only its offset,
+        // which the ring never uses (every I/O carries its own).
+        let hole = unsafe { libc::lseek(fd, 0, libc::SEEK_HOLE) };
+        u64::try_from(hole).ok().filter(|&h| h < end)
     }
 
     /// The run is under way: a file it created stays, whatever happens next.

@@ -336,6 +336,18 @@ impl CompareArgs {
         sweep_values: &[String],
         tunable: Option<&TunableSweep>,
     ) -> Result<Vec<Measured>> {
+        // Files a cell of this comparison created: later cells reuse them as their own
+        // (fio's runs reuse the file they laid out), without --allow-overwrite.
+        let made: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+        let ours = |device: &Device| match device {
+            Device::Real(paths) => {
+                let made = made
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                paths.iter().all(|p| !p.exists() || made.contains(p))
+            }
+            Device::Sim(_) => false,
+        };
         let measure = |w: &Trial| -> Result<Measured> {
             let cell = &columns[w.column];
             let context = || {
@@ -345,18 +357,31 @@ impl CompareArgs {
                 )
             };
             let (device, faults) = &devices[cell.device];
+            let mut ring = self.ring.options();
+            ring.allow_overwrite |= ours(device);
             let plan = RunPlan {
                 seed: w.seed,
                 queue: self.queue.attrs(),
                 supervision: self.sandbox.supervision(),
                 observe: Observe::default(),
                 faults: *faults,
-                ring: self.ring.options(),
+                ring,
             };
             let settings = row_settings(cell.policy, tunable, w.row);
             let policy = PolicyPlan::fixed(&cell.policy.loaded, &settings);
             let ran =
                 run(&row_jobs[w.row], device, policy, &plan, &mut |_| {}).with_context(context)?;
+            if let Some(real) = &ran.real {
+                let mut made = made
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                made.extend(
+                    real.targets
+                        .iter()
+                        .filter(|t| t.created)
+                        .map(|t| PathBuf::from(&t.path)),
+                );
+            }
             if let Some(dir) = &self.keep_runs {
                 let row = (&row_jobs[w.row][..], sweep_values[w.row].as_str());
                 self.keep(dir, w, cell, row, &settings, &ran)

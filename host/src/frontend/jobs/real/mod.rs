@@ -43,6 +43,44 @@ pub struct RealOutcome {
     pub fixed_buffers: bool,
 }
 
+/// Before jobs that read: a file this run created is written whole first, as fio lays out
+/// a new file, so reads measure the device and not holes; an existing file with holes in
+/// the range the jobs use is named in a warning (its holes' reads never reach the device).
+///
+/// # Errors
+/// Laying a new file out failed.
+fn lay_out_or_warn(
+    jobs: &[JobSpec],
+    targets: &[Target],
+    need: u64,
+    seed: u64,
+) -> Result<(), RunError> {
+    if jobs.iter().all(|j| j.direction == Direction::Write) {
+        return Ok(());
+    }
+    for target in targets {
+        if target.created {
+            eprintln!(
+                "schedhost: laying out {} ({} MiB), as fio does, so that reads reach the device",
+                target.path.display(),
+                target.capacity >> 20
+            );
+            target.lay_out(seed).map_err(|source| RunError::Ring {
+                action: "laying out the new file",
+                source,
+            })?;
+        } else if let Some(at) = target.first_hole(need) {
+            tracing::warn!(
+                "{} has a hole at byte {at} within the range the jobs use: reads of a hole \
+                 never reach the device, so they measure nothing (write the file first, or \
+                 let a run create it)",
+                target.path.display()
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Runs `jobs` on the devices at `paths`, one policy instance from `policies` per device.
 ///
 /// # Errors
@@ -85,6 +123,7 @@ pub fn run_controlled(
     if rules.direct {
         check_alignment(jobs, &placements, &targets)?;
     }
+    lay_out_or_warn(jobs, &targets, need, plan.seed)?;
     let config = plan.queue.config(1, plan.queue.queue_depth, MAX_SECTORS);
     let setup = plan.lane_setup(config, settings);
     let mut info = None;
