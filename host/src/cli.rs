@@ -168,12 +168,62 @@ pub const FIO_OPTIONS: &[&str] = &[
     "description",
 ];
 
+/// The message for clap's `error` if it is an unknown `--key[=value]` given to `run` or
+/// `compare` that clap cannot match to one of schedhost's own flags: it is taken for a fio
+/// option schedhost does not support, named as a job file names one, with the nearest
+/// supported option. `None`: clap's own message says it better.
+pub fn fio_typo(args: &[OsString], error: &clap::Error) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if error.kind() != ErrorKind::UnknownArgument || !takes_fio(args) {
+        return None;
+    }
+    if error.get(ContextKind::SuggestedArg).is_some() {
+        return None;
+    }
+    let Some(ContextValue::String(arg)) = error.get(ContextKind::InvalidArg) else {
+        return None;
+    };
+    let key = arg.strip_prefix("--")?.split('=').next()?;
+    let nearest = FIO_OPTIONS
+        .iter()
+        .map(|o| (edit_distance(key, o), *o))
+        .filter(|&(d, _)| d <= 2)
+        .min()
+        .map(|(_, o)| format!(" (did you mean `{o}`?)"))
+        .unwrap_or_default();
+    Some(format!(
+        "command line: unsupported fio option `{key}`{nearest}"
+    ))
+}
+
+/// Levenshtein distance, for suggesting an option.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (above + 1)
+                .min(row[j] + 1)
+                .min(diagonal + usize::from(ca != cb));
+            diagonal = above;
+        }
+    }
+    row[b.len()]
+}
+
+/// True iff the subcommand (after [`with_default_subcommand`]) takes fio options.
+fn takes_fio(args: &[OsString]) -> bool {
+    args.get(1).is_some_and(|a| a == "run" || a == "compare")
+}
+
 /// Separates `--fio_option=value` arguments from schedhost's own.
 pub fn split_fio_options(args: Vec<OsString>) -> (Vec<OsString>, Vec<String>) {
     // Only `run` and `compare` take fio options; other subcommands keep their own flags
     // (`bench --iodepth=1` is bench's).
-    let takes_fio = args.get(1).is_some_and(|a| a == "run" || a == "compare");
-    if !takes_fio {
+    if !takes_fio(&args) {
         return (args, Vec::new());
     }
     let mut own = Vec::new();
@@ -194,6 +244,29 @@ pub fn split_fio_options(args: Vec<OsString>) -> (Vec<OsString>, Vec<String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_mistyped_fio_option_is_named_as_a_fio_option_with_the_nearest_one() {
+        let argv = |a: &[&str]| with_default_subcommand(a.iter().map(OsString::from).collect());
+        let args = argv(&["schedhost", "--iodpth=4"]);
+        let error = Cli::try_parse_from(&args).unwrap_err();
+        let message = fio_typo(&args, &error).expect("a fio-style message");
+        assert_eq!(
+            message,
+            "command line: unsupported fio option `iodpth` (did you mean `iodepth`?)"
+        );
+        let far = argv(&["schedhost", "--loops=2"]);
+        let error = Cli::try_parse_from(&far).unwrap_err();
+        assert_eq!(
+            fio_typo(&far, &error).as_deref(),
+            Some("command line: unsupported fio option `loops`")
+        );
+        // A typo of schedhost's own flag keeps clap's suggestion.
+        let own = argv(&["schedhost", "--polcy", "noop"]);
+        let error = Cli::try_parse_from(&own).unwrap_err();
+        assert_eq!(fio_typo(&own, &error), None);
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+    }
 
     #[test]
     fn cli_definition_is_consistent() {

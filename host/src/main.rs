@@ -11,16 +11,32 @@ mod commands;
 fn main() -> ExitCode {
     let args = cli::with_default_subcommand(std::env::args_os().collect());
     let (args, fio_options) = cli::split_fio_options(args);
-    let cli = cli::Cli::parse_from(args);
+    let cli = match cli::Cli::try_parse_from(&args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            // A mistyped fio option is named as a job file's would be, not as a flag.
+            if let Some(message) = cli::fio_typo(&args, &e) {
+                eprintln!("schedhost: error: {message}");
+                return ExitCode::from(2);
+            }
+            e.exit()
+        }
+    };
     init_tracing();
     match cli.command.execute(fio_options) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             // Errors quote their inputs (a job's name, a spec's line): escaped, never obeyed.
             let printable = |text: String| schedhost::output::printable_lines(&text);
+            let mut said = vec![err.to_string()];
             eprintln!("schedhost: error: {}", printable(err.to_string()));
-            for cause in err.chain().skip(1) {
-                eprintln!("  caused by: {}", printable(cause.to_string()));
+            for cause in err.chain().skip(1).map(ToString::to_string) {
+                // A cause some context already quoted whole is said once.
+                if said.iter().any(|s| s.contains(&cause)) {
+                    continue;
+                }
+                eprintln!("  caused by: {}", printable(cause.clone()));
+                said.push(cause);
             }
             ExitCode::FAILURE
         }

@@ -579,7 +579,8 @@ fn serve_on_tcp_loopback_answers_a_client_and_stops_cleanly_on_sigterm() {
         "no live line in:\n{}",
         live.join("\n")
     );
-    let summary = String::from_utf8_lossy(&out.stdout);
+    assert!(out.stdout.is_empty(), "every message on stderr");
+    let summary = live.join("\n");
     assert!(summary.contains("1 client(s) served"), "{summary}");
     assert!(summary.contains("1 reads (0.0 MiB), 1 writes"), "{summary}");
     let file = std::fs::read(&disk).unwrap();
@@ -2569,9 +2570,9 @@ fn serve_with_a_control_socket_stops_gracefully_on_a_signal_and_answers_what_it_
         }
         drop(s);
         let out = child.wait_with_output().unwrap();
-        drop(stderr);
+        let mut summary = String::new();
+        std::io::Read::read_to_string(&mut { stderr }, &mut summary).unwrap();
         assert!(out.status.success(), "SIG{name}: exit {:?}", out.status);
-        let summary = String::from_utf8_lossy(&out.stdout);
         assert!(summary.contains("1 client(s) served"), "{summary}");
         assert!(
             !nbd.exists() && !ctl.exists(),
@@ -2774,4 +2775,75 @@ fn compare_reuses_the_file_its_own_first_cell_created_and_nothing_else() {
     assert!(file.exists(), "the file the first cell made stays");
     // A file this comparison did not make still needs --allow-overwrite.
     assert_fails_with(&args(&file), "allow-overwrite");
+}
+
+#[test]
+fn the_text_report_names_each_groups_parameters_and_says_when_weights_did_not_bind() {
+    let mut args = vec![
+        "--policy",
+        "native:noop",
+        "--device",
+        "sim:ssd",
+        "--group",
+        "a:weight=300,riops=100000",
+        "--group",
+        "b:weight=100",
+    ];
+    for name in ["a", "b"] {
+        args.extend([
+            if name == "a" { "--name=a" } else { "--name=b" },
+            if name == "a" {
+                "--cgroup=a"
+            } else {
+                "--cgroup=b"
+            },
+            "--rw=randread",
+            "--size=64m",
+            "--iodepth=32",
+            "--runtime=200ms",
+            "--time_based",
+        ]);
+    }
+    let out = schedhost(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("group a (weight=300 riops=100000): reads="),
+        "{text}"
+    );
+    assert!(text.contains("group b (weight=100): reads="), "{text}");
+    // noop serves no weights: the groups split the device evenly, not 3:1.
+    assert!(
+        text.contains("note: the weights did not bind (a "),
+        "{text}"
+    );
+}
+
+#[test]
+fn command_line_mistakes_get_one_fio_style_message_each() {
+    let out = schedhost(&["--name=r", "--iodpth=3"]);
+    assert_fails_with(
+        &out,
+        "command line: unsupported fio option `iodpth` (did you mean `iodepth`?)",
+    );
+    assert!(!stderr(&out).contains("-- --iodpth"), "{}", stderr(&out));
+    let out = schedhost(&["--name=r", "--rw=randrw", "--rate=1m", "--size=1m"]);
+    assert_fails_with(&out, "command line: job 'r': rate= on a mixed job");
+    assert!(!stderr(&out).contains("--name"), "{}", stderr(&out));
+    let out = schedhost(&[
+        "--policy",
+        "native:cfq",
+        "--set",
+        "quantum=100000",
+        "--name=r",
+        "--rw=read",
+        "--size=1m",
+    ]);
+    assert_fails_with(&out, "out of range");
+    assert_eq!(
+        stderr(&out).matches("out of range").count(),
+        1,
+        "one line per cause: {}",
+        stderr(&out)
+    );
 }

@@ -102,6 +102,22 @@ fn assert_each_mode_fails(make: &Maker, expected: &[(i64, &str, &str)], settings
             "mode {mode}: no [{rule}] … {phrase:?} in {:?}",
             report.violations
         );
+        for v in &report.violations {
+            assert_ne!(
+                v.rule, "coverage",
+                "mode {mode}: coverage advice beside a real violation: {:?}",
+                report.violations
+            );
+            assert!(
+                // The tunables and saved-state checks, and the longest waits over all rounds,
+                // belong to no one workload.
+                ["tunables", "save-restore", "wait-bound"].contains(&v.rule)
+                    || v.detail.starts_with("seed "),
+                "mode {mode}: [{}] does not name its seed: {}",
+                v.rule,
+                v.detail
+            );
+        }
     }
 }
 

@@ -343,7 +343,8 @@ impl ServeArgs {
                 });
                 println!("{}", serde_json::to_string_pretty(&value)?);
             }
-            OutputFormat::Normal => print!(
+            // A message, as every other `serve` says on stderr; the JSON is the report.
+            OutputFormat::Normal => eprint!(
                 "{}",
                 schedhost::output::printable_lines(&summary(served, policy))
             ),

@@ -220,9 +220,15 @@ pub fn check(make: &Maker, options: &CheckOptions) -> CheckReport {
     for r in 0..options.rounds {
         let seed = options.seed.wrapping_add(u64::from(r));
         let run = run_round(make, options, seed, r);
-        for v in &run.record.violations {
-            violations.push(v.clone());
-        }
+        // Every violation names the workload that shows it, so it can be run again.
+        let device = run.report.device.clone();
+        violations.extend(run.record.violations.iter().map(|v| {
+            let mut v = v.clone();
+            if !v.detail.starts_with("seed ") {
+                v.detail = format!("seed {seed} on {device}: {}", v.detail);
+            }
+            v
+        }));
         if run.record.violation_count > run.record.violations.len() as u64 {
             violations.push(Violation {
                 rule: "more",
@@ -290,7 +296,11 @@ pub fn check(make: &Maker, options: &CheckOptions) -> CheckReport {
         }
     }
     let coverage_minimums = minimums(options, tunables_checked > 0);
-    violations.extend(short_clauses(&coverage, &coverage_minimums));
+    // Short coverage says the check ran too little to judge; after a real violation (a
+    // stall that ended a round early, say) it is only noise about that.
+    if violations.is_empty() {
+        violations.extend(short_clauses(&coverage, &coverage_minimums));
+    }
     CheckReport {
         policy,
         passed: violations.is_empty(),

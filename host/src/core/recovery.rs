@@ -22,7 +22,8 @@ pub struct Swapped {
     pub from: String,
     /// The new one's.
     pub to: String,
-    /// Requests handed over.
+    /// Requests handed over (`requests_handed_over` in JSON, as in the swap record).
+    #[serde(rename = "requests_handed_over")]
     pub requeued: usize,
     /// Bytes of state handed over (same policy, newer build), if any.
     pub state_bytes: Option<usize>,

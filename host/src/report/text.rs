@@ -167,21 +167,19 @@ pub fn to_text(summary: &Summary<'_>) -> String {
         );
     }
     for g in &outcome.groups {
-        let limit =
-            |key: &str, v: Option<u64>| v.map(|v| format!(" {key}={v}")).unwrap_or_default();
         let _ = writeln!(
             out,
-            "  group {}:{}{}{}{}: reads={} writes={}, {} held by the limits ({:.3} ms waited in all)",
+            "  group {} ({}): reads={} writes={}, {} held by the limits ({:.3} ms waited in all)",
             g.limits.name,
-            limit("riops", g.limits.riops),
-            limit("wiops", g.limits.wiops),
-            limit("rbps", g.limits.rbps),
-            limit("wbps", g.limits.wbps),
+            group_parameters(&g.limits),
             g.stats.ios[0],
             g.stats.ios[1],
             g.stats.throttled,
             g.stats.throttled_ns as f64 / 1e6
         );
+    }
+    if let Some(note) = unbound_weights(&outcome.groups) {
+        let _ = writeln!(out, "  note: {note}");
     }
     for swap in &outcome.swaps {
         let _ = writeln!(out, "  {}", swap.line());
@@ -304,4 +302,70 @@ fn binary_bytes(bytes: f64) -> String {
 
 fn decimal_bytes(bytes: f64) -> String {
     scaled(bytes, 1000.0, ["B", "kB", "MB", "GB", "TB"])
+}
+
+/// A group's parameters as `--group` takes them: its weight always, then what is set.
+fn group_parameters(g: &crate::core::GroupSpec) -> String {
+    let mut words = vec![format!("weight={}", g.weight)];
+    let mut set = |key: &str, value: Option<u64>| {
+        if let Some(v) = value {
+            words.push(format!("{key}={v}"));
+        }
+    };
+    set("reserve_iops", g.reserve_iops);
+    set("riops", g.riops);
+    set("wiops", g.wiops);
+    set("rbps", g.rbps);
+    set("wbps", g.wbps);
+    for (d, key) in ["r", "w"].iter().enumerate() {
+        set(
+            &format!("{key}iops_burst"),
+            Some(g.iops_burst[d]).filter(|&b| b > 0),
+        );
+        set(
+            &format!("{key}bps_burst"),
+            Some(g.bps_burst[d]).filter(|&b| b > 0),
+        );
+    }
+    set("latency_target_us", g.latency_target_ns.map(|ns| ns / 1000));
+    words.join(" ")
+}
+
+/// A note when groups of different weights split the I/O far from their weights (more than
+/// ten points of share apart): the weights did not bind, as they cannot while the groups do
+/// not keep the device busy together, or under a policy that does not serve weights.
+fn unbound_weights(groups: &[crate::core::GroupReport]) -> Option<String> {
+    let weights: Vec<f64> = groups.iter().map(|g| f64::from(g.limits.weight)).collect();
+    let ios: Vec<f64> = groups
+        .iter()
+        .map(|g| (g.stats.ios[0] + g.stats.ios[1]) as f64)
+        .collect();
+    let (weight_sum, io_sum) = (weights.iter().sum::<f64>(), ios.iter().sum::<f64>());
+    let differ = weights.iter().any(|&w| w != weights[0]);
+    if groups.len() < 2 || !differ || io_sum == 0.0 {
+        return None;
+    }
+    let worst = weights
+        .iter()
+        .zip(&ios)
+        .map(|(w, i)| (w / weight_sum - i / io_sum).abs())
+        .fold(0.0, f64::max);
+    (worst > 0.10).then(|| {
+        let split: Vec<String> = groups
+            .iter()
+            .zip(&ios)
+            .map(|(g, i)| {
+                format!(
+                    "{} {:.0} % of the I/O at {:.0} % of the weight",
+                    g.limits.name,
+                    100.0 * i / io_sum,
+                    100.0 * f64::from(g.limits.weight) / weight_sum
+                )
+            })
+            .collect();
+        format!(
+            "the weights did not bind ({}): a weight shares the device only while the groups keep it busy together, and only under a policy that serves weights (bfq, mclock)",
+            split.join(", ")
+        )
+    })
 }

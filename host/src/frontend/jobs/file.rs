@@ -82,9 +82,14 @@ pub fn parse_cmdline(options: &[String]) -> Result<Vec<JobSpec>, JobError> {
             line: 0,
         };
         if key == "name" {
+            // A job's own checks (rate= on a mixed job, size below bs) are about the job,
+            // not about its --name: they are placed on the command line as a whole.
             sections.push(Section {
                 name: value.to_owned(),
-                location,
+                location: Location {
+                    source: "command line".into(),
+                    line: 0,
+                },
                 options: Vec::new(),
             });
         } else if let Some(section) = sections.last_mut() {
