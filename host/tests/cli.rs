@@ -1544,6 +1544,10 @@ fn reproduce_quick_prints_every_seed_table_and_the_simulated_shapes_hold() {
         text.contains("| 8 | ") && text.contains("cfq 12651"),
         "seed 1's row of 8 readers sits beside the seed's figures"
     );
+    assert!(
+        text.contains("against the seed's 1.48× (") && text.contains("tolerance ±15 %"),
+        "a figure is judged against the seed's, with its tolerance:\n{text}"
+    );
     let doc: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let seeds = doc["seeds"].as_array().unwrap();

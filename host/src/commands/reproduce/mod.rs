@@ -109,6 +109,46 @@ impl Measured {
 struct Shape {
     claim: String,
     holds: bool,
+    /// Where the seed gave a figure for the claim: this run's beside it.
+    figure: Option<Figure>,
+}
+
+/// A figure this run measured beside the one the seed published.
+#[derive(Debug, Clone, Copy)]
+struct Figure {
+    measured: f64,
+    seed: f64,
+}
+
+/// How far a figure may be from the seed's and still match it, relative: these machines
+/// move 10–20 % between runs, and the simulated devices are not the seed's hardware.
+const FIGURE_TOLERANCE: f64 = 0.15;
+
+impl Figure {
+    /// The measured figure's distance from the seed's, relative to the seed's.
+    fn off_by(self) -> f64 {
+        self.measured / self.seed - 1.0
+    }
+
+    fn matches(self) -> bool {
+        self.off_by().abs() <= FIGURE_TOLERANCE
+    }
+
+    /// `3.04× against the seed's 1.48× (+105 %, tolerance ±15 %): does not match`.
+    fn verdict(self) -> String {
+        format!(
+            "{:.2}× against the seed's {:.2}× ({:+.0} %, tolerance ±{:.0} %): {}",
+            self.measured,
+            self.seed,
+            100.0 * self.off_by(),
+            100.0 * FIGURE_TOLERANCE,
+            if self.matches() {
+                "matches"
+            } else {
+                "does not match"
+            }
+        )
+    }
 }
 
 impl ReproduceArgs {

@@ -51,7 +51,21 @@ pub(super) fn markdown(table: &Table, m: &Measured, shapes: &[Shape]) -> String 
     }
     let _ = writeln!(out);
     for shape in shapes {
-        let _ = writeln!(out, "- {}: {}", shape.claim, verdict(shape.holds));
+        // The figure against the seed's first, then the shape the seed's claim has.
+        match shape.figure {
+            Some(figure) => {
+                let _ = writeln!(
+                    out,
+                    "- {}: {}; as a shape: {}",
+                    shape.claim,
+                    figure.verdict(),
+                    verdict(shape.holds)
+                );
+            }
+            None => {
+                let _ = writeln!(out, "- {}: {}", shape.claim, verdict(shape.holds));
+            }
+        }
     }
     let _ = writeln!(out);
     out
@@ -82,6 +96,41 @@ pub(super) fn table_json(table: &Table, m: &Measured, shapes: &[Shape]) -> Value
                 })
             }).collect::<Vec<_>>(),
         })).collect::<Vec<_>>(),
-        "shapes": shapes.iter().map(|s| json!({ "claim": s.claim, "holds": s.holds })).collect::<Vec<_>>(),
+        "shapes": shapes.iter().map(|s| {
+            let mut shape = json!({ "claim": s.claim, "holds": s.holds });
+            if let Some(f) = s.figure {
+                shape["measured"] = json!(f.measured);
+                shape["seed_figure"] = json!(f.seed);
+                shape["tolerance"] = json!(FIGURE_TOLERANCE);
+                shape["matches_seed"] = json!(f.matches());
+            }
+            shape
+        }).collect::<Vec<_>>(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_figure_is_judged_against_the_seeds_with_its_tolerance_not_by_its_direction() {
+        let far = Figure {
+            measured: 3.04,
+            seed: 1.48,
+        };
+        assert!(
+            !far.matches(),
+            "2× the seed's figure is not the seed's figure"
+        );
+        assert_eq!(
+            far.verdict(),
+            "3.04× against the seed's 1.48× (+105 %, tolerance ±15 %): does not match"
+        );
+        let near = Figure {
+            measured: 1.60,
+            seed: 1.48,
+        };
+        assert!(near.matches());
+    }
 }
