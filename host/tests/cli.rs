@@ -2851,3 +2851,43 @@ fn command_line_mistakes_get_one_fio_style_message_each() {
         stderr(&out)
     );
 }
+
+#[test]
+fn deadline_starves_a_best_effort_job_beside_a_realtime_one_until_priority_aging() {
+    // mq-deadline serves no lower class while a higher one has requests queued or in flight;
+    // prio_aging_expire (10 s by default) is far off in a 1 s run.
+    for policy in ["native:deadline", "deadline"] {
+        let mut args = vec![
+            "--policy",
+            policy,
+            "--device",
+            "sim:ssd",
+            "--output-format",
+            "json",
+        ];
+        for (name, class) in [
+            ("--name=rt", "--prioclass=1"),
+            ("--name=be", "--prioclass=2"),
+        ] {
+            args.extend([
+                name,
+                class,
+                "--rw=randread",
+                "--bs=4k",
+                "--size=256m",
+                "--iodepth=8",
+                "--runtime=1s",
+                "--time_based",
+            ]);
+        }
+        if policy == "deadline" && built_component("deadline").is_none() {
+            continue;
+        }
+        let out = schedhost(&args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let ios = |job: usize| v["jobs"][job]["read"]["total_ios"].as_f64().unwrap();
+        let share = ios(1) / (ios(0) + ios(1));
+        assert!(share < 0.05, "{policy}: BE got {share:.3} of the I/O");
+    }
+}

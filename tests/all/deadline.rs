@@ -122,6 +122,31 @@ fn deadline_serves_realtime_class_first_unless_lower_class_aged() {
 }
 
 #[test]
+fn deadline_holds_a_lower_class_while_a_higher_one_has_requests_in_flight() {
+    use crate::helpers::done;
+    for (build, mut p) in builds(&[]) {
+        let mut be = req(1, Op::Read, 0, 0);
+        be.prio_class = PrioClass::Be;
+        let mut rt = req(2, Op::Read, 8000, 0);
+        rt.prio_class = PrioClass::Rt;
+        p.insert(0, &[be, rt]).unwrap();
+        assert_eq!(one(&mut p, 1), Some(2), "{build}: RT first");
+        // Nothing RT is queued, but one is on the device: mq-deadline's dd_queued(RT) is 1.
+        assert_eq!(
+            one(&mut p, 2),
+            None,
+            "{build}: BE waits for the RT read in flight"
+        );
+        p.completed(3 * MS, &[done(2, 0)]).unwrap();
+        assert_eq!(
+            one(&mut p, 3),
+            Some(1),
+            "{build}: BE once RT has nothing left"
+        );
+    }
+}
+
+#[test]
 fn deadline_front_merges_follow_the_tunable() {
     let query = MergeQuery {
         target: RequestId(1),

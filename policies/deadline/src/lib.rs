@@ -5,15 +5,16 @@
 //! where the last request ended, up to `fifo_batch` requests; a new batch prefers reads, but
 //! serves writes once reads have been preferred `writes_starved` times while writes waited;
 //! it starts from the FIFO head when that has expired (or nothing lies ahead of the head
-//! position). Classes are served RT before BE before IDLE, except that a request of a lower
-//! class waiting longer than `prio_aging_expire` goes first. Async requests may hold at most
+//! position). Classes are served RT before BE before IDLE, and a class with requests queued
+//! *or in flight* holds back every lower one (`dd_queued`), except that a request of a lower
+//! class waiting longer than `prio_aging_expire` goes first (with two classes busy). Async requests may hold at most
 //! `async_depth` scheduler tags. `front_merges=0` refuses merges in front of a request.
 
 #![forbid(unsafe_code)]
 
 use schedhost_sdk::{
-    Dispatch, ElevatorQueue, IdMap, MergeEvent, MergeKind, MergeQuery, MergeRule, MergeRules, Op,
-    Policy, PrioClass, Request, RequestId, Sector, Setup, TunableSpec,
+    Completion, Dispatch, ElevatorQueue, IdMap, MergeEvent, MergeKind, MergeQuery, MergeRule,
+    MergeRules, Op, Policy, PrioClass, Request, RequestId, Sector, Setup, TunableSpec,
 };
 
 /// Directions, as the kernel's `enum dd_data_dir`.
@@ -150,6 +151,11 @@ pub struct Deadline {
     async_depth: u32,
     prio_aging_ns: u64,
     nr_requests: u32,
+    /// The class of each request this instance dispatched that has not completed.
+    on_device: IdMap<usize>,
+    /// Per class, requests dispatched and not completed: with the queued ones, the
+    /// kernel's `dd_queued` (inserted − completed), which blocks every lower class.
+    in_flight: [u32; PRIOS],
 }
 
 fn dir_of(op: Op) -> Dir {
@@ -173,7 +179,8 @@ impl Policy for Deadline {
     const VERSION: &'static str = env!("CARGO_PKG_VERSION");
     const TUNABLES: &'static [TunableSpec<Self>] = TUNABLES;
     const MERGE_VETO: bool = true;
-    const COMPLETIONS: bool = false;
+    // Completions count each class's requests in flight (`dd_queued`).
+    const COMPLETIONS: bool = true;
     const HANDLES_ABSORBED: bool = true;
 
     fn new(setup: &Setup) -> Self {
@@ -197,6 +204,8 @@ impl Policy for Deadline {
             async_depth: 0,
             prio_aging_ns: 0,
             nr_requests: setup.nr_requests,
+            on_device: IdMap::device_wide(),
+            in_flight: [0; PRIOS],
         }
     }
 
@@ -233,12 +242,29 @@ impl Policy for Deadline {
         while out.ids.len() < budget as usize {
             let Some(id) = self
                 .aged_request(now_ns)
-                .or_else(|| (0..PRIOS).find_map(|p| self.next_in_prio(p, now_ns)))
+                .or_else(|| self.next_by_class(now_ns))
             else {
                 break;
             };
-            self.remove(id, true);
+            if let Some(prio) = self.remove(id, true) {
+                self.on_device.insert(id, prio);
+                self.in_flight[prio] += 1;
+            }
             out.ids.push(id);
+        }
+    }
+
+    fn requeue(&mut self, now_ns: u64, requests: &[Request]) {
+        // Back from a busy device: queued again, no longer in flight.
+        for r in requests {
+            self.landed(r.id);
+        }
+        self.insert(now_ns, requests);
+    }
+
+    fn completed(&mut self, _now_ns: u64, done: &[Completion]) {
+        for d in done {
+            self.landed(d.id);
         }
     }
 
@@ -284,6 +310,34 @@ impl Policy for Deadline {
 }
 
 impl Deadline {
+    /// The next request in class order (`dd_dispatch_request`): the first class that has
+    /// one gives it, and a class with requests queued or in flight stops the search, so a
+    /// lower class waits while a higher one has anything in flight (`dd_queued`), not only
+    /// while it has something queued.
+    fn next_by_class(&mut self, now_ns: u64) -> Option<RequestId> {
+        for prio in 0..PRIOS {
+            if let Some(id) = self.next_in_prio(prio, now_ns) {
+                return Some(id);
+            }
+            if self.in_flight[prio] > 0 {
+                return None;
+            }
+        }
+        None
+    }
+
+    /// Request `id` left the device (completed, or sent back busy).
+    fn landed(&mut self, id: RequestId) {
+        if let Some(prio) = self.on_device.remove(&id) {
+            self.in_flight[prio] = self.in_flight[prio].saturating_sub(1);
+        }
+    }
+
+    /// True iff class `prio` has requests queued or in flight (`dd_queued` > 0).
+    fn busy(&self, prio: usize) -> bool {
+        !self.prios[prio].is_empty() || self.in_flight[prio] > 0
+    }
+
     /// The next request of priority class `prio` (`__dd_dispatch_request`), or None if the
     /// class is empty. Updates batch and starvation state.
     fn next_in_prio(&mut self, prio: usize, now_ns: u64) -> Option<RequestId> {
@@ -340,11 +394,14 @@ impl Deadline {
     /// A request of a lower class that has waited past `prio_aging_expire`, oldest class
     /// last (`dd_dispatch_prio_aged_requests`).
     fn aged_request(&mut self, now_ns: u64) -> Option<RequestId> {
+        // Aging only matters with two classes queued or in flight; checked first, it spares
+        // the FIFO lookups when every request is in one class.
+        if (0..PRIOS).filter(|&p| self.busy(p)).count() < 2 {
+            return None;
+        }
         for prio in 1..PRIOS {
             let per = &self.prios[prio];
-            // Aging only matters with a higher class waiting; checked first, it spares the
-            // FIFO lookups when every request is in one class.
-            if per.is_empty() || self.prios[..prio].iter().all(PerPrio::is_empty) {
+            if per.is_empty() {
                 continue;
             }
             let oldest = DIRS
@@ -361,15 +418,14 @@ impl Deadline {
         None
     }
 
-    /// Forgets request `id`; when dispatched, remembers where it ended.
-    fn remove(&mut self, id: RequestId, dispatched: bool) {
-        let Some(q) = self.queued.remove(&id) else {
-            return;
-        };
+    /// Forgets request `id`; when dispatched, remembers where it ended. Returns its class.
+    fn remove(&mut self, id: RequestId, dispatched: bool) -> Option<usize> {
+        let q = self.queued.remove(&id)?;
         let taken = self.prios[q.prio].dirs[q.dir as usize].take(id);
         if dispatched && let Some(extent) = taken {
             self.latest_pos[q.dir as usize] = extent.end();
         }
+        Some(q.prio)
     }
 }
 
