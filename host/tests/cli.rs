@@ -2891,3 +2891,32 @@ fn deadline_starves_a_best_effort_job_beside_a_realtime_one_until_priority_aging
         assert!(share < 0.05, "{policy}: BE got {share:.3} of the I/O");
     }
 }
+
+#[test]
+fn cfq_keeps_one_deep_job_near_noops_rate_since_quantum_binds_only_beside_others() {
+    let iops = |policy: &str| -> f64 {
+        let out = schedhost(&[
+            "--policy",
+            policy,
+            "--device",
+            "sim:ssd",
+            "--output-format",
+            "json",
+            "--name=r",
+            "--rw=randread",
+            "--bs=4k",
+            "--size=256m",
+            "--iodepth=32",
+            "--runtime=500ms",
+            "--time_based",
+        ]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["jobs"][0]["read"]["iops"].as_f64().unwrap()
+    };
+    let (noop, cfq) = (iops("native:noop"), iops("native:cfq"));
+    assert!(
+        cfq >= 0.9 * noop,
+        "cfq {cfq:.0} IOPS against noop's {noop:.0}"
+    );
+}

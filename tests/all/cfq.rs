@@ -189,3 +189,63 @@ fn cfq_tunables_have_kernel_defaults_and_ranges() {
         assert_eq!(err, "cfq: low_latency=2 is out of range 0..=1", "{build}");
     }
 }
+
+#[test]
+fn cfq_lifts_quantum_for_the_only_busy_queue_and_caps_it_beside_another() {
+    for (build, mut p) in builds(&[]) {
+        // One submitter with 32 requests: the only busy queue has no limit
+        // (cfq_may_dispatch: "Sole queue user, no limit").
+        let many: Vec<Request> = (0..32).map(|i| read(i, 0, i * 8, 0)).collect();
+        p.insert(0, &many).unwrap();
+        assert_eq!(p.dispatch(0, 0, 32).unwrap().ids.raw().len(), 32, "{build}");
+        // Beside another sync queue, the active one stops at quantum (8).
+        let (mut q, _) = (
+            builds(&[])
+                .into_iter()
+                .find(|(b, _)| *b == build)
+                .unwrap()
+                .1,
+            (),
+        );
+        let mut two: Vec<Request> = (0..32).map(|i| read(i, 0, i * 8, 0)).collect();
+        two.push(read(100, 1, 900_000, 0));
+        q.insert(0, &two).unwrap();
+        assert_eq!(q.dispatch(0, 0, 32).unwrap().ids.raw().len(), 8, "{build}");
+    }
+}
+
+#[test]
+fn cfq_gives_an_async_queue_sixteen_requests_a_slice_at_level_four() {
+    for (build, mut p) in builds(&[]) {
+        // Two async queues, levels 4 and 5: each slice ends after cfq_prio_to_maxrq requests,
+        // 2 · slice_async_rq (2) · (8 − level): 16 at level 4, 12 at level 5.
+        let write = |id: u64, level: u8| Request {
+            op: Op::Write,
+            sync: false,
+            prio_level: level,
+            ..read(id, 0, id * 8, 0)
+        };
+        let writes: Vec<Request> = (0..40)
+            .map(|i| write(i, 4))
+            .chain((100..140).map(|i| write(i, 5)))
+            .collect();
+        p.insert(0, &writes).unwrap();
+        let mut runs: Vec<(bool, u32)> = Vec::new();
+        for i in 0..60 {
+            let ids = p.dispatch(i * MS, 0, 1).unwrap().ids.raw();
+            let Some(&id) = ids.first() else { break };
+            p.completed(i * MS, &[done(id, 0)]).unwrap();
+            let level4 = id < 100;
+            match runs.last_mut() {
+                Some((l, n)) if *l == level4 => *n += 1,
+                _ => runs.push((level4, 1)),
+            }
+        }
+        let expected: Vec<(bool, u32)> = runs
+            .iter()
+            .take(2)
+            .map(|&(l, _)| (l, if l { 16 } else { 12 }))
+            .collect();
+        assert_eq!(runs[..2], expected[..], "{build}: slices of {runs:?}");
+    }
+}

@@ -7,7 +7,8 @@
 //! busy queues get a turn within `target_latency`). Within its slice a queue dispatches in
 //! sector order from the head position (a backward seek of up to `back_seek_max` counts
 //! `back_seek_penalty` times its distance), checking its FIFO once per slice
-//! (`fifo_expire_sync/async`), with at most `quantum` requests on the device. When an active
+//! (`fifo_expire_sync/async`), with at most `quantum` requests on the device unless it is the
+//! only busy queue, or the only busy sync one (`cfq_may_dispatch`). When an active
 //! sync queue runs dry, cfq waits for its requests to complete and then idles `slice_idle`
 //! for the next one before giving the device away. Classes are served RT, then BE, then IDLE;
 //! a sync request preempts an async slice, and an RT request a lower class.
@@ -50,7 +51,7 @@ const TUNABLES: &[TunableSpec<Cfq>] = &[
         8,
         1024,
         "requests",
-        "most requests the active queue has on the device",
+        "most requests the active queue has on the device while others are busy",
         |p| &mut p.knobs.quantum,
     ),
     tunable(
@@ -111,7 +112,7 @@ const TUNABLES: &[TunableSpec<Cfq>] = &[
         2,
         1024,
         "requests",
-        "async requests per slice at level 4 (scaled by level)",
+        "base of an async queue's requests per slice: 2 × this × (8 − level), as cfq_prio_to_maxrq",
         |p| &mut p.knobs.slice_async_rq,
     ),
     tunable(
@@ -395,6 +396,7 @@ impl Cfq {
     /// send (lookups are a component's dearest step).
     fn step(&mut self, active: Active, now_ns: u64) -> Step {
         let t = self.t;
+        let uncapped = self.sole_busy(active.key);
         let Some(queue) = self.queues.get_mut(&active.key) else {
             return Step::Expire;
         };
@@ -402,7 +404,7 @@ impl Cfq {
             let (sync, inflight) = (queue.sync, queue.inflight);
             return self.when_dry(active, sync, inflight, now_ns);
         }
-        if queue.inflight >= t.quantum.max(1) {
+        if queue.inflight >= t.quantum.max(1) && !uncapped {
             // Its share of the device is on the device: wait for a completion.
             return Step::WaitUntil(active.slice_end);
         }
@@ -427,6 +429,21 @@ impl Cfq {
         }
         self.head = extent.end();
         Step::Sent(id)
+    }
+
+    /// True iff the queue `key` may dispatch past `quantum` (`cfq_may_dispatch`): no other
+    /// queue is busy, or it is sync and no other sync queue is ("a sync queue can preempt
+    /// async queue, limiting the sync queue doesn't make sense"). The scan stops at the
+    /// first sync key, after at most the 24 async queues.
+    fn sole_busy(&self, key: QueueKey) -> bool {
+        let others_sync = || {
+            self.waiting
+                .iter()
+                .flatten()
+                .any(|k| matches!(k, QueueKey::Sync(_)))
+        };
+        self.waiting.iter().all(VecDeque::is_empty)
+            || (matches!(key, QueueKey::Sync(_)) && !others_sync())
     }
 
     /// The active queue has nothing queued: wait for its requests on the device, then idle
@@ -548,9 +565,10 @@ impl Cfq {
     }
 }
 
-/// Async requests the active async queue may send per slice (cfq_prio_to_maxrq).
+/// Async requests the active async queue may send per slice (`cfq_prio_to_maxrq`:
+/// `2 · slice_async_rq · (IOPRIO_BE_NR − prio)`, 16 at the default level 4).
 fn async_requests_per_slice(t: &Tunables, level: u8) -> u32 {
-    (2 * t.slice_async_rq * (8 - u32::from(level.min(7))) / 8).max(1)
+    (2 * t.slice_async_rq * (8 - u32::from(level.min(7)))).max(1)
 }
 
 /// The next request of `queue`: its expired FIFO head if `fifo_due` (once per slice),
