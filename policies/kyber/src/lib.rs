@@ -2,11 +2,15 @@
 //!
 //! Requests fall into domains — read, write, discard, other — each with a token pool that
 //! caps how many of its requests are on the device. Dispatch takes batches from the domains in
-//! turn (16 reads, 8 writes, 1 discard, 1 other). Every 100 ms window of completions, latency
-//! is bucketed against each domain's target (`read_lat_nsec`, `write_lat_nsec`; eight buckets
-//! of a quarter target each). If any domain's p90 reached its target the device is congested:
-//! every domain's depth is scaled by its p99 bucket — shrinking domains under target,
-//! growing those over it — between 1 and the domain's initial depth.
+//! turn (16 reads, 8 writes, 1 discard, 1 other). Completions are bucketed against each
+//! domain's target (`read_lat_nsec`, `write_lat_nsec`; eight buckets of a quarter target
+//! each) twice, as kyber keeps them: by the time on the device (`KYBER_IO_LATENCY`) and by
+//! the whole latency (`KYBER_TOTAL_LATENCY`). 100 ms after a completion (kyber's timer), a
+//! domain's percentile is read once it has 500 samples or a second has passed since it was
+//! first asked (`calculate_percentile`; its buckets are kept until then). If any domain's
+//! device-time p90 reached its target the device is congested: every domain's depth is
+//! scaled by its total-latency p99 bucket — shrinking domains under target, growing those
+//! over it — between 1 and the domain's initial depth.
 
 #![forbid(unsafe_code)]
 
@@ -53,6 +57,12 @@ const BATCH: [u32; DOMAINS] = [16, 8, 1, 1];
 const BUCKETS: usize = 8;
 /// The adjustment window (kyber's timer period).
 const WINDOW_NS: u64 = 100_000_000;
+/// Histograms per domain: time on the device, and the whole latency.
+const IO_LATENCY: usize = 0;
+const TOTAL_LATENCY: usize = 1;
+/// Samples a percentile waits for, unless a second passes first (`calculate_percentile`).
+const PERCENTILE_SAMPLES: u64 = 500;
+const PERCENTILE_TIMEOUT_NS: u64 = 1_000_000_000;
 /// Discard latency target (`kyber_latency_targets[KYBER_DISCARD]`: 5 s).
 const DISCARD_TARGET_NS: u64 = 5_000_000_000;
 
@@ -77,9 +87,12 @@ pub struct Kyber {
     /// `read_lat_nsec` and `write_lat_nsec` as set (the other two are unused).
     lat_nsec: [i64; 2],
     target_ns: [u64; DOMAINS],
-    /// Latency histogram of the current window, per domain.
-    window: [[u64; BUCKETS]; DOMAINS],
-    window_start: Option<u64>,
+    /// Latency histograms per domain, device time and total, kept until a percentile is read.
+    latency: [[[u64; BUCKETS]; 2]; DOMAINS],
+    /// Per domain, until when a percentile with under 500 samples waits (`latency_timeout`).
+    latency_timeout: [Option<u64>; DOMAINS],
+    /// When the timer was armed: by the first completion since it last fired.
+    timer_start: Option<u64>,
     /// Last known p99 bucket per domain, kept for a congested window that lacks samples.
     last_p99: [Option<usize>; DOMAINS],
     current: usize,
@@ -101,8 +114,9 @@ impl Policy for Kyber {
             depth: MAX_DEPTH,
             lat_nsec: [0; 2],
             target_ns: [0, 0, DISCARD_TARGET_NS, 0],
-            window: [[0; BUCKETS]; DOMAINS],
-            window_start: None,
+            latency: [[[0; BUCKETS]; 2]; DOMAINS],
+            latency_timeout: [None; DOMAINS],
+            timer_start: None,
             last_p99: [None; DOMAINS],
             current: READ,
             batching: 0,
@@ -176,19 +190,18 @@ impl Policy for Kyber {
             };
             self.inflight[d] = self.inflight[d].saturating_sub(1);
             // Domains without a target (other) keep no histogram.
-            if let Some(quarters) = c
-                .latency_ns
-                .saturating_mul(4)
-                .checked_div(self.target_ns[d])
-            {
-                self.window[d][quarters.min(BUCKETS as u64 - 1) as usize] += 1;
+            for (kind, ns) in [(IO_LATENCY, c.service_ns), (TOTAL_LATENCY, c.latency_ns)] {
+                if let Some(quarters) = ns.saturating_mul(4).checked_div(self.target_ns[d]) {
+                    self.latency[d][kind][quarters.min(BUCKETS as u64 - 1) as usize] += 1;
+                }
             }
         }
-        let start = *self.window_start.get_or_insert(now_ns);
-        if now_ns >= start + WINDOW_NS {
-            self.adjust_depths();
-            self.window = [[0; BUCKETS]; DOMAINS];
-            self.window_start = Some(now_ns);
+        // The timer fires 100 ms after the completion that armed it; here, at the first
+        // completion report from then on.
+        let start = *self.timer_start.get_or_insert(now_ns);
+        if now_ns >= start.saturating_add(WINDOW_NS) {
+            self.adjust_depths(now_ns);
+            self.timer_start = None;
         }
     }
 }
@@ -203,18 +216,28 @@ impl Kyber {
         None
     }
 
-    /// The bucket holding the `pct` percentile of domain `d`'s window, if it has samples.
-    fn percentile(&self, d: usize, pct: u64) -> Option<usize> {
-        let total: u64 = self.window[d].iter().sum();
-        if total == 0 {
+    /// The bucket holding the `pct` percentile of domain `d`'s `kind` histogram
+    /// (`calculate_percentile`): none without samples, or with fewer than 500 until a second
+    /// after the domain was first asked; once read, the histogram starts again.
+    fn percentile(&mut self, now_ns: u64, d: usize, kind: usize, pct: u64) -> Option<usize> {
+        let samples: u64 = self.latency[d][kind].iter().sum();
+        if samples == 0 {
             return None;
         }
-        let wanted = (total * pct).div_ceil(100);
-        let mut seen = 0;
-        self.window[d].iter().position(|&n| {
-            seen += n;
-            seen >= wanted
-        })
+        let timeout =
+            *self.latency_timeout[d].get_or_insert(now_ns.saturating_add(PERCENTILE_TIMEOUT_NS));
+        if samples < PERCENTILE_SAMPLES && now_ns < timeout {
+            return None;
+        }
+        self.latency_timeout[d] = None;
+        let buckets = std::mem::take(&mut self.latency[d][kind]);
+        let mut wanted = (samples * pct).div_ceil(100);
+        let mut bucket = 0;
+        while bucket < BUCKETS - 1 && buckets[bucket] < wanted {
+            wanted -= buckets[bucket];
+            bucket += 1;
+        }
+        Some(bucket)
     }
 
     /// kyber_timer_fn: on congestion scale every domain's depth by its p99 bucket; otherwise
@@ -223,10 +246,16 @@ impl Kyber {
         clippy::needless_range_loop,
         reason = "the domain index addresses four per-domain arrays"
     )]
-    fn adjust_depths(&mut self) {
-        let bad = (0..OTHER).any(|d| self.percentile(d, 90).is_some_and(|b| b >= BUCKETS / 2));
+    fn adjust_depths(&mut self, now_ns: u64) {
+        // Congestion is judged on time on the device; every domain is read (and its
+        // histogram consumed), as the kernel's loop does.
+        let mut bad = false;
         for d in 0..OTHER {
-            let mut p99 = self.percentile(d, 99);
+            let p90 = self.percentile(now_ns, d, IO_LATENCY, 90);
+            bad |= p90.is_some_and(|b| b >= BUCKETS / 2);
+        }
+        for d in 0..OTHER {
+            let mut p99 = self.percentile(now_ns, d, TOTAL_LATENCY, 99);
             if bad {
                 p99 = p99.or(self.last_p99[d]);
                 self.last_p99[d] = None;
