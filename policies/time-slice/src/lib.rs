@@ -1,5 +1,5 @@
-//! time-slice: the 2016 blk-mq RFC "per software queue time slice" (Jens Axboe's series that
-//! preceded blk-mq schedulers) as a schedhost policy.
+//! time-slice: the 2016 blk-mq RFC "blk-mq: Introduce per sw queue time-slice" (Andreas
+//! Herrmann's patch on linux-block, before blk-mq had I/O schedulers) as a schedhost policy.
 //!
 //! Requests stay in their submitter's queue (ctx) in arrival order. With `time_slice_us=0`
 //! dispatch takes one request from each non-empty ctx in turn, as plain blk-mq drains its
