@@ -178,6 +178,90 @@ struct Queue {
     class: u8,
     level: u8,
     sync: bool,
+    /// How its submitter behaves, for its idle window (sync queues).
+    habits: Habits,
+}
+
+/// A sync queue's seeks and think time, as cfq keeps them per queue and per process
+/// (`cfq_update_io_seektime`, `cfq_update_io_thinktime`), and the idle window they decide
+/// (`cfq_update_idle_window`).
+#[derive(Debug, Clone, Copy)]
+struct Habits {
+    /// One bit per request, newest lowest: it lay more than `SEEK_THRESHOLD` from the last.
+    seek_history: u32,
+    /// Where its last request ended.
+    last_end: Option<Sector>,
+    /// When its last request completed.
+    last_completion: Option<u64>,
+    /// Think time: decayed sample count and total (×256), as `cfq_ttime`.
+    ttime_samples: u64,
+    ttime_total: u64,
+    /// It has had 4 or more requests queued at once (`cfq_cfqq_deep`).
+    deep: bool,
+    /// Whether cfq idles for it when it runs dry.
+    idle_window: bool,
+}
+
+impl Default for Habits {
+    fn default() -> Self {
+        // cfq_init_cfqq marks a new sync queue's idle window on.
+        Self {
+            seek_history: 0,
+            last_end: None,
+            last_completion: None,
+            ttime_samples: 0,
+            ttime_total: 0,
+            deep: false,
+            idle_window: true,
+        }
+    }
+}
+
+/// A seek is a request more than this many sectors from the last (`CFQQ_SEEK_THR`).
+const SEEK_THRESHOLD: u64 = 8 * 100;
+/// Think-time samples before the mean counts (`sample_valid`).
+const VALID_SAMPLES: u64 = 80;
+
+impl Habits {
+    /// More than 4 of its last 32 requests were seeks (`CFQQ_SEEKY`).
+    fn seeky(&self) -> bool {
+        self.seek_history.count_ones() > 32 / 8
+    }
+
+    /// Its mean think time, once it has enough samples.
+    fn think_time(&self) -> Option<u64> {
+        (self.ttime_samples > VALID_SAMPLES)
+            .then(|| (self.ttime_total + 128) / self.ttime_samples.max(1))
+    }
+
+    /// A request of its at `start` for `sectors` arrived at `now_ns`, with `queued` of its
+    /// requests waiting: the seek and think-time samples, then the idle window.
+    fn arrived(
+        &mut self,
+        now_ns: u64,
+        (start, sectors): (Sector, u32),
+        queued: usize,
+        slice_idle: u64,
+    ) {
+        let seek = self
+            .last_end
+            .is_some_and(|end| end.0.abs_diff(start.0) > SEEK_THRESHOLD);
+        self.seek_history = (self.seek_history << 1) | u32::from(seek);
+        self.last_end = Some(Sector(start.0.saturating_add(u64::from(sectors))));
+        if let Some(done) = self.last_completion {
+            let ttime = now_ns.saturating_sub(done).min(2 * slice_idle);
+            self.ttime_samples = (7 * self.ttime_samples + 256) / 8;
+            self.ttime_total = (7 * self.ttime_total + 256 * ttime) / 8;
+        }
+        if queued >= 4 {
+            self.deep = true;
+        }
+        self.idle_window = if slice_idle == 0 || (!self.deep && self.seeky()) {
+            false
+        } else {
+            self.think_time().is_none_or(|t| t <= slice_idle)
+        };
+    }
 }
 
 /// The queue that owns the device.
@@ -305,6 +389,13 @@ impl Policy for Cfq {
             });
             let was_idle = queue.requests.is_empty();
             queue.requests.push(r, expires);
+            if queue.sync {
+                let queued = queue.requests.len();
+                let slice_idle = self.t.slice_idle;
+                queue
+                    .habits
+                    .arrived(r.arrival_ns, (r.sector, r.sectors), queued, slice_idle);
+            }
             self.queued.insert(r.id, key);
             if was_idle {
                 self.became_busy(key);
@@ -373,12 +464,13 @@ impl Policy for Cfq {
         self.insert(now_ns, requests);
     }
 
-    fn completed(&mut self, _now_ns: u64, done: &[Completion]) {
+    fn completed(&mut self, now_ns: u64, done: &[Completion]) {
         for c in done {
             if let Some(key) = self.on_device.remove(&c.id)
                 && let Some(queue) = self.queues.get_mut(&key)
             {
                 queue.inflight = queue.inflight.saturating_sub(1);
+                queue.habits.last_completion = Some(now_ns);
             }
         }
     }
@@ -449,7 +541,9 @@ impl Cfq {
     /// The active queue has nothing queued: wait for its requests on the device, then idle
     /// for `slice_idle` (sync queues only) before giving up the slice.
     fn when_dry(&mut self, active: Active, sync: bool, inflight: u32, now_ns: u64) -> Step {
-        if !sync || self.t.slice_idle == 0 {
+        if !sync || self.t.slice_idle == 0 || !self.should_idle(active.key) {
+            // cfq_select_queue: an empty queue keeps the device for its requests in flight
+            // only if cfq would idle for it.
             return Step::Expire;
         }
         if inflight > 0 {
@@ -470,6 +564,31 @@ impl Cfq {
         } else {
             Step::Expire
         }
+    }
+
+    /// Whether cfq idles for sync queue `key` when it runs dry (`cfq_should_idle`): it has
+    /// an idle window, or it is the last of the queues without one in its class (the
+    /// sync-noidle service tree idles as a whole), unless its thinking is too slow.
+    fn should_idle(&self, key: QueueKey) -> bool {
+        let Some(queue) = self.queues.get(&key) else {
+            return false;
+        };
+        if queue.class == 2 {
+            return false;
+        }
+        if queue.habits.idle_window {
+            return true;
+        }
+        let others_without_window = self.waiting[queue.class as usize].iter().any(|k| {
+            *k != key
+                && matches!(k, QueueKey::Sync(_))
+                && self.queues.get(k).is_some_and(|q| !q.habits.idle_window)
+        });
+        let slow = queue
+            .habits
+            .think_time()
+            .is_some_and(|t| t > self.t.slice_idle);
+        !others_without_window && !slow
     }
 
     /// Ends the active slice; the queue waits for another turn if it still has requests.
@@ -525,7 +644,14 @@ impl Cfq {
         {
             let sync_over_async = sync && !current.sync;
             let higher_class = class < current.class;
-            if sync_over_async || higher_class {
+            // cfq_should_preempt: an empty sync-noidle queue idling for its group gives way
+            // to another of the group that became busy.
+            let noidle = |q: &Queue| q.sync && !q.habits.idle_window;
+            let group_turn = noidle(current)
+                && current.requests.is_empty()
+                && noidle(queue)
+                && class == current.class;
+            if sync_over_async || higher_class || group_turn {
                 if let Some(a) = &mut self.active {
                     a.preempt = true;
                 }
