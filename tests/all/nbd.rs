@@ -1537,17 +1537,23 @@ fn nbd_resets_under_load_never_hand_one_exports_client_the_other_exports_data() 
             std::thread::spawn(move || {
                 let mut c = Client::connect_to(&socket, name);
                 let (mut good, mut failed) = (0, 0);
+                let blocks = 32 * MIB / u64::from(chunk);
+                // Made once, so the load below waits on the server, not on making patterns.
+                let patterns: Vec<Vec<u8>> = (0..blocks)
+                    .map(|b| pattern(b * u64::from(chunk), chunk as usize, seed))
+                    .collect();
                 // Each block of the export holds the export's own pattern, written until it
                 // succeeds.
-                for block in 0..(32 * MIB / u64::from(chunk)) {
-                    let offset = block * u64::from(chunk);
-                    let data = pattern(offset, chunk as usize, seed);
-                    while c.write(offset, &data) != 0 {
+                for (block, data) in patterns.iter().enumerate() {
+                    let offset = block as u64 * u64::from(chunk);
+                    while c.write(offset, data) != 0 {
                         failed += 1;
                     }
                 }
-                let blocks = 32 * MIB / u64::from(chunk);
-                let deadline = started + Duration::from_millis(6500);
+                // Past the last reset, and at least half a second of load whatever the
+                // layout took on a slow disk.
+                let deadline = (started + Duration::from_millis(6500))
+                    .max(std::time::Instant::now() + Duration::from_millis(500));
                 let mut n = 0u64;
                 while std::time::Instant::now() < deadline {
                     // 32 requests of 1 MiB in flight, the two clients together the whole
@@ -1555,18 +1561,13 @@ fn nbd_resets_under_load_never_hand_one_exports_client_the_other_exports_data() 
                     let mut sent = Vec::new();
                     for _ in 0..32 {
                         n += 1;
-                        let offset = (n * 7 % blocks) * u64::from(chunk);
+                        let block = n * 7 % blocks;
+                        let offset = block * u64::from(chunk);
                         let read = n.is_multiple_of(2);
                         let cookie = if read {
                             c.send(READ, 0, offset, chunk, &[])
                         } else {
-                            c.send(
-                                WRITE,
-                                0,
-                                offset,
-                                chunk,
-                                &pattern(offset, chunk as usize, seed),
-                            )
+                            c.send(WRITE, 0, offset, chunk, &patterns[block as usize])
                         };
                         sent.push((cookie, offset, read));
                     }
@@ -1582,14 +1583,16 @@ fn nbd_resets_under_load_never_hand_one_exports_client_the_other_exports_data() 
                             continue;
                         }
                         if read {
+                            let block = (offset / u64::from(chunk)) as usize;
                             assert!(
-                                data == pattern(offset, chunk as usize, seed),
+                                data == patterns[block],
                                 "export {name}: a successful read at {offset} holds other data"
                             );
                             good += 1;
                         }
                     }
                 }
+                eprintln!("export {name}: {good} good reads, {failed} failed requests");
                 (good, failed)
             })
         })
