@@ -2831,8 +2831,8 @@ fn command_line_mistakes_get_one_fio_style_message_each() {
         "command line: unsupported fio option `iodpth` (did you mean `iodepth`?)",
     );
     assert!(!stderr(&out).contains("-- --iodpth"), "{}", stderr(&out));
-    let out = schedhost(&["--name=r", "--rw=randrw", "--rate=1m", "--size=1m"]);
-    assert_fails_with(&out, "command line: job 'r': rate= on a mixed job");
+    let out = schedhost(&["--name=r", "--rw=read", "--size=1m", "--time_based"]);
+    assert_fails_with(&out, "command line: job 'r': time_based needs runtime=");
     assert!(!stderr(&out).contains("--name"), "{}", stderr(&out));
     let out = schedhost(&[
         "--policy",
@@ -2958,4 +2958,39 @@ fn cfq_and_noop_serve_equal_random_readers_at_depth_one_at_the_same_rate_on_flas
         cfq >= 0.9 * noop,
         "cfq {cfq:.0} IOPS against noop's {noop:.0}"
     );
+}
+
+#[test]
+fn rate_caps_each_direction_of_a_mixed_job_as_fio_does() {
+    // rate=R caps reads and writes each at R; rate=R,W each at its own.
+    for (rate, want) in [
+        ("1m", [1 << 20, 1 << 20]),
+        ("2m,512k", [2 << 20, 512 << 10]),
+    ] {
+        let rate_arg = format!("--rate={rate}");
+        let out = schedhost(&[
+            "--device",
+            "sim:ssd",
+            "--output-format",
+            "json",
+            "--name=rw",
+            "--rw=randrw",
+            "--bs=4k",
+            "--size=256m",
+            "--iodepth=8",
+            &rate_arg,
+            "--runtime=2s",
+            "--time_based",
+        ]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        for (d, dir) in ["read", "write"].iter().enumerate() {
+            let bw = v["jobs"][0][dir]["bw_bytes"].as_f64().unwrap();
+            let target = f64::from(want[d]);
+            assert!(
+                (bw / target - 1.0).abs() <= 0.02,
+                "rate={rate}: {dir} {bw:.0} B/s against {target}"
+            );
+        }
+    }
 }

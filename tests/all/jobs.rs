@@ -278,26 +278,36 @@ fn random_distribution_and_rate_are_taken_and_bad_values_named() {
         "--rate=1m".into(),
     ])
     .unwrap();
-    assert_eq!(jobs[0].rate_bytes, Some(1 << 20));
+    assert_eq!(
+        jobs[0].rate_bytes,
+        [Some(1 << 20); 2],
+        "rate=R caps each direction"
+    );
+    for (value, expected) in [
+        ("1m,2m", [Some(1 << 20), Some(2 << 20)]),
+        (",512k", [None, Some(512 << 10)]),
+        ("4k,", [Some(4096), None]),
+    ] {
+        let jobs = parse_cmdline(&[
+            "--name=z".into(),
+            "--rw=randrw".into(),
+            "--size=64m".into(),
+            format!("--rate={value}"),
+        ])
+        .unwrap();
+        assert_eq!(jobs[0].rate_bytes, expected, "rate={value}");
+    }
     for (bad, named) in [
         ("--random_distribution=zipf:1", "not 1"),
         ("--random_distribution=lognormal:2", "not supported"),
-        ("--rate=1m,2m", "separate read and write rates"),
+        ("--rate=1m,2m,3m", "trim rates are not supported"),
+        ("--rate=,", "give a rate"),
     ] {
         let err = parse_cmdline(&["--name=z".into(), "--size=1m".into(), bad.into()])
             .unwrap_err()
             .to_string();
         assert!(err.contains(named), "{bad}: {err}");
     }
-    let mixed = parse_cmdline(&[
-        "--name=m".into(),
-        "--rw=randrw".into(),
-        "--size=1m".into(),
-        "--rate=1m".into(),
-    ])
-    .unwrap_err()
-    .to_string();
-    assert!(mixed.contains("rate= on a mixed job"), "{mixed}");
 }
 
 #[test]

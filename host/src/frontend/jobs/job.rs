@@ -74,8 +74,9 @@ pub struct JobSpec {
     pub number_ios: Option<u64>,
     /// Cap on I/Os per second per clone.
     pub rate_iops: Option<u64>,
-    /// Cap on bytes per second per clone (`rate`), for jobs of one direction.
-    pub rate_bytes: Option<u64>,
+    /// Cap on bytes per second per clone and direction (`rate=R` both, `rate=R,W`, `rate=,W`
+    /// writes only), [read, write].
+    pub rate_bytes: [Option<u64>; 2],
     /// fio's `cgroup=NAME`: the group its clones' I/O belongs to.
     pub cgroup: Option<String>,
     /// fio's `cgroup_weight=N` (1 to 10000): that group's io.weight.
@@ -179,7 +180,7 @@ impl JobSpec {
             time_based: false,
             number_ios: None,
             rate_iops: None,
-            rate_bytes: None,
+            rate_bytes: [None; 2],
             logs: crate::observe::stats::logs::LogSpec::default(),
             cgroup: None,
             cgroup_weight: None,
@@ -302,14 +303,7 @@ impl JobSpec {
             "time_based" => self.time_based = value::boolean(value)?,
             "number_ios" => self.number_ios = Some(nonzero(key, value::integer(value)?)?),
             "rate_iops" => self.rate_iops = Some(nonzero(key, value::integer(value)?)?),
-            "rate" => {
-                if value.contains(',') {
-                    return Err(format!(
-                        "rate={value}: separate read and write rates are not supported; give one (bytes/s, e.g. rate=10m)"
-                    ));
-                }
-                self.rate_bytes = Some(nonzero(key, value::size(value)?)?);
-            }
+            "rate" => self.rate_bytes = rates(key, value)?,
             "random_distribution" => self.distribution = Distribution::parse(value)?,
             "write_lat_log" | "write_bw_log" | "write_iops_log" => {
                 let prefix = log_prefix(key, value)?;
@@ -355,6 +349,36 @@ impl JobSpec {
     }
 }
 
+/// fio's `rate=`: bytes a second for reads and for writes, `R` for both, `R,W` each, an
+/// empty side unlimited (`rate=,1m` caps writes only).
+fn rates(key: &str, value: &str) -> Result<[Option<u64>; 2], String> {
+    let side = |text: &str| -> Result<Option<u64>, String> {
+        if text.is_empty() {
+            Ok(None)
+        } else {
+            Ok(Some(nonzero(key, value::size(text)?)?))
+        }
+    };
+    let (read, write) = match value.split_once(',') {
+        Some((r, w)) if !w.contains(',') => (side(r)?, side(w)?),
+        Some(_) => {
+            return Err(format!(
+                "rate={value}: give READ,WRITE (trim rates are not supported)"
+            ));
+        }
+        None => {
+            let both = side(value)?;
+            (both, both)
+        }
+    };
+    if read.is_none() && write.is_none() {
+        return Err(format!(
+            "rate={value}: give a rate (bytes/s, e.g. rate=10m)"
+        ));
+    }
+    Ok([read, write])
+}
+
 /// Checks a job's options together.
 pub(super) fn check(job: &JobSpec) -> Result<(), String> {
     let name = &job.name;
@@ -376,11 +400,6 @@ pub(super) fn check(job: &JobSpec) -> Result<(), String> {
     {
         return Err(format!(
             "job '{name}': a bssplit block size is larger than size={size}"
-        ));
-    }
-    if job.rate_bytes.is_some() && job.direction == Direction::Mixed {
-        return Err(format!(
-            "job '{name}': rate= on a mixed job is not supported (fio caps each direction apart); use rate_iops="
         ));
     }
     if let Some(size) = job.size

@@ -56,9 +56,13 @@ pub struct Submitter {
     io_limit: Option<u64>,
     runtime_ns: Option<u64>,
     ramp_ns: u64,
-    /// Pacing: I/Os a second (`rate_iops`) and bytes a second (`rate`).
+    /// Pacing: I/Os a second (`rate_iops`) and bytes a second per direction (`rate`).
     rate_iops: Option<u64>,
-    rate_bytes: Option<u64>,
+    rate_bytes: [Option<u64>; 2],
+    /// Bytes issued per direction, [read, write], for `rate`.
+    issued_dir_bytes: [u64; 2],
+    /// The direction of the next I/O, drawn ahead when `rate` paces each direction apart.
+    next_op: Option<Op>,
     /// bssplit: each size in blocks, with the cumulative percentage that picks it.
     split: Vec<(u64, u32)>,
     /// bssplit: the bytes `size` allows (fio's size counts bytes).
@@ -163,6 +167,8 @@ impl Submitter {
             ramp_ns: job.ramp_ns,
             rate_iops: job.rate_iops,
             rate_bytes: job.rate_bytes,
+            issued_dir_bytes: [0; 2],
+            next_op: None,
             split,
             bytes_limit,
             issued_bytes: 0,
@@ -217,6 +223,11 @@ impl Submitter {
         let ready = self.ready_at();
         if ready > now_ns {
             return Next::WaitUntil(ready);
+        }
+        if self.replay.is_none()
+            && let Some(wait) = self.rate_direction(now_ns)
+        {
+            return Next::WaitUntil(wait);
         }
         if let Some(replay) = &mut self.replay {
             return match replay.take(self.ctx, bio_id) {
@@ -300,8 +311,77 @@ impl Submitter {
                 .saturating_add(u64::try_from(gap).unwrap_or(u64::MAX))
         };
         let by_ios = self.rate_iops.map_or(0, |r| after(self.issued, r));
-        let by_bytes = self.rate_bytes.map_or(0, |r| after(self.issued_bytes, r));
+        // The direction `rate` chose for the next I/O goes when its rate allows.
+        let by_bytes = self
+            .next_op
+            .map_or(0, |op| self.rate_due(usize::from(op != Op::Read)));
         self.ready_at_ns.max(by_ios).max(by_bytes)
+    }
+
+    /// When direction `d` (0 read, 1 write) may issue again under `rate`: 0 if unlimited.
+    fn rate_due(&self, d: usize) -> u64 {
+        self.rate_bytes[d].map_or(0, |per_s| {
+            let gap = u128::from(self.issued_dir_bytes[d]) * 1_000_000_000 / u128::from(per_s);
+            self.start_ns
+                .saturating_add(u64::try_from(gap).unwrap_or(u64::MAX))
+        })
+    }
+
+    /// fio's `rate_ddir`: the next I/O's direction is drawn as usual; if that direction is
+    /// ahead of its rate and the other is behind, the other goes instead; if both are
+    /// ahead, the one due first goes when due. Returns when to look again, or `None` to
+    /// issue now (in `next_op`).
+    fn rate_direction(&mut self, now_ns: u64) -> Option<u64> {
+        if self.rate_bytes == [None, None] {
+            return None;
+        }
+        let op = match self.next_op {
+            Some(op) => op,
+            None => {
+                let op = self.draw_op();
+                self.next_op = Some(op);
+                op
+            }
+        };
+        let d = usize::from(op != Op::Read);
+        let due = self.rate_due(d);
+        if due <= now_ns {
+            return None;
+        }
+        let other = 1 - d;
+        let mixes = match other {
+            0 => self.read_pct > 0,
+            _ => self.read_pct < 100,
+        };
+        if !mixes {
+            return Some(due);
+        }
+        let other_due = self.rate_due(other);
+        let other_op = if other == 0 { Op::Read } else { Op::Write };
+        if other_due <= now_ns {
+            self.next_op = Some(other_op);
+            return None;
+        }
+        if other_due < due {
+            self.next_op = Some(other_op);
+            return Some(other_due);
+        }
+        Some(due)
+    }
+
+    /// The direction of an I/O, from `rwmixread`.
+    fn draw_op(&mut self) -> Op {
+        match self.read_pct {
+            100 => Op::Read,
+            0 => Op::Write,
+            pct => {
+                if self.rng.below(100) < u64::from(pct) {
+                    Op::Read
+                } else {
+                    Op::Write
+                }
+            }
+        }
     }
 
     /// One of its bios, of `op`, completed at `now_ns` with `status` (0 or a negative errno).
@@ -367,16 +447,9 @@ impl Submitter {
         };
         // A run of blocks stays within the region.
         let block = block.min(self.blocks - span);
-        let op = match self.read_pct {
-            100 => Op::Read,
-            0 => Op::Write,
-            pct => {
-                if self.rng.below(100) < u64::from(pct) {
-                    Op::Read
-                } else {
-                    Op::Write
-                }
-            }
+        let op = match self.next_op.take() {
+            Some(op) => op,
+            None => self.draw_op(),
         };
         self.issued += 1;
         self.inflight += 1;
@@ -391,6 +464,7 @@ impl Submitter {
             .block_sectors
             .saturating_mul(u32::try_from(span).unwrap_or(1));
         self.issued_bytes += u64::from(bio.sectors) * 512;
+        self.issued_dir_bytes[usize::from(op != Op::Read)] += u64::from(bio.sectors) * 512;
         bio
     }
 
