@@ -125,10 +125,17 @@ fn cfq_sync_request_preempts_async_slice() {
         p.insert(0, &writes).unwrap();
         assert_eq!(p.dispatch(0, 0, 1).unwrap().ids.raw(), vec![10], "{build}");
         p.insert(MS, &[read(1, 0, 500_000, 1)]).unwrap();
+        // The read ends the async slice, but cfq drains the async write on the device
+        // before it starts sync I/O (cfq_may_dispatch), and sends no more writes.
+        assert!(
+            p.dispatch(MS, 0, 1).unwrap().ids.is_empty(),
+            "{build}: the write in flight drains first"
+        );
+        p.completed(2 * MS, &[done(10, 5)]).unwrap();
         assert_eq!(
-            p.dispatch(MS, 0, 1).unwrap().ids.raw(),
+            p.dispatch(2 * MS, 0, 1).unwrap().ids.raw(),
             vec![1],
-            "{build}: the read does not wait for the async slice"
+            "{build}: the read does not wait for the rest of the async slice"
         );
     }
 }
@@ -247,5 +254,32 @@ fn cfq_gives_an_async_queue_sixteen_requests_a_slice_at_level_four() {
             .map(|&(l, _)| (l, if l { 16 } else { 12 }))
             .collect();
         assert_eq!(runs[..2], expected[..], "{build}: slices of {runs:?}");
+    }
+}
+
+#[test]
+fn cfq_holds_an_async_queue_while_sync_requests_are_on_the_device() {
+    // slice_idle=0: the reader's queue gives the device up as soon as it is empty.
+    for (build, mut p) in builds(&[("slice_idle", 0)]) {
+        // A sync read goes out; an async write queue becomes active once the reader's queue
+        // is empty and expires, but sends nothing while the read is on the device
+        // (cfq_may_dispatch: "If this is an async queue and we have sync IO in flight, let
+        // it wait").
+        p.insert(0, &[read(1, 0, 0, 0)]).unwrap();
+        assert_eq!(p.dispatch(0, 0, 8).unwrap().ids.raw(), vec![1], "{build}");
+        let write = Request {
+            op: Op::Write,
+            sync: false,
+            ..read(2, 1, 500_000, 0)
+        };
+        p.insert(MS, &[write]).unwrap();
+        let held = p.dispatch(2 * MS, 0, 8).unwrap();
+        assert!(held.ids.is_empty(), "{build}: the write waits for the read");
+        p.completed(21 * MS, &[done(1, 0)]).unwrap();
+        assert_eq!(
+            p.dispatch(21 * MS, 0, 8).unwrap().ids.raw(),
+            vec![2],
+            "{build}: then it goes"
+        );
     }
 }

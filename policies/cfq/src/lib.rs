@@ -285,6 +285,8 @@ pub struct Cfq {
     /// The queue each queued request is in.
     queued: IdMap<QueueKey>,
     on_device: IdMap<QueueKey>,
+    /// Requests on the device, [async, sync] (`rq_in_flight`).
+    in_flight: [u32; 2],
     /// Busy queues waiting for a slice, per class (RT, BE, IDLE), in round-robin order.
     waiting: [VecDeque<QueueKey>; 3],
     active: Option<Active>,
@@ -455,10 +457,12 @@ impl Policy for Cfq {
     /// the queue again.
     fn requeue(&mut self, now_ns: u64, requests: &[Request]) {
         for r in requests {
-            if let Some(key) = self.on_device.remove(&r.id)
-                && let Some(queue) = self.queues.get_mut(&key)
-            {
-                queue.inflight = queue.inflight.saturating_sub(1);
+            if let Some(key) = self.on_device.remove(&r.id) {
+                let kind = usize::from(matches!(key, QueueKey::Sync(_)));
+                self.in_flight[kind] = self.in_flight[kind].saturating_sub(1);
+                if let Some(queue) = self.queues.get_mut(&key) {
+                    queue.inflight = queue.inflight.saturating_sub(1);
+                }
             }
         }
         self.insert(now_ns, requests);
@@ -466,11 +470,13 @@ impl Policy for Cfq {
 
     fn completed(&mut self, now_ns: u64, done: &[Completion]) {
         for c in done {
-            if let Some(key) = self.on_device.remove(&c.id)
-                && let Some(queue) = self.queues.get_mut(&key)
-            {
-                queue.inflight = queue.inflight.saturating_sub(1);
-                queue.habits.last_completion = Some(now_ns);
+            if let Some(key) = self.on_device.remove(&c.id) {
+                let kind = usize::from(matches!(key, QueueKey::Sync(_)));
+                self.in_flight[kind] = self.in_flight[kind].saturating_sub(1);
+                if let Some(queue) = self.queues.get_mut(&key) {
+                    queue.inflight = queue.inflight.saturating_sub(1);
+                    queue.habits.last_completion = Some(now_ns);
+                }
             }
         }
     }
@@ -488,6 +494,21 @@ impl Cfq {
     /// send (lookups are a component's dearest step).
     fn step(&mut self, active: Active, now_ns: u64) -> Step {
         let t = self.t;
+        let queue_sync = matches!(active.key, QueueKey::Sync(_));
+        // cfq_may_dispatch's first rules: an async queue waits while sync requests are on
+        // the device, and a sync queue cfq would idle for waits while async ones are.
+        let [async_out, sync_out] = self.in_flight;
+        if (!queue_sync && sync_out > 0)
+            || (queue_sync && async_out > 0 && self.should_idle(active.key))
+        {
+            if self
+                .queues
+                .get(&active.key)
+                .is_some_and(|q| !q.requests.is_empty())
+            {
+                return Step::WaitUntil(active.slice_end);
+            }
+        }
         let uncapped = self.sole_busy(active.key);
         let Some(queue) = self.queues.get_mut(&active.key) else {
             return Step::Expire;
@@ -515,6 +536,7 @@ impl Cfq {
         queue.inflight += 1;
         self.queued.remove(&id);
         self.on_device.insert(id, active.key);
+        self.in_flight[usize::from(queue_sync)] += 1;
         if let Some(a) = &mut self.active {
             a.dispatched += 1;
             a.idle_until = None;
