@@ -498,16 +498,15 @@ impl Cfq {
         // cfq_may_dispatch's first rules: an async queue waits while sync requests are on
         // the device, and a sync queue cfq would idle for waits while async ones are.
         let [async_out, sync_out] = self.in_flight;
-        if (!queue_sync && sync_out > 0)
-            || (queue_sync && async_out > 0 && self.should_idle(active.key))
-        {
-            if self
+        let held = (!queue_sync && sync_out > 0)
+            || (queue_sync && async_out > 0 && self.should_idle(active.key));
+        if held
+            && self
                 .queues
                 .get(&active.key)
                 .is_some_and(|q| !q.requests.is_empty())
-            {
-                return Step::WaitUntil(active.slice_end);
-            }
+        {
+            return Step::WaitUntil(active.slice_end);
         }
         let uncapped = self.sole_busy(active.key);
         let Some(queue) = self.queues.get_mut(&active.key) else {
