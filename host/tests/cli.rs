@@ -717,7 +717,18 @@ fn run_plot_draws_a_latency_cdf_and_iops_per_ctx_that_render() {
         );
     }
     let cdf = std::fs::read_to_string(dir.join("latency-cdf.svg")).unwrap();
-    assert!(cdf.contains("ctx1 read"), "the legend names the series");
+    assert!(
+        cdf.contains("r.1 read") && !cdf.contains("ctx1"),
+        "the legend names each clone of the job, not its ctx"
+    );
+    let tail = std::fs::read_to_string(dir.join("latency-tail.svg")).unwrap();
+    for label in ["0.0001", "0.001", "0.01", "0.1"] {
+        assert!(
+            tail.contains(&format!("\n{label}\n</text>")),
+            "the tail's {label} decade is labelled"
+        );
+    }
+    assert!(!tail.contains("\n1e-"), "no fraction written as 1e-1");
     assert!(
         cdf.contains("native:cfq on sim:hdd, seed 1, jobs r"),
         "the title names the policy, device, seed and jobs"
@@ -2993,4 +3004,36 @@ fn rate_caps_each_direction_of_a_mixed_job_as_fio_does() {
             );
         }
     }
+}
+
+#[test]
+fn overlaid_runs_are_titled_by_their_policies_against_one_another() {
+    let dir = scratch_dir("plot_overlaid");
+    let mut reports = Vec::new();
+    for policy in ["native:noop", "native:cfq"] {
+        let mut args = vec!["--policy", policy, "--output-format", "json"];
+        args.extend(QUICK);
+        let out = schedhost(&args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let path = dir.join(format!("{}.json", policy.replace(':', "-")));
+        std::fs::write(&path, &out.stdout).unwrap();
+        reports.push(path);
+    }
+    let out = schedhost(&[
+        "plot",
+        reports[0].to_str().unwrap(),
+        reports[1].to_str().unwrap(),
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let cdf = std::fs::read_to_string(dir.join("latency-cdf.svg")).unwrap();
+    assert!(
+        cdf.contains("native:noop vs native:cfq on sim:hdd") && !cdf.contains(" / "),
+        "one title for the overlay"
+    );
+    assert!(
+        cdf.contains("native:cfq r read"),
+        "each run's job in the legend"
+    );
 }

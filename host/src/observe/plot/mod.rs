@@ -128,7 +128,8 @@ fn latency_curves(runs: &[&Value]) -> Vec<(String, Vec<(f64, f64)>)> {
     let mut curves: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
     for doc in runs {
         let label = run_label(doc);
-        for job in doc["jobs"].as_array().into_iter().flatten() {
+        let names = job_names(doc);
+        for (job, name) in doc["jobs"].as_array().into_iter().flatten().zip(&names) {
             for dir in ["read", "write"] {
                 let points: Vec<(f64, f64)> = job["schedhost"]["latency_cdf"][dir]
                     .as_array()
@@ -139,13 +140,12 @@ fn latency_curves(runs: &[&Value]) -> Vec<(String, Vec<(f64, f64)>)> {
                     })
                     .collect();
                 if !points.is_empty() {
-                    let ctx = job["schedhost"]["ctx"].as_u64().unwrap_or(0);
                     let who = if runs.len() > 1 {
                         format!("{label} ")
                     } else {
                         String::new()
                     };
-                    curves.push((format!("{who}ctx{ctx} {dir}"), points));
+                    curves.push((format!("{who}{name} {dir}"), points));
                 }
             }
         }
@@ -153,10 +153,48 @@ fn latency_curves(runs: &[&Value]) -> Vec<(String, Vec<(f64, f64)>)> {
     curves
 }
 
-/// What a set of runs was, for a title: `cfq on sim:hdd, seed 1, jobs reader`.
+/// Each job entry's name in a legend: its job name, and for the clones of a job
+/// (`numjobs`), which clone (`reader.0`, `reader.1`), as fio numbers them.
+fn job_names(doc: &Value) -> Vec<String> {
+    let jobs = doc["jobs"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let name = |j: &Value| j["jobname"].as_str().unwrap_or("job").to_owned();
+    let mut seen: Vec<(String, usize)> = Vec::new();
+    jobs.iter()
+        .map(|j| {
+            let n = name(j);
+            let clones = jobs.iter().filter(|o| name(o) == n).count();
+            let k = match seen.iter_mut().find(|(s, _)| *s == n) {
+                Some((_, k)) => {
+                    *k += 1;
+                    *k
+                }
+                None => {
+                    seen.push((n.clone(), 0));
+                    0
+                }
+            };
+            if clones > 1 { format!("{n}.{k}") } else { n }
+        })
+        .collect()
+}
+
+/// What a set of runs was, for a title: `cfq on sim:hdd, seed 1, jobs reader`, or for
+/// runs overlaid, their policies against one another (`noop vs cfq on sim:hdd`).
 fn runs_title(runs: &[&Value]) -> String {
-    let about: Vec<String> = runs.iter().map(|doc| run_title(doc)).collect();
-    let mut title = about.join(" / ");
+    let mut title = if let [one] = runs {
+        run_title(one)
+    } else {
+        let labels: Vec<String> = runs.iter().map(|doc| run_label(doc)).collect();
+        let mut devices: Vec<&str> = runs
+            .iter()
+            .map(|doc| doc["schedhost"]["device"]["spec"].as_str().unwrap_or("?"))
+            .collect();
+        devices.dedup();
+        format!("{} on {}", labels.join(" vs "), devices.join(", "))
+    };
     if title.chars().count() > 90 {
         title = title.chars().take(87).collect::<String>() + "...";
     }
@@ -207,14 +245,14 @@ fn tail_chart(title: &str, curves: &[(String, Vec<(f64, f64)>)]) -> Result<Strin
             .margin(12)
             .x_label_area_size(40)
             .y_label_area_size(60)
-            .build_cartesian_2d((lo..hi).log_scale(), (floor..1.0).log_scale())
+            .build_cartesian_2d((lo..hi).log_scale(), (floor * 0.9..1.0).log_scale())
             .map_err(err)?;
         chart
             .configure_mesh()
             .x_desc("latency (µs, log scale)")
             .y_desc("fraction of bios slower (log)")
             .x_label_formatter(&|x| log_tick(*x))
-            .y_label_formatter(&|y| format!("{y:e}"))
+            .y_label_formatter(&|y| fraction_tick(*y))
             .light_line_style(WHITE)
             .draw()
             .map_err(err)?;
@@ -294,6 +332,7 @@ pub fn distributions(title: &str, series: &[(String, &[f64])]) -> Result<String,
 
 /// Bios completed per second by each ctx, from the run's 10 ms timeline.
 fn iops_over_time(doc: &Value) -> Result<String, String> {
+    let names = job_names(doc);
     let mut series: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
     for (index, job) in doc["jobs"].as_array().into_iter().flatten().enumerate() {
         let timeline = &job["schedhost"]["timeline"];
@@ -322,9 +361,7 @@ fn iops_over_time(doc: &Value) -> Result<String, String> {
                 ((i * group) as f64 * bucket_s, c.iter().sum::<f64>() / width)
             })
             .collect();
-        let ctx = job["schedhost"]["ctx"].as_u64().unwrap_or(0);
-        let name = job["jobname"].as_str().unwrap_or("job");
-        series.push((format!("ctx{ctx} ({name})"), points));
+        series.push((names.get(index).cloned().unwrap_or_default(), points));
     }
     let end = series
         .iter()
@@ -482,6 +519,20 @@ fn log_tick(v: f64) -> String {
     } else {
         String::new()
     }
+}
+
+/// A fraction's label on a log axis, as a decimal (`0.1`, `0.001`, `0.0001`): only at
+/// powers of ten, so every decade is labelled once and none is written `1e-1`.
+fn fraction_tick(v: f64) -> String {
+    if !(v.is_finite() && v > 0.0) {
+        return String::new();
+    }
+    let exponent = v.log10().round();
+    if (v.log10() - exponent).abs() > 1e-6 {
+        return String::new();
+    }
+    let places = (-exponent).max(0.0) as usize;
+    format!("{v:.places$}")
 }
 
 /// A tick's label: short and without trailing zeros (`45k`, `2.5M`, `100`, `0.25`).
