@@ -3037,3 +3037,48 @@ fn overlaid_runs_are_titled_by_their_policies_against_one_another() {
         "each run's job in the legend"
     );
 }
+
+#[test]
+fn compare_plots_coinciding_series_at_the_same_points_with_their_own_markers() {
+    let dir = scratch_dir("plot_coinciding");
+    // noop and deadline serve one random reader alike: their points coincide.
+    let out = schedhost(&[
+        "compare",
+        "-p",
+        "native:noop",
+        "-p",
+        "native:deadline",
+        "--sweep",
+        "iodepth=1,4",
+        "--device",
+        "sim:ssd",
+        "--name=r",
+        "--rw=randread",
+        "--size=64m",
+        "--runtime=50ms",
+        "--time_based",
+        "--plot",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let svg = std::fs::read_to_string(dir.join("compare.svg")).unwrap();
+    let centres = |fill: &str| -> Vec<String> {
+        svg.split("<circle ")
+            .skip(1)
+            .map(|c| c.split('>').next().unwrap())
+            .filter(|c| c.contains(fill))
+            .map(|c| {
+                let cx = c.split("cx=\"").nth(1).unwrap().split('"').next().unwrap();
+                let cy = c.split("cy=\"").nth(1).unwrap().split('"').next().unwrap();
+                format!("{cx},{cy}")
+            })
+            .collect()
+    };
+    let dots = centres("fill=\"#1F77B4\"");
+    let rings = centres("stroke=\"#FF7F0E\"");
+    assert_eq!(dots.len(), 2, "noop's two points, dots");
+    assert_eq!(
+        dots, rings,
+        "deadline's rings on noop's dots: no sideways shift"
+    );
+}

@@ -117,18 +117,14 @@ pub fn compare(doc: &Value) -> Result<Svg, String> {
                 .map_err(err)?;
             for (k, &p) in mine.iter().enumerate() {
                 let (colour, _) = look(k);
-                // Policies side by side within a sweep value, so their bars do not overlap.
-                let shift = (k as f64 - (mine.len() as f64 - 1.0) / 2.0) * 0.08;
+                // Every point at its own sweep value, never shifted sideways: series that
+                // coincide are told apart by their dashes and markers, not by moving them.
                 let points: Vec<(f64, f64, f64)> = rows
                     .iter()
                     .enumerate()
                     .map(|(i, r)| {
                         let (m, s) = cell(r, p);
-                        let x = if by_policy {
-                            k as f64
-                        } else {
-                            i as f64 + shift
-                        };
+                        let x = if by_policy { k as f64 } else { i as f64 };
                         (x, m, s)
                     })
                     .collect();
@@ -136,13 +132,32 @@ pub fn compare(doc: &Value) -> Result<Svg, String> {
                 if !by_policy {
                     lines_from(&mut chart, k, &line)?;
                 }
-                chart
-                    .draw_series(
-                        points
-                            .iter()
-                            .map(|&(x, m, _)| Circle::new((x, m), 4, colour.filled())),
-                    )
+                // A marker per series (filled dot, ring, cross, triangle, then larger
+                // rings), so points on top of one another all show.
+                for &(x, m, _) in &points {
+                    let at = (x, m);
+                    match k % 4 {
+                        0 => {
+                            chart.draw_series(std::iter::once(Circle::new(at, 4, colour.filled())))
+                        }
+                        1 => chart.draw_series(std::iter::once(Circle::new(
+                            at,
+                            7,
+                            colour.stroke_width(2),
+                        ))),
+                        2 => chart.draw_series(std::iter::once(Cross::new(
+                            at,
+                            6,
+                            colour.stroke_width(2),
+                        ))),
+                        _ => chart.draw_series(std::iter::once(TriangleMarker::new(
+                            at,
+                            7 + 3 * (k / 4) as i32,
+                            colour.stroke_width(2),
+                        ))),
+                    }
                     .map_err(err)?;
+                }
                 if repeat > 1 {
                     chart
                         .draw_series(points.iter().map(|&(x, m, s)| {
