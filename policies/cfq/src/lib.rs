@@ -508,17 +508,23 @@ impl Cfq {
         {
             return Step::WaitUntil(active.slice_end);
         }
-        let uncapped = self.sole_busy(active.key);
-        let Some(queue) = self.queues.get_mut(&active.key) else {
+        let Some(mut queue) = self.queues.get_mut(&active.key) else {
             return Step::Expire;
         };
         if queue.requests.is_empty() {
             let (sync, inflight) = (queue.sync, queue.inflight);
             return self.when_dry(active, sync, inflight, now_ns);
         }
-        if queue.inflight >= t.quantum.max(1) && !uncapped {
-            // Its share of the device is on the device: wait for a completion.
-            return Step::WaitUntil(active.slice_end);
+        if queue.inflight >= t.quantum.max(1) {
+            // Its share of the device is on the device: wait for a completion, unless no
+            // other queue competes (asked only here, off the common path).
+            if !self.sole_busy(active.key) {
+                return Step::WaitUntil(active.slice_end);
+            }
+            let Some(again) = self.queues.get_mut(&active.key) else {
+                return Step::Expire;
+            };
+            queue = again;
         }
         if !queue.sync && active.dispatched >= async_requests_per_slice(&t, queue.level) {
             return Step::Expire;

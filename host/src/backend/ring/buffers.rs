@@ -95,12 +95,7 @@ impl Arena {
         for i in 0..self.slots.len() {
             // SAFETY: the arena is filled before any ring exists, so no I/O uses a slot.
             let slot = unsafe { self.slot_mut(Lease::new(i as u32)) };
-            for chunk in slot.chunks_mut(8) {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                chunk.copy_from_slice(&x.to_le_bytes()[..chunk.len()]);
-            }
+            fill_pseudo_random(slot, &mut x);
         }
     }
 
@@ -184,6 +179,17 @@ impl Drop for Arena {
         // SAFETY: allocated in `new` with this layout. The ring that borrowed slots is dropped
         // first and waits for its I/O (see `Ring`'s drop).
         unsafe { dealloc(self.base.as_ptr(), self.layout) }
+    }
+}
+
+/// Fills `bytes` from the xorshift stream in `state` (never 0), which it advances: data no
+/// compressing or deduplicating layer can skip, for buffers and laid-out files.
+pub fn fill_pseudo_random(bytes: &mut [u8], state: &mut u64) {
+    for chunk in bytes.chunks_mut(8) {
+        *state ^= *state << 13;
+        *state ^= *state >> 7;
+        *state ^= *state << 17;
+        chunk.copy_from_slice(&state.to_le_bytes()[..chunk.len()]);
     }
 }
 

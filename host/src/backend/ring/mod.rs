@@ -13,7 +13,7 @@ pub(crate) use backend::{RingBackend, RingError, RingSetup};
 #[cfg(test)]
 pub(crate) use buffers::Arena;
 pub(crate) use buffers::{Lease, SlotAccess};
-pub use target::{OpenRules, Target, TargetError, TargetKind};
+pub use target::{OpenRules, Target, TargetError, TargetKind, lay_out};
 pub(crate) use uring::Notifier;
 
 /// Largest request the merge engine builds on a real device or export (1280 KiB, the

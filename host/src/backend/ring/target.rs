@@ -58,6 +58,25 @@ impl Drop for Target {
 /// Bytes written at once laying a new file out.
 const LAYOUT_CHUNK: usize = 1 << 20;
 
+/// Writes `bytes` of pseudo-random data (from `seed`) over `file` from its start and makes
+/// them durable, as fio lays a file out: reads of a sparse file never reach the device.
+///
+/// # Errors
+/// The kernel's, writing or syncing.
+pub fn lay_out(file: &File, bytes: u64, seed: u64) -> io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let mut chunk = vec![0u8; LAYOUT_CHUNK];
+    let mut state = seed | 1;
+    let mut at = 0u64;
+    while at < bytes {
+        super::buffers::fill_pseudo_random(&mut chunk, &mut state);
+        let n = (bytes - at).min(LAYOUT_CHUNK as u64) as usize;
+        file.write_all_at(&chunk[..n], at)?;
+        at += n as u64;
+    }
+    file.sync_data()
+}
+
 /// How to open targets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OpenRules {
@@ -260,7 +279,6 @@ impl Target {
     /// # Errors
     /// The kernel's, reopening or writing the file.
     pub fn lay_out(&self, seed: u64) -> io::Result<()> {
-        use std::os::unix::fs::FileExt;
         if !self.created || self.kind != TargetKind::File {
             return Ok(());
         }
@@ -269,21 +287,7 @@ impl Target {
         let file = OpenOptions::new()
             .write(true)
             .open(format!("/proc/self/fd/{}", self.file.as_raw_fd()))?;
-        let mut chunk = vec![0u8; LAYOUT_CHUNK];
-        let mut state = seed | 1;
-        let mut at = 0u64;
-        while at < self.capacity {
-            for word in chunk.chunks_exact_mut(8) {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                word.copy_from_slice(&state.to_le_bytes());
-            }
-            let n = (self.capacity - at).min(LAYOUT_CHUNK as u64) as usize;
-            file.write_all_at(&chunk[..n], at)?;
-            at += n as u64;
-        }
-        file.sync_data()
+        lay_out(&file, self.capacity, seed)
     }
 
     /// The first hole of this file within `0..end` (bytes), if it has one: reads of a hole

@@ -76,30 +76,9 @@ impl Scratch {
         );
         file.set_len(bytes)
             .with_context(|| format!("sizing {}", self.path.display()))?;
-        lay_out(&file, bytes).with_context(|| format!("writing {}", self.path.display()))
+        schedhost::backend::ring::lay_out(&file, bytes, 0x9e37_79b9_7f4a_7c15)
+            .with_context(|| format!("writing {}", self.path.display()))
     }
-}
-
-/// Writes `bytes` of pseudo-random data over `file` and makes them durable, as fio lays a
-/// file out: a sparse file's reads never reach the device.
-fn lay_out(file: &std::fs::File, bytes: u64) -> std::io::Result<()> {
-    use std::os::unix::fs::FileExt;
-    const CHUNK: usize = 1 << 20;
-    let mut chunk = vec![0u8; CHUNK];
-    let mut state = 0x9e37_79b9_7f4a_7c15u64;
-    let mut at = 0;
-    while at < bytes {
-        for word in chunk.chunks_exact_mut(8) {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            word.copy_from_slice(&state.to_le_bytes());
-        }
-        let n = (bytes - at).min(CHUNK as u64) as usize;
-        file.write_all_at(&chunk[..n], at)?;
-        at += n as u64;
-    }
-    file.sync_data()
 }
 
 /// The temporary directory if its file system takes O_DIRECT (the seeds' jobs read and
