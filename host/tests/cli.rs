@@ -2093,23 +2093,23 @@ fn bssplit_issues_its_mix_of_sizes_on_a_simulated_disk_and_a_real_file() {
     assert!(v["jobs"][0]["write"]["io_bytes"].as_u64().unwrap() >= 8 << 20);
 }
 
+/// A run on `sim:ssd` with `args`, which must succeed: its JSON report.
+fn ssd_json(args: &[&str]) -> serde_json::Value {
+    let mut all = vec!["--device", "sim:ssd", "--output-format", "json"];
+    all.extend_from_slice(args);
+    let out = schedhost(&all);
+    assert!(out.status.success(), "{}", stderr(&out));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 /// A simulated run of `jobs` (fio options) under `groups`, as JSON.
 fn grouped(jobs: &[&str], groups: &[&str]) -> serde_json::Value {
-    let mut args = vec![
-        "--policy",
-        "native:noop",
-        "--device",
-        "sim:ssd",
-        "--output-format",
-        "json",
-    ];
+    let mut args = vec!["--policy", "native:noop"];
     for g in groups {
         args.extend(["--group", g]);
     }
     args.extend(jobs);
-    let out = schedhost(&args);
-    assert!(out.status.success(), "{}", stderr(&out));
-    serde_json::from_slice(&out.stdout).unwrap()
+    ssd_json(&args)
 }
 
 #[test]
@@ -2868,14 +2868,7 @@ fn deadline_starves_a_best_effort_job_beside_a_realtime_one_until_priority_aging
     // mq-deadline serves no lower class while a higher one has requests queued or in flight;
     // prio_aging_expire (10 s by default) is far off in a 1 s run.
     for policy in ["native:deadline", "deadline"] {
-        let mut args = vec![
-            "--policy",
-            policy,
-            "--device",
-            "sim:ssd",
-            "--output-format",
-            "json",
-        ];
+        let mut args = vec!["--policy", policy];
         for (name, class) in [
             ("--name=rt", "--prioclass=1"),
             ("--name=be", "--prioclass=2"),
@@ -2894,9 +2887,7 @@ fn deadline_starves_a_best_effort_job_beside_a_realtime_one_until_priority_aging
         if policy == "deadline" && built_component("deadline").is_none() {
             continue;
         }
-        let out = schedhost(&args);
-        assert!(out.status.success(), "{}", stderr(&out));
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let v = ssd_json(&args);
         let ios = |job: usize| v["jobs"][job]["read"]["total_ios"].as_f64().unwrap();
         let share = ios(1) / (ios(0) + ios(1));
         assert!(share < 0.05, "{policy}: BE got {share:.3} of the I/O");
@@ -2906,13 +2897,9 @@ fn deadline_starves_a_best_effort_job_beside_a_realtime_one_until_priority_aging
 #[test]
 fn cfq_keeps_one_deep_job_near_noops_rate_since_quantum_binds_only_beside_others() {
     let iops = |policy: &str| -> f64 {
-        let out = schedhost(&[
+        let v = ssd_json(&[
             "--policy",
             policy,
-            "--device",
-            "sim:ssd",
-            "--output-format",
-            "json",
             "--name=r",
             "--rw=randread",
             "--bs=4k",
@@ -2921,8 +2908,6 @@ fn cfq_keeps_one_deep_job_near_noops_rate_since_quantum_binds_only_beside_others
             "--runtime=500ms",
             "--time_based",
         ]);
-        assert!(out.status.success(), "{}", stderr(&out));
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         v["jobs"][0]["read"]["iops"].as_f64().unwrap()
     };
     let (noop, cfq) = (iops("native:noop"), iops("native:cfq"));
@@ -2939,13 +2924,9 @@ fn cfq_and_noop_serve_equal_random_readers_at_depth_one_at_the_same_rate_on_flas
     // with an idle window, as cfq_init_cfqq marks it, so the first ~100 ms go to one reader
     // while the others prove seeky: over 2 s that costs about 3 %.
     let iops = |policy: &str| -> f64 {
-        let out = schedhost(&[
+        let v = ssd_json(&[
             "--policy",
             policy,
-            "--device",
-            "sim:ssd",
-            "--output-format",
-            "json",
             "--name=r",
             "--rw=randread",
             "--bs=4k",
@@ -2955,8 +2936,6 @@ fn cfq_and_noop_serve_equal_random_readers_at_depth_one_at_the_same_rate_on_flas
             "--runtime=2s",
             "--time_based",
         ]);
-        assert!(out.status.success(), "{}", stderr(&out));
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         v["jobs"]
             .as_array()
             .unwrap()
@@ -2979,11 +2958,7 @@ fn rate_caps_each_direction_of_a_mixed_job_as_fio_does() {
         ("2m,512k", [2 << 20, 512 << 10]),
     ] {
         let rate_arg = format!("--rate={rate}");
-        let out = schedhost(&[
-            "--device",
-            "sim:ssd",
-            "--output-format",
-            "json",
+        let v = ssd_json(&[
             "--name=rw",
             "--rw=randrw",
             "--bs=4k",
@@ -2993,8 +2968,6 @@ fn rate_caps_each_direction_of_a_mixed_job_as_fio_does() {
             "--runtime=2s",
             "--time_based",
         ]);
-        assert!(out.status.success(), "{}", stderr(&out));
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         for (d, dir) in ["read", "write"].iter().enumerate() {
             let bw = v["jobs"][0][dir]["bw_bytes"].as_f64().unwrap();
             let target = f64::from(want[d]);

@@ -126,6 +126,26 @@ pub(crate) fn start_planned(
     policy: Box<dyn PolicyBackend>,
     control: Option<PathBuf>,
 ) -> Running {
+    start_devices(options, plan, vec![policy], control)
+}
+
+/// A server under native noop on each of its devices, under `plan`.
+fn start_noop_devices(options: ServeOptions, plan: RunPlan, control: Option<PathBuf>) -> Running {
+    let policies = options
+        .devices()
+        .iter()
+        .map(|_| native_policy("noop").unwrap())
+        .collect();
+    start_devices(options, plan, policies, control)
+}
+
+/// As [`start_planned`], with one policy instance per device.
+fn start_devices(
+    options: ServeOptions,
+    plan: RunPlan,
+    policies: Vec<Box<dyn PolicyBackend>>,
+    control: Option<PathBuf>,
+) -> Running {
     let stop = Arc::new(AtomicBool::new(false));
     let socket = match &options.address {
         Address::Unix(path) => path.clone(),
@@ -137,7 +157,7 @@ pub(crate) fn start_planned(
         std::thread::spawn(move || {
             let engine = runtime();
             let control = control.as_deref().map(|p| (p, &engine));
-            let result = nbd::serve(&options, &plan, vec![policy], &[], control, &stop, |at| {
+            let result = nbd::serve(&options, &plan, policies, &[], control, &stop, |at| {
                 let _ = ready_tx.send(at.metrics);
             });
             if let Err(e) = &result {
@@ -1301,30 +1321,8 @@ fn nbd_several_exports_share_one_device_each_in_its_group_or_use_their_own() {
     opts.groups = vec![schedhost::value::parse_group("gold:weight=300,wiops=100000").unwrap()];
     // Two devices: one scheduler (policy instance) each.
     assert_eq!(opts.devices().len(), 2);
-    let stop = Arc::new(AtomicBool::new(false));
-    let thread = {
-        let (opts, stop, control) = (opts.clone(), Arc::clone(&stop), control.clone());
-        std::thread::spawn(move || {
-            let engine = runtime();
-            let policies = vec![
-                native_policy("noop").unwrap(),
-                native_policy("noop").unwrap(),
-            ];
-            nbd::serve(
-                &opts,
-                &plan(),
-                policies,
-                &[],
-                Some((&control, &engine)),
-                &stop,
-                |_| {},
-            )
-        })
-    };
-    let socket = dir.join("nbd.sock");
-    while !socket.exists() {
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let server = start_noop_devices(opts, plan(), Some(control.clone()));
+    let socket = server.socket.clone();
     let mut a = Client::connect_to(&socket, "a");
     let mut b = Client::connect_to(&socket, "b");
     let mut c = Client::connect_to(&socket, "c");
@@ -1356,8 +1354,7 @@ fn nbd_several_exports_share_one_device_each_in_its_group_or_use_their_own() {
     assert_eq!(reply["group"]["wiops"], 100000, "{reply}");
     assert_eq!(reply["group"]["weight"], 50, "{reply}");
     drop((a, b, c));
-    stop.store(true, Ordering::Release);
-    let served = thread.join().unwrap().unwrap();
+    let served = server.finish();
     let names: Vec<&str> = served.exports.iter().map(|e| e.name.as_str()).collect();
     assert_eq!(names, ["a", "b", "c"]);
     let mut exports: Vec<&str> = served
@@ -1404,30 +1401,8 @@ fn nbd_a_tenant_held_by_its_write_limit_never_holds_up_another_exports_clients()
     ];
     opts.size = Some(96 * MIB);
     opts.groups = vec![schedhost::value::parse_group("slow:wiops=2").unwrap()];
-    let stop = Arc::new(AtomicBool::new(false));
-    let thread = {
-        let (opts, stop, control) = (opts.clone(), Arc::clone(&stop), control.clone());
-        std::thread::spawn(move || {
-            let engine = runtime();
-            let policies = vec![
-                native_policy("noop").unwrap(),
-                native_policy("noop").unwrap(),
-            ];
-            nbd::serve(
-                &opts,
-                &plan(),
-                policies,
-                &[],
-                Some((&control, &engine)),
-                &stop,
-                |_| {},
-            )
-        })
-    };
-    let socket = dir.join("nbd.sock");
-    while !socket.exists() {
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let server = start_noop_devices(opts, plan(), Some(control.clone()));
+    let socket = server.socket.clone();
     // Five connections each pipeline 64 writes of 256 KiB (a data slot each: more than
     // the whole pool), and one pipelines 400 flushes (more than every control slot).
     let chunk = 256 * 1024;
@@ -1492,8 +1467,7 @@ fn nbd_a_tenant_held_by_its_write_limit_never_holds_up_another_exports_clients()
         assert_eq!(flooder.join().unwrap(), 0, "every slow request succeeded");
     }
     drop(free);
-    stop.store(true, Ordering::Release);
-    thread.join().unwrap().unwrap();
+    server.finish();
 }
 
 #[test]
@@ -1516,19 +1490,8 @@ fn nbd_resets_under_load_never_hand_one_exports_client_the_other_exports_data() 
         .map(|i| format!("reset={}ms", 2000 + i * 500))
         .collect();
     plan.faults = schedhost::backend::sim::FaultPlan::parse(&resets.join(",")).unwrap();
-    let policies = vec![
-        native_policy("noop").unwrap(),
-        native_policy("noop").unwrap(),
-    ];
-    let stop = Arc::new(AtomicBool::new(false));
-    let thread = {
-        let (opts, stop) = (opts.clone(), Arc::clone(&stop));
-        std::thread::spawn(move || nbd::serve(&opts, &plan, policies, &[], None, &stop, |_| {}))
-    };
-    let socket = dir.join("nbd.sock");
-    while !socket.exists() {
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let server = start_noop_devices(opts, plan, None);
+    let socket = server.socket.clone();
     let chunk: u32 = 1 << 20;
     let clients: Vec<_> = [("a", 1u8), ("b", 2u8)]
         .into_iter()
@@ -1604,8 +1567,7 @@ fn nbd_resets_under_load_never_hand_one_exports_client_the_other_exports_data() 
         failed_total += failed;
     }
     assert!(failed_total > 0, "the resets caught I/O in flight");
-    stop.store(true, Ordering::Release);
-    thread.join().unwrap().unwrap();
+    server.finish();
 }
 
 #[test]
