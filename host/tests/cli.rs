@@ -673,16 +673,18 @@ fn a_think_time_of_millennia_is_refused_with_its_option() {
     assert_fails_with(&out, "is too long (the limit is 366 days)");
 }
 
-/// Pixels of `svg` drawn in exactly `colour` once rasterized.
+/// Pixels of `svg` drawn in exactly `colour` once rasterized at 300 dpi, as `plot` writes
+/// its PNGs.
 fn pixels_of(svg: &std::path::Path, colour: [u8; 3]) -> usize {
     let text = std::fs::read_to_string(svg).unwrap();
     let tree = resvg::usvg::Tree::from_str(&text, &resvg::usvg::Options::default())
         .unwrap_or_else(|e| panic!("{} does not parse as SVG: {e}", svg.display()));
-    let size = tree.size().to_int_size();
+    let scale = 300.0 / 96.0;
+    let size = tree.size().to_int_size().scale_by(scale).unwrap();
     let mut pixmap = resvg::tiny_skia::Pixmap::new(size.width(), size.height()).unwrap();
     resvg::render(
         &tree,
-        resvg::tiny_skia::Transform::default(),
+        resvg::tiny_skia::Transform::from_scale(scale, scale),
         &mut pixmap.as_mut(),
     );
     pixmap
@@ -696,14 +698,18 @@ const FIRST_SERIES: [u8; 3] = [31, 119, 180];
 const SECOND_SERIES: [u8; 3] = [255, 127, 14];
 
 #[test]
-fn run_plot_draws_a_latency_cdf_and_iops_per_ctx_that_render() {
+fn run_plot_draws_the_latency_tail_and_iops_per_job_that_render() {
     let dir = scratch_dir("plot_run");
     let mut args = vec!["--policy", "native:cfq", "--plot", dir.to_str().unwrap()];
     args.extend(QUICK);
     args.push("--numjobs=2");
     let out = schedhost(&args);
     assert!(out.status.success(), "{}", stderr(&out));
-    for name in ["latency-cdf.svg", "latency-tail.svg", "iops.svg"] {
+    assert!(
+        !dir.join("latency-cdf.svg").exists(),
+        "the tail, not the linear CDF, by default"
+    );
+    for name in ["latency-tail.svg", "iops.svg"] {
         let svg = dir.join(name);
         let png = std::fs::read(svg.with_extension("png")).unwrap();
         assert!(png.starts_with(b"\x89PNG"), "{name}: a PNG beside the SVG");
@@ -716,12 +722,11 @@ fn run_plot_draws_a_latency_cdf_and_iops_per_ctx_that_render() {
             "{name}: second ctx not drawn"
         );
     }
-    let cdf = std::fs::read_to_string(dir.join("latency-cdf.svg")).unwrap();
+    let tail = std::fs::read_to_string(dir.join("latency-tail.svg")).unwrap();
     assert!(
-        cdf.contains("r.1 read") && !cdf.contains("ctx1"),
+        tail.contains("r.1 read") && !tail.contains("ctx1"),
         "the legend names each clone of the job, not its ctx"
     );
-    let tail = std::fs::read_to_string(dir.join("latency-tail.svg")).unwrap();
     for label in ["0.0001", "0.001", "0.01", "0.1"] {
         assert!(
             tail.contains(&format!("\n{label}\n</text>")),
@@ -730,7 +735,11 @@ fn run_plot_draws_a_latency_cdf_and_iops_per_ctx_that_render() {
     }
     assert!(!tail.contains("\n1e-"), "no fraction written as 1e-1");
     assert!(
-        cdf.contains("native:cfq on sim:hdd, seed 1, jobs r"),
+        tail.contains("width=\"3.5in\""),
+        "a column's width by default"
+    );
+    assert!(
+        tail.contains("native:cfq on sim:hdd, seed 1, jobs r"),
         "the title names the policy, device, seed and jobs"
     );
 }
@@ -3000,7 +3009,7 @@ fn overlaid_runs_are_titled_by_their_policies_against_one_another() {
         dir.to_str().unwrap(),
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let cdf = std::fs::read_to_string(dir.join("latency-cdf.svg")).unwrap();
+    let cdf = std::fs::read_to_string(dir.join("latency-tail.svg")).unwrap();
     assert!(
         cdf.contains("native:noop vs native:cfq on sim:hdd") && !cdf.contains(" / "),
         "one title for the overlay"
@@ -3054,4 +3063,100 @@ fn compare_plots_coinciding_series_at_the_same_points_with_their_own_markers() {
         dots, rings,
         "deadline's rings on noop's dots: no sideways shift"
     );
+}
+
+#[test]
+fn plot_options_set_the_page_in_inches_the_text_in_points_the_scales_and_the_series() {
+    let dir = scratch_dir("plot_options");
+    let job = temp_file(
+        "plot_options.fio",
+        "[global]\nsize=64m\nruntime=100ms\ntime_based\n\
+         [r]\nrw=randread\nnumjobs=2\n[w]\nrw=randwrite\nrate_iops=400\n",
+    );
+    let json = dir.join("run.json");
+    let out = schedhost(&[
+        "--policy",
+        "native:noop",
+        "--device",
+        "sim:ssd",
+        job.to_str().unwrap(),
+        "--output-format",
+        "json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    std::fs::write(&json, &out.stdout).unwrap();
+    let plot = |extra: &[&str]| {
+        let mut args = vec![
+            "plot",
+            json.to_str().unwrap(),
+            "--out",
+            dir.to_str().unwrap(),
+        ];
+        args.extend(extra);
+        schedhost(&args)
+    };
+    let out = plot(&[
+        "--size",
+        "7x3",
+        "--font-pt",
+        "10",
+        "--latency",
+        "both",
+        "--y",
+        "log",
+        "--panels",
+        "--per-job",
+        "--series",
+        "r,w",
+        "--no-title",
+        "--dpi",
+        "100",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let read = |name: &str| std::fs::read_to_string(dir.join(name)).unwrap();
+    let (tail, cdf, iops) = (
+        read("latency-tail.svg"),
+        read("latency-cdf.svg"),
+        read("iops.svg"),
+    );
+    for svg in [&tail, &cdf, &iops] {
+        assert!(
+            svg.contains("width=\"7in\" height=\"3in\""),
+            "the size asked for"
+        );
+        assert!(svg.contains("font-size=\"13.333"), "10 pt is 13.33 px");
+        assert!(!svg.contains("native:noop on"), "--no-title");
+    }
+    let png = std::fs::read(dir.join("iops.png")).unwrap();
+    assert_eq!(
+        u32::from_be_bytes(png[16..20].try_into().unwrap()),
+        700,
+        "7 inches at 100 dpi"
+    );
+    assert!(
+        cdf.contains("\n1\n</text>") && cdf.contains("\n0.4\n</text>"),
+        "the linear CDF labels 0 to 1"
+    );
+    assert!(iops.contains("IOPS (log)"), "--y log on IOPS over time");
+    assert!(
+        iops.contains("\n10\n</text>") && iops.contains("\n1000\n</text>"),
+        "decades labelled on the log axis"
+    );
+    assert!(
+        tail.contains("r read") && !tail.contains("r.1 read"),
+        "--per-job draws a job's clones as one series"
+    );
+    assert_eq!(
+        iops.matches(">\nr\n</text>").count(),
+        2,
+        "a panel captioned r, and its legend entry"
+    );
+    let out = plot(&["--series", "r.0"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let tail = read("latency-tail.svg");
+    assert!(tail.contains("r.0 read") && !tail.contains("r.1 read") && !tail.contains("w write"));
+    let out = plot(&["--series", "reader"]);
+    assert_fails_with(&out, "--series reader: no job of that name");
+    let out = plot(&["--size", "0x3"]);
+    assert_fails_with(&out, "expected WIDTHxHEIGHT in inches");
 }

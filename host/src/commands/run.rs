@@ -174,9 +174,9 @@ impl RunArgs {
             outcome,
         };
         if let Some(dir) = &self.plot {
-            let svgs = schedhost::observe::plot::runs(&[&to_json(&summary)])
+            let svgs = schedhost::observe::plot::runs(&[&to_json(&summary)], &Default::default())
                 .map_err(anyhow::Error::msg)?;
-            super::plot::write(dir, &svgs)?;
+            super::plot::write(dir, &svgs, super::plot::DEFAULT_DPI)?;
         }
         let text = match self.output_format {
             OutputFormat::Normal => schedhost::output::printable_lines(&to_text(&summary)),

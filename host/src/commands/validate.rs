@@ -51,7 +51,11 @@ impl ValidateArgs {
                 ],
             )
             .map_err(anyhow::Error::msg)?;
-            super::plot::write(dir, &[("validate-cdf.svg".to_owned(), svg)])?;
+            super::plot::write(
+                dir,
+                &[("validate-cdf.svg".to_owned(), svg)],
+                super::plot::DEFAULT_DPI,
+            )?;
         }
         let disksim = disksim_figure(&file_name(&self.trace));
         match self.output_format {

@@ -234,8 +234,9 @@ impl CompareArgs {
             std::fs::write(path, csv).with_context(|| format!("writing {}", path.display()))?;
         }
         if let Some(dir) = &self.plot {
-            let svg = schedhost::observe::plot::compare(&doc()).map_err(anyhow::Error::msg)?;
-            super::plot::write(dir, &[svg])?;
+            let svg = schedhost::observe::plot::compare(&doc(), &Default::default())
+                .map_err(anyhow::Error::msg)?;
+            super::plot::write(dir, &[svg], super::plot::DEFAULT_DPI)?;
         }
         Ok(())
     }

@@ -169,7 +169,8 @@ impl ReproduceArgs {
                 for table in doc["tables"].as_array().into_iter().flatten() {
                     if table["policies"].is_array() {
                         let (_, svg) =
-                            schedhost::observe::plot::compare(table).map_err(anyhow::Error::msg)?;
+                            schedhost::observe::plot::compare(table, &Default::default())
+                                .map_err(anyhow::Error::msg)?;
                         svgs.push((
                             format!("{}.svg", table["id"].as_str().unwrap_or("seed")),
                             svg,
@@ -185,7 +186,7 @@ impl ReproduceArgs {
                 .with_context(|| format!("writing {}", path.display()))?;
         }
         if let Some(dir) = &self.plot {
-            super::plot::write(dir, &svgs)?;
+            super::plot::write(dir, &svgs, super::plot::DEFAULT_DPI)?;
         }
         Ok(())
     }

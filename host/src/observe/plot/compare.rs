@@ -3,15 +3,17 @@
 use plotters::prelude::*;
 use serde_json::Value;
 
-use super::*;
+use super::page::Page;
+use super::{MAX_COMPARE_ROWS, MAX_SERIES, Options, Scale, Svg, draw, err, plausible, tick};
 
 /// `compare`'s table: a panel per device, in each one line per policy over the sweep
 /// (mean, with ±stddev bars when cells were repeated), or one point per policy without a
-/// sweep.
+/// sweep; the y axis is log where the means span more than a decade (unless `options`
+/// say otherwise).
 ///
 /// # Errors
 /// A table too large to draw, or drawing failed.
-pub fn compare(doc: &Value) -> Result<Svg, String> {
+pub fn compare(doc: &Value, options: &Options) -> Result<Svg, String> {
     let policies: Vec<String> = doc["policies"]
         .as_array()
         .into_iter()
@@ -55,130 +57,205 @@ pub fn compare(doc: &Value) -> Result<Svg, String> {
     if devices.is_empty() {
         devices.push(String::new());
     }
-    let top = rows
+    let means: Vec<(f64, f64)> = rows
         .iter()
         .flat_map(|r| (0..policies.len()).map(move |p| (r, p)))
-        .map(|(r, p)| {
-            let (m, s) = cell(r, p);
-            m + s
-        })
+        .map(|(r, p)| cell(r, p))
+        .collect();
+    let top = means
+        .iter()
+        .map(|(m, s)| m + s)
         .fold(0f64, f64::max)
-        .max(1e-9)
-        * 1.15;
+        .max(1e-9);
+    let least = means
+        .iter()
+        .map(|&(m, _)| m)
+        .filter(|m| *m > 0.0)
+        .fold(f64::MAX, f64::min)
+        .min(top);
+    // Log when the means span more than a decade: a linear axis would put the small ones
+    // on zero.
+    let log = match options.y {
+        Scale::Log => true,
+        Scale::Linear => false,
+        Scale::Auto => top / least > 10.0,
+    };
+    let (floor, ceiling) = if log {
+        (least * 0.7, top * 1.4)
+    } else {
+        (0.0, top * 1.15)
+    };
     let label = doc["label"].as_str().unwrap_or("value").to_owned();
     let sweep_key = doc["sweep"].as_str().unwrap_or("").to_owned();
     let repeat = doc["repeat"].as_u64().unwrap_or(1);
     let seed = doc["seed"].as_u64().unwrap_or(1);
-    // Without a sweep the x axis is the policies themselves, one point each.
+    // Without a sweep the x axis is the policies themselves, one point each, and needs no
+    // legend to say which is which.
     let by_policy = sweep_key.is_empty() && rows.len() == 1;
-    let svg = draw(|plot, legend| {
+    let name_of = |p: usize| -> String {
+        policies[p]
+            .split(" @ ")
+            .next()
+            .unwrap_or(&policies[p])
+            .to_owned()
+    };
+    let first_panel: Vec<usize> = (0..policies.len())
+        .filter(|&p| device_of(p) == devices[0])
+        .collect();
+    let labels: Vec<String> = if by_policy {
+        Vec::new()
+    } else {
+        first_panel.iter().map(|&p| name_of(p)).collect()
+    };
+    let panels = devices.len().min(8) as f64;
+    let page = Page::new(options, (3.5, 0.4 + 2.0 * panels));
+    let svg = draw(&page, &labels, |plot, shown| {
+        let shown = if by_policy { MAX_SERIES } else { shown };
         let panels = plot.split_evenly((devices.len(), 1));
-        let mut entries: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
         for (panel, device) in panels.iter().zip(&devices) {
             let mine: Vec<usize> = (0..policies.len())
                 .filter(|&p| device_of(p) == *device)
+                .take(shown)
                 .collect();
-            let title = format!("{label}: {device}, {repeat} run(s) per cell from seed {seed}");
+            // The y axis names the metric; the panel names its device and runs.
+            let runs = if repeat > 1 {
+                format!("mean of {repeat} runs per cell from seed {seed}")
+            } else {
+                format!("seed {seed}")
+            };
+            let title = format!("{device}, {runs}");
             let n = if by_policy { mine.len() } else { rows.len() }.max(1);
-            let mut chart = ChartBuilder::on(panel)
-                .caption(title, ("sans-serif", 16))
-                .margin(10)
-                .x_label_area_size(36)
-                .y_label_area_size(70)
-                .build_cartesian_2d(-0.5f64..n as f64 - 0.5, 0f64..top)
-                .map_err(err)?;
             let names: Vec<String> = if by_policy {
-                mine.iter()
-                    .map(|&p| policies[p].split(" @ ").next().unwrap_or("").to_owned())
-                    .collect()
+                mine.iter().map(|&p| name_of(p)).collect()
             } else {
                 sweep.clone()
             };
-            chart
-                .configure_mesh()
-                .x_labels(n.min(40))
-                .x_label_formatter(&move |x| {
-                    let i = x.round();
-                    if (x - i).abs() < 1e-6 && i >= 0.0 {
-                        names.get(i as usize).cloned().unwrap_or_default()
-                    } else {
-                        String::new()
-                    }
-                })
-                .x_desc(if by_policy {
-                    "policy".to_owned()
+            let x_desc = if by_policy {
+                "policy".to_owned()
+            } else {
+                sweep_key.clone()
+            };
+            let x_label = move |x: &f64| {
+                let i = x.round();
+                if (x - i).abs() < 1e-6 && i >= 0.0 {
+                    names.get(i as usize).cloned().unwrap_or_default()
                 } else {
-                    sweep_key.clone()
-                })
-                .y_desc(label.clone())
-                .y_label_formatter(&|y| tick(*y))
-                .light_line_style(WHITE)
-                .draw()
-                .map_err(err)?;
-            for (k, &p) in mine.iter().enumerate() {
-                let (colour, _) = look(k);
-                // Every point at its own sweep value, never shifted sideways: series that
-                // coincide are told apart by their dashes and markers, not by moving them.
-                let points: Vec<(f64, f64, f64)> = rows
-                    .iter()
+                    String::new()
+                }
+            };
+            let points_of = |k: usize, p: usize| -> Vec<(f64, f64, f64)> {
+                rows.iter()
                     .enumerate()
                     .map(|(i, r)| {
                         let (m, s) = cell(r, p);
                         let x = if by_policy { k as f64 } else { i as f64 };
                         (x, m, s)
                     })
-                    .collect();
-                let line: Vec<(f64, f64)> = points.iter().map(|&(x, m, _)| (x, m)).collect();
-                if !by_policy {
-                    lines_from(&mut chart, k, &line)?;
-                }
-                // A marker per series (filled dot, ring, cross, triangle, then larger
-                // rings), so points on top of one another all show.
-                for &(x, m, _) in &points {
-                    let at = (x, m);
-                    match k % 4 {
-                        0 => {
-                            chart.draw_series(std::iter::once(Circle::new(at, 4, colour.filled())))
-                        }
-                        1 => chart.draw_series(std::iter::once(Circle::new(
-                            at,
-                            7,
-                            colour.stroke_width(2),
-                        ))),
-                        2 => chart.draw_series(std::iter::once(Cross::new(
-                            at,
-                            6,
-                            colour.stroke_width(2),
-                        ))),
-                        _ => chart.draw_series(std::iter::once(TriangleMarker::new(
-                            at,
-                            7 + 3 * (k / 4) as i32,
-                            colour.stroke_width(2),
-                        ))),
-                    }
-                    .map_err(err)?;
-                }
-                if repeat > 1 {
+                    .collect()
+            };
+            let mut builder = super::chart_on(&page, panel, &title, 6);
+            let x = -0.5f64..n as f64 - 0.5;
+            macro_rules! plot_panel {
+                ($chart:expr) => {{
+                    let mut chart = $chart;
                     chart
-                        .draw_series(points.iter().map(|&(x, m, s)| {
-                            PathElement::new(
-                                vec![(x, (m - s).max(0.0)), (x, m + s)],
-                                colour.stroke_width(1),
-                            )
-                        }))
+                        .configure_mesh()
+                        .x_labels(n.min(40))
+                        .x_label_formatter(&x_label)
+                        .x_desc(x_desc.clone())
+                        .y_desc(if log { log_desc(&label) } else { label.clone() })
+                        .y_label_formatter(&|y| {
+                            if log {
+                                super::log_tick(*y, floor, ceiling)
+                            } else {
+                                tick(*y)
+                            }
+                        })
+                        .label_style(page.label_font())
+                        .axis_desc_style(page.label_font())
+                        .light_line_style(WHITE)
+                        .draw()
                         .map_err(err)?;
-                }
-                if entries.len() < mine.len() {
-                    let name = policies[p]
-                        .split(" @ ")
-                        .next()
-                        .unwrap_or(&policies[p])
-                        .to_owned();
-                    entries.push((name, line));
-                }
+                    for (k, &p) in mine.iter().enumerate() {
+                        let points = points_of(k, p);
+                        let line: Vec<(f64, f64)> =
+                            points.iter().map(|&(x, m, _)| (x, m.max(floor))).collect();
+                        if !by_policy {
+                            super::line(&page, &mut chart, k, &line)?;
+                        }
+                        markers(&page, &mut chart, k, &line)?;
+                        if repeat > 1 {
+                            let (colour, _) = page.look(k);
+                            chart
+                                .draw_series(points.iter().map(|&(x, m, s)| {
+                                    PathElement::new(
+                                        vec![(x, (m - s).max(floor)), (x, (m + s).max(floor))],
+                                        colour.stroke_width(1),
+                                    )
+                                }))
+                                .map_err(err)?;
+                        }
+                    }
+                }};
+            }
+            if log {
+                plot_panel!(
+                    builder
+                        .build_cartesian_2d(x, (floor..ceiling).log_scale())
+                        .map_err(err)?
+                );
+            } else {
+                plot_panel!(builder.build_cartesian_2d(x, floor..ceiling).map_err(err)?);
             }
         }
-        draw_legend(legend, &entries)
+        Ok(())
     })?;
     Ok(("compare.svg".to_owned(), svg))
+}
+
+/// Series `k`'s marker at each of `points` (filled dot, ring, cross, triangle, then larger
+/// rings and triangles), so points on top of one another all show; never shifted sideways.
+fn markers<'a, Y>(
+    page: &Page,
+    chart: &mut ChartContext<
+        'a,
+        SVGBackend<'a>,
+        Cartesian2d<plotters::coord::types::RangedCoordf64, Y>,
+    >,
+    k: usize,
+    points: &[(f64, f64)],
+) -> Result<(), String>
+where
+    Y: Ranged<ValueType = f64>,
+{
+    let (colour, _) = page.look(k);
+    let size = page.marker();
+    let stroke = colour.stroke_width(page.stroke());
+    let grow = size * (k / 4) as i32 / 2;
+    for &at in points {
+        match k % 4 {
+            0 => chart.draw_series(std::iter::once(Circle::new(
+                at,
+                size + grow,
+                colour.filled(),
+            ))),
+            1 => chart.draw_series(std::iter::once(Circle::new(at, size * 2 + grow, stroke))),
+            2 => chart.draw_series(std::iter::once(Cross::new(at, size * 2 + grow, stroke))),
+            _ => chart.draw_series(std::iter::once(TriangleMarker::new(
+                at,
+                size * 2 + grow,
+                stroke,
+            ))),
+        }
+        .map_err(err)?;
+    }
+    Ok(())
+}
+
+/// An axis description said to be on a log scale: `latency (ms)` → `latency (ms, log)`.
+fn log_desc(label: &str) -> String {
+    match label.strip_suffix(')') {
+        Some(open) if open.contains('(') => format!("{open}, log)"),
+        _ => format!("{label} (log)"),
+    }
 }

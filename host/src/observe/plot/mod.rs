@@ -1,51 +1,103 @@
-//! SVG plots from the JSON reports: the completion-latency CDF of each run (log x) and its
-//! tail (1 − CDF on a log axis, where schedulers differ), bios completed per second per
-//! ctx over the run, and `compare`'s table as a chart, a panel per device. Plots are drawn
-//! from the JSON, so `schedhost plot` redraws any saved report and `--plot DIR` on `run`
-//! and `compare` draws the one just made. Each series has its own colour and dash, so two
-//! lines on top of each other both show; legends sit beside the data, never on it; titles
-//! name the policy, device, jobs and seed.
+//! SVG plots from the JSON reports, sized for a paper: the completion-latency tail of each
+//! run (1 − CDF on a log axis against latency on a log axis, where schedulers differ) or its
+//! CDF, bios completed per second per job over the run (linear, log or a panel per job),
+//! and `compare`'s table as a chart, a panel per device. Plots are drawn from the JSON, so
+//! `schedhost plot` redraws any saved report and `--plot DIR` on `run` and `compare` draws
+//! the one just made. Pages are sized in inches with text in points (3.5 inches and 8 pt by
+//! default: a column's width); each series has its own colour, dash and marker, so series
+//! drawn over one another all show; the legend sits under the chart, never on it.
 
-use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 use serde_json::Value;
 
 mod compare;
+mod page;
 mod render;
+mod series;
 
 pub use compare::compare;
+use page::{Page, draw, line, lines};
 #[cfg(test)]
 use render::parsed_with;
 pub use render::{pdf, png};
 
-/// Plot size in pixels.
-const SIZE: (u32, u32) = (1000, 540);
-/// Width of the legend column at the right.
-const LEGEND_WIDTH: u32 = 210;
-
 /// Lines one chart draws; past them the legend says how many were left out. A report is
 /// an input like any other: its size must not decide the size of the SVG.
 const MAX_SERIES: usize = 64;
-/// Points one line keeps (evenly thinned, its last point kept): far more than 800 pixels
-/// across can show.
+/// Points one line keeps (evenly thinned, its last point kept): far more than a page's
+/// width can show.
 const MAX_POINTS_PER_SERIES: usize = 2000;
 /// Rows of a `compare` chart (sweep values along the x axis).
 const MAX_COMPARE_ROWS: usize = 1000;
-
-/// Series colours, in order.
-const PALETTE: [RGBColor; 8] = [
-    RGBColor(31, 119, 180),
-    RGBColor(255, 127, 14),
-    RGBColor(44, 160, 44),
-    RGBColor(214, 39, 40),
-    RGBColor(148, 103, 189),
-    RGBColor(140, 86, 75),
-    RGBColor(227, 119, 194),
-    RGBColor(127, 127, 127),
-];
+/// The lowest fraction a tail plot shows: one bio in 10 000.
+const TAIL_FLOOR: f64 = 1e-4;
 
 /// A drawn plot: its file name and SVG text.
 pub type Svg = (String, String);
+
+/// A series: its label and its points.
+type Series = (String, Vec<(f64, f64)>);
+
+/// How plots are drawn: the page and what goes on it.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Width and height in inches; `None` takes each plot kind's default (3.5 inches wide).
+    pub size_in: Option<(f64, f64)>,
+    /// Text size in points.
+    pub font_pt: f64,
+    /// Whether plots carry a title (a paper's caption usually replaces it).
+    pub title: bool,
+    /// Which latency plots a run gets.
+    pub latency: Latency,
+    /// The y axis of IOPS over time and of `compare`'s chart.
+    pub y: Scale,
+    /// IOPS over time as a panel per job, each with its own y axis.
+    pub panels: bool,
+    /// Only these jobs (by job name, or a clone's `name.k`); empty: all.
+    pub series: Vec<String>,
+    /// A job's clones (`numjobs`) as one series: completions summed, latencies merged.
+    pub per_job: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            size_in: None,
+            font_pt: 8.0,
+            title: true,
+            latency: Latency::Tail,
+            y: Scale::Auto,
+            panels: false,
+            series: Vec::new(),
+            per_job: false,
+        }
+    }
+}
+
+/// Which latency plots a run gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Latency {
+    /// 1 − CDF on a log axis (`latency-tail.svg`): every decade of the tail shows.
+    Tail,
+    /// The CDF on a linear axis (`latency-cdf.svg`): the median's region shows.
+    Cdf,
+    /// Both.
+    Both,
+}
+
+/// A y axis's scale.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scale {
+    /// Log where the values span more than a decade (`compare`), linear for IOPS over time.
+    Auto,
+    /// Linear from zero.
+    Linear,
+    /// Log.
+    Log,
+}
+
+/// Each plot kind's page when `--size` names none, in inches.
+const RUN_PAGE: (f64, f64) = (3.5, 2.6);
 
 /// What a JSON document is.
 #[derive(Debug)]
@@ -89,96 +141,41 @@ pub fn run_label(doc: &Value) -> String {
         .to_owned()
 }
 
-/// Plots for run reports: one latency CDF over all of them, and bios per second per ctx for
-/// each.
+/// Plots for run reports: the latency tail (or CDF, or both) over all of them, and bios
+/// per second per job for each.
 ///
 /// # Errors
-/// Drawing failed (it does not, for valid reports).
-pub fn runs(runs: &[&Value]) -> Result<Vec<Svg>, String> {
-    let curves = latency_curves(runs);
+/// A `--series` name matches no job, or a report's timeline cannot be drawn.
+pub fn runs(runs: &[&Value], options: &Options) -> Result<Vec<Svg>, String> {
+    series::check_series(runs, options)?;
+    let curves = series::latency_curves(runs, options);
     let about = runs_title(runs);
-    let mut out = vec![
-        (
-            "latency-cdf.svg".to_owned(),
-            cdf_chart(
-                &format!("Completion latency CDF: {about}"),
-                "latency (µs, log scale)",
-                "fraction of bios",
-                &curves,
-            )?,
-        ),
-        (
+    let mut out = Vec::new();
+    if options.latency != Latency::Cdf {
+        out.push((
             "latency-tail.svg".to_owned(),
-            tail_chart(&format!("Latency tail: {about}"), &curves)?,
-        ),
-    ];
+            tail_chart(options, &about, &curves)?,
+        ));
+    }
+    if options.latency != Latency::Tail {
+        let chart = cdf_chart(
+            options,
+            &about,
+            "latency (µs, log scale)",
+            "fraction of bios",
+            &curves,
+        )?;
+        out.push(("latency-cdf.svg".to_owned(), chart));
+    }
     for (i, doc) in runs.iter().enumerate() {
         let name = if runs.len() == 1 {
             "iops.svg".to_owned()
         } else {
             format!("iops-{}-{}.svg", i + 1, file_safe(&run_label(doc)))
         };
-        out.push((name, iops_over_time(doc)?));
+        out.push((name, iops_over_time(doc, options)?));
     }
     Ok(out)
-}
-
-/// One curve per run, job and direction with completions.
-fn latency_curves(runs: &[&Value]) -> Vec<(String, Vec<(f64, f64)>)> {
-    let mut curves: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
-    for doc in runs {
-        let label = run_label(doc);
-        let names = job_names(doc);
-        for (job, name) in doc["jobs"].as_array().into_iter().flatten().zip(&names) {
-            for dir in ["read", "write"] {
-                let points: Vec<(f64, f64)> = job["schedhost"]["latency_cdf"][dir]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|p| {
-                        Some((plausible(&p["ns"])? / 1000.0, plausible(&p["fraction"])?))
-                    })
-                    .collect();
-                if !points.is_empty() {
-                    let who = if runs.len() > 1 {
-                        format!("{label} ")
-                    } else {
-                        String::new()
-                    };
-                    curves.push((format!("{who}{name} {dir}"), points));
-                }
-            }
-        }
-    }
-    curves
-}
-
-/// Each job entry's name in a legend: its job name, and for the clones of a job
-/// (`numjobs`), which clone (`reader.0`, `reader.1`), as fio numbers them.
-fn job_names(doc: &Value) -> Vec<String> {
-    let jobs = doc["jobs"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default();
-    let name = |j: &Value| j["jobname"].as_str().unwrap_or("job").to_owned();
-    let mut seen: Vec<(String, usize)> = Vec::new();
-    jobs.iter()
-        .map(|j| {
-            let n = name(j);
-            let clones = jobs.iter().filter(|o| name(o) == n).count();
-            let k = match seen.iter_mut().find(|(s, _)| *s == n) {
-                Some((_, k)) => {
-                    *k += 1;
-                    *k
-                }
-                None => {
-                    seen.push((n.clone(), 0));
-                    0
-                }
-            };
-            if clones > 1 { format!("{n}.{k}") } else { n }
-        })
-        .collect()
 }
 
 /// What a set of runs was, for a title: `cfq on sim:hdd, seed 1, jobs reader`, or for
@@ -226,43 +223,75 @@ fn run_title(doc: &Value) -> String {
 
 /// The tail of each curve: 1 − CDF on a log axis against latency on a log axis, down to
 /// one bio in 10 000.
-fn tail_chart(title: &str, curves: &[(String, Vec<(f64, f64)>)]) -> Result<String, String> {
-    let floor = 1e-4;
-    let tails: Vec<(String, Vec<(f64, f64)>)> = curves
+fn tail_chart(options: &Options, title: &str, curves: &[Series]) -> Result<String, String> {
+    let tails: Vec<Series> = curves
         .iter()
         .map(|(label, points)| {
             let tail = points
                 .iter()
-                .map(|&(x, q)| (x, (1.0 - q).max(floor)))
+                .map(|&(x, q)| (x, (1.0 - q).max(TAIL_FLOOR)))
                 .collect();
             (label.clone(), tail)
         })
         .collect();
     let (lo, hi) = x_range(&tails);
-    draw(|plot, legend| {
-        let mut chart = ChartBuilder::on(plot)
-            .caption(title, ("sans-serif", 18))
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(60)
-            .build_cartesian_2d((lo..hi).log_scale(), (floor * 0.9..1.0).log_scale())
+    let page = Page::new(options, RUN_PAGE);
+    let labels = labels_of(&tails);
+    draw(&page, &labels, |area, shown| {
+        let mut chart = chart_on(&page, area, title, 6)
+            .build_cartesian_2d((lo..hi).log_scale(), (TAIL_FLOOR * 0.9..1.0).log_scale())
             .map_err(err)?;
         chart
             .configure_mesh()
             .x_desc("latency (µs, log scale)")
-            .y_desc("fraction of bios slower (log)")
-            .x_label_formatter(&|x| log_tick(*x))
+            .y_desc("fraction slower (log)")
+            .x_label_formatter(&|x| log_tick(*x, lo, hi))
             .y_label_formatter(&|y| fraction_tick(*y))
+            .label_style(page.label_font())
+            .axis_desc_style(page.label_font())
             .light_line_style(WHITE)
             .draw()
             .map_err(err)?;
-        lines(&mut chart, &tails)?;
-        draw_legend(legend, &tails)
+        lines(&page, &mut chart, &tails, shown)
     })
 }
 
+/// A chart builder on `area` with `page`'s margins, label areas (y tick labels up to
+/// `y_chars` long) and title.
+fn chart_on<'a, 'b>(
+    page: &Page,
+    area: &'a page::Area<'b>,
+    title: &str,
+    y_chars: usize,
+) -> ChartBuilder<'a, 'b, SVGBackend<'b>> {
+    captioned(page, area, page.title(title), y_chars)
+}
+
+/// A chart builder on `area` with `page`'s margins and label areas, and `caption` above.
+fn captioned<'a, 'b>(
+    page: &Page,
+    area: &'a page::Area<'b>,
+    caption: Option<String>,
+    y_chars: usize,
+) -> ChartBuilder<'a, 'b, SVGBackend<'b>> {
+    let mut builder = ChartBuilder::on(area);
+    builder
+        .margin(page.margin())
+        .x_label_area_size(page.x_label_area())
+        .y_label_area_size(page.y_label_area(y_chars));
+    if let Some(caption) = caption {
+        builder.caption(caption, page.caption_font());
+    }
+    builder
+}
+
+/// The labels of `series`, in order.
+fn labels_of(series: &[Series]) -> Vec<String> {
+    series.iter().map(|(label, _)| label.clone()).collect()
+}
+
 /// The x range of `curves`, padded, for a log axis.
-fn x_range(curves: &[(String, Vec<(f64, f64)>)]) -> (f64, f64) {
+fn x_range(curves: &[Series]) -> (f64, f64) {
     let (lo, hi) = curves
         .iter()
         .flat_map(|(_, p)| p.iter().map(|&(x, _)| x))
@@ -274,32 +303,34 @@ fn x_range(curves: &[(String, Vec<(f64, f64)>)]) -> (f64, f64) {
     }
 }
 
-/// CDF curves (x in µs) on one chart with a log x axis fitted to them.
+/// CDF curves (x in µs) on one chart: a log x axis fitted to them, the fraction from 0 to 1.
 fn cdf_chart(
+    options: &Options,
     title: &str,
     x_desc: &str,
     y_desc: &str,
-    curves: &[(String, Vec<(f64, f64)>)],
+    curves: &[Series],
 ) -> Result<String, String> {
     let (lo, hi) = x_range(curves);
-    draw(|plot, legend| {
-        let mut chart = ChartBuilder::on(plot)
-            .caption(title, ("sans-serif", 18))
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(55)
-            .build_cartesian_2d((lo..hi).log_scale(), 0f64..1.0)
+    let page = Page::new(options, RUN_PAGE);
+    let labels = labels_of(curves);
+    draw(&page, &labels, |area, shown| {
+        let mut chart = chart_on(&page, area, title, 3)
+            .build_cartesian_2d((lo..hi).log_scale(), 0f64..1.0001)
             .map_err(err)?;
         chart
             .configure_mesh()
             .x_desc(x_desc)
             .y_desc(y_desc)
-            .x_label_formatter(&|x| log_tick(*x))
+            .x_label_formatter(&|x| log_tick(*x, lo, hi))
+            .y_labels(6)
+            .y_label_formatter(&|y| tick(*y))
+            .label_style(page.label_font())
+            .axis_desc_style(page.label_font())
             .light_line_style(WHITE)
             .draw()
             .map_err(err)?;
-        lines(&mut chart, curves)?;
-        draw_legend(legend, curves)
+        lines(&page, &mut chart, curves, shown)
     })
 }
 
@@ -309,7 +340,7 @@ fn cdf_chart(
 /// # Errors
 /// Drawing failed.
 pub fn distributions(title: &str, series: &[(String, &[f64])]) -> Result<String, String> {
-    let curves: Vec<(String, Vec<(f64, f64)>)> = series
+    let curves: Vec<Series> = series
         .iter()
         .map(|(label, sorted)| {
             let n = sorted.len().max(1) as f64;
@@ -323,6 +354,7 @@ pub fn distributions(title: &str, series: &[(String, &[f64])]) -> Result<String,
         })
         .collect();
     cdf_chart(
+        &Options::default(),
         title,
         "response time (µs, log scale)",
         "fraction of requests",
@@ -330,191 +362,143 @@ pub fn distributions(title: &str, series: &[(String, &[f64])]) -> Result<String,
     )
 }
 
-/// Bios completed per second by each ctx, from the run's 10 ms timeline.
-fn iops_over_time(doc: &Value) -> Result<String, String> {
-    let names = job_names(doc);
-    let mut series: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
-    for (index, job) in doc["jobs"].as_array().into_iter().flatten().enumerate() {
-        let timeline = &job["schedhost"]["timeline"];
-        let bucket_ns = timeline["bucket_ns"].as_f64().unwrap_or(1e7);
-        // A zero or absurd width would draw an unbounded axis (plotters never returns).
-        if !(1.0..=1e18).contains(&bucket_ns) {
-            return Err(format!(
-                "jobs[{index}].schedhost.timeline.bucket_ns is {bucket_ns}: expected nanoseconds from 1 to 1e18"
-            ));
-        }
-        let bucket_s = bucket_ns / 1e9;
-        let counts: Vec<f64> = timeline["ios"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(plausible)
-            .filter(|n| *n >= 0.0)
-            .collect();
-        // Long runs are drawn with wider bins, about 200 across the plot.
-        let group = counts.len().div_ceil(200).max(1);
-        let points = counts
-            .chunks(group)
-            .enumerate()
-            .map(|(i, c)| {
-                let width = bucket_s * c.len() as f64;
-                ((i * group) as f64 * bucket_s, c.iter().sum::<f64>() / width)
-            })
-            .collect();
-        series.push((names.get(index).cloned().unwrap_or_default(), points));
+/// Bios completed per second by each job, from the run's 10 ms timeline: on one linear or
+/// log axis, or a panel per job.
+fn iops_over_time(doc: &Value, options: &Options) -> Result<String, String> {
+    let mut series: Vec<Series> = Vec::new();
+    for (index, job) in series::jobs(doc, options).iter().enumerate() {
+        series.push((job.name.clone(), job.iops(index)?));
     }
     let end = series
         .iter()
         .filter_map(|(_, p)| p.last().map(|l| l.0))
         .fold(0f64, f64::max)
         .max(0.01);
+    let title = run_title(doc);
+    let labels = labels_of(&series);
+    if options.panels {
+        let tall = (RUN_PAGE.0, 0.9 + 1.1 * series.len().clamp(1, 6) as f64);
+        let page = Page::new(options, tall);
+        return draw(&page, &labels, |area, shown| {
+            let area = match page.title(&title) {
+                Some(title) => area.titled(&title, page.caption_font()).map_err(err)?,
+                None => area.clone(),
+            };
+            let panels = area.split_evenly((shown.max(1), 1));
+            let last = shown.min(series.len()).saturating_sub(1);
+            for (k, panel) in panels.iter().enumerate().take(series.len()) {
+                // Each panel is captioned by its job; only the bottom one names the x axis.
+                let caption = Some(series[k].0.clone());
+                let one = &series[k..=k];
+                iops_panel(&page, panel, caption, k == last, end, one, k, options.y)?;
+            }
+            Ok(())
+        });
+    }
+    let page = Page::new(options, RUN_PAGE);
+    draw(&page, &labels, |area, shown| {
+        let caption = page.title(&title);
+        iops_panel(
+            &page,
+            area,
+            caption,
+            true,
+            end,
+            &series[..shown],
+            0,
+            options.y,
+        )
+    })
+}
+
+/// One IOPS chart of `series` over `0..end` seconds, the first in look `first`, with the x
+/// axis described if `x_desc`.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one chart's every choice, each named"
+)]
+fn iops_panel(
+    page: &Page,
+    area: &page::Area<'_>,
+    caption: Option<String>,
+    x_desc: bool,
+    end: f64,
+    series: &[Series],
+    first: usize,
+    scale: Scale,
+) -> Result<(), String> {
     let top = series
         .iter()
         .flat_map(|(_, p)| p.iter().map(|&(_, y)| y))
         .fold(0f64, f64::max)
-        .max(1.0)
-        * 1.1;
-    let title = format!("Bios completed per second, per ctx: {}", run_title(doc));
-    draw(|plot, legend| {
-        let mut chart = ChartBuilder::on(plot)
-            .caption(title, ("sans-serif", 18))
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(65)
-            .build_cartesian_2d(0f64..end * 1.02, 0f64..top)
+        .max(1.0);
+    let mut builder = captioned(page, area, caption, 5);
+    let x = 0f64..end * 1.02;
+    let x_desc = if x_desc { "time (s)" } else { "" };
+    if scale == Scale::Log {
+        // Seconds without a completion sit on the axis's floor, one bio per second.
+        let floored: Vec<Series> = series
+            .iter()
+            .map(|(l, p)| (l.clone(), p.iter().map(|&(t, y)| (t, y.max(1.0))).collect()))
+            .collect();
+        let hi = top * 1.5;
+        let mut chart = builder
+            .build_cartesian_2d(x, (0.8f64..hi).log_scale())
             .map_err(err)?;
         chart
             .configure_mesh()
-            .x_desc("time (s)")
-            .y_desc("IOPS")
-            .y_label_formatter(&|y| tick(*y))
+            .x_desc(x_desc)
+            .x_labels(6)
+            .x_label_formatter(&|t| tick(*t))
+            .y_desc("IOPS (log)")
+            .y_label_formatter(&|y| log_tick(*y, 0.8, hi))
+            .label_style(page.label_font())
+            .axis_desc_style(page.label_font())
             .light_line_style(WHITE)
             .draw()
             .map_err(err)?;
-        lines(&mut chart, &series)?;
-        draw_legend(legend, &series)
-    })
-}
-
-/// Series `i`'s look: a colour and a dash, both cycling (8 colours, 4 dashes), so no two
-/// of the first eight look alike and lines drawn over one another still both show.
-fn look(i: usize) -> (RGBColor, Option<(u32, u32)>) {
-    const DASHES: [Option<(u32, u32)>; 4] = [None, Some((10, 5)), Some((3, 4)), Some((16, 4))];
-    (PALETTE[i % PALETTE.len()], DASHES[i % DASHES.len()])
-}
-
-/// Draws each (label, points) series as a line in its [`look`].
-fn lines<'a, X, Y>(
-    chart: &mut ChartContext<'a, SVGBackend<'a>, Cartesian2d<X, Y>>,
-    series: &[(String, Vec<(f64, f64)>)],
-) -> Result<(), String>
-where
-    X: Ranged<ValueType = f64>,
-    Y: Ranged<ValueType = f64>,
-{
-    for (i, (_, points)) in series.iter().take(MAX_SERIES).enumerate() {
-        let points: Vec<(f64, f64)> = thinned(points).collect();
-        lines_from(chart, i, &points)?;
-    }
-    Ok(())
-}
-
-/// The legend in its own column beside the plot: each series' look and label, as many as
-/// fit, and how many more were left out.
-fn draw_legend(
-    area: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
-    series: &[(String, Vec<(f64, f64)>)],
-) -> Result<(), String> {
-    let row = 20;
-    let fit = ((SIZE.1 as i32 - 60) / row).max(1) as usize;
-    let shown = series.len().min(MAX_SERIES).min(fit);
-    for (i, (label, _)) in series.iter().take(shown).enumerate() {
-        let y = 50 + i as i32 * row;
-        let (colour, dash) = look(i);
-        let style = colour.stroke_width(2);
-        let ends = vec![(8, y), (40, y)];
-        match dash {
-            None => area.draw(&PathElement::new(ends, style)).map_err(err)?,
-            Some((on, off)) => area
-                .draw(&DashedPathElement::new(ends, on, off, style))
-                .map_err(err)?,
+        for (k, (_, points)) in floored.iter().enumerate() {
+            line(page, &mut chart, first + k, points)?;
         }
-        let mut text: String = label.chars().take(30).collect();
-        if label.chars().count() > 30 {
-            text.push_str("...");
+        Ok(())
+    } else {
+        let mut chart = builder
+            .build_cartesian_2d(x, 0f64..top * 1.1)
+            .map_err(err)?;
+        chart
+            .configure_mesh()
+            .x_desc(x_desc)
+            .x_labels(6)
+            .x_label_formatter(&|t| tick(*t))
+            .y_desc("IOPS")
+            .y_labels(5)
+            .y_label_formatter(&|y| tick(*y))
+            .label_style(page.label_font())
+            .axis_desc_style(page.label_font())
+            .light_line_style(WHITE)
+            .draw()
+            .map_err(err)?;
+        for (k, (_, points)) in series.iter().enumerate() {
+            line(page, &mut chart, first + k, points)?;
         }
-        area.draw(&Text::new(text, (48, y - 7), ("sans-serif", 13)))
-            .map_err(err)?;
-    }
-    if series.len() > shown {
-        let y = 50 + shown as i32 * row;
-        let more = format!("(and {} more, not drawn)", series.len() - shown);
-        area.draw(&Text::new(more, (8, y - 7), ("sans-serif", 13)))
-            .map_err(err)?;
-    }
-    Ok(())
-}
-
-/// At most [`MAX_POINTS_PER_SERIES`] of `points`, evenly spaced, the last one included.
-fn thinned(points: &[(f64, f64)]) -> impl Iterator<Item = (f64, f64)> + '_ {
-    let step = points.len().div_ceil(MAX_POINTS_PER_SERIES).max(1);
-    let last = points.len().saturating_sub(1);
-    points
-        .iter()
-        .enumerate()
-        .filter(move |(i, _)| i % step == 0 || *i == last)
-        .map(|(_, &p)| p)
-}
-
-/// Series `k`'s line through `points` in its [`look`].
-fn lines_from<'a, X, Y>(
-    chart: &mut ChartContext<'a, SVGBackend<'a>, Cartesian2d<X, Y>>,
-    k: usize,
-    points: &[(f64, f64)],
-) -> Result<(), String>
-where
-    X: Ranged<ValueType = f64>,
-    Y: Ranged<ValueType = f64>,
-{
-    let (colour, dash) = look(k);
-    let style = colour.stroke_width(2);
-    match dash {
-        None => chart
-            .draw_series(LineSeries::new(points.iter().copied(), style))
-            .map(|_| ())
-            .map_err(err),
-        Some((on, off)) => chart
-            .draw_series(DashedLineSeries::new(points.to_vec(), on, off, style))
-            .map(|_| ())
-            .map_err(err),
+        Ok(())
     }
 }
 
-/// A drawing area of a plot.
-type Area<'a> = DrawingArea<SVGBackend<'a>, plotters::coord::Shift>;
-
-/// Runs `paint` on a white SVG canvas, split into the plot and the legend column at its
-/// right, and returns the SVG text.
-fn draw(paint: impl FnOnce(&Area<'_>, &Area<'_>) -> Result<(), String>) -> Result<String, String> {
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
-        root.fill(&WHITE).map_err(err)?;
-        let (plot, legend) = root.split_horizontally(SIZE.0 - LEGEND_WIDTH);
-        paint(&plot, &legend)?;
-        root.present().map_err(err)?;
-    }
-    Ok(svg)
-}
-
-/// A log axis's tick label: only at 1, 2 and 5 times a power of ten, so the labels of a
-/// decade's crowded upper ticks do not run into one another.
-fn log_tick(v: f64) -> String {
+/// A tick's label on a log axis from `lo` to `hi`: at 1, 2 and 5 times a power of ten over
+/// a span of two decades or less, else at powers of ten only, so that labels never run
+/// into one another at a column's width.
+fn log_tick(v: f64, lo: f64, hi: f64) -> String {
     if !(v.is_finite() && v > 0.0) {
         return String::new();
     }
     let lead = v / 10f64.powf(v.log10().floor());
-    if [1.0, 2.0, 5.0].iter().any(|d| (lead - d).abs() < 1e-6 * d) {
+    let leads: &[f64] = if hi / lo > 100.0 {
+        &[1.0]
+    } else {
+        &[1.0, 2.0, 5.0]
+    };
+    if leads.iter().any(|d| (lead - d).abs() < 1e-6 * d) {
         tick(v)
     } else {
         String::new()
@@ -600,7 +584,7 @@ mod tests {
         let policies: Vec<String> = (0..1000).map(|i| format!("p{i}")).collect();
         let rows: Vec<Value> = (0..1000).map(|_| json!({})).collect();
         let doc = json!({ "policies": policies, "rows": rows });
-        let err = compare(&doc).unwrap_err();
+        let err = compare(&doc, &Options::default()).unwrap_err();
         assert!(err.contains("at most 64 policies"), "{err}");
         let many: Vec<Value> = (0..100)
             .map(|c| json!({ "jobname": "j", "schedhost": {
@@ -610,7 +594,7 @@ mod tests {
             }}))
             .collect();
         let doc = json!({ "jobs": many, "schedhost": { "policy": { "name": "noop" } } });
-        let svgs = runs(&[&doc]).unwrap();
+        let svgs = runs(&[&doc], &Options::default()).unwrap();
         let total: usize = svgs.iter().map(|(_, svg)| svg.len()).sum();
         // 64 lines of at most 2000 points, not 100 of 3000.
         assert!(total < 4 << 20, "{total} bytes of SVG");
@@ -629,7 +613,7 @@ mod tests {
         assert_eq!(labels, ["45k", "2.5M", "100", "0.25", "0", "1500", "12.5"]);
         let log: Vec<String> = [1000.0, 2000.0, 3000.0, 5000.0, 7000.0, 9000.0]
             .iter()
-            .map(|&v| log_tick(v))
+            .map(|&v| log_tick(v, 500.0, 20_000.0))
             .collect();
         assert_eq!(
             log,
@@ -639,10 +623,77 @@ mod tests {
     }
 
     #[test]
+    fn a_log_axis_over_more_than_two_decades_labels_only_its_powers_of_ten() {
+        let labels: Vec<String> = [10.0, 20.0, 50.0, 100.0]
+            .iter()
+            .map(|&v| log_tick(v, 1.0, 10_000.0))
+            .collect();
+        assert_eq!(labels, ["10", "", "", "100"]);
+    }
+
+    #[test]
+    fn a_page_states_its_size_in_inches_and_its_text_in_points() {
+        let doc = report(json!(10_000_000), json!([5, 6, 7]));
+        let options = Options {
+            size_in: Some((3.5, 2.5)),
+            font_pt: 9.0,
+            ..Options::default()
+        };
+        let (name, svg) = runs(&[&doc], &options).unwrap().remove(0);
+        assert_eq!(
+            name, "latency-tail.svg",
+            "the tail is the default latency plot"
+        );
+        assert!(
+            svg.contains("width=\"3.5in\" height=\"2.5in\" viewBox=\"0 0 336 240\""),
+            "{}",
+            &svg[..200]
+        );
+        // 9 pt at 96 pixels per inch: 12 px.
+        assert!(svg.contains("font-size=\"12\""), "axis labels at 9 pt");
+        let png = png(&svg, 300).unwrap();
+        let width = u32::from_be_bytes(png[16..20].try_into().unwrap());
+        assert_eq!(width, 1050, "3.5 inches at 300 dpi");
+    }
+
+    #[test]
+    fn compare_goes_log_where_its_means_span_more_than_a_decade_and_needs_no_legend_without_a_sweep()
+     {
+        let table = |slow: f64| {
+            json!({ "policies": ["noop @ sim:ssd", "cfq @ sim:ssd"], "label": "p99 read latency (ms)",
+                    "sweep": "", "rows": [{ "value": "", "cells": [
+                        { "mean": 0.148, "stddev": 0, "device": "sim:ssd" },
+                        { "mean": slow, "stddev": 0, "device": "sim:ssd" }] }] })
+        };
+        let (_, wide) = compare(&table(20.0), &Options::default()).unwrap();
+        assert!(
+            wide.contains("p99 read latency (ms, log)"),
+            "0.148 and 20 span two decades"
+        );
+        assert!(
+            wide.contains("\n1\n</text>") && wide.contains("\n10\n</text>"),
+            "decades labelled"
+        );
+        let (_, near) = compare(&table(0.3), &Options::default()).unwrap();
+        assert!(
+            near.contains("p99 read latency (ms)\n"),
+            "linear within a decade"
+        );
+        let linear = Options {
+            y: Scale::Linear,
+            ..Options::default()
+        };
+        let (_, forced) = compare(&table(20.0), &linear).unwrap();
+        assert!(!forced.contains(", log)"), "--y linear");
+        // The x axis names the policies: a legend would only repeat it.
+        assert_eq!(wide.matches(">\nnoop\n</text>").count(), 1);
+    }
+
+    #[test]
     fn every_run_plot_renders_to_a_png_and_a_pdf() {
         let doc = report(json!(10_000_000), json!([5, 6, 7]));
-        for (name, svg) in runs(&[&doc]).unwrap() {
-            let png = png(&svg).unwrap();
+        for (name, svg) in runs(&[&doc], &Options::default()).unwrap() {
+            let png = png(&svg, 300).unwrap();
             assert!(png.starts_with(b"\x89PNG"), "{name}");
             let pdf = pdf(&svg).unwrap();
             assert!(pdf.starts_with(b"%PDF"), "{name}");
@@ -652,7 +703,7 @@ mod tests {
     #[test]
     fn a_machine_without_fonts_still_gets_its_pdf_without_the_text() {
         let doc = report(json!(10_000_000), json!([5, 6, 7]));
-        let (_, svg) = runs(&[&doc]).unwrap().remove(0);
+        let (_, svg) = runs(&[&doc], &Options::default()).unwrap().remove(0);
         let none = std::sync::Arc::new(resvg::usvg::fontdb::Database::new());
         let tree = parsed_with(&svg, &none).unwrap();
         let pdf = svg2pdf::to_pdf(
@@ -667,7 +718,7 @@ mod tests {
     #[test]
     fn a_zero_bucket_width_is_an_error_naming_the_field_not_a_hang() {
         let doc = report(json!(0), json!([1, 2, 3]));
-        let err = runs(&[&doc]).unwrap_err();
+        let err = runs(&[&doc], &Options::default()).unwrap_err();
         assert!(
             err.contains("jobs[0].schedhost.timeline.bucket_ns"),
             "{err}"
@@ -677,6 +728,6 @@ mod tests {
     #[test]
     fn absurd_values_in_a_report_are_left_out_of_the_axes() {
         let doc = report(json!(10_000_000), json!([1, 1e300, 3]));
-        assert!(runs(&[&doc]).is_ok());
+        assert!(runs(&[&doc], &Options::default()).is_ok());
     }
 }

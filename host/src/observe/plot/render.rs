@@ -1,19 +1,27 @@
 //! A plot's SVG as PNG and PDF, its text in the system's fonts.
 
-/// `svg` rendered to PNG at its own size, its text in the system's fonts (a machine with no
-/// fonts gets the lines and no text).
+/// `svg` rendered to PNG at `dpi` dots per inch of its stated size, its text in the
+/// system's fonts (a machine with no fonts gets the lines and no text).
 ///
 /// # Errors
-/// The SVG does not parse, or the picture cannot be encoded.
-pub fn png(svg: &str) -> Result<Vec<u8>, String> {
+/// The SVG does not parse, `dpi` is outside 10..=1200, or the picture cannot be encoded.
+pub fn png(svg: &str, dpi: u32) -> Result<Vec<u8>, String> {
+    if !(10..=1200).contains(&dpi) {
+        return Err(format!("{dpi} dpi: expected 10 to 1200"));
+    }
     let tree = parsed(svg)?;
-    let size = tree.size().to_int_size();
+    let scale = dpi as f32 / super::page::PX_PER_INCH as f32;
+    let size = tree
+        .size()
+        .to_int_size()
+        .scale_by(scale)
+        .ok_or("the plot has no area")?;
     let mut pixmap =
         resvg::tiny_skia::Pixmap::new(size.width(), size.height()).ok_or("the plot has no area")?;
     pixmap.fill(resvg::tiny_skia::Color::WHITE);
     resvg::render(
         &tree,
-        resvg::tiny_skia::Transform::default(),
+        resvg::tiny_skia::Transform::from_scale(scale, scale),
         &mut pixmap.as_mut(),
     );
     pixmap
