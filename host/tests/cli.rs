@@ -724,7 +724,7 @@ fn run_plot_draws_the_latency_tail_and_iops_per_job_that_render() {
     }
     let tail = std::fs::read_to_string(dir.join("latency-tail.svg")).unwrap();
     assert!(
-        tail.contains("r.1 read") && !tail.contains("ctx1"),
+        tail.contains("\nr.1\n</text>") && !tail.contains("ctx1"),
         "the legend names each clone of the job, not its ctx"
     );
     for label in ["0.0001", "0.001", "0.01", "0.1"] {
@@ -3015,7 +3015,7 @@ fn overlaid_runs_are_titled_by_their_policies_against_one_another() {
         "one title for the overlay"
     );
     assert!(
-        cdf.contains("native:cfq r read"),
+        cdf.contains("\nnative:cfq r\n</text>"),
         "each run's job in the legend"
     );
 }
@@ -3154,7 +3154,10 @@ fn plot_options_set_the_page_in_inches_the_text_in_points_the_scales_and_the_ser
     let out = plot(&["--series", "r.0"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let tail = read("latency-tail.svg");
-    assert!(tail.contains("r.0 read") && !tail.contains("r.1 read") && !tail.contains("w write"));
+    assert!(
+        tail.contains("\nr.0\n</text>") && !tail.contains("r.1") && !tail.contains("\nw"),
+        "--series r.0 draws that clone alone, named without a direction when it is the only one"
+    );
     let out = plot(&["--series", "reader"]);
     assert_fails_with(&out, "--series reader: no job of that name");
     let out = plot(&["--size", "0x3"]);

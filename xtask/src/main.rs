@@ -26,6 +26,7 @@ cargo xtask <command>
   bench-fio [--file PATH] [--rounds N] [--seconds S] [--only LABEL] [--baseline BINARY]
                       raw fio against schedhost's noop, deadline and cfq on one file (needs fio);
                       with --baseline, each policy under an older schedhost binary as well
+  docs-plots          draw every plot kind from the example jobs into docs/plots/ (PNG, 200 dpi)
   readme-reproduce    build (release), run `schedhost reproduce all` and put its tables into the
                       README between the reproduce markers
   bench-affinity [--file PATH] [--rounds N]
@@ -114,6 +115,10 @@ fn run(args: Vec<String>) -> Result<()> {
                 }
             }
             bench_fio::run(&root, file, rounds, seconds, only, baseline.as_deref())
+        }
+        ["docs-plots"] => {
+            build_host(&root, Profile::Dev)?;
+            docs_plots(&root)
         }
         ["readme-reproduce"] => {
             build_all(&root)?;
@@ -535,6 +540,123 @@ fn cargo_status(root: &Path, cmd: &mut Command) -> Result<()> {
         "{:?} failed ({status})",
         cmd.get_program()
     );
+    Ok(())
+}
+
+/// Draws each plot kind from the example jobs (simulated, so the same every time) into
+/// `docs/plots/` as PNGs, through the CLI as a user would.
+fn docs_plots(root: &Path) -> Result<()> {
+    let out = root.join("docs/plots");
+    let scratch = root.join("target/docs-plots");
+    fs::create_dir_all(&scratch).context("creating target/docs-plots")?;
+    fs::create_dir_all(&out).context("creating docs/plots")?;
+    let schedhost = root.join("target/debug/schedhost");
+    let run = |args: &[&str]| -> Result<Vec<u8>> {
+        let output = Command::new(&schedhost)
+            .args(args)
+            .current_dir(root)
+            .stderr(Stdio::inherit())
+            .output()
+            .context("running schedhost")?;
+        ensure!(
+            output.status.success(),
+            "schedhost {} failed",
+            args.join(" ")
+        );
+        Ok(output.stdout)
+    };
+    let json = |name: &str, args: &[&str]| -> Result<String> {
+        let path = scratch.join(name);
+        let mut all = args.to_vec();
+        all.extend(["--output-format", "json"]);
+        fs::write(&path, run(&all)?).with_context(|| format!("writing {}", path.display()))?;
+        Ok(path.to_string_lossy().into_owned())
+    };
+    let four = "examples/jobs/seed1-four-readers.fio";
+    let noop = json("noop.json", &["--policy", "native:noop", four])?;
+    let cfq = json("cfq.json", &["--policy", "native:cfq", four])?;
+    let mixed = json(
+        "mixed.json",
+        &[
+            "--policy",
+            "native:cfq",
+            "--device",
+            "sim:ssd",
+            "examples/jobs/readers-and-writer.fio",
+        ],
+    )?;
+    let sweep = scratch.join("sweep.json").to_string_lossy().into_owned();
+    run(&[
+        "compare",
+        "-p",
+        "native:noop",
+        "-p",
+        "native:deadline",
+        "-p",
+        "native:cfq",
+        "--sweep",
+        "numjobs=1,2,4,8",
+        "--json",
+        &sweep,
+        "examples/jobs/seed1-sequential-readers.fio",
+        "--runtime=1s",
+    ])?;
+    let devices = scratch.join("devices.json").to_string_lossy().into_owned();
+    run(&[
+        "compare",
+        "-p",
+        "native:noop",
+        "-p",
+        "native:deadline",
+        "-p",
+        "native:cfq",
+        "--device",
+        "sim:ssd",
+        "--device",
+        "sim:hdd",
+        "--metric",
+        "read-p99-lat",
+        "--json",
+        &devices,
+        "--name=r",
+        "--rw=randread",
+        "--size=256m",
+        "--iodepth=8",
+        "--runtime=200ms",
+        "--time_based",
+    ])?;
+    // (plot arguments, the file it draws, its name in docs/plots/)
+    let plots: [(Vec<&str>, &str, &str); 6] = [
+        (
+            vec![&noop, &cfq, "--per-job"],
+            "latency-tail.png",
+            "latency-tail.png",
+        ),
+        (
+            vec![&noop, &cfq, "--per-job", "--latency", "cdf"],
+            "latency-cdf.png",
+            "latency-cdf.png",
+        ),
+        (vec![&cfq], "iops.png", "iops.png"),
+        (
+            vec![&mixed, "--per-job", "--panels", "--y", "log"],
+            "iops.png",
+            "iops-panels-log.png",
+        ),
+        (vec![&sweep], "compare.png", "compare-sweep.png"),
+        (vec![&devices], "compare.png", "compare-devices.png"),
+    ];
+    for (args, drawn, name) in plots {
+        let dir = scratch.join("drawn");
+        let mut all = vec!["plot"];
+        all.extend(args);
+        let dir_text = dir.to_string_lossy().into_owned();
+        all.extend(["--out", &dir_text, "--dpi", "200"]);
+        run(&all)?;
+        fs::copy(dir.join(drawn), out.join(name))
+            .with_context(|| format!("copying {drawn} to docs/plots/{name}"))?;
+        println!("docs/plots/{name}");
+    }
     Ok(())
 }
 

@@ -161,6 +161,7 @@ pub fn compare(doc: &Value, options: &Options) -> Result<Svg, String> {
                     chart
                         .configure_mesh()
                         .x_labels(n.min(40))
+                        .y_labels(6)
                         .x_label_formatter(&x_label)
                         .x_desc(x_desc.clone())
                         .y_desc(if log { log_desc(&label) } else { label.clone() })

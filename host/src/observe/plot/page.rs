@@ -256,7 +256,7 @@ fn draw_legend(
     }
     if legend.hidden > 0 {
         let (x, y) = at(legend.shown);
-        let more = format!("(and {} more, not drawn)", legend.hidden);
+        let more = format!("(and {} more, not drawn: --size, --series)", legend.hidden);
         area.draw(&Text::new(more, (x, y - (page.font * 0.55) as i32), font))
             .map_err(err)?;
     }

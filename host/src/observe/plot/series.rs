@@ -232,9 +232,10 @@ fn merged(curves: &[(f64, Vec<(f64, f64)>)]) -> Vec<(f64, f64)> {
 }
 
 /// The latency series of `docs`: a curve per run, job and direction with completions,
-/// named by job (and by run, when several are overlaid).
+/// named by job (and by run, when several are overlaid; by direction, when both have
+/// curves).
 pub(super) fn latency_curves(docs: &[&Value], options: &Options) -> Vec<Series> {
-    let mut curves = Vec::new();
+    let mut curves: Vec<(String, &str, Vec<(f64, f64)>)> = Vec::new();
     for doc in docs {
         let run = super::run_label(doc);
         for job in jobs(doc, options) {
@@ -244,15 +245,37 @@ pub(super) fn latency_curves(docs: &[&Value], options: &Options) -> Vec<Series> 
                     continue;
                 }
                 let name = if docs.len() > 1 {
-                    format!("{run} {} {dir}", job.name)
+                    format!("{run} {}", job.name)
                 } else {
-                    format!("{} {dir}", job.name)
+                    job.name.clone()
                 };
-                curves.push((name, points));
+                curves.push((name, dir, points));
             }
         }
     }
+    let both = curves.iter().any(|c| c.1 == "read") && curves.iter().any(|c| c.1 == "write");
     curves
+        .into_iter()
+        .map(|(name, dir, points)| {
+            let name = if both { format!("{name} {dir}") } else { name };
+            (name, steps(&points))
+        })
+        .collect()
+}
+
+/// A CDF's points drawn as the step function it is: between two measured points the
+/// fraction stays where it was, so no line suggests latencies between them that no bio had.
+fn steps(points: &[(f64, f64)]) -> Vec<(f64, f64)> {
+    let mut out = Vec::with_capacity(points.len() * 2);
+    for pair in points.windows(2) {
+        let ((x0, f0), (x1, _)) = (pair[0], pair[1]);
+        out.push((x0, f0));
+        if x1 > x0 {
+            out.push((x1, f0));
+        }
+    }
+    out.extend(points.last());
+    out
 }
 
 #[cfg(test)]
@@ -283,6 +306,12 @@ mod tests {
         assert_eq!(jobs.len(), 1);
         assert_eq!(jobs[0].name, "r");
         assert_eq!(jobs[0].latency_cdf("read"), [(1.0, 0.75), (9.0, 1.0)]);
+        let curves = latency_curves(&[&doc], &options);
+        assert_eq!(
+            curves[0].1,
+            [(1.0, 0.75), (9.0, 0.75), (9.0, 1.0)],
+            "drawn as steps, no slope between measured points"
+        );
         let iops = jobs[0].iops(0).unwrap();
         assert_eq!(iops[0], (0.0, 40_000.0), "400 bios in 10 ms");
         let apart = super::jobs(&doc, &Options::default());
