@@ -6,6 +6,9 @@ use serde_json::Value;
 
 use super::{Options, Series, plausible};
 
+/// One curve's points.
+type Points = Vec<(f64, f64)>;
+
 /// A job of a report as a plot shows it: one entry, or (`--per-job`) a job's clones
 /// together.
 #[derive(Debug)]
@@ -235,7 +238,8 @@ fn merged(curves: &[(f64, Vec<(f64, f64)>)]) -> Vec<(f64, f64)> {
 /// named by job (and by run, when several are overlaid; by direction, when both have
 /// curves).
 pub(super) fn latency_curves(docs: &[&Value], options: &Options) -> Vec<Series> {
-    let mut curves: Vec<(String, &str, Vec<(f64, f64)>)> = Vec::new();
+    // (name, direction, points)
+    let mut curves: Vec<(String, &str, Points)> = Vec::new();
     for doc in docs {
         let run = super::run_label(doc);
         for job in jobs(doc, options) {
