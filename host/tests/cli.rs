@@ -5,7 +5,7 @@
     reason = "a failed unwrap is a failed test, with its location"
 )]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 fn schedhost(args: &[&str]) -> Output {
@@ -3162,4 +3162,55 @@ fn plot_options_set_the_page_in_inches_the_text_in_points_the_scales_and_the_ser
     assert_fails_with(&out, "--series reader: no job of that name");
     let out = plot(&["--size", "0x3"]);
     assert_fails_with(&out, "expected WIDTHxHEIGHT in inches");
+}
+
+/// The code blocks of the README that follow a `<!-- runnable -->` line, in order.
+fn readme_runnable_blocks() -> Vec<String> {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"))
+        .unwrap();
+    let mut blocks = Vec::new();
+    let mut lines = readme.lines();
+    while let Some(line) = lines.next() {
+        if line.trim() != "<!-- runnable -->" {
+            continue;
+        }
+        let fence = lines.next().unwrap_or_default();
+        assert!(
+            fence.starts_with("```"),
+            "a runnable mark must stand right above a code block, not {fence:?}"
+        );
+        let block: Vec<&str> = lines.by_ref().take_while(|l| !l.starts_with("```")).collect();
+        blocks.push(block.join("\n"));
+    }
+    blocks
+}
+
+#[test]
+fn the_readmes_runnable_blocks_run_as_written_after_the_two_set_up_commands() {
+    if built_component("cfq").is_none() || built_component("cscan").is_none() {
+        return;
+    }
+    let blocks = readme_runnable_blocks();
+    assert!(blocks.len() >= 5, "the tour's blocks are marked: {} found", blocks.len());
+    // As a user in the repository: its examples at hand, the binary on PATH as the README
+    // puts it there, and whatever the blocks write kept out of the checkout.
+    let dir = real_dir("readme_blocks");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    std::os::unix::fs::symlink(root.join("examples"), dir.join("examples")).unwrap();
+    let bin = Path::new(env!("CARGO_BIN_EXE_schedhost")).parent().unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    for block in &blocks {
+        let out = Command::new("bash")
+            .args(["-euo", "pipefail", "-c", block])
+            .current_dir(&dir)
+            .env("PATH", &path)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "README block failed:\n{block}\n--- stderr ---\n{}",
+            stderr(&out)
+        );
+    }
+    assert!(dir.join("overlay/latency-tail.png").is_file(), "the plot block drew");
 }

@@ -27,8 +27,8 @@ cargo xtask <command>
                       raw fio against schedhost's noop, deadline and cfq on one file (needs fio);
                       with --baseline, each policy under an older schedhost binary as well
   docs-plots          draw every plot kind from the example jobs into docs/plots/ (PNG, 200 dpi)
-  readme-reproduce    build (release), run `schedhost reproduce all` and put its tables into the
-                      README between the reproduce markers
+  docs-reproduce      build (release), run `schedhost reproduce all` and put its tables into
+                      docs/reproduce.md between the reproduce markers
   bench-affinity [--file PATH] [--rounds N]
                       elapsed time under rq_affinity 0, 1 and 2 with submitter threads (seed 2)
   fuzz [SECONDS]      run every fuzz target in fuzz/ for SECONDS each (default 60); installs cargo-fuzz
@@ -120,9 +120,9 @@ fn run(args: Vec<String>) -> Result<()> {
             build_host(&root, Profile::Dev)?;
             docs_plots(&root)
         }
-        ["readme-reproduce"] => {
+        ["docs-reproduce"] => {
             build_all(&root)?;
-            readme_reproduce(&root)
+            docs_reproduce(&root)
         }
         ["bench-affinity", rest @ ..] => {
             build_all(&root)?;
@@ -291,7 +291,7 @@ fn test_c_example(root: &Path, dir: &Path) -> Result<()> {
     Ok(())
 }
 
-/// The README's "Writing a policy" sequence, as an author outside this repository runs it:
+/// docs/writing-a-policy.md's sequence, as an author outside this repository runs it:
 /// from an empty directory, create a policy, test it natively, build it, check it, run it.
 fn test_author_kit(root: &Path) -> Result<()> {
     let work = root.join("target/author-kit");
@@ -660,11 +660,11 @@ fn docs_plots(root: &Path) -> Result<()> {
     Ok(())
 }
 
-/// The README's reproduction tables are `schedhost reproduce all`'s output: this runs it and
-/// replaces what stands between the markers, leaving the rest of the README as it is.
-fn readme_reproduce(root: &Path) -> Result<()> {
+/// docs/reproduce.md's tables are `schedhost reproduce all`'s output: this runs it and
+/// replaces what stands between the markers, leaving the rest of the file as it is.
+fn docs_reproduce(root: &Path) -> Result<()> {
     const BEGIN: &str =
-        "<!-- reproduce:begin (cargo xtask readme-reproduce writes this part) -->\n";
+        "<!-- reproduce:begin (cargo xtask docs-reproduce writes this part) -->\n";
     const END: &str = "<!-- reproduce:end -->\n";
     let out = Command::new(root.join("target/release/schedhost"))
         .args(["reproduce", "all"])
@@ -674,14 +674,14 @@ fn readme_reproduce(root: &Path) -> Result<()> {
         .context("running schedhost reproduce all")?;
     ensure!(out.status.success(), "schedhost reproduce all failed");
     let tables = String::from_utf8(out.stdout).context("reproduce printed non-UTF-8")?;
-    let path = root.join("README.md");
-    let readme = fs::read_to_string(&path).context("reading README.md")?;
+    let path = root.join("docs/reproduce.md");
+    let readme = fs::read_to_string(&path).context("reading docs/reproduce.md")?;
     let (Some(start), Some(end)) = (readme.find(BEGIN), readme.find(END)) else {
-        bail!("README.md has no reproduce markers");
+        bail!("docs/reproduce.md has no reproduce markers");
     };
     ensure!(
         start < end,
-        "README.md's reproduce markers are out of order"
+        "docs/reproduce.md's reproduce markers are out of order"
     );
     let updated = format!(
         "{}{BEGIN}\n{}\n{}",
@@ -689,7 +689,7 @@ fn readme_reproduce(root: &Path) -> Result<()> {
         tables.trim_end(),
         &readme[end..]
     );
-    fs::write(&path, updated).context("writing README.md")?;
-    println!("README.md: reproduction tables written");
+    fs::write(&path, updated).context("writing docs/reproduce.md")?;
+    println!("docs/reproduce.md: reproduction tables written");
     Ok(())
 }

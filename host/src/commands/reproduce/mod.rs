@@ -1,7 +1,7 @@
 //! `schedhost reproduce SEED…|all`: the seed experiments of the design, each run as the
 //! seed ran it and printed as a markdown table beside the seed's published numbers, with the
-//! ratios the seed's claim is about and whether its shape holds. The README's reproduction
-//! tables are this command's output (`cargo xtask readme-reproduce` pastes them in).
+//! ratios the seed's claim is about and whether its shape holds. docs/reproduce.md's
+//! tables are this command's output (`cargo xtask docs-reproduce` pastes them in).
 //!
 //! Seeds 1, 3 and 4 run on simulated devices (deterministic: the same binary prints the same
 //! tables); seed 2 and seed 3's last row run on a scratch file this command creates and
