@@ -3166,8 +3166,8 @@ fn plot_options_set_the_page_in_inches_the_text_in_points_the_scales_and_the_ser
 
 /// The code blocks of the README that follow a `<!-- runnable -->` line, in order.
 fn readme_runnable_blocks() -> Vec<String> {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"))
-        .unwrap();
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
     let mut blocks = Vec::new();
     let mut lines = readme.lines();
     while let Some(line) = lines.next() {
@@ -3179,7 +3179,10 @@ fn readme_runnable_blocks() -> Vec<String> {
             fence.starts_with("```"),
             "a runnable mark must stand right above a code block, not {fence:?}"
         );
-        let block: Vec<&str> = lines.by_ref().take_while(|l| !l.starts_with("```")).collect();
+        let block: Vec<&str> = lines
+            .by_ref()
+            .take_while(|l| !l.starts_with("```"))
+            .collect();
         blocks.push(block.join("\n"));
     }
     blocks
@@ -3191,14 +3194,22 @@ fn the_readmes_runnable_blocks_run_as_written_after_the_two_set_up_commands() {
         return;
     }
     let blocks = readme_runnable_blocks();
-    assert!(blocks.len() >= 5, "the tour's blocks are marked: {} found", blocks.len());
+    assert!(
+        blocks.len() >= 5,
+        "the tour's blocks are marked: {} found",
+        blocks.len()
+    );
     // As a user in the repository: its examples at hand, the binary on PATH as the README
     // puts it there, and whatever the blocks write kept out of the checkout.
     let dir = real_dir("readme_blocks");
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     std::os::unix::fs::symlink(root.join("examples"), dir.join("examples")).unwrap();
     let bin = Path::new(env!("CARGO_BIN_EXE_schedhost")).parent().unwrap();
-    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
     for block in &blocks {
         let out = Command::new("bash")
             .args(["-euo", "pipefail", "-c", block])
@@ -3212,5 +3223,26 @@ fn the_readmes_runnable_blocks_run_as_written_after_the_two_set_up_commands() {
             stderr(&out)
         );
     }
-    assert!(dir.join("overlay/latency-tail.png").is_file(), "the plot block drew");
+    assert!(
+        dir.join("overlay/latency-tail.png").is_file(),
+        "the plot block drew"
+    );
+}
+
+#[test]
+fn a_check_too_short_to_cover_its_clauses_blames_itself_not_the_policy() {
+    let out = schedhost(&[
+        "policy",
+        "check",
+        "native:noop",
+        "--rounds",
+        "1",
+        "--runtime",
+        "0.005",
+    ]);
+    assert_fails_with(
+        &out,
+        "the check fell short of its coverage with native:noop",
+    );
+    assert!(!stderr(&out).contains("broke the policy contract"));
 }

@@ -59,6 +59,22 @@ fn the_six_bundled_policies_pass_with_cost_and_memory_reported() {
 }
 
 #[test]
+fn kernel_faithful_policies_pass_at_the_checks_own_defaults() {
+    // deadline holding lower classes while a higher one is on the device, and cfq and bfq
+    // idling for a queue, must still reach every clause's minimum: a user's
+    // `policy check deadline` once failed on `front-merges` (76 of 100) and cfq's on
+    // `tunables-set` (33 of 100).
+    for (name, make) in [
+        ("deadline", native::<schedhost_policy_deadline::Deadline>()),
+        ("cfq", native::<schedhost_policy_cfq::Cfq>()),
+        ("bfq", native::<schedhost_policy_bfq::Bfq>()),
+    ] {
+        let report = check(&make, &CheckOptions::default());
+        assert!(report.passed, "{name}: {:?}", report.violations);
+    }
+}
+
+#[test]
 fn every_chaos_mode_fails_check_with_its_violation_named() {
     // mode → the rule that names it, and a phrase of its detail.
     let expected: [(i64, &str, &str); 10] = [

@@ -663,8 +663,7 @@ fn docs_plots(root: &Path) -> Result<()> {
 /// docs/reproduce.md's tables are `schedhost reproduce all`'s output: this runs it and
 /// replaces what stands between the markers, leaving the rest of the file as it is.
 fn docs_reproduce(root: &Path) -> Result<()> {
-    const BEGIN: &str =
-        "<!-- reproduce:begin (cargo xtask docs-reproduce writes this part) -->\n";
+    const BEGIN: &str = "<!-- reproduce:begin (cargo xtask docs-reproduce writes this part) -->\n";
     const END: &str = "<!-- reproduce:end -->\n";
     let out = Command::new(root.join("target/release/schedhost"))
         .args(["reproduce", "all"])

@@ -77,6 +77,14 @@ impl CheckArgs {
                 schedhost::output::printable_lines(&card(&source.label(), &report))
             ),
         }
+        // A shortfall of the check's own coverage is not the policy's fault: say so.
+        if !report.passed && report.violations.iter().all(|v| v.rule == "coverage") {
+            bail!(
+                "the check fell short of its coverage with {}, which broke no rule it checked: \
+                 give more --rounds or --runtime",
+                self.policy
+            );
+        }
         if !report.passed {
             bail!(
                 "{} broke the policy contract ({} violation{})",

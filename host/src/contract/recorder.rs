@@ -54,12 +54,13 @@ pub struct Coverage {
     /// completion overtook it).
     pub wake_ups_overtaken: u64,
     /// Tunables set mid-run (each to the value it held, so its `retuned` runs while it holds
-    /// requests), every [`SET_EVERY`] dispatching calls.
+    /// requests), at the first dispatching call [`SET_EVERY_NS`] after the last.
     pub tunables_set: u64,
 }
 
-/// Dispatching calls between two mid-run sets of a tunable.
-pub const SET_EVERY: u64 = 200;
+/// Virtual time between two mid-run sets of a tunable. Counted in time, not in calls, so a
+/// policy that is called less (one that idles, or holds back a class) is set as often.
+pub const SET_EVERY_NS: u64 = 5_000_000;
 
 /// One clause of the contract a check counts: its name in violations and JSON, its line on
 /// the card, the least a check must reach it per round and second of virtual time (0: no
@@ -242,8 +243,10 @@ pub struct Recorder {
     queued: HashMap<RequestId, (u64, PrioClass, &'static str)>,
     /// The wake-up it asked for last, until it comes or is overtaken.
     wake_at: Option<u64>,
-    /// Calls that could dispatch, for the mid-run sets.
-    dispatching_calls: u64,
+    /// When the next mid-run set is due.
+    next_set_ns: u64,
+    /// Mid-run sets made, which picks the tunable of the next.
+    sets: u64,
     /// Its tunables' names, once asked.
     tunable_names: Option<Vec<String>>,
     /// When the call under way started.
@@ -270,7 +273,8 @@ impl Recorder {
             record: Arc::clone(record),
             queued: HashMap::new(),
             wake_at: None,
-            dispatching_calls: 0,
+            next_set_ns: 0,
+            sets: 0,
             tunable_names: None,
             started: None,
         }
@@ -343,7 +347,8 @@ impl Recorder {
     }
 
     /// Before a call that may dispatch at `now_ns`: a wake-up still ahead was overtaken; and
-    /// every [`SET_EVERY`] such calls, one tunable is set to the value it holds.
+    /// once [`SET_EVERY_NS`] have passed since the last, one tunable is set to the value it
+    /// holds.
     ///
     /// # Errors
     /// The policy's fault in `tunables`, `get` or `set`.
@@ -357,10 +362,11 @@ impl Recorder {
         {
             self.lock().coverage.wake_ups_overtaken += 1;
         }
-        self.dispatching_calls += 1;
-        if !self.dispatching_calls.is_multiple_of(SET_EVERY) {
+        if now_ns < self.next_set_ns {
             return Ok(());
         }
+        self.next_set_ns = now_ns.saturating_add(SET_EVERY_NS);
+        self.sets += 1;
         if self.tunable_names.is_none() {
             let names = self
                 .call(inner, |p| p.tunables())?
@@ -369,10 +375,7 @@ impl Recorder {
             self.tunable_names = Some(names.collect());
         }
         let names = self.tunable_names.as_deref().unwrap_or_default();
-        let Some(name) = names
-            .get((self.dispatching_calls / SET_EVERY) as usize % names.len().max(1))
-            .cloned()
-        else {
+        let Some(name) = names.get(self.sets as usize % names.len().max(1)).cloned() else {
             return Ok(());
         };
         let Some(value) = self.call(inner, |p| p.get(&name))? else {

@@ -1,5 +1,7 @@
 //! The seeded workloads a check runs: random and sequential readers (whose 4 KiB reads
-//! merge), a sequential writer, a mixed real-time submitter, an idle-class one, a 64-deep
+//! merge), a sequential writer, a mixed real-time submitter that thinks 2 ms between
+//! requests (one that never paused would hold every lower class back under deadline's
+//! `dd_queued` rule, and nothing would be left to merge), an idle-class one, a 64-deep
 //! one that keeps more queued than the device takes (so budgets bind), random I/O deep in
 //! a 256 KiB region, a deep appender, and a deep random reader over its whole file whose
 //! requests queue up long past any FIFO expiry on a slow disk, with depths, sizes and
@@ -21,7 +23,7 @@ pub fn jobs(seed: u64, runtime_ns: u64) -> Result<Vec<JobSpec>, String> {
          [reader]\nrw=randread\nbs=4k\nsize=1m\niodepth={reader_depth}\nnumjobs={readers}\nprioclass=2\nprio={prio}\n\
          [streamer]\nrw=read\nbs=4k\niodepth=8\n\
          [writer]\nrw=write\nbs={write_kb}k\niodepth=4\n\
-         [mixed]\nrw=randrw\nrwmixread={mix}\nbs=8k\niodepth=2\nprioclass=1\nprio={rt_prio}\n\
+         [mixed]\nrw=randrw\nrwmixread={mix}\nbs=8k\niodepth=2\nthinktime=2ms\nprioclass=1\nprio={rt_prio}\n\
          [background]\nrw=randread\nbs=4k\niodepth=1\nprioclass=3\n\
          [burst]\nrw=randread\nbs=4k\nsize=512k\niodepth=64\n\
          [neighbours]\nrw=randrw\nbs=4k\nsize=256k\niodepth={neighbour_depth}\n\
