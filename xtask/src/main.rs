@@ -7,6 +7,7 @@ use std::{env, fs};
 
 use anyhow::{Context, Result, bail, ensure};
 
+mod bench_all;
 mod bench_check;
 mod bench_clients;
 mod bench_fio;
@@ -23,6 +24,8 @@ cargo xtask <command>
   build-policy DIR    build the policy crate in DIR (out of tree is fine) into target/policies/NAME.wasm
   demo                build, then run the bundled job on the simulated HDD with the noop policy
   test                build, then run every test, the wasm ones included
+  bench-all           the benches behind BENCHMARKS.md's opening table (about 15 minutes; the loop
+                      device's needs root), and the table written into BENCHMARKS.md
   bench-fio [--file PATH] [--rounds N] [--seconds S] [--only LABEL] [--baseline BINARY]
                       raw fio against schedhost's noop, deadline and cfq on one file (needs fio);
                       with --baseline, each policy under an older schedhost binary as well
@@ -97,6 +100,11 @@ fn run(args: Vec<String>) -> Result<()> {
                 .env("SCHEDHOST_REQUIRE_WASM", "1")
                 .env("SCHEDHOST_REQUIRE_CLIENTS", "1");
             cargo_status(&root, &mut test)?;
+            // xtask's own tests (the bench tables' readers), built apart from the workspace's
+            // so its features do not change theirs.
+            let mut own = Command::new(env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+            own.args(["test", "-p", "xtask"]);
+            cargo_status(&root, &mut own)?;
             test_examples(&root)?;
             test_author_kit(&root)
         }
@@ -115,6 +123,10 @@ fn run(args: Vec<String>) -> Result<()> {
                 }
             }
             bench_fio::run(&root, file, rounds, seconds, only, baseline.as_deref())
+        }
+        ["bench-all"] => {
+            build_all(&root)?;
+            bench_all::run(&root)
         }
         ["docs-plots"] => {
             build_host(&root, Profile::Dev)?;
