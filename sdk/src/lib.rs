@@ -85,6 +85,7 @@
 #[doc(hidden)]
 pub mod block_cache;
 pub mod collections;
+pub mod habits;
 mod interface;
 #[doc(hidden)]
 pub mod packed;

@@ -256,7 +256,13 @@ fn a_wake_up_beside_one_id_or_none_reaches_the_host_from_a_component_as_from_the
         ),
         (
             "bfq",
-            crate::helpers::both_builds::<schedhost_policy_bfq::Bfq>("bfq", setup, &[]),
+            // Unraised, so that idling for its sequential submitter pays
+            // (bfq_better_to_idle: a raised queue alone is not idled for).
+            crate::helpers::both_builds::<schedhost_policy_bfq::Bfq>(
+                "bfq",
+                setup,
+                &[("low_latency", 0)],
+            ),
         ),
     ] {
         let mut answers = Vec::new();

@@ -112,8 +112,10 @@ fn bfq_shares_sectors_in_proportion_to_weight() {
 }
 
 #[test]
-fn bfq_idles_for_empty_sync_queue_then_moves_on() {
-    for (build, mut p) in builds(&[]) {
+fn bfq_idles_for_a_sequential_queue_run_dry_then_moves_on() {
+    // Unraised and sequential, on a device whose queueing is not yet known: idling boosts
+    // throughput (idling_boosts_thr_without_issues), for slice_idle.
+    for (build, mut p) in builds(&[("low_latency", 0)]) {
         p.insert(0, &[read(1, 0, 4, 0), read(2, 1, 4, 100_000)])
             .unwrap();
         let first = p.dispatch(0, 0, 4).unwrap().ids.raw();
@@ -130,6 +132,76 @@ fn bfq_idles_for_empty_sync_queue_then_moves_on() {
             p.dispatch(9 * MS, 0, 4).unwrap().ids.len(),
             1,
             "{build}: then the other queue"
+        );
+    }
+}
+
+#[test]
+fn bfq_does_not_idle_for_a_seeky_queue_among_equals_but_does_for_a_heavier_one() {
+    // bfq_better_to_idle: a seeky queue gains no throughput from idling, and with equal
+    // weights no guarantee needs it, so the other queue's request goes at once. Raise the
+    // seeky queue's weight and idling is needed to keep its share.
+    for (level, idles) in [(4, false), (0, true)] {
+        for (build, mut p) in builds(&[("low_latency", 0)]) {
+            let mut id = 0;
+            // Six far-apart requests, one at a time: the queue turns seeky.
+            for k in 0..6u64 {
+                p.insert(k * MS, &[read(id, 0, level, k * 10_000_000)])
+                    .unwrap();
+                let sent = p.dispatch(k * MS, 0, 1).unwrap().ids.raw();
+                assert_eq!(sent, [id], "{build}");
+                p.completed(k * MS + 1, &[done(id, 0)]).unwrap();
+                id += 1;
+            }
+            p.insert(
+                6 * MS,
+                &[read(id, 0, level, 99_000_000), read(id + 1, 1, 4, 8)],
+            )
+            .unwrap();
+            let sent = p.dispatch(6 * MS, 0, 4).unwrap().ids.raw();
+            if idles {
+                assert_eq!(sent, [id], "{build}: the heavier queue keeps the device");
+            } else {
+                assert_eq!(sent, [id, id + 1], "{build}: both at once");
+            }
+        }
+    }
+}
+
+#[test]
+fn bfq_charges_a_seeky_queue_the_time_it_holds_the_device_not_its_sectors() {
+    // A seeky queue with one request at a time beside an always-backlogged sequential
+    // one, equal weights, on a device that queues (so no idling): each turn of the seeky
+    // queue is charged an idle slice's worth of budget (bfq_bfqq_charge_time), 1048
+    // sectors at the defaults, where it moved 8. Charged its sectors, it had a request
+    // served for every 8 of the other's sectors.
+    for (build, mut p) in builds(&[("low_latency", 0)]) {
+        let backlog: Vec<Request> = (0..100_000u64)
+            .map(|i| read(1_000_000 + i, 1, 4, 1_000_000_000 + i * 8))
+            .collect();
+        p.insert(0, &backlog).unwrap();
+        let (mut seeky, mut sequential) = (0u64, 0u64);
+        let mut next = 0u64;
+        p.insert(0, &[read(next, 0, 4, 0)]).unwrap();
+        for step in 0..4_000u64 {
+            let now = step * MS / 10;
+            for id in p.dispatch(now, 0, 8).unwrap().ids.raw() {
+                if id < 1_000_000 {
+                    seeky += 1;
+                    p.completed(now, &[done(id, 0)]).unwrap();
+                    next += 1;
+                    p.insert(now, &[read(next, 0, 4, next * 7_777_777 % 900_000_000)])
+                        .unwrap();
+                } else {
+                    sequential += 1;
+                    p.completed(now, &[done(id, 1)]).unwrap();
+                }
+            }
+        }
+        let ratio = sequential as f64 / seeky.max(1) as f64;
+        assert!(
+            ratio > 60.0,
+            "{build}: {sequential} sequential requests to {seeky} seeky ones ({ratio:.0}:1)"
         );
     }
 }

@@ -172,6 +172,7 @@ fn run_step(root: &Path, step: &Step, dir: &Path) -> Result<String> {
         fs::File::create(&err_path).with_context(|| format!("creating {}", err_path.display()))?;
     let out = cmd
         .args(step.args)
+        .env(crate::BUILT, "1")
         .current_dir(root)
         .stderr(Stdio::from(err))
         .output()

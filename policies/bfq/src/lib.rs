@@ -7,10 +7,25 @@
 //! queues whose start is not after the system's virtual time, the earliest finish goes next.
 //! Weights come from the priority level (`(8 − level) × 10`); RT queues go before BE, BE
 //! before IDLE. The in-service queue keeps the device until its budget is spent, it has
-//! been served for `timeout_sync`, or it has run dry and idled `slice_idle` for its next
-//! request. With `low_latency`, a submitter's queue is weight-raised ×30 for its first
-//! 3 s, as bfq raises new interactive queues. With `strict_guarantees`, bfq also idles
-//! for async queues.
+//! been served for `timeout_sync`, or it has run dry and bfq would rather not idle for it,
+//! or idled `slice_idle` for its next request (2 ms for a seeky queue when nothing is
+//! asymmetric). Whether to idle is `bfq_better_to_idle`'s: when it boosts throughput
+//! (the device queues no commands, or the queue is sequential and thinks briefly, and no
+//! queue is weight-raised) or when service guarantees need it (asymmetric weights,
+//! classes or groups; a raised queue among unraised ones or behind a deep device). The
+//! device's queueing is estimated as `bfq_update_hw_tag` does, from the requests on it.
+//! A slow queue (seeky, or served under half a budget in more than 20 ms) and one timed
+//! out with a third of its budget left are charged the time they held the device, as a
+//! share of `max_budget` per `timeout_sync`, not the sectors they moved
+//! (`bfq_bfqq_charge_time`): a random reader beside a sequential one gets time, not
+//! sectors. With `low_latency`, a submitter's queue is weight-raised ×30 for its first
+//! 3 s, as bfq raises new interactive queues (raised queues are never charged time). With
+//! `strict_guarantees`, bfq always idles, for async queues too.
+//!
+//! Not modelled: whether the device is rotational (the interface does not say; bfq judges
+//! as for a rotational one), injection of other queues' I/O while idling, adaptive budgets
+//! and the peak-rate autotuning of `max_budget`, burst detection and soft real-time
+//! raising, `bfq_limit_depth`.
 //!
 //! Groups (io.weight) share the device by their weights, as BFQ's group scheduling does:
 //! each group has its own async queues, and a queue of a group is scheduled with its
@@ -24,6 +39,7 @@
 
 use std::collections::BTreeMap;
 
+use schedhost_sdk::habits::Habits;
 use schedhost_sdk::{
     Completion, Dispatch, ElevatorQueue, Group, IdMap, MergeEvent, Policy, PrioClass, Request,
     RequestId, Sector, Setup, TunableSpec, Word, WordMap,
@@ -45,6 +61,16 @@ const WEIGHT_SCALE: u64 = 1000;
 const VT_SCALE: u128 = (1 << 20) * WEIGHT_SCALE as u128;
 /// FIFO expiry of sync and async requests (`bfq_fifo_expire`: 125 ms and 250 ms).
 const FIFO_EXPIRE_NS: [u64; 2] = [250 * MS, 125 * MS];
+/// The longest idle for a seeky queue in a symmetric scenario (`BFQ_MIN_TT`).
+const MIN_TT_NS: u64 = 2 * MS;
+/// More than this many requests on the device means it queues commands
+/// (`BFQ_HW_QUEUE_THRESHOLD`), judged over this many samples (`BFQ_HW_QUEUE_SAMPLES`).
+const HW_QUEUE_THRESHOLD: u32 = 3;
+const HW_QUEUE_SAMPLES: u32 = 32;
+/// A turn shorter than this is too short to measure a rate (`bfq_bfqq_is_slow`): charged
+/// as one idle slice if slow. One longer than `RATE_WINDOW_NS` is judged by its rate.
+const SHORT_TURN_NS: u64 = MS;
+const RATE_WINDOW_NS: u64 = 20 * MS;
 
 const TUNABLES: &[TunableSpec<Bfq>] = &[
     TunableSpec {
@@ -130,6 +156,15 @@ struct Queue {
     /// Weight raising ends at this time.
     raised_until: u64,
     busy: bool,
+    /// Its submitter's seeks and think time (sync queues).
+    habits: Habits,
+    /// Sectors its next turn may serve: a full budget, or what was left of the last one
+    /// when it resumes.
+    budget: u64,
+    /// Budget left when a turn ended because it ran dry (`non_blocking_wait_rq`): if its
+    /// next request comes in time, it resumes that turn where it stood, as if it had been
+    /// idled for.
+    resume_left: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -137,8 +172,52 @@ struct InService {
     key: QueueKey,
     served: u64,
     budget: u64,
+    /// When the turn began (`last_budget_start`) and when it times out.
+    started: u64,
     until: u64,
+    /// When idling for it began (`last_idling_start`) and when it ends.
+    idle_started: u64,
     idle_until: Option<u64>,
+}
+
+/// Why a turn ends (`enum bfqq_expiration`): what it is charged depends on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Expiry {
+    /// It idled for its next request and none came.
+    TooIdle,
+    /// It was served for `timeout_sync`.
+    BudgetTimeout,
+    /// It spent its budget.
+    BudgetExhausted,
+    /// It ran dry and bfq would rather not idle for it.
+    NoMoreRequests,
+    /// A queue whose request came in time to resume its turn took the device.
+    Preempted,
+}
+
+/// A queue resumes its turn if its next request comes within this many idle slices of its
+/// last completion (`arrived_in_time`).
+const IN_TIME_SLICES: u64 = 3;
+
+/// The device's command queueing as bfq estimates it (`bfq_update_hw_tag`): unknown counts
+/// as queueing, as the kernel's initial `hw_tag` of -1 does.
+#[derive(Debug, Clone, Copy)]
+struct HwTag {
+    queueing: bool,
+    known: bool,
+    max_in_driver: u32,
+    samples: u32,
+}
+
+impl Default for HwTag {
+    fn default() -> Self {
+        Self {
+            queueing: true,
+            known: false,
+            max_in_driver: 0,
+            samples: 0,
+        }
+    }
 }
 
 /// The BFQ policy.
@@ -162,6 +241,11 @@ pub struct Bfq {
     strict: bool,
     /// Groups' io.weight, by id, as the host last told them.
     group_weights: BTreeMap<u32, u32>,
+    /// Requests on the device (`rq_in_driver`).
+    in_driver: u32,
+    /// A queue that resumed its turn and may take the device from the one in service.
+    preempting: Option<QueueKey>,
+    hw_tag: HwTag,
 }
 
 /// The tunables as the user set them, in their sysfs units; `retuned` derives the working
@@ -239,6 +323,11 @@ impl Policy for Bfq {
             queue
                 .requests
                 .push(r, r.arrival_ns + FIFO_EXPIRE_NS[usize::from(r.sync)]);
+            if r.sync {
+                // bfq_update_io_thinktime caps a sample at twice slice_idle.
+                let cap = 2 * self.slice_idle;
+                queue.habits.arrived(r.arrival_ns, r.sector, r.sectors, cap);
+            }
             self.queued.insert(r.id, key);
             if !queue.busy && self.in_service.is_none_or(|s| s.key != key) {
                 self.activate(key, now_ns);
@@ -247,6 +336,11 @@ impl Policy for Bfq {
     }
 
     fn dispatch(&mut self, now_ns: u64, _hw_queue: u32, budget: u32, out: &mut Dispatch) {
+        if let Some(key) = self.preempting.take()
+            && self.may_preempt(key, now_ns)
+        {
+            self.expire(now_ns, Expiry::Preempted);
+        }
         while out.ids.len() < budget as usize {
             let Some(service) = self.in_service else {
                 if !self.select(now_ns) {
@@ -254,8 +348,12 @@ impl Policy for Bfq {
                 }
                 continue;
             };
-            if service.served >= service.budget || now_ns >= service.until {
-                self.expire(now_ns);
+            if service.served >= service.budget {
+                self.expire(now_ns, Expiry::BudgetExhausted);
+                continue;
+            }
+            if now_ns >= service.until {
+                self.expire(now_ns, Expiry::BudgetTimeout);
                 continue;
             }
             // One lookup of the queue in service, through the choice and the send (lookups
@@ -265,22 +363,26 @@ impl Policy for Bfq {
                 continue;
             };
             if queue.requests.is_empty() {
-                let (sync, inflight) = (queue.sync, queue.inflight);
-                let may_idle = (sync || self.strict) && self.slice_idle > 0;
-                if !may_idle {
-                    self.expire(now_ns);
+                let inflight = queue.inflight;
+                // bfq_select_queue: a dry queue keeps the device only if idling for it is
+                // better; otherwise another queue's requests go now.
+                if !self.better_to_idle(service.key, now_ns) {
+                    self.expire(now_ns, Expiry::NoMoreRequests);
                     continue;
                 }
                 if inflight > 0 {
+                    // Its next request may follow a completion, which calls again.
                     out.wake_at_ns = Some(service.until);
                     break;
                 }
                 let until = match service.idle_until {
                     Some(until) => until,
                     None => {
-                        let until = (now_ns + self.slice_idle).min(service.until);
+                        let slice = self.idle_slice(service.key, now_ns);
+                        let until = (now_ns + slice).min(service.until);
                         if let Some(s) = &mut self.in_service {
                             s.idle_until = Some(until);
+                            s.idle_started = now_ns;
                         }
                         until
                     }
@@ -289,7 +391,7 @@ impl Policy for Bfq {
                     out.wake_at_ns = Some(until);
                     break;
                 }
-                self.expire(now_ns);
+                self.expire(now_ns, Expiry::TooIdle);
                 continue;
             }
             let id = choose(queue, self.head, now_ns);
@@ -298,6 +400,7 @@ impl Policy for Bfq {
                 continue;
             };
             queue.inflight += 1;
+            self.in_driver += 1;
             self.queued.remove(&id);
             self.on_device.insert(id, service.key);
             self.head = extent.end();
@@ -333,21 +436,25 @@ impl Policy for Bfq {
     /// in the queue again.
     fn requeue(&mut self, now_ns: u64, requests: &[Request]) {
         for r in requests {
-            if let Some(key) = self.on_device.remove(&r.id)
-                && let Some(queue) = self.queues.get_mut(&key)
-            {
-                queue.inflight = queue.inflight.saturating_sub(1);
+            if let Some(key) = self.on_device.remove(&r.id) {
+                self.in_driver = self.in_driver.saturating_sub(1);
+                if let Some(queue) = self.queues.get_mut(&key) {
+                    queue.inflight = queue.inflight.saturating_sub(1);
+                }
             }
         }
         self.insert(now_ns, requests);
     }
 
-    fn completed(&mut self, _now_ns: u64, done: &[Completion]) {
+    fn completed(&mut self, now_ns: u64, done: &[Completion]) {
         for c in done {
-            if let Some(key) = self.on_device.remove(&c.id)
-                && let Some(queue) = self.queues.get_mut(&key)
-            {
-                queue.inflight = queue.inflight.saturating_sub(1);
+            if let Some(key) = self.on_device.remove(&c.id) {
+                self.update_hw_tag();
+                self.in_driver = self.in_driver.saturating_sub(1);
+                if let Some(queue) = self.queues.get_mut(&key) {
+                    queue.inflight = queue.inflight.saturating_sub(1);
+                    queue.habits.completed(now_ns);
+                }
             }
         }
     }
@@ -422,9 +529,56 @@ impl Bfq {
             .sum()
     }
 
-    /// A queue becomes busy: its turn starts at max(system virtual time, its last finish).
+    /// A queue becomes busy: its turn starts at max(system virtual time, its last finish),
+    /// or, when it ran dry with budget left and this request came in time, it resumes that
+    /// turn where it stood (`bfq_bfqq_update_budg_for_activation`, the timestamps
+    /// back-shifted) and may take the device from the queue in service.
     fn activate(&mut self, key: QueueKey, now_ns: u64) {
-        self.begin_turn(key, now_ns, false);
+        let slice = IN_TIME_SLICES * self.slice_idle;
+        let resume = self.queues.get_mut(&key).and_then(|q| {
+            let left = q.resume_left.take()?;
+            let in_time = q
+                .habits
+                .last_completion()
+                .is_some_and(|done| now_ns <= done.saturating_add(slice));
+            (in_time && left > 0).then_some(left)
+        });
+        let Some(left) = resume else {
+            self.begin_turn(key, now_ns, false);
+            return;
+        };
+        let Some(queue) = self.queues.get(&key) else {
+            return;
+        };
+        let weight = self.weight(queue, now_ns).max(1);
+        if let Some(queue) = self.queues.get_mut(&key) {
+            queue.start = queue.finish;
+            queue.finish = queue.start + u128::from(left) * VT_SCALE / u128::from(weight);
+            queue.budget = left;
+            queue.busy = true;
+        }
+        if self.in_service.is_some_and(|s| s.key != key) {
+            self.preempting = Some(key);
+        }
+    }
+
+    /// Whether `key`, resuming, takes the device from the queue in service
+    /// (`bfq_bfqq_handle_idle_busy_switch`): it is raised at least as much, and B-WF2Q+
+    /// would serve it next (a higher class, or eligible in the same class).
+    fn may_preempt(&self, key: QueueKey, now_ns: u64) -> bool {
+        let Some(service) = self.in_service else {
+            return false;
+        };
+        let (Some(queue), Some(serving)) = (self.queues.get(&key), self.queues.get(&service.key))
+        else {
+            return false;
+        };
+        let raised = |q: &Queue| u8::from(now_ns < q.raised_until);
+        if !queue.busy || raised(queue) < raised(serving) {
+            return false;
+        }
+        queue.class < serving.class
+            || (queue.class == serving.class && queue.start <= self.vtime[queue.class])
     }
 
     /// A new turn for queue `key`, finishing a budget later at its weight. A queue just
@@ -445,6 +599,7 @@ impl Bfq {
         if let Some(queue) = self.queues.get_mut(&key) {
             queue.start = start;
             queue.finish = start + u128::from(budget) * VT_SCALE / u128::from(weight);
+            queue.budget = budget;
             queue.busy = true;
         }
     }
@@ -469,11 +624,14 @@ impl Bfq {
             else {
                 continue;
             };
+            let budget = self.queues.get(&key).map_or(self.budget(), |q| q.budget);
             self.in_service = Some(InService {
                 key,
                 served: 0,
-                budget: self.budget(),
+                budget,
+                started: now_ns,
                 until: now_ns + self.timeout,
+                idle_started: now_ns,
                 idle_until: None,
             });
             return true;
@@ -481,9 +639,9 @@ impl Bfq {
         false
     }
 
-    /// Ends the in-service turn, charging the service received; the queue starts a new
-    /// turn if it still has requests.
-    fn expire(&mut self, now_ns: u64) {
+    /// Ends the in-service turn for `reason`, charging the service received, or the time
+    /// held for a slow queue; the queue starts a new turn if it still has requests.
+    fn expire(&mut self, now_ns: u64, reason: Expiry) {
         let Some(service) = self.in_service.take() else {
             return;
         };
@@ -491,19 +649,177 @@ impl Bfq {
             return;
         };
         let (class, weight) = (queue.class, self.weight(queue, now_ns).max(1));
+        let charged = self.charge(queue, &service, now_ns, reason).max(1);
         let total_weight = self.busy_weight(class, now_ns);
-        let served = u128::from(service.served.max(1)) * VT_SCALE;
+        let charged = u128::from(charged) * VT_SCALE;
         let Some(queue) = self.queues.get_mut(&service.key) else {
             return;
         };
-        // The turn finishes where its actual service, not its budget, says.
-        queue.finish = queue.start + served / u128::from(weight);
+        // The turn finishes where its charge, not its budget, says.
+        queue.finish = queue.start + charged / u128::from(weight);
         queue.busy = false;
         let backlogged = !queue.requests.is_empty();
-        self.vtime[class] += served / total_weight.max(1);
+        // Run dry, not out of budget or time: its next request may resume the turn.
+        queue.resume_left = (!backlogged
+            && !matches!(reason, Expiry::BudgetTimeout | Expiry::BudgetExhausted))
+        .then(|| {
+            let charged = u64::try_from(charged / VT_SCALE).unwrap_or(u64::MAX);
+            service.budget.saturating_sub(charged)
+        });
+        self.vtime[class] += charged / total_weight.max(1);
         if backlogged {
             self.begin_turn(service.key, now_ns, true);
         }
+    }
+
+    /// What a turn ending for `reason` costs `queue` in sectors (`bfq_bfqq_expire`): the
+    /// sectors it moved, or, for a slow queue or one timed out with a third of its budget
+    /// left, the time it held the device as a share of `max_budget` per `timeout_sync`
+    /// (`bfq_bfqq_charge_time`), whichever is more. A raised queue is never charged time.
+    fn charge(&self, queue: &Queue, service: &InService, now_ns: u64, reason: Expiry) -> u64 {
+        let served = service.served;
+        if !queue.sync || now_ns < queue.raised_until {
+            return served;
+        }
+        // bfq_bfqq_is_slow: after idling, the turn is measured to when idling began.
+        let end = if reason == Expiry::TooIdle {
+            service.idle_started
+        } else {
+            now_ns
+        };
+        let held = end.saturating_sub(service.started);
+        let (slow, held) = if held < SHORT_TURN_NS {
+            // Too short to measure: charged at least one seek (an idle slice) if seeky.
+            (queue.habits.seeky(), self.slice_idle)
+        } else if held > RATE_WINDOW_NS {
+            (served < self.budget() / 2, held)
+        } else {
+            (queue.habits.seeky(), held)
+        };
+        let left = service.budget.saturating_sub(served);
+        let timed_out = reason == Expiry::BudgetTimeout && left >= service.budget / 3;
+        if !(slow || timed_out) || self.timeout == 0 {
+            return served;
+        }
+        let for_time = u128::from(self.budget()) * u128::from(held.min(self.timeout))
+            / u128::from(self.timeout);
+        served.max(u64::try_from(for_time).unwrap_or(u64::MAX))
+    }
+
+    /// Whether a dry queue should keep the device for its next request
+    /// (`bfq_better_to_idle`): idling boosts throughput without hurting raised queues, or
+    /// service guarantees need it.
+    fn better_to_idle(&self, key: QueueKey, now_ns: u64) -> bool {
+        let Some(queue) = self.queues.get(&key) else {
+            return false;
+        };
+        if self.slice_idle == 0 || queue.class == 2 {
+            return false;
+        }
+        if self.strict {
+            return true;
+        }
+        if !queue.sync {
+            return false;
+        }
+        let busy = self.queues.values().filter(|q| q.busy);
+        let (busy_queues, raised_busy) = busy.fold((0u32, 0u32), |(b, r), q| {
+            (b + 1, r + u32::from(now_ns < q.raised_until))
+        });
+        // idling_boosts_thr_without_issues, the device taken as rotational: idling pays
+        // when the device queues no commands or the queue is sequential and quick to send
+        // its next request, unless a raised queue would wait.
+        let sequential = !queue.habits.seeky() && !queue.habits.thinks_longer_than(self.slice_idle);
+        let boosts = (!self.hw_tag.queueing || sequential) && raised_busy == 0;
+        // idling_needed_for_service_guarantees.
+        let raised = now_ns < queue.raised_until;
+        let protects_raised =
+            raised && (raised_busy < busy_queues || self.in_driver >= queue.inflight + 4);
+        boosts || protects_raised || (busy_queues > 1 && self.asymmetric(key, now_ns))
+    }
+
+    /// Whether the busy queues differ so that idling is needed to keep `key`'s share
+    /// (`bfq_asymmetric_scenario`): weights that differ with `key`'s not the smallest,
+    /// more than one class busy, or more than one group with requests.
+    fn asymmetric(&self, key: QueueKey, now_ns: u64) -> bool {
+        let busy = || self.queues.values().filter(|q| q.busy);
+        // Each group's busy queues' own weights per class, summed once (as busy_weight
+        // does), so a thousand queues cost two passes, not a pass each.
+        let mut siblings: BTreeMap<(u32, usize), u64> = BTreeMap::new();
+        for q in busy().filter(|q| q.group != 0) {
+            *siblings.entry((q.group, q.class)).or_default() += Self::own_weight(q, now_ns);
+        }
+        let mut classes = [false; 3];
+        let (mut lightest, mut heaviest) = (u64::MAX, 0);
+        let mut groups: Vec<u32> = Vec::new();
+        for q in busy() {
+            classes[q.class] = true;
+            let sum = siblings.get(&(q.group, q.class)).copied().unwrap_or(0);
+            let w = self.share(q, now_ns, sum);
+            lightest = lightest.min(w);
+            heaviest = heaviest.max(w);
+            if q.group != 0 && !groups.contains(&q.group) {
+                groups.push(q.group);
+            }
+        }
+        let mine = self
+            .queues
+            .get(&key)
+            .map_or(lightest, |q| self.weight(q, now_ns));
+        let varied = lightest < heaviest && mine > lightest;
+        let classes_busy = classes.iter().filter(|&&c| c).count();
+        varied || classes_busy > 1 || groups.len() > 1
+    }
+
+    /// How long to idle for a dry queue (`bfq_arm_slice_timer`): `slice_idle`, at most
+    /// `BFQ_MIN_TT` for a seeky, unraised queue when nothing is asymmetric, at least 20 ms
+    /// for a raised one.
+    fn idle_slice(&self, key: QueueKey, now_ns: u64) -> u64 {
+        let Some(queue) = self.queues.get(&key) else {
+            return self.slice_idle;
+        };
+        let raised = now_ns < queue.raised_until;
+        if queue.habits.seeky() && !raised && !self.asymmetric(key, now_ns) {
+            self.slice_idle.min(MIN_TT_NS)
+        } else if raised {
+            self.slice_idle.max(20 * MS)
+        } else {
+            self.slice_idle
+        }
+    }
+
+    /// A completion's sample of the device's queueing (`bfq_update_hw_tag`), taken before
+    /// it leaves the device count.
+    fn update_hw_tag(&mut self) {
+        let in_driver = self.in_driver;
+        self.hw_tag.max_in_driver = self.hw_tag.max_in_driver.max(in_driver);
+        if self.hw_tag.known && self.hw_tag.queueing {
+            return;
+        }
+        if in_driver + self.queued.len() as u32 <= HW_QUEUE_THRESHOLD {
+            return;
+        }
+        // A quick queue in service with too few requests to fill the device proves nothing.
+        let starved = self
+            .in_service
+            .and_then(|s| self.queues.get(&s.key))
+            .is_some_and(|q| {
+                !q.habits.thinks_longer_than(self.slice_idle)
+                    && q.inflight + (q.requests.len() as u32) < HW_QUEUE_THRESHOLD
+                    && in_driver < HW_QUEUE_THRESHOLD
+            });
+        if starved {
+            return;
+        }
+        let h = &mut self.hw_tag;
+        h.samples += 1;
+        if h.samples <= HW_QUEUE_SAMPLES {
+            return;
+        }
+        h.queueing = h.max_in_driver > HW_QUEUE_THRESHOLD;
+        h.known = true;
+        h.max_in_driver = 0;
+        h.samples = 0;
     }
 }
 

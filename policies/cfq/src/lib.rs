@@ -17,6 +17,7 @@
 
 use std::collections::VecDeque;
 
+use schedhost_sdk::habits::Habits;
 use schedhost_sdk::{
     Completion, Dispatch, ElevatorQueue, IdMap, MergeEvent, MergeQuery, Policy, PrioClass, Request,
     RequestId, Sector, Setup, TunableSpec, Word, WordMap,
@@ -179,61 +180,32 @@ struct Queue {
     level: u8,
     sync: bool,
     /// How its submitter behaves, for its idle window (sync queues).
-    habits: Habits,
+    window: Window,
 }
 
-/// A sync queue's seeks and think time, as cfq keeps them per queue and per process
-/// (`cfq_update_io_seektime`, `cfq_update_io_thinktime`), and the idle window they decide
-/// (`cfq_update_idle_window`).
+/// A sync queue's seeks and think time (the SDK's [`Habits`], as cfq keeps them per queue
+/// and per process), and the idle window they decide (`cfq_update_idle_window`).
 #[derive(Debug, Clone, Copy)]
-struct Habits {
-    /// One bit per request, newest lowest: it lay more than `SEEK_THRESHOLD` from the last.
-    seek_history: u32,
-    /// Where its last request ended.
-    last_end: Option<Sector>,
-    /// When its last request completed.
-    last_completion: Option<u64>,
-    /// Think time: decayed sample count and total (×256), as `cfq_ttime`.
-    ttime_samples: u64,
-    ttime_total: u64,
+struct Window {
+    habits: Habits,
     /// It has had 4 or more requests queued at once (`cfq_cfqq_deep`).
     deep: bool,
     /// Whether cfq idles for it when it runs dry.
     idle_window: bool,
 }
 
-impl Default for Habits {
+impl Default for Window {
     fn default() -> Self {
         // cfq_init_cfqq marks a new sync queue's idle window on.
         Self {
-            seek_history: 0,
-            last_end: None,
-            last_completion: None,
-            ttime_samples: 0,
-            ttime_total: 0,
+            habits: Habits::default(),
             deep: false,
             idle_window: true,
         }
     }
 }
 
-/// A seek is a request more than this many sectors from the last (`CFQQ_SEEK_THR`).
-const SEEK_THRESHOLD: u64 = 8 * 100;
-/// Think-time samples before the mean counts (`sample_valid`).
-const VALID_SAMPLES: u64 = 80;
-
-impl Habits {
-    /// More than 4 of its last 32 requests were seeks (`CFQQ_SEEKY`).
-    fn seeky(&self) -> bool {
-        self.seek_history.count_ones() > 32 / 8
-    }
-
-    /// Its mean think time, once it has enough samples.
-    fn think_time(&self) -> Option<u64> {
-        (self.ttime_samples > VALID_SAMPLES)
-            .then(|| (self.ttime_total + 128) / self.ttime_samples.max(1))
-    }
-
+impl Window {
     /// A request of its at `start` for `sectors` arrived at `now_ns`, with `queued` of its
     /// requests waiting: the seek and think-time samples, then the idle window.
     fn arrived(
@@ -243,23 +215,14 @@ impl Habits {
         queued: usize,
         slice_idle: u64,
     ) {
-        let seek = self
-            .last_end
-            .is_some_and(|end| end.0.abs_diff(start.0) > SEEK_THRESHOLD);
-        self.seek_history = (self.seek_history << 1) | u32::from(seek);
-        self.last_end = Some(Sector(start.0.saturating_add(u64::from(sectors))));
-        if let Some(done) = self.last_completion {
-            let ttime = now_ns.saturating_sub(done).min(2 * slice_idle);
-            self.ttime_samples = (7 * self.ttime_samples + 256) / 8;
-            self.ttime_total = (7 * self.ttime_total + 256 * ttime) / 8;
-        }
+        self.habits.arrived(now_ns, start, sectors, 2 * slice_idle);
         if queued >= 4 {
             self.deep = true;
         }
-        self.idle_window = if slice_idle == 0 || (!self.deep && self.seeky()) {
+        self.idle_window = if slice_idle == 0 || (!self.deep && self.habits.seeky()) {
             false
         } else {
-            self.think_time().is_none_or(|t| t <= slice_idle)
+            !self.habits.thinks_longer_than(slice_idle)
         };
     }
 }
@@ -395,7 +358,7 @@ impl Policy for Cfq {
                 let queued = queue.requests.len();
                 let slice_idle = self.t.slice_idle;
                 queue
-                    .habits
+                    .window
                     .arrived(r.arrival_ns, (r.sector, r.sectors), queued, slice_idle);
             }
             self.queued.insert(r.id, key);
@@ -475,7 +438,7 @@ impl Policy for Cfq {
                 self.in_flight[kind] = self.in_flight[kind].saturating_sub(1);
                 if let Some(queue) = self.queues.get_mut(&key) {
                     queue.inflight = queue.inflight.saturating_sub(1);
-                    queue.habits.last_completion = Some(now_ns);
+                    queue.window.habits.completed(now_ns);
                 }
             }
         }
@@ -603,18 +566,15 @@ impl Cfq {
         if queue.class == 2 {
             return false;
         }
-        if queue.habits.idle_window {
+        if queue.window.idle_window {
             return true;
         }
         let others_without_window = self.waiting[queue.class as usize].iter().any(|k| {
             *k != key
                 && matches!(k, QueueKey::Sync(_))
-                && self.queues.get(k).is_some_and(|q| !q.habits.idle_window)
+                && self.queues.get(k).is_some_and(|q| !q.window.idle_window)
         });
-        let slow = queue
-            .habits
-            .think_time()
-            .is_some_and(|t| t > self.t.slice_idle);
+        let slow = queue.window.habits.thinks_longer_than(self.t.slice_idle);
         !others_without_window && !slow
     }
 
@@ -673,7 +633,7 @@ impl Cfq {
             let higher_class = class < current.class;
             // cfq_should_preempt: an empty sync-noidle queue idling for its group gives way
             // to another of the group that became busy.
-            let noidle = |q: &Queue| q.sync && !q.habits.idle_window;
+            let noidle = |q: &Queue| q.sync && !q.window.idle_window;
             let group_turn = noidle(current)
                 && current.requests.is_empty()
                 && noidle(queue)
