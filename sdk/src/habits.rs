@@ -27,9 +27,15 @@ pub struct Habits {
 }
 
 impl Habits {
-    /// More than 4 of its last 32 requests were seeks (`CFQQ_SEEKY`, `BFQQ_SEEKY`).
+    /// More than 4 of its last 32 requests were seeks (`CFQQ_SEEKY`).
     pub fn seeky(&self) -> bool {
-        self.seek_history.count_ones() > 32 / 8
+        self.seeks() > 32 / 8
+    }
+
+    /// How many of its last 32 requests were seeks (bfq's `BFQQ_SEEKY` asks for more than
+    /// 19 since Linux 4.19).
+    pub fn seeks(&self) -> u32 {
+        self.seek_history.count_ones()
     }
 
     /// Its mean think time in ns, once it has enough samples.

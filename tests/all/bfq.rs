@@ -144,8 +144,8 @@ fn bfq_does_not_idle_for_a_seeky_queue_among_equals_but_does_for_a_heavier_one()
     for (level, idles) in [(4, false), (0, true)] {
         for (build, mut p) in builds(&[("low_latency", 0)]) {
             let mut id = 0;
-            // Six far-apart requests, one at a time: the queue turns seeky.
-            for k in 0..6u64 {
+            // 22 far-apart requests, one at a time: more than 19 of its last 32 are seeks.
+            for k in 0..22u64 {
                 p.insert(k * MS, &[read(id, 0, level, k * 10_000_000)])
                     .unwrap();
                 let sent = p.dispatch(k * MS, 0, 1).unwrap().ids.raw();

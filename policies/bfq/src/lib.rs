@@ -19,7 +19,8 @@
 //! share of `max_budget` per `timeout_sync`, not the sectors they moved
 //! (`bfq_bfqq_charge_time`): a random reader beside a sequential one gets time, not
 //! sectors. With `low_latency`, a submitter's queue is weight-raised ×30 for its first
-//! 3 s, as bfq raises new interactive queues (raised queues are never charged time). With
+//! 3 s, as bfq raises new interactive queues, or until it has been served 120 000 sectors
+//! (`max_service_from_wr`); raised queues are never charged time. With
 //! `strict_guarantees`, bfq always idles, for async queues too.
 //!
 //! Not modelled: whether the device is rotational (the interface does not say; bfq judges
@@ -61,6 +62,12 @@ const WEIGHT_SCALE: u64 = 1000;
 const VT_SCALE: u128 = (1 << 20) * WEIGHT_SCALE as u128;
 /// FIFO expiry of sync and async requests (`bfq_fifo_expire`: 125 ms and 250 ms).
 const FIFO_EXPIRE_NS: [u64; 2] = [250 * MS, 125 * MS];
+/// A queue is seeky when more than this many of its last 32 requests were seeks
+/// (`BFQQ_SEEKY`, raised from 4 in Linux 4.19).
+const SEEKY_OF_32: u32 = 19;
+/// Service in sectors after which a raised queue is raised no more (`max_service_from_wr`):
+/// an interactive start is done by then; more is a long sequential job.
+const MAX_SERVICE_FROM_WR: u64 = 120_000;
 /// The longest idle for a seeky queue in a symmetric scenario (`BFQ_MIN_TT`).
 const MIN_TT_NS: u64 = 2 * MS;
 /// More than this many requests on the device means it queues commands
@@ -158,6 +165,8 @@ struct Queue {
     busy: bool,
     /// Its submitter's seeks and think time (sync queues).
     habits: Habits,
+    /// Sectors served while it was raised (`service_from_wr`).
+    service_from_wr: u64,
     /// Sectors its next turn may serve: a full budget, or what was left of the last one
     /// when it resumes.
     budget: u64,
@@ -404,6 +413,12 @@ impl Policy for Bfq {
             self.queued.remove(&id);
             self.on_device.insert(id, service.key);
             self.head = extent.end();
+            if now_ns < queue.raised_until {
+                queue.service_from_wr += u64::from(extent.sectors);
+                if queue.service_from_wr > MAX_SERVICE_FROM_WR {
+                    queue.raised_until = now_ns;
+                }
+            }
             if let Some(s) = &mut self.in_service {
                 s.served += u64::from(extent.sectors);
                 s.idle_until = None;
@@ -690,11 +705,11 @@ impl Bfq {
         let held = end.saturating_sub(service.started);
         let (slow, held) = if held < SHORT_TURN_NS {
             // Too short to measure: charged at least one seek (an idle slice) if seeky.
-            (queue.habits.seeky(), self.slice_idle)
+            (seeky(queue), self.slice_idle)
         } else if held > RATE_WINDOW_NS {
             (served < self.budget() / 2, held)
         } else {
-            (queue.habits.seeky(), held)
+            (seeky(queue), held)
         };
         let left = service.budget.saturating_sub(served);
         let timed_out = reason == Expiry::BudgetTimeout && left >= service.budget / 3;
@@ -713,13 +728,10 @@ impl Bfq {
         let Some(queue) = self.queues.get(&key) else {
             return false;
         };
-        if self.slice_idle == 0 || queue.class == 2 {
-            return false;
-        }
         if self.strict {
             return true;
         }
-        if !queue.sync {
+        if self.slice_idle == 0 || !queue.sync || queue.class == 2 {
             return false;
         }
         let busy = self.queues.values().filter(|q| q.busy);
@@ -729,7 +741,7 @@ impl Bfq {
         // idling_boosts_thr_without_issues, the device taken as rotational: idling pays
         // when the device queues no commands or the queue is sequential and quick to send
         // its next request, unless a raised queue would wait.
-        let sequential = !queue.habits.seeky() && !queue.habits.thinks_longer_than(self.slice_idle);
+        let sequential = !seeky(queue) && !queue.habits.thinks_longer_than(self.slice_idle);
         let boosts = (!self.hw_tag.queueing || sequential) && raised_busy == 0;
         // idling_needed_for_service_guarantees.
         let raised = now_ns < queue.raised_until;
@@ -779,7 +791,7 @@ impl Bfq {
             return self.slice_idle;
         };
         let raised = now_ns < queue.raised_until;
-        if queue.habits.seeky() && !raised && !self.asymmetric(key, now_ns) {
+        if seeky(queue) && !raised && !self.asymmetric(key, now_ns) {
             self.slice_idle.min(MIN_TT_NS)
         } else if raised {
             self.slice_idle.max(20 * MS)
@@ -821,6 +833,11 @@ impl Bfq {
         h.max_in_driver = 0;
         h.samples = 0;
     }
+}
+
+/// Whether `queue` seeks: more than [`SEEKY_OF_32`] of its last 32 requests.
+fn seeky(queue: &Queue) -> bool {
+    queue.habits.seeks() > SEEKY_OF_32
 }
 
 /// The next request of `queue`: its expired FIFO head, else the first at or after `head`,
