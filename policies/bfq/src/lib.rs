@@ -26,7 +26,8 @@
 //! Not modelled: whether the device is rotational (the interface does not say; bfq judges
 //! as for a rotational one), injection of other queues' I/O while idling, adaptive budgets
 //! and the peak-rate autotuning of `max_budget`, burst detection and soft real-time
-//! raising, `bfq_limit_depth`.
+//! raising, preemption on arrival by a higher class or weight (only a resuming queue
+//! preempts), `bfq_limit_depth`.
 //!
 //! Groups (io.weight) share the device by their weights, as BFQ's group scheduling does:
 //! each group has its own async queues, and a queue of a group is scheduled with its
