@@ -2,6 +2,8 @@
 //! completions over time, named by job (clones numbered as fio numbers them), picked by
 //! `--series` and summed over a job's clones by `--per-job`.
 
+use std::collections::{BTreeMap, BTreeSet};
+
 use serde_json::Value;
 
 use super::{Options, Series, plausible};
@@ -28,15 +30,20 @@ pub(super) fn jobs<'a>(doc: &'a Value, options: &Options) -> Vec<Job<'a>> {
     let jobname = |j: &Value| j["jobname"].as_str().unwrap_or("job").to_owned();
     let mut jobs: Vec<Job<'a>> = Vec::new();
     if options.per_job {
+        // Each job's place by name: a report of many jobs costs a lookup per entry, not a
+        // scan of the jobs so far.
+        let mut at: BTreeMap<String, usize> = BTreeMap::new();
         for entry in entries {
             let name = jobname(entry);
-            match jobs.iter_mut().find(|j| j.jobname == name) {
-                Some(job) => job.entries.push(entry),
-                None => jobs.push(Job {
+            if let Some(&i) = at.get(&name) {
+                jobs[i].entries.push(entry);
+            } else {
+                at.insert(name.clone(), jobs.len());
+                jobs.push(Job {
                     name: name.clone(),
                     jobname: name,
                     entries: vec![entry],
-                }),
+                });
             }
         }
     } else {
@@ -72,10 +79,11 @@ pub(super) fn check_series(docs: &[&Value], options: &Options) -> Result<(), Str
         ..options.clone()
     };
     let mut names: Vec<String> = Vec::new();
+    let mut seen: BTreeSet<String> = BTreeSet::new();
     for doc in docs {
         for job in jobs(doc, &everything) {
             for name in [job.jobname, job.name] {
-                if !names.contains(&name) {
+                if seen.insert(name.clone()) {
                     names.push(name);
                 }
             }
@@ -84,7 +92,7 @@ pub(super) fn check_series(docs: &[&Value], options: &Options) -> Result<(), Str
     let missing: Vec<&str> = options
         .series
         .iter()
-        .filter(|s| !names.contains(s))
+        .filter(|s| !seen.contains(*s))
         .map(String::as_str)
         .collect();
     if missing.is_empty() {
@@ -102,22 +110,22 @@ pub(super) fn check_series(docs: &[&Value], options: &Options) -> Result<(), Str
 /// (`numjobs`), which clone (`reader.0`, `reader.1`), as fio numbers them.
 fn clone_names(jobs: &[&Value]) -> Vec<String> {
     let name = |j: &Value| j["jobname"].as_str().unwrap_or("job").to_owned();
-    let mut seen: Vec<(String, usize)> = Vec::new();
+    // Counted first, then numbered: two passes with a map, not a scan per entry.
+    let mut clones: BTreeMap<String, usize> = BTreeMap::new();
+    for j in jobs {
+        *clones.entry(name(j)).or_default() += 1;
+    }
+    let mut next: BTreeMap<String, usize> = BTreeMap::new();
     jobs.iter()
         .map(|j| {
             let n = name(j);
-            let clones = jobs.iter().filter(|o| name(o) == n).count();
-            let k = match seen.iter_mut().find(|(s, _)| *s == n) {
-                Some((_, k)) => {
-                    *k += 1;
-                    *k
-                }
-                None => {
-                    seen.push((n.clone(), 0));
-                    0
-                }
-            };
-            if clones > 1 { format!("{n}.{k}") } else { n }
+            if clones.get(&n).copied().unwrap_or(0) < 2 {
+                return n;
+            }
+            let k = next.entry(n.clone()).or_default();
+            let label = format!("{n}.{k}");
+            *k += 1;
+            label
         })
         .collect()
 }
@@ -199,6 +207,8 @@ impl Job<'_> {
 
 /// One CDF of several, each weighted (by its completions): at every x any of them has, the
 /// weighted mean of each one's fraction at or below x. Curves with no weight count alike.
+/// One sweep over every point in x order, each moving the sum by its curve's step, so many
+/// clones cost their points, not their points times their number.
 fn merged(curves: &[(f64, Vec<(f64, f64)>)]) -> Vec<(f64, f64)> {
     let total: f64 = curves.iter().map(|(w, _)| w).sum();
     let weight = |w: f64| {
@@ -208,30 +218,27 @@ fn merged(curves: &[(f64, Vec<(f64, f64)>)]) -> Vec<(f64, f64)> {
             1.0 / curves.len() as f64
         }
     };
-    let mut xs: Vec<f64> = curves
+    let mut steps: Vec<(f64, usize, f64)> = curves
         .iter()
-        .flat_map(|(_, p)| p.iter().map(|&(x, _)| x))
+        .enumerate()
+        .flat_map(|(k, (_, p))| p.iter().map(move |&(x, f)| (x, k, f)))
         .collect();
-    xs.sort_by(f64::total_cmp);
-    xs.dedup();
-    let mut cursors = vec![0usize; curves.len()];
+    steps.sort_by(|a, b| a.0.total_cmp(&b.0));
     let mut at = vec![0f64; curves.len()];
-    xs.into_iter()
-        .map(|x| {
-            let mut fraction = 0.0;
-            for (k, (w, points)) in curves.iter().enumerate() {
-                while let Some(&(px, f)) = points.get(cursors[k]) {
-                    if px > x {
-                        break;
-                    }
-                    at[k] = at[k].max(f);
-                    cursors[k] += 1;
-                }
-                fraction += weight(*w) * at[k];
-            }
-            (x, fraction.min(1.0))
-        })
-        .collect()
+    let mut sum = 0.0;
+    let mut out: Vec<(f64, f64)> = Vec::new();
+    for (x, k, f) in steps {
+        // A CDF never falls: a point below the curve's level so far changes nothing.
+        if f > at[k] {
+            sum += weight(curves[k].0) * (f - at[k]);
+            at[k] = f;
+        }
+        match out.last_mut() {
+            Some(last) if last.0 == x => last.1 = sum.min(1.0),
+            _ => out.push((x, sum.min(1.0))),
+        }
+    }
+    out
 }
 
 /// The latency series of `docs`: a curve per run, job and direction with completions,
@@ -321,6 +328,24 @@ mod tests {
         let apart = super::jobs(&doc, &Options::default());
         let names: Vec<&str> = apart.iter().map(|j| j.name.as_str()).collect();
         assert_eq!(names, ["r.0", "r.1"]);
+    }
+
+    #[test]
+    fn a_report_of_a_hundred_thousand_clones_is_named_and_grouped_without_a_scan_per_entry() {
+        // Numbering clones by scanning every entry for each once made this quadratic: 10^10
+        // comparisons, a hang on a report within the size `plot` accepts.
+        let one = json!({ "jobname": "r" });
+        let doc = json!({ "jobs": vec![one; 100_000] });
+        let named = jobs(&doc, &Options::default());
+        assert_eq!(named[99_999].name, "r.99999");
+        let grouped = jobs(
+            &doc,
+            &Options {
+                per_job: true,
+                ..Options::default()
+            },
+        );
+        assert_eq!(grouped.len(), 1);
     }
 
     #[test]
