@@ -3167,6 +3167,8 @@ fn plot_options_set_the_page_in_inches_the_text_in_points_the_scales_and_the_ser
     assert_fails_with(&out, "--series reader: no job of that name");
     let out = plot(&["--size", "0x3"]);
     assert_fails_with(&out, "expected WIDTHxHEIGHT in inches");
+    let out = plot(&["--size", "20x20", "--dpi", "1200"]);
+    assert_fails_with(&out, "more than 100000000: a smaller --size or --dpi");
 }
 
 /// The code blocks of the README that follow a `<!-- runnable -->` line, in order.

@@ -1,10 +1,15 @@
 //! A plot's SVG as PNG and PDF, its text in the system's fonts.
 
+/// The most pixels a PNG may have (400 MB of pixmap): `--size 20x20 --dpi 1200` would ask
+/// for 576 million.
+const MAX_PNG_PIXELS: u64 = 100_000_000;
+
 /// `svg` rendered to PNG at `dpi` dots per inch of its stated size, its text in the
 /// system's fonts (a machine with no fonts gets the lines and no text).
 ///
 /// # Errors
-/// The SVG does not parse, `dpi` is outside 10..=1200, or the picture cannot be encoded.
+/// The SVG does not parse, `dpi` is outside 10..=1200, the picture would have more than
+/// [`MAX_PNG_PIXELS`], or it cannot be encoded.
 pub fn png(svg: &str, dpi: u32) -> Result<Vec<u8>, String> {
     if !(10..=1200).contains(&dpi) {
         return Err(format!("{dpi} dpi: expected 10 to 1200"));
@@ -16,6 +21,14 @@ pub fn png(svg: &str, dpi: u32) -> Result<Vec<u8>, String> {
         .to_int_size()
         .scale_by(scale)
         .ok_or("the plot has no area")?;
+    let pixels = u64::from(size.width()) * u64::from(size.height());
+    if pixels > MAX_PNG_PIXELS {
+        return Err(format!(
+            "the PNG would be {}×{} pixels, more than {MAX_PNG_PIXELS}: a smaller --size or --dpi",
+            size.width(),
+            size.height()
+        ));
+    }
     let mut pixmap =
         resvg::tiny_skia::Pixmap::new(size.width(), size.height()).ok_or("the plot has no area")?;
     pixmap.fill(resvg::tiny_skia::Color::WHITE);
