@@ -2903,22 +2903,33 @@ fn deadline_starves_a_best_effort_job_beside_a_realtime_one_until_priority_aging
     }
 }
 
+/// Read IOPS summed over the clones of a 4 KiB random reader on `sim:ssd` under `policy`,
+/// for `runtime` of virtual time.
+fn random_read_iops(policy: &str, iodepth: &str, numjobs: &str, runtime: &str) -> f64 {
+    let runtime = format!("--runtime={runtime}");
+    let v = ssd_json(&[
+        "--policy",
+        policy,
+        "--name=r",
+        "--rw=randread",
+        "--bs=4k",
+        "--size=256m",
+        iodepth,
+        numjobs,
+        &runtime,
+        "--time_based",
+    ]);
+    v["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["read"]["iops"].as_f64().unwrap())
+        .sum()
+}
+
 #[test]
 fn cfq_keeps_one_deep_job_near_noops_rate_since_quantum_binds_only_beside_others() {
-    let iops = |policy: &str| -> f64 {
-        let v = ssd_json(&[
-            "--policy",
-            policy,
-            "--name=r",
-            "--rw=randread",
-            "--bs=4k",
-            "--size=256m",
-            "--iodepth=32",
-            "--runtime=500ms",
-            "--time_based",
-        ]);
-        v["jobs"][0]["read"]["iops"].as_f64().unwrap()
-    };
+    let iops = |policy: &str| random_read_iops(policy, "--iodepth=32", "--numjobs=1", "500ms");
     let (noop, cfq) = (iops("native:noop"), iops("native:cfq"));
     assert!(
         cfq >= 0.9 * noop,
@@ -2934,26 +2945,7 @@ fn cfq_and_bfq_serve_equal_random_readers_at_depth_one_near_noops_rate_on_flash(
     // while the others prove seeky: over 2 s that costs about 3 %. bfq idles for none of
     // them: idling boosts no throughput on a device that queues, and equal queues need no
     // guarantee (bfq_better_to_idle); it once kept about one request in flight (0.25×).
-    let iops = |policy: &str| -> f64 {
-        let v = ssd_json(&[
-            "--policy",
-            policy,
-            "--name=r",
-            "--rw=randread",
-            "--bs=4k",
-            "--size=256m",
-            "--iodepth=1",
-            "--numjobs=4",
-            "--runtime=2s",
-            "--time_based",
-        ]);
-        v["jobs"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|j| j["read"]["iops"].as_f64().unwrap())
-            .sum()
-    };
+    let iops = |policy: &str| random_read_iops(policy, "--iodepth=1", "--numjobs=4", "2s");
     let noop = iops("native:noop");
     for policy in ["native:cfq", "native:bfq"] {
         let got = iops(policy);

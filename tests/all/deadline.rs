@@ -22,6 +22,14 @@ fn builds(settings: &[(&str, i64)]) -> Vec<(&'static str, Box<dyn PolicyBackend>
     )
 }
 
+/// A read of class `class`, as [`req`] makes it.
+fn read_in(class: PrioClass, id: u64, sector: u64, arrival_ms: u64) -> Request {
+    Request {
+        prio_class: class,
+        ..req(id, Op::Read, sector, arrival_ms)
+    }
+}
+
 fn req(id: u64, op: Op, sector: u64, arrival_ms: u64) -> Request {
     Request {
         id: RequestId(id),
@@ -103,14 +111,11 @@ fn deadline_does_not_starve_writes_beyond_writes_starved() {
 #[test]
 fn deadline_serves_realtime_class_first_unless_lower_class_aged() {
     for (build, mut p) in builds(&[("prio_aging_expire", 100)]) {
-        let mut be = req(1, Op::Read, 0, 0);
-        be.prio_class = PrioClass::Be;
-        let mut rt = req(2, Op::Read, 8000, 0);
-        rt.prio_class = PrioClass::Rt;
+        let be = read_in(PrioClass::Be, 1, 0, 0);
+        let rt = read_in(PrioClass::Rt, 2, 8000, 0);
         p.insert(0, &[be, rt]).unwrap();
         assert_eq!(one(&mut p, 1), Some(2), "{build}: RT first");
-        let mut rt2 = req(3, Op::Read, 9000, 150);
-        rt2.prio_class = PrioClass::Rt;
+        let rt2 = read_in(PrioClass::Rt, 3, 9000, 150);
         p.insert(150 * MS, &[rt2]).unwrap();
         assert_eq!(
             one(&mut p, 150),
@@ -125,10 +130,8 @@ fn deadline_serves_realtime_class_first_unless_lower_class_aged() {
 fn deadline_holds_a_lower_class_while_a_higher_one_has_requests_in_flight() {
     use crate::helpers::done;
     for (build, mut p) in builds(&[]) {
-        let mut be = req(1, Op::Read, 0, 0);
-        be.prio_class = PrioClass::Be;
-        let mut rt = req(2, Op::Read, 8000, 0);
-        rt.prio_class = PrioClass::Rt;
+        let be = read_in(PrioClass::Be, 1, 0, 0);
+        let rt = read_in(PrioClass::Rt, 2, 8000, 0);
         p.insert(0, &[be, rt]).unwrap();
         assert_eq!(one(&mut p, 1), Some(2), "{build}: RT first");
         // Nothing RT is queued, but one is on the device: mq-deadline's dd_queued(RT) is 1.
