@@ -63,7 +63,7 @@ publish = false
 [dependencies]
 
 [target.'cfg(target_arch = "wasm32")'.dependencies]
-wit-bindgen = { version = "0.61", default-features = false, features = ["macros", "realloc"] }
+wit-bindgen = { version = "0.60", default-features = false, features = ["macros", "realloc"] }
 "#;
 
 const POLICY_MANIFEST: &str = include_str!("../template/Cargo.toml");
