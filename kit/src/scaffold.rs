@@ -71,6 +71,12 @@ const POLICY_SOURCE: &str = include_str!("../template/lib.rs");
 const POLICY_README: &str = include_str!("../template/README.md");
 const POLICY_GITIGNORE: &str = "/target\n";
 
+/// The lock file this host was built and tested with. A new crate starts from it, so its
+/// build takes the versions the host's own policies were built with (cargo keeps what the
+/// crate uses and drops the rest); without it cargo takes the newest releases, and a build
+/// directory shared with the host's policies compiles a second set of macro crates.
+const LOCK: &str = include_str!("../../Cargo.lock");
+
 /// What `new_policy` wrote.
 #[derive(Debug, Clone)]
 pub struct Scaffolded {
@@ -123,6 +129,7 @@ pub fn new_policy(dir: &Path, name: Option<&str>) -> Result<Scaffolded> {
     write("src/lib.rs", &fill(POLICY_SOURCE))?;
     write("README.md", &fill(POLICY_README))?;
     write(".gitignore", POLICY_GITIGNORE)?;
+    write("Cargo.lock", LOCK)?;
     write("vendor/schedhost-sdk/Cargo.toml", SDK_MANIFEST)?;
     for (file, text) in SDK_SOURCES {
         write(&format!("vendor/schedhost-sdk/src/{file}"), text)?;
@@ -184,6 +191,31 @@ mod tests {
         let mut vendored: Vec<String> = SDK_SOURCES.iter().map(|(f, _)| (*f).to_owned()).collect();
         vendored.sort();
         assert_eq!(on_disk, vendored, "add the new SDK file to SDK_SOURCES");
+    }
+
+    #[test]
+    fn a_new_crate_is_locked_to_the_wit_bindgen_its_vendored_sdk_asks_for() {
+        let dir = std::env::temp_dir().join(format!("schedhost-kit-lock-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        new_policy(&dir, Some("locked")).unwrap();
+        let lock = fs::read_to_string(dir.join("Cargo.lock")).unwrap();
+        fs::remove_dir_all(&dir).unwrap();
+        let locked = lock
+            .split("[[package]]")
+            .find(|p| p.contains("name = \"wit-bindgen\"\n"))
+            .and_then(|p| p.lines().find_map(|l| l.strip_prefix("version = \"")))
+            .expect("wit-bindgen in the lock")
+            .trim_end_matches('"')
+            .to_owned();
+        let wanted = SDK_MANIFEST
+            .lines()
+            .find_map(|l| l.strip_prefix("wit-bindgen = { version = \""))
+            .and_then(|rest| rest.split('"').next())
+            .expect("wit-bindgen in the manifest");
+        assert!(
+            locked.starts_with(&format!("{wanted}.")),
+            "locked {locked}, the manifest asks for {wanted}"
+        );
     }
 
     #[test]
