@@ -3245,3 +3245,31 @@ fn a_check_too_short_to_cover_its_clauses_blames_itself_not_the_policy() {
     );
     assert!(!stderr(&out).contains("broke the policy contract"));
 }
+
+#[test]
+fn a_group_with_four_submitters_takes_no_more_of_the_request_pool_than_a_group_with_one() {
+    // One hardware queue deeper than the pool, so the device takes whatever holds a tag and
+    // the pool alone decides the split; noop, equal weights. Tags were handed round robin
+    // by submitter, so the group of four held four fifths of the pool; by group, half.
+    let device = temp_file("deep-ssd.spec", "model = ssd\nhw_queues = 1\nqueue_depth = 256\n");
+    let device = device.to_str().unwrap();
+    let mut args = vec!["--policy", "native:noop", "--device", device, "--nr-requests", "64"];
+    args.extend(["--output-format", "json"]);
+    for (name, group, jobs) in [("--name=many", "--cgroup=many", "--numjobs=4"), ("--name=one", "--cgroup=one", "--numjobs=1")] {
+        args.extend([name, group, jobs, "--rw=randread", "--bs=4k", "--size=1g", "--iodepth=64"]);
+        args.extend(["--runtime=200ms", "--time_based"]);
+    }
+    let out = schedhost(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ios: Vec<f64> = v["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["read"]["total_ios"].as_f64().unwrap())
+        .collect();
+    assert_eq!(ios.len(), 5);
+    let many: f64 = ios[..4].iter().sum();
+    let share = many / (many + ios[4]);
+    assert!((share - 0.5).abs() <= 0.02, "the group of four got {share:.3} of the I/Os: {ios:?}");
+}

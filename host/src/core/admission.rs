@@ -3,6 +3,17 @@
 //! queue and the depth the policy allows each kind (its `limit_depth`); one that finds no tag
 //! waits in its submitter's software queue, and a freed tag lets the waiting queues in,
 //! round robin, as the kernel's per-ctx software queues wait for its scheduler tags.
+//!
+//! With groups, the tags are also shared between the groups, so that whichever group fills
+//! the pool first does not get the pool: while two or more groups hold tags or wait for them,
+//! a group holding its part (`nr_requests / active groups`, at least one) takes another only
+//! if more stay free than the waiting groups under their parts are owed. A group alone takes
+//! every tag, and a part one group leaves unused goes to the others, so no tag idles while a
+//! request waits for one nobody is owed. The parts are equal, not weighted: weights are the
+//! policy's to serve (a policy that ignores them, as `none` does in the kernel, must not
+//! have them served by the pool), and the pool's job is only to give every group requests
+//! for the policy to choose among. The legacy kernel kept a request list per blkcg for the
+//! same reason.
 
 use std::collections::VecDeque;
 
@@ -14,6 +25,14 @@ use super::{Core, CoreStats, Fault, PolicyBackend, State};
 /// Scheduler tags a request of each kind `[op][sync]` may hold per hardware queue.
 pub(super) type DepthLimits = [[u32; 2]; 4];
 
+/// What a tag is held for: the request's kind, and its group (from 1; 0 for none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct TagKind {
+    pub op: Op,
+    pub sync: bool,
+    pub group: u32,
+}
+
 /// The tags and the software queues of one core.
 #[derive(Debug)]
 pub(super) struct Admission {
@@ -23,6 +42,22 @@ pub(super) struct Admission {
     tags: Vec<Tags>,
     /// Software queues by ctx: each submitter's requests waiting for a tag, in arrival order.
     software: Vec<VecDeque<u64>>,
+    /// Whether the tags are shared between groups (a run with groups).
+    shared: bool,
+}
+
+/// One group's use of one hardware queue's tags.
+#[derive(Debug, Default, Clone, Copy)]
+struct GroupTags {
+    held: u32,
+    /// Its requests in software queues waiting for a tag here.
+    staged: u32,
+}
+
+impl GroupTags {
+    fn active(self) -> bool {
+        self.held > 0 || self.staged > 0
+    }
 }
 
 /// One hardware queue's scheduler tags.
@@ -34,6 +69,22 @@ struct Tags {
     held_total: u32,
     /// Submitters with requests waiting for a tag here, served round robin.
     waiting: VecDeque<u32>,
+    /// By group number, when there are groups.
+    by_group: Vec<GroupTags>,
+}
+
+impl Tags {
+    fn group_mut(&mut self, group: u32) -> &mut GroupTags {
+        let index = group as usize;
+        if self.by_group.len() <= index {
+            self.by_group.resize(index + 1, GroupTags::default());
+        }
+        &mut self.by_group[index]
+    }
+
+    fn group(&self, group: u32) -> GroupTags {
+        self.by_group.get(group as usize).copied().unwrap_or_default()
+    }
 }
 
 impl Admission {
@@ -44,6 +95,7 @@ impl Admission {
             depth_limit: [[u32::MAX; 2]; 4],
             tags: (0..hw_queues).map(|_| Tags::default()).collect(),
             software: Vec::new(),
+            shared: false,
         }
     }
 
@@ -52,23 +104,62 @@ impl Admission {
         self.depth_limit = limits;
     }
 
-    /// True iff a request of this kind may take a tag on `home` now.
-    pub(super) fn tag_free(&self, home: u32, op: Op, sync: bool) -> bool {
+    /// The tags are shared between groups from now on.
+    pub(super) fn share_between_groups(&mut self) {
+        self.shared = true;
+    }
+
+    /// Whether the sharing lets `group` take another tag on `home` (the pool has one free).
+    fn group_may_take(&self, home: u32, group: u32) -> bool {
+        if !self.shared {
+            return true;
+        }
         let tags = &self.tags[home as usize];
+        let others = || {
+            tags.by_group
+                .iter()
+                .enumerate()
+                .filter(move |&(g, t)| t.active() && g as u32 != group)
+                .map(|(_, t)| *t)
+        };
+        let groups = 1 + others().count() as u32;
+        if groups == 1 {
+            return true;
+        }
+        let part = (self.nr_requests / groups).max(1);
+        if tags.group(group).held < part {
+            return true;
+        }
+        let free = self.nr_requests.saturating_sub(tags.held_total);
+        let owed: u32 = others()
+            .filter(|t| t.staged > 0)
+            .map(|t| part.saturating_sub(t.held))
+            .fold(0, u32::saturating_add);
+        free > owed
+    }
+
+    /// True iff a request of this kind may take a tag on `home` now.
+    pub(super) fn tag_free(&self, home: u32, kind: TagKind) -> bool {
+        let tags = &self.tags[home as usize];
+        let (op, sync) = (kind.op as usize, usize::from(kind.sync));
         tags.held_total < self.nr_requests
-            && tags.held[op as usize][usize::from(sync)]
-                < self.depth_limit[op as usize][usize::from(sync)]
+            && tags.held[op][sync] < self.depth_limit[op][sync]
+            && self.group_may_take(home, kind.group)
     }
 
     /// A request of this kind takes a tag on `home`.
-    pub(super) fn take_tag(&mut self, home: u32, op: Op, sync: bool) {
+    pub(super) fn take_tag(&mut self, home: u32, kind: TagKind) {
         let tags = &mut self.tags[home as usize];
-        tags.held[op as usize][usize::from(sync)] += 1;
+        tags.held[kind.op as usize][usize::from(kind.sync)] += 1;
         tags.held_total += 1;
+        if self.shared {
+            tags.group_mut(kind.group).held += 1;
+        }
     }
 
-    /// Request `id` of `ctx` waits at the tail of its software queue for a tag on `home`.
-    pub(super) fn stage(&mut self, ctx: u32, home: u32, id: u64) {
+    /// Request `id` of `ctx` (in `group`) waits at the tail of its software queue for a tag
+    /// on `home`.
+    pub(super) fn stage(&mut self, ctx: u32, home: u32, group: u32, id: u64) {
         let ctx_index = ctx as usize;
         if self.software.len() <= ctx_index {
             self.software.resize_with(ctx_index + 1, VecDeque::new);
@@ -78,12 +169,22 @@ impl Admission {
             self.tags[home as usize].waiting.push_back(ctx);
         }
         queue.push_back(id);
+        if self.shared {
+            self.tags[home as usize].group_mut(group).staged += 1;
+        }
     }
 
-    /// Request `id` of `ctx` no longer waits (a merge absorbed it).
-    pub(super) fn unstage(&mut self, ctx: u32, id: u64) {
-        if let Some(queue) = self.software.get_mut(ctx as usize) {
-            queue.retain(|&s| s != id);
+    /// Request `id` of `ctx` (in `group`, waiting on `home`) no longer waits (a merge
+    /// absorbed it).
+    pub(super) fn unstage(&mut self, ctx: u32, home: u32, group: u32, id: u64) {
+        let Some(queue) = self.software.get_mut(ctx as usize) else {
+            return;
+        };
+        let before = queue.len();
+        queue.retain(|&s| s != id);
+        if queue.len() < before && self.shared {
+            let staged = &mut self.tags[home as usize].group_mut(group).staged;
+            *staged = staged.saturating_sub(1);
         }
     }
 
@@ -93,19 +194,23 @@ impl Admission {
     pub(super) fn release(
         &mut self,
         home: u32,
-        op: Op,
-        sync: bool,
+        kind: TagKind,
         table: &RequestTable,
         admitted: &mut Vec<u64>,
     ) {
         let tags = &mut self.tags[home as usize];
-        let kind = &mut tags.held[op as usize][usize::from(sync)];
+        let held = &mut tags.held[kind.op as usize][usize::from(kind.sync)];
         debug_assert!(
-            *kind > 0 && tags.held_total > 0,
+            *held > 0 && tags.held_total > 0,
             "a tag released that was not held"
         );
-        *kind = kind.saturating_sub(1);
+        *held = held.saturating_sub(1);
         tags.held_total = tags.held_total.saturating_sub(1);
+        if self.shared {
+            let group = tags.group_mut(kind.group);
+            debug_assert!(group.held > 0, "a group's tag released that it did not hold");
+            group.held = group.held.saturating_sub(1);
+        }
         let mut fruitless = 0;
         while fruitless < self.tags[home as usize].waiting.len()
             && self.tags[home as usize].held_total < self.nr_requests
@@ -115,11 +220,15 @@ impl Admission {
             };
             let head = self.software[ctx as usize]
                 .front()
-                .and_then(|&id| table.get(id).map(|r| (id, r.op, r.sync)));
+                .and_then(|&id| table.get(id).map(|r| (id, r.tag_kind())));
             let let_in = match head {
-                Some((id, op, sync)) if self.tag_free(home, op, sync) => {
+                Some((id, kind)) if self.tag_free(home, kind) => {
                     self.software[ctx as usize].pop_front();
-                    self.take_tag(home, op, sync);
+                    if self.shared {
+                        let staged = &mut self.tags[home as usize].group_mut(kind.group).staged;
+                        *staged = staged.saturating_sub(1);
+                    }
+                    self.take_tag(home, kind);
                     admitted.push(id);
                     true
                 }
@@ -145,6 +254,10 @@ impl Admission {
                 by_kind, tags.held_total,
                 "queue {q}: scheduler tags by kind"
             );
+            if self.shared {
+                let by_group: u32 = tags.by_group.iter().map(|g| g.held).sum();
+                assert_eq!(by_group, tags.held_total, "queue {q}: scheduler tags by group");
+            }
             assert!(
                 tags.held_total <= self.nr_requests,
                 "queue {q}: {} scheduler tags held past nr_requests {}",
@@ -163,15 +276,16 @@ impl Core {
         };
         request.state = State::Pending;
         self.admission
-            .take_tag(request.home_queue, request.op, request.sync);
+            .take_tag(request.home_queue, request.tag_kind());
         self.pending_insert.push(id);
     }
 
-    /// Frees a scheduler tag on `home`; the requests it lets in go to the next insert batch.
-    pub(super) fn release_tag(&mut self, home: u32, op: Op, sync: bool) {
+    /// Frees a scheduler tag of `kind` on `home`; the requests it lets in go to the next
+    /// insert batch.
+    pub(super) fn release_tag(&mut self, home: u32, kind: TagKind) {
         let from = self.pending_insert.len();
         self.admission
-            .release(home, op, sync, &self.table, &mut self.pending_insert);
+            .release(home, kind, &self.table, &mut self.pending_insert);
         for &id in &self.pending_insert[from..] {
             if let Some(request) = self.table.get_mut(id) {
                 request.state = State::Pending;

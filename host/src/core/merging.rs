@@ -308,17 +308,18 @@ impl Core {
     fn forget_waiting(&mut self, id: u64, gone: &Request) {
         match gone.state {
             State::Staged => {
-                self.admission.unstage(gone.ctx, id);
+                self.admission
+                    .unstage(gone.ctx, gone.home_queue, gone.group, id);
             }
             State::Pending => {
                 self.pending_insert.retain(|&p| p != id);
-                self.release_tag(gone.home_queue, gone.op, gone.sync);
+                self.release_tag(gone.home_queue, gone.tag_kind());
             }
             // Sent-back requests are out of the merge index, so none is absorbed; were one,
             // it would leave the requeue batch as a pending one leaves the insert batch.
             State::Requeued => {
                 self.pending_requeue.retain(|&p| p != id);
-                self.release_tag(gone.home_queue, gone.op, gone.sync);
+                self.release_tag(gone.home_queue, gone.tag_kind());
             }
             State::Queued => {
                 debug_assert!(
@@ -326,7 +327,7 @@ impl Core {
                     "an absorbed request the policy held, with none held"
                 );
                 self.queued = self.queued.saturating_sub(1);
-                self.release_tag(gone.home_queue, gone.op, gone.sync);
+                self.release_tag(gone.home_queue, gone.tag_kind());
             }
             State::Dispatched { .. } => {}
         }

@@ -281,6 +281,7 @@ impl Core {
     pub fn set_throttle(&mut self, throttle: Throttle) {
         let throttle = throttle.with_base_depth(self.config.queue_depth);
         self.throttle = Some(Box::new(throttle));
+        self.admission.share_between_groups();
         self.tell_groups(0);
     }
 
@@ -439,7 +440,8 @@ impl Core {
             requeues: 0,
         };
         self.plug_for(now_ns, &request);
-        let admitted = self.admission.tag_free(home, bio.op, bio.sync);
+        let kind = request.tag_kind();
+        let admitted = self.admission.tag_free(home, kind);
         let id = self.table.insert(request);
         if let Some(request) = self.table.get(id) {
             self.merging.add(id, request);
@@ -447,7 +449,7 @@ impl Core {
         if admitted {
             self.admit(id);
         } else {
-            self.admission.stage(bio.ctx, home, id);
+            self.admission.stage(bio.ctx, home, kind.group, id);
         }
     }
 
@@ -543,7 +545,7 @@ impl Core {
                 status,
             });
         }
-        self.release_tag(request.home_queue, request.op, request.sync);
+        self.release_tag(request.home_queue, request.tag_kind());
         Ok(())
     }
 

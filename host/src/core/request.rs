@@ -115,6 +115,15 @@ impl Request {
     pub fn is_mergeable(&self) -> bool {
         !matches!(self.state, State::Dispatched { .. }) && self.op != Op::Flush
     }
+
+    /// What its scheduler tag is held for.
+    pub(super) fn tag_kind(&self) -> super::admission::TagKind {
+        super::admission::TagKind {
+            op: self.op,
+            sync: self.sync,
+            group: self.group,
+        }
+    }
 }
 
 /// Requests by id. An id is a slot index with a generation in its high half, so an id stays
