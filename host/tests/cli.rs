@@ -3246,6 +3246,58 @@ fn a_check_too_short_to_cover_its_clauses_blames_itself_not_the_policy() {
     assert!(!stderr(&out).contains("broke the policy contract"));
 }
 
+/// Three groups weighted 1:2:5 flooding `sim:ssd` at `iodepth` each (the issue's table),
+/// under `policy` with `extra` options: each group's share of the I/Os and the total IOPS.
+fn one_two_five(policy: &str, iodepth: u32, extra: &[&str]) -> ([f64; 3], f64) {
+    let depth = format!("--iodepth={iodepth}");
+    let mut args = vec!["--policy", policy, "--seed", "2"];
+    args.extend_from_slice(extra);
+    let names = [("--name=g1", "--cgroup=g1", "--cgroup_weight=100")];
+    let names = [
+        names[0],
+        ("--name=g2", "--cgroup=g2", "--cgroup_weight=200"),
+        ("--name=g5", "--cgroup=g5", "--cgroup_weight=500"),
+    ];
+    for (name, group, weight) in names {
+        args.extend([
+            name,
+            group,
+            weight,
+            "--rw=randread",
+            "--bs=4k",
+            "--size=1g",
+            depth.as_str(),
+            "--runtime=200ms",
+            "--time_based",
+        ]);
+    }
+    let v = ssd_json(&args);
+    let ios: Vec<f64> = (0..3)
+        .map(|j| v["jobs"][j]["read"]["total_ios"].as_f64().unwrap())
+        .collect();
+    let total: f64 = ios.iter().sum();
+    let iops: f64 = (0..3)
+        .map(|j| v["jobs"][j]["read"]["iops"].as_f64().unwrap())
+        .sum();
+    ([ios[0] / total, ios[1] / total, ios[2] / total], iops)
+}
+
+#[test]
+fn weights_one_two_five_hold_under_mclock_at_every_depth_the_issue_tried_and_throughput_stays_near_noops()
+ {
+    for iodepth in [64, 128, 256] {
+        let (shares, iops) = one_two_five("native:mclock", iodepth, &[]);
+        let (_, noop) = one_two_five("native:noop", iodepth, &[]);
+        for (share, want) in shares.iter().zip([0.125, 0.25, 0.625]) {
+            assert!(
+                (share / want - 1.0).abs() <= 0.03,
+                "iodepth {iodepth}: shares {shares:?}"
+            );
+        }
+        assert!(iops >= 0.9 * noop, "iodepth {iodepth}: {iops} IOPS against noop's {noop}");
+    }
+}
+
 #[test]
 fn a_group_with_four_submitters_takes_no_more_of_the_request_pool_than_a_group_with_one() {
     // One hardware queue deeper than the pool, so the device takes whatever holds a tag and

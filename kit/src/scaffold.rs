@@ -40,6 +40,10 @@ const SDK_SOURCES: &[(&str, &str)] = &[
         include_str!("../../sdk/src/collections/word_map.rs"),
     ),
     ("guest.rs", include_str!("../../sdk/src/guest.rs")),
+    (
+        "device_share.rs",
+        include_str!("../../sdk/src/device_share.rs"),
+    ),
     ("habits.rs", include_str!("../../sdk/src/habits.rs")),
     ("interface.rs", include_str!("../../sdk/src/interface.rs")),
     ("packed.rs", include_str!("../../sdk/src/packed.rs")),

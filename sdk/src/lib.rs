@@ -85,6 +85,7 @@
 #[doc(hidden)]
 pub mod block_cache;
 pub mod collections;
+pub mod device_share;
 pub mod habits;
 mod interface;
 #[doc(hidden)]

@@ -14,6 +14,12 @@
 //! in arrival order. When every waiting group is over its limit the policy idles until the
 //! first `L` is due.
 //!
+//! A device deeper than the load would serve its own queue in its own order and undo the
+//! tags, so while two or more groups have requests and the device queues, mclock keeps on
+//! it only what lets every group hold its weight's part ([`schedhost_sdk::device_share`],
+//! dmClock's bound on what is outstanding at a server, derived instead of configured;
+//! `device_share=0` turns it off).
+//!
 //! The host holds io.max limits itself before the policy, bursts included, so the `L` tags
 //! are off by default (`limit_tags=1` turns them on): paced again without the bursts, a
 //! group with `riops=100,riops_burst=20` got 11 % less than its limit allowed. A request
@@ -23,7 +29,10 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use schedhost_sdk::{Dispatch, Group, Op, Policy, Request, RequestId, Setup, TunableSpec};
+use schedhost_sdk::device_share::{Backlog, DeviceShare};
+use schedhost_sdk::{
+    Completion, Dispatch, Group, MergeEvent, Op, Policy, Request, RequestId, Setup, TunableSpec,
+};
 
 /// Tags are in picoseconds, so a step of `cost / rate` keeps its precision at any rate up to
 /// the 10^9 IOPS the host accepts.
@@ -50,6 +59,15 @@ const TUNABLES: &[TunableSpec<Mclock>] = &[
         unit: "",
         help: "1: also pace groups by dmClock's limit tags (the host already holds io.max, with its bursts)",
         field: |p| &mut p.limit_tags,
+    },
+    TunableSpec {
+        name: "device_share",
+        default: 1,
+        min: 0,
+        max: 1,
+        unit: "",
+        help: "1: while groups contend and the device queues, keep on it only what lets each group hold its weight's part",
+        field: |p| &mut p.device_share,
     },
 ];
 
@@ -131,12 +149,29 @@ pub struct Mclock {
     lanes: BTreeMap<u32, Lane>,
     cost_unit_kib: i64,
     limit_tags: i64,
+    device_share: i64,
+    /// What is on the device, by group.
+    on_device: DeviceShare,
 }
 
 impl Mclock {
     fn cost(&self, r: &Request) -> u64 {
         let unit = self.cost_unit_kib.clamp(1, 1024).unsigned_abs() * 2;
         u64::from(r.sectors).div_ceil(unit).max(1)
+    }
+
+    /// How many more requests may go to the device now.
+    fn device_room(&self) -> u32 {
+        if self.device_share == 0 {
+            return u32::MAX;
+        }
+        let backlog = self.lanes.iter().map(|(&g, lane)| Backlog {
+            weight: u64::from(lane.promise.weight),
+            outstanding: u32::try_from(lane.queue.len())
+                .unwrap_or(u32::MAX)
+                .saturating_add(self.on_device.in_flight_of(g)),
+        });
+        self.on_device.room(backlog)
     }
 
     /// The smallest `P` among waiting groups other than `group`.
@@ -184,7 +219,7 @@ impl Mclock {
 
     /// The next request: a due reservation first, then the smallest weight tag under its
     /// limit. `Err` holds when the first limit is due, if any request waits.
-    fn next(&mut self, now_ps: u128) -> Result<RequestId, Option<u128>> {
+    fn next(&mut self, now_ps: u128) -> Result<(RequestId, u32), Option<u128>> {
         let due = self
             .lanes
             .iter()
@@ -193,7 +228,7 @@ impl Mclock {
         if let Some((_, g)) = due {
             let lane = self.lanes.get_mut(&g).expect("the lane just seen");
             let t = lane.queue.pop_front().expect("a head");
-            return Ok(t.id);
+            return Ok((t.id, g));
         }
         let by_weight = self
             .lanes
@@ -211,7 +246,7 @@ impl Mclock {
             if let Some(rate) = lane.promise.reserve_iops {
                 lane.r_back += step(t.cost, rate);
             }
-            return Ok(t.id);
+            return Ok((t.id, g));
         }
         Err(self
             .lanes
@@ -225,7 +260,10 @@ impl Policy for Mclock {
     const NAME: &'static str = "mclock";
     const VERSION: &'static str = env!("CARGO_PKG_VERSION");
     const TUNABLES: &'static [TunableSpec<Self>] = TUNABLES;
-    const COMPLETIONS: bool = false;
+    /// What is on the device is counted from what was sent and what completed.
+    const COMPLETIONS: bool = true;
+    /// Every id sent must be one the device gets, for that count.
+    const HANDLES_ABSORBED: bool = true;
 
     fn new(_setup: &Setup) -> Self {
         Self::default()
@@ -244,11 +282,38 @@ impl Policy for Mclock {
         }
     }
 
+    fn requeue(&mut self, now_ns: u64, requests: &[Request]) {
+        for r in requests {
+            self.on_device.requeued(r.id);
+        }
+        self.insert(now_ns, requests);
+    }
+
+    fn merged(&mut self, _now_ns: u64, event: &MergeEvent) {
+        let Some(gone) = event.absorbed else {
+            return;
+        };
+        for lane in self.lanes.values_mut() {
+            if let Some(at) = lane.queue.iter().position(|t| t.id == gone) {
+                lane.queue.remove(at);
+                return;
+            }
+        }
+    }
+
+    fn completed(&mut self, _now_ns: u64, done: &[Completion]) {
+        self.on_device.completed(done);
+    }
+
     fn dispatch(&mut self, now_ns: u64, _hw_queue: u32, budget: u32, out: &mut Dispatch) {
         let now_ps = u128::from(now_ns) * PS_PER_NS;
+        let budget = budget.min(self.device_room());
         while out.ids.len() < budget as usize {
             match self.next(now_ps) {
-                Ok(id) => out.ids.push(id),
+                Ok((id, group)) => {
+                    self.on_device.sent(id, group);
+                    out.ids.push(id);
+                }
                 Err(limit_due) => {
                     // Ceiling: a wake-up a picosecond early would find nothing due.
                     out.wake_at_ns =

@@ -1,0 +1,244 @@
+//! A bound on what a weight-serving policy keeps outstanding on the device, so that the
+//! device's own queue does not decide the groups' shares.
+//!
+//! A device deeper than the load takes every request as it comes and serves its queue in its
+//! own order; each group then gets throughput in proportion to what it has in flight, not to
+//! its weight, and the policy's order decides nothing. dmClock bounds what is outstanding at
+//! a server by a fixed number; io.cost throttles issue by a cost model. [`DeviceShare`]
+//! bounds it from what the groups have: the device may hold `B` requests where every
+//! backlogged group can keep its weight's part of `B` in flight and one more waiting,
+//!
+//! ```text
+//! B = min over groups with requests of  0.9 × outstanding(g) × Σ weights / weight(g)
+//! ```
+//!
+//! and only while the device is saturated, seen as queueing inside it: the mean time from
+//! dispatch to completion over the last window at least twice the shortest ever seen (and,
+//! once bound, until it falls under 1.5 times). Below saturation the bound is off, so a shallow
+//! load keeps every tag the device has.
+//!
+//! Use: [`DeviceShare::room`] before dispatching, [`DeviceShare::sent`] for each request
+//! sent, [`DeviceShare::completed`] and [`DeviceShare::requeued`] as the host reports them.
+//! The policy must see completions (`COMPLETIONS`) and keep absorbed requests out of its
+//! answers itself (`HANDLES_ABSORBED`), so that every id it sends is one the device gets.
+
+use std::collections::BTreeMap;
+
+use crate::{Completion, RequestId};
+
+/// Completions per window of the saturation test.
+const WINDOW: u32 = 32;
+/// The device turns saturated when a window's mean service time is this many times the
+/// shortest seen, and stops being so under the second ratio (in tenths), so that a bound which
+/// just removed the queueing it was set for does not lift at once.
+const SATURATED_AT: u64 = 20;
+const CALM_UNDER: u64 = 15;
+
+/// What one group has outstanding (in the policy and on the device) and its weight.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Backlog {
+    /// Its weight against the other groups.
+    pub weight: u64,
+    /// Requests the policy holds and requests on the device.
+    pub outstanding: u32,
+}
+
+/// The device-queue bound and the bookkeeping behind it.
+#[derive(Debug, Clone, Default)]
+pub struct DeviceShare {
+    /// Requests sent and not completed, with their groups.
+    on_device: BTreeMap<RequestId, u32>,
+    /// By group.
+    per_group: BTreeMap<u32, u32>,
+    window_sum_ns: u64,
+    window_count: u32,
+    /// The shortest service time seen: the device without a queue. The first requests
+    /// of a run find it idle, so even a run that floods from the start sees it.
+    least_ns: Option<u64>,
+    saturated: bool,
+}
+
+impl DeviceShare {
+    /// Requests on the device.
+    pub fn in_flight(&self) -> u32 {
+        u32::try_from(self.on_device.len()).unwrap_or(u32::MAX)
+    }
+
+    /// Group `group`'s requests on the device.
+    pub fn in_flight_of(&self, group: u32) -> u32 {
+        self.per_group.get(&group).copied().unwrap_or(0)
+    }
+
+    /// Whether the last window saw queueing inside the device.
+    pub fn saturated(&self) -> bool {
+        self.saturated
+    }
+
+    /// How many more requests may go to the device now (`u32::MAX` when unbounded), given
+    /// every group with requests outstanding.
+    pub fn room(&self, groups: impl IntoIterator<Item = Backlog>) -> u32 {
+        match self.bound(groups) {
+            Some(bound) => bound.saturating_sub(self.in_flight()),
+            None => u32::MAX,
+        }
+    }
+
+    /// The bound, if one applies: two or more groups with requests and a saturated device.
+    pub fn bound(&self, groups: impl IntoIterator<Item = Backlog>) -> Option<u32> {
+        if !self.saturated {
+            return None;
+        }
+        let groups: Vec<Backlog> = groups
+            .into_iter()
+            .filter(|g| g.outstanding > 0)
+            .collect();
+        if groups.len() < 2 {
+            return None;
+        }
+        let total: u64 = groups.iter().map(|g| g.weight.max(1)).sum();
+        let bound = groups
+            .iter()
+            .map(|g| u64::from(g.outstanding) * total * 9 / (g.weight.max(1) * 10))
+            .min()?;
+        Some(u32::try_from(bound).unwrap_or(u32::MAX).max(1))
+    }
+
+    /// Request `id` of `group` went to the device.
+    pub fn sent(&mut self, id: RequestId, group: u32) {
+        if self.on_device.insert(id, group).is_none() {
+            *self.per_group.entry(group).or_default() += 1;
+        }
+    }
+
+    /// The device sent request `id` back (it was busy): it is the policy's again.
+    pub fn requeued(&mut self, id: RequestId) {
+        self.forget(id);
+    }
+
+    /// Requests finished: they leave the device, and their service times feed the
+    /// saturation test.
+    pub fn completed(&mut self, done: &[Completion]) {
+        for c in done {
+            if !self.forget(c.id) {
+                // Sent by a policy before a swap, or never counted: not this bound's.
+                continue;
+            }
+            let service = c.service_ns.max(1);
+            self.window_sum_ns = self.window_sum_ns.saturating_add(service);
+            let least = *self.least_ns.insert(self.least_ns.map_or(service, |l| l.min(service)));
+            self.window_count += 1;
+            if self.window_count == WINDOW {
+                let mean_tenths = self.window_sum_ns.saturating_mul(10) / u64::from(WINDOW);
+                let threshold = if self.saturated { CALM_UNDER } else { SATURATED_AT };
+                self.saturated = mean_tenths >= least.saturating_mul(threshold);
+                self.window_sum_ns = 0;
+                self.window_count = 0;
+            }
+        }
+    }
+
+    fn forget(&mut self, id: RequestId) -> bool {
+        let Some(group) = self.on_device.remove(&id) else {
+            return false;
+        };
+        if let Some(n) = self.per_group.get_mut(&group) {
+            *n -= 1;
+            if *n == 0 {
+                self.per_group.remove(&group);
+            }
+        }
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Op;
+
+    fn done(id: u64, service_ns: u64) -> Completion {
+        Completion {
+            id: RequestId(id),
+            ctx: 0,
+            op: Op::Read,
+            sectors: 8,
+            latency_ns: service_ns,
+            service_ns,
+            status: 0,
+        }
+    }
+
+    /// A share that saw one window with service times `times` (cycled).
+    fn after_window(times: &[u64]) -> DeviceShare {
+        let mut share = DeviceShare::default();
+        for i in 0..u64::from(WINDOW) {
+            share.sent(RequestId(i), 1);
+        }
+        let done: Vec<Completion> = (0..u64::from(WINDOW))
+            .map(|i| done(i, times[i as usize % times.len()]))
+            .collect();
+        share.completed(&done);
+        share
+    }
+
+    #[test]
+    fn no_bound_below_saturation_or_with_one_group() {
+        let calm = after_window(&[100, 110, 120]);
+        assert!(!calm.saturated());
+        let two = [
+            Backlog { weight: 1, outstanding: 64 },
+            Backlog { weight: 5, outstanding: 64 },
+        ];
+        assert_eq!(calm.room(two), u32::MAX);
+        let busy = after_window(&[100, 400, 700]);
+        assert!(busy.saturated());
+        assert_eq!(busy.bound([Backlog { weight: 5, outstanding: 64 }]), None);
+    }
+
+    #[test]
+    fn a_saturated_device_holds_what_lets_the_heaviest_group_keep_its_part() {
+        let busy = after_window(&[100, 400, 700]);
+        // 1:2:5 at 64 each: the weight-5 group may have 5/8 of B in flight with a request
+        // to spare, so B = 0.9 × 64 × 8 / 5.
+        let groups = [1, 2, 5].map(|weight| Backlog { weight, outstanding: 64 });
+        assert_eq!(busy.bound(groups), Some(92));
+        // An idle group does not count.
+        let groups = [
+            Backlog { weight: 1, outstanding: 0 },
+            Backlog { weight: 1, outstanding: 10 },
+            Backlog { weight: 1, outstanding: 40 },
+        ];
+        assert_eq!(busy.bound(groups), Some(18));
+    }
+
+    #[test]
+    fn a_bound_lifts_only_once_the_queueing_falls_well_under_where_it_began() {
+        let mut share = after_window(&[100, 400, 700]);
+        let mut window = |times: &[u64]| {
+            for i in 0..u64::from(WINDOW) {
+                share.sent(RequestId(1000 + i), 1);
+            }
+            let done: Vec<Completion> = (0..u64::from(WINDOW))
+                .map(|i| done(1000 + i, times[i as usize % times.len()]))
+                .collect();
+            share.completed(&done);
+            share.saturated()
+        };
+        assert!(window(&[100, 170, 230]), "a mean of 1.67 × the least keeps it");
+        assert!(!window(&[100, 130, 160]), "1.3 × lifts it");
+        assert!(!window(&[100, 170, 230]), "and 1.67 × does not set it again");
+    }
+
+    #[test]
+    fn completions_and_requeues_leave_the_device_and_strangers_are_ignored() {
+        let mut share = DeviceShare::default();
+        share.sent(RequestId(1), 7);
+        share.sent(RequestId(2), 7);
+        share.sent(RequestId(2), 7);
+        assert_eq!((share.in_flight(), share.in_flight_of(7)), (2, 2));
+        share.requeued(RequestId(1));
+        share.completed(&[done(2, 50), done(99, 50)]);
+        assert_eq!((share.in_flight(), share.in_flight_of(7)), (0, 0));
+        assert_eq!(share.window_count, 1, "only its own completion counted");
+    }
+}
