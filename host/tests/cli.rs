@@ -3325,3 +3325,24 @@ fn a_group_with_four_submitters_takes_no_more_of_the_request_pool_than_a_group_w
     let share = many / (many + ios[4]);
     assert!((share - 0.5).abs() <= 0.02, "the group of four got {share:.3} of the I/Os: {ios:?}");
 }
+
+#[test]
+fn a_job_naming_an_existing_file_without_a_device_is_refused_rather_than_simulated() {
+    let target = temp_file("named-target.dat", "x");
+    let job = temp_file(
+        "names-a-file.fio",
+        &format!("[r]\nfilename={}\nrw=randread\nbs=4k\nsize=64k\n", target.display()),
+    );
+    let job = job.to_str().unwrap();
+    assert_fails_with(
+        &schedhost(&[job]),
+        "without --device the run is on the simulated disk (sim:hdd): give --device",
+    );
+    assert_fails_with(
+        &schedhost(&["--filename=/dev/sdz", "--name=r", "--rw=read", "--size=64k"]),
+        "names filename=/dev/sdz",
+    );
+    // Asked for by name, the simulation runs.
+    let out = schedhost(&["--device", "sim:hdd", job]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}

@@ -27,9 +27,9 @@ pub struct RunArgs {
     /// fio job files; fio options such as --rw=randread --bs=4k may be given instead or as well.
     pub jobs: Vec<PathBuf>,
     /// Device: sim:hdd, sim:ssd, sim:null, a device spec file (NAME.spec), or real files and
-    /// block devices (PATH[:PATH…]), driven through io_uring.
-    #[arg(long, default_value = "sim:hdd")]
-    pub device: String,
+    /// block devices (PATH[:PATH…]), driven through io_uring [default: sim:hdd].
+    #[arg(long)]
+    pub device: Option<String>,
     #[command(flatten)]
     pub queue: QueueArgs,
     /// A group's parameters, in cgroup v2's words, for the jobs that say `cgroup=NAME`
@@ -97,7 +97,10 @@ impl RunArgs {
         };
         let mut jobs = jobs;
         super::plan::apply_groups(&mut jobs, &self.groups)?;
-        let (device, faults) = parse_device(&self.device)?;
+        if self.device.is_none() {
+            refuse_a_real_filename_in_simulation(&jobs)?;
+        }
+        let (device, faults) = parse_device(self.device())?;
         if let Some(path) = &self.trace_events {
             schedhost::observe::events::file::check_new(path).map_err(anyhow::Error::msg)?;
         }
@@ -125,7 +128,7 @@ impl RunArgs {
         let outcome = ran.outcome;
         if let Some(path) = &self.trace_events {
             let header = events::file::Header {
-                device: self.device.clone(),
+                device: self.device().to_owned(),
                 policy: source.label(),
             };
             let write = || -> std::io::Result<()> {
@@ -137,7 +140,7 @@ impl RunArgs {
         }
         let info = RunInfo {
             policy_source: source.label(),
-            device: self.device.clone(),
+            device: self.device().to_owned(),
             device_model: ran.device_model,
             seed: self.seed,
             settings: self.settings.clone(),
@@ -145,6 +148,11 @@ impl RunArgs {
             trace,
         };
         self.report(&info, &jobs, &outcome)
+    }
+
+    /// The device asked for, or the simulated disk.
+    fn device(&self) -> &str {
+        self.device.as_deref().unwrap_or("sim:hdd")
     }
 
     /// The run's plan; the live line is for real devices (a simulated run shows its
@@ -305,6 +313,24 @@ impl ReplayArgs {
 /// Writes the fio logs the jobs asked for, job n's as fio names them (`PREFIX_lat.N.log`).
 /// A log file already there is replaced only with `--allow-overwrite`: the prefix comes
 /// from a job file, and a job file must not overwrite what the user did not name.
+/// A job file written for fio names its target in `filename`; without `--device` the run is
+/// on the simulated disk, which the author of a job naming `/dev/…` or an existing file
+/// would not expect, and its figures would be taken for the device's.
+fn refuse_a_real_filename_in_simulation(jobs: &[JobSpec]) -> Result<()> {
+    let real = jobs.iter().find_map(|job| {
+        let name = job.filename.as_deref()?;
+        (name.starts_with("/dev/") || std::path::Path::new(name).exists()).then_some((job, name))
+    });
+    if let Some((job, name)) = real {
+        bail!(
+            "job `{}` names filename={name}, but without --device the run is on the simulated \
+             disk (sim:hdd): give --device {name} to run on it, or --device sim:hdd to simulate it",
+            job.name
+        );
+    }
+    Ok(())
+}
+
 fn write_logs(outcome: &Outcome, allow_overwrite: bool) -> Result<()> {
     for (i, stats) in outcome.stats.iter().enumerate() {
         let Some(logs) = &stats.logs else {
