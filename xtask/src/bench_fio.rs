@@ -8,6 +8,7 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail, ensure};
 use serde_json::Value;
+use crate::loop_device::LoopDevice;
 
 /// One row of the table: a job as fio options, and the policies to run it under.
 struct Case {
@@ -138,7 +139,7 @@ pub fn run(
 }
 
 /// Creates and fills the file with schedhost itself, so reads hit written blocks.
-fn prepare(schedhost: &Path, file: &Path) -> Result<()> {
+pub(crate) fn prepare(schedhost: &Path, file: &Path) -> Result<()> {
     if file.exists() {
         return Ok(());
     }
@@ -384,60 +385,3 @@ pub fn loop_device(root: &Path, rounds: usize, seconds: u32) -> Result<()> {
     Ok(())
 }
 
-/// A loop device over a file, detached (and its scheduler put back) when dropped.
-struct LoopDevice {
-    path: String,
-    scheduler: PathBuf,
-    original: String,
-}
-
-impl LoopDevice {
-    fn attach(file: &Path) -> Result<Self> {
-        let out = Command::new("losetup")
-            .args(["--find", "--show", "--direct-io=on"])
-            .arg(file)
-            .output()
-            .context("running losetup (util-linux)")?;
-        ensure!(
-            out.status.success(),
-            "losetup failed (root is needed): {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-        let path = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-        let name = path.trim_start_matches("/dev/");
-        let scheduler = PathBuf::from(format!("/sys/block/{name}/queue/scheduler"));
-        let current = std::fs::read_to_string(&scheduler).unwrap_or_default();
-        let original = current
-            .split_whitespace()
-            .find(|s| s.starts_with('['))
-            .map(|s| s.trim_matches(['[', ']']).to_owned())
-            .unwrap_or_else(|| "none".into());
-        Ok(Self {
-            path,
-            scheduler,
-            original,
-        })
-    }
-
-    /// Whether the kernel offers scheduler `name` for this device.
-    fn offers(&self, name: &str) -> bool {
-        std::fs::read_to_string(&self.scheduler)
-            .unwrap_or_default()
-            .split_whitespace()
-            .any(|s| s.trim_matches(['[', ']']) == name)
-    }
-
-    fn set_scheduler(&self, name: &str) -> Result<()> {
-        std::fs::write(&self.scheduler, name)
-            .with_context(|| format!("setting {} to {name}", self.scheduler.display()))
-    }
-}
-
-impl Drop for LoopDevice {
-    fn drop(&mut self) {
-        let _ = std::fs::write(&self.scheduler, &self.original);
-        let _ = Command::new("losetup")
-            .args(["--detach", &self.path])
-            .status();
-    }
-}

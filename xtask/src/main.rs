@@ -12,8 +12,10 @@ mod bench_check;
 mod bench_clients;
 mod bench_fio;
 mod bench_instructions;
+mod bench_kernel;
 mod bench_nbd;
 mod bench_qos;
+mod loop_device;
 mod toolchain;
 
 const USAGE: &str = "\
@@ -45,6 +47,10 @@ cargo xtask <command>
   bench-loop [--rounds N] [--seconds S]
                       on a loop device (root): the kernel's mq-deadline, bfq and kyber under fio
                       against schedhost's deadline, bfq and kyber over the kernel's none
+  bench-kernel [--rounds N] [--seconds S] [--only LABEL]
+                      the differential harness, on a loop device (root): multi-job workloads
+                      under each kernel scheduler and schedhost's counterpart over none; per
+                      job IOPS share, p50, p99 and the ratios to the kernel's
   bench-qos           groups sharing a simulated SSD under mclock, bfq and noop: weights, a
                       reservation, io.max limits, a latency target, a hot swap (deterministic)
   bench-nbd [--rounds N] [--seconds S] [--only qemu|share|clients|tenants] [--clients N]
@@ -190,6 +196,19 @@ fn run(args: Vec<String>) -> Result<()> {
             build_all(&root)?;
             let (rounds, seconds) = rounds_and_seconds("bench-loop", rest)?;
             bench_fio::loop_device(&root, rounds, seconds)
+        }
+        ["bench-kernel", rest @ ..] => {
+            build_all(&root)?;
+            let mut only = String::new();
+            let mut timing = Vec::new();
+            for pair in rest.chunks(2) {
+                match pair {
+                    ["--only", label] => only = label.to_string(),
+                    other => timing.extend_from_slice(other),
+                }
+            }
+            let (rounds, seconds) = rounds_and_seconds("bench-kernel", &timing)?;
+            bench_kernel::run(&root, rounds, seconds, &only)
         }
         ["bench-qos"] => {
             build_all(&root)?;
