@@ -3342,6 +3342,10 @@ fn a_job_naming_an_existing_file_without_a_device_is_refused_rather_than_simulat
         &schedhost(&["--filename=/dev/sdz", "--name=r", "--rw=read", "--size=64k"]),
         "names filename=/dev/sdz",
     );
+    assert_fails_with(
+        &schedhost(&["compare", "--policy", "noop", job]),
+        "without --device the run is on the simulated disk",
+    );
     // Asked for by name, the simulation runs.
     let out = schedhost(&["--device", "sim:hdd", job]);
     assert!(out.status.success(), "{}", stderr(&out));

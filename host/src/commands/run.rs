@@ -316,7 +316,7 @@ impl ReplayArgs {
 /// A job file written for fio names its target in `filename`; without `--device` the run is
 /// on the simulated disk, which the author of a job naming `/dev/…` or an existing file
 /// would not expect, and its figures would be taken for the device's.
-fn refuse_a_real_filename_in_simulation(jobs: &[JobSpec]) -> Result<()> {
+pub(super) fn refuse_a_real_filename_in_simulation(jobs: &[JobSpec]) -> Result<()> {
     let real = jobs.iter().find_map(|job| {
         let name = job.filename.as_deref()?;
         (name.starts_with("/dev/") || std::path::Path::new(name).exists()).then_some((job, name))

@@ -35,7 +35,8 @@ pub struct CompareArgs {
     pub jobs: Vec<PathBuf>,
     /// A device, repeatable (each is a group of columns): sim:hdd, sim:ssd, sim:null, a spec
     /// file, a DiskSim .diskspecs or .parv, or real files and block devices (a:b).
-    #[arg(long = "device", default_value = "sim:hdd")]
+    /// [default: sim:hdd]
+    #[arg(long = "device")]
     pub devices: Vec<String>,
     /// Threads for the simulated cells (default: every core). The table does not depend on
     /// it; real devices are measured one cell at a time.
@@ -114,7 +115,7 @@ struct Trial {
 }
 
 impl CompareArgs {
-    pub fn execute(self, fio_options: Vec<String>) -> Result<()> {
+    pub fn execute(mut self, fio_options: Vec<String>) -> Result<()> {
         let jobs = match &self.trace.replay {
             Some(path) => {
                 if !self.jobs.is_empty() || !fio_options.is_empty() {
@@ -125,6 +126,10 @@ impl CompareArgs {
             None => read_jobs(&self.jobs, &fio_options)?,
         };
         let mut jobs = jobs;
+        if self.devices.is_empty() {
+            super::run::refuse_a_real_filename_in_simulation(&jobs)?;
+            self.devices.push("sim:hdd".into());
+        }
         super::plan::apply_groups(&mut jobs, &self.groups)?;
         let devices = self
             .devices
