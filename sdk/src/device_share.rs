@@ -9,7 +9,8 @@
 //! backlogged group can keep its weight's part of `B` in flight and one more waiting,
 //!
 //! ```text
-//! B = min over groups with requests of  0.9 × outstanding(g) × Σ weights / weight(g)
+//! B = max(min over groups with requests of  0.9 × outstanding(g) × Σ weights / weight(g),
+//!         queue_depth / 2)
 //! ```
 //!
 //! and only while the device is saturated, seen as queueing inside it: the mean time from
@@ -46,6 +47,11 @@ pub struct Backlog {
 /// The device-queue bound and the bookkeeping behind it.
 #[derive(Debug, Clone, Default)]
 pub struct DeviceShare {
+    /// The bound never goes under this: half of one hardware queue's driver tags, so a
+    /// device that gains from its own queue (a disk reordering its commands) keeps most of
+    /// that gain. Without it, three groups at iodepth 2 on `sim:hdd` ran at 0.81 of noop's
+    /// IOPS (the bound left 2 of 6 requests on the disk).
+    floor: u32,
     /// Requests sent and not completed, with their groups.
     on_device: BTreeMap<RequestId, u32>,
     /// By group.
@@ -59,6 +65,14 @@ pub struct DeviceShare {
 }
 
 impl DeviceShare {
+    /// A bound for a device of `queue_depth` driver tags per hardware queue.
+    pub fn new(queue_depth: u32) -> Self {
+        Self {
+            floor: (queue_depth / 2).max(1),
+            ..Self::default()
+        }
+    }
+
     /// Requests on the device.
     pub fn in_flight(&self) -> u32 {
         u32::try_from(self.on_device.len()).unwrap_or(u32::MAX)
@@ -100,7 +114,7 @@ impl DeviceShare {
             .iter()
             .map(|g| u64::from(g.outstanding) * total * 9 / (g.weight.max(1) * 10))
             .min()?;
-        Some(u32::try_from(bound).unwrap_or(u32::MAX).max(1))
+        Some(u32::try_from(bound).unwrap_or(u32::MAX).max(self.floor).max(1))
     }
 
     /// Request `id` of `group` went to the device.
@@ -209,6 +223,14 @@ mod tests {
             Backlog { weight: 1, outstanding: 40 },
         ];
         assert_eq!(busy.bound(groups), Some(18));
+    }
+
+    #[test]
+    fn the_bound_keeps_half_a_hardware_queue_on_the_device() {
+        let mut busy = after_window(&[100, 400, 700]);
+        busy.floor = DeviceShare::new(31).floor;
+        let groups = [1, 2, 5].map(|weight| Backlog { weight, outstanding: 2 });
+        assert_eq!(busy.bound(groups), Some(15), "2 × 8 / 5 × 0.9 would leave 2");
     }
 
     #[test]

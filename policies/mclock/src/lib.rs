@@ -265,8 +265,11 @@ impl Policy for Mclock {
     /// Every id sent must be one the device gets, for that count.
     const HANDLES_ABSORBED: bool = true;
 
-    fn new(_setup: &Setup) -> Self {
-        Self::default()
+    fn new(setup: &Setup) -> Self {
+        Self {
+            on_device: DeviceShare::new(setup.queue_depth),
+            ..Self::default()
+        }
     }
 
     fn groups(&mut self, _now_ns: u64, groups: &[Group]) {
