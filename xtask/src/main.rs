@@ -15,6 +15,7 @@ mod bench_instructions;
 mod bench_kernel;
 mod bench_nbd;
 mod bench_qos;
+mod bench_sweep;
 mod loop_device;
 mod toolchain;
 
@@ -51,6 +52,10 @@ cargo xtask <command>
                       the differential harness, on a loop device (root): multi-job workloads
                       under each kernel scheduler and schedhost's counterpart over none; per
                       job IOPS share, p50, p99 and the ratios to the kernel's
+  bench-sweep [--cells N] [--seed S]
+                      the QoS property sweep: N cells (default 500) of policy, device, 2-6
+                      weighted groups, iodepth and nr_requests generated from seed S; what held
+                      and the worst cells
   bench-qos           groups sharing a simulated SSD under mclock, bfq and noop: weights, a
                       reservation, io.max limits, a latency target, a hot swap (deterministic)
   bench-nbd [--rounds N] [--seconds S] [--only qemu|share|clients|tenants] [--clients N]
@@ -209,6 +214,18 @@ fn run(args: Vec<String>) -> Result<()> {
             }
             let (rounds, seconds) = rounds_and_seconds("bench-kernel", &timing)?;
             bench_kernel::run(&root, rounds, seconds, &only)
+        }
+        ["bench-sweep", rest @ ..] => {
+            build_all(&root)?;
+            let (mut cells, mut seed) = (500, 1);
+            for pair in rest.chunks(2) {
+                match pair {
+                    ["--cells", n] => cells = n.parse().context("--cells takes a number")?,
+                    ["--seed", n] => seed = n.parse().context("--seed takes a number")?,
+                    other => bail!("bench-sweep: unknown option {:?}\n\n{USAGE}", other.join(" ")),
+                }
+            }
+            bench_sweep::sweep(&root, seed, cells)
         }
         ["bench-qos"] => {
             build_all(&root)?;
