@@ -3294,7 +3294,10 @@ fn weights_one_two_five_hold_under_mclock_at_every_depth_the_issue_tried_and_thr
                 "iodepth {iodepth}: shares {shares:?}"
             );
         }
-        assert!(iops >= 0.9 * noop, "iodepth {iodepth}: {iops} IOPS against noop's {noop}");
+        assert!(
+            iops >= 0.9 * noop,
+            "iodepth {iodepth}: {iops} IOPS against noop's {noop}"
+        );
     }
 }
 
@@ -3303,12 +3306,33 @@ fn a_group_with_four_submitters_takes_no_more_of_the_request_pool_than_a_group_w
     // One hardware queue deeper than the pool, so the device takes whatever holds a tag and
     // the pool alone decides the split; noop, equal weights. Tags were handed round robin
     // by submitter, so the group of four held four fifths of the pool; by group, half.
-    let device = temp_file("deep-ssd.spec", "model = ssd\nhw_queues = 1\nqueue_depth = 256\n");
+    let device = temp_file(
+        "deep-ssd.spec",
+        "model = ssd\nhw_queues = 1\nqueue_depth = 256\n",
+    );
     let device = device.to_str().unwrap();
-    let mut args = vec!["--policy", "native:noop", "--device", device, "--nr-requests", "64"];
+    let mut args = vec![
+        "--policy",
+        "native:noop",
+        "--device",
+        device,
+        "--nr-requests",
+        "64",
+    ];
     args.extend(["--output-format", "json"]);
-    for (name, group, jobs) in [("--name=many", "--cgroup=many", "--numjobs=4"), ("--name=one", "--cgroup=one", "--numjobs=1")] {
-        args.extend([name, group, jobs, "--rw=randread", "--bs=4k", "--size=1g", "--iodepth=64"]);
+    for (name, group, jobs) in [
+        ("--name=many", "--cgroup=many", "--numjobs=4"),
+        ("--name=one", "--cgroup=one", "--numjobs=1"),
+    ] {
+        args.extend([
+            name,
+            group,
+            jobs,
+            "--rw=randread",
+            "--bs=4k",
+            "--size=1g",
+            "--iodepth=64",
+        ]);
         args.extend(["--runtime=200ms", "--time_based"]);
     }
     let out = schedhost(&args);
@@ -3323,7 +3347,10 @@ fn a_group_with_four_submitters_takes_no_more_of_the_request_pool_than_a_group_w
     assert_eq!(ios.len(), 5);
     let many: f64 = ios[..4].iter().sum();
     let share = many / (many + ios[4]);
-    assert!((share - 0.5).abs() <= 0.02, "the group of four got {share:.3} of the I/Os: {ios:?}");
+    assert!(
+        (share - 0.5).abs() <= 0.02,
+        "the group of four got {share:.3} of the I/Os: {ios:?}"
+    );
 }
 
 #[test]
@@ -3331,7 +3358,10 @@ fn a_job_naming_an_existing_file_without_a_device_is_refused_rather_than_simulat
     let target = temp_file("named-target.dat", "x");
     let job = temp_file(
         "names-a-file.fio",
-        &format!("[r]\nfilename={}\nrw=randread\nbs=4k\nsize=64k\n", target.display()),
+        &format!(
+            "[r]\nfilename={}\nrw=randread\nbs=4k\nsize=64k\n",
+            target.display()
+        ),
     );
     let job = job.to_str().unwrap();
     assert_fails_with(
@@ -3360,7 +3390,9 @@ fn a_job_naming_an_existing_file_without_a_device_is_refused_rather_than_simulat
 fn generated_cells_of_weighted_groups_lose_no_request_and_starve_no_group() {
     let mut state = 0x5eed_u64;
     let mut next = |n: u64| {
-        state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+        state = state
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
         (state >> 33) % n
     };
     for cell in 0..8 {
@@ -3393,8 +3425,18 @@ fn generated_cells_of_weighted_groups_lose_no_request_and_starve_no_group() {
         assert!(out.status.success(), "cell {cell}: {}", stderr(&out));
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         let r = &v["schedhost"]["requests"];
-        assert_eq!(r["dispatched"], r["completed"], "cell {cell}: {}", args.join(" "));
-        assert_eq!(r["requests"], r["completed"], "cell {cell}: {}", args.join(" "));
+        assert_eq!(
+            r["dispatched"],
+            r["completed"],
+            "cell {cell}: {}",
+            args.join(" ")
+        );
+        assert_eq!(
+            r["requests"],
+            r["completed"],
+            "cell {cell}: {}",
+            args.join(" ")
+        );
         for job in v["jobs"].as_array().unwrap() {
             assert!(
                 job["read"]["total_ios"].as_u64().unwrap() > 0,

@@ -102,10 +102,7 @@ impl DeviceShare {
         if !self.saturated {
             return None;
         }
-        let groups: Vec<Backlog> = groups
-            .into_iter()
-            .filter(|g| g.outstanding > 0)
-            .collect();
+        let groups: Vec<Backlog> = groups.into_iter().filter(|g| g.outstanding > 0).collect();
         if groups.len() < 2 {
             return None;
         }
@@ -114,7 +111,12 @@ impl DeviceShare {
             .iter()
             .map(|g| u64::from(g.outstanding) * total * 9 / (g.weight.max(1) * 10))
             .min()?;
-        Some(u32::try_from(bound).unwrap_or(u32::MAX).max(self.floor).max(1))
+        Some(
+            u32::try_from(bound)
+                .unwrap_or(u32::MAX)
+                .max(self.floor)
+                .max(1),
+        )
     }
 
     /// Request `id` of `group` went to the device.
@@ -139,11 +141,17 @@ impl DeviceShare {
             }
             let service = c.service_ns.max(1);
             self.window_sum_ns = self.window_sum_ns.saturating_add(service);
-            let least = *self.least_ns.insert(self.least_ns.map_or(service, |l| l.min(service)));
+            let least = *self
+                .least_ns
+                .insert(self.least_ns.map_or(service, |l| l.min(service)));
             self.window_count += 1;
             if self.window_count == WINDOW {
                 let mean_tenths = self.window_sum_ns.saturating_mul(10) / u64::from(WINDOW);
-                let threshold = if self.saturated { CALM_UNDER } else { SATURATED_AT };
+                let threshold = if self.saturated {
+                    CALM_UNDER
+                } else {
+                    SATURATED_AT
+                };
                 self.saturated = mean_tenths >= least.saturating_mul(threshold);
                 self.window_sum_ns = 0;
                 self.window_count = 0;
@@ -200,13 +208,25 @@ mod tests {
         let calm = after_window(&[100, 110, 120]);
         assert!(!calm.saturated());
         let two = [
-            Backlog { weight: 1, outstanding: 64 },
-            Backlog { weight: 5, outstanding: 64 },
+            Backlog {
+                weight: 1,
+                outstanding: 64,
+            },
+            Backlog {
+                weight: 5,
+                outstanding: 64,
+            },
         ];
         assert_eq!(calm.room(two), u32::MAX);
         let busy = after_window(&[100, 400, 700]);
         assert!(busy.saturated());
-        assert_eq!(busy.bound([Backlog { weight: 5, outstanding: 64 }]), None);
+        assert_eq!(
+            busy.bound([Backlog {
+                weight: 5,
+                outstanding: 64
+            }]),
+            None
+        );
     }
 
     #[test]
@@ -214,13 +234,25 @@ mod tests {
         let busy = after_window(&[100, 400, 700]);
         // 1:2:5 at 64 each: the weight-5 group may have 5/8 of B in flight with a request
         // to spare, so B = 0.9 × 64 × 8 / 5.
-        let groups = [1, 2, 5].map(|weight| Backlog { weight, outstanding: 64 });
+        let groups = [1, 2, 5].map(|weight| Backlog {
+            weight,
+            outstanding: 64,
+        });
         assert_eq!(busy.bound(groups), Some(92));
         // An idle group does not count.
         let groups = [
-            Backlog { weight: 1, outstanding: 0 },
-            Backlog { weight: 1, outstanding: 10 },
-            Backlog { weight: 1, outstanding: 40 },
+            Backlog {
+                weight: 1,
+                outstanding: 0,
+            },
+            Backlog {
+                weight: 1,
+                outstanding: 10,
+            },
+            Backlog {
+                weight: 1,
+                outstanding: 40,
+            },
         ];
         assert_eq!(busy.bound(groups), Some(18));
     }
@@ -229,8 +261,15 @@ mod tests {
     fn the_bound_keeps_half_a_hardware_queue_on_the_device() {
         let mut busy = after_window(&[100, 400, 700]);
         busy.floor = DeviceShare::new(31).floor;
-        let groups = [1, 2, 5].map(|weight| Backlog { weight, outstanding: 2 });
-        assert_eq!(busy.bound(groups), Some(15), "2 × 8 / 5 × 0.9 would leave 2");
+        let groups = [1, 2, 5].map(|weight| Backlog {
+            weight,
+            outstanding: 2,
+        });
+        assert_eq!(
+            busy.bound(groups),
+            Some(15),
+            "2 × 8 / 5 × 0.9 would leave 2"
+        );
     }
 
     #[test]
@@ -246,9 +285,15 @@ mod tests {
             share.completed(&done);
             share.saturated()
         };
-        assert!(window(&[100, 170, 230]), "a mean of 1.67 × the least keeps it");
+        assert!(
+            window(&[100, 170, 230]),
+            "a mean of 1.67 × the least keeps it"
+        );
         assert!(!window(&[100, 130, 160]), "1.3 × lifts it");
-        assert!(!window(&[100, 170, 230]), "and 1.67 × does not set it again");
+        assert!(
+            !window(&[100, 170, 230]),
+            "and 1.67 × does not set it again"
+        );
     }
 
     #[test]

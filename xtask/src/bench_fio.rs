@@ -6,9 +6,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::loop_device::LoopDevice;
 use anyhow::{Context, Result, bail, ensure};
 use serde_json::Value;
-use crate::loop_device::LoopDevice;
 
 /// One row of the table: a job as fio options, and the policies to run it under.
 struct Case {
@@ -164,15 +164,19 @@ pub(crate) fn prepare(schedhost: &Path, file: &Path) -> Result<()> {
     Ok(())
 }
 
-fn sample(cmd: &mut Command) -> Result<Sample> {
+/// Runs fio or schedhost and reads its JSON report; a failed run's stderr is the error.
+pub(crate) fn json_report(cmd: &mut Command) -> Result<Value> {
     let out = cmd.output().context("starting the runner")?;
     if !out.status.success() {
         bail!("{}", String::from_utf8_lossy(&out.stderr));
     }
     let text = String::from_utf8_lossy(&out.stdout);
     // fio may print notes before its JSON.
-    let json: Value = serde_json::from_str(&text[text.find('{').unwrap_or(0)..])
-        .context("parsing the JSON report")?;
+    serde_json::from_str(&text[text.find('{').unwrap_or(0)..]).context("parsing the JSON report")
+}
+
+fn sample(cmd: &mut Command) -> Result<Sample> {
+    let json = json_report(cmd)?;
     let read = &json["jobs"][0]["read"];
     let iops = read["iops"].as_f64().context("no read.iops")?;
     // schedhost's clat runs from the bio's arrival at the host to its completion, so it
@@ -384,4 +388,3 @@ pub fn loop_device(root: &Path, rounds: usize, seconds: u32) -> Result<()> {
     }
     Ok(())
 }
-

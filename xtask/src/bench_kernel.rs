@@ -8,7 +8,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use anyhow::{Context, Result, bail, ensure};
+use anyhow::{Context, Result, ensure};
 use serde_json::Value;
 
 use crate::loop_device::LoopDevice;
@@ -69,6 +69,9 @@ const SHARE_TOLERANCE: f64 = 0.10;
 const TOTAL_TOLERANCE: f64 = 0.10;
 const P99_TOLERANCE: f64 = 0.30;
 
+/// Every round's figures of one workload under one pair: (the kernel's runs, schedhost's).
+type Rounds = (Vec<Vec<JobFigures>>, Vec<Vec<JobFigures>>);
+
 /// What one job did in one run.
 #[derive(Debug, Clone)]
 struct JobFigures {
@@ -85,7 +88,10 @@ pub fn run(root: &Path, rounds: usize, seconds: u32, only: &str) -> Result<()> {
         Command::new("fio").arg("--version").output().is_ok(),
         "fio is not installed (apt-get install fio)"
     );
-    ensure!(rounds >= 1 && seconds >= 1, "--rounds and --seconds take 1 or more");
+    ensure!(
+        rounds >= 1 && seconds >= 1,
+        "--rounds and --seconds take 1 or more"
+    );
     let schedhost = root.join("target/release/schedhost");
     let file = root.join("target/bench/fio-compare.dat");
     crate::bench_fio::prepare(&schedhost, &file)?;
@@ -98,13 +104,22 @@ pub fn run(root: &Path, rounds: usize, seconds: u32, only: &str) -> Result<()> {
         .filter(|(kernel, _)| {
             let offered = dev.offers(kernel);
             if !offered {
-                println!("{kernel}: not offered by this kernel ({}), left out", dev.path);
+                println!(
+                    "{kernel}: not offered by this kernel ({}), left out",
+                    dev.path
+                );
             }
             offered
         })
         .collect();
-    let workloads: Vec<&Workload> = WORKLOADS.iter().filter(|w| w.label.contains(only)).collect();
-    ensure!(!workloads.is_empty(), "bench-kernel: no workload's label contains {only:?}");
+    let workloads: Vec<&Workload> = WORKLOADS
+        .iter()
+        .filter(|w| w.label.contains(only))
+        .collect();
+    ensure!(
+        !workloads.is_empty(),
+        "bench-kernel: no workload's label contains {only:?}"
+    );
     println!(
         "{rounds} rounds of {seconds} s on {} over {}; medians per job; latency from \
          submission to completion (fio's lat with lat_percentiles=1)",
@@ -112,7 +127,7 @@ pub fn run(root: &Path, rounds: usize, seconds: u32, only: &str) -> Result<()> {
         file.display()
     );
     // samples[workload][pair] = (kernel runs, schedhost runs)
-    let mut samples: Vec<Vec<(Vec<Vec<JobFigures>>, Vec<Vec<JobFigures>>)>> = workloads
+    let mut samples: Vec<Vec<Rounds>> = workloads
         .iter()
         .map(|_| pairs.iter().map(|_| (Vec::new(), Vec::new())).collect())
         .collect();
@@ -147,8 +162,19 @@ pub fn run(root: &Path, rounds: usize, seconds: u32, only: &str) -> Result<()> {
     let mut rows = 0;
     println!(
         "{:<26} {:<20} {:<6} {:>8} {:>6} {:>7} {:>7} | {:>8} {:>6} {:>7} {:>7} | {:>6} {:>6}  verdict",
-        "workload", "kernel / schedhost", "job", "IOPS", "share", "p50 µs", "p99 µs",
-        "IOPS", "share", "p50 µs", "p99 µs", "share×", "p99×"
+        "workload",
+        "kernel / schedhost",
+        "job",
+        "IOPS",
+        "share",
+        "p50 µs",
+        "p99 µs",
+        "IOPS",
+        "share",
+        "p50 µs",
+        "p99 µs",
+        "share×",
+        "p99×"
     );
     for (w, workload) in workloads.iter().enumerate() {
         for (p, &(kernel, policy)) in pairs.iter().enumerate() {
@@ -178,13 +204,29 @@ pub fn run(root: &Path, rounds: usize, seconds: u32, only: &str) -> Result<()> {
                 let verdict = if verdict.is_empty() {
                     "holds".to_owned()
                 } else {
-                    misses.push(format!("{} {pair} {}: {}", workload.label, kj.name, verdict.join(", ")));
+                    misses.push(format!(
+                        "{} {pair} {}: {}",
+                        workload.label,
+                        kj.name,
+                        verdict.join(", ")
+                    ));
                     format!("MISS {}", verdict.join(", "))
                 };
                 println!(
                     "{:<26} {:<20} {:<6} {:>8.0} {:>6.3} {:>7.0} {:>7.0} | {:>8.0} {:>6.3} {:>7.0} {:>7.0} | {:>6.2} {:>6.2}  {verdict}",
-                    workload.label, pair, kj.name, kj.iops, k_share, kj.p50_us, kj.p99_us,
-                    sj.iops, s_share, sj.p50_us, sj.p99_us, share_ratio, p99_ratio
+                    workload.label,
+                    pair,
+                    kj.name,
+                    kj.iops,
+                    k_share,
+                    kj.p50_us,
+                    kj.p99_us,
+                    sj.iops,
+                    s_share,
+                    sj.p50_us,
+                    sj.p99_us,
+                    share_ratio,
+                    p99_ratio
                 );
             }
             rows += 1;
@@ -197,7 +239,19 @@ pub fn run(root: &Path, rounds: usize, seconds: u32, only: &str) -> Result<()> {
             };
             println!(
                 "{:<26} {:<20} {:<6} {:>8.0} {:>6} {:>7} {:>7} | {:>8.0} {:>6} {:>7} {:>7} | {:>6.2} {:>6}  {verdict}",
-                workload.label, pair, "total", k_total, "", "", "", s_total, "", "", "", total_ratio, ""
+                workload.label,
+                pair,
+                "total",
+                k_total,
+                "",
+                "",
+                "",
+                s_total,
+                "",
+                "",
+                "",
+                total_ratio,
+                ""
             );
         }
     }
@@ -220,7 +274,7 @@ pub fn run(root: &Path, rounds: usize, seconds: u32, only: &str) -> Result<()> {
 fn scheduler_effects(
     workloads: &[&Workload],
     pairs: &[(&str, &str)],
-    samples: &[Vec<(Vec<Vec<JobFigures>>, Vec<Vec<JobFigures>>)>],
+    samples: &[Vec<Rounds>],
 ) -> Result<()> {
     let Some(base) = pairs.iter().position(|&(kernel, _)| kernel == "none") else {
         return Ok(());
@@ -278,14 +332,7 @@ fn total(jobs: &[JobFigures]) -> f64 {
 /// Runs one side and reads each job's figures from its JSON report, in the report's order
 /// (both fio and schedhost list clones in order, one entry each).
 fn figures(cmd: &mut Command) -> Result<Vec<JobFigures>> {
-    let out = cmd.output().context("starting the runner")?;
-    if !out.status.success() {
-        bail!("{}", String::from_utf8_lossy(&out.stderr));
-    }
-    let text = String::from_utf8_lossy(&out.stdout);
-    // fio may print notes before its JSON.
-    let json: Value = serde_json::from_str(&text[text.find('{').unwrap_or(0)..])
-        .context("parsing the JSON report")?;
+    let json = crate::bench_fio::json_report(cmd)?;
     let jobs = json["jobs"].as_array().context("no jobs in the report")?;
     let mut clones = std::collections::BTreeMap::<String, usize>::new();
     jobs.iter()
@@ -302,8 +349,13 @@ fn figures(cmd: &mut Command) -> Result<Vec<JobFigures>> {
 /// A job's IOPS over both directions, and the percentiles of the direction that did more.
 fn job_figures(job: &Value, name: String) -> Result<JobFigures> {
     let ios = |dir: &str| job[dir]["total_ios"].as_f64().unwrap_or(0.0);
-    let main = if ios("write") > ios("read") { "write" } else { "read" };
-    let iops = job["read"]["iops"].as_f64().unwrap_or(0.0) + job["write"]["iops"].as_f64().unwrap_or(0.0);
+    let main = if ios("write") > ios("read") {
+        "write"
+    } else {
+        "read"
+    };
+    let iops =
+        job["read"]["iops"].as_f64().unwrap_or(0.0) + job["write"]["iops"].as_f64().unwrap_or(0.0);
     let dir = &job[main];
     let latency = if dir["lat_ns"]["percentile"].is_object() {
         &dir["lat_ns"]

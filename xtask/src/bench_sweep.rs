@@ -21,7 +21,13 @@ use anyhow::{Context, Result, bail, ensure};
 use serde_json::Value;
 
 const POLICIES: &[&str] = &[
-    "mclock", "bfq", "deadline", "kyber", "cfq", "time-slice", "anticipatory",
+    "mclock",
+    "bfq",
+    "deadline",
+    "kyber",
+    "cfq",
+    "time-slice",
+    "anticipatory",
 ];
 const WEIGHT_SERVING: &[&str] = &["mclock", "bfq"];
 /// Devices and their driver tags in all (hardware queues × depth).
@@ -118,7 +124,10 @@ impl Cell {
     }
 
     fn command(&self) -> String {
-        format!("schedhost {}", self.args(self.policy, self.iodepth).join(" "))
+        format!(
+            "schedhost {}",
+            self.args(self.policy, self.iodepth).join(" ")
+        )
     }
 }
 
@@ -131,7 +140,10 @@ struct Ran {
 }
 
 fn run(schedhost: &Path, args: &[String]) -> Result<Ran> {
-    let out = Command::new(schedhost).args(args).output().context("running schedhost")?;
+    let out = Command::new(schedhost)
+        .args(args)
+        .output()
+        .context("running schedhost")?;
     if !out.status.success() {
         bail!("{}", String::from_utf8_lossy(&out.stderr));
     }
@@ -141,7 +153,10 @@ fn run(schedhost: &Path, args: &[String]) -> Result<Ran> {
         .iter()
         .map(|j| j["read"]["total_ios"].as_f64().unwrap_or(0.0))
         .collect();
-    let iops = jobs.iter().map(|j| j["read"]["iops"].as_f64().unwrap_or(0.0)).sum();
+    let iops = jobs
+        .iter()
+        .map(|j| j["read"]["iops"].as_f64().unwrap_or(0.0))
+        .sum();
     let r = &v["schedhost"]["requests"];
     let conserved = r["dispatched"].is_u64() && r["dispatched"] == r["completed"];
     Ok(Ran {
@@ -260,9 +275,14 @@ pub fn sweep(root: &Path, seed: u64, count: usize) -> Result<()> {
         }
     }
     println!("{count} cells from seed {seed} ({RUNTIME} each, every cell also under noop)");
-    for (name, (c, h)) in ["nothing lost", "throughput ≥ 0.9 × noop", "no group starved", "shares ±3 %"]
-        .iter()
-        .zip(checked.iter().zip(&held))
+    for (name, (c, h)) in [
+        "nothing lost",
+        "throughput ≥ 0.9 × noop",
+        "no group starved",
+        "shares ±3 %",
+    ]
+    .iter()
+    .zip(checked.iter().zip(&held))
     {
         println!("{name:<26} held on {h} of {c} cells checked");
     }

@@ -222,7 +222,10 @@ fn run(args: Vec<String>) -> Result<()> {
                 match pair {
                     ["--cells", n] => cells = n.parse().context("--cells takes a number")?,
                     ["--seed", n] => seed = n.parse().context("--seed takes a number")?,
-                    other => bail!("bench-sweep: unknown option {:?}\n\n{USAGE}", other.join(" ")),
+                    other => bail!(
+                        "bench-sweep: unknown option {:?}\n\n{USAGE}",
+                        other.join(" ")
+                    ),
                 }
             }
             bench_sweep::sweep(&root, seed, cells)

@@ -83,7 +83,10 @@ impl Tags {
     }
 
     fn group(&self, group: u32) -> GroupTags {
-        self.by_group.get(group as usize).copied().unwrap_or_default()
+        self.by_group
+            .get(group as usize)
+            .copied()
+            .unwrap_or_default()
     }
 }
 
@@ -208,7 +211,10 @@ impl Admission {
         tags.held_total = tags.held_total.saturating_sub(1);
         if self.shared {
             let group = tags.group_mut(kind.group);
-            debug_assert!(group.held > 0, "a group's tag released that it did not hold");
+            debug_assert!(
+                group.held > 0,
+                "a group's tag released that it did not hold"
+            );
             group.held = group.held.saturating_sub(1);
         }
         let mut fruitless = 0;
@@ -256,7 +262,10 @@ impl Admission {
             );
             if self.shared {
                 let by_group: u32 = tags.by_group.iter().map(|g| g.held).sum();
-                assert_eq!(by_group, tags.held_total, "queue {q}: scheduler tags by group");
+                assert_eq!(
+                    by_group, tags.held_total,
+                    "queue {q}: scheduler tags by group"
+                );
             }
             assert!(
                 tags.held_total <= self.nr_requests,
