@@ -19,19 +19,12 @@ use std::collections::VecDeque;
 
 use schedhost_sdk::Op;
 
-use super::request::RequestTable;
+use super::request::{RequestTable, TagKind};
 use super::{Core, CoreStats, Fault, PolicyBackend, State};
 
 /// Scheduler tags a request of each kind `[op][sync]` may hold per hardware queue.
 pub(super) type DepthLimits = [[u32; 2]; 4];
 
-/// What a tag is held for: the request's kind, and its group (from 1; 0 for none).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct TagKind {
-    pub op: Op,
-    pub sync: bool,
-    pub group: u32,
-}
 
 /// The tags and the software queues of one core.
 #[derive(Debug)]

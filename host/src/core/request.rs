@@ -100,6 +100,14 @@ pub struct Request {
     pub requeues: u8,
 }
 
+/// What a scheduler tag is held for: the request's kind, and its group (from 1; 0 for none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct TagKind {
+    pub op: Op,
+    pub sync: bool,
+    pub group: u32,
+}
+
 impl Request {
     /// One past the last sector (saturating, as [`Bio::end`]).
     pub fn end(&self) -> u64 {
@@ -117,8 +125,8 @@ impl Request {
     }
 
     /// What its scheduler tag is held for.
-    pub(super) fn tag_kind(&self) -> super::admission::TagKind {
-        super::admission::TagKind {
+    pub(super) fn tag_kind(&self) -> TagKind {
+        TagKind {
             op: self.op,
             sync: self.sync,
             group: self.group,
