@@ -25,7 +25,6 @@ use super::{Core, CoreStats, Fault, PolicyBackend, State};
 /// Scheduler tags a request of each kind `[op][sync]` may hold per hardware queue.
 pub(super) type DepthLimits = [[u32; 2]; 4];
 
-
 /// The tags and the software queues of one core.
 #[derive(Debug)]
 pub(super) struct Admission {
