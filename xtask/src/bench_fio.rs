@@ -311,21 +311,7 @@ pub fn loop_device(root: &Path, rounds: usize, seconds: u32) -> Result<()> {
             &["--rw=randrw", "--bs=4k", "--iodepth=16"],
         ),
     ];
-    // Kernels offer different schedulers (bfq is a module some do not build): a pair whose
-    // kernel side is missing is left out, and said so.
-    let pairs: Vec<(&str, &str)> = pairs
-        .into_iter()
-        .filter(|(kernel, _)| {
-            let offered = dev.offers(kernel);
-            if !offered {
-                println!(
-                    "{kernel}: not offered by this kernel ({}), left out",
-                    dev.path
-                );
-            }
-            offered
-        })
-        .collect();
+    let pairs = dev.offered(&pairs);
     println!(
         "{rounds} rounds of {seconds} s on {} over {}; medians; read IOPS and read p99",
         dev.path,

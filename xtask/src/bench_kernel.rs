@@ -98,20 +98,7 @@ pub fn run(root: &Path, rounds: usize, seconds: u32, only: &str) -> Result<()> {
     let jobs_dir = root.join("target/bench/kernel");
     std::fs::create_dir_all(&jobs_dir)?;
     let dev = LoopDevice::attach(&file)?;
-    let pairs: Vec<(&str, &str)> = PAIRS
-        .iter()
-        .copied()
-        .filter(|(kernel, _)| {
-            let offered = dev.offers(kernel);
-            if !offered {
-                println!(
-                    "{kernel}: not offered by this kernel ({}), left out",
-                    dev.path
-                );
-            }
-            offered
-        })
-        .collect();
+    let pairs = dev.offered(PAIRS);
     let workloads: Vec<&Workload> = WORKLOADS
         .iter()
         .filter(|w| w.label.contains(only))

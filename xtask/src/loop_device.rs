@@ -49,6 +49,26 @@ impl LoopDevice {
             .any(|s| s.trim_matches(['[', ']']) == name)
     }
 
+    /// The (kernel scheduler, schedhost policy) pairs whose kernel side this device offers.
+    /// Kernels offer different schedulers (bfq is a module some do not build): a pair whose
+    /// kernel side is missing is left out, and said so.
+    pub fn offered<'a>(&self, pairs: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
+        pairs
+            .iter()
+            .copied()
+            .filter(|(kernel, _)| {
+                let offered = self.offers(kernel);
+                if !offered {
+                    println!(
+                        "{kernel}: not offered by this kernel ({}), left out",
+                        self.path
+                    );
+                }
+                offered
+            })
+            .collect()
+    }
+
     pub fn set_scheduler(&self, name: &str) -> Result<()> {
         std::fs::write(&self.scheduler, name)
             .with_context(|| format!("setting {} to {name}", self.scheduler.display()))
