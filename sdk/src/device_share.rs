@@ -106,10 +106,17 @@ impl DeviceShare {
         if groups.len() < 2 {
             return None;
         }
-        let total: u64 = groups.iter().map(|g| g.weight.max(1)).sum();
+        let total: u64 = groups
+            .iter()
+            .map(|g| g.weight.max(1))
+            .fold(0, u64::saturating_add);
         let bound = groups
             .iter()
-            .map(|g| u64::from(g.outstanding) * total * 9 / (g.weight.max(1) * 10))
+            // In u128: outstanding, the weights' sum and 9 can together pass u64.
+            .map(|g| {
+                u128::from(g.outstanding) * u128::from(total) * 9
+                    / (u128::from(g.weight.max(1)) * 10)
+            })
             .min()?;
         Some(
             u32::try_from(bound)
