@@ -114,7 +114,7 @@ mod tests {
 
     fn started(settings: &[(String, i64)]) -> Runtime<{{Type}}> {
         let mut rt = Runtime::<{{Type}}>::new();
-        let setup = Setup { hw_queues: 1, queue_depth: 32, nr_requests: 64 };
+        let setup = Setup { hw_queues: 1, queue_depth: 32, nr_requests: 64, rotational: true };
         rt.init(&setup, settings).unwrap();
         rt
     }

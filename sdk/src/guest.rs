@@ -146,6 +146,7 @@ impl Arg for &sdk::Setup {
             hw_queues: setup.hw_queues,
             queue_depth: setup.queue_depth,
             nr_requests: setup.nr_requests,
+            rotational: setup.rotational,
         }
     }
 }

@@ -52,7 +52,7 @@
 //! // Native mode: drive it as the host would.
 //! # use schedhost_sdk::{MergeEvent, MergeKind, Op, PrioClass, Runtime, Sector};
 //! let mut rt = Runtime::<Lifo>::new();
-//! rt.init(&Setup { hw_queues: 1, queue_depth: 32, nr_requests: 64 }, &[("batch".into(), 2)]).unwrap();
+//! rt.init(&Setup { hw_queues: 1, queue_depth: 32, nr_requests: 64, rotational: true }, &[("batch".into(), 2)]).unwrap();
 //! let req = |id| Request { id: RequestId(id), ctx: 0, op: Op::Read, sector: Sector(id * 8),
 //!                          sectors: 8, sync: true, prio_class: PrioClass::None, prio_level: 4,
 //!                          group: 0, arrival_ns: 0 };

@@ -440,6 +440,7 @@ mod tests {
             hw_queues: 1,
             queue_depth: 4,
             nr_requests: 8,
+            rotational: true,
         };
         rt.init(&setup, &[]).unwrap();
         rt.insert(0, &[request(1), request(2), request(3)]);

@@ -370,6 +370,8 @@ pub struct Setup {
     pub queue_depth: u32,
     /// Scheduler tags per hardware queue (nr_requests).
     pub nr_requests: u32,
+    /// The device seeks: a disk, not flash (the queue's `rotational` attribute).
+    pub rotational: bool,
 }
 
 #[cfg(test)]

@@ -28,6 +28,7 @@ fn a_components_one_id_answer_is_carried_in_the_list_given_back() {
         hw_queues: 1,
         queue_depth: 32,
         nr_requests: 64,
+        rotational: true,
     };
     policy.init(&setup, &[]).unwrap().unwrap();
     assert_eq!(one_in_one_out(&mut policy, 1).ids, [RequestId(1)]);
@@ -116,6 +117,7 @@ fn a_whole_turn_reaches_a_component_as_the_separate_calls_reach_the_native_build
         hw_queues: 1,
         queue_depth: 32,
         nr_requests: 64,
+        rotational: true,
     };
     for (name, builds) in [
         (
@@ -248,6 +250,7 @@ fn a_wake_up_beside_one_id_or_none_reaches_the_host_from_a_component_as_from_the
         hw_queues: 1,
         queue_depth: 32,
         nr_requests: 64,
+        rotational: true,
     };
     for (name, builds) in [
         (

@@ -28,6 +28,7 @@ fn sstf(settings: &[(&str, i64)]) -> Option<Box<dyn PolicyBackend>> {
         hw_queues: 1,
         queue_depth: 32,
         nr_requests: 64,
+        rotational: true,
     };
     p.init(&setup, &settings).unwrap().unwrap();
     Some(Box::new(p))

@@ -17,6 +17,7 @@ fn builds(settings: &[(&str, i64)]) -> Vec<(&'static str, Box<dyn PolicyBackend>
             hw_queues: 1,
             queue_depth: 32,
             nr_requests: 64,
+            rotational: true,
         },
         settings,
     )

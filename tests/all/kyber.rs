@@ -17,6 +17,7 @@ fn builds() -> Vec<(&'static str, Box<dyn PolicyBackend>)> {
             hw_queues: 1,
             queue_depth: 1024,
             nr_requests: 2048,
+            rotational: true,
         },
         &[],
     )

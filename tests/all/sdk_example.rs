@@ -66,6 +66,7 @@ fn example_policy_rejects_out_of_range_tunable_in_both_modes() {
         hw_queues: 1,
         queue_depth: 4,
         nr_requests: 8,
+        rotational: true,
     };
     let bad = [("max_sweep_kb".to_owned(), 1)];
     let mut native = NativePolicy::<Cscan>::default();

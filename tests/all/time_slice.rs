@@ -17,6 +17,7 @@ fn builds(slice_us: i64) -> Vec<(&'static str, Box<dyn PolicyBackend>)> {
             hw_queues: 1,
             queue_depth: 1,
             nr_requests: 64,
+            rotational: true,
         },
         &[("time_slice_us", slice_us)],
     )

@@ -125,6 +125,7 @@ mod tests {
                 hw_queues: 1,
                 queue_depth: 1,
                 nr_requests: 8,
+                rotational: true,
             },
             &[],
         )

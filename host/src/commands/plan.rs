@@ -107,7 +107,8 @@ fn parse_on_fault(text: &str) -> Result<OnFault, String> {
     }
 }
 
-/// The queue's attributes: `--nomerges`, `--nr-requests`, `--queue-depth`.
+/// The queue's attributes: `--nomerges`, `--nr-requests`, `--queue-depth`, `--plug`,
+/// `--rotational`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct QueueArgs {
     /// Queue attribute nomerges: 0 all merges, 1 one-hit cache only, 2 none.
@@ -127,6 +128,11 @@ pub struct QueueArgs {
     /// plug: `submitter:max_requests=32,max_bytes=131072`).
     #[arg(long, value_name = "MODE[:KEY=N,...]", default_value = "none", value_parser = parse_plug)]
     pub plug: Plug,
+    /// Queue attribute rotational: 1 the device seeks (a disk), 0 it does not (flash). The
+    /// policy is told, and cfq and bfq idle and judge seeks by it. Default: the device's own
+    /// (sysfs for a real one; a simulated one's model).
+    #[arg(long, value_name = "0|1", value_parser = clap::value_parser!(u8).range(0..=1))]
+    pub rotational: Option<u8>,
 }
 
 /// `none`, `legacy[:unplug_thresh=N,unplug_delay_us=N]` or
@@ -189,6 +195,7 @@ impl QueueArgs {
             nr_requests: self.nr_requests,
             queue_depth: self.queue_depth,
             plug: self.plug,
+            rotational: self.rotational.map(|r| r == 1),
         }
     }
 }

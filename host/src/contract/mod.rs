@@ -340,6 +340,7 @@ const SETUP: Setup = Setup {
     hw_queues: 1,
     queue_depth: 32,
     nr_requests: 64,
+    rotational: true,
 };
 
 /// A fault or stop in one line: its message's first line (a trap's wasm backtrace follows).

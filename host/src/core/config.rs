@@ -46,6 +46,9 @@ pub struct Config {
     pub rq_affinity: RqAffinity,
     /// How requests are held back so that bios behind them can merge.
     pub plug: Plug,
+    /// The device seeks (`rotational`): told to the policy, which may idle and judge seeks
+    /// by it.
+    pub rotational: bool,
 }
 
 /// A policy's tunables by name, with their values (None: the policy did not say).
@@ -72,7 +75,9 @@ impl Config {
         }
     }
 
-    /// Defaults for a device of this depth: nr_requests = max(2 × min(depth, 128), 128).
+    /// Defaults for a device of this depth: nr_requests = max(2 × min(depth, 128), 128);
+    /// rotational, as a queue was before its driver said otherwise (the kernel's default
+    /// until 6.11).
     pub fn for_device(hw_queues: u32, queue_depth: u32, max_sectors: u32) -> Self {
         Self {
             hw_queues: hw_queues.max(1),
@@ -83,6 +88,7 @@ impl Config {
             nomerges: Nomerges::All,
             rq_affinity: RqAffinity::Group,
             plug: Plug::None,
+            rotational: true,
         }
     }
 }

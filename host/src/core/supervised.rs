@@ -90,6 +90,7 @@ pub(super) fn start(
         hw_queues: config.hw_queues,
         queue_depth: config.queue_depth,
         nr_requests: config.nr_requests,
+        rotational: config.rotational,
     };
     policy
         .init(&setup, settings)?

@@ -72,6 +72,8 @@ pub struct QueueAttrs {
     pub queue_depth: u32,
     /// How requests are held back so that later bios can merge.
     pub plug: Plug,
+    /// `rotational`, if not the device's own.
+    pub rotational: Option<bool>,
 }
 
 impl Default for QueueAttrs {
@@ -81,17 +83,20 @@ impl Default for QueueAttrs {
             nr_requests: None,
             queue_depth: DEFAULT_QUEUE_DEPTH,
             plug: Plug::None,
+            rotational: None,
         }
     }
 }
 
 impl QueueAttrs {
     /// The core's configuration for a device of `hw_queues` queues of `tags` driver tags
-    /// taking at most `max_sectors` a request, with these attributes applied.
-    pub fn config(&self, hw_queues: u32, tags: u32, max_sectors: u32) -> Config {
+    /// taking at most `max_sectors` a request, `rotational` by its own account, with these
+    /// attributes applied.
+    pub fn config(&self, hw_queues: u32, tags: u32, max_sectors: u32, rotational: bool) -> Config {
         let mut config = Config::for_device(hw_queues, tags, max_sectors);
         config.nomerges = self.nomerges;
         config.plug = self.plug;
+        config.rotational = self.rotational.unwrap_or(rotational);
         if let Some(n) = self.nr_requests {
             config.nr_requests = n.max(1);
         }

@@ -272,6 +272,7 @@ impl ToWit for &Setup {
             hw_queues: self.hw_queues,
             queue_depth: self.queue_depth,
             nr_requests: self.nr_requests,
+            rotational: self.rotational,
         }
     }
     fn wire(held: &wit::Setup) -> wit::Setup {

@@ -45,6 +45,7 @@ fn report(summary: &Summary<'_>, plus: bool) -> Value {
                 "queue_depth": outcome.config.queue_depth,
                 "nr_requests": outcome.config.nr_requests,
                 "max_sectors": outcome.config.max_sectors,
+                "rotational": u8::from(outcome.config.rotational),
                 "nomerges": match outcome.config.nomerges { crate::core::Nomerges::All => 0, crate::core::Nomerges::OneHit => 1, crate::core::Nomerges::Off => 2 },
             },
             "seed": info.seed,

@@ -102,11 +102,12 @@ pub fn to_text(summary: &Summary<'_>) -> String {
     );
     let _ = writeln!(
         out,
-        "  queue: hw_queues={} depth={} nr_requests={} max_sectors={}{}",
+        "  queue: hw_queues={} depth={} nr_requests={} max_sectors={} rotational={}{}",
         outcome.config.hw_queues,
         outcome.config.queue_depth,
         outcome.config.nr_requests,
         outcome.config.max_sectors,
+        u8::from(outcome.config.rotational),
         match outcome.config.plug {
             crate::core::Plug::None => String::new(),
             plug => format!(" plug={}", plug.name()),

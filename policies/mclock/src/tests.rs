@@ -34,6 +34,7 @@ fn runtime(groups: &[Group]) -> Runtime<Mclock> {
         hw_queues: 1,
         queue_depth: 32,
         nr_requests: 1024,
+        rotational: true,
     };
     rt.init(&setup, &[]).expect("defaults are accepted");
     rt.groups(0, groups);

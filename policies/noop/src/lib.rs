@@ -71,6 +71,7 @@ mod tests {
                 hw_queues: 1,
                 queue_depth: 4,
                 nr_requests: 8,
+                rotational: true,
             },
             &[],
         )

@@ -39,6 +39,9 @@ pub struct Target {
     pub capacity: u64,
     /// O_DIRECT alignment: offsets and lengths must be multiples of it.
     pub logical_block: u32,
+    /// The block device under it seeks (its queue's `rotational`; a file's is its file
+    /// system's device's).
+    pub rotational: bool,
     /// True iff this run created the file.
     pub created: bool,
     /// A file this run created is removed when the target is dropped before [`Self::keep`]:
@@ -263,7 +266,8 @@ impl Target {
             path: path.to_path_buf(),
             kind,
             capacity,
-            logical_block: logical_block_size(dev),
+            logical_block: queue_attribute(dev, "logical_block_size").unwrap_or(512),
+            rotational: queue_attribute(dev, "rotational").is_none_or(|r: u8| r != 0),
             created,
             discard: created,
             file,
@@ -324,16 +328,16 @@ impl Target {
     }
 }
 
-/// The logical block size of block device `dev` from sysfs (a partition's is its disk's);
-/// 512 if sysfs does not say.
-fn logical_block_size(dev: u64) -> u32 {
+/// Queue attribute `name` of block device `dev` from sysfs (a partition's is its disk's), if
+/// sysfs has it: a file on a file system with no block device under it (tmpfs, overlay)
+/// has none, and takes the callers' defaults (512-byte blocks, rotational).
+fn queue_attribute<T: std::str::FromStr>(dev: u64, name: &str) -> Option<T> {
     let (major, minor) = (libc::major(dev), libc::minor(dev));
     let base = format!("/sys/dev/block/{major}:{minor}");
     [
-        format!("{base}/queue/logical_block_size"),
-        format!("{base}/../queue/logical_block_size"),
+        format!("{base}/queue/{name}"),
+        format!("{base}/../queue/{name}"),
     ]
     .iter()
     .find_map(|p| std::fs::read_to_string(p).ok()?.trim().parse().ok())
-    .unwrap_or(512)
 }

@@ -409,6 +409,7 @@ impl DeviceModel for Hdd {
             hw_queues: 1,
             queue_depth: self.params.ncq_depth.max(1),
             max_sectors: self.params.max_sectors,
+            rotational: true,
         }
     }
 

@@ -58,6 +58,8 @@ pub struct Geometry {
     pub queue_depth: u32,
     /// Largest request, in sectors.
     pub max_sectors: u32,
+    /// It seeks: a disk, not flash.
+    pub rotational: bool,
 }
 
 /// A simulated device.

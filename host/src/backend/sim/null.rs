@@ -57,6 +57,7 @@ impl DeviceModel for Null {
             hw_queues: self.params.hw_queues,
             queue_depth: self.params.queue_depth,
             max_sectors: self.params.max_sectors,
+            rotational: false,
         }
     }
 

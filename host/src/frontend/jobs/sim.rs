@@ -100,6 +100,7 @@ pub fn run_swapping(
         geometry.hw_queues,
         geometry.queue_depth,
         geometry.max_sectors,
+        geometry.rotational,
     );
     let info = policy.info().map_err(StartError::Fault)?;
     let mut lane = Lane::new(

@@ -271,11 +271,12 @@ pub fn serve(
         .collect::<Result<Vec<_>, RunError>>()?;
     let mut policy_name = String::new();
     let mut lanes = Vec::new();
-    for (mut policy, lane) in policies.into_iter().zip(&layout.lanes) {
+    for ((mut policy, lane), target) in policies.into_iter().zip(&layout.lanes).zip(&targets) {
         if policy_name.is_empty() {
             policy_name = policy.info().map(|i| i.name).unwrap_or_default();
         }
-        lanes.push(scheduler(options, plan, policy, settings, lane)?);
+        let on = (lane, target.rotational);
+        lanes.push(scheduler(options, plan, policy, settings, on)?);
     }
     let mut slot_lens = vec![SLOTS.chunk as usize; SLOTS.data as usize];
     slot_lens.extend(std::iter::repeat_n(0, SLOTS.control as usize));
@@ -447,17 +448,19 @@ fn extras(
 }
 
 /// A device's core over `policy`, with the queue settings, supervision, the event trace
-/// and counters when they are asked for, and the groups of its exports.
+/// and counters when they are asked for, and the groups of its exports; `rotational` is
+/// what the device says of itself.
 fn scheduler(
     options: &ServeOptions,
     plan: &RunPlan,
     policy: Box<dyn PolicyBackend>,
     settings: &[(String, i64)],
-    layout: &LaneLayout,
+    (layout, rotational): (&LaneLayout, bool),
 ) -> Result<Lane, RunError> {
+    let max_sectors = crate::backend::ring::MAX_SECTORS;
     let config = plan
         .queue
-        .config(1, plan.queue.queue_depth, crate::backend::ring::MAX_SECTORS);
+        .config(1, plan.queue.queue_depth, max_sectors, rotational);
     let mut setup = plan.lane_setup(config, settings);
     setup.record_events |= options.trace_events.is_some();
     setup.metering |= options.metrics.is_some();

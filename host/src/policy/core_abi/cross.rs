@@ -164,11 +164,12 @@ impl Lower for &[(String, i64)] {
 
 /// A record of scalars: its fields, flat, in order.
 impl Lower for &Setup {
-    const FLAT: &'static [Flat] = &[I32, I32, I32];
+    const FLAT: &'static [Flat] = &[I32, I32, I32, I32];
     fn lower(self, _: &CoreCalls, _: &mut Store<Caps>, out: &mut Flats) -> wasmtime::Result<()> {
         out.u32(self.hw_queues)?;
         out.u32(self.queue_depth)?;
-        out.u32(self.nr_requests)
+        out.u32(self.nr_requests)?;
+        out.u32(u32::from(self.rotational))
     }
 }
 

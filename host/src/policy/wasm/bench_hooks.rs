@@ -9,6 +9,7 @@ impl WasmPolicy {
             hw_queues: 1,
             queue_depth: 1024,
             nr_requests: 1024,
+            rotational: false,
         };
         PolicyBackend::init(self, &setup, &[])?.map_err(anyhow::Error::msg)
     }

@@ -689,6 +689,7 @@ impl DeviceModel for Drive {
             hw_queues: 1,
             queue_depth: 1,
             max_sectors: 2048,
+            rotational: true,
         }
     }
 

@@ -124,8 +124,8 @@ pub fn run_controlled(
         check_alignment(jobs, &placements, &targets)?;
     }
     lay_out_or_warn(jobs, &targets, need, plan.seed)?;
-    let config = plan.queue.config(1, plan.queue.queue_depth, MAX_SECTORS);
-    let setup = plan.lane_setup(config, settings);
+    // Each device's own queue; the report's is the first's.
+    let config_for = |t: &Target| plan.queue.config(1, plan.queue.queue_depth, MAX_SECTORS, t.rotational);
     let mut info = None;
     let mut lanes = Vec::new();
     for (mut policy, target) in policies.into_iter().zip(&targets) {
@@ -135,9 +135,13 @@ pub fn run_controlled(
         lanes.push(Lane::new(
             target.path.display().to_string(),
             policy,
-            &setup,
+            &plan.lane_setup(config_for(target), settings),
         )?);
     }
+    let config = targets.first().map_or_else(
+        || plan.queue.config(1, plan.queue.queue_depth, MAX_SECTORS, true),
+        config_for,
+    );
     let Some(policy) = info else {
         return Err(RunError::Layout("no device given".into()));
     };
@@ -325,6 +329,7 @@ fn outcome(
         hw_queues: 1,
         queue_depth: config.queue_depth,
         max_sectors: config.max_sectors,
+        rotational: config.rotational,
     };
     RealOutcome {
         outcome: Outcome {
