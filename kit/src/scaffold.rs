@@ -45,6 +45,7 @@ const SDK_SOURCES: &[(&str, &str)] = &[
         include_str!("../../sdk/src/device_share.rs"),
     ),
     ("habits.rs", include_str!("../../sdk/src/habits.rs")),
+    ("hw_tag.rs", include_str!("../../sdk/src/hw_tag.rs")),
     ("interface.rs", include_str!("../../sdk/src/interface.rs")),
     ("packed.rs", include_str!("../../sdk/src/packed.rs")),
     ("policy.rs", include_str!("../../sdk/src/policy.rs")),

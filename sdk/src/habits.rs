@@ -8,6 +8,34 @@ use crate::Sector;
 /// A request is a seek when it starts more than this many sectors from where the
 /// submitter's last one ended (`CFQQ_SEEK_THR`, `BFQQ_SEEK_THR`: 800 sectors).
 pub const SEEK_THRESHOLD: u64 = 8 * 100;
+/// On flash a request under this many sectors counts as a seek (`CFQQ_SECT_THR_NONROT`,
+/// `BFQQ_SECT_THR_NONROT`: 64): small requests are what cost a device without a head.
+pub const SMALL_ON_FLASH: u32 = 2 * 32;
+
+/// What makes a request a seek.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SeekRule {
+    /// Far from the last one: a disk (cfq and bfq on a rotational device).
+    Far,
+    /// Small, wherever it lies: cfq on flash (`cfq_update_io_seektime`).
+    Small,
+    /// Far and small: bfq on flash (`BFQ_RQ_SEEKY`).
+    FarAndSmall,
+}
+
+impl SeekRule {
+    /// Whether a request of `sectors` starting `distance` sectors from the last one's end
+    /// is a seek.
+    fn seek(self, distance: Option<u64>, sectors: u32) -> bool {
+        let far = distance.is_some_and(|d| d > SEEK_THRESHOLD);
+        let small = sectors < SMALL_ON_FLASH;
+        match self {
+            Self::Far => far,
+            Self::Small => small,
+            Self::FarAndSmall => far && small,
+        }
+    }
+}
 /// Decayed think-time samples before the mean counts (cfq's and bfq's `sample_valid`).
 const VALID_SAMPLES: u64 = 80;
 
@@ -55,13 +83,18 @@ impl Habits {
         self.think_time().is_some_and(|t| t > limit_ns)
     }
 
-    /// A request of its at `start` for `sectors` arrived at `now_ns`: a seek sample and, if
-    /// one of its requests completed before, a think-time sample, capped at `cap_ns` as the
-    /// kernel caps it (twice `slice_idle`).
-    pub fn arrived(&mut self, now_ns: u64, start: Sector, sectors: u32, cap_ns: u64) {
-        let seek = self
-            .last_end
-            .is_some_and(|end| end.0.abs_diff(start.0) > SEEK_THRESHOLD);
+    /// A request of its at `start` for `sectors` arrived at `now_ns`: a seek sample by
+    /// `rule` and, if one of its requests completed before, a think-time sample, capped at
+    /// `cap_ns` as the kernel caps it (twice `slice_idle`).
+    pub fn arrived(
+        &mut self,
+        now_ns: u64,
+        (start, sectors): (Sector, u32),
+        rule: SeekRule,
+        cap_ns: u64,
+    ) {
+        let distance = self.last_end.map(|end| end.0.abs_diff(start.0));
+        let seek = rule.seek(distance, sectors);
         self.seek_history = (self.seek_history << 1) | u32::from(seek);
         self.last_end = Some(Sector(start.0.saturating_add(u64::from(sectors))));
         if let Some(done) = self.last_completion {
@@ -85,19 +118,32 @@ mod tests {
     fn a_random_submitter_turns_seeky_and_a_slow_thinker_is_known_by_its_samples() {
         let mut h = Habits::default();
         for i in 0..5u64 {
-            h.arrived(0, Sector(i * 1_000_000), 8, 16_000_000);
+            h.arrived(0, (Sector(i * 1_000_000), 8), SeekRule::Far, 16_000_000);
         }
         assert!(!h.seeky(), "4 seeks in 32 are not yet seeky");
-        h.arrived(0, Sector(99_000_000), 8, 16_000_000);
+        h.arrived(0, (Sector(99_000_000), 8), SeekRule::Far, 16_000_000);
         assert!(h.seeky());
         let mut t = Habits::default();
         let mut now = 0;
         for i in 0..40u64 {
             t.completed(now);
             now += 10_000_000;
-            t.arrived(now, Sector(i * 8), 8, 16_000_000);
+            t.arrived(now, (Sector(i * 8), 8), SeekRule::Far, 16_000_000);
         }
         assert!(!t.seeky(), "sequential");
         assert!(t.thinks_longer_than(8_000_000) && !t.thinks_longer_than(11_000_000));
+    }
+
+    #[test]
+    fn on_flash_a_seek_is_a_small_request_for_cfq_and_a_far_small_one_for_bfq() {
+        let far_small = (Some(10_000), 8);
+        let near_small = (Some(0), 8);
+        let far_large = (Some(10_000), 256);
+        let seeks = |rule: SeekRule| {
+            [far_small, near_small, far_large].map(|(d, s)| rule.seek(d, s))
+        };
+        assert_eq!(seeks(SeekRule::Far), [true, false, true]);
+        assert_eq!(seeks(SeekRule::Small), [true, true, false]);
+        assert_eq!(seeks(SeekRule::FarAndSmall), [true, false, false]);
     }
 }

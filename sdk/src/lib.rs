@@ -87,6 +87,7 @@ pub mod block_cache;
 pub mod collections;
 pub mod device_share;
 pub mod habits;
+pub mod hw_tag;
 mod interface;
 #[doc(hidden)]
 pub mod packed;

@@ -23,8 +23,10 @@
 //! (`max_service_from_wr`); raised queues are never charged time. With
 //! `strict_guarantees`, bfq always idles, for async queues too.
 //!
-//! Not modelled: whether the device is rotational (the interface does not say; bfq judges
-//! as for a rotational one), injection of other queues' I/O while idling, adaptive budgets
+//! On flash (`rotational` 0) only a far request that is also small counts as a seek, and
+//! idling boosts throughput only for a sequential queue on a device that queues no commands.
+//!
+//! Not modelled: injection of other queues' I/O while idling, adaptive budgets
 //! and the peak-rate autotuning of `max_budget`, burst detection and soft real-time
 //! raising, preemption on arrival by a higher class or weight (only a resuming queue
 //! preempts), `bfq_limit_depth`.
@@ -41,7 +43,8 @@
 
 use std::collections::BTreeMap;
 
-use schedhost_sdk::habits::Habits;
+use schedhost_sdk::habits::{Habits, SeekRule};
+use schedhost_sdk::hw_tag::{self, HwTag};
 use schedhost_sdk::{
     Completion, Dispatch, ElevatorQueue, Group, IdMap, MergeEvent, Policy, PrioClass, Request,
     RequestId, Sector, Setup, TunableSpec, Word, WordMap,
@@ -71,10 +74,9 @@ const SEEKY_OF_32: u32 = 19;
 const MAX_SERVICE_FROM_WR: u64 = 120_000;
 /// The longest idle for a seeky queue in a symmetric scenario (`BFQ_MIN_TT`).
 const MIN_TT_NS: u64 = 2 * MS;
-/// More than this many requests on the device means it queues commands
-/// (`BFQ_HW_QUEUE_THRESHOLD`), judged over this many samples (`BFQ_HW_QUEUE_SAMPLES`).
+/// Fewer requests than this, queued and on the device, prove nothing of the device's
+/// queueing (`BFQ_HW_QUEUE_THRESHOLD`).
 const HW_QUEUE_THRESHOLD: u32 = 3;
-const HW_QUEUE_SAMPLES: u32 = 32;
 /// A turn shorter than this is too short to measure a rate (`bfq_bfqq_is_slow`): charged
 /// as one idle slice if slow. One longer than `RATE_WINDOW_NS` is judged by its rate.
 const SHORT_TURN_NS: u64 = MS;
@@ -209,27 +211,6 @@ enum Expiry {
 /// last completion (`arrived_in_time`).
 const IN_TIME_SLICES: u64 = 3;
 
-/// The device's command queueing as bfq estimates it (`bfq_update_hw_tag`): unknown counts
-/// as queueing, as the kernel's initial `hw_tag` of -1 does.
-#[derive(Debug, Clone, Copy)]
-struct HwTag {
-    queueing: bool,
-    known: bool,
-    max_in_driver: u32,
-    samples: u32,
-}
-
-impl Default for HwTag {
-    fn default() -> Self {
-        Self {
-            queueing: true,
-            known: false,
-            max_in_driver: 0,
-            samples: 0,
-        }
-    }
-}
-
 /// The BFQ policy.
 #[derive(Debug, Default)]
 pub struct Bfq {
@@ -255,7 +236,10 @@ pub struct Bfq {
     in_driver: u32,
     /// A queue that resumed its turn and may take the device from the one in service.
     preempting: Option<QueueKey>,
+    /// Whether the device queues commands (`hw_tag`).
     hw_tag: HwTag,
+    /// The device seeks (`!blk_queue_nonrot`).
+    rotational: bool,
 }
 
 /// The tunables as the user set them, in their sysfs units; `retuned` derives the working
@@ -283,12 +267,13 @@ impl Policy for Bfq {
     const TUNABLES: &'static [TunableSpec<Self>] = TUNABLES;
     const HANDLES_ABSORBED: bool = true;
 
-    fn new(_setup: &Setup) -> Self {
+    fn new(setup: &Setup) -> Self {
         // Its one queued map and one in-flight map may hold any of the device's requests;
         // each queue's own elevator stays small.
         Self {
             queued: IdMap::device_wide(),
             on_device: IdMap::device_wide(),
+            rotational: setup.rotational,
             ..Self::default()
         }
     }
@@ -336,7 +321,15 @@ impl Policy for Bfq {
             if r.sync {
                 // bfq_update_io_thinktime caps a sample at twice slice_idle.
                 let cap = 2 * self.slice_idle;
-                queue.habits.arrived(r.arrival_ns, r.sector, r.sectors, cap);
+                // BFQ_RQ_SEEKY: on flash only a far request that is also small seeks.
+                let rule = if self.rotational {
+                    SeekRule::Far
+                } else {
+                    SeekRule::FarAndSmall
+                };
+                queue
+                    .habits
+                    .arrived(r.arrival_ns, (r.sector, r.sectors), rule, cap);
             }
             self.queued.insert(r.id, key);
             if !queue.busy && self.in_service.is_none_or(|s| s.key != key) {
@@ -739,11 +732,15 @@ impl Bfq {
         let (busy_queues, raised_busy) = busy.fold((0u32, 0u32), |(b, r), q| {
             (b + 1, r + u32::from(now_ns < q.raised_until))
         });
-        // idling_boosts_thr_without_issues, the device taken as rotational: idling pays
-        // when the device queues no commands or the queue is sequential and quick to send
-        // its next request, unless a raised queue would wait.
+        // idling_boosts_thr_without_issues: idling pays on a disk that queues no commands,
+        // and for a sequential queue quick to send its next request on a disk or on flash
+        // that queues none, unless a raised queue would wait.
         let sequential = !seeky(queue) && !queue.habits.thinks_longer_than(self.slice_idle);
-        let boosts = (!self.hw_tag.queueing || sequential) && raised_busy == 0;
+        let queueing = self.hw_tag.queueing();
+        let rot_without_queueing = self.rotational && !queueing;
+        let boosts = (rot_without_queueing
+            || ((self.rotational || !queueing) && sequential))
+            && raised_busy == 0;
         // idling_needed_for_service_guarantees.
         let raised = now_ns < queue.raised_until;
         let protects_raised =
@@ -805,13 +802,7 @@ impl Bfq {
     /// it leaves the device count.
     fn update_hw_tag(&mut self) {
         let in_driver = self.in_driver;
-        self.hw_tag.max_in_driver = self.hw_tag.max_in_driver.max(in_driver);
-        if self.hw_tag.known && self.hw_tag.queueing {
-            return;
-        }
-        if in_driver + self.queued.len() as u32 <= HW_QUEUE_THRESHOLD {
-            return;
-        }
+        let busy = in_driver + self.queued.len() as u32 > HW_QUEUE_THRESHOLD;
         // A quick queue in service with too few requests to fill the device proves nothing.
         let starved = self
             .in_service
@@ -821,18 +812,7 @@ impl Bfq {
                     && q.inflight + (q.requests.len() as u32) < HW_QUEUE_THRESHOLD
                     && in_driver < HW_QUEUE_THRESHOLD
             });
-        if starved {
-            return;
-        }
-        let h = &mut self.hw_tag;
-        h.samples += 1;
-        if h.samples <= HW_QUEUE_SAMPLES {
-            return;
-        }
-        h.queueing = h.max_in_driver > HW_QUEUE_THRESHOLD;
-        h.known = true;
-        h.max_in_driver = 0;
-        h.samples = 0;
+        self.hw_tag.sample(hw_tag::BFQ, in_driver, busy && !starved);
     }
 }
 

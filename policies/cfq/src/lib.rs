@@ -10,20 +10,25 @@
 //! (`fifo_expire_sync/async`), with at most `quantum` requests on the device unless it is the
 //! only busy queue, or the only busy sync one (`cfq_may_dispatch`). When an active
 //! sync queue runs dry, cfq waits for its requests to complete and then idles `slice_idle`
-//! for the next one before giving the device away. Classes are served RT, then BE, then IDLE;
+//! for the next one before giving the device away, except on flash that queues commands
+//! (`rotational` 0 and the queueing estimated as `cfq_update_hw_tag` does), where it never
+//! idles for a queue's own next request and counts small requests as seeks. Classes are served RT, then BE, then IDLE;
 //! a sync request preempts an async slice, and an RT request a lower class.
 
 #![forbid(unsafe_code)]
 
 use std::collections::VecDeque;
 
-use schedhost_sdk::habits::Habits;
+use schedhost_sdk::habits::{Habits, SeekRule};
+use schedhost_sdk::hw_tag::{self, HwTag};
 use schedhost_sdk::{
     Completion, Dispatch, ElevatorQueue, IdMap, MergeEvent, MergeQuery, Policy, PrioClass, Request,
     RequestId, Sector, Setup, TunableSpec, Word, WordMap,
 };
 
 const MS: u64 = 1_000_000;
+/// The shortest workload slice (`CFQ_MIN_TT`: two jiffies at HZ=1000).
+const MIN_TT_NS: u64 = 2 * MS;
 
 const fn tunable(
     name: &'static str,
@@ -170,6 +175,16 @@ impl Word for QueueKey {
     }
 }
 
+/// A service tree within a class (`wl_type`): cfq serves one at a time, for a workload
+/// slice, so queues of one kind cannot keep the device from another's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Workload {
+    Async,
+    /// Sync queues without an idle window, idled for as a whole.
+    SyncNoIdle,
+    Sync,
+}
+
 /// One cfq queue.
 #[derive(Debug, Default)]
 struct Queue {
@@ -211,11 +226,11 @@ impl Window {
     fn arrived(
         &mut self,
         now_ns: u64,
-        (start, sectors): (Sector, u32),
-        queued: usize,
+        request: (Sector, u32),
+        (queued, rule): (usize, SeekRule),
         slice_idle: u64,
     ) {
-        self.habits.arrived(now_ns, start, sectors, 2 * slice_idle);
+        self.habits.arrived(now_ns, request, rule, 2 * slice_idle);
         if queued >= 4 {
             self.deep = true;
         }
@@ -253,8 +268,15 @@ pub struct Cfq {
     /// Busy queues waiting for a slice, per class (RT, BE, IDLE), in round-robin order.
     waiting: [VecDeque<QueueKey>; 3],
     active: Option<Active>,
+    /// The class and service tree being served, and when its workload slice ends
+    /// (`serving_wl_class`, `serving_wl_type`, `workload_expires`).
+    serving: Option<(u8, Workload, u64)>,
     /// Where the last dispatched request ended.
     head: Sector,
+    /// The device seeks (`!blk_queue_nonrot`).
+    rotational: bool,
+    /// Whether it queues commands (`hw_tag`).
+    hw_tag: HwTag,
     knobs: Knobs,
     t: Tunables,
 }
@@ -314,12 +336,13 @@ impl Policy for Cfq {
     const MERGE_VETO: bool = true;
     const HANDLES_ABSORBED: bool = true;
 
-    fn new(_setup: &Setup) -> Self {
+    fn new(setup: &Setup) -> Self {
         // Its one queued map and one in-flight map may hold any of the device's requests;
         // each queue's own elevator stays small.
         Self {
             queued: IdMap::device_wide(),
             on_device: IdMap::device_wide(),
+            rotational: setup.rotational,
             ..Self::default()
         }
     }
@@ -343,6 +366,7 @@ impl Policy for Cfq {
     }
 
     fn insert(&mut self, _now_ns: u64, requests: &[Request]) {
+        let rule = self.seek_rule();
         for r in requests {
             let key = key_of(r);
             let expires = r.arrival_ns + self.t.fifo_expire[usize::from(r.sync)];
@@ -355,7 +379,7 @@ impl Policy for Cfq {
             let was_idle = queue.requests.is_empty();
             queue.requests.push(r, expires);
             if queue.sync {
-                let queued = queue.requests.len();
+                let queued = (queue.requests.len(), rule);
                 let slice_idle = self.t.slice_idle;
                 queue
                     .window
@@ -434,6 +458,7 @@ impl Policy for Cfq {
     fn completed(&mut self, now_ns: u64, done: &[Completion]) {
         for c in done {
             if let Some(key) = self.on_device.remove(&c.id) {
+                self.update_hw_tag();
                 let kind = usize::from(matches!(key, QueueKey::Sync(_)));
                 self.in_flight[kind] = self.in_flight[kind].saturating_sub(1);
                 if let Some(queue) = self.queues.get_mut(&key) {
@@ -453,6 +478,40 @@ enum Step {
 }
 
 impl Cfq {
+    /// What makes a request a seek here (`cfq_update_io_seektime`): on flash, being small.
+    fn seek_rule(&self) -> SeekRule {
+        if self.rotational {
+            SeekRule::Far
+        } else {
+            SeekRule::Small
+        }
+    }
+
+    /// Flash that queues commands: cfq never idles for a queue's next request there
+    /// (`cfq_arm_slice_timer`), and gives idle windows no weight (`cfq_should_idle`).
+    fn flash_queueing(&self) -> bool {
+        !self.rotational && self.hw_tag.queueing()
+    }
+
+    /// A completion's sample of the device's queueing (`cfq_update_hw_tag`), taken before
+    /// it leaves the count: only while enough is queued or on the device, and not while a
+    /// quick queue in service has too few requests to fill it.
+    fn update_hw_tag(&mut self) {
+        let in_driver = self.in_flight[0] + self.in_flight[1];
+        let queued = u32::try_from(self.queued.len()).unwrap_or(u32::MAX);
+        let min = hw_tag::CFQ.deep;
+        let busy = queued > min || in_driver > min;
+        let starved = self
+            .active
+            .and_then(|a| self.queues.get(&a.key))
+            .is_some_and(|q| {
+                q.window.idle_window
+                    && q.inflight + (q.requests.len() as u32) < min
+                    && in_driver < min
+            });
+        self.hw_tag.sample(hw_tag::CFQ, in_driver, busy && !starved);
+    }
+
     /// One decision for the active queue: one lookup of it, through the choice and the
     /// send (lookups are a component's dearest step).
     fn step(&mut self, active: Active, now_ns: u64) -> Step {
@@ -539,6 +598,9 @@ impl Cfq {
         if inflight > 0 {
             return Step::WaitUntil(active.slice_end);
         }
+        if self.flash_queueing() {
+            return Step::Expire;
+        }
         let until = match active.idle_until {
             Some(until) => until,
             None => {
@@ -557,8 +619,9 @@ impl Cfq {
     }
 
     /// Whether cfq idles for sync queue `key` when it runs dry (`cfq_should_idle`): it has
-    /// an idle window, or it is the last of the queues without one in its class (the
-    /// sync-noidle service tree idles as a whole), unless its thinking is too slow.
+    /// an idle window (not on flash that queues commands), or it is the last busy queue of
+    /// its service tree (its class's sync queues with an idle window, or those without:
+    /// the sync-noidle tree idles as a whole), unless its thinking is too slow.
     fn should_idle(&self, key: QueueKey) -> bool {
         let Some(queue) = self.queues.get(&key) else {
             return false;
@@ -566,16 +629,20 @@ impl Cfq {
         if queue.class == 2 {
             return false;
         }
-        if queue.window.idle_window {
+        let window = queue.window.idle_window;
+        if window && !self.flash_queueing() {
             return true;
         }
-        let others_without_window = self.waiting[queue.class as usize].iter().any(|k| {
+        let others_on_tree = self.waiting[queue.class as usize].iter().any(|k| {
             *k != key
                 && matches!(k, QueueKey::Sync(_))
-                && self.queues.get(k).is_some_and(|q| !q.window.idle_window)
+                && self
+                    .queues
+                    .get(k)
+                    .is_some_and(|q| q.window.idle_window == window)
         });
         let slow = queue.window.habits.thinks_longer_than(self.t.slice_idle);
-        !others_without_window && !slow
+        !others_on_tree && !slow
     }
 
     /// Ends the active slice; the queue waits for another turn if it still has requests.
@@ -590,20 +657,35 @@ impl Cfq {
         }
     }
 
-    /// Gives the next waiting queue a slice; false iff none waits.
+    /// Gives the next waiting queue a slice: the first of the highest class with one, on
+    /// the service tree being served while its workload slice lasts and it has a queue,
+    /// else on the tree of the class's longest-waiting queue, for a new workload slice
+    /// (`cfq_choose_wl_class_and_type`). False iff none waits.
     fn activate_next(&mut self, now_ns: u64) -> bool {
-        // A waiting queue may have been emptied by merges since it queued up: skip it.
-        let key = loop {
-            let Some(key) = self.waiting.iter_mut().find_map(VecDeque::pop_front) else {
-                return false;
-            };
-            if self
-                .queues
-                .get(&key)
-                .is_some_and(|q| !q.requests.is_empty())
-            {
-                break key;
-            }
+        // A waiting queue may have been emptied by merges since it queued up: drop it.
+        let queues = &self.queues;
+        let Some(class) = self.waiting.iter_mut().position(|w| {
+            w.retain(|k| queues.get(k).is_some_and(|q| !q.requests.is_empty()));
+            !w.is_empty()
+        }) else {
+            return false;
+        };
+        let on = |wl: Workload| {
+            let waiting = &self.waiting[class];
+            waiting.iter().position(|k| self.workload_of(*k) == Some(wl))
+        };
+        let kept = self
+            .serving
+            .filter(|&(c, _, expires)| usize::from(c) == class && now_ns < expires)
+            .and_then(|(_, wl, _)| on(wl));
+        let at = kept.unwrap_or_else(|| {
+            let wl = self.workload_of(self.waiting[class][0]).unwrap_or(Workload::Sync);
+            let expires = now_ns + self.workload_slice(class, wl);
+            self.serving = Some((class as u8, wl, expires));
+            0
+        });
+        let Some(key) = self.waiting[class].remove(at) else {
+            return false;
         };
         let slice = self.slice_for(key);
         self.active = Some(Active {
@@ -615,6 +697,43 @@ impl Cfq {
             preempt: false,
         });
         true
+    }
+
+    /// The service tree queue `key` is on.
+    fn workload_of(&self, key: QueueKey) -> Option<Workload> {
+        let queue = self.queues.get(&key)?;
+        Some(match (queue.sync, queue.window.idle_window) {
+            (false, _) => Workload::Async,
+            (true, false) => Workload::SyncNoIdle,
+            (true, true) => Workload::Sync,
+        })
+    }
+
+    /// How long tree `wl` of `class` is served (`cfq_choose_wl_class_and_type`): the target
+    /// latency shared by the class's busy queues, this tree's part by its queues; an async
+    /// tree's part of all busy queues at most, scaled by `slice_async / slice_sync`; a
+    /// sync tree's at least two idle slices; every one at least `CFQ_MIN_TT`.
+    fn workload_slice(&self, class: usize, wl: Workload) -> u64 {
+        let t = self.t;
+        let active = self.active.map(|a| a.key);
+        let busy = |c: usize| self.waiting[c].iter().copied().chain(active.filter(|k| {
+            self.queues.get(k).is_some_and(|q| usize::from(q.class) == c)
+        }));
+        let in_class = busy(class).count().max(1) as u64;
+        let count = busy(class).filter(|k| self.workload_of(*k) == Some(wl)).count() as u64;
+        let slice = t.target_latency * count / in_class;
+        let slice = if wl == Workload::Async {
+            let all = (0..3).map(|c| busy(c).count()).sum::<usize>().max(1) as u64;
+            let asyncs = (0..3)
+                .flat_map(busy)
+                .filter(|k| matches!(k, QueueKey::Async(..)))
+                .count() as u64;
+            let share = slice.min(t.target_latency * asyncs / all);
+            share * t.slice_async / t.slice_sync.max(1)
+        } else {
+            slice.max(2 * t.slice_idle)
+        };
+        slice.max(MIN_TT_NS)
     }
 
     /// A queue got its first request: it waits for a slice, and may preempt the active one.
@@ -631,16 +750,26 @@ impl Cfq {
         {
             let sync_over_async = sync && !current.sync;
             let higher_class = class < current.class;
-            // cfq_should_preempt: an empty sync-noidle queue idling for its group gives way
-            // to another of the group that became busy.
+            // cfq_should_preempt: an empty sync-noidle queue idling for its tree gives way to
+            // the one other queue of the tree that became busy.
             let noidle = |q: &Queue| q.sync && !q.window.idle_window;
+            let others_noidle = self.waiting[class as usize]
+                .iter()
+                .filter(|k| self.workload_of(**k) == Some(Workload::SyncNoIdle))
+                .count();
             let group_turn = noidle(current)
                 && current.requests.is_empty()
                 && noidle(queue)
-                && class == current.class;
+                && class == current.class
+                && others_noidle == 0;
             if sync_over_async || higher_class || group_turn {
                 if let Some(a) = &mut self.active {
                     a.preempt = true;
+                }
+                // cfq_preempt_queue: a queue of another tree ends the workload slice, so
+                // the preempting queue, now the longest waiting, is served next.
+                if self.serving.map(|(_, wl, _)| wl) != self.workload_of(key) {
+                    self.serving = None;
                 }
                 self.waiting[class as usize].push_front(key);
                 return;
