@@ -305,6 +305,40 @@ fn real_file_run_verifies_and_a_second_write_needs_allow_overwrite() {
 }
 
 #[test]
+fn a_real_time_job_without_the_capability_runs_without_the_priority_and_says_so() {
+    // Each request's I/O priority goes to the kernel in its sqe, as fio's prioclass does.
+    // The kernel refuses the real-time class without CAP_SYS_ADMIN or CAP_SYS_NICE (EPERM):
+    // the request goes again without it, nothing fails, and the run says so. Root runs the
+    // command with every capability dropped.
+    let path = real_dir("rt_refused").join("data.dat");
+    let bin = env!("CARGO_BIN_EXE_schedhost");
+    // SAFETY: geteuid only reads the process's credentials.
+    let mut command = if unsafe { libc::geteuid() } == 0 {
+        let mut c = Command::new("setpriv");
+        c.args(["--inh-caps=-all", "--bounding-set=-all", "--", bin]);
+        c
+    } else {
+        Command::new(bin)
+    };
+    let out = command
+        .args(["--policy", "native:noop", "--device"])
+        .arg(&path)
+        .args(["--output-format", "json", "--name=w", "--rw=randwrite", "--bs=4k"])
+        .args(["--size=1m", "--iodepth=8", "--prioclass=1", "--verify=crc32c"])
+        .output()
+        .expect("setpriv (util-linux) starts schedhost");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
+    assert_eq!(v["schedhost"]["verified_blocks"], 256);
+    assert_eq!(v["jobs"][0]["error"], 0, "{v}");
+    assert!(
+        stderr(&out).contains("refused the real-time I/O priority"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
 fn real_read_of_a_missing_file_fails_without_creating_it() {
     let path = real_dir("missing").join("nothing.dat");
     let out = schedhost(&[

@@ -263,6 +263,7 @@ impl Core {
                 at_ns: now_ns,
             };
             let (op, sector, sectors) = (request.op, request.sector, request.sectors);
+            let prio = (request.prio_class, request.prio_level);
             let (ctx, sync) = (request.ctx, request.sync);
             let bios = request.bios.clone();
             self.merging.remove(id, request);
@@ -277,6 +278,7 @@ impl Core {
                 op,
                 sector,
                 sectors,
+                prio,
                 bios,
             });
         }

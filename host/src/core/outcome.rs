@@ -1,7 +1,7 @@
 //! What the core tells its driver and its reports: actions, finished bios, counters, and
 //! the errors that end a core's work.
 
-use schedhost_sdk::Op;
+use schedhost_sdk::{Op, PrioClass};
 
 use super::request::Bios;
 use super::routing::CompletionSite;
@@ -24,6 +24,8 @@ pub enum Action {
         sector: u64,
         /// Length in sectors.
         sectors: u32,
+        /// Its I/O priority (its first bio's), which a real device is told.
+        prio: (PrioClass, u8),
         /// Its bios with their submitters, in sector order.
         bios: Bios,
     },

@@ -3,7 +3,7 @@
 //! models implement it in virtual time ([`crate::backend::sim::SimBackend`]); the io_uring ring on
 //! the monotonic clock ([`crate::backend::ring::RingBackend`]).
 
-use schedhost_sdk::Op;
+use schedhost_sdk::{Op, PrioClass};
 
 use crate::core::Bios;
 
@@ -18,6 +18,8 @@ pub struct Outgoing<'a> {
     pub sector: u64,
     /// Length in sectors.
     pub sectors: u32,
+    /// I/O priority class and level, which a real backend passes to the kernel.
+    pub prio: (PrioClass, u8),
     /// Its bios in sector order, whose buffers a real backend lays out.
     pub bios: &'a Bios,
 }

@@ -152,6 +152,11 @@ impl<B: Backend> Engine<B> {
         &self.lanes
     }
 
+    /// The backend, for what it can say of the run.
+    pub fn backend(&self) -> &B {
+        &self.backend
+    }
+
     /// The time now on the backend's clock.
     pub fn now(&self) -> u64 {
         self.backend.now()
@@ -329,6 +334,7 @@ impl<B: Backend> Engine<B> {
                     op,
                     sector,
                     sectors,
+                    prio,
                     bios,
                     ..
                 } => {
@@ -337,6 +343,7 @@ impl<B: Backend> Engine<B> {
                         op,
                         sector,
                         sectors,
+                        prio,
                         bios: &bios,
                     };
                     self.backend.dispatch(now, l as u32, request)?;

@@ -6,11 +6,11 @@ use std::os::fd::RawFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use schedhost_sdk::Op;
+use schedhost_sdk::{Op, PrioClass};
 
 use super::Target;
 use super::buffers::{Arena, Lease, SlotAccess};
-use super::uring::{Io, IoKind, Notifier, Ring, Segments};
+use super::uring::{IOPRIO_CLASS_SHIFT, Io, IoKind, Notifier, Ring, Segments};
 use crate::backend::sim::{Admission, FaultPlan, FaultState};
 use crate::engine::{Backend, Outgoing, Readiness};
 
@@ -143,6 +143,12 @@ impl RingBackend {
         self.ring.has_fixed_buffers()
     }
 
+    /// Whether the kernel refused a real-time I/O priority (this process lacks
+    /// CAP_SYS_ADMIN and CAP_SYS_NICE), so that RT requests reached it without one.
+    pub fn rt_refused(&self) -> bool {
+        self.ring.rt_refused()
+    }
+
     /// Makes the ring's waits return when `notifier` is written.
     ///
     /// # Errors
@@ -153,6 +159,18 @@ impl RingBackend {
             source,
         })
     }
+}
+
+/// A request's priority as the kernel takes it in an sqe (`IOPRIO_PRIO_VALUE(class,
+/// level)`): none leaves the submitter's own, as a bio without one has.
+fn ioprio_value((class, level): (PrioClass, u8)) -> u16 {
+    let class = match class {
+        PrioClass::None => return 0,
+        PrioClass::Rt => 1,
+        PrioClass::Be => 2,
+        PrioClass::Idle => 3,
+    };
+    class << IOPRIO_CLASS_SHIFT | u16::from(level.min(7))
 }
 
 /// Socket readiness through the ring: a poll is one more request on it, so a socket and a
@@ -216,6 +234,7 @@ impl Backend for RingBackend {
             offset: request.sector * 512,
             segments,
             tag: (lane, request.id),
+            ioprio: ioprio_value(request.prio),
         };
         // SAFETY: the segments are arena slots lent to this request's bios; nobody touches a
         // slot again until its bio finished (after the reap), and the arena outlives the
@@ -279,5 +298,18 @@ impl Backend for RingBackend {
 
     fn exact_deadlines(&self) -> bool {
         false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_priority_reaches_the_sqe_as_the_kernels_class_and_level_and_none_as_zero() {
+        assert_eq!(ioprio_value((PrioClass::None, 4)), 0);
+        assert_eq!(ioprio_value((PrioClass::Rt, 0)), 1 << 13);
+        assert_eq!(ioprio_value((PrioClass::Be, 4)), 2 << 13 | 4);
+        assert_eq!(ioprio_value((PrioClass::Idle, 7)), 3 << 13 | 7);
     }
 }

@@ -88,7 +88,15 @@ pub struct Io {
     pub segments: Segments,
     /// Reported back with the result: (device lane, request id).
     pub tag: (u32, u64),
+    /// The I/O priority the kernel is told (`IOPRIO_PRIO_VALUE`), 0 for the submitter's own.
+    pub ioprio: u16,
 }
+
+/// `IOPRIO_CLASS_RT`, the one class the kernel refuses without CAP_SYS_ADMIN or
+/// CAP_SYS_NICE (`ioprio_check_cap`).
+const IOPRIO_CLASS_RT: u16 = 1;
+/// Bits of the level below the class (`IOPRIO_CLASS_SHIFT`).
+pub const IOPRIO_CLASS_SHIFT: u16 = 13;
 
 #[derive(Debug)]
 struct InFlight {
@@ -114,6 +122,8 @@ pub struct Ring {
     /// The completions `reap` takes off the queue, kept between calls: a batch moved by
     /// value (an inline array of 32) cost a 512-byte copy or two per I/O.
     reaped: Vec<(u64, i32)>,
+    /// The kernel refused a real-time priority (`EPERM`): such I/O goes without one since.
+    rt_refused: bool,
     /// Tests: the next submissions fail as if the kernel refused them.
     #[cfg(test)]
     refuse_submissions: bool,
@@ -150,9 +160,15 @@ impl Ring {
             watch: None,
             ready: Vec::new(),
             reaped: Vec::with_capacity(32),
+            rt_refused: false,
             #[cfg(test)]
             refuse_submissions: false,
         })
+    }
+
+    /// Whether the kernel refused a real-time I/O priority, so that such I/O went without.
+    pub fn rt_refused(&self) -> bool {
+        self.rt_refused
     }
 
     /// Registers `len` bytes at `base` as fixed buffer 0; false if the kernel refused (a
@@ -276,6 +292,10 @@ impl Ring {
         };
         let rest = remaining(&entry.io.segments, entry.done);
         let file = Fixed(entry.io.file);
+        let ioprio = match entry.io.ioprio {
+            p if self.rt_refused && p >> IOPRIO_CLASS_SHIFT == IOPRIO_CLASS_RT => 0,
+            p => p,
+        };
         let offset = entry.io.offset + entry.done as u64;
         let in_fixed = |(ptr, len): (*mut u8, usize)| {
             fixed.is_some_and(|(base, size)| {
@@ -293,17 +313,21 @@ impl Ring {
             (kind, &[single]) if in_fixed(single) => match kind {
                 IoKind::Read => opcode::ReadFixed::new(file, single.0, single.1 as u32, 0)
                     .offset(offset)
+                    .ioprio(ioprio)
                     .build(),
                 _ => opcode::WriteFixed::new(file, single.0, single.1 as u32, 0)
                     .offset(offset)
+                    .ioprio(ioprio)
                     .build(),
             },
             (kind, &[single]) => match kind {
                 IoKind::Read => opcode::Read::new(file, single.0, single.1 as u32)
                     .offset(offset)
+                    .ioprio(ioprio)
                     .build(),
                 _ => opcode::Write::new(file, single.0, single.1 as u32)
                     .offset(offset)
+                    .ioprio(ioprio)
                     .build(),
             },
             (kind, many) => {
@@ -316,8 +340,14 @@ impl Ring {
                     .collect();
                 let (ptr, count) = (entry.iovecs.as_ptr(), entry.iovecs.len() as u32);
                 match kind {
-                    IoKind::Read => opcode::Readv::new(file, ptr, count).offset(offset).build(),
-                    _ => opcode::Writev::new(file, ptr, count).offset(offset).build(),
+                    IoKind::Read => opcode::Readv::new(file, ptr, count)
+                        .offset(offset)
+                        .ioprio(ioprio)
+                        .build(),
+                    _ => opcode::Writev::new(file, ptr, count)
+                        .offset(offset)
+                        .ioprio(ioprio)
+                        .build(),
                 }
             }
         };
@@ -462,6 +492,13 @@ impl Ring {
         };
         if result == -libc::EAGAIN && entry.eagain < MAX_EAGAIN {
             entry.eagain += 1;
+            return Ok(self.resubmit(index));
+        }
+        if result == -libc::EPERM && entry.io.ioprio >> IOPRIO_CLASS_SHIFT == IOPRIO_CLASS_RT {
+            // Without the capability a real-time priority is refused: the I/O goes again
+            // without it (once: a second EPERM is the file's), as does all RT I/O since.
+            entry.io.ioprio = 0;
+            self.rt_refused = true;
             return Ok(self.resubmit(index));
         }
         if result < 0 {

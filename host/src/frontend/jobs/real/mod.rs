@@ -312,6 +312,12 @@ fn outcome(
     fixed_buffers: bool,
 ) -> RealOutcome {
     let finished = engine.finish(end_ns);
+    if engine.backend().rt_refused() {
+        tracing::warn!(
+            "the kernel refused the real-time I/O priority (it needs CAP_SYS_ADMIN or \
+             CAP_SYS_NICE): requests of prioclass=1 reached the device without one"
+        );
+    }
     let summaries = finished
         .lanes
         .iter()
