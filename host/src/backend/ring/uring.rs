@@ -597,6 +597,7 @@ mod tests {
             offset: 0,
             segments: Segments::new(),
             tag: (0, 7),
+            ioprio: 0,
         };
         // SAFETY: a flush has no buffers.
         assert!(unsafe { ring.start(io.clone()) }.is_err());
