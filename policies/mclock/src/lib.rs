@@ -3,7 +3,10 @@
 //! a limit `l` (IOPS, by direction).
 //!
 //! A request's cost is its size in units of `cost_unit` KiB (at least 1), so a 1 MiB read
-//! spends 256 times what a 4 KiB one does. On arrival it takes three tags from its group's
+//! spends 256 times what a 4 KiB one does; or, given the device's peak bandwidth
+//! `peak_bw` and mean positioning time `positioning_us`, mClock's `1 + S / (B_peak · T_m)`,
+//! one positioning plus the transfer in positionings (with 100 MiB/s and 8 ms, 1.005 for
+//! 4 KiB and 2.25 for 1 MiB). On arrival it takes three tags from its group's
 //! previous ones: `R = max(now, R' + cost/r)`, `L = max(now, L' + cost/l)` and
 //! `P = max(now, P' + cost/w)`. Dispatch first serves, by smallest `R`, any group whose
 //! head's reservation is due (`R ≤ now`); otherwise, among groups whose head is under its
@@ -38,6 +41,8 @@ use schedhost_sdk::{
 /// the 10^9 IOPS the host accepts.
 const PS_PER_S: u128 = 1_000_000_000_000;
 const PS_PER_NS: u128 = 1_000;
+/// Costs are kept in 1024ths of a unit, so mClock's fractional costs keep their precision.
+const COST_PARTS: u64 = 1024;
 /// cgroup v2's default io.weight, for group 0 and groups not yet described.
 const DEFAULT_WEIGHT: u32 = 100;
 
@@ -50,6 +55,24 @@ const TUNABLES: &[TunableSpec<Mclock>] = &[
         unit: "KiB",
         help: "a request costs its size in these units (at least 1): reservations, weights and limits count cost",
         field: |p| &mut p.cost_unit_kib,
+    },
+    TunableSpec {
+        name: "peak_bw",
+        default: 0,
+        min: 0,
+        max: 1_000_000,
+        unit: "MiB/s",
+        help: "with positioning_us, a request costs 1 + size / (peak_bw × positioning_us), as mClock's; 0: cost_unit's linear cost",
+        field: |p| &mut p.peak_bw_mib,
+    },
+    TunableSpec {
+        name: "positioning_us",
+        default: 0,
+        min: 0,
+        max: 1_000_000,
+        unit: "µs",
+        help: "the device's mean positioning time, for mClock's cost (with peak_bw)",
+        field: |p| &mut p.positioning_us,
     },
     TunableSpec {
         name: "limit_tags",
@@ -136,9 +159,9 @@ fn following(last: Option<u128>, step: u128, now_ps: u128) -> u128 {
     last.map_or(now_ps, |last| (last + step).max(now_ps))
 }
 
-/// `cost / rate` seconds, in picoseconds.
+/// `cost / rate` seconds, in picoseconds (`cost` in [`COST_PARTS`]).
 fn step(cost: u64, rate: u64) -> u128 {
-    u128::from(cost) * PS_PER_S / u128::from(rate.max(1))
+    u128::from(cost) * PS_PER_S / (u128::from(rate.max(1)) * u128::from(COST_PARTS))
 }
 
 /// The mClock policy.
@@ -148,6 +171,8 @@ pub struct Mclock {
     /// from the answer.
     lanes: BTreeMap<u32, Lane>,
     cost_unit_kib: i64,
+    peak_bw_mib: i64,
+    positioning_us: i64,
     limit_tags: i64,
     device_share: i64,
     /// What is on the device, by group.
@@ -155,9 +180,19 @@ pub struct Mclock {
 }
 
 impl Mclock {
+    /// A request's cost in [`COST_PARTS`]: mClock's `1 + S / (B_peak · T_m)` when both
+    /// are given, else its size in `cost_unit`s (at least one).
     fn cost(&self, r: &Request) -> u64 {
+        let (peak, positioning) = (self.peak_bw_mib.unsigned_abs(), self.positioning_us.unsigned_abs());
+        if peak > 0 && positioning > 0 {
+            // Bytes the device moves in one positioning time, × 10^6 (µs).
+            let per_positioning = u128::from(peak << 20) * u128::from(positioning);
+            let bytes = u128::from(r.sectors) * 512 * 1_000_000;
+            let transfer = bytes * u128::from(COST_PARTS) / per_positioning;
+            return COST_PARTS.saturating_add(u64::try_from(transfer).unwrap_or(u64::MAX));
+        }
         let unit = self.cost_unit_kib.clamp(1, 1024).unsigned_abs() * 2;
-        u64::from(r.sectors).div_ceil(unit).max(1)
+        u64::from(r.sectors).div_ceil(unit).max(1) * COST_PARTS
     }
 
     /// How many more requests may go to the device now.

@@ -29,6 +29,10 @@ fn group(id: u32, weight: u32) -> Group {
 }
 
 fn runtime(groups: &[Group]) -> Runtime<Mclock> {
+    runtime_with(groups, &[])
+}
+
+fn runtime_with(groups: &[Group], settings: &[(String, i64)]) -> Runtime<Mclock> {
     let mut rt = Runtime::new();
     let setup = Setup {
         hw_queues: 1,
@@ -36,7 +40,7 @@ fn runtime(groups: &[Group]) -> Runtime<Mclock> {
         nr_requests: 1024,
         rotational: true,
     };
-    rt.init(&setup, &[]).expect("defaults are accepted");
+    rt.init(&setup, settings).expect("the settings are accepted");
     rt.groups(0, groups);
     rt
 }
@@ -107,6 +111,18 @@ fn a_reservation_is_served_before_weights_however_heavy_the_others() {
     // 10 000 IOPS for a second: by weight alone group 1 would get 1 in 10 001.
     let got = saturate(&mut rt, &[(1, 8), (2, 8)], 8, 100_000, (0, 1_000_000_000));
     assert!((2000..=2010).contains(&got[&1]), "{got:?}");
+}
+
+#[test]
+fn mclocks_cost_charges_a_positioning_and_the_transfer_so_a_large_request_is_not_many_small_ones() {
+    // 100 MiB/s × 8 ms: a positioning is worth 800 KiB of transfer, so 1 MiB costs 2.25 and
+    // 4 KiB 1.005. Equal weights then give the small reader 2.24 times the requests, not
+    // the 256 times that a linear cost gives.
+    let settings = [("peak_bw".to_owned(), 100), ("positioning_us".to_owned(), 8000)];
+    let mut rt = runtime_with(&[group(1, 100), group(2, 100)], &settings);
+    let got = saturate(&mut rt, &[(1, 2048), (2, 8)], 4, 1_000, (0, 100_000_000));
+    let ratio = got[&2] as f64 / got[&1] as f64;
+    assert!((ratio / (2.25 / 1.005) - 1.0).abs() < 0.01, "{got:?}: {ratio:.3}");
 }
 
 #[test]
