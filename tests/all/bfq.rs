@@ -232,3 +232,92 @@ fn bfq_rejects_out_of_range_tunables_by_name() {
         assert_eq!(p.get("timeout_sync").unwrap(), Some(125), "{build}");
     }
 }
+
+/// An async 4 KiB write of ctx 9 (one shared async queue per class and level).
+fn async_write(id: u64, sector: u64) -> Request {
+    Request {
+        op: Op::Write,
+        sync: false,
+        ctx: 9,
+        ..read(id, 9, 4, sector)
+    }
+}
+
+#[test]
+fn bfq_charges_an_async_queue_three_times_its_sectors_beside_an_equal_sync_one() {
+    // bfq_serv_to_charge: sync and async queues of equal weight, both backlogged; the async
+    // one's sectors count three times, so it moves a third of the sync queue's.
+    for (build, mut p) in builds(&[("max_budget", 64), ("low_latency", 0), ("slice_idle", 0)]) {
+        let mut requests = Vec::new();
+        for i in 0..2000u64 {
+            requests.push(read(i, 0, 4, i * 8));
+            requests.push(async_write(10_000 + i, 1_000_000 + i * 8));
+        }
+        for chunk in requests.chunks(1000) {
+            p.insert(0, chunk).unwrap();
+        }
+        let (mut sync, mut writes) = (0u64, 0u64);
+        for step in 0..1200u64 {
+            let now = step * 100_000;
+            for id in p.dispatch(now, 0, 1).unwrap().ids.raw() {
+                if id >= 10_000 {
+                    writes += 1;
+                } else {
+                    sync += 1;
+                }
+                let mut c = done(id, if id >= 10_000 { 9 } else { 0 });
+                c.op = if id >= 10_000 { Op::Write } else { Op::Read };
+                p.completed(now + 50_000, &[c]).unwrap();
+            }
+        }
+        let ratio = sync as f64 / writes as f64;
+        assert!((ratio - 3.0).abs() < 0.3, "{build}: {sync} sync against {writes} async");
+    }
+}
+
+#[test]
+fn bfq_serves_the_idle_class_once_in_200_ms_however_busy_best_effort_is() {
+    for (build, mut p) in builds(&[("max_budget", 64), ("low_latency", 0), ("slice_idle", 0)]) {
+        let mut idle = read(1_000_000, 1, 4, 9_000_000);
+        idle.prio_class = PrioClass::Idle;
+        let backlog: Vec<Request> = (0..3000u64).map(|i| read(i, 0, 4, i * 8)).collect();
+        for chunk in backlog.chunks(1000) {
+            p.insert(0, chunk).unwrap();
+        }
+        p.insert(0, &[idle]).unwrap();
+        let mut served_at = None;
+        for step in 0..2500u64 {
+            let now = step * 100_000;
+            for id in p.dispatch(now, 0, 1).unwrap().ids.raw() {
+                if id == 1_000_000 {
+                    served_at.get_or_insert(now);
+                }
+                p.completed(now + 50_000, &[done(id, u32::from(id == 1_000_000))])
+                    .unwrap();
+            }
+        }
+        let at = served_at.unwrap_or_else(|| panic!("{build}: the idle class was never served"));
+        assert!(
+            (200 * MS..210 * MS).contains(&at),
+            "{build}: the idle request went at {at} ns"
+        );
+    }
+}
+
+#[test]
+fn bfq_leaves_sync_reads_every_tag_and_limits_async_to_half_and_sync_writes_to_three_quarters() {
+    for (build, mut p) in builds(&[]) {
+        let mut depth = |op, sync| p.limit_depth(op, sync).unwrap();
+        let depths = [
+            depth(Op::Read, true),
+            depth(Op::Write, true),
+            depth(Op::Write, false),
+            depth(Op::Read, false),
+        ];
+        assert_eq!(
+            depths,
+            [u32::MAX, 48, 32, 32],
+            "{build} at nr_requests 64"
+        );
+    }
+}

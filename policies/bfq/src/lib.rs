@@ -26,10 +26,15 @@
 //! On flash (`rotational` 0) only a far request that is also small counts as a seek, and
 //! idling boosts throughput only for a sequential queue on a device that queues no commands.
 //!
+//! An async queue is charged three times its sectors (`bfq_async_charge_factor`) unless the
+//! scenario is asymmetric; the idle class gets a turn at least every 200 ms
+//! (`BFQ_CL_IDLE_TIMEOUT`); async requests hold at most half the scheduler tags and sync
+//! writes three quarters (`bfq_limit_depth`, as with no queue raised).
+//!
 //! Not modelled: injection of other queues' I/O while idling, adaptive budgets
 //! and the peak-rate autotuning of `max_budget`, burst detection and soft real-time
 //! raising, preemption on arrival by a higher class or weight (only a resuming queue
-//! preempts), `bfq_limit_depth`.
+//! preempts), the lower tag shares while a queue is raised.
 //!
 //! Groups (io.weight) share the device by their weights, as BFQ's group scheduling does:
 //! each group has its own async queues, and a queue of a group is scheduled with its
@@ -46,7 +51,7 @@ use std::collections::BTreeMap;
 use schedhost_sdk::habits::{Habits, SeekRule};
 use schedhost_sdk::hw_tag::{self, HwTag};
 use schedhost_sdk::{
-    Completion, Dispatch, ElevatorQueue, Group, IdMap, MergeEvent, Policy, PrioClass, Request,
+    Completion, Dispatch, ElevatorQueue, Group, IdMap, MergeEvent, Op, Policy, PrioClass, Request,
     RequestId, Sector, Setup, TunableSpec, Word, WordMap,
 };
 
@@ -72,6 +77,12 @@ const SEEKY_OF_32: u32 = 19;
 /// Service in sectors after which a raised queue is raised no more (`max_service_from_wr`):
 /// an interactive start is done by then; more is a long sequential job.
 const MAX_SERVICE_FROM_WR: u64 = 120_000;
+/// An async queue's sectors count this many times against its budget and its virtual time
+/// (`bfq_async_charge_factor`), unless the scenario is asymmetric.
+const ASYNC_CHARGE_FACTOR: u64 = 3;
+/// The idle class is served at least once in this long, however busy the others are
+/// (`BFQ_CL_IDLE_TIMEOUT`: HZ / 5).
+const CLASS_IDLE_TIMEOUT_NS: u64 = 200 * MS;
 /// The longest idle for a seeky queue in a symmetric scenario (`BFQ_MIN_TT`).
 const MIN_TT_NS: u64 = 2 * MS;
 /// Fewer requests than this, queued and on the device, prove nothing of the device's
@@ -184,6 +195,8 @@ struct InService {
     key: QueueKey,
     served: u64,
     budget: u64,
+    /// Each sector it sends counts this many times (`bfq_serv_to_charge`).
+    charge_factor: u64,
     /// When the turn began (`last_budget_start`) and when it times out.
     started: u64,
     until: u64,
@@ -240,6 +253,11 @@ pub struct Bfq {
     hw_tag: HwTag,
     /// The device seeks (`!blk_queue_nonrot`).
     rotational: bool,
+    /// Scheduler tags per hardware queue, which `bfq_limit_depth` takes shares of.
+    nr_requests: u32,
+    /// When the idle class was last given a turn by its timeout
+    /// (`bfq_class_idle_last_service`).
+    idle_class_last: u64,
 }
 
 /// The tunables as the user set them, in their sysfs units; `retuned` derives the working
@@ -274,6 +292,7 @@ impl Policy for Bfq {
             queued: IdMap::device_wide(),
             on_device: IdMap::device_wide(),
             rotational: setup.rotational,
+            nr_requests: setup.nr_requests,
             ..Self::default()
         }
     }
@@ -285,6 +304,19 @@ impl Policy for Bfq {
         self.max_budget = k.max_budget.unsigned_abs();
         self.low_latency = k.low_latency != 0;
         self.strict = k.strict_guarantees != 0;
+    }
+
+    /// `bfq_limit_depth` with no queue raised: async requests hold at most half the
+    /// scheduler tags and sync writes three quarters, so sync reads always find one. (The
+    /// kernel lowers these to 3/16 and 6/16 while a queue is raised; the host asks once.)
+    fn limit_depth(&self, op: Op, sync: bool) -> Option<u32> {
+        let nr = u64::from(self.nr_requests);
+        let share = match (sync, op) {
+            (true, Op::Read) => return None,
+            (false, _) => nr / 2,
+            (true, _) => 3 * nr / 4,
+        };
+        Some(u32::try_from(share).unwrap_or(u32::MAX).max(1))
     }
 
     fn groups(&mut self, _now_ns: u64, groups: &[Group]) {
@@ -414,7 +446,7 @@ impl Policy for Bfq {
                 }
             }
             if let Some(s) = &mut self.in_service {
-                s.served += u64::from(extent.sectors);
+                s.served += u64::from(extent.sectors) * s.charge_factor;
                 s.idle_until = None;
             }
         }
@@ -613,9 +645,15 @@ impl Bfq {
         }
     }
 
-    /// Picks the next queue by B-WF2Q+ in the highest class with a busy queue.
+    /// Picks the next queue by B-WF2Q+ in the highest class with a busy queue, the idle
+    /// class first once every [`CLASS_IDLE_TIMEOUT_NS`] (`bfq_lookup_next_entity`).
     fn select(&mut self, now_ns: u64) -> bool {
-        for class in 0..3 {
+        let idle_due = now_ns >= self.idle_class_last.saturating_add(CLASS_IDLE_TIMEOUT_NS);
+        if idle_due {
+            self.idle_class_last = now_ns;
+        }
+        let order = if idle_due { [2, 0, 1] } else { [0, 1, 2] };
+        for class in order {
             let busy = || {
                 self.queues
                     .iter()
@@ -634,10 +672,12 @@ impl Bfq {
                 continue;
             };
             let budget = self.queues.get(&key).map_or(self.budget(), |q| q.budget);
+            let charge_factor = self.charge_factor(key, now_ns);
             self.in_service = Some(InService {
                 key,
                 served: 0,
                 budget,
+                charge_factor,
                 started: now_ns,
                 until: now_ns + self.timeout,
                 idle_started: now_ns,
@@ -678,6 +718,20 @@ impl Bfq {
         self.vtime[class] += charged / total_weight.max(1);
         if backlogged {
             self.begin_turn(service.key, now_ns, true);
+        }
+    }
+
+    /// How many times each sector of `key`'s turn counts (`bfq_serv_to_charge`): an async
+    /// queue's three times, unless the scenario is asymmetric (judged as the turn begins,
+    /// where the kernel judges each request).
+    fn charge_factor(&self, key: QueueKey, now_ns: u64) -> u64 {
+        let Some(queue) = self.queues.get(&key) else {
+            return 1;
+        };
+        if queue.sync || now_ns < queue.raised_until || self.asymmetric(key, now_ns) {
+            1
+        } else {
+            ASYNC_CHARGE_FACTOR
         }
     }
 
