@@ -45,6 +45,12 @@ impl HwTag {
         self.judged.unwrap_or(true)
     }
 
+    /// The most requests seen on the device at once since the last judgment that started
+    /// the count again (bfq's `max_rq_in_driver`).
+    pub fn most_in_driver(&self) -> u32 {
+        self.most_in_driver
+    }
+
     /// A completion's sample under `rule`, taken before it leaves the count: `in_driver`
     /// requests on the device, and whether the scheduler could have kept it busy (`counts`:
     /// the policy's gate, as enough queued and no quick queue in service short of

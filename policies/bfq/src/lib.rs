@@ -46,6 +46,8 @@
 
 #![forbid(unsafe_code)]
 
+mod inject;
+
 use std::collections::BTreeMap;
 
 use schedhost_sdk::habits::{Habits, SeekRule};
@@ -188,6 +190,10 @@ struct Queue {
     /// next request comes in time, it resumes that turn where it stood, as if it had been
     /// idled for.
     resume_left: Option<u64>,
+    /// Service it got as injected requests since its last turn, counted in its next one.
+    injected: u64,
+    /// How many requests may be injected beside it while it is in service.
+    inject: inject::InjectLimit,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -258,6 +264,8 @@ pub struct Bfq {
     /// When the idle class was last given a turn by its timeout
     /// (`bfq_class_idle_last_service`).
     idle_class_last: u64,
+    /// The total service time being measured for the in-service queue's inject limit.
+    sampling: inject::Sampling,
 }
 
 /// The tunables as the user set them, in their sysfs units; `retuned` derives the working
@@ -345,11 +353,13 @@ impl Policy for Bfq {
                 } else {
                     0
                 },
+                inject: inject::InjectLimit::new(now_ns),
                 ..Queue::default()
             });
             queue
                 .requests
                 .push(r, r.arrival_ns + FIFO_EXPIRE_NS[usize::from(r.sync)]);
+            let in_service = self.in_service.is_some_and(|s| s.key == key);
             if r.sync {
                 // bfq_update_io_thinktime caps a sample at twice slice_idle.
                 let cap = 2 * self.slice_idle;
@@ -364,9 +374,10 @@ impl Policy for Bfq {
                     .arrived(r.arrival_ns, (r.sector, r.sectors), rule, cap);
             }
             self.queued.insert(r.id, key);
-            if !queue.busy && self.in_service.is_none_or(|s| s.key != key) {
+            if !queue.busy && !in_service {
                 self.activate(key, now_ns);
             }
+            self.sample_arrival(key, now_ns);
         }
     }
 
@@ -403,6 +414,12 @@ impl Policy for Bfq {
                 // better; otherwise another queue's requests go now.
                 if !self.better_to_idle(service.key, now_ns) {
                     self.expire(now_ns, Expiry::NoMoreRequests);
+                    continue;
+                }
+                // Kept for guarantees, not throughput: others' requests may go meanwhile.
+                if self.may_inject_for(service.key, now_ns)
+                    && self.inject(service.key, now_ns, out)
+                {
                     continue;
                 }
                 if inflight > 0 {
@@ -449,6 +466,7 @@ impl Policy for Bfq {
                 s.served += u64::from(extent.sectors) * s.charge_factor;
                 s.idle_until = None;
             }
+            self.sample_dispatch(id);
         }
     }
 
@@ -491,6 +509,7 @@ impl Policy for Bfq {
         for c in done {
             if let Some(key) = self.on_device.remove(&c.id) {
                 self.update_hw_tag();
+                self.sample_completion(c.id, key, now_ns);
                 self.in_driver = self.in_driver.saturating_sub(1);
                 if let Some(queue) = self.queues.get_mut(&key) {
                     queue.inflight = queue.inflight.saturating_sub(1);
@@ -673,9 +692,14 @@ impl Bfq {
             };
             let budget = self.queues.get(&key).map_or(self.budget(), |q| q.budget);
             let charge_factor = self.charge_factor(key, now_ns);
+            // What it was given as injected service counts in this turn.
+            let injected = self
+                .queues
+                .get_mut(&key)
+                .map_or(0, |q| std::mem::take(&mut q.injected));
             self.in_service = Some(InService {
                 key,
-                served: 0,
+                served: injected,
                 budget,
                 charge_factor,
                 started: now_ns,
@@ -786,20 +810,48 @@ impl Bfq {
         let (busy_queues, raised_busy) = busy.fold((0u32, 0u32), |(b, r), q| {
             (b + 1, r + u32::from(now_ns < q.raised_until))
         });
-        // idling_boosts_thr_without_issues: idling pays on a disk that queues no commands,
-        // and for a sequential queue quick to send its next request on a disk or on flash
-        // that queues none, unless a raised queue would wait.
-        let sequential = !seeky(queue) && !queue.habits.thinks_longer_than(self.slice_idle);
-        let queueing = self.hw_tag.queueing();
-        let rot_without_queueing = self.rotational && !queueing;
-        let boosts = (rot_without_queueing
-            || ((self.rotational || !queueing) && sequential))
-            && raised_busy == 0;
+        let boosts = self.idling_boosts_throughput(key, now_ns);
         // idling_needed_for_service_guarantees.
         let raised = now_ns < queue.raised_until;
         let protects_raised =
             raised && (raised_busy < busy_queues || self.in_driver >= queue.inflight + 4);
         boosts || protects_raised || (busy_queues > 1 && self.asymmetric(key, now_ns))
+    }
+
+    /// Whether idling for dry queue `key` pays in throughput
+    /// (`idling_boosts_thr_without_issues`): on a disk that queues no commands, and for a
+    /// sequential queue quick to send its next request on a disk or on flash that queues
+    /// none, unless a raised queue would wait.
+    fn idling_boosts_throughput(&self, key: QueueKey, now_ns: u64) -> bool {
+        let Some(queue) = self.queues.get(&key) else {
+            return false;
+        };
+        let raised_busy = self
+            .queues
+            .values()
+            .any(|q| q.busy && now_ns < q.raised_until);
+        let sequential = !seeky(queue) && !queue.habits.thinks_longer_than(self.slice_idle);
+        let queueing = self.hw_tag.queueing();
+        let rot_without_queueing = self.rotational && !queueing;
+        (rot_without_queueing || ((self.rotational || !queueing) && sequential)) && !raised_busy
+    }
+
+    /// A busy queue whose requests all went as injected service leaves the busy queues,
+    /// charged for them as a turn that ran dry is (`bfq_del_bfqq_busy`).
+    fn settle_injected(&mut self, key: QueueKey, now_ns: u64) {
+        let Some(queue) = self.queues.get(&key) else {
+            return;
+        };
+        let (class, weight) = (queue.class, self.weight(queue, now_ns).max(1));
+        let total_weight = self.busy_weight(class, now_ns);
+        let Some(queue) = self.queues.get_mut(&key) else {
+            return;
+        };
+        let charged = u128::from(std::mem::take(&mut queue.injected).max(1)) * VT_SCALE;
+        queue.finish = queue.start + charged / u128::from(weight);
+        queue.busy = false;
+        queue.resume_left = None;
+        self.vtime[class] += charged / total_weight.max(1);
     }
 
     /// Whether the busy queues differ so that idling is needed to keep `key`'s share

@@ -1,0 +1,219 @@
+//! Injection (`bfq_choose_bfqq_for_injection`, `bfq_update_inject_limit`): while bfq keeps
+//! the device for a queue in service that has run dry (idling for its next request, or
+//! waiting for its requests on the device) because guarantees need it rather than
+//! throughput, other queues' requests go to the device, up to the in-service queue's inject
+//! limit.
+//!
+//! The limit is learned per queue from the total service time of its requests, from one
+//! arriving at the empty queue to its completion: alone on the device that is the baseline;
+//! with injected requests beside it the limit grows while the time stays under 3/2 of the
+//! baseline and shrinks past it. It starts again every second, so it follows the workload.
+//! An injected request is charged to its own queue, against what is left of its budget, and
+//! counts in that queue's next turn.
+
+use super::{Bfq, Dispatch, MS, QueueKey, RequestId, choose};
+
+/// The in-service queue's time with injection may grow to this many halves of its time
+/// alone before its limit shrinks.
+const SLOWDOWN_HALVES: u64 = 3;
+/// A limit is learned again from scratch this often (`bfq_reset_inject_limit`).
+const RELEARN_NS: u64 = 1_000 * MS;
+/// A new sample starts no sooner than this after the limit last fell.
+const RESAMPLE_NS: u64 = 10 * MS;
+/// On flash a large request (`BFQQ_SECT_THR_NONROT` sectors or more) is injected only onto
+/// an empty device: the drive favours large requests and would make the in-service queue's
+/// next one wait.
+const LARGE_ON_FLASH: u32 = 64;
+
+/// A queue's injection limit and what it was learned from.
+#[derive(Debug, Default, Clone, Copy)]
+pub(super) struct InjectLimit {
+    /// Requests on the device beyond which nothing is injected for this queue.
+    limit: u32,
+    /// Its requests' total service time alone on the device (0: not yet measured).
+    baseline_ns: u64,
+    /// When the limit last fell or was reset (`decrease_time_jif`).
+    changed_at: u64,
+}
+
+impl InjectLimit {
+    /// A new queue's: nothing learned, and no sample for its first [`RESAMPLE_NS`]
+    /// (`bfq_init_bfqq` sets `decrease_time_jif`).
+    pub(super) fn new(now_ns: u64) -> Self {
+        Self {
+            changed_at: now_ns,
+            ..Self::default()
+        }
+    }
+}
+
+/// The device-wide sample in progress.
+#[derive(Debug, Default, Clone, Copy)]
+pub(super) struct Sampling {
+    /// Requests were injected since the sample began.
+    injected: bool,
+    /// When the in-service queue's sampled request arrived at it empty.
+    arrived_at: u64,
+    /// The next request dispatched from the in-service queue is the sampled one.
+    wait_dispatch: bool,
+    /// The sampled request, on the device.
+    waited: Option<RequestId>,
+}
+
+impl Bfq {
+    /// A request arrived at queue `key`, which had none queued: every second its limit is
+    /// learned again, and if it is in service with nothing on the device (or injection
+    /// beside it to measure), a new sample of its total service time begins.
+    pub(super) fn sample_arrival(&mut self, key: QueueKey, now_ns: u64) {
+        let in_driver = self.in_driver;
+        let injected = self.sampling.injected;
+        let slice_idle = self.slice_idle;
+        let Some(queue) = self.queues.get_mut(&key) else {
+            return;
+        };
+        let inject = &mut queue.inject;
+        if now_ns >= inject.changed_at.saturating_add(RELEARN_NS) {
+            inject.baseline_ns = 0;
+            inject.limit = u32::from(queue.habits.thinks_longer_than(slice_idle));
+            inject.changed_at = now_ns;
+            self.sampling.waited = None;
+        }
+        let in_service = self.in_service.is_some_and(|s| s.key == key);
+        let worth = in_driver == 0 || (inject.baseline_ns > 0 && injected);
+        if in_service && worth && now_ns >= inject.changed_at.saturating_add(RESAMPLE_NS) {
+            self.sampling.arrived_at = now_ns;
+            self.sampling.wait_dispatch = true;
+            if in_driver == 0 {
+                self.sampling.injected = false;
+            }
+        }
+    }
+
+    /// Request `id` went to the device from the queue in service.
+    pub(super) fn sample_dispatch(&mut self, id: RequestId) {
+        if self.sampling.wait_dispatch {
+            self.sampling.wait_dispatch = false;
+            self.sampling.waited = Some(id);
+        }
+    }
+
+    /// Request `id` of queue `key` completed at `now_ns`, before it leaves the device
+    /// count: if it was the sampled one, its total service time moves `key`'s limit.
+    pub(super) fn sample_completion(&mut self, id: RequestId, key: QueueKey, now_ns: u64) {
+        if self.sampling.waited != Some(id) {
+            return;
+        }
+        let sampling = self.sampling;
+        let (in_driver, most) = (self.in_driver, self.hw_tag.most_in_driver());
+        self.sampling.waited = None;
+        self.sampling.injected = false;
+        let Some(queue) = self.queues.get_mut(&key) else {
+            return;
+        };
+        let inject = &mut queue.inject;
+        let took = now_ns.saturating_sub(sampling.arrived_at);
+        let old = inject.limit;
+        if inject.baseline_ns > 0 && sampling.injected {
+            let threshold = inject.baseline_ns * SLOWDOWN_HALVES / 2;
+            if took >= threshold && old > 0 {
+                inject.limit -= 1;
+                inject.changed_at = now_ns;
+            } else if took < threshold && old <= most {
+                inject.limit += 1;
+            }
+        }
+        // Alone on the device (the request itself is still counted): the baseline, and the
+        // first one makes injection worth trying.
+        if (inject.baseline_ns == 0 && in_driver == 1) || took < inject.baseline_ns {
+            if inject.baseline_ns == 0 {
+                inject.limit = old.max(1);
+            }
+            inject.baseline_ns = took;
+        } else if !sampling.injected && in_driver == 1 {
+            inject.baseline_ns = took;
+        }
+    }
+
+    /// Whether `key`, in service and run dry, lets other queues' requests go beside it:
+    /// idling for it boosts no throughput, and it is unraised, or thinks long enough to
+    /// absorb them, or is one of several raised queues.
+    pub(super) fn may_inject_for(&self, key: QueueKey, now_ns: u64) -> bool {
+        let Some(queue) = self.queues.get(&key) else {
+            return false;
+        };
+        let raised = now_ns < queue.raised_until;
+        let quick = !queue.habits.thinks_longer_than(self.slice_idle);
+        let raised_busy = self
+            .queues
+            .values()
+            .filter(|q| q.busy && now_ns < q.raised_until)
+            .count();
+        !self.idling_boosts_throughput(key, now_ns) && (!raised || raised_busy > 1 || !quick)
+    }
+
+    /// The queue to take a request from while `key` is in service and dry
+    /// (`bfq_choose_bfqq_for_injection`), if the device has room under `key`'s limit: the
+    /// first busy queue (by key) with a request that fits what is left of its budget, and
+    /// that is raised if `key` is a quick raised queue.
+    fn injection_source(&self, key: QueueKey, now_ns: u64) -> Option<QueueKey> {
+        let in_service = self.queues.get(&key)?;
+        let always = now_ns >= in_service.raised_until
+            || in_service.habits.thinks_longer_than(self.slice_idle);
+        let mut limit = in_service.inject.limit;
+        let idling_long = self
+            .in_service
+            .and_then(|s| s.idle_until.map(|_| s.idle_started))
+            .is_some_and(|started| now_ns >= started.saturating_add(self.slice_idle));
+        if limit == 0 && in_service.inject.baseline_ns == 0 && idling_long {
+            limit = 1;
+        }
+        if self.in_driver >= limit {
+            return None;
+        }
+        self.queues
+            .iter()
+            .filter(|&(k, q)| k != key && q.busy && !q.requests.is_empty())
+            .filter(|(_, q)| always || now_ns < q.raised_until)
+            .filter(|&(k, q)| {
+                let next = choose(q, self.head, now_ns);
+                q.requests.extent(next).is_some_and(|e| {
+                    let charge = u64::from(e.sectors) * self.charge_factor(k, now_ns);
+                    let large = !self.rotational && e.sectors >= LARGE_ON_FLASH;
+                    charge <= q.budget.saturating_sub(q.injected) && !(large && self.in_driver >= 1)
+                })
+            })
+            .map(|(k, _)| k)
+            .min()
+    }
+
+    /// Sends one request of another queue while `key` is in service and dry, if one may
+    /// go; true iff one went.
+    pub(super) fn inject(&mut self, key: QueueKey, now_ns: u64, out: &mut Dispatch) -> bool {
+        let Some(source) = self.injection_source(key, now_ns) else {
+            return false;
+        };
+        let factor = self.charge_factor(source, now_ns);
+        let Some(queue) = self.queues.get_mut(&source) else {
+            return false;
+        };
+        let id = choose(queue, self.head, now_ns);
+        let Some(extent) = queue.requests.take(id) else {
+            return false;
+        };
+        out.ids.push(id);
+        queue.inflight += 1;
+        queue.injected += u64::from(extent.sectors) * factor;
+        let emptied = queue.requests.is_empty();
+        self.in_driver += 1;
+        self.queued.remove(&id);
+        self.on_device.insert(id, source);
+        self.head = extent.end();
+        self.sampling.injected = true;
+        if emptied {
+            // All its requests went as injected service: it leaves the busy queues,
+            // charged for what it got, as a turn that ran dry would be.
+            self.settle_injected(source, now_ns);
+        }
+        true
+    }
+}
