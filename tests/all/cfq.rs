@@ -3,10 +3,10 @@
 use crate::helpers::RawIds;
 use schedhost::policy::PolicyBackend;
 use schedhost_policy_cfq::Cfq;
-use schedhost_sdk::{MergeKind, MergeQuery, Op, PrioClass, Request, Setup};
+use schedhost_sdk::{Op, PrioClass, Request, Setup};
 use schedhost_sdk::{RequestId, Sector};
 
-use crate::helpers::{both_builds, done};
+use crate::helpers::{assert_merges_only_into_the_bios_own_queue, both_builds, done};
 
 const MS: u64 = 1_000_000;
 
@@ -145,29 +145,7 @@ fn cfq_sync_request_preempts_async_slice() {
 fn cfq_merges_only_within_the_queue_a_bio_would_join() {
     for (build, mut p) in builds(&[]) {
         p.insert(0, &[read(1, 0, 0, 0)]).unwrap();
-        let query = MergeQuery {
-            target: RequestId(1),
-            target_ctx: 0,
-            ctx: 0,
-            op: Op::Read,
-            sector: Sector(8),
-            sectors: 8,
-            sync: true,
-            kind: MergeKind::Back,
-        };
-        assert!(p.allow_merge(&query).unwrap(), "{build}");
-        assert!(
-            !p.allow_merge(&MergeQuery { ctx: 1, ..query }).unwrap(),
-            "{build}: another submitter's sync queue"
-        );
-        assert!(
-            !p.allow_merge(&MergeQuery {
-                sync: false,
-                ..query
-            })
-            .unwrap(),
-            "{build}: an async bio"
-        );
+        assert_merges_only_into_the_bios_own_queue(build, p.as_mut(), RequestId(1));
     }
 }
 

@@ -191,3 +191,34 @@ impl schedhost::policy::Around for CallCounts {
         None
     }
 }
+
+/// `target`, a queued sync read of ctx 0 ending at sector 8, takes a back merge from its
+/// own submitter's sync bio only: not another submitter's, not an async bio (cfq's and
+/// bfq's `allow_bio_merge`).
+pub fn assert_merges_only_into_the_bios_own_queue(
+    build: &str,
+    p: &mut dyn PolicyBackend,
+    target: schedhost_sdk::RequestId,
+) {
+    use schedhost_sdk::{MergeKind, MergeQuery, Op, Sector};
+    let query = MergeQuery {
+        target,
+        target_ctx: 0,
+        ctx: 0,
+        op: Op::Read,
+        sector: Sector(8),
+        sectors: 8,
+        sync: true,
+        kind: MergeKind::Back,
+    };
+    assert!(p.allow_merge(&query).unwrap(), "{build}");
+    assert!(
+        !p.allow_merge(&MergeQuery { ctx: 1, ..query }).unwrap(),
+        "{build}: another submitter's sync queue"
+    );
+    let async_bio = MergeQuery {
+        sync: false,
+        ..query
+    };
+    assert!(!p.allow_merge(&async_bio).unwrap(), "{build}: an async bio");
+}

@@ -31,10 +31,17 @@
 //! (`BFQ_CL_IDLE_TIMEOUT`); async requests hold at most half the scheduler tags and sync
 //! writes three quarters (`bfq_limit_depth`, as with no queue raised).
 //!
-//! Not modelled: injection of other queues' I/O while idling, adaptive budgets
+//! A queue that becomes busy takes the device from the one in service if B-WF2Q+ would
+//! serve it next and it is of a higher class or weight (in the same group), or resumed its
+//! turn raised at least as much, or bfq would no longer idle for the queue in service
+//! (`bfq_bfqq_handle_idle_busy_switch`). While a dry queue is kept for guarantees, other
+//! queues' requests are injected up to its learned limit (`inject.rs`). A bio merges only
+//! into a request of the queue it would join (`bfq_allow_bio_merge`).
+//!
+//! Not modelled: adaptive budgets
 //! and the peak-rate autotuning of `max_budget`, burst detection and soft real-time
-//! raising, preemption on arrival by a higher class or weight (only a resuming queue
-//! preempts), the lower tag shares while a queue is raised.
+//! raising, the lower tag shares while a queue is raised, waker and blocked queues'
+//! injection.
 //!
 //! Groups (io.weight) share the device by their weights, as BFQ's group scheduling does:
 //! each group has its own async queues, and a queue of a group is scheduled with its
@@ -53,7 +60,7 @@ use std::collections::BTreeMap;
 use schedhost_sdk::habits::{Habits, SeekRule};
 use schedhost_sdk::hw_tag::{self, HwTag};
 use schedhost_sdk::{
-    Completion, Dispatch, ElevatorQueue, Group, IdMap, MergeEvent, Op, Policy, PrioClass, Request,
+    Completion, Dispatch, ElevatorQueue, Group, IdMap, MergeEvent, MergeQuery, Op, Policy, PrioClass, Request,
     RequestId, Sector, Setup, TunableSpec, Word, WordMap,
 };
 
@@ -253,8 +260,9 @@ pub struct Bfq {
     group_weights: BTreeMap<u32, u32>,
     /// Requests on the device (`rq_in_driver`).
     in_driver: u32,
-    /// A queue that resumed its turn and may take the device from the one in service.
-    preempting: Option<QueueKey>,
+    /// A queue that became busy and may take the device from the one in service, and
+    /// whether it resumed its turn.
+    preempting: Option<(QueueKey, bool)>,
     /// Whether the device queues commands (`hw_tag`).
     hw_tag: HwTag,
     /// The device seeks (`!blk_queue_nonrot`).
@@ -291,6 +299,7 @@ impl Policy for Bfq {
     const NAME: &'static str = "bfq";
     const VERSION: &'static str = env!("CARGO_PKG_VERSION");
     const TUNABLES: &'static [TunableSpec<Self>] = TUNABLES;
+    const MERGE_VETO: bool = true;
     const HANDLES_ABSORBED: bool = true;
 
     fn new(setup: &Setup) -> Self {
@@ -382,8 +391,8 @@ impl Policy for Bfq {
     }
 
     fn dispatch(&mut self, now_ns: u64, _hw_queue: u32, budget: u32, out: &mut Dispatch) {
-        if let Some(key) = self.preempting.take()
-            && self.may_preempt(key, now_ns)
+        if let Some((key, resumed)) = self.preempting.take()
+            && self.may_preempt(key, resumed, now_ns)
         {
             self.expire(now_ns, Expiry::Preempted);
         }
@@ -470,8 +479,19 @@ impl Policy for Bfq {
         }
     }
 
+    fn allow_merge(&mut self, query: &MergeQuery) -> bool {
+        // bfq_allow_bio_merge: a bio merges only into a request of the queue it would join
+        // (a sync bio never into an async request).
+        match self.queued.get(&query.target) {
+            Some(QueueKey::Sync(ctx)) => query.sync && query.ctx == *ctx,
+            Some(QueueKey::Async(..)) => !query.sync,
+            None => false,
+        }
+    }
+
     fn merged(&mut self, _now_ns: u64, event: &MergeEvent) {
-        // bfq vetoes no merge, so the absorbed request may sit in another queue.
+        // The host asks about bios joining requests (allow_merge); two queued requests it
+        // coalesces may still be two queues', so the absorbed one leaves its own.
         if let Some(gone) = event.absorbed
             && let Some(queue) = self
                 .queued
@@ -605,6 +625,9 @@ impl Bfq {
         });
         let Some(left) = resume else {
             self.begin_turn(key, now_ns, false);
+            if self.in_service.is_some_and(|s| s.key != key) {
+                self.preempting = Some((key, false));
+            }
             return;
         };
         let Some(queue) = self.queues.get(&key) else {
@@ -618,14 +641,16 @@ impl Bfq {
             queue.busy = true;
         }
         if self.in_service.is_some_and(|s| s.key != key) {
-            self.preempting = Some(key);
+            self.preempting = Some((key, true));
         }
     }
 
-    /// Whether `key`, resuming, takes the device from the queue in service
-    /// (`bfq_bfqq_handle_idle_busy_switch`): it is raised at least as much, and B-WF2Q+
-    /// would serve it next (a higher class, or eligible in the same class).
-    fn may_preempt(&self, key: QueueKey, now_ns: u64) -> bool {
+    /// Whether `key`, just busy, takes the device from the queue in service
+    /// (`bfq_bfqq_handle_idle_busy_switch`): B-WF2Q+ would serve it next (a higher class,
+    /// or eligible in the same class), and it resumed its turn raised at least as much, or
+    /// is of a higher class or weight (`bfq_bfqq_higher_class_or_weight`), or bfq would no
+    /// longer idle for the queue in service.
+    fn may_preempt(&self, key: QueueKey, resumed: bool, now_ns: u64) -> bool {
         let Some(service) = self.in_service else {
             return false;
         };
@@ -634,11 +659,17 @@ impl Bfq {
             return false;
         };
         let raised = |q: &Queue| u8::from(now_ns < q.raised_until);
-        if !queue.busy || raised(queue) < raised(serving) {
+        let next = queue.class < serving.class
+            || (queue.class == serving.class && queue.start <= self.vtime[queue.class]);
+        if !queue.busy || !next {
             return false;
         }
-        queue.class < serving.class
-            || (queue.class == serving.class && queue.start <= self.vtime[queue.class])
+        let recovers = resumed && raised(queue) >= raised(serving);
+        let ranks = queue.class < serving.class
+            || (queue.class == serving.class
+                && queue.group == serving.group
+                && Self::own_weight(queue, now_ns) > Self::own_weight(serving, now_ns));
+        recovers || ranks || !self.better_to_idle(service.key, now_ns)
     }
 
     /// A new turn for queue `key`, finishing a budget later at its weight. A queue just
