@@ -262,3 +262,50 @@ fn cfq_holds_an_async_queue_while_sync_requests_are_on_the_device() {
         );
     }
 }
+
+#[test]
+fn cfq_keeps_serving_a_real_time_async_queue_when_a_best_effort_read_arrives() {
+    // cfq_should_preempt: a non-RT request never takes an RT queue's slice, even a sync
+    // one from an async queue (and RT is served first whatever the flag says).
+    for (build, mut p) in builds(&[]) {
+        let writes: Vec<Request> = (0..4)
+            .map(|i| Request {
+                op: Op::Write,
+                sync: false,
+                prio_class: PrioClass::Rt,
+                ..read(10 + i, 5, i * 8, 0)
+            })
+            .collect();
+        p.insert(0, &writes).unwrap();
+        assert_eq!(p.dispatch(0, 0, 1).unwrap().ids.raw(), vec![10], "{build}");
+        p.insert(MS, &[read(1, 0, 500_000, 1)]).unwrap();
+        p.completed(2 * MS, &[done(10, 5)]).unwrap();
+        assert_eq!(
+            p.dispatch(2 * MS, 0, 1).unwrap().ids.raw(),
+            vec![11],
+            "{build}: the RT async slice goes on"
+        );
+    }
+}
+
+#[test]
+fn cfq_lets_a_request_near_the_head_preempt_the_queue_it_idles_for() {
+    // cfq_should_preempt / cfq_rq_close: while cfq idles for ctx 0, a request of ctx 1
+    // within 8 MiB of where the head is is as good as ctx 0's next one, and goes at once;
+    // one far away waits for the idle to end.
+    for (far, preempts) in [(100_000u64, false), (16, true)] {
+        for (build, mut p) in builds(&[]) {
+            p.insert(0, &[read(1, 0, 0, 0)]).unwrap();
+            assert_eq!(p.dispatch(0, 0, 8).unwrap().ids.raw(), vec![1], "{build}");
+            p.completed(2 * MS, &[done(1, 0)]).unwrap();
+            assert!(p.dispatch(2 * MS, 0, 8).unwrap().ids.is_empty(), "{build}: idling");
+            p.insert(3 * MS, &[read(2, 1, far, 3)]).unwrap();
+            let sent = p.dispatch(3 * MS, 0, 8).unwrap().ids.raw();
+            if preempts {
+                assert_eq!(sent, vec![2], "{build}: a request at sector {far}");
+            } else {
+                assert!(sent.is_empty(), "{build}: a request at sector {far}");
+            }
+        }
+    }
+}

@@ -13,7 +13,11 @@
 //! for the next one before giving the device away, except on flash that queues commands
 //! (`rotational` 0 and the queueing estimated as `cfq_update_hw_tag` does), where it never
 //! idles for a queue's own next request and counts small requests as seeks. Classes are served RT, then BE, then IDLE;
-//! a sync request preempts an async slice, and an RT request a lower class.
+//! a request arriving for another queue may preempt the active one (`cfq_should_preempt`:
+//! sync over async but never non-RT over RT, RT over a lower class, anything over an idle
+//! class queue or one whose slice is used, the other queue of an empty sync-noidle tree,
+//! anything over an empty queue cfq would not idle for, and, while cfq idles, a request
+//! within 8 MiB of the head).
 
 #![forbid(unsafe_code)]
 
@@ -27,6 +31,9 @@ use schedhost_sdk::{
 };
 
 const MS: u64 = 1_000_000;
+/// A request this close to the head, in sectors, is as good as the idling queue's next
+/// one (`CFQQ_CLOSE_THR`: 8 MiB).
+const CLOSE_THRESHOLD: u64 = 8 * 1024;
 /// The shortest workload slice (`CFQ_MIN_TT`: two jiffies at HZ=1000).
 const MIN_TT_NS: u64 = 2 * MS;
 
@@ -365,7 +372,7 @@ impl Policy for Cfq {
         };
     }
 
-    fn insert(&mut self, _now_ns: u64, requests: &[Request]) {
+    fn insert(&mut self, now_ns: u64, requests: &[Request]) {
         let rule = self.seek_rule();
         for r in requests {
             let key = key_of(r);
@@ -386,9 +393,7 @@ impl Policy for Cfq {
                     .arrived(r.arrival_ns, (r.sector, r.sectors), queued, slice_idle);
             }
             self.queued.insert(r.id, key);
-            if was_idle {
-                self.became_busy(key);
-            }
+            self.arrived_at(key, r, was_idle, now_ns);
         }
     }
 
@@ -736,46 +741,84 @@ impl Cfq {
         slice.max(MIN_TT_NS)
     }
 
-    /// A queue got its first request: it waits for a slice, and may preempt the active one.
-    fn became_busy(&mut self, key: QueueKey) {
-        if self.active.is_some_and(|a| a.key == key)
-            || self.waiting.iter().any(|w| w.contains(&key))
-        {
+    /// Request `r` of queue `key` arrived at `now_ns`, the queue having had none
+    /// (`was_idle`) or not: unless it is the active queue it may preempt that one, and is
+    /// then served next (`cfq_preempt_queue`); otherwise an idle queue waits for a slice.
+    fn arrived_at(&mut self, key: QueueKey, r: &Request, was_idle: bool, now_ns: u64) {
+        if self.active.is_some_and(|a| a.key == key) {
             return;
         }
-        let queue = &self.queues[&key];
-        let (class, sync) = (queue.class, queue.sync);
-        if let Some(active) = self.active
-            && let Some(current) = self.queues.get(&active.key)
-        {
-            let sync_over_async = sync && !current.sync;
-            let higher_class = class < current.class;
-            // cfq_should_preempt: an empty sync-noidle queue idling for its tree gives way to
-            // the one other queue of the tree that became busy.
-            let noidle = |q: &Queue| q.sync && !q.window.idle_window;
-            let others_noidle = self.waiting[class as usize]
-                .iter()
-                .filter(|k| self.workload_of(**k) == Some(Workload::SyncNoIdle))
-                .count();
-            let group_turn = noidle(current)
-                && current.requests.is_empty()
-                && noidle(queue)
-                && class == current.class
-                && others_noidle == 0;
-            if sync_over_async || higher_class || group_turn {
-                if let Some(a) = &mut self.active {
-                    a.preempt = true;
-                }
-                // cfq_preempt_queue: a queue of another tree ends the workload slice, so
-                // the preempting queue, now the longest waiting, is served next.
-                if self.serving.map(|(_, wl, _)| wl) != self.workload_of(key) {
-                    self.serving = None;
-                }
-                self.waiting[class as usize].push_front(key);
-                return;
-            }
+        let preempts = self.should_preempt(key, r, now_ns);
+        if !preempts && !was_idle {
+            return;
         }
-        self.waiting[class as usize].push_back(key);
+        let Some(class) = self.queues.get(&key).map(|q| usize::from(q.class)) else {
+            return;
+        };
+        let waiting = &mut self.waiting[class];
+        if !preempts {
+            // A queue emptied by merges may still be in line.
+            if !waiting.contains(&key) {
+                waiting.push_back(key);
+            }
+            return;
+        }
+        waiting.retain(|k| *k != key);
+        waiting.push_front(key);
+        if let Some(a) = &mut self.active {
+            a.preempt = true;
+        }
+        // A queue of another tree ends the workload slice, so the preempting queue, now the
+        // longest waiting, is served next.
+        if self.serving.map(|(_, wl, _)| wl) != self.workload_of(key) {
+            self.serving = None;
+        }
+    }
+
+    /// Whether request `r` of queue `key` takes the device from the active queue
+    /// (`cfq_should_preempt`): never an idle-class queue and never a non-RT one from RT;
+    /// always from an idle-class queue; a sync request from an async queue; anything once
+    /// the slice is used; the one other queue of an empty sync-noidle tree being served; RT
+    /// from a lower class; anything from an empty queue cfq would not idle for; and, while
+    /// cfq idles, a request within 8 MiB of where the head is.
+    fn should_preempt(&self, key: QueueKey, r: &Request, now_ns: u64) -> bool {
+        let Some(active) = self.active else {
+            return false;
+        };
+        let (Some(new), Some(current)) = (self.queues.get(&key), self.queues.get(&active.key))
+        else {
+            return false;
+        };
+        if new.class == 2 {
+            return false;
+        }
+        if current.class == 2 {
+            return true;
+        }
+        if current.class == 0 && new.class != 0 {
+            return false;
+        }
+        if r.sync && !current.sync {
+            return true;
+        }
+        if now_ns >= active.slice_end {
+            return true;
+        }
+        let noidle = |k: QueueKey| self.workload_of(k) == Some(Workload::SyncNoIdle);
+        let tree_of_two = !self.waiting[usize::from(new.class)]
+            .iter()
+            .any(|&k| k != key && noidle(k));
+        let serving_noidle = self.serving.is_some_and(|(_, wl, _)| wl == Workload::SyncNoIdle);
+        if serving_noidle && noidle(key) && current.requests.is_empty() && tree_of_two {
+            return true;
+        }
+        if new.class == 0 {
+            return true;
+        }
+        if current.requests.is_empty() && !self.should_idle(active.key) {
+            return true;
+        }
+        active.idle_until.is_some() && self.head.distance(r.sector) <= CLOSE_THRESHOLD
     }
 
     /// Slice length for queue `key` (cfq_prio_slice, then low_latency scaling).
