@@ -38,9 +38,12 @@
 //! queues' requests are injected up to its learned limit (`inject.rs`). A bio merges only
 //! into a request of the queue it would join (`bfq_allow_bio_merge`).
 //!
+//! Sync queues created eight or more within 180 ms of each other in one group are a large
+//! burst and are not weight-raised (`burst.rs`, `bfq_handle_burst`).
+//!
 //! Not modelled: adaptive budgets
-//! and the peak-rate autotuning of `max_budget`, burst detection and soft real-time
-//! raising, the lower tag shares while a queue is raised, waker and blocked queues'
+//! and the peak-rate autotuning of `max_budget`, soft real-time raising, raising again
+//! after a long idle, the lower tag shares while a queue is raised, waker and blocked queues'
 //! injection.
 //!
 //! Groups (io.weight) share the device by their weights, as BFQ's group scheduling does:
@@ -53,6 +56,7 @@
 
 #![forbid(unsafe_code)]
 
+mod burst;
 mod inject;
 
 use std::collections::BTreeMap;
@@ -203,6 +207,20 @@ struct Queue {
     inject: inject::InjectLimit,
 }
 
+impl Queue {
+    /// A new queue for `r`'s kind, unraised.
+    fn for_request(r: &Request, now_ns: u64) -> Self {
+        Self {
+            class: class_index(r.prio_class),
+            weight: (8 - u64::from(r.prio_level.min(7))) * 10,
+            group: r.group,
+            sync: r.sync,
+            inject: inject::InjectLimit::new(now_ns),
+            ..Self::default()
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 struct InService {
     key: QueueKey,
@@ -274,6 +292,8 @@ pub struct Bfq {
     idle_class_last: u64,
     /// The total service time being measured for the in-service queue's inject limit.
     sampling: inject::Sampling,
+    /// Sync queues created together.
+    burst: burst::Burst,
 }
 
 /// The tunables as the user set them, in their sysfs units; `retuned` derives the working
@@ -351,20 +371,12 @@ impl Policy for Bfq {
                     r.prio_level.min(7),
                 )
             };
-            let low_latency = self.low_latency;
-            let queue = self.queues.get_or_insert_with(key, || Queue {
-                class: class_index(r.prio_class),
-                weight: (8 - u64::from(r.prio_level.min(7))) * 10,
-                group: r.group,
-                sync: r.sync,
-                raised_until: if low_latency && r.sync {
-                    now_ns + WR_DURATION_NS
-                } else {
-                    0
-                },
-                inject: inject::InjectLimit::new(now_ns),
-                ..Queue::default()
-            });
+            if r.sync && self.queues.get(&key).is_none() {
+                self.created(key, r, now_ns);
+            }
+            let queue = self
+                .queues
+                .get_or_insert_with(key, || Queue::for_request(r, now_ns));
             queue
                 .requests
                 .push(r, r.arrival_ns + FIFO_EXPIRE_NS[usize::from(r.sync)]);
@@ -847,6 +859,23 @@ impl Bfq {
         let protects_raised =
             raised && (raised_busy < busy_queues || self.in_driver >= queue.inflight + 4);
         boosts || protects_raised || (busy_queues > 1 && self.asymmetric(key, now_ns))
+    }
+
+    /// A sync queue for `r`'s submitter is created at `now_ns`: raised under `low_latency`
+    /// unless it is in a large burst, whose queues end their raising with it.
+    fn created(&mut self, key: QueueKey, r: &Request, now_ns: u64) {
+        let busy = self.queues.values().filter(|q| q.busy).count();
+        let in_burst = self.burst.created(key, r.group, now_ns, busy);
+        let mut queue = Queue::for_request(r, now_ns);
+        if self.low_latency && in_burst.is_empty() {
+            queue.raised_until = now_ns + WR_DURATION_NS;
+        }
+        self.queues.insert(key, queue);
+        for member in in_burst {
+            if let Some(q) = self.queues.get_mut(&member) {
+                q.raised_until = q.raised_until.min(now_ns);
+            }
+        }
     }
 
     /// Whether idling for dry queue `key` pays in throughput
