@@ -203,6 +203,9 @@ struct Queue {
     sync: bool,
     /// How its submitter behaves, for its idle window (sync queues).
     window: Window,
+    /// Its place on its service tree while it waits (`rb_key`, ns): when it was added plus
+    /// its slice offset; a preempting queue's is a second before its tree's first.
+    rb_key: i64,
 }
 
 /// A sync queue's seeks and think time (the SDK's [`Habits`], as cfq keeps them per queue
@@ -272,7 +275,7 @@ pub struct Cfq {
     on_device: IdMap<QueueKey>,
     /// Requests on the device, [async, sync] (`rq_in_flight`).
     in_flight: [u32; 2],
-    /// Busy queues waiting for a slice, per class (RT, BE, IDLE), in round-robin order.
+    /// Busy queues waiting for a slice, per class (RT, BE, IDLE), served by their `rb_key`.
     waiting: [VecDeque<QueueKey>; 3],
     active: Option<Active>,
     /// The class and service tree being served, and when its workload slice ends
@@ -406,12 +409,12 @@ impl Policy for Cfq {
                 continue;
             };
             if active.preempt || now_ns >= active.slice_end {
-                self.expire();
+                self.expire(now_ns);
                 continue;
             }
             match self.step(active, now_ns) {
                 Step::Sent(id) => out.ids.push(id),
-                Step::Expire => self.expire(),
+                Step::Expire => self.expire(now_ns),
                 Step::WaitUntil(t) => {
                     out.wake_at_ns = Some(t);
                     break;
@@ -651,21 +654,78 @@ impl Cfq {
     }
 
     /// Ends the active slice; the queue waits for another turn if it still has requests.
-    fn expire(&mut self) {
+    fn expire(&mut self, now_ns: u64) {
         let Some(active) = self.active.take() else {
             return;
         };
-        if let Some(queue) = self.queues.get(&active.key)
-            && !queue.requests.is_empty()
+        if self
+            .queues
+            .get(&active.key)
+            .is_some_and(|q| !q.requests.is_empty())
         {
-            self.waiting[queue.class as usize].push_back(active.key);
+            self.enqueue(active.key, now_ns);
         }
     }
 
-    /// Gives the next waiting queue a slice: the first of the highest class with one, on
-    /// the service tree being served while its workload slice lasts and it has a queue,
-    /// else on the tree of the class's longest-waiting queue, for a new workload slice
-    /// (`cfq_choose_wl_class_and_type`). False iff none waits.
+    /// Queue `key` waits for a slice, placed after those waiting by its slice offset
+    /// (`cfq_service_tree_add`, `cfq_slice_offset`: lower priorities further back the more
+    /// queues are busy).
+    fn enqueue(&mut self, key: QueueKey, now_ns: u64) {
+        let busy = self.waiting.iter().map(VecDeque::len).sum::<usize>()
+            + usize::from(self.active.is_some());
+        let Some(queue) = self.queues.get(&key) else {
+            return;
+        };
+        let class = usize::from(queue.class);
+        let longest = prio_slice(&self.t, true, 0);
+        let offset = (busy.max(1) as u64 - 1)
+            .saturating_mul(longest.saturating_sub(prio_slice(&self.t, queue.sync, queue.level)));
+        let rb_key = i64::try_from(now_ns.saturating_add(offset)).unwrap_or(i64::MAX);
+        if let Some(queue) = self.queues.get_mut(&key) {
+            queue.rb_key = rb_key;
+        }
+        if !self.waiting[class].contains(&key) {
+            self.waiting[class].push_back(key);
+        }
+    }
+
+    /// Queue `key` preempts: it goes a second ahead of its tree's first
+    /// (`cfq_service_tree_add` with `add_front`), so it is served next.
+    fn enqueue_front(&mut self, key: QueueKey, now_ns: u64) {
+        let Some(class) = self.queues.get(&key).map(|q| usize::from(q.class)) else {
+            return;
+        };
+        let tree = self.workload_of(key);
+        let first = self.waiting[class]
+            .iter()
+            .filter(|&&k| k != key && self.workload_of(k) == tree)
+            .filter_map(|k| self.queues.get(k).map(|q| q.rb_key))
+            .min()
+            .unwrap_or(i64::try_from(now_ns).unwrap_or(i64::MAX));
+        if let Some(queue) = self.queues.get_mut(&key) {
+            queue.rb_key = first.saturating_sub(1_000 * MS as i64);
+        }
+        if !self.waiting[class].contains(&key) {
+            self.waiting[class].push_back(key);
+        }
+    }
+
+    /// The waiting queue of `class` on tree `wl` (any tree if `None`) with the lowest
+    /// `rb_key` (ties to the lower key), and where it is in line.
+    fn first_waiting(&self, class: usize, wl: Option<Workload>) -> Option<(usize, QueueKey)> {
+        self.waiting[class]
+            .iter()
+            .enumerate()
+            .filter(|&(_, &k)| wl.is_none() || self.workload_of(k) == wl)
+            .filter_map(|(at, &k)| self.queues.get(&k).map(|q| ((q.rb_key, k), at)))
+            .min()
+            .map(|((_, k), at)| (at, k))
+    }
+
+    /// Gives the next waiting queue a slice: the first by `rb_key` of the highest class
+    /// with one, on the service tree being served while its workload slice lasts and it has
+    /// a queue, else on the tree whose first queue's key is lowest, for a new workload slice
+    /// (`cfq_choose_wl_class_and_type`, `cfq_choose_wl_type`). False iff none waits.
     fn activate_next(&mut self, now_ns: u64) -> bool {
         // A waiting queue may have been emptied by merges since it queued up: drop it.
         let queues = &self.queues;
@@ -675,23 +735,21 @@ impl Cfq {
         }) else {
             return false;
         };
-        let on = |wl: Workload| {
-            let waiting = &self.waiting[class];
-            waiting.iter().position(|k| self.workload_of(*k) == Some(wl))
-        };
         let kept = self
             .serving
             .filter(|&(c, _, expires)| usize::from(c) == class && now_ns < expires)
-            .and_then(|(_, wl, _)| on(wl));
-        let at = kept.unwrap_or_else(|| {
-            let wl = self.workload_of(self.waiting[class][0]).unwrap_or(Workload::Sync);
+            .and_then(|(_, wl, _)| self.first_waiting(class, Some(wl)));
+        let chosen = kept.or_else(|| {
+            let (at, key) = self.first_waiting(class, None)?;
+            let wl = self.workload_of(key).unwrap_or(Workload::Sync);
             let expires = now_ns + self.workload_slice(class, wl);
             self.serving = Some((class as u8, wl, expires));
-            0
+            Some((at, key))
         });
-        let Some(key) = self.waiting[class].remove(at) else {
+        let Some((at, key)) = chosen else {
             return false;
         };
+        self.waiting[class].remove(at);
         let slice = self.slice_for(key);
         self.active = Some(Active {
             key,
@@ -752,19 +810,11 @@ impl Cfq {
         if !preempts && !was_idle {
             return;
         }
-        let Some(class) = self.queues.get(&key).map(|q| usize::from(q.class)) else {
-            return;
-        };
-        let waiting = &mut self.waiting[class];
         if !preempts {
-            // A queue emptied by merges may still be in line.
-            if !waiting.contains(&key) {
-                waiting.push_back(key);
-            }
+            self.enqueue(key, now_ns);
             return;
         }
-        waiting.retain(|k| *k != key);
-        waiting.push_front(key);
+        self.enqueue_front(key, now_ns);
         if let Some(a) = &mut self.active {
             a.preempt = true;
         }
@@ -825,13 +875,7 @@ impl Cfq {
     fn slice_for(&self, key: QueueKey) -> u64 {
         let t = self.t;
         let queue = &self.queues[&key];
-        let base = if queue.sync {
-            t.slice_sync
-        } else {
-            t.slice_async
-        };
-        let level = i64::from(queue.level.min(7));
-        let slice = (base as i64 + base as i64 / 5 * (4 - level)).max(1) as u64;
+        let slice = prio_slice(&t, queue.sync, queue.level);
         if !(t.low_latency && queue.sync) {
             return slice;
         }
@@ -848,6 +892,14 @@ impl Cfq {
         let low = slice.min((slice * t.slice_idle / t.slice_sync.max(1)).max(2 * t.slice_idle));
         (slice * t.target_latency / expected).max(low)
     }
+}
+
+/// A slice at priority `level` (`cfq_prio_slice`): the base, a fifth of it more per level
+/// above 4 and less per level below.
+fn prio_slice(t: &Tunables, sync: bool, level: u8) -> u64 {
+    let base = if sync { t.slice_sync } else { t.slice_async };
+    let level = i64::from(level.min(7));
+    (base as i64 + base as i64 / 5 * (4 - level)).max(1) as u64
 }
 
 /// Async requests the active async queue may send per slice (`cfq_prio_to_maxrq`:
