@@ -191,3 +191,12 @@ fn kyber_takes_batches_from_each_domain_in_turn() {
         assert_eq!(kinds, expected, "{build}");
     }
 }
+
+#[test]
+fn kyber_leaves_sync_requests_every_tag_and_async_ones_three_quarters() {
+    for (build, mut p) in builds() {
+        assert_eq!(p.limit_depth(Op::Read, true).unwrap(), u32::MAX, "{build}");
+        assert_eq!(p.limit_depth(Op::Write, true).unwrap(), u32::MAX, "{build}");
+        assert_eq!(p.limit_depth(Op::Write, false).unwrap(), 1536, "{build}: 3/4 of 2048");
+    }
+}

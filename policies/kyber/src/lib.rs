@@ -10,7 +10,8 @@
 //! first asked (`calculate_percentile`; its buckets are kept until then). If any domain's
 //! device-time p90 reached its target the device is congested: every domain's depth is
 //! scaled by its total-latency p99 bucket — shrinking domains under target, growing those
-//! over it — between 1 and the domain's initial depth.
+//! over it — between 1 and the domain's initial depth. Async requests hold at most three
+//! quarters of the scheduler tags (`kyber_limit_depth`, `KYBER_ASYNC_PERCENT`).
 
 #![forbid(unsafe_code)]
 
@@ -97,7 +98,12 @@ pub struct Kyber {
     last_p99: [Option<usize>; DOMAINS],
     current: usize,
     batching: u32,
+    /// Scheduler tags async requests may hold (`async_depth`).
+    async_depth: u32,
 }
+
+/// The part of the scheduler tags async requests may hold (`KYBER_ASYNC_PERCENT`).
+const ASYNC_PERCENT: u64 = 75;
 
 impl Policy for Kyber {
     const NAME: &'static str = "kyber";
@@ -105,8 +111,10 @@ impl Policy for Kyber {
     const TUNABLES: &'static [TunableSpec<Self>] = TUNABLES;
     const HANDLES_ABSORBED: bool = true;
 
-    fn new(_setup: &Setup) -> Self {
+    fn new(setup: &Setup) -> Self {
+        let async_depth = u64::from(setup.nr_requests) * ASYNC_PERCENT / 100;
         Self {
+            async_depth: u32::try_from(async_depth).unwrap_or(u32::MAX).max(1),
             queues: Default::default(),
             absorbed: IdSet::device_wide(),
             on_device: IdMap::device_wide(),
@@ -126,6 +134,12 @@ impl Policy for Kyber {
     fn retuned(&mut self, _name: &str) {
         self.target_ns[READ] = self.lat_nsec[READ].unsigned_abs();
         self.target_ns[WRITE] = self.lat_nsec[WRITE].unsigned_abs();
+    }
+
+    /// `kyber_limit_depth`: async requests take at most `async_depth` scheduler tags, so
+    /// sync ones always find some.
+    fn limit_depth(&self, _op: Op, sync: bool) -> Option<u32> {
+        (!sync).then_some(self.async_depth)
     }
 
     fn insert(&mut self, _now_ns: u64, requests: &[Request]) {
