@@ -323,8 +323,19 @@ fn a_real_time_job_without_the_capability_runs_without_the_priority_and_says_so(
     let out = command
         .args(["--policy", "native:noop", "--device"])
         .arg(&path)
-        .args(["--output-format", "json", "--name=w", "--rw=randwrite", "--bs=4k"])
-        .args(["--size=1m", "--iodepth=8", "--prioclass=1", "--verify=crc32c"])
+        .args([
+            "--output-format",
+            "json",
+            "--name=w",
+            "--rw=randwrite",
+            "--bs=4k",
+        ])
+        .args([
+            "--size=1m",
+            "--iodepth=8",
+            "--prioclass=1",
+            "--verify=crc32c",
+        ])
         .output()
         .expect("setpriv (util-linux) starts schedhost");
     assert!(out.status.success(), "{}", stderr(&out));
@@ -2952,7 +2963,14 @@ fn read_iops(policy: &str, args: &[&str]) -> f64 {
 
 /// Read IOPS of each job of `args` (4 KiB reads on `sim:ssd` under `policy`).
 fn read_iops_per_job(policy: &str, args: &[&str]) -> Vec<f64> {
-    let mut all = vec!["--policy", policy, "--name=r", "--bs=4k", "--size=256m", "--time_based"];
+    let mut all = vec![
+        "--policy",
+        policy,
+        "--name=r",
+        "--bs=4k",
+        "--size=256m",
+        "--time_based",
+    ];
     all.extend_from_slice(args);
     let v = ssd_json(&all);
     v["jobs"]

@@ -139,9 +139,8 @@ mod tests {
         let far_small = (Some(10_000), 8);
         let near_small = (Some(0), 8);
         let far_large = (Some(10_000), 256);
-        let seeks = |rule: SeekRule| {
-            [far_small, near_small, far_large].map(|(d, s)| rule.seek(d, s))
-        };
+        let seeks =
+            |rule: SeekRule| [far_small, near_small, far_large].map(|(d, s)| rule.seek(d, s));
         assert_eq!(seeks(SeekRule::Far), [true, false, true]);
         assert_eq!(seeks(SeekRule::Small), [true, true, false]);
         assert_eq!(seeks(SeekRule::FarAndSmall), [true, false, false]);

@@ -97,7 +97,12 @@ mod tests {
 
     #[test]
     fn bfq_judges_past_three_requests_and_cfq_at_five() {
-        for (rule, depth, queues) in [(BFQ, 3, false), (BFQ, 4, true), (CFQ, 4, false), (CFQ, 5, true)] {
+        for (rule, depth, queues) in [
+            (BFQ, 3, false),
+            (BFQ, 4, true),
+            (CFQ, 4, false),
+            (CFQ, 5, true),
+        ] {
             let mut tag = HwTag::default();
             for _ in 0..=rule.samples {
                 tag.sample(rule, depth, true);

@@ -165,7 +165,11 @@ fn bfq_does_not_idle_for_a_seeky_queue_among_equals_but_does_for_a_heavier_one()
             if idles {
                 assert_eq!(sent, [id], "{build}: the heavier queue keeps the device");
             } else {
-                assert_eq!(sent.first(), Some(&(id + 1)), "{build}: the other goes first");
+                assert_eq!(
+                    sent.first(),
+                    Some(&(id + 1)),
+                    "{build}: the other goes first"
+                );
             }
         }
     }
@@ -273,7 +277,10 @@ fn bfq_charges_an_async_queue_three_times_its_sectors_beside_an_equal_sync_one()
             }
         }
         let ratio = sync as f64 / writes as f64;
-        assert!((ratio - 3.0).abs() < 0.3, "{build}: {sync} sync against {writes} async");
+        assert!(
+            (ratio - 3.0).abs() < 0.3,
+            "{build}: {sync} sync against {writes} async"
+        );
     }
 }
 
@@ -316,11 +323,7 @@ fn bfq_leaves_sync_reads_every_tag_and_limits_async_to_half_and_sync_writes_to_t
             depth(Op::Write, false),
             depth(Op::Read, false),
         ];
-        assert_eq!(
-            depths,
-            [u32::MAX, 48, 32, 32],
-            "{build} at nr_requests 64"
-        );
+        assert_eq!(depths, [u32::MAX, 48, 32, 32], "{build} at nr_requests 64");
     }
 }
 
@@ -339,20 +342,32 @@ fn bfq_injects_other_queues_requests_while_idling_for_a_heavier_queue_up_to_its_
     };
     let settings = [("low_latency", 0)];
     for (build, mut p) in both_builds::<Bfq>("bfq", setup, &settings) {
-        let light: Vec<Request> = (0..100u64).map(|i| read(100 + i, 1, 7, 1_000_000 + i * 8)).collect();
+        let light: Vec<Request> = (0..100u64)
+            .map(|i| read(100 + i, 1, 7, 1_000_000 + i * 8))
+            .collect();
         p.insert(0, &light).unwrap();
         let heavy = |id: u64| read(id, 0, 0, id * 8);
         let ids = |p: &mut Box<dyn PolicyBackend>, at: u64| p.dispatch(at, 0, 8).unwrap().ids.raw();
         p.insert(0, &[heavy(1)]).unwrap();
-        assert_eq!(ids(&mut p, 0), vec![1], "{build}: the heavier queue goes first");
+        assert_eq!(
+            ids(&mut p, 0),
+            vec![1],
+            "{build}: the heavier queue goes first"
+        );
         p.completed(MS, &[done(1, 0)]).unwrap();
-        assert!(ids(&mut p, MS).is_empty(), "{build}: no limit learned yet: idle");
+        assert!(
+            ids(&mut p, MS).is_empty(),
+            "{build}: no limit learned yet: idle"
+        );
         // A queue's first 10 ms are not sampled; then, alone on the device, 1 ms from
         // arrival to completion is the baseline.
         p.insert(2 * MS, &[heavy(2)]).unwrap();
         assert_eq!(ids(&mut p, 2 * MS), vec![2], "{build}");
         p.completed(3 * MS, &[done(2, 0)]).unwrap();
-        assert!(ids(&mut p, 3 * MS).is_empty(), "{build}: too early to sample: idle");
+        assert!(
+            ids(&mut p, 3 * MS).is_empty(),
+            "{build}: too early to sample: idle"
+        );
         p.insert(10 * MS, &[heavy(4)]).unwrap();
         assert_eq!(ids(&mut p, 10 * MS), vec![4], "{build}");
         p.completed(11 * MS, &[done(4, 0)]).unwrap();
@@ -362,7 +377,8 @@ fn bfq_injects_other_queues_requests_while_idling_for_a_heavier_queue_up_to_its_
         // Beside the injected request, ctx 0's next one is no slower: the limit grows.
         p.insert(12 * MS, &[heavy(3)]).unwrap();
         assert_eq!(ids(&mut p, 12 * MS), vec![3], "{build}");
-        p.completed(13 * MS, &[done(injected[0], 1), done(3, 0)]).unwrap();
+        p.completed(13 * MS, &[done(injected[0], 1), done(3, 0)])
+            .unwrap();
         let two = ids(&mut p, 13 * MS);
         assert_eq!(two.len(), 2, "{build}: limit two: {two:?}");
         assert!(two.iter().all(|&id| id >= 100), "{build}: {two:?}");

@@ -298,7 +298,10 @@ fn cfq_lets_a_request_near_the_head_preempt_the_queue_it_idles_for() {
             p.insert(0, &[read(1, 0, 0, 0)]).unwrap();
             assert_eq!(p.dispatch(0, 0, 8).unwrap().ids.raw(), vec![1], "{build}");
             p.completed(2 * MS, &[done(1, 0)]).unwrap();
-            assert!(p.dispatch(2 * MS, 0, 8).unwrap().ids.is_empty(), "{build}: idling");
+            assert!(
+                p.dispatch(2 * MS, 0, 8).unwrap().ids.is_empty(),
+                "{build}: idling"
+            );
             p.insert(3 * MS, &[read(2, 1, far, 3)]).unwrap();
             let sent = p.dispatch(3 * MS, 0, 8).unwrap().ids.raw();
             if preempts {

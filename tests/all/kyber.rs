@@ -197,6 +197,10 @@ fn kyber_leaves_sync_requests_every_tag_and_async_ones_three_quarters() {
     for (build, mut p) in builds() {
         assert_eq!(p.limit_depth(Op::Read, true).unwrap(), u32::MAX, "{build}");
         assert_eq!(p.limit_depth(Op::Write, true).unwrap(), u32::MAX, "{build}");
-        assert_eq!(p.limit_depth(Op::Write, false).unwrap(), 1536, "{build}: 3/4 of 2048");
+        assert_eq!(
+            p.limit_depth(Op::Write, false).unwrap(),
+            1536,
+            "{build}: 3/4 of 2048"
+        );
     }
 }

@@ -31,7 +31,13 @@ impl Burst {
     /// Sync queue `key` of `group` was created at `now_ns`, with `busy` queues busy: the
     /// queues that are in a large burst with it (`key` first, and those that joined the
     /// burst before it became large), or none if it is not in one.
-    pub(super) fn created(&mut self, key: QueueKey, group: u32, now_ns: u64, busy: usize) -> Vec<QueueKey> {
+    pub(super) fn created(
+        &mut self,
+        key: QueueKey,
+        group: u32,
+        now_ns: u64,
+        busy: usize,
+    ) -> Vec<QueueKey> {
         let continues = self
             .last_join
             .is_some_and(|last| now_ns <= last.saturating_add(INTERVAL_NS))
@@ -71,12 +77,34 @@ mod tests {
     fn the_eighth_queue_within_180_ms_makes_a_large_burst_of_all_and_a_late_one_starts_anew() {
         let mut burst = Burst::default();
         for ctx in 0..7 {
-            assert!(burst.created(QueueKey::Sync(ctx), 0, u64::from(ctx) * 100 * MS, ctx as usize).is_empty());
+            assert!(
+                burst
+                    .created(
+                        QueueKey::Sync(ctx),
+                        0,
+                        u64::from(ctx) * 100 * MS,
+                        ctx as usize
+                    )
+                    .is_empty()
+            );
         }
         let marked = burst.created(QueueKey::Sync(7), 0, 700 * MS, 7);
         assert_eq!(marked.len(), 8, "{marked:?}");
-        assert_eq!(burst.created(QueueKey::Sync(8), 0, 800 * MS, 8), [QueueKey::Sync(8)]);
-        assert!(burst.created(QueueKey::Sync(9), 0, 2_000 * MS, 9).is_empty(), "late: a new burst");
-        assert!(burst.created(QueueKey::Sync(10), 1, 2_010 * MS, 9).is_empty(), "another group");
+        assert_eq!(
+            burst.created(QueueKey::Sync(8), 0, 800 * MS, 8),
+            [QueueKey::Sync(8)]
+        );
+        assert!(
+            burst
+                .created(QueueKey::Sync(9), 0, 2_000 * MS, 9)
+                .is_empty(),
+            "late: a new burst"
+        );
+        assert!(
+            burst
+                .created(QueueKey::Sync(10), 1, 2_010 * MS, 9)
+                .is_empty(),
+            "another group"
+        );
     }
 }

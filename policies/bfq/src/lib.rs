@@ -69,8 +69,8 @@ use std::collections::BTreeMap;
 use schedhost_sdk::habits::{Habits, SeekRule};
 use schedhost_sdk::hw_tag::{self, HwTag};
 use schedhost_sdk::{
-    Completion, Dispatch, ElevatorQueue, Group, IdMap, MergeEvent, MergeQuery, Op, Policy, PrioClass, Request,
-    RequestId, Sector, Setup, TunableSpec, Word, WordMap,
+    Completion, Dispatch, ElevatorQueue, Group, IdMap, MergeEvent, MergeQuery, Op, Policy,
+    PrioClass, Request, RequestId, Sector, Setup, TunableSpec, Word, WordMap,
 };
 
 const MS: u64 = 1_000_000;
@@ -446,8 +446,7 @@ impl Policy for Bfq {
                     continue;
                 }
                 // Kept for guarantees, not throughput: others' requests may go meanwhile.
-                if self.may_inject_for(service.key, now_ns)
-                    && self.inject(service.key, now_ns, out)
+                if self.may_inject_for(service.key, now_ns) && self.inject(service.key, now_ns, out)
                 {
                     continue;
                 }

@@ -678,8 +678,11 @@ impl Cfq {
         };
         let class = usize::from(queue.class);
         let longest = prio_slice(&self.t, true, 0);
-        let offset = (busy.max(1) as u64 - 1)
-            .saturating_mul(longest.saturating_sub(prio_slice(&self.t, queue.sync, queue.level)));
+        let offset = (busy.max(1) as u64 - 1).saturating_mul(longest.saturating_sub(prio_slice(
+            &self.t,
+            queue.sync,
+            queue.level,
+        )));
         let rb_key = i64::try_from(now_ns.saturating_add(offset)).unwrap_or(i64::MAX);
         if let Some(queue) = self.queues.get_mut(&key) {
             queue.rb_key = rb_key;
@@ -779,11 +782,17 @@ impl Cfq {
     fn workload_slice(&self, class: usize, wl: Workload) -> u64 {
         let t = self.t;
         let active = self.active.map(|a| a.key);
-        let busy = |c: usize| self.waiting[c].iter().copied().chain(active.filter(|k| {
-            self.queues.get(k).is_some_and(|q| usize::from(q.class) == c)
-        }));
+        let busy = |c: usize| {
+            self.waiting[c].iter().copied().chain(active.filter(|k| {
+                self.queues
+                    .get(k)
+                    .is_some_and(|q| usize::from(q.class) == c)
+            }))
+        };
         let in_class = busy(class).count().max(1) as u64;
-        let count = busy(class).filter(|k| self.workload_of(*k) == Some(wl)).count() as u64;
+        let count = busy(class)
+            .filter(|k| self.workload_of(*k) == Some(wl))
+            .count() as u64;
         let slice = t.target_latency * count / in_class;
         let slice = if wl == Workload::Async {
             let all = (0..3).map(|c| busy(c).count()).sum::<usize>().max(1) as u64;
@@ -858,7 +867,9 @@ impl Cfq {
         let tree_of_two = !self.waiting[usize::from(new.class)]
             .iter()
             .any(|&k| k != key && noidle(k));
-        let serving_noidle = self.serving.is_some_and(|(_, wl, _)| wl == Workload::SyncNoIdle);
+        let serving_noidle = self
+            .serving
+            .is_some_and(|(_, wl, _)| wl == Workload::SyncNoIdle);
         if serving_noidle && noidle(key) && current.requests.is_empty() && tree_of_two {
             return true;
         }

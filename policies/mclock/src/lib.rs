@@ -183,7 +183,10 @@ impl Mclock {
     /// A request's cost in [`COST_PARTS`]: mClock's `1 + S / (B_peak · T_m)` when both
     /// are given, else its size in `cost_unit`s (at least one).
     fn cost(&self, r: &Request) -> u64 {
-        let (peak, positioning) = (self.peak_bw_mib.unsigned_abs(), self.positioning_us.unsigned_abs());
+        let (peak, positioning) = (
+            self.peak_bw_mib.unsigned_abs(),
+            self.positioning_us.unsigned_abs(),
+        );
         if peak > 0 && positioning > 0 {
             // Bytes the device moves in one positioning time, × 10^6 (µs).
             let per_positioning = u128::from(peak << 20) * u128::from(positioning);

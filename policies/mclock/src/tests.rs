@@ -40,7 +40,8 @@ fn runtime_with(groups: &[Group], settings: &[(String, i64)]) -> Runtime<Mclock>
         nr_requests: 1024,
         rotational: true,
     };
-    rt.init(&setup, settings).expect("the settings are accepted");
+    rt.init(&setup, settings)
+        .expect("the settings are accepted");
     rt.groups(0, groups);
     rt
 }
@@ -118,11 +119,17 @@ fn mclocks_cost_charges_a_positioning_and_the_transfer_so_a_large_request_is_not
     // 100 MiB/s × 8 ms: a positioning is worth 800 KiB of transfer, so 1 MiB costs 2.25 and
     // 4 KiB 1.005. Equal weights then give the small reader 2.24 times the requests, not
     // the 256 times that a linear cost gives.
-    let settings = [("peak_bw".to_owned(), 100), ("positioning_us".to_owned(), 8000)];
+    let settings = [
+        ("peak_bw".to_owned(), 100),
+        ("positioning_us".to_owned(), 8000),
+    ];
     let mut rt = runtime_with(&[group(1, 100), group(2, 100)], &settings);
     let got = saturate(&mut rt, &[(1, 2048), (2, 8)], 4, 1_000, (0, 100_000_000));
     let ratio = got[&2] as f64 / got[&1] as f64;
-    assert!((ratio / (2.25 / 1.005) - 1.0).abs() < 0.01, "{got:?}: {ratio:.3}");
+    assert!(
+        (ratio / (2.25 / 1.005) - 1.0).abs() < 0.01,
+        "{got:?}: {ratio:.3}"
+    );
 }
 
 #[test]

@@ -125,7 +125,10 @@ pub fn run_controlled(
     }
     lay_out_or_warn(jobs, &targets, need, plan.seed)?;
     // Each device's own queue; the report's is the first's.
-    let config_for = |t: &Target| plan.queue.config(1, plan.queue.queue_depth, MAX_SECTORS, t.rotational);
+    let config_for = |t: &Target| {
+        plan.queue
+            .config(1, plan.queue.queue_depth, MAX_SECTORS, t.rotational)
+    };
     let mut info = None;
     let mut lanes = Vec::new();
     for (mut policy, target) in policies.into_iter().zip(&targets) {
@@ -139,7 +142,10 @@ pub fn run_controlled(
         )?);
     }
     let config = targets.first().map_or_else(
-        || plan.queue.config(1, plan.queue.queue_depth, MAX_SECTORS, true),
+        || {
+            plan.queue
+                .config(1, plan.queue.queue_depth, MAX_SECTORS, true)
+        },
         config_for,
     );
     let Some(policy) = info else {
