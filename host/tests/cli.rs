@@ -3033,6 +3033,47 @@ fn cfq_and_bfq_idle_for_sequential_readers_on_a_disk_but_not_on_flash_that_queue
 }
 
 #[test]
+fn bfq_leaves_an_unlimited_group_the_device_beside_a_group_held_by_io_max() {
+    // Group a is held at 1000 IOPS by io.max in the host, b is not. bfq idles for a between
+    // the throttle's releases (the groups are asymmetric); b must still get most of the
+    // device. Adaptive budgets (__bfq_bfqq_recalc_budget) once left b 1 011 IOPS of noop's
+    // 164 061 here, and were taken out; without them b reads 0.77 of noop's over 500 ms.
+    let b_iops = |policy: &str| {
+        let mut args = vec![
+            "--policy",
+            policy,
+            "--group",
+            "a:riops=1000",
+            "--group",
+            "b:weight=100",
+        ];
+        for group in ["a", "b"] {
+            args.extend([
+                if group == "a" { "--name=a" } else { "--name=b" },
+                if group == "a" {
+                    "--cgroup=a"
+                } else {
+                    "--cgroup=b"
+                },
+                "--rw=randread",
+                "--bs=4k",
+                "--size=1g",
+                "--iodepth=16",
+                "--runtime=500ms",
+                "--time_based",
+            ]);
+        }
+        let v = ssd_json(&args);
+        v["jobs"][1]["read"]["iops"].as_f64().unwrap()
+    };
+    let (noop, bfq) = (b_iops("native:noop"), b_iops("native:bfq"));
+    assert!(
+        bfq >= 0.5 * noop,
+        "b under bfq {bfq:.0} IOPS against noop's {noop:.0}"
+    );
+}
+
+#[test]
 fn cfq_and_bfq_serve_equal_random_readers_at_depth_one_near_noops_rate_on_flash() {
     // On flash that queues commands cfq idles for no queue of its own (cfq_arm_slice_timer);
     // over 500 ms at 4 readers it was at 0.885× of noop while it took sim:ssd for a disk.

@@ -409,31 +409,3 @@ fn bfq_merges_only_within_the_queue_a_bio_would_join() {
         assert_merges_only_into_the_bios_own_queue(build, p.as_mut(), RequestId(1));
     }
 }
-
-#[test]
-fn bfq_starts_a_queue_at_two_thirds_of_max_budget_and_quadruples_a_spent_budget() {
-    // __bfq_bfqq_recalc_budget: a new queue's budget is 2/3 of max_budget (42 of 64
-    // sectors: six 8-sector requests); one that spent it gets four times as much, capped at
-    // max_budget (eight requests).
-    for (build, mut p) in builds(&[("max_budget", 64), ("low_latency", 0), ("slice_idle", 0)]) {
-        let mut requests = Vec::new();
-        for i in 0..100u64 {
-            requests.push(read(i, 0, 4, i * 8));
-            requests.push(read(1000 + i, 1, 4, 1_000_000 + i * 8));
-        }
-        p.insert(0, &requests).unwrap();
-        let mut runs: Vec<(u64, usize)> = Vec::new();
-        for step in 0..40u64 {
-            for id in p.dispatch(step * MS, 0, 1).unwrap().ids.raw() {
-                let ctx = u64::from(id >= 1000);
-                match runs.last_mut() {
-                    Some((c, n)) if *c == ctx => *n += 1,
-                    _ => runs.push((ctx, 1)),
-                }
-                p.completed(step * MS + 1, &[done(id, ctx as u32)]).unwrap();
-            }
-        }
-        let lengths: Vec<usize> = runs.iter().map(|r| r.1).take(4).collect();
-        assert_eq!(lengths, [6, 6, 8, 8], "{build}: {runs:?}");
-    }
-}

@@ -41,13 +41,8 @@
 //! Sync queues created eight or more within 180 ms of each other in one group are a large
 //! burst and are not weight-raised (`burst.rs`, `bfq_handle_burst`).
 //!
-//! Each queue's budget adapts to how its turns end (`__bfq_bfqq_recalc_budget`): two thirds
-//! of `max_budget` to start, four times as much after one spent, twice after a timeout,
-//! what it used after running dry, less after idling in vain; a raised queue gets a
-//! sixteenth of `max_budget`, an async one all of it.
-//!
-//! Not modelled: the peak-rate autotuning of `max_budget`,
-//! soft real-time raising, raising again
+//! Not modelled: adaptive budgets
+//! and the peak-rate autotuning of `max_budget`, soft real-time raising, raising again
 //! after a long idle, the lower tag shares while a queue is raised, waker and blocked queues'
 //! injection.
 //!
@@ -210,9 +205,6 @@ struct Queue {
     injected: u64,
     /// How many requests may be injected beside it while it is in service.
     inject: inject::InjectLimit,
-    /// The budget its turns get, as its last turns taught (`bfqq->max_budget`); none yet
-    /// is two thirds of `max_budget`.
-    learned_budget: Option<u64>,
 }
 
 impl Queue {
@@ -696,10 +688,10 @@ impl Bfq {
     /// system's virtual time (`__bfq_requeue_entity`): `max(vtime, finish)` would forgive a
     /// heavy queue the time it ran ahead, and weights 3:1 gave 2.7:1.
     fn begin_turn(&mut self, key: QueueKey, now_ns: u64, requeued: bool) {
+        let budget = self.budget();
         let Some(queue) = self.queues.get(&key) else {
             return;
         };
-        let budget = self.learned_budget(queue);
         let weight = self.weight(queue, now_ns).max(1);
         let start = if requeued {
             queue.finish
@@ -790,52 +782,8 @@ impl Bfq {
             service.budget.saturating_sub(charged)
         });
         self.vtime[class] += charged / total_weight.max(1);
-        self.recalc_budget(service.key, reason, service.served, now_ns);
         if backlogged {
             self.begin_turn(service.key, now_ns, true);
-        }
-    }
-
-    /// The budget of `queue`'s next turn: what its turns taught, or two thirds of
-    /// `max_budget` for a new queue (`bfq_init_bfqq`).
-    fn learned_budget(&self, queue: &Queue) -> u64 {
-        queue
-            .learned_budget
-            .unwrap_or(2 * self.budget() / 3)
-            .clamp(1, self.budget())
-    }
-
-    /// Adapts `key`'s budget to how its turn ended, having `served` sectors
-    /// (`__bfq_bfqq_recalc_budget`): a sync queue that spent it gets four times as much, one
-    /// timed out twice as much, one idled for in vain (nothing of it on the device) four
-    /// thirty-seconds of `max_budget` less, one that ran dry what it used; never under a
-    /// thirty-second of `max_budget` nor over it. A raised queue gets two
-    /// thirty-seconds, an async one all of it; a preempted one keeps its own.
-    fn recalc_budget(&mut self, key: QueueKey, reason: Expiry, served: u64, now_ns: u64) {
-        let max = self.budget();
-        let min = (max / 32).max(1);
-        let Some(queue) = self.queues.get(&key) else {
-            return;
-        };
-        let raised = now_ns < queue.raised_until;
-        let current = if raised {
-            2 * min
-        } else {
-            self.learned_budget(queue)
-        };
-        let next = match (queue.sync, raised, reason) {
-            (false, ..) => max,
-            (true, true, _) => current,
-            (true, false, Expiry::Preempted) => return,
-            (true, false, Expiry::TooIdle) if queue.inflight > 0 => 2 * current,
-            (true, false, Expiry::TooIdle) if current > 5 * min => current - 4 * min,
-            (true, false, Expiry::TooIdle) => min,
-            (true, false, Expiry::BudgetTimeout) => 2 * current,
-            (true, false, Expiry::BudgetExhausted) => 4 * current,
-            (true, false, Expiry::NoMoreRequests) => served.max(min),
-        };
-        if let Some(queue) = self.queues.get_mut(&key) {
-            queue.learned_budget = Some(next.clamp(min, max));
         }
     }
 
