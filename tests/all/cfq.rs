@@ -177,14 +177,16 @@ fn cfq_tunables_have_kernel_defaults_and_ranges() {
 }
 
 #[test]
-fn cfq_lifts_quantum_for_the_only_busy_queue_and_caps_it_beside_another() {
+fn cfq_lifts_quantum_for_the_only_busy_queue_and_caps_it_beside_another_at_half_then_whole() {
     for (build, mut p) in builds(&[]) {
         // One submitter with 32 requests: the only busy queue has no limit
         // (cfq_may_dispatch: "Sole queue user, no limit").
         let many: Vec<Request> = (0..32).map(|i| read(i, 0, i * 8, 0)).collect();
         p.insert(0, &many).unwrap();
         assert_eq!(p.dispatch(0, 0, 32).unwrap().ids.raw().len(), 32, "{build}");
-        // Beside another sync queue, the active one stops at quantum (8).
+        // Beside another sync queue the active one stops at quantum / 2 (4) until one of
+        // its requests completes, then at quantum (8) while its slice is not about to end
+        // (cfq_slice_used_soon).
         let (mut q, _) = (
             builds(&[])
                 .into_iter()
@@ -196,7 +198,9 @@ fn cfq_lifts_quantum_for_the_only_busy_queue_and_caps_it_beside_another() {
         let mut two: Vec<Request> = (0..32).map(|i| read(i, 0, i * 8, 0)).collect();
         two.push(read(100, 1, 900_000, 0));
         q.insert(0, &two).unwrap();
-        assert_eq!(q.dispatch(0, 0, 32).unwrap().ids.raw().len(), 8, "{build}");
+        assert_eq!(q.dispatch(0, 0, 32).unwrap().ids.raw().len(), 4, "{build}");
+        q.completed(MS, &[done(0, 0)]).unwrap();
+        assert_eq!(q.dispatch(MS, 0, 32).unwrap().ids.raw().len(), 5, "{build}: 8 out");
     }
 }
 
@@ -310,5 +314,31 @@ fn cfq_lets_a_request_near_the_head_preempt_the_queue_it_idles_for() {
                 assert!(sent.is_empty(), "{build}: a request at sector {far}");
             }
         }
+    }
+}
+
+#[test]
+fn cfq_ramps_async_depth_up_one_request_per_sync_slice_after_a_delayed_sync_read() {
+    // cfq_may_dispatch under low_latency: after a sync request completed later than
+    // fifo_expire_sync, an async queue sends one request at a time, and one more for each
+    // slice_sync (100 ms) since.
+    for (build, mut p) in builds(&[]) {
+        p.insert(0, &[read(1, 0, 0, 0)]).unwrap();
+        assert_eq!(p.dispatch(0, 0, 8).unwrap().ids.raw(), vec![1], "{build}");
+        let mut late = done(1, 0);
+        late.latency_ns = 200 * MS;
+        p.completed(200 * MS, &[late]).unwrap();
+        let writes: Vec<Request> = (0..8)
+            .map(|i| Request {
+                op: Op::Write,
+                sync: false,
+                ..read(10 + i, 5, 1_000_000 + i * 8, 200)
+            })
+            .collect();
+        p.insert(200 * MS, &writes).unwrap();
+        let first = p.dispatch(200 * MS, 0, 8).unwrap();
+        assert_eq!(first.ids.raw().len(), 1, "{build}: one async request right after");
+        let later = p.dispatch(410 * MS, 0, 8).unwrap();
+        assert_eq!(later.ids.raw().len(), 1, "{build}: two out 210 ms after");
     }
 }

@@ -263,6 +263,8 @@ struct Active {
     idle_until: Option<u64>,
     /// A more deserving queue became busy: end the slice at the next decision.
     preempt: bool,
+    /// One of its requests completed in this slice (`!cfq_cfqq_slice_new`).
+    completed_one: bool,
 }
 
 /// The CFQ policy.
@@ -281,6 +283,9 @@ pub struct Cfq {
     /// The class and service tree being served, and when its workload slice ends
     /// (`serving_wl_class`, `serving_wl_type`, `workload_expires`).
     serving: Option<(u8, Workload, u64)>,
+    /// When a sync request last completed later than `fifo_expire_sync` after it arrived
+    /// (`last_delayed_sync`; none yet counts as a second before the start).
+    last_delayed_sync: Option<u64>,
     /// Where the last dispatched request ended.
     head: Sector,
     /// The device seeks (`!blk_queue_nonrot`).
@@ -467,7 +472,13 @@ impl Policy for Cfq {
         for c in done {
             if let Some(key) = self.on_device.remove(&c.id) {
                 self.update_hw_tag();
+                if let Some(a) = self.active.as_mut().filter(|a| a.key == key) {
+                    a.completed_one = true;
+                }
                 let kind = usize::from(matches!(key, QueueKey::Sync(_)));
+                if kind == 1 && c.latency_ns >= self.t.fifo_expire[1] {
+                    self.last_delayed_sync = Some(now_ns);
+                }
                 self.in_flight[kind] = self.in_flight[kind].saturating_sub(1);
                 if let Some(queue) = self.queues.get_mut(&key) {
                     queue.inflight = queue.inflight.saturating_sub(1);
@@ -545,17 +556,14 @@ impl Cfq {
             let (sync, inflight) = (queue.sync, queue.inflight);
             return self.when_dry(active, sync, inflight, now_ns);
         }
-        if queue.inflight >= t.quantum.max(1) {
-            // Its share of the device is on the device: wait for a completion, unless no
-            // other queue competes (asked only here, off the common path).
-            if !self.sole_busy(active.key) {
-                return Step::WaitUntil(active.slice_end);
-            }
-            let Some(again) = self.queues.get_mut(&active.key) else {
-                return Step::Expire;
-            };
-            queue = again;
+        let (sync, inflight) = (queue.sync, queue.inflight);
+        if let Err(wake) = self.may_dispatch(active, sync, inflight, now_ns) {
+            return Step::WaitUntil(wake);
         }
+        let Some(again) = self.queues.get_mut(&active.key) else {
+            return Step::Expire;
+        };
+        queue = again;
         if !queue.sync && active.dispatched >= async_requests_per_slice(&t, queue.level) {
             return Step::Expire;
         }
@@ -578,6 +586,56 @@ impl Cfq {
         }
         self.head = extent.end();
         Step::Sent(id)
+    }
+
+    /// Whether the active queue, `sync` and with `inflight` requests on the device, may send
+    /// one more (`cfq_may_dispatch`), or when to ask again: up to `quantum / 2` (one for the
+    /// idle class); past that, no limit if it is the only busy queue or the only busy sync
+    /// one, else up to `quantum` unless its slice will be used before what it has out comes
+    /// back (`cfq_slice_used_soon`: no request of the slice has completed yet, or `slice_idle`
+    /// per request out would pass the slice's end). An async queue under `low_latency`
+    /// sends one request more for each `slice_sync` since a sync request was last delayed
+    /// past `fifo_expire_sync`, and one if none of its own are out.
+    fn may_dispatch(
+        &self,
+        active: Active,
+        sync: bool,
+        inflight: u32,
+        now_ns: u64,
+    ) -> Result<(), u64> {
+        let t = &self.t;
+        let idle_class = self.queues.get(&active.key).is_some_and(|q| q.class == 2);
+        let mut max = if idle_class { 1 } else { (t.quantum / 2).max(1) };
+        if inflight >= max {
+            if idle_class {
+                return Err(active.slice_end);
+            }
+            let sole = self.waiting.iter().all(VecDeque::is_empty);
+            let promote = sync && self.sole_busy(active.key);
+            let used_soon = !active.completed_one
+                || now_ns.saturating_add(t.slice_idle.saturating_mul(u64::from(inflight)))
+                    > active.slice_end;
+            if !sole && used_soon && !promote {
+                return Err(active.slice_end);
+            }
+            max = if sole || promote { u32::MAX } else { t.quantum.max(1) };
+        }
+        if !sync && t.low_latency {
+            let since = self
+                .last_delayed_sync
+                .map_or(now_ns.saturating_add(1_000 * MS), |at| now_ns.saturating_sub(at));
+            let steps = since / t.slice_sync.max(1);
+            let depth = u32::try_from(steps).unwrap_or(u32::MAX);
+            let depth = if depth == 0 && inflight == 0 { 1 } else { depth };
+            if inflight >= depth.min(max) {
+                let next = now_ns.saturating_add(t.slice_sync.max(1) - since % t.slice_sync.max(1));
+                return Err(next.min(active.slice_end));
+            }
+        }
+        if inflight >= max {
+            return Err(active.slice_end);
+        }
+        Ok(())
     }
 
     /// True iff the queue `key` may dispatch past `quantum` (`cfq_may_dispatch`): no other
@@ -761,6 +819,7 @@ impl Cfq {
             fifo_checked: false,
             idle_until: None,
             preempt: false,
+            completed_one: false,
         });
         true
     }
