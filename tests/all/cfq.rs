@@ -200,7 +200,11 @@ fn cfq_lifts_quantum_for_the_only_busy_queue_and_caps_it_beside_another_at_half_
         q.insert(0, &two).unwrap();
         assert_eq!(q.dispatch(0, 0, 32).unwrap().ids.raw().len(), 4, "{build}");
         q.completed(MS, &[done(0, 0)]).unwrap();
-        assert_eq!(q.dispatch(MS, 0, 32).unwrap().ids.raw().len(), 5, "{build}: 8 out");
+        assert_eq!(
+            q.dispatch(MS, 0, 32).unwrap().ids.raw().len(),
+            5,
+            "{build}: 8 out"
+        );
     }
 }
 
@@ -337,7 +341,11 @@ fn cfq_ramps_async_depth_up_one_request_per_sync_slice_after_a_delayed_sync_read
             .collect();
         p.insert(200 * MS, &writes).unwrap();
         let first = p.dispatch(200 * MS, 0, 8).unwrap();
-        assert_eq!(first.ids.raw().len(), 1, "{build}: one async request right after");
+        assert_eq!(
+            first.ids.raw().len(),
+            1,
+            "{build}: one async request right after"
+        );
         let later = p.dispatch(410 * MS, 0, 8).unwrap();
         assert_eq!(later.ids.raw().len(), 1, "{build}: two out 210 ms after");
     }

@@ -7,8 +7,11 @@
 //! busy queues get a turn within `target_latency`). Within its slice a queue dispatches in
 //! sector order from the head position (a backward seek of up to `back_seek_max` counts
 //! `back_seek_penalty` times its distance), checking its FIFO once per slice
-//! (`fifo_expire_sync/async`), with at most `quantum` requests on the device unless it is the
-//! only busy queue, or the only busy sync one (`cfq_may_dispatch`). When an active
+//! (`fifo_expire_sync/async`), with at most `quantum / 2` requests on the device, `quantum`
+//! once one of its slice's requests has completed and while the slice is not about to end,
+//! and no limit if it is the only busy queue or the only busy sync one; under `low_latency`
+//! an async queue ramps up one request per `slice_sync` since a sync request was last
+//! delayed (`cfq_may_dispatch`, `cfq_slice_used_soon`, `last_delayed_sync`). When an active
 //! sync queue runs dry, cfq waits for its requests to complete and then idles `slice_idle`
 //! for the next one before giving the device away, except on flash that queues commands
 //! (`rotational` 0 and the queueing estimated as `cfq_update_hw_tag` does), where it never
@@ -605,7 +608,11 @@ impl Cfq {
     ) -> Result<(), u64> {
         let t = &self.t;
         let idle_class = self.queues.get(&active.key).is_some_and(|q| q.class == 2);
-        let mut max = if idle_class { 1 } else { (t.quantum / 2).max(1) };
+        let mut max = if idle_class {
+            1
+        } else {
+            (t.quantum / 2).max(1)
+        };
         if inflight >= max {
             if idle_class {
                 return Err(active.slice_end);
@@ -618,15 +625,25 @@ impl Cfq {
             if !sole && used_soon && !promote {
                 return Err(active.slice_end);
             }
-            max = if sole || promote { u32::MAX } else { t.quantum.max(1) };
+            max = if sole || promote {
+                u32::MAX
+            } else {
+                t.quantum.max(1)
+            };
         }
         if !sync && t.low_latency {
             let since = self
                 .last_delayed_sync
-                .map_or(now_ns.saturating_add(1_000 * MS), |at| now_ns.saturating_sub(at));
+                .map_or(now_ns.saturating_add(1_000 * MS), |at| {
+                    now_ns.saturating_sub(at)
+                });
             let steps = since / t.slice_sync.max(1);
             let depth = u32::try_from(steps).unwrap_or(u32::MAX);
-            let depth = if depth == 0 && inflight == 0 { 1 } else { depth };
+            let depth = if depth == 0 && inflight == 0 {
+                1
+            } else {
+                depth
+            };
             if inflight >= depth.min(max) {
                 let next = now_ns.saturating_add(t.slice_sync.max(1) - since % t.slice_sync.max(1));
                 return Err(next.min(active.slice_end));
