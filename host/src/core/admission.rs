@@ -74,6 +74,12 @@ impl Tags {
         &mut self.by_group[index]
     }
 
+    /// One of `group`'s requests left a software queue (admitted, or absorbed by a merge).
+    fn unstaged(&mut self, group: u32) {
+        let staged = &mut self.group_mut(group).staged;
+        *staged = staged.saturating_sub(1);
+    }
+
     fn group(&self, group: u32) -> GroupTags {
         self.by_group
             .get(group as usize)
@@ -178,8 +184,7 @@ impl Admission {
         let before = queue.len();
         queue.retain(|&s| s != id);
         if queue.len() < before && self.shared {
-            let staged = &mut self.tags[home as usize].group_mut(group).staged;
-            *staged = staged.saturating_sub(1);
+            self.tags[home as usize].unstaged(group);
         }
     }
 
@@ -223,8 +228,7 @@ impl Admission {
                 Some((id, kind)) if self.tag_free(home, kind) => {
                     self.software[ctx as usize].pop_front();
                     if self.shared {
-                        let staged = &mut self.tags[home as usize].group_mut(kind.group).staged;
-                        *staged = staged.saturating_sub(1);
+                        self.tags[home as usize].unstaged(kind.group);
                     }
                     self.take_tag(home, kind);
                     admitted.push(id);
