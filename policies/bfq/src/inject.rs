@@ -114,7 +114,7 @@ impl Bfq {
         let took = now_ns.saturating_sub(sampling.arrived_at);
         let old = inject.limit;
         if inject.baseline_ns > 0 && sampling.injected {
-            let threshold = inject.baseline_ns * SLOWDOWN_HALVES / 2;
+            let threshold = inject.baseline_ns.saturating_mul(SLOWDOWN_HALVES) / 2;
             if took >= threshold && old > 0 {
                 inject.limit -= 1;
                 inject.changed_at = now_ns;

@@ -940,13 +940,16 @@ impl Cfq {
             return true;
         }
         let noidle = |k: QueueKey| self.workload_of(k) == Some(Workload::SyncNoIdle);
-        let tree_of_two = !self.waiting[usize::from(new.class)]
-            .iter()
-            .any(|&k| k != key && noidle(k));
         let serving_noidle = self
             .serving
             .is_some_and(|(_, wl, _)| wl == Workload::SyncNoIdle);
-        if serving_noidle && noidle(key) && current.requests.is_empty() && tree_of_two {
+        // The scan of the waiting queues comes last: this runs for every arriving request.
+        let tree_of_two = || {
+            !self.waiting[usize::from(new.class)]
+                .iter()
+                .any(|&k| k != key && noidle(k))
+        };
+        if serving_noidle && current.requests.is_empty() && noidle(key) && tree_of_two() {
             return true;
         }
         if new.class == 0 {
