@@ -4,6 +4,10 @@
 //! round by round. Per job: IOPS, its share of the workload's IOPS, p50 and p99 of the
 //! latency from submission to completion; each beside the kernel's, with the issue's
 //! tolerances (share and total ±10 %, p99 ±30 %) judged per row.
+//!
+//! The kernel's side is loaded by fio, or (`--load schedhost`) by schedhost itself passing
+//! every request straight through (noop, no merging, tags for every request the jobs keep
+//! in flight): then both sides have one load generator, and what differs is the scheduler.
 
 use std::path::Path;
 use std::process::Command;
@@ -63,6 +67,27 @@ const WORKLOADS: &[Workload] = &[
     },
 ];
 
+/// What drives the kernel's side.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Load {
+    /// fio, io_uring: a user's view of the kernel.
+    Fio,
+    /// schedhost over the kernel's scheduler, holding nothing back: the same engine on both
+    /// sides, so an engine's cost (fio's processes against one io_uring loop) divides out.
+    Schedhost,
+}
+
+impl Load {
+    /// `fio` or `schedhost`.
+    pub fn parse(name: &str) -> Result<Self> {
+        match name {
+            "fio" => Ok(Self::Fio),
+            "schedhost" => Ok(Self::Schedhost),
+            other => anyhow::bail!("--load takes fio or schedhost, not {other:?}"),
+        }
+    }
+}
+
 /// Tolerances the issue names: a job's share and the total within 10 % of the kernel's, p99
 /// within 30 %.
 const SHARE_TOLERANCE: f64 = 0.10;
@@ -83,7 +108,7 @@ struct JobFigures {
 
 /// Runs the matrix (workloads whose label contains `only`), `rounds` rounds of `seconds` each.
 /// Returns an error when a run fails; misses are printed, not errors: they are findings.
-pub fn run(root: &Path, rounds: usize, seconds: u32, only: &str) -> Result<()> {
+pub fn run(root: &Path, rounds: usize, seconds: u32, only: &str, load: Load) -> Result<()> {
     ensure!(
         Command::new("fio").arg("--version").output().is_ok(),
         "fio is not installed (apt-get install fio)"
@@ -108,10 +133,14 @@ pub fn run(root: &Path, rounds: usize, seconds: u32, only: &str) -> Result<()> {
         "bench-kernel: no workload's label contains {only:?}"
     );
     println!(
-        "{rounds} rounds of {seconds} s on {} over {}; medians per job; latency from \
-         submission to completion (fio's lat with lat_percentiles=1)",
+        "{rounds} rounds of {seconds} s on {} over {}; the kernel's side loaded by {}; medians \
+         per job; latency from submission to completion (fio's lat with lat_percentiles=1)",
         dev.path,
-        file.display()
+        file.display(),
+        match load {
+            Load::Fio => "fio",
+            Load::Schedhost => "schedhost passing every request through",
+        }
     );
     // samples[workload][pair] = (kernel runs, schedhost runs)
     let mut samples: Vec<Vec<Rounds>> = workloads
@@ -127,10 +156,16 @@ pub fn run(root: &Path, rounds: usize, seconds: u32, only: &str) -> Result<()> {
             std::fs::write(&ours_job, job_text(workload, seconds, None))?;
             for (p, &(kernel, policy)) in pairs.iter().enumerate() {
                 dev.set_scheduler(kernel)?;
-                let mut fio = Command::new("fio");
-                fio.args(["--output-format=json"]).arg(&fio_job);
-                let theirs = figures(&mut fio)
-                    .with_context(|| format!("fio, {kernel}, {}", workload.label))?;
+                let mut generator = match load {
+                    Load::Fio => {
+                        let mut fio = Command::new("fio");
+                        fio.args(["--output-format=json"]).arg(&fio_job);
+                        fio
+                    }
+                    Load::Schedhost => passthrough(&schedhost, &dev.path, &ours_job),
+                };
+                let theirs = figures(&mut generator)
+                    .with_context(|| format!("{load:?} load, {kernel}, {}", workload.label))?;
                 dev.set_scheduler("none")?;
                 let mut ours = Command::new(&schedhost);
                 ours.args(["--policy", policy, "--output-format", "json", "--device"])
@@ -253,6 +288,24 @@ pub fn run(root: &Path, rounds: usize, seconds: u32, only: &str) -> Result<()> {
         println!("miss: {miss}");
     }
     Ok(())
+}
+
+/// schedhost loading the kernel's scheduler: noop passing each request on as it comes (no
+/// merging, the default 128 tags: more than any workload keeps in flight), so the kernel's
+/// scheduler sees every request at once, as it does under fio.
+fn passthrough(schedhost: &Path, device: &str, job: &Path) -> Command {
+    let mut cmd = Command::new(schedhost);
+    cmd.args([
+        "--policy",
+        "noop",
+        "--nomerges",
+        "2",
+        "--output-format",
+        "json",
+    ])
+    .args(["--device", device, "--allow-overwrite"])
+    .arg(job);
+    cmd
 }
 
 /// Each scheduler's total against its own side's baseline (the kernel's `none`, schedhost's

@@ -48,10 +48,12 @@ cargo xtask <command>
   bench-loop [--rounds N] [--seconds S]
                       on a loop device (root): the kernel's mq-deadline, bfq and kyber under fio
                       against schedhost's deadline, bfq and kyber over the kernel's none
-  bench-kernel [--rounds N] [--seconds S] [--only LABEL]
+  bench-kernel [--rounds N] [--seconds S] [--only LABEL] [--load fio|schedhost]
                       the differential harness, on a loop device (root): multi-job workloads
                       under each kernel scheduler and schedhost's counterpart over none; per
-                      job IOPS share, p50, p99 and the ratios to the kernel's
+                      job IOPS share, p50, p99 and the ratios to the kernel's; the kernel's
+                      side is driven by fio (default) or by schedhost passing every request
+                      through (--load schedhost: one load generator on both sides)
   bench-sweep [--cells N] [--seed S]
                       the QoS property sweep: N cells (default 500) of policy, device, 2-6
                       weighted groups, iodepth and nr_requests generated from seed S; what held
@@ -205,15 +207,17 @@ fn run(args: Vec<String>) -> Result<()> {
         ["bench-kernel", rest @ ..] => {
             build_all(&root)?;
             let mut only = String::new();
+            let mut load = bench_kernel::Load::Fio;
             let mut timing = Vec::new();
             for pair in rest.chunks(2) {
                 match pair {
                     ["--only", label] => only = label.to_string(),
+                    ["--load", name] => load = bench_kernel::Load::parse(name)?,
                     other => timing.extend_from_slice(other),
                 }
             }
             let (rounds, seconds) = rounds_and_seconds("bench-kernel", &timing)?;
-            bench_kernel::run(&root, rounds, seconds, &only)
+            bench_kernel::run(&root, rounds, seconds, &only, load)
         }
         ["bench-sweep", rest @ ..] => {
             build_all(&root)?;
