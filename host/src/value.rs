@@ -114,8 +114,7 @@ pub fn group_name(value: &str) -> Result<String, String> {
 }
 
 /// A group's keys, for messages.
-const KEYS: &str =
-    "weight, reserve_iops, riops, wiops, rbps, wbps, their _burst, latency_target_us";
+const KEYS: &str = "weight, reserve_iops, riops, wiops, rbps, wbps, their _burst, latency_target_us, latency_percentile";
 
 /// `NAME:weight=N,reserve_iops=N,riops=N,wiops=N,rbps=B,wbps=B,riops_burst=N,…`: a group's
 /// parameters in cgroup v2's key words (io.weight, io.max, io.latency's `target` in µs)
@@ -264,6 +263,17 @@ fn set_group_key(
         "latency_target_us" => {
             spec.latency_target_ns = optional(&count, 60_000_000)?.map(|us| us * 1000);
         }
+        "latency_percentile" => {
+            spec.latency_permille = if unset {
+                None
+            } else {
+                Some(permille(value).ok_or_else(|| {
+                    format!(
+                        "group {name}: {key}={value}: expected a percentile from 50 to 99.9 (tenths at most), or max for the mean"
+                    )
+                })?)
+            };
+        }
         "weight" => {
             spec.weight = u32::try_from(count(10_000)?).expect("at most 10000");
         }
@@ -273,6 +283,21 @@ fn set_group_key(
         }
     }
     Ok(())
+}
+
+/// A percentile from 50 to 99.9 with at most one decimal, in tenths of a percent.
+fn permille(text: &str) -> Option<u16> {
+    let (whole, tenths) = match text.split_once('.') {
+        Some((whole, tenth)) if tenth.len() == 1 => (whole, tenth),
+        Some(_) => return None,
+        None => (text, "0"),
+    };
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) && s.len() <= 3;
+    if !digits(whole) || !digits(tenths) {
+        return None;
+    }
+    let value = whole.parse::<u16>().ok()? * 10 + tenths.parse::<u16>().ok()?;
+    (500..=999).contains(&value).then_some(value)
 }
 
 #[cfg(test)]

@@ -2300,6 +2300,18 @@ fn bad_group_specs_name_the_key_and_the_value() {
             "a:latency_target_us=0",
             "latency_target_us=0: expected a number from 1",
         ),
+        (
+            "a:latency_percentile=100",
+            "latency_percentile=100: expected a percentile from 50 to 99.9",
+        ),
+        (
+            "a:latency_percentile=99.95",
+            "latency_percentile=99.95: expected a percentile",
+        ),
+        (
+            "a:latency_percentile=49",
+            "latency_percentile=49: expected a percentile",
+        ),
     ] {
         assert_fails_with(&run(spec), named);
     }
@@ -2364,6 +2376,65 @@ fn a_latency_target_holds_its_groups_mean_latency_and_the_flooding_group_gets_th
     assert!(
         bulk["allowed_depth"].as_u64().is_some_and(|d| d < 64),
         "{bulk}"
+    );
+}
+
+#[test]
+fn a_latency_target_at_the_99th_percentile_holds_its_groups_p99_where_the_mean_target_does_not() {
+    let jobs = [
+        "--name=fast",
+        "--cgroup=fast",
+        "--rw=randread",
+        "--bs=4k",
+        "--size=1g",
+        "--iodepth=1",
+        "--runtime=2s",
+        "--time_based",
+        "--name=bulk",
+        "--cgroup=bulk",
+        "--rw=randread",
+        "--bs=4k",
+        "--size=1g",
+        "--iodepth=64",
+        "--runtime=2s",
+        "--time_based",
+    ];
+    let p99_us = |v: &serde_json::Value| {
+        v["jobs"][0]["read"]["clat_ns"]["percentile"]["99.000000"]
+            .as_f64()
+            .unwrap()
+            / 1000.0
+    };
+    let iops = |v: &serde_json::Value| v["jobs"][1]["read"]["iops"].as_f64().unwrap();
+    // sim:ssd serves a lone 4 KiB read in 97 µs: 120 µs is a target it can meet.
+    let mean = grouped(&jobs, &["fast:latency_target_us=120"]);
+    let tail = grouped(&jobs, &["fast:latency_target_us=120,latency_percentile=99"]);
+    assert!(
+        p99_us(&mean) > 120.0,
+        "io.latency's mean lets the tail past the target: {} µs",
+        p99_us(&mean)
+    );
+    assert!(
+        p99_us(&tail) <= 120.0,
+        "held at the 99th percentile, the tail is under the target: {} µs",
+        p99_us(&tail)
+    );
+    assert!(
+        iops(&tail) > 0.0,
+        "the flooding group still runs: {} IOPS",
+        iops(&tail)
+    );
+    assert_eq!(
+        tail["schedhost"]["groups"][0]["latency_percentile"], 99.0,
+        "{}",
+        tail["schedhost"]["groups"][0]
+    );
+    assert!(
+        tail["schedhost"]["groups"][1]["allowed_depth"]
+            .as_u64()
+            .is_some_and(|d| d < 4),
+        "the flood is held near depth 1: {}",
+        tail["schedhost"]["groups"][1]
     );
 }
 

@@ -42,6 +42,21 @@ pub struct GroupSpec {
     /// io.latency's `target`: when the group's mean latency over a window is above it, the
     /// groups with looser targets (or none) get half the queue depth they had, down to 1.
     pub latency_target_ns: Option<u64>,
+    /// The target holds for this percentile of the group's I/Os, in tenths of a percent
+    /// (`latency_percentile=99` is 990), in place of io.latency's mean. JSON says it as the
+    /// flag does (`"latency_percentile": 99.0`).
+    #[serde(rename = "latency_percentile", serialize_with = "permille_as_percent")]
+    pub latency_permille: Option<u16>,
+}
+
+fn permille_as_percent<S: serde::Serializer>(
+    permille: &Option<u16>,
+    out: S,
+) -> Result<S::Ok, S::Error> {
+    match permille {
+        Some(p) => out.serialize_f64(f64::from(*p) / 10.0),
+        None => out.serialize_none(),
+    }
 }
 
 /// cgroup v2's default io.weight.
@@ -60,6 +75,7 @@ impl Default for GroupSpec {
             iops_burst: [0; 2],
             bps_burst: [0; 2],
             latency_target_ns: None,
+            latency_permille: None,
         }
     }
 }
@@ -104,6 +120,50 @@ struct Depth {
     /// When the group last went from no room (at its allowed depth) to room: a bio held
     /// by the depth became eligible then, not when it arrived.
     room_since: u64,
+    /// Under a percentile target: one less than the depth at which the group's I/O last
+    /// made a target miss, which growing back does not pass until it probes.
+    ceiling: Option<u32>,
+    /// Under a percentile target: windows met since the last miss, near miss or probe.
+    calm: u32,
+}
+
+/// Under a percentile target, a cut group probes one past its ceiling after this many
+/// windows met in a row: a window over the target is then at most one in this many.
+const PROBE_WINDOWS: u32 = 10;
+
+/// A window met under a percentile target: a cut depth that never missed doubles (slow
+/// start); after a miss it grows by a quarter (at least 1) up to the ceiling that miss set,
+/// and every [`PROBE_WINDOWS`] calm windows the ceiling rises by one; grown back to `base`,
+/// the group is uncut. The tail of a run is its windows over the target, so growth
+/// approaches the depth that missed instead of jumping past it.
+fn grow_under_tail_target(d: &mut Depth, base: u32) {
+    let Some(allowed) = d.allowed else {
+        return;
+    };
+    d.calm += 1;
+    if d.calm >= PROBE_WINDOWS {
+        d.ceiling = d.ceiling.map(|c| c.saturating_add(1));
+        d.calm = 0;
+    }
+    let step = match d.ceiling {
+        None => allowed,
+        Some(_) => (allowed / 4).max(1),
+    };
+    let grown = allowed
+        .saturating_add(step)
+        .min(d.ceiling.unwrap_or(u32::MAX));
+    if grown >= base {
+        (d.allowed, d.ceiling) = (None, None);
+    } else {
+        d.allowed = Some(grown);
+    }
+}
+
+/// True iff more of the window's I/Os were over the target than `1/share` of what the
+/// percentile `permille` allows (share 1: the whole allowance).
+fn over_allowance(d: &Depth, permille: u16, share: u64) -> bool {
+    let allowed = u128::from(d.completions) * u128::from(1000 - permille.min(999));
+    u128::from(d.over_target) * 1000 * u128::from(share) > allowed
 }
 
 /// One limit's state: the theoretical arrival time, scaled by the rate so that every step
@@ -266,7 +326,7 @@ impl Throttle {
             })
             .collect();
         let n = groups.len();
-        Self {
+        let mut throttle = Self {
             groups,
             lanes,
             stats: vec![GroupStats::default(); n],
@@ -275,6 +335,29 @@ impl Throttle {
             depth: vec![Depth::default(); n],
             base_depth: 32,
             window_start: 0,
+        };
+        throttle.start_below_tail_targets();
+        throttle
+    }
+
+    /// A target on a percentile is held from the first I/O: every group with a looser
+    /// target (or none) starts at depth 1 and earns depth back window by window. Starting
+    /// at the device's depth would spend the first windows over the target while the cuts
+    /// halve their way down, and a few windows over are the whole tail of a run.
+    fn start_below_tail_targets(&mut self) {
+        let target = |g: &GroupSpec| g.latency_target_ns.unwrap_or(u64::MAX);
+        let tightest = self
+            .groups
+            .iter()
+            .filter(|g| g.latency_permille.is_some())
+            .map(target)
+            .min();
+        if let Some(tightest) = tightest {
+            for (g, d) in self.groups.iter().zip(&mut self.depth) {
+                if target(g) > tightest {
+                    d.allowed = Some(1);
+                }
+            }
         }
     }
 
@@ -316,41 +399,79 @@ impl Throttle {
         }
     }
 
-    /// Group `g` missed its target in the window: its mean latency was above it, or more
-    /// than a tenth of its I/Os were. blk-iolatency judges rotational devices by the mean
-    /// and others by the 90th percentile; the host does not know which a device is, so it
-    /// holds a group to both.
+    /// Group `g` missed its target in the window. By default, as io.latency judges: its mean
+    /// latency was above it, or more than a tenth of its I/Os were (blk-iolatency judges
+    /// rotational devices by the mean and others by the 90th percentile; the host holds a
+    /// group to both). With a percentile, more of its I/Os than the percentile leaves were
+    /// over.
     fn missed(&self, g: usize) -> bool {
         let d = &self.depth[g];
-        self.groups[g].latency_target_ns.is_some_and(|target| {
-            d.completions > 0
-                && (d.latency_sum / u128::from(d.completions) > u128::from(target)
-                    || d.over_target * 10 > d.completions)
-        })
+        let Some(target) = self.groups[g].latency_target_ns else {
+            return false;
+        };
+        if d.completions == 0 {
+            return false;
+        }
+        match self.groups[g].latency_permille {
+            None => {
+                d.latency_sum / u128::from(d.completions) > u128::from(target)
+                    || d.over_target * 10 > d.completions
+            }
+            Some(permille) => over_allowance(d, permille, 1),
+        }
+    }
+
+    /// Group `g`, held to a percentile, came within half its allowance of missing: the
+    /// depths it cut stay where they are, so that growing back does not carry it over
+    /// (the tail is the windows that miss).
+    fn near_miss(&self, g: usize) -> bool {
+        let d = &self.depth[g];
+        match (
+            self.groups[g].latency_target_ns,
+            self.groups[g].latency_permille,
+        ) {
+            (Some(_), Some(permille)) => over_allowance(d, permille, 2),
+            _ => false,
+        }
     }
 
     /// io.latency at the end of a window: each group that missed its target halves the
     /// depth of every group with a looser target (or none), down to 1; when none missed, cut
-    /// depths grow back by a sixteenth of the base a window, and past it are uncut.
+    /// depths grow back by a sixteenth of the base a window, and past it are uncut. Under a
+    /// percentile target growth is finer ([`Throttle::grow_under_tail_target`]), and a group
+    /// that came near its allowance holds the others where they are.
     fn end_window(&mut self, now_ns: u64) {
         let target =
             |groups: &[GroupSpec], g: usize| groups[g].latency_target_ns.unwrap_or(u64::MAX);
         let missed: Vec<usize> = (0..self.groups.len()).filter(|&g| self.missed(g)).collect();
         let tightest_missed = missed.iter().map(|&g| target(&self.groups, g)).min();
+        let tightest_near = (0..self.groups.len())
+            .filter(|&g| self.near_miss(g))
+            .map(|g| target(&self.groups, g))
+            .min();
+        let tail = self.groups.iter().any(|g| g.latency_permille.is_some());
         for g in 0..self.groups.len() {
             let had_room = self.room(g);
             let mine = target(&self.groups, g);
+            let base = self.base_depth;
             let d = &mut self.depth[g];
             match tightest_missed {
                 Some(t) if t < mine => {
-                    d.allowed = Some((d.allowed.unwrap_or(self.base_depth) / 2).max(1));
+                    let depth = d.allowed.unwrap_or(base);
+                    if tail {
+                        d.ceiling = Some(depth.saturating_sub(1).max(1));
+                        d.calm = 0;
+                    }
+                    d.allowed = Some((depth / 2).max(1));
                 }
+                None if tightest_near.is_some_and(|t| t < mine) => d.calm = 0,
+                None if tail => grow_under_tail_target(d, base),
                 None => {
-                    let step = (self.base_depth / 16).max(1);
+                    let step = (base / 16).max(1);
                     d.allowed = d
                         .allowed
                         .map(|a| a.saturating_add(step))
-                        .filter(|&a| a < self.base_depth);
+                        .filter(|&a| a < base);
                 }
                 Some(_) => {}
             }
@@ -730,6 +851,71 @@ mod tests {
         // A window met: bulk grows back by a sixteenth of 32 per window, then is uncut.
         t.on_complete(3 * LATENCY_WINDOW_NS, 0, 50_000);
         assert_eq!(t.stats()[1].allowed_depth, Some(10));
+        assert_eq!(
+            t.stats()[0].allowed_depth,
+            None,
+            "the tight group is never cut"
+        );
+    }
+
+    #[test]
+    fn a_percentile_target_starts_looser_groups_at_one_and_grows_them_back_short_of_the_depth_that_missed()
+     {
+        let fast = GroupSpec {
+            name: "fast".into(),
+            latency_target_ns: Some(100_000),
+            latency_permille: Some(990),
+            ..GroupSpec::default()
+        };
+        let bulk = GroupSpec {
+            name: "bulk".into(),
+            ..GroupSpec::default()
+        };
+        let mut t = Throttle::new(vec![fast, bulk], vec![Some(0), Some(1)]).with_base_depth(32);
+        let depth = |t: &Throttle| t.stats()[1].allowed_depth;
+        assert_eq!(depth(&t), Some(1), "held from the first I/O");
+        // Window `w` of the fast group's: 100 I/Os, `over` of them over the target; the last
+        // ends the window.
+        let window = |t: &mut Throttle, w: u64, over: u32| {
+            for i in 0..100u32 {
+                let latency = if i < over { 300_000 } else { 50_000 };
+                let at = if i == 99 {
+                    w * LATENCY_WINDOW_NS
+                } else {
+                    (w - 1) * LATENCY_WINDOW_NS + 1 + u64::from(i)
+                };
+                t.on_complete(at, 0, latency);
+            }
+        };
+        // All under the target: bulk doubles (it never missed).
+        window(&mut t, 1, 0);
+        assert_eq!(depth(&t), Some(2));
+        window(&mut t, 2, 0);
+        assert_eq!(depth(&t), Some(4));
+        window(&mut t, 3, 0);
+        assert_eq!(depth(&t), Some(8));
+        // 2 of 100 over the target: more than the 99th percentile leaves. Halved, and the
+        // depth that missed less one is the ceiling.
+        window(&mut t, 4, 2);
+        assert_eq!(depth(&t), Some(4));
+        assert_eq!(t.stats()[0].missed_windows, 1);
+        // 1 of 100: within the allowance but past half of it: held where it is.
+        window(&mut t, 5, 1);
+        assert_eq!(depth(&t), Some(4));
+        // Calm windows: a quarter at a time, up to the ceiling of 7, not past it.
+        window(&mut t, 6, 0);
+        assert_eq!(depth(&t), Some(5));
+        window(&mut t, 7, 0);
+        assert_eq!(depth(&t), Some(6));
+        window(&mut t, 8, 0);
+        assert_eq!(depth(&t), Some(7));
+        for w in 9..=14 {
+            window(&mut t, w, 0);
+            assert_eq!(depth(&t), Some(7), "window {w}");
+        }
+        // The tenth calm window in a row probes one past the ceiling.
+        window(&mut t, 15, 0);
+        assert_eq!(depth(&t), Some(8));
         assert_eq!(
             t.stats()[0].allowed_depth,
             None,

@@ -201,7 +201,7 @@ impl<B: Backend> Engine<B> {
             return json!({ "ok": false, "error": error });
         };
         super::log(&format!(
-            "group {} at {:.3} s: weight={} reserve_iops={:?} limits riops={:?} wiops={:?} rbps={:?} wbps={:?} latency_target_ns={:?}",
+            "group {} at {:.3} s: weight={} reserve_iops={:?} limits riops={:?} wiops={:?} rbps={:?} wbps={:?} latency_target_ns={:?} latency_permille={:?}",
             limits.name,
             now as f64 / 1e9,
             limits.weight,
@@ -211,6 +211,7 @@ impl<B: Backend> Engine<B> {
             limits.rbps,
             limits.wbps,
             limits.latency_target_ns,
+            limits.latency_permille,
         ));
         json!({ "ok": true, "group": limits })
     }

@@ -329,6 +329,13 @@ fn group_parameters(g: &crate::core::GroupSpec) -> String {
         );
     }
     set("latency_target_us", g.latency_target_ns.map(|ns| ns / 1000));
+    if let Some(permille) = g.latency_permille {
+        words.push(format!(
+            "latency_percentile={}.{}",
+            permille / 10,
+            permille % 10
+        ));
+    }
     words.join(" ")
 }
 
