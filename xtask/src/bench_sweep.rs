@@ -214,8 +214,8 @@ impl Cell {
     }
 }
 
-/// What a run did: each group's I/Os, the total IOPS, and whether every request dispatched
-/// completed exactly once.
+/// What a run did: each group's I/Os, the total IOPS, and whether every request made was
+/// dispatched and completed exactly once.
 struct Ran {
     ios: Vec<f64>,
     /// Each group's run time in s, from its first I/O to its last completion (past the
@@ -249,7 +249,9 @@ fn run(root: &Path, schedhost: &Path, args: &[String]) -> Result<Ran> {
         .map(|j| j["read"]["iops"].as_f64().unwrap_or(0.0))
         .sum();
     let r = &v["schedhost"]["requests"];
-    let conserved = r["dispatched"].is_u64() && r["dispatched"] == r["completed"];
+    let conserved = r["dispatched"].is_u64()
+        && r["dispatched"] == r["completed"]
+        && r["requests"] == r["completed"];
     Ok(Ran {
         ios,
         seconds,
