@@ -2329,26 +2329,29 @@ fn bad_group_specs_name_the_key_and_the_value() {
     assert_fails_with(&twice, "the group is named twice");
 }
 
+/// Group `fast`, 4 KiB random reads at iodepth 1, beside group `bulk` at iodepth 64, 2 s.
+const FAST_BESIDE_A_FLOOD: [&str; 16] = [
+    "--name=fast",
+    "--cgroup=fast",
+    "--rw=randread",
+    "--bs=4k",
+    "--size=1g",
+    "--iodepth=1",
+    "--runtime=2s",
+    "--time_based",
+    "--name=bulk",
+    "--cgroup=bulk",
+    "--rw=randread",
+    "--bs=4k",
+    "--size=1g",
+    "--iodepth=64",
+    "--runtime=2s",
+    "--time_based",
+];
+
 #[test]
 fn a_latency_target_holds_its_groups_mean_latency_and_the_flooding_group_gets_the_rest() {
-    let jobs = [
-        "--name=fast",
-        "--cgroup=fast",
-        "--rw=randread",
-        "--bs=4k",
-        "--size=1g",
-        "--iodepth=1",
-        "--runtime=2s",
-        "--time_based",
-        "--name=bulk",
-        "--cgroup=bulk",
-        "--rw=randread",
-        "--bs=4k",
-        "--size=1g",
-        "--iodepth=64",
-        "--runtime=2s",
-        "--time_based",
-    ];
+    let jobs = FAST_BESIDE_A_FLOOD;
     let mean_us = |v: &serde_json::Value, job: usize| {
         v["jobs"][job]["read"]["clat_ns"]["mean"].as_f64().unwrap() / 1000.0
     };
@@ -2381,24 +2384,7 @@ fn a_latency_target_holds_its_groups_mean_latency_and_the_flooding_group_gets_th
 
 #[test]
 fn a_latency_target_at_the_99th_percentile_holds_its_groups_p99_where_the_mean_target_does_not() {
-    let jobs = [
-        "--name=fast",
-        "--cgroup=fast",
-        "--rw=randread",
-        "--bs=4k",
-        "--size=1g",
-        "--iodepth=1",
-        "--runtime=2s",
-        "--time_based",
-        "--name=bulk",
-        "--cgroup=bulk",
-        "--rw=randread",
-        "--bs=4k",
-        "--size=1g",
-        "--iodepth=64",
-        "--runtime=2s",
-        "--time_based",
-    ];
+    let jobs = FAST_BESIDE_A_FLOOD;
     let p99_us = |v: &serde_json::Value| {
         v["jobs"][0]["read"]["clat_ns"]["percentile"]["99.000000"]
             .as_f64()
