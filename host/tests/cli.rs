@@ -3443,8 +3443,9 @@ fn a_check_too_short_to_cover_its_clauses_blames_itself_not_the_policy() {
     assert!(!stderr(&out).contains("broke the policy contract"));
 }
 
-/// Three groups weighted 1:2:5 flooding `sim:ssd` at `iodepth` each (the issue's table),
-/// under `policy` with `extra` options: each group's share of the I/Os and the total IOPS.
+/// Three groups weighted 1:2:5 flooding `sim:ssd` at `iodepth` each (the issue's table)
+/// for 200 ms, under `policy` with `extra` options: each group's share of the I/Os and the
+/// total IOPS.
 fn one_two_five(policy: &str, iodepth: u32, extra: &[&str]) -> ([f64; 3], f64) {
     let depth = format!("--iodepth={iodepth}");
     let mut args = vec!["--policy", policy, "--seed", "2"];
@@ -3496,6 +3497,32 @@ fn weights_one_two_five_hold_under_mclock_at_every_depth_the_issue_tried_and_thr
             "iodepth {iodepth}: {iops} IOPS against noop's {noop}"
         );
     }
+}
+
+#[test]
+fn weights_one_two_five_hold_under_bfq_on_a_deep_device_by_its_device_share_and_not_without() {
+    // Budgets of 2048 sectors (256 requests) so that 200 ms holds enough turns for the
+    // shares to settle; BENCHMARKS.md has the default budget over 2 s.
+    let small = ["--set", "max_budget=2048"];
+    for iodepth in [64, 128] {
+        let (shares, iops) = one_two_five("native:bfq", iodepth, &small);
+        let (_, noop) = one_two_five("native:noop", iodepth, &[]);
+        for (share, want) in shares.iter().zip([0.125, 0.25, 0.625]) {
+            assert!(
+                (share / want - 1.0).abs() <= 0.03,
+                "iodepth {iodepth}: shares {shares:?}"
+            );
+        }
+        assert!(
+            iops >= 0.9 * noop,
+            "iodepth {iodepth}: {iops} IOPS against noop's {noop}"
+        );
+    }
+    // Without the bound the heaviest group's whole iodepth is on the device at the end of
+    // its budget, it leaves the busy queues, and comes back behind the others.
+    let off = ["--set", "max_budget=2048", "--set", "device_share=0"];
+    let (shares, _) = one_two_five("native:bfq", 64, &off);
+    assert!(shares[2] < 0.58, "{shares:?}");
 }
 
 #[test]

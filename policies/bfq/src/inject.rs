@@ -155,7 +155,7 @@ impl Bfq {
     /// (`bfq_choose_bfqq_for_injection`), if the device has room under `key`'s limit: the
     /// first busy queue (by key) with a request that fits what is left of its budget, and
     /// that is raised if `key` is a quick raised queue.
-    fn injection_source(&self, key: QueueKey, now_ns: u64) -> Option<QueueKey> {
+    fn injection_source(&self, key: QueueKey, now_ns: u64, at_part: bool) -> Option<QueueKey> {
         let in_service = self.queues.get(&key)?;
         let always = now_ns >= in_service.raised_until
             || in_service.habits.thinks_longer_than(self.slice_idle);
@@ -167,12 +167,16 @@ impl Bfq {
         if limit == 0 && in_service.inject.baseline_ns == 0 && idling_long {
             limit = 1;
         }
-        if self.in_driver >= limit {
+        // Held at its group's part, the queue in service has its share of the device: the
+        // groups' parts bound what others add, not the learned limit.
+        if self.in_driver >= limit && !at_part {
             return None;
         }
+        let parts = self.group_parts();
         self.queues
             .iter()
             .filter(|&(k, q)| k != key && q.busy && !q.requests.is_empty())
+            .filter(|(_, q)| self.under_part(parts.as_ref(), q.group))
             .filter(|(_, q)| always || now_ns < q.raised_until)
             .filter(|&(k, q)| {
                 let next = choose(q, self.head, now_ns);
@@ -188,8 +192,16 @@ impl Bfq {
 
     /// Sends one request of another queue while `key` is in service and dry, if one may
     /// go; true iff one went.
-    pub(super) fn inject(&mut self, key: QueueKey, now_ns: u64, out: &mut Dispatch) -> bool {
-        let Some(source) = self.injection_source(key, now_ns) else {
+    /// `at_part`: the queue in service is not dry but held at its group's part of the
+    /// device bound (`share.rs`).
+    pub(super) fn inject(
+        &mut self,
+        key: QueueKey,
+        now_ns: u64,
+        at_part: bool,
+        out: &mut Dispatch,
+    ) -> bool {
+        let Some(source) = self.injection_source(key, now_ns, at_part) else {
             return false;
         };
         let factor = self.charge_factor(source, now_ns);
@@ -203,10 +215,11 @@ impl Bfq {
         out.ids.push(id);
         queue.inflight += 1;
         queue.injected += u64::from(extent.sectors) * factor;
-        let emptied = queue.requests.is_empty();
+        let (emptied, group) = (queue.requests.is_empty(), queue.group);
         self.in_driver += 1;
         self.queued.remove(&id);
         self.on_device.insert(id, source);
+        self.share.sent(id, group);
         self.head = extent.end();
         self.sampling.injected = true;
         if emptied {

@@ -58,9 +58,11 @@
 
 mod burst;
 mod inject;
+mod share;
 
 use std::collections::BTreeMap;
 
+use schedhost_sdk::device_share::DeviceShare;
 use schedhost_sdk::habits::{Habits, SeekRule};
 use schedhost_sdk::hw_tag::{self, HwTag};
 use schedhost_sdk::{
@@ -151,6 +153,15 @@ const TUNABLES: &[TunableSpec<Bfq>] = &[
         unit: "",
         help: "idle for async queues too, trading throughput for fairness",
         field: |p| &mut p.knobs.strict_guarantees,
+    },
+    TunableSpec {
+        name: "device_share",
+        default: 1,
+        min: 0,
+        max: 1,
+        unit: "",
+        help: "on a device deeper than the load, keep on it only what lets each group hold its weight's part (not the kernel's)",
+        field: |p| &mut p.knobs.device_share,
     },
 ];
 
@@ -294,6 +305,10 @@ pub struct Bfq {
     sampling: inject::Sampling,
     /// Sync queues created together.
     burst: burst::Burst,
+    /// Whether groups' shares bound what the device holds (`share.rs`).
+    device_share: bool,
+    /// What is on the device by group, and the bound.
+    share: DeviceShare,
 }
 
 /// The tunables as the user set them, in their sysfs units; `retuned` derives the working
@@ -305,6 +320,7 @@ struct Knobs {
     max_budget: i64,
     low_latency: i64,
     strict_guarantees: i64,
+    device_share: i64,
 }
 
 fn class_index(class: PrioClass) -> usize {
@@ -330,6 +346,7 @@ impl Policy for Bfq {
             on_device: IdMap::device_wide(),
             rotational: setup.rotational,
             nr_requests: setup.nr_requests,
+            share: DeviceShare::new(setup.queue_depth),
             ..Self::default()
         }
     }
@@ -341,6 +358,7 @@ impl Policy for Bfq {
         self.max_budget = k.max_budget.unsigned_abs();
         self.low_latency = k.low_latency != 0;
         self.strict = k.strict_guarantees != 0;
+        self.device_share = k.device_share != 0;
     }
 
     /// `bfq_limit_depth` with no queue raised: async requests hold at most half the
@@ -408,6 +426,10 @@ impl Policy for Bfq {
         {
             self.expire(now_ns, Expiry::Preempted);
         }
+        // Under a groups' bound the device takes this many more, and each group its part
+        // (`share.rs`).
+        let budget = budget.min(self.device_room());
+        let parts = self.group_parts();
         while out.ids.len() < budget as usize {
             let Some(service) = self.in_service else {
                 if !self.select(now_ns) {
@@ -422,6 +444,19 @@ impl Policy for Bfq {
             if now_ns >= service.until {
                 self.expire(now_ns, Expiry::BudgetTimeout);
                 continue;
+            }
+            if parts.is_some()
+                && let Some(queue) = self.queues.get(&service.key)
+                && !queue.requests.is_empty()
+                && !self.under_part(parts.as_ref(), queue.group)
+            {
+                // At its group's part: its next request goes when one of its completes, and
+                // it stays backlogged, so its turn and its timestamps go on as B-WF2Q+ has them.
+                // Meanwhile groups under their parts fill the device.
+                if self.inject(service.key, now_ns, true, out) {
+                    continue;
+                }
+                break;
             }
             // One lookup of the queue in service, through the choice and the send (lookups
             // are a component's dearest step).
@@ -438,7 +473,8 @@ impl Policy for Bfq {
                     continue;
                 }
                 // Kept for guarantees, not throughput: others' requests may go meanwhile.
-                if self.may_inject_for(service.key, now_ns) && self.inject(service.key, now_ns, out)
+                if self.may_inject_for(service.key, now_ns)
+                    && self.inject(service.key, now_ns, false, out)
                 {
                     continue;
                 }
@@ -475,6 +511,7 @@ impl Policy for Bfq {
             self.in_driver += 1;
             self.queued.remove(&id);
             self.on_device.insert(id, service.key);
+            self.share.sent(id, queue.group);
             self.head = extent.end();
             if now_ns < queue.raised_until {
                 queue.service_from_wr += u64::from(extent.sectors);
@@ -526,6 +563,7 @@ impl Policy for Bfq {
     /// in the queue again.
     fn requeue(&mut self, now_ns: u64, requests: &[Request]) {
         for r in requests {
+            self.share.requeued(r.id);
             if let Some(key) = self.on_device.remove(&r.id) {
                 self.in_driver = self.in_driver.saturating_sub(1);
                 if let Some(queue) = self.queues.get_mut(&key) {
@@ -537,6 +575,7 @@ impl Policy for Bfq {
     }
 
     fn completed(&mut self, now_ns: u64, done: &[Completion]) {
+        self.share.completed(done);
         for c in done {
             if let Some(key) = self.on_device.remove(&c.id) {
                 self.update_hw_tag();

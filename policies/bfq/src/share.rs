@@ -1,0 +1,84 @@
+//! Groups' shares on a device deeper than the load (`device_share`, not the kernel's): while
+//! two or more groups have requests and the device queues inside, bfq keeps on the device
+//! only what lets each group hold its weight's part, with the SDK's [`DeviceShare`] bound
+//! as mclock does, and each group at most its weight's part of that bound.
+//!
+//! Without it a group's throughput follows what it has in flight, not its weight: three
+//! groups at 1:2:5 and iodepth 128 on `sim:ssd` split 1:2:3. The heaviest group's turn sends
+//! its whole iodepth to the device, its queue runs dry, and at the end of its budget it
+//! leaves the busy queues; it comes back at the system's virtual time, not its own finish,
+//! and so takes every other turn at most. Held at its part, it keeps requests queued and
+//! stays busy, and its timestamps run as B-WF2Q+ has them; meanwhile other groups under
+//! their parts fill the device by injection, the parts rather than the learned limit
+//! bounding them. The kernel's bfq has the same dry-queue behaviour at the end of a budget
+//! (`non_blocking_wait_rq` is not set for `BFQQE_BUDGET_EXHAUSTED`); `device_share=0` is
+//! the kernel's.
+//!
+//! [`DeviceShare`]: schedhost_sdk::device_share::DeviceShare
+
+use std::collections::BTreeMap;
+
+use schedhost_sdk::device_share::Backlog;
+
+use super::{Bfq, DEFAULT_GROUP_WEIGHT};
+
+impl Bfq {
+    /// Each group with requests outstanding and what it has outstanding, with its weight.
+    fn backlogs(&self) -> BTreeMap<u32, Backlog> {
+        // Requests queued per group; a queue with requests on the device counts its group
+        // in, queued or not.
+        let mut backlogs: BTreeMap<u32, Backlog> = BTreeMap::new();
+        for queue in self.queues.values() {
+            let n = u32::try_from(queue.requests.len()).unwrap_or(u32::MAX);
+            if n == 0 && queue.inflight == 0 {
+                continue;
+            }
+            let backlog = backlogs.entry(queue.group).or_insert_with(|| Backlog {
+                weight: self
+                    .group_weights
+                    .get(&queue.group)
+                    .map_or(DEFAULT_GROUP_WEIGHT, |&w| u64::from(w)),
+                outstanding: self.share.in_flight_of(queue.group),
+            });
+            backlog.outstanding = backlog.outstanding.saturating_add(n);
+        }
+        backlogs
+    }
+
+    /// How many more requests may go to the device now (`u32::MAX`: no bound applies).
+    pub(super) fn device_room(&self) -> u32 {
+        if !self.device_share || !self.share.saturated() {
+            return u32::MAX;
+        }
+        self.share.room(self.backlogs().into_values())
+    }
+
+    /// While the bound applies, each group's part of it by weight (at least 1): no group,
+    /// in service or injected, has more than its part on the device.
+    pub(super) fn group_parts(&self) -> Option<BTreeMap<u32, u32>> {
+        if !self.device_share || !self.share.saturated() {
+            return None;
+        }
+        let backlogs = self.backlogs();
+        let bound = u64::from(self.share.bound(backlogs.values().copied())?);
+        let total: u64 = backlogs.values().map(|b| b.weight.max(1)).sum();
+        Some(
+            backlogs
+                .into_iter()
+                .map(|(group, b)| {
+                    let part = (bound * b.weight.max(1)).div_ceil(total.max(1));
+                    (group, u32::try_from(part).unwrap_or(u32::MAX).max(1))
+                })
+                .collect(),
+        )
+    }
+
+    /// Whether group `group` may have one more request on the device under `parts`.
+    pub(super) fn under_part(&self, parts: Option<&BTreeMap<u32, u32>>, group: u32) -> bool {
+        parts.is_none_or(|parts| {
+            parts
+                .get(&group)
+                .is_none_or(|&part| self.share.in_flight_of(group) < part)
+        })
+    }
+}
