@@ -279,7 +279,9 @@ impl Core {
     /// Holds the bios of limited groups to their limits from now on (a run sets it before
     /// its first bio).
     pub fn set_throttle(&mut self, throttle: Throttle) {
-        let throttle = throttle.with_base_depth(self.config.queue_depth);
+        let throttle = throttle
+            .with_base_depth(self.config.queue_depth)
+            .with_slice_for(self.config.rotational);
         self.throttle = Some(Box::new(throttle));
         self.admission.share_between_groups();
         self.tell_groups(0);

@@ -166,6 +166,12 @@ fn over_allowance(d: &Depth, permille: u16, share: u64) -> bool {
     u128::from(d.over_target) * 1000 * u128::from(share) > allowed
 }
 
+/// blk-throttle's slice (`throtl_slice`): 100 ms on a disk, 20 ms on flash
+/// (`DFL_THROTL_SLICE_HD`, `DFL_THROTL_SLICE_SSD`). A group that left its rate unused for
+/// less than a slice may still use it, as blk-throttle lets it within the slice.
+pub const SLICE_ROTATIONAL_NS: u64 = 100_000_000;
+pub const SLICE_FLASH_NS: u64 = 20_000_000;
+
 /// One limit's state: the theoretical arrival time, scaled by the rate so that every step
 /// is an integer (`tat × rate`, in ns·units/s).
 #[derive(Debug, Clone, Copy)]
@@ -174,14 +180,20 @@ struct Cell {
     /// Tolerance: burst units, scaled as `tat`.
     tolerance: u128,
     tat: u128,
+    /// The slice, in ns: how far back an idle group's unused rate reaches.
+    slice_ns: u64,
+    /// Whether a bio went yet: before the first, the group left nothing unused.
+    started: bool,
 }
 
 impl Cell {
-    fn new(rate: u64, burst: u64) -> Self {
+    fn new(rate: u64, burst: u64, slice_ns: u64) -> Self {
         Self {
             rate: rate.max(1),
             tolerance: u128::from(burst) * 1_000_000_000,
             tat: 0,
+            slice_ns,
+            started: false,
         }
     }
 
@@ -191,16 +203,20 @@ impl Cell {
         u64::try_from(earliest.div_ceil(u128::from(self.rate))).unwrap_or(u64::MAX)
     }
 
-    /// A bio costing `units` goes at `now_ns`.
+    /// A bio costing `units` goes at `now_ns`. Its cost runs from the theoretical time if
+    /// the group was idle for less than a slice (and so from the nanosecond it became due,
+    /// rounding never drifting the rate), else from a slice before `now_ns`: a group whose
+    /// submitter fell behind for a moment (a client starved of CPU beside a busy tenant)
+    /// gets its rate over the slice, and never more than a slice's worth at once.
     fn charge(&mut self, now_ns: u64, units: u64) {
         let now = u128::from(now_ns) * u128::from(self.rate);
-        // A bio released on the nanosecond it became due (rounded up) is on time: its cost
-        // runs from the theoretical time, so rounding never drifts the rate.
-        let base = if now.saturating_sub(self.tat) < u128::from(self.rate) {
-            self.tat
+        let reach = if self.started {
+            u128::from(self.slice_ns) * u128::from(self.rate)
         } else {
-            now
+            0
         };
+        self.started = true;
+        let base = self.tat.max(now.saturating_sub(reach));
         self.tat = base + u128::from(units) * 1_000_000_000;
     }
 }
@@ -248,7 +264,7 @@ impl Cell {
     /// neither changed; otherwise the units it is owed (the debt past `now_ns`) are
     /// carried over at the new rate, so a change never forgives what was already spent.
     fn retuned(self, now_ns: u64, rate: u64, burst: u64) -> Self {
-        let fresh = Self::new(rate, burst);
+        let fresh = Self::new(rate, burst, self.slice_ns);
         if fresh.rate == self.rate && fresh.tolerance == self.tolerance {
             return self;
         }
@@ -309,6 +325,8 @@ pub struct Throttle {
     base_depth: u32,
     /// When the current latency window began.
     window_start: u64,
+    /// blk-throttle's slice for this device ([`SLICE_FLASH_NS`] until told).
+    slice_ns: u64,
 }
 
 impl Throttle {
@@ -318,8 +336,8 @@ impl Throttle {
             .iter()
             .map(|g| {
                 let lane = |iops: Option<u64>, bps: Option<u64>, d: usize| Lane {
-                    iops: iops.map(|r| Cell::new(r, g.iops_burst[d])),
-                    bps: bps.map(|r| Cell::new(r, g.bps_burst[d])),
+                    iops: iops.map(|r| Cell::new(r, g.iops_burst[d], SLICE_FLASH_NS)),
+                    bps: bps.map(|r| Cell::new(r, g.bps_burst[d], SLICE_FLASH_NS)),
                     waiting: VecDeque::new(),
                 };
                 [lane(g.riops, g.rbps, 0), lane(g.wiops, g.wbps, 1)]
@@ -335,6 +353,7 @@ impl Throttle {
             depth: vec![Depth::default(); n],
             base_depth: 32,
             window_start: 0,
+            slice_ns: SLICE_FLASH_NS,
         };
         throttle.start_below_tail_targets();
         throttle
@@ -365,6 +384,25 @@ impl Throttle {
     /// to it.
     pub fn with_base_depth(mut self, depth: u32) -> Self {
         self.base_depth = depth.max(1);
+        self
+    }
+
+    /// Limits hold over blk-throttle's slice for a device that seeks (`rotational`) or not.
+    pub fn with_slice_for(mut self, rotational: bool) -> Self {
+        self.slice_ns = if rotational {
+            SLICE_ROTATIONAL_NS
+        } else {
+            SLICE_FLASH_NS
+        };
+        for cell in self
+            .lanes
+            .iter_mut()
+            .flatten()
+            .flat_map(|lane| [lane.iops.as_mut(), lane.bps.as_mut()])
+            .flatten()
+        {
+            cell.slice_ns = self.slice_ns;
+        }
         self
     }
 
@@ -535,12 +573,14 @@ impl Throttle {
             })?;
         // cgroup keeps a key it did not change and its state: a cell goes on as it was,
         // or under its new rate with its debt; only a new limit starts afresh, from now.
+        let slice_ns = self.slice_ns;
         let retune = |cell: Option<Cell>, rate: Option<u64>, burst: u64| {
             rate.map(|r| match cell {
                 Some(cell) => cell.retuned(now_ns, r, burst),
                 None => {
-                    let mut cell = Cell::new(r, burst);
+                    let mut cell = Cell::new(r, burst, slice_ns);
                     cell.tat = u128::from(now_ns) * u128::from(cell.rate);
+                    cell.started = true;
                     cell
                 }
             })
@@ -1009,10 +1049,67 @@ mod tests {
         }
         let first_second = went.iter().filter(|&&at| at < 4_000_000_000).count();
         assert_eq!(went[0], 3_000_000_000, "eligible when the room came");
+        // The rate, one for the I/O at the start, and a slice's worth (20 ms at 100 IOPS) of
+        // the rate left unused while held.
         assert!(
-            first_second <= 101,
+            first_second <= 103,
             "{first_second} I/Os in the second after the cut lifted, against riops=100"
         );
+    }
+
+    #[test]
+    fn a_group_idle_under_a_slice_gets_the_rate_it_left_unused_and_never_more_than_a_slice_of_it() {
+        let flash = throttle(GroupSpec {
+            riops: Some(1000),
+            ..GroupSpec::default()
+        });
+        for (mut t, slice_ios) in [
+            (flash, 20),
+            (
+                throttle(GroupSpec {
+                    riops: Some(1000),
+                    ..GroupSpec::default()
+                })
+                .with_slice_for(true),
+                100,
+            ),
+        ] {
+            // One a millisecond from 0 to 4 ms, then nothing until 10 ms: the five it did
+            // not send go at once with the one due, as blk-throttle lets a group use its
+            // slice.
+            for id in 0..5 {
+                assert!(t.admit(id * 1_000_000, read(id)).is_some());
+            }
+            let mut at_once = 0;
+            while t.admit(10_000_000, read(100 + at_once)).is_some() {
+                at_once += 1;
+            }
+            assert_eq!(at_once, 6, "5 to 9 ms unused, and 10 ms on time");
+            // Idle for a second: a slice's worth at once, not a second's.
+            let mut t2 = throttle(GroupSpec {
+                riops: Some(1000),
+                ..GroupSpec::default()
+            })
+            .with_slice_for(slice_ios == 100);
+            assert!(t2.admit(0, read(0)).is_some());
+            let mut burst = 0;
+            while t2.admit(2_000_000_000, read(1000 + burst)).is_some() {
+                burst += 1;
+            }
+            assert_eq!(
+                burst,
+                slice_ios + 1,
+                "a slice of {slice_ios} I/Os, and the one due now"
+            );
+        }
+        // A group's first bio at 5 s left nothing unused before it: the next waits 1 ms.
+        let mut t = throttle(GroupSpec {
+            riops: Some(1000),
+            ..GroupSpec::default()
+        });
+        assert!(t.admit(5_000_000_000, read(0)).is_some());
+        assert!(t.admit(5_000_000_000, read(1)).is_none());
+        assert_eq!(t.next_release(), Some(5_001_000_000));
     }
 
     #[test]
