@@ -214,8 +214,8 @@ impl Cell {
     }
 }
 
-/// What a run did: each group's I/Os, the total IOPS, and whether every request made was
-/// dispatched and completed exactly once.
+/// What a run did: each group's I/Os, the total IOPS, and whether every bio was accounted
+/// for and every request dispatched and completed exactly once.
 struct Ran {
     ios: Vec<f64>,
     /// Each group's run time in s, from its first I/O to its last completion (past the
@@ -249,9 +249,20 @@ fn run(root: &Path, schedhost: &Path, args: &[String]) -> Result<Ran> {
         .map(|j| j["read"]["iops"].as_f64().unwrap_or(0.0))
         .sum();
     let r = &v["schedhost"]["requests"];
-    let conserved = r["dispatched"].is_u64()
-        && r["dispatched"] == r["completed"]
-        && r["requests"] == r["completed"];
+    // Every bio became a request or merged into one; every request not coalesced into
+    // another was dispatched and completed once.
+    let n = |key: &str| r[key].as_u64();
+    let conserved = (|| {
+        let (bios, requests, completed) = (n("bios")?, n("requests")?, n("completed")?);
+        let merged = n("back_merges")? + n("front_merges")?;
+        let coalesced = n("coalesced")?;
+        Some(
+            bios == requests + merged
+                && requests.checked_sub(coalesced) == Some(completed)
+                && n("dispatched")? == completed,
+        )
+    })()
+    .unwrap_or(false);
     Ok(Ran {
         ios,
         seconds,
