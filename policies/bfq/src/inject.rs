@@ -172,7 +172,9 @@ impl Bfq {
         if self.in_driver >= limit && !at_part {
             return None;
         }
-        let parts = self.group_parts();
+        // Parts bound injection only beside a queue held at its own part; beside a dry one
+        // the learned limit does, as in the kernel.
+        let parts = if at_part { self.group_parts() } else { None };
         self.queues
             .iter()
             .filter(|&(k, q)| k != key && q.busy && !q.requests.is_empty())

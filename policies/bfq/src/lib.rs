@@ -448,7 +448,7 @@ impl Policy for Bfq {
             if parts.is_some()
                 && let Some(queue) = self.queues.get(&service.key)
                 && !queue.requests.is_empty()
-                && !self.under_part(parts.as_ref(), queue.group)
+                && self.held_at_part(parts.as_ref(), queue.group)
             {
                 // At its group's part: its next request goes when one of its completes, and
                 // it stays backlogged, so its turn and its timestamps go on as B-WF2Q+ has them.

@@ -1,7 +1,8 @@
 //! Groups' shares on a device deeper than the load (`device_share`, not the kernel's): while
 //! two or more groups have requests and the device queues inside, bfq keeps on the device
 //! only what lets each group hold its weight's part, with the SDK's [`DeviceShare`] bound
-//! as mclock does, and each group at most its weight's part of that bound.
+//! as mclock does; a group with a quarter of the bound or more is held in service at its
+//! weight's part of it, and requests injected beside it come from groups under theirs.
 //!
 //! Without it a group's throughput follows what it has in flight, not its weight: three
 //! groups at 1:2:5 and iodepth 128 on `sim:ssd` split 1:2:3. The heaviest group's turn sends
@@ -53,8 +54,7 @@ impl Bfq {
         self.share.room(self.backlogs().into_values())
     }
 
-    /// While the bound applies, each group's part of it by weight (at least 1): no group,
-    /// in service or injected, has more than its part on the device.
+    /// While the bound applies, each group's part of it by weight (at least 1).
     pub(super) fn group_parts(&self) -> Option<BTreeMap<u32, u32>> {
         if !self.device_share || !self.share.saturated() {
             return None;
@@ -71,6 +71,20 @@ impl Bfq {
                 })
                 .collect(),
         )
+    }
+
+    /// Whether the queue in service, of group `group`, is held at its part: only a group
+    /// with a quarter of the bound or more. A heavy group's whole iodepth on the device is
+    /// what empties its queue and costs it turns; a light group held at a part of a few
+    /// requests would instead keep the device for its whole turn nearly idle.
+    pub(super) fn held_at_part(&self, parts: Option<&BTreeMap<u32, u32>>, group: u32) -> bool {
+        let Some(parts) = parts else {
+            return false;
+        };
+        let bound: u32 = parts.values().copied().fold(0, u32::saturating_add);
+        parts.get(&group).is_some_and(|&part| {
+            part.saturating_mul(4) >= bound && self.share.in_flight_of(group) >= part
+        })
     }
 
     /// Whether group `group` may have one more request on the device under `parts`.
