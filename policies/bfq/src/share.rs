@@ -46,9 +46,16 @@ impl Bfq {
         backlogs
     }
 
+    /// Whether a bound may apply: it is on, the host named a group (beside which the
+    /// ungrouped submitters count as one more), and the device queues inside. Checked
+    /// first: the backlog walks every queue.
+    fn bound_may_apply(&self) -> bool {
+        self.device_share && !self.group_weights.is_empty() && self.share.saturated()
+    }
+
     /// How many more requests may go to the device now (`u32::MAX`: no bound applies).
     pub(super) fn device_room(&self) -> u32 {
-        if !self.device_share || !self.share.saturated() {
+        if !self.bound_may_apply() {
             return u32::MAX;
         }
         self.share.room(self.backlogs().into_values())
@@ -56,7 +63,7 @@ impl Bfq {
 
     /// While the bound applies, each group's part of it by weight (at least 1).
     pub(super) fn group_parts(&self) -> Option<BTreeMap<u32, u32>> {
-        if !self.device_share || !self.share.saturated() {
+        if !self.bound_may_apply() {
             return None;
         }
         let backlogs = self.backlogs();
