@@ -221,7 +221,9 @@ impl Bfq {
         self.in_driver += 1;
         self.queued.remove(&id);
         self.on_device.insert(id, source);
-        self.share.sent(id, group);
+        if self.counts_share() {
+            self.share.sent(id, group);
+        }
         self.head = extent.end();
         self.sampling.injected = true;
         if emptied {

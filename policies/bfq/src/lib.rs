@@ -430,6 +430,7 @@ impl Policy for Bfq {
         // (`share.rs`).
         let budget = budget.min(self.device_room());
         let parts = self.group_parts();
+        let counts_share = self.counts_share();
         while out.ids.len() < budget as usize {
             let Some(service) = self.in_service else {
                 if !self.select(now_ns) {
@@ -511,7 +512,9 @@ impl Policy for Bfq {
             self.in_driver += 1;
             self.queued.remove(&id);
             self.on_device.insert(id, service.key);
-            self.share.sent(id, queue.group);
+            if counts_share {
+                self.share.sent(id, queue.group);
+            }
             self.head = extent.end();
             if now_ns < queue.raised_until {
                 queue.service_from_wr += u64::from(extent.sectors);
@@ -563,7 +566,9 @@ impl Policy for Bfq {
     /// in the queue again.
     fn requeue(&mut self, now_ns: u64, requests: &[Request]) {
         for r in requests {
-            self.share.requeued(r.id);
+            if self.share.in_flight() > 0 {
+                self.share.requeued(r.id);
+            }
             if let Some(key) = self.on_device.remove(&r.id) {
                 self.in_driver = self.in_driver.saturating_sub(1);
                 if let Some(queue) = self.queues.get_mut(&key) {
@@ -575,7 +580,10 @@ impl Policy for Bfq {
     }
 
     fn completed(&mut self, now_ns: u64, done: &[Completion]) {
-        self.share.completed(done);
+        // What was counted is uncounted, even if the groups went meanwhile.
+        if self.share.in_flight() > 0 {
+            self.share.completed(done);
+        }
         for c in done {
             if let Some(key) = self.on_device.remove(&c.id) {
                 self.update_hw_tag();

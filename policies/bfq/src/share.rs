@@ -46,11 +46,17 @@ impl Bfq {
         backlogs
     }
 
+    /// Whether requests sent are counted for the bound: it is on and the host named a group
+    /// (the count costs a map update per request, which a run without groups does not pay).
+    pub(super) fn counts_share(&self) -> bool {
+        self.device_share && !self.group_weights.is_empty()
+    }
+
     /// Whether a bound may apply: it is on, the host named a group (beside which the
     /// ungrouped submitters count as one more), and the device queues inside. Checked
     /// first: the backlog walks every queue.
     fn bound_may_apply(&self) -> bool {
-        self.device_share && !self.group_weights.is_empty() && self.share.saturated()
+        self.counts_share() && self.share.saturated()
     }
 
     /// How many more requests may go to the device now (`u32::MAX`: no bound applies).
