@@ -4,7 +4,9 @@
 //! group, form a burst; once eight have, every one of them and every later one until the
 //! burst ends is in a large burst.
 
-use super::{MS, QueueKey};
+use schedhost_sdk::Request;
+
+use super::{Bfq, MS, Queue, QueueKey, WR_DURATION_NS};
 
 /// Queues created within this long of the last one are in the same burst
 /// (`bfq_burst_interval`).
@@ -66,6 +68,25 @@ impl Burst {
         let mut marked = vec![key];
         marked.append(&mut self.members);
         marked
+    }
+}
+
+impl Bfq {
+    /// A sync queue for `r`'s submitter is created at `now_ns`: raised under `low_latency`
+    /// unless it is in a large burst, whose queues end their raising with it.
+    pub(super) fn created(&mut self, key: QueueKey, r: &Request, now_ns: u64) {
+        let busy = self.queues.values().filter(|q| q.busy).count();
+        let in_burst = self.burst.created(key, r.group, now_ns, busy);
+        let mut queue = Queue::for_request(r, now_ns);
+        if self.low_latency && in_burst.is_empty() {
+            queue.raised_until = now_ns + WR_DURATION_NS;
+        }
+        self.queues.insert(key, queue);
+        for member in in_burst {
+            if let Some(q) = self.queues.get_mut(&member) {
+                q.raised_until = q.raised_until.min(now_ns);
+            }
+        }
     }
 }
 

@@ -1,0 +1,315 @@
+//! B-WF2Q+: weights, the virtual start and finish of each busy queue's turn, the choice of
+//! the next queue, and what a turn is charged when it ends (`bfq_bfqq_expire`,
+//! `bfq_bfqq_charge_time`).
+
+use super::idling::seeky;
+use super::*;
+
+impl Bfq {
+    pub(super) fn budget(&self) -> u64 {
+        if self.max_budget == 0 {
+            DEFAULT_MAX_BUDGET
+        } else {
+            self.max_budget
+        }
+    }
+
+    /// The queue's own weight, raised while it is new under `low_latency`.
+    pub(super) fn own_weight(queue: &Queue, now_ns: u64) -> u64 {
+        if now_ns < queue.raised_until {
+            queue.weight * WR_COEFF
+        } else {
+            queue.weight
+        }
+    }
+
+    /// The weight B-WF2Q+ schedules `queue` by: its own, or, in a group, its share of the
+    /// group's weight among the group's busy queues of its class (`queue` counted busy).
+    pub(super) fn weight(&self, queue: &Queue, now_ns: u64) -> u64 {
+        let siblings = if queue.group == 0 {
+            0
+        } else {
+            self.queues
+                .values()
+                .filter(|q| q.busy && q.group == queue.group && q.class == queue.class)
+                .map(|q| Self::own_weight(q, now_ns))
+                .sum()
+        };
+        self.share(queue, now_ns, siblings)
+    }
+
+    /// [`Self::weight`] of `queue`, given the own weights of its group's busy queues of its
+    /// class summed (`siblings`, `queue` among them if it is busy; unused outside a group).
+    pub(super) fn share(&self, queue: &Queue, now_ns: u64, siblings: u64) -> u64 {
+        let own = Self::own_weight(queue, now_ns) * WEIGHT_SCALE;
+        if queue.group == 0 {
+            return own;
+        }
+        let group_weight = self
+            .group_weights
+            .get(&queue.group)
+            .map_or(DEFAULT_GROUP_WEIGHT, |&w| u64::from(w));
+        let busy_total = if queue.busy {
+            siblings
+        } else {
+            siblings + Self::own_weight(queue, now_ns)
+        };
+        (own * group_weight / busy_total.max(1)).max(1)
+    }
+
+    /// The weights of class `class`'s busy queues summed, each as [`Self::weight`] gives
+    /// it: the groups' sums are taken once, so a thousand grouped queues cost two passes,
+    /// not a pass each.
+    pub(super) fn busy_weight(&self, class: usize, now_ns: u64) -> u128 {
+        let busy = || self.queues.values().filter(|q| q.busy && q.class == class);
+        let mut siblings: BTreeMap<u32, u64> = BTreeMap::new();
+        for q in busy().filter(|q| q.group != 0) {
+            *siblings.entry(q.group).or_default() += Self::own_weight(q, now_ns);
+        }
+        busy()
+            .map(|q| {
+                let sum = siblings.get(&q.group).copied().unwrap_or(0);
+                u128::from(self.share(q, now_ns, sum).max(1))
+            })
+            .sum()
+    }
+
+    /// A queue becomes busy: its turn starts at max(system virtual time, its last finish),
+    /// or, when it ran dry with budget left and this request came in time, it resumes that
+    /// turn where it stood (`bfq_bfqq_update_budg_for_activation`, the timestamps
+    /// back-shifted) and may take the device from the queue in service.
+    pub(super) fn activate(&mut self, key: QueueKey, now_ns: u64) {
+        let slice = IN_TIME_SLICES * self.slice_idle;
+        let resume = self.queues.get_mut(&key).and_then(|q| {
+            let left = q.resume_left.take()?;
+            let in_time = q
+                .habits
+                .last_completion()
+                .is_some_and(|done| now_ns <= done.saturating_add(slice));
+            (in_time && left > 0).then_some(left)
+        });
+        let Some(left) = resume else {
+            self.begin_turn(key, now_ns, false);
+            if self.in_service.is_some_and(|s| s.key != key) {
+                self.preempting = Some((key, false));
+            }
+            return;
+        };
+        let Some(queue) = self.queues.get(&key) else {
+            return;
+        };
+        let weight = self.weight(queue, now_ns).max(1);
+        if let Some(queue) = self.queues.get_mut(&key) {
+            queue.start = queue.finish;
+            queue.finish = queue.start + u128::from(left) * VT_SCALE / u128::from(weight);
+            queue.budget = left;
+            queue.busy = true;
+        }
+        if self.in_service.is_some_and(|s| s.key != key) {
+            self.preempting = Some((key, true));
+        }
+    }
+
+    /// Whether `key`, just busy, takes the device from the queue in service
+    /// (`bfq_bfqq_handle_idle_busy_switch`): B-WF2Q+ would serve it next (a higher class,
+    /// or eligible in the same class), and it resumed its turn raised at least as much, or
+    /// is of a higher class or weight (`bfq_bfqq_higher_class_or_weight`), or bfq would no
+    /// longer idle for the queue in service.
+    pub(super) fn may_preempt(&self, key: QueueKey, resumed: bool, now_ns: u64) -> bool {
+        let Some(service) = self.in_service else {
+            return false;
+        };
+        let (Some(queue), Some(serving)) = (self.queues.get(&key), self.queues.get(&service.key))
+        else {
+            return false;
+        };
+        let raised = |q: &Queue| u8::from(now_ns < q.raised_until);
+        let next = queue.class < serving.class
+            || (queue.class == serving.class && queue.start <= self.vtime[queue.class]);
+        if !queue.busy || !next {
+            return false;
+        }
+        let recovers = resumed && raised(queue) >= raised(serving);
+        let ranks = queue.class < serving.class
+            || (queue.class == serving.class
+                && queue.group == serving.group
+                && Self::own_weight(queue, now_ns) > Self::own_weight(serving, now_ns));
+        recovers || ranks || !self.better_to_idle(service.key, now_ns)
+    }
+
+    /// A new turn for queue `key`, finishing a budget later at its weight. A queue just
+    /// served and still backlogged (`requeued`) starts where its turn finished, not at the
+    /// system's virtual time (`__bfq_requeue_entity`): `max(vtime, finish)` would forgive a
+    /// heavy queue the time it ran ahead, and weights 3:1 gave 2.7:1.
+    pub(super) fn begin_turn(&mut self, key: QueueKey, now_ns: u64, requeued: bool) {
+        let budget = self.budget();
+        let Some(queue) = self.queues.get(&key) else {
+            return;
+        };
+        let weight = self.weight(queue, now_ns).max(1);
+        let start = if requeued {
+            queue.finish
+        } else {
+            self.vtime[queue.class].max(queue.finish)
+        };
+        if let Some(queue) = self.queues.get_mut(&key) {
+            queue.start = start;
+            queue.finish = start + u128::from(budget) * VT_SCALE / u128::from(weight);
+            queue.budget = budget;
+            queue.busy = true;
+        }
+    }
+
+    /// Picks the next queue by B-WF2Q+ in the highest class with a busy queue, the idle
+    /// class first once every [`CLASS_IDLE_TIMEOUT_NS`] (`bfq_lookup_next_entity`).
+    pub(super) fn select(&mut self, now_ns: u64) -> bool {
+        let idle_due = now_ns >= self.idle_class_last.saturating_add(CLASS_IDLE_TIMEOUT_NS);
+        if idle_due {
+            self.idle_class_last = now_ns;
+        }
+        let order = if idle_due { [2, 0, 1] } else { [0, 1, 2] };
+        for class in order {
+            let busy = || {
+                self.queues
+                    .iter()
+                    .filter(move |(_, q)| q.busy && q.class == class)
+            };
+            let Some(min_start) = busy().map(|(_, q)| q.start).min() else {
+                continue;
+            };
+            // The system virtual time jumps to the earliest start if no queue is eligible.
+            let v = self.vtime[class].max(min_start);
+            self.vtime[class] = v;
+            let Some((key, _)) = busy()
+                .filter(|(_, q)| q.start <= v)
+                .min_by_key(|(k, q)| (q.finish, *k))
+            else {
+                continue;
+            };
+            let budget = self.queues.get(&key).map_or(self.budget(), |q| q.budget);
+            let charge_factor = self.charge_factor(key, now_ns);
+            // What it was given as injected service counts in this turn.
+            let injected = self
+                .queues
+                .get_mut(&key)
+                .map_or(0, |q| std::mem::take(&mut q.injected));
+            self.in_service = Some(InService {
+                key,
+                served: injected,
+                budget,
+                charge_factor,
+                started: now_ns,
+                until: now_ns + self.timeout,
+                idle_started: now_ns,
+                idle_until: None,
+            });
+            return true;
+        }
+        false
+    }
+
+    /// Ends the in-service turn for `reason`, charging the service received, or the time
+    /// held for a slow queue; the queue starts a new turn if it still has requests.
+    pub(super) fn expire(&mut self, now_ns: u64, reason: Expiry) {
+        let Some(service) = self.in_service.take() else {
+            return;
+        };
+        let Some(queue) = self.queues.get(&service.key) else {
+            return;
+        };
+        let (class, weight) = (queue.class, self.weight(queue, now_ns).max(1));
+        let charged = self.charge(queue, &service, now_ns, reason).max(1);
+        let total_weight = self.busy_weight(class, now_ns);
+        let charged = u128::from(charged) * VT_SCALE;
+        let Some(queue) = self.queues.get_mut(&service.key) else {
+            return;
+        };
+        // The turn finishes where its charge, not its budget, says.
+        queue.finish = queue.start + charged / u128::from(weight);
+        queue.busy = false;
+        let backlogged = !queue.requests.is_empty();
+        // Run dry, not out of budget or time: its next request may resume the turn.
+        queue.resume_left = (!backlogged
+            && !matches!(reason, Expiry::BudgetTimeout | Expiry::BudgetExhausted))
+        .then(|| {
+            let charged = u64::try_from(charged / VT_SCALE).unwrap_or(u64::MAX);
+            service.budget.saturating_sub(charged)
+        });
+        self.vtime[class] += charged / total_weight.max(1);
+        if backlogged {
+            self.begin_turn(service.key, now_ns, true);
+        }
+    }
+
+    /// How many times each sector of `key`'s turn counts (`bfq_serv_to_charge`): an async
+    /// queue's three times, unless the scenario is asymmetric (judged as the turn begins,
+    /// where the kernel judges each request).
+    pub(super) fn charge_factor(&self, key: QueueKey, now_ns: u64) -> u64 {
+        let Some(queue) = self.queues.get(&key) else {
+            return 1;
+        };
+        if queue.sync || now_ns < queue.raised_until || self.asymmetric(key, now_ns) {
+            1
+        } else {
+            ASYNC_CHARGE_FACTOR
+        }
+    }
+
+    /// What a turn ending for `reason` costs `queue` in sectors (`bfq_bfqq_expire`): the
+    /// sectors it moved, or, for a slow queue or one timed out with a third of its budget
+    /// left, the time it held the device as a share of `max_budget` per `timeout_sync`
+    /// (`bfq_bfqq_charge_time`), whichever is more. A raised queue is never charged time.
+    pub(super) fn charge(
+        &self,
+        queue: &Queue,
+        service: &InService,
+        now_ns: u64,
+        reason: Expiry,
+    ) -> u64 {
+        let served = service.served;
+        if !queue.sync || now_ns < queue.raised_until {
+            return served;
+        }
+        // bfq_bfqq_is_slow: after idling, the turn is measured to when idling began.
+        let end = if reason == Expiry::TooIdle {
+            service.idle_started
+        } else {
+            now_ns
+        };
+        let held = end.saturating_sub(service.started);
+        let (slow, held) = if held < SHORT_TURN_NS {
+            // Too short to measure: charged at least one seek (an idle slice) if seeky.
+            (seeky(queue), self.slice_idle)
+        } else if held > RATE_WINDOW_NS {
+            (served < self.budget() / 2, held)
+        } else {
+            (seeky(queue), held)
+        };
+        let left = service.budget.saturating_sub(served);
+        let timed_out = reason == Expiry::BudgetTimeout && left >= service.budget / 3;
+        if !(slow || timed_out) || self.timeout == 0 {
+            return served;
+        }
+        let for_time = u128::from(self.budget()) * u128::from(held.min(self.timeout))
+            / u128::from(self.timeout);
+        served.max(u64::try_from(for_time).unwrap_or(u64::MAX))
+    }
+
+    /// A busy queue whose requests all went as injected service leaves the busy queues,
+    /// charged for them as a turn that ran dry is (`bfq_del_bfqq_busy`).
+    pub(super) fn settle_injected(&mut self, key: QueueKey, now_ns: u64) {
+        let Some(queue) = self.queues.get(&key) else {
+            return;
+        };
+        let (class, weight) = (queue.class, self.weight(queue, now_ns).max(1));
+        let total_weight = self.busy_weight(class, now_ns);
+        let Some(queue) = self.queues.get_mut(&key) else {
+            return;
+        };
+        let charged = u128::from(std::mem::take(&mut queue.injected).max(1)) * VT_SCALE;
+        queue.finish = queue.start + charged / u128::from(weight);
+        queue.busy = false;
+        queue.resume_left = None;
+        self.vtime[class] += charged / total_weight.max(1);
+    }
+}
