@@ -1,7 +1,11 @@
 //! Whether to idle for the queue in service (`bfq_better_to_idle`), how long, and what it
 //! is judged from: seeks, think time, the device's queueing, asymmetric scenarios.
 
-use super::*;
+use std::collections::BTreeMap;
+
+use schedhost_sdk::hw_tag;
+
+use super::{Bfq, HW_QUEUE_THRESHOLD, MIN_TT_NS, MS, Queue, QueueKey, SEEKY_OF_32};
 
 impl Bfq {
     /// Whether a dry queue should keep the device for its next request

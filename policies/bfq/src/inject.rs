@@ -11,6 +11,8 @@
 //! An injected request is charged to its own queue, against what is left of its budget, and
 //! counts in that queue's next turn.
 
+use std::collections::BTreeMap;
+
 use super::{Bfq, Dispatch, MS, QueueKey, RequestId, choose};
 
 /// The in-service queue's time with injection may grow to this many halves of its time
@@ -155,7 +157,12 @@ impl Bfq {
     /// (`bfq_choose_bfqq_for_injection`), if the device has room under `key`'s limit: the
     /// first busy queue (by key) with a request that fits what is left of its budget, and
     /// that is raised if `key` is a quick raised queue.
-    fn injection_source(&self, key: QueueKey, now_ns: u64, at_part: bool) -> Option<QueueKey> {
+    fn injection_source(
+        &self,
+        key: QueueKey,
+        now_ns: u64,
+        held: Option<&BTreeMap<u32, u32>>,
+    ) -> Option<QueueKey> {
         let in_service = self.queues.get(&key)?;
         let always = now_ns >= in_service.raised_until
             || in_service.habits.thinks_longer_than(self.slice_idle);
@@ -168,17 +175,15 @@ impl Bfq {
             limit = 1;
         }
         // Held at its group's part, the queue in service has its share of the device: the
-        // groups' parts bound what others add, not the learned limit.
-        if self.in_driver >= limit && !at_part {
+        // groups' parts bound what others add, not the learned limit. Beside a dry queue
+        // the learned limit does, as in the kernel.
+        if self.in_driver >= limit && held.is_none() {
             return None;
         }
-        // Parts bound injection only beside a queue held at its own part; beside a dry one
-        // the learned limit does, as in the kernel.
-        let parts = if at_part { self.group_parts() } else { None };
         self.queues
             .iter()
             .filter(|&(k, q)| k != key && q.busy && !q.requests.is_empty())
-            .filter(|(_, q)| self.under_part(parts.as_ref(), q.group))
+            .filter(|(_, q)| self.under_part(held, q.group))
             .filter(|(_, q)| always || now_ns < q.raised_until)
             .filter(|&(k, q)| {
                 let next = choose(q, self.head, now_ns);
@@ -194,16 +199,16 @@ impl Bfq {
 
     /// Sends one request of another queue while `key` is in service and dry, if one may
     /// go; true iff one went.
-    /// `at_part`: the queue in service is not dry but held at its group's part of the
-    /// device bound (`share.rs`).
+    /// `held`: the groups' parts, when the queue in service is not dry but held at its
+    /// group's part of the device bound (`share.rs`).
     pub(super) fn inject(
         &mut self,
         key: QueueKey,
         now_ns: u64,
-        at_part: bool,
+        held: Option<&BTreeMap<u32, u32>>,
         out: &mut Dispatch,
     ) -> bool {
-        let Some(source) = self.injection_source(key, now_ns, at_part) else {
+        let Some(source) = self.injection_source(key, now_ns, held) else {
             return false;
         };
         let factor = self.charge_factor(source, now_ns);

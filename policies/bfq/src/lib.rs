@@ -73,7 +73,7 @@ use std::collections::BTreeMap;
 
 use schedhost_sdk::device_share::DeviceShare;
 use schedhost_sdk::habits::{Habits, SeekRule};
-use schedhost_sdk::hw_tag::{self, HwTag};
+use schedhost_sdk::hw_tag::HwTag;
 use schedhost_sdk::{
     Completion, Dispatch, ElevatorQueue, Group, IdMap, MergeEvent, MergeQuery, Op, Policy,
     PrioClass, Request, RequestId, Sector, Setup, TunableSpec, Word, WordMap,
@@ -380,8 +380,9 @@ impl Policy for Bfq {
         }
         // Under a groups' bound the device takes this many more, and each group its part
         // (`share.rs`).
-        let budget = budget.min(self.device_room());
-        let parts = self.group_parts();
+        let bound = self.group_bound();
+        let budget = budget.min(bound.as_ref().map_or(u32::MAX, |b| b.room));
+        let parts = bound.map(|b| b.parts);
         let counts_share = self.counts_share();
         while out.ids.len() < budget as usize {
             let Some(service) = self.in_service else {
@@ -406,7 +407,7 @@ impl Policy for Bfq {
                 // At its group's part: its next request goes when one of its completes, and
                 // it stays backlogged, so its turn and its timestamps go on as B-WF2Q+ has them.
                 // Meanwhile groups under their parts fill the device.
-                if self.inject(service.key, now_ns, true, out) {
+                if self.inject(service.key, now_ns, parts.as_ref(), out) {
                     continue;
                 }
                 break;
@@ -427,7 +428,7 @@ impl Policy for Bfq {
                 }
                 // Kept for guarantees, not throughput: others' requests may go meanwhile.
                 if self.may_inject_for(service.key, now_ns)
-                    && self.inject(service.key, now_ns, false, out)
+                    && self.inject(service.key, now_ns, None, out)
                 {
                     continue;
                 }

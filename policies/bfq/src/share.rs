@@ -23,6 +23,14 @@ use schedhost_sdk::device_share::Backlog;
 
 use super::{Bfq, DEFAULT_GROUP_WEIGHT};
 
+/// The groups' bound at one dispatch call.
+pub(super) struct GroupBound {
+    /// Requests the device may take beyond those on it.
+    pub(super) room: u32,
+    /// By group, the requests it may have on the device.
+    pub(super) parts: BTreeMap<u32, u32>,
+}
+
 impl Bfq {
     /// Each group with requests outstanding and what it has outstanding, with its weight.
     fn backlogs(&self) -> BTreeMap<u32, Backlog> {
@@ -59,31 +67,28 @@ impl Bfq {
         self.counts_share() && self.share.saturated()
     }
 
-    /// How many more requests may go to the device now (`u32::MAX`: no bound applies).
-    pub(super) fn device_room(&self) -> u32 {
-        if !self.bound_may_apply() {
-            return u32::MAX;
-        }
-        self.share.room(self.backlogs().into_values())
-    }
-
-    /// While the bound applies, each group's part of it by weight (at least 1).
-    pub(super) fn group_parts(&self) -> Option<BTreeMap<u32, u32>> {
+    /// The bound as it stands, if one applies: how many more requests the device may take
+    /// under it, and each group's part of it by weight (at least 1). The backlog behind it
+    /// does not change while one dispatch call sends (a request sent leaves the queued and
+    /// joins the outstanding), so a call takes it once.
+    pub(super) fn group_bound(&self) -> Option<GroupBound> {
         if !self.bound_may_apply() {
             return None;
         }
         let backlogs = self.backlogs();
-        let bound = u64::from(self.share.bound(backlogs.values().copied())?);
+        let bound = self.share.bound(backlogs.values().copied())?;
         let total: u64 = backlogs.values().map(|b| b.weight.max(1)).sum();
-        Some(
-            backlogs
-                .into_iter()
-                .map(|(group, b)| {
-                    let part = (bound * b.weight.max(1)).div_ceil(total.max(1));
-                    (group, u32::try_from(part).unwrap_or(u32::MAX).max(1))
-                })
-                .collect(),
-        )
+        let parts = backlogs
+            .into_iter()
+            .map(|(group, b)| {
+                let part = (u64::from(bound) * b.weight.max(1)).div_ceil(total.max(1));
+                (group, u32::try_from(part).unwrap_or(u32::MAX).max(1))
+            })
+            .collect();
+        Some(GroupBound {
+            room: bound.saturating_sub(self.share.in_flight()),
+            parts,
+        })
     }
 
     /// Whether the queue in service, of group `group`, is held at its part: only a group

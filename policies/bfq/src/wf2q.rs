@@ -3,7 +3,13 @@
 //! `bfq_bfqq_charge_time`).
 
 use super::idling::seeky;
-use super::*;
+use std::collections::BTreeMap;
+
+use super::{
+    ASYNC_CHARGE_FACTOR, Bfq, CLASS_IDLE_TIMEOUT_NS, DEFAULT_GROUP_WEIGHT, DEFAULT_MAX_BUDGET,
+    Expiry, IN_TIME_SLICES, InService, Queue, QueueKey, RATE_WINDOW_NS, SHORT_TURN_NS, VT_SCALE,
+    WEIGHT_SCALE, WR_COEFF,
+};
 
 impl Bfq {
     pub(super) fn budget(&self) -> u64 {
