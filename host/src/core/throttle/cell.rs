@@ -17,19 +17,16 @@ pub(super) struct Cell {
     /// Tolerance: burst units, scaled as `tat`.
     pub(super) tolerance: u128,
     pub(super) tat: u128,
-    /// The slice, in ns: how far back an idle group's unused rate reaches.
-    pub(super) slice_ns: u64,
     /// Whether a bio went yet: before the first, the group left nothing unused.
     pub(super) started: bool,
 }
 
 impl Cell {
-    pub(super) fn new(rate: u64, burst: u64, slice_ns: u64) -> Self {
+    pub(super) fn new(rate: u64, burst: u64) -> Self {
         Self {
             rate: rate.max(1),
             tolerance: u128::from(burst) * 1_000_000_000,
             tat: 0,
-            slice_ns,
             started: false,
         }
     }
@@ -40,15 +37,15 @@ impl Cell {
         u64::try_from(earliest.div_ceil(u128::from(self.rate))).unwrap_or(u64::MAX)
     }
 
-    /// A bio costing `units` goes at `now_ns`. Its cost runs from the theoretical time if
+    /// A bio costing `units` goes at `now_ns`, under a slice of `slice_ns`. Its cost runs from the theoretical time if
     /// the group was idle for less than a slice (and so from the nanosecond it became due,
     /// rounding never drifting the rate), else from a slice before `now_ns`: a group whose
     /// submitter fell behind for a moment (a client starved of CPU beside a busy tenant)
     /// gets its rate over the slice, and never more than a slice's worth at once.
-    pub(super) fn charge(&mut self, now_ns: u64, units: u64) {
+    pub(super) fn charge(&mut self, now_ns: u64, units: u64, slice_ns: u64) {
         let now = u128::from(now_ns) * u128::from(self.rate);
         let reach = if self.started {
-            u128::from(self.slice_ns) * u128::from(self.rate)
+            u128::from(slice_ns) * u128::from(self.rate)
         } else {
             0
         };
@@ -61,7 +58,7 @@ impl Cell {
     /// neither changed; otherwise the units it is owed (the debt past `now_ns`) are
     /// carried over at the new rate, so a change never forgives what was already spent.
     pub(super) fn retuned(self, now_ns: u64, rate: u64, burst: u64) -> Self {
-        let fresh = Self::new(rate, burst, self.slice_ns);
+        let fresh = Self::new(rate, burst);
         if fresh.rate == self.rate && fresh.tolerance == self.tolerance {
             return self;
         }

@@ -129,12 +129,13 @@ impl Lane {
         by_iops.max(by_bytes)
     }
 
-    fn charge(&mut self, now_ns: u64, bio: &Bio) {
+    /// `bio` goes at `now_ns`, under a slice of `slice_ns`.
+    fn charge(&mut self, now_ns: u64, bio: &Bio, slice_ns: u64) {
         if let Some(c) = &mut self.iops {
-            c.charge(now_ns, 1);
+            c.charge(now_ns, 1, slice_ns);
         }
         if let Some(c) = &mut self.bps {
-            c.charge(now_ns, charged_bytes(bio));
+            c.charge(now_ns, charged_bytes(bio), slice_ns);
         }
     }
 }
@@ -206,8 +207,8 @@ impl Throttle {
             .iter()
             .map(|g| {
                 let lane = |iops: Option<u64>, bps: Option<u64>, d: usize| Lane {
-                    iops: iops.map(|r| Cell::new(r, g.iops_burst[d], SLICE_FLASH_NS)),
-                    bps: bps.map(|r| Cell::new(r, g.bps_burst[d], SLICE_FLASH_NS)),
+                    iops: iops.map(|r| Cell::new(r, g.iops_burst[d])),
+                    bps: bps.map(|r| Cell::new(r, g.bps_burst[d])),
                     waiting: VecDeque::new(),
                 };
                 [lane(g.riops, g.rbps, 0), lane(g.wiops, g.wbps, 1)]
@@ -243,15 +244,6 @@ impl Throttle {
         } else {
             SLICE_FLASH_NS
         };
-        for cell in self
-            .lanes
-            .iter_mut()
-            .flatten()
-            .flat_map(|lane| [lane.iops.as_mut(), lane.bps.as_mut()])
-            .flatten()
-        {
-            cell.slice_ns = self.slice_ns;
-        }
         self
     }
 
@@ -304,12 +296,11 @@ impl Throttle {
             })?;
         // cgroup keeps a key it did not change and its state: a cell goes on as it was,
         // or under its new rate with its debt; only a new limit starts afresh, from now.
-        let slice_ns = self.slice_ns;
         let retune = |cell: Option<Cell>, rate: Option<u64>, burst: u64| {
             rate.map(|r| match cell {
                 Some(cell) => cell.retuned(now_ns, r, burst),
                 None => {
-                    let mut cell = Cell::new(r, burst, slice_ns);
+                    let mut cell = Cell::new(r, burst);
                     cell.tat = u128::from(now_ns) * u128::from(cell.rate);
                     cell.started = true;
                     cell
@@ -387,10 +378,10 @@ impl Throttle {
         let Some((g, d)) = self.place(&bio) else {
             return Some(bio);
         };
-        let room = self.room(g);
+        let (room, slice_ns) = (self.room(g), self.slice_ns);
         let lane = &mut self.lanes[g][d];
         if lane.waiting.is_empty() && lane.due() <= now_ns && room {
-            lane.charge(now_ns, &bio);
+            lane.charge(now_ns, &bio, slice_ns);
             self.depth[g].inflight += 1;
             self.count(g, d, &bio, 0);
             return Some(bio);
@@ -403,7 +394,7 @@ impl Throttle {
     pub fn release(&mut self, now_ns: u64) -> Option<(Bio, u64)> {
         for g in 0..self.lanes.len() {
             for d in 0..2 {
-                let room = self.room(g);
+                let (room, slice_ns) = (self.room(g), self.slice_ns);
                 let lane = &mut self.lanes[g][d];
                 if lane.waiting.is_empty() || lane.due() > now_ns || !room {
                     continue;
@@ -414,7 +405,7 @@ impl Throttle {
                 // when it arrived: a backlog held by io.latency's depth would then go out
                 // as a burst once the cut lifts, faster than the rate.
                 let eligible = since.max(lane.due()).max(self.depth[g].room_since);
-                lane.charge(eligible.min(now_ns), &bio);
+                lane.charge(eligible.min(now_ns), &bio, slice_ns);
                 self.depth[g].inflight += 1;
                 self.count(g, d, &bio, now_ns.saturating_sub(since));
                 return Some((bio, since));
