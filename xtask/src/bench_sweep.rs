@@ -207,6 +207,17 @@ impl Cell {
         )
     }
 
+    /// Group `g`'s part of the device: its weight's under a policy that serves weights for
+    /// the whole run, else an equal one.
+    fn part(&self, g: usize) -> f64 {
+        if self.serves_weights() {
+            let total: f64 = self.weights.iter().map(|&w| f64::from(w)).sum();
+            f64::from(self.weights[g]) / total
+        } else {
+            1.0 / self.weights.len() as f64
+        }
+    }
+
     /// Whether the policy that serves the groups for the whole run serves weights.
     fn serves_weights(&self) -> bool {
         WEIGHT_SERVING.contains(&self.policy)
@@ -367,7 +378,7 @@ fn check(root: &Path, schedhost: &Path, cells: &[Cell]) -> Result<Sweep> {
         .with_context(|| format!("cell {i}, noop"))?;
         let conserved = ours.conserved && noop.conserved;
         sweep.judge(0, i, f64::from(u8::from(!conserved)), || {
-            "dispatched and completed differ".into()
+            "a bio or request not accounted for (bios, merges, coalesces, dispatches, completions)".into()
         });
         let ratio = ours.iops / noop.iops.max(1.0);
         sweep.worst_ratio = sweep.worst_ratio.min(ratio);
@@ -422,16 +433,10 @@ fn windows_with_io(logs: &Path, groups: usize, runtime_ms: u64) -> Result<Vec<Ve
 /// 500 ms) without service, and a slicing policy gives each queue in turn up to its slice
 /// (cfq's 100 ms, bfq's 125 ms budget timeout), so a group waits for the others' slices.
 fn starvation(sweep: &mut Sweep, i: usize, cell: &Cell, ours: &Ran, windows: &[Vec<bool>]) {
-    let total_w: f64 = cell.weights.iter().map(|&w| f64::from(w)).sum();
     let per_window = ours.iops * WINDOW_MS as f64 / 1000.0;
     let mut starved = Vec::new();
     for (g, seen) in windows.iter().enumerate() {
-        let part = if cell.serves_weights() {
-            f64::from(cell.weights[g]) / total_w
-        } else {
-            1.0 / cell.weights.len() as f64
-        };
-        let mut owed = part * per_window;
+        let mut owed = cell.part(g) * per_window;
         if let Some(rate) = sweep.rates[i].filter(|_| cell.limit.is_some_and(|(l, _)| l == g)) {
             owed = owed.min(rate as f64 * WINDOW_MS as f64 / 1000.0);
         }
@@ -507,14 +512,8 @@ fn limit(sweep: &mut Sweep, i: usize, cell: &Cell, ours: &Ran, riops: Option<u64
             ours.seconds[g]
         )
     });
-    let total_w: f64 = cell.weights.iter().map(|&w| f64::from(w)).sum();
-    let part = if cell.serves_weights() {
-        f64::from(cell.weights[g]) / total_w
-    } else {
-        1.0 / cell.weights.len() as f64
-    };
     // What the group could have had: its part of everything the run completed.
-    let could = part * ours.ios.iter().sum::<f64>();
+    let could = cell.part(g) * ours.ios.iter().sum::<f64>();
     if could < 2.0 * allowed {
         return;
     }
