@@ -73,6 +73,7 @@ impl Core {
 
     /// One round of policy calls. Never fails: a fault is latched for [`Core::act_on_fault`].
     pub(super) fn run_policy(&mut self, now_ns: u64) {
+        self.count_held(now_ns);
         let mut woken = false;
         for queue in &mut self.queues {
             if queue.timer.is_some_and(|t| t <= now_ns) {
@@ -98,6 +99,24 @@ impl Core {
             self.count_idle_wake(self.stats.dispatched > dispatched);
         }
         self.watch(now_ns);
+        self.start_held(now_ns);
+    }
+
+    /// Counts the time since the last round in which the policy held requests back from
+    /// free driver tags.
+    fn count_held(&mut self, now_ns: u64) {
+        if let Some(since) = self.held_since.take() {
+            self.stats.held_ns += now_ns.saturating_sub(since);
+        }
+    }
+
+    /// After a round: whether the policy now holds requests while the device has free
+    /// driver tags.
+    fn start_held(&mut self, now_ns: u64) {
+        let free = (0..self.config.hw_queues).any(|q| self.budget(q) > 0);
+        if self.queued > 0 && free && self.policy.alive() {
+            self.held_since = Some(now_ns);
+        }
     }
 
     /// After a wake-up the policy asked for: a policy that keeps asking to be woken and

@@ -94,6 +94,9 @@ pub struct Core {
     throttle: Option<Box<Throttle>>,
     /// Per-request events, recorded only when asked for (`--trace-events`).
     events: Option<Vec<Event>>,
+    /// Since when the policy has held requests with driver tags free (counted into
+    /// [`CoreStats::held_ns`] at the next round).
+    held_since: Option<u64>,
 }
 
 impl std::fmt::Debug for Core {
@@ -138,6 +141,7 @@ impl Core {
             scratch: Vec::new(),
             plug_scratch: Vec::new(),
             throttle: None,
+            held_since: None,
             events: None,
         };
         core.admission.set_depth_limits(limits);

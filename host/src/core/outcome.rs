@@ -91,6 +91,11 @@ pub struct CoreStats {
     /// full plug, which blkparse shows as `U`).
     #[serde(skip_serializing_if = "is_zero")]
     pub threshold_unplugs: u64,
+    /// Time (ns) the policy held requests while the device had free driver tags: its
+    /// choice (idling, a queue's slice, a depth it keeps), not the device's limit.
+    /// Measured from one dispatch round to the next.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub held_ns: u64,
 }
 
 impl CoreStats {
@@ -110,6 +115,7 @@ impl CoreStats {
         self.unplugs += other.unplugs;
         self.timer_unplugs += other.timer_unplugs;
         self.threshold_unplugs += other.threshold_unplugs;
+        self.held_ns += other.held_ns;
     }
 }
 
