@@ -140,6 +140,7 @@ void exports_schedhost_policy_scheduler_info(exports_schedhost_policy_scheduler_
     policy_string_dup(&ret->version, "0.1.0");
     ret->merge_veto = false;
     ret->completions = false;
+    ret->weighted_tags = false;
 }
 
 void exports_schedhost_policy_scheduler_tunables(exports_schedhost_policy_scheduler_list_tunable_t *ret) {

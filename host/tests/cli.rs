@@ -3517,6 +3517,50 @@ fn weights_one_two_five_hold_under_bfq_on_a_deep_device_by_its_device_share_and_
     assert!(shares[2] < 0.58, "{shares:?}");
 }
 
+/// Three groups weighted 1:2:5 at iodepth 128 on one hardware queue of 256 driver tags
+/// with a pool of 32 scheduler tags under `policy`: each group's share of the I/Os.
+fn one_two_five_through_a_small_pool(policy: &str) -> [f64; 3] {
+    let device = temp_file(
+        "one-queue-ssd.spec",
+        "model = ssd\nhw_queues = 1\nqueue_depth = 256\n",
+    );
+    let device = device.to_str().unwrap();
+    let mut args = vec!["--policy", policy, "--device", device, "--seed", "2"];
+    args.extend(["--nr-requests", "32", "--output-format", "json"]);
+    for (name, group, weight) in [
+        ("--name=g1", "--cgroup=g1", "--cgroup_weight=100"),
+        ("--name=g2", "--cgroup=g2", "--cgroup_weight=200"),
+        ("--name=g5", "--cgroup=g5", "--cgroup_weight=500"),
+    ] {
+        args.extend([name, group, weight, "--rw=randread", "--bs=4k", "--size=1g"]);
+        args.extend(["--iodepth=128", "--runtime=200ms", "--time_based"]);
+    }
+    let out = schedhost(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ios: Vec<f64> = (0..3)
+        .map(|j| v["jobs"][j]["read"]["total_ios"].as_f64().unwrap())
+        .collect();
+    let total: f64 = ios.iter().sum();
+    [ios[0] / total, ios[1] / total, ios[2] / total]
+}
+
+#[test]
+fn a_pool_smaller_than_the_backlog_is_shared_by_weight_under_policies_that_ask_and_equally_under_noop()
+ {
+    // The device takes every request that holds a scheduler tag, so the pool's parts are
+    // the shares: by weight under mclock (weighted-tags), equal under noop.
+    let shares = one_two_five_through_a_small_pool("native:mclock");
+    for (share, want) in shares.iter().zip([0.125, 0.25, 0.625]) {
+        assert!((share / want - 1.0).abs() <= 0.05, "mclock: {shares:?}");
+    }
+    let shares = one_two_five_through_a_small_pool("native:noop");
+    assert!(
+        shares.iter().all(|s| (s - 1.0 / 3.0).abs() < 0.01),
+        "noop: {shares:?}"
+    );
+}
+
 #[test]
 fn a_group_with_four_submitters_takes_no_more_of_the_request_pool_than_a_group_with_one() {
     // One hardware queue deeper than the pool, so the device takes whatever holds a tag and

@@ -285,6 +285,7 @@ impl Answer for sdk::Info {
             version: self.version,
             merge_veto: self.merge_veto,
             completions: self.completions,
+            weighted_tags: self.weighted_tags,
         }
     }
 }

@@ -72,6 +72,12 @@ pub trait Policy: Sized + 'static {
     /// ids and filters them out of `dispatch`'s answers, asking again for the rest of the
     /// budget, so the policy never has to know about them.
     const HANDLES_ABSORBED: bool = false;
+    /// Set to have the host share the scheduler tags (`nr_requests`) between groups in
+    /// proportion to their weights, as bfq's `bfqq_request_over_limit`, rather than
+    /// equally. A policy that serves weights wants it: with equal parts, a pool smaller
+    /// than the groups' backlog holds as many requests of a weight-1 group as of a
+    /// weight-1000 one, and the policy has only those to choose among.
+    const WEIGHTED_TAGS: bool = false;
 
     /// Creates the policy for a device, before any tunable is set.
     fn new(setup: &Setup) -> Self;

@@ -49,6 +49,7 @@ impl<P: Policy> Runtime<P> {
             name: P::NAME.to_owned(),
             version: P::VERSION.to_owned(),
             merge_veto: P::MERGE_VETO,
+            weighted_tags: P::WEIGHTED_TAGS,
             completions: P::COMPLETIONS,
         }
     }

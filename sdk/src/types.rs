@@ -359,6 +359,8 @@ pub struct Info {
     pub merge_veto: bool,
     /// Whether to call `completed`.
     pub completions: bool,
+    /// Whether the host shares the scheduler tags between groups by weight (else equally).
+    pub weighted_tags: bool,
 }
 
 /// The device a policy schedules for.

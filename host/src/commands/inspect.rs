@@ -62,6 +62,15 @@ impl InspectArgs {
                 "no (never told of finished requests)"
             }
         );
+        line!(
+            out,
+            "group tags: {}",
+            if info.weighted_tags {
+                "by weight (scheduler tags shared between groups in proportion to their weights)"
+            } else {
+                "equal parts"
+            }
+        );
         if tunables.is_empty() {
             line!(out, "tunables:   none");
             print!("{}", printable_lines(&out));

@@ -9,18 +9,19 @@
 //! a group holding its part (`nr_requests / active groups`, at least one) takes another only
 //! if more stay free than the waiting groups under their parts are owed. A group alone takes
 //! every tag, and a part one group leaves unused goes to the others, so no tag idles while a
-//! request waits for one nobody is owed. The parts are equal, not weighted: weights are the
-//! policy's to serve (a policy that ignores them, as `none` does in the kernel, must not
-//! have them served by the pool), and the pool's job is only to give every group requests
-//! for the policy to choose among. The legacy kernel kept a request list per blkcg for the
-//! same reason.
+//! request waits for one nobody is owed. The parts are equal unless the policy asks for
+//! them weighted (`weighted-tags`, as bfq's `bfqq_request_over_limit` weighs each group's
+//! part of `nr_requests`): weights are the policy's to serve (a policy that ignores them, as
+//! `none` does in the kernel, must not have them served by the pool), and the pool's job is
+//! only to give every group requests for the policy to choose among, in the proportion the
+//! policy serves. The legacy kernel kept a request list per blkcg for the same reason.
 
 use std::collections::VecDeque;
 
 use schedhost_sdk::Op;
 
 use super::request::{RequestTable, TagKind};
-use super::{Core, CoreStats, Fault, PolicyBackend, State};
+use super::{Core, CoreStats, DEFAULT_WEIGHT, Fault, PolicyBackend, State};
 
 /// Scheduler tags a request of each kind `[op][sync]` may hold per hardware queue.
 pub(super) type DepthLimits = [[u32; 2]; 4];
@@ -36,6 +37,8 @@ pub(super) struct Admission {
     software: Vec<VecDeque<u64>>,
     /// Whether the tags are shared between groups (a run with groups).
     shared: bool,
+    /// The groups' weights by group number, when their parts are weighted.
+    weights: Option<Vec<u32>>,
 }
 
 /// One group's use of one hardware queue's tags.
@@ -97,6 +100,7 @@ impl Admission {
             tags: (0..hw_queues).map(|_| Tags::default()).collect(),
             software: Vec::new(),
             shared: false,
+            weights: None,
         }
     }
 
@@ -110,6 +114,24 @@ impl Admission {
         self.shared = true;
     }
 
+    /// The groups' parts are in proportion to `weights` (by group number; group 0 holds
+    /// requests outside every group), or equal (`None`).
+    pub(super) fn weigh_groups(&mut self, weights: Option<Vec<u32>>) {
+        self.weights = weights;
+    }
+
+    /// Group `group`'s weight for its part of the tags: 1 each when parts are equal.
+    fn weight(&self, group: u32) -> u64 {
+        self.weights.as_ref().map_or(1, |w| {
+            u64::from(
+                w.get(group as usize)
+                    .copied()
+                    .unwrap_or(DEFAULT_WEIGHT)
+                    .max(1),
+            )
+        })
+    }
+
     /// Whether the sharing lets `group` take another tag on `home` (the pool has one free).
     fn group_may_take(&self, home: u32, group: u32) -> bool {
         if !self.shared {
@@ -121,20 +143,27 @@ impl Admission {
                 .iter()
                 .enumerate()
                 .filter(move |&(g, t)| t.active() && g as u32 != group)
-                .map(|(_, t)| *t)
+                .map(|(g, t)| (g as u32, *t))
         };
-        let groups = 1 + others().count() as u32;
-        if groups == 1 {
+        if others().next().is_none() {
             return true;
         }
-        let part = (self.nr_requests / groups).max(1);
-        if tags.group(group).held < part {
+        let total = others()
+            .map(|(g, _)| self.weight(g))
+            .fold(self.weight(group), u64::saturating_add);
+        // At least one tag each, so that no active group is shut out.
+        let part = |g: u32| {
+            let part =
+                u128::from(self.nr_requests) * u128::from(self.weight(g)) / u128::from(total);
+            u32::try_from(part).unwrap_or(u32::MAX).max(1)
+        };
+        if tags.group(group).held < part(group) {
             return true;
         }
         let free = self.nr_requests.saturating_sub(tags.held_total);
         let owed: u32 = others()
-            .filter(|t| t.staged > 0)
-            .map(|t| part.saturating_sub(t.held))
+            .filter(|(_, t)| t.staged > 0)
+            .map(|(g, t)| part(g).saturating_sub(t.held))
             .fold(0, u32::saturating_add);
         free > owed
     }

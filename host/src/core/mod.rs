@@ -291,6 +291,21 @@ impl Core {
         self.tell_groups(0);
     }
 
+    /// The groups' parts of the scheduler tags: weighted if the policy asks for it
+    /// (`weighted-tags`), else equal. After the groups or the policy change.
+    fn weigh_tags(&mut self) {
+        let weights = self
+            .throttle
+            .as_ref()
+            .filter(|_| self.policy.info().weighted_tags)
+            .map(|t| {
+                std::iter::once(DEFAULT_WEIGHT)
+                    .chain(t.groups().iter().map(|g| g.weight))
+                    .collect()
+            });
+        self.admission.weigh_groups(weights);
+    }
+
     /// `ctx` is in group `group` (an index into the throttle's groups; `None`: none) from
     /// now on; nothing without groups.
     pub fn place_in_group(&mut self, ctx: u32, group: Option<u16>) {
@@ -304,6 +319,7 @@ impl Core {
         let Some(groups) = self.throttle.as_ref().map(|t| t.for_policy()) else {
             return;
         };
+        self.weigh_tags();
         self.stats.policy_calls += 1;
         let answer = self.policy.instance().groups(now_ns, &groups);
         self.policy.guard(answer, ());

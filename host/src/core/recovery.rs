@@ -179,6 +179,7 @@ impl Core {
             }
         }
         self.admission.set_depth_limits(limits);
+        self.weigh_tags();
         self.pending_completions.clear();
         self.pending_merges.clear();
         for queue in &mut self.queues {

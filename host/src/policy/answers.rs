@@ -133,6 +133,7 @@ mod tests {
             version: "1".into(),
             merge_veto: false,
             completions: false,
+            weighted_tags: false,
         };
         assert_eq!(check_info(&info("noop")), Ok(()));
         assert!(check_info(&info(&"x".repeat(65))).is_err());

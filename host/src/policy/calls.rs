@@ -354,6 +354,7 @@ impl FromWit<wit::PolicyInfo> for Info {
             version: info.version,
             merge_veto: info.merge_veto,
             completions: info.completions,
+            weighted_tags: info.weighted_tags,
         }
     }
 }

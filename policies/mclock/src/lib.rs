@@ -302,6 +302,7 @@ impl Policy for Mclock {
     const COMPLETIONS: bool = true;
     /// Every id sent must be one the device gets, for that count.
     const HANDLES_ABSORBED: bool = true;
+    const WEIGHTED_TAGS: bool = true;
 
     fn new(setup: &Setup) -> Self {
         Self {

@@ -127,6 +127,7 @@ impl Guest {
             version: self.string_at(store, Self::field(area, layout::INFO_VERSION)?, limit)?,
             merge_veto: self.u8_at(store, Self::field(area, layout::INFO_MERGE_VETO)?)? != 0,
             completions: self.u8_at(store, Self::field(area, layout::INFO_COMPLETIONS)?)? != 0,
+            weighted_tags: self.u8_at(store, Self::field(area, layout::INFO_WEIGHTED_TAGS)?)? != 0,
         })
     }
 

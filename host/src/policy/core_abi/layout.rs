@@ -13,6 +13,7 @@ pub const OPTION_S64_VALUE: u32 = 8;
 pub const INFO_VERSION: u32 = 8;
 pub const INFO_MERGE_VETO: u32 = 16;
 pub const INFO_COMPLETIONS: u32 = 17;
+pub const INFO_WEIGHTED_TAGS: u32 = 18;
 /// `tunable`: its size in a list, `name` at 0, then these.
 pub const TUNABLE_SIZE: u32 = 48;
 pub const TUNABLE_DEFAULT: u32 = 8;
@@ -168,6 +169,7 @@ mod tests {
         assert_eq!(at(&info, "version"), INFO_VERSION as usize);
         assert_eq!(at(&info, "merge-veto"), INFO_MERGE_VETO as usize);
         assert_eq!(at(&info, "completions"), INFO_COMPLETIONS as usize);
+        assert_eq!(at(&info, "weighted-tags"), INFO_WEIGHTED_TAGS as usize);
 
         let tunable = wit.fields("tunable");
         assert_eq!(wit.size(&wit.named("tunable")), TUNABLE_SIZE as usize);
