@@ -48,7 +48,9 @@ const WEIGHT_SERVING: &[&str] = &["mclock", "bfq"];
 const SLICING: &[&str] = &["bfq", "cfq", "time-slice", "anticipatory"];
 /// The devices; the DiskSim drive's path is the repository's. Their driver tags are read
 /// from each run's report.
-const DEVICES: &[&str] = &["sim:ssd", "sim:hdd", "examples/validation/atlas10k.parv"];
+const DEVICES: &[&str] = &[FLASH, "sim:hdd", "examples/validation/atlas10k.parv"];
+/// The one device without a head: throughput and 100 ms windows are judged on it.
+const FLASH: &str = "sim:ssd";
 const SHARE_TOLERANCE: f64 = 0.03;
 const THROUGHPUT_FLOOR: f64 = 0.9;
 /// Virtual run time of each run on flash, in ms.
@@ -148,7 +150,7 @@ fn cells(seed: u64, count: usize, runtime_ms: u64) -> Vec<Cell> {
                 seed,
                 limit,
                 swap,
-                runtime_ms: if device == "sim:ssd" {
+                runtime_ms: if device == FLASH {
                     runtime_ms
                 } else {
                     runtime_ms * DISK_RUNTIME_FACTOR
@@ -508,7 +510,7 @@ fn read_logs(logs: &Path, groups: usize, runtime_ms: u64) -> Result<Logged> {
 /// requests back from free driver tags for at least the part of the run it lost.
 fn throughput(sweep: &mut Sweep, i: usize, cell: &Cell, ours: &Ran, noop: &Ran) {
     let ratio = ours.iops / noop.iops.max(1.0);
-    if cell.device != "sim:ssd" {
+    if cell.device != FLASH {
         let (checked, held, worst) = &mut sweep.disk_throughput;
         *checked += 1;
         *held += usize::from(ratio >= THROUGHPUT_FLOOR);
@@ -560,7 +562,7 @@ fn starvation(sweep: &mut Sweep, i: usize, cell: &Cell, ours: &Ran, windows: &[V
     }
     let slicing =
         SLICING.contains(&cell.policy) || cell.swap.is_some_and(|to| SLICING.contains(&to));
-    if cell.device == "sim:ssd" && !slicing {
+    if cell.device == FLASH && !slicing {
         sweep.judge(2, i, starved.len() as f64, || starved.join(", "));
         return;
     }
