@@ -464,8 +464,8 @@ struct Logged {
     /// requests outstanding when the jobs stop gets them all served in the next second, more
     /// than its weight gave it over the run), nor the first fifth, fio's `ramp_time`: the
     /// device's queue fills in arrival order before a policy's bound sees it saturated (a
-    /// group of weight 3 beside 740 on `sim:ssd` got 128 I/Os in the first millisecond,
-    /// 15 % more than its weight's part of the whole run).
+    /// group of weight 3 beside 740 on `sim:ssd` got about 120 I/Os more than its weight's
+    /// part in the first 100 ms, 14 % of its part of the whole run).
     ios: Vec<f64>,
 }
 
