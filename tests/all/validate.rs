@@ -156,6 +156,28 @@ fn atlas_with_settle(settle: &str) -> Result<schedhost::backend::sim::drive::Dri
 }
 
 #[test]
+fn a_drive_with_disksims_hplplus10_seek_type_imports_with_its_first_ten_seeks() {
+    // DiskSim's loader names the type `hplplus10` (`dm_mech_g1`); a drive of its suite
+    // declaring it did not import.
+    let imported = atlas_edited(
+        "atlas10k.model",
+        "Seek type = extracted,",
+        "Seek type = hplplus10,\n      HPL seek equation values = [ 600, 1.5, 0.1, 4.0, 0.0005, -1 ],\n      First ten seek times = [ 1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 1.7, 1.8, 1.9, 2.0 ],",
+    )
+    .unwrap();
+    let seek = &imported.params.seek;
+    assert_eq!(&seek[..3], &[(1, 1.1), (2, 1.2), (3, 1.3)]);
+    assert_eq!(seek[10], (11, 1.5 + 0.1 * 11f64.sqrt()));
+    let err = atlas_edited(
+        "atlas10k.model",
+        "Seek type = extracted,",
+        "Seek type = 1st10+hpl,",
+    )
+    .unwrap_err();
+    assert!(err.contains("`hpl` and `hplplus10`"), "{err}");
+}
+
+#[test]
 fn negative_overheads_add_to_the_per_request_one_and_a_negative_sum_takes_no_time() {
     let adjusted = atlas_edited(
         "atlas10k.diskspecs",

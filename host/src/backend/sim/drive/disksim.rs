@@ -83,9 +83,11 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
     let single = mech.take_ms("Single cylinder seek time")?;
     let mut seek = match seek_type.as_str() {
         "extracted" => read_seek(&mech.take_path("Full seek curve")?)?,
-        "hpl" | "1st10+hpl" => {
+        // DiskSim's names (`dm_mech_g1`'s loader): `hplplus10` is the HPL curve with the
+        // first ten distances given.
+        "hpl" | "hplplus10" => {
             let hpl = mech.take_numbers("HPL seek equation values", 6)?;
-            let first_ten = if seek_type == "1st10+hpl" {
+            let first_ten = if seek_type == "hplplus10" {
                 mech.take_numbers("First ten seek times", 10)?
             } else {
                 Vec::new()
@@ -98,7 +100,7 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
             return Err(fail(
                 &model_path,
                 format!(
-                    "`Seek type = {other}`: imported are `extracted` (a .seek table), `hpl` and `1st10+hpl`"
+                    "`Seek type = {other}`: imported are `extracted` (a .seek table), `hpl` and `hplplus10`"
                 ),
             ));
         }
@@ -438,8 +440,10 @@ fn import_zones(
 /// A seek table from DiskSim's HPL equation (Ruemmler and Wilkes' two-part curve):
 /// `[boundary, a, b, c, d, single]` gives `a + b·√x` below `boundary` cylinders and
 /// `c + d·x` from it on, with `single` for one cylinder unless it is −1. `first_ten` (the
-/// `1st10+hpl` type) gives distances 1 to 10 directly. The curve is sampled at every distance
-/// up to 100 and then in 1 % steps, which the model joins with straight lines.
+/// `hplplus10` type) gives distances 1 to 10 directly, one cylinder included whatever
+/// `single` says (DiskSim's `dm_mech_g1_seek_1st10_plus_hpl` reads only the ten there).
+/// The curve is sampled at every distance up to 100 and then in 1 % steps, which the model
+/// joins with straight lines.
 fn hpl_table(hpl: &[f64], first_ten: &[f64], cylinders: u64) -> Vec<(u64, f64)> {
     let [boundary, a, b, c, d, single] = [hpl[0], hpl[1], hpl[2], hpl[3], hpl[4], hpl[5]];
     let curve = |x: u64| {
@@ -454,8 +458,8 @@ fn hpl_table(hpl: &[f64], first_ten: &[f64], cylinders: u64) -> Vec<(u64, f64)> 
     let mut x = 1u64;
     while x < cylinders.max(2) {
         let ms = match x {
-            1 if single >= 0.0 => single,
             1..=10 if first_ten.len() == 10 => first_ten[x as usize - 1],
+            1 if single >= 0.0 => single,
             _ => curve(x),
         };
         table.push((x, ms.max(0.0)));
@@ -1013,6 +1017,26 @@ mod tests {
         );
         let real = hpl_table(&[300.0, 3.75, 0.33, 7.69, 0.0059, 0.2], &[], 3000);
         assert!(physical_seeks(Path::new("x.model"), &real).is_ok());
+    }
+
+    #[test]
+    fn hplplus10_takes_its_first_ten_seeks_before_the_single_cylinder_value_and_the_curve_after() {
+        let hpl = [300.0, 3.0, 0.5, 8.0, 0.01, 0.9];
+        let ten: Vec<f64> = (1..=10).map(|d| f64::from(d) / 10.0).collect();
+        let table = hpl_table(&hpl, &ten, 1000);
+        let at = |d: u64| table.iter().find(|&&(x, _)| x == d).unwrap().1;
+        assert_eq!(
+            at(1),
+            0.1,
+            "the first of the ten, not the single-cylinder 0.9"
+        );
+        assert_eq!(at(10), 1.0);
+        assert_eq!(at(11), 3.0 + 0.5 * 11f64.sqrt());
+        assert_eq!(at(300), 8.0 + 0.01 * 300.0);
+        // Plain hpl: the single-cylinder value, then the curve.
+        let table = hpl_table(&hpl, &[], 1000);
+        assert_eq!(table[0], (1, 0.9));
+        assert_eq!(table[1], (2, 3.0 + 0.5 * 2f64.sqrt()));
     }
 
     #[test]
