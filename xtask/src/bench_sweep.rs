@@ -225,14 +225,30 @@ impl Cell {
         )
     }
 
-    /// Group `g`'s part of the device: its weight's under a policy that serves weights for
-    /// the whole run, else an equal one.
+    /// Group `g`'s part of the device over the run: its weight's under a policy that serves
+    /// weights, else an equal one; with a swap halfway, half of each policy's.
     fn part(&self, g: usize) -> f64 {
-        if self.serves_weights() {
+        match self.swap {
+            Some(to) => (self.part_under(g, self.policy) + self.part_under(g, to)) / 2.0,
+            None => self.part_under(g, self.policy),
+        }
+    }
+
+    /// Group `g`'s part of the device under `policy`.
+    fn part_under(&self, g: usize, policy: &str) -> f64 {
+        if WEIGHT_SERVING.contains(&policy) {
             let total: f64 = self.weights.iter().map(|&w| f64::from(w)).sum();
             f64::from(self.weights[g]) / total
         } else {
             1.0 / self.weights.len() as f64
+        }
+    }
+
+    /// The policy that runs at `ms` into the run.
+    fn policy_at(&self, ms: u64) -> &'static str {
+        match self.swap {
+            Some(to) if ms >= self.runtime_ms / 2 => to,
+            _ => self.policy,
         }
     }
 
@@ -536,7 +552,8 @@ fn throughput(sweep: &mut Sweep, i: usize, cell: &Cell, ours: &Ran, noop: &Ran) 
 }
 
 /// Every group completed I/O in every window in which its weight's part of the run's I/O
-/// (or an equal part, under a policy that serves no weights) was at least
+/// (or an equal part, under a policy that serves no weights; the policy that ran the
+/// window, in a cell that swaps) was at least
 /// [`OWED_PER_WINDOW`]; a limited group is owed no more than its limit. Judged on flash
 /// under policies that give no queue the device for a slice; elsewhere every group
 /// completes I/O over the run, and the windows are counted apart: on a disk a policy that
@@ -547,17 +564,17 @@ fn starvation(sweep: &mut Sweep, i: usize, cell: &Cell, ours: &Ran, windows: &[V
     let per_window = ours.iops * WINDOW_MS as f64 / 1000.0;
     let mut starved = Vec::new();
     for (g, seen) in windows.iter().enumerate() {
-        let mut owed = cell.part(g) * per_window;
-        if let Some(rate) = sweep.rates[i].filter(|_| cell.limit.is_some_and(|(l, _)| l == g)) {
-            owed = owed.min(rate as f64 * WINDOW_MS as f64 / 1000.0);
-        }
-        if owed >= OWED_PER_WINDOW {
-            starved.extend(
-                seen.iter()
-                    .enumerate()
-                    .filter(|&(_, &io)| !io)
-                    .map(|(w, _)| format!("g{g} in window {w} ({owed:.0} I/Os owed)")),
-            );
+        let rate = sweep.rates[i].filter(|_| cell.limit.is_some_and(|(l, _)| l == g));
+        for (w, _) in seen.iter().enumerate().filter(|&(_, &io)| !io) {
+            // Owed by the policy that ran the window, from its start.
+            let policy = cell.policy_at(w as u64 * WINDOW_MS);
+            let mut owed = cell.part_under(g, policy) * per_window;
+            if let Some(rate) = rate {
+                owed = owed.min(rate as f64 * WINDOW_MS as f64 / 1000.0);
+            }
+            if owed >= OWED_PER_WINDOW {
+                starved.push(format!("g{g} in window {w} ({owed:.0} I/Os owed)"));
+            }
         }
     }
     let slicing =
