@@ -3,8 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
-use schedhost::backend::sim::DeviceSpec;
 use schedhost::backend::sim::drive::disksim::{import, import_parv, to_spec_text};
+use schedhost::backend::sim::{DeviceSpec, SurfaceOrder};
 use schedhost::fidelity::{parse_trace, validate};
 
 fn data(name: &str) -> PathBuf {
@@ -153,6 +153,24 @@ fn atlas_with_settle(settle: &str) -> Result<schedhost::backend::sim::drive::Dri
         &format!("Add. write settling delay = {settle}"),
     )
     .map(|i| i.params)
+}
+
+#[test]
+fn disksims_lbn_to_pbn_mapping_scheme_is_the_drives_surface_order_and_a_bad_one_is_refused() {
+    let atlas = import(&data("atlas10k.diskspecs")).unwrap();
+    assert_eq!(atlas.params.surface_order, SurfaceOrder::AlternateInZone);
+    assert!(
+        !atlas
+            .not_represented
+            .iter()
+            .any(|n| n.contains("LBN-to-PBN")),
+        "{:?}",
+        atlas.not_represented
+    );
+    let err = DeviceSpec::parse_file(Path::new("s.spec"), "model = drive\nsurface_order = 3\n")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("surface_order = 3"), "{err}");
 }
 
 #[test]

@@ -20,6 +20,7 @@ use super::drive::{Drive, MAX_SEEK_MS};
 use super::faults::FaultPlan;
 use super::{
     DeviceModel, DriveParams, DriveZone, Hdd, HddParams, Null, NullParams, Ssd, SsdParams,
+    SurfaceOrder,
 };
 
 /// A device model with its parameters.
@@ -291,7 +292,7 @@ impl DeviceSpec {
     }
 }
 
-const DRIVE_KEYS: &str = "rpm surfaces capacity_sectors zone seek full_seek_ms head_switch_ms write_settle_ms bus_sector_ms read_hit_after_read_ms read_hit_after_write_ms read_miss_after_read_ms read_miss_after_write_ms write_hit_after_read_ms write_hit_after_write_ms write_miss_after_read_ms write_miss_after_write_ms read_completion_ms write_completion_ms cache_segments segment_sectors max_read_ahead_sectors write_back transfer_after_media read_hits_on_writes read_ahead_on_hit separate_write_segment combine_seq_writes";
+const DRIVE_KEYS: &str = "rpm surfaces surface_order capacity_sectors zone seek full_seek_ms head_switch_ms write_settle_ms bus_sector_ms read_hit_after_read_ms read_hit_after_write_ms read_miss_after_read_ms read_miss_after_write_ms write_hit_after_read_ms write_hit_after_write_ms write_miss_after_read_ms write_miss_after_write_ms read_completion_ms write_completion_ms cache_segments segment_sectors max_read_ahead_sectors write_back transfer_after_media read_hits_on_writes read_ahead_on_hit separate_write_segment combine_seq_writes";
 
 fn set_drive(p: &mut DriveParams, key: &str, value: &str) -> Result<(), String> {
     let o = &mut p.overheads;
@@ -299,6 +300,13 @@ fn set_drive(p: &mut DriveParams, key: &str, value: &str) -> Result<(), String> 
     match key {
         "rpm" => p.rpm = f64::from(positive::<u32>(key, value)?),
         "surfaces" => p.surfaces = positive(key, value)?,
+        "surface_order" => {
+            p.surface_order = SurfaceOrder::from_scheme(num(key, value)?).ok_or_else(|| {
+                format!(
+                    "`surface_order = {value}`: 0 (every cylinder alike), 1 (reversed on every other cylinder of a zone) or 2 (on odd cylinders), as DiskSim's LBN-to-PBN mapping scheme"
+                )
+            })?;
+        }
         "capacity_sectors" => p.capacity_sectors = positive(key, value)?,
         "full_seek_ms" => p.full_seek_ms = millis_or_zero(key, value)?,
         "head_switch_ms" => p.head_switch_ms = millis_or_zero(key, value)?,

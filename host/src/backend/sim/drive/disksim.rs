@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{DriveParams, DriveZone, MAX_ADJUSTMENT_MS, MAX_SEEK_MS, Overheads};
+use super::{DriveParams, DriveZone, MAX_ADJUSTMENT_MS, MAX_SEEK_MS, Overheads, SurfaceOrder};
 
 /// Deepest nesting accepted (DiskSim's own files nest four deep).
 const MAX_DEPTH: usize = 16;
@@ -137,15 +137,17 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
     let mut layout = model.take_block("Layout Model")?;
     let sparing = Sparing::read(&mut layout, &mut notes)?;
     let zones = import_zones(&mut layout, &mut notes, &model_path, (surfaces, sparing))?;
-    // Scheme 0 (LAYOUT_NORMAL) is the model's own layout; the others number a cylinder's
-    // surfaces in reverse on alternate cylinders.
-    if let Some(v) = layout.take_opt_text("LBN-to-PBN mapping scheme")
-        && v.trim() != "0"
-    {
+    // 0 numbers a cylinder's surfaces alike on every cylinder; 1 and 2 in reverse on
+    // alternate cylinders (DiskSim's `diskmap_surfno_on_cylinder`).
+    let scheme = layout
+        .take_opt_u64("LBN-to-PBN mapping scheme", 0, u64::MAX)?
+        .unwrap_or(0);
+    let surface_order = SurfaceOrder::from_scheme(scheme).unwrap_or_else(|| {
         notes.push(format!(
-            "LBN-to-PBN mapping scheme = {v}: LBNs run surface by surface, cylinder by cylinder"
+            "LBN-to-PBN mapping scheme = {scheme}: LBNs run surface by surface, cylinder by cylinder (scheme 0)"
         ));
-    }
+        SurfaceOrder::Normal
+    });
     layout.rest(&mut notes, "Layout Model");
     model.rest(&mut notes, "the model");
 
@@ -232,6 +234,7 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
         params: DriveParams {
             rpm,
             surfaces,
+            surface_order,
             zones,
             seek,
             full_seek_ms,
@@ -858,6 +861,11 @@ pub fn to_spec_text(imported: &Imported, source: &Path) -> String {
     let _ = writeln!(s, "model = drive");
     let _ = writeln!(s, "rpm = {}", p.rpm);
     let _ = writeln!(s, "surfaces = {}", p.surfaces);
+    let _ = writeln!(
+        s,
+        "surface_order = {} # DiskSim's LBN-to-PBN mapping scheme",
+        p.surface_order.scheme()
+    );
     let _ = writeln!(s, "capacity_sectors = {}", p.capacity_sectors);
     let _ = writeln!(s, "full_seek_ms = {}", p.full_seek_ms);
     let _ = writeln!(s, "head_switch_ms = {}", p.head_switch_ms);

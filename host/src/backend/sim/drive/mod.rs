@@ -88,6 +88,56 @@ pub struct Overheads {
     pub completion: [f64; 2],
 }
 
+/// Which surface holds a cylinder's `i`th track (DiskSim's `LBN-to-PBN mapping scheme`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SurfaceOrder {
+    /// Surface `i` on every cylinder (`LAYOUT_NORMAL`, 0).
+    #[default]
+    Normal,
+    /// Surfaces in reverse on every other cylinder of a zone, counted from the zone's first,
+    /// so that a cylinder switch stays on the surface it was on
+    /// (`LAYOUT_CYLSWITCHONSURF1`, 1).
+    AlternateInZone,
+    /// The same on odd cylinders of the disk (`LAYOUT_CYLSWITCHONSURF2`, 2).
+    Alternate,
+}
+
+impl SurfaceOrder {
+    /// DiskSim's number for it.
+    pub fn scheme(self) -> u8 {
+        match self {
+            Self::Normal => 0,
+            Self::AlternateInZone => 1,
+            Self::Alternate => 2,
+        }
+    }
+
+    /// The order DiskSim numbers `scheme`, if one of these.
+    pub fn from_scheme(scheme: u64) -> Option<Self> {
+        match scheme {
+            0 => Some(Self::Normal),
+            1 => Some(Self::AlternateInZone),
+            2 => Some(Self::Alternate),
+            _ => None,
+        }
+    }
+
+    /// The surface of track `track` of cylinder `cylinder` (`cylinder_in_zone` of its
+    /// zone), of `surfaces` (DiskSim's `diskmap_surfno_on_cylinder`).
+    fn surface(self, track: u64, (cylinder, cylinder_in_zone): (u64, u64), surfaces: u64) -> u64 {
+        let reversed = match self {
+            Self::Normal => false,
+            Self::AlternateInZone => cylinder_in_zone % 2 == 1,
+            Self::Alternate => cylinder % 2 == 1,
+        };
+        if reversed {
+            surfaces - 1 - track
+        } else {
+            track
+        }
+    }
+}
+
 /// Parameters of a DiskSim-described drive.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DriveParams {
@@ -95,6 +145,10 @@ pub struct DriveParams {
     pub rpm: f64,
     /// Recording surfaces (heads).
     pub surfaces: u64,
+    /// Which surface holds each track of a cylinder. Skews follow the tracks' order, not
+    /// the surfaces' (DiskSim's `disk_map_pbn_skew`), so this moves only which head a
+    /// sector is under.
+    pub surface_order: SurfaceOrder,
     /// Zones, outer to inner.
     pub zones: Vec<DriveZone>,
     /// Measured seek times: (distance in cylinders, ms), ascending.
@@ -144,6 +198,7 @@ impl Default for DriveParams {
         Self {
             rpm: 7200.0,
             surfaces: 4,
+            surface_order: SurfaceOrder::Normal,
             zones: vec![DriveZone {
                 first_cylinder: 0,
                 last_cylinder: 9999,
@@ -186,7 +241,10 @@ impl DriveParams {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Place {
     cylinder: u64,
+    /// The head it is under.
     surface: u64,
+    /// Its track's place in the cylinder's order (the skews count by it).
+    track: u64,
     /// Rotational position of the sector, in sectors from the index.
     angle: u64,
     sectors_per_track: u64,
@@ -303,14 +361,20 @@ impl Drive {
         // The zone's unused front comes before its first LBN, and per-range spares between.
         let offset = z.physical(lbn - self.zone_lbn[zone], surfaces) + z.front_gap;
         let track = offset / spt;
-        let (cyl_in_zone, surface) = (track / surfaces, track % surfaces);
+        let (cyl_in_zone, track) = (track / surfaces, track % surfaces);
         // Skew accumulates with every track and cylinder switch since the zone's start.
-        let switches = cyl_in_zone * (surfaces - 1) + surface;
+        let switches = cyl_in_zone * (surfaces - 1) + track;
+        let cylinder = z.first_cylinder + cyl_in_zone;
+        let surface = self
+            .params
+            .surface_order
+            .surface(track, (cylinder, cyl_in_zone), surfaces);
         let skew = switches * z.track_skew + cyl_in_zone * z.cylinder_skew;
         let in_track = offset % spt;
         Place {
-            cylinder: z.first_cylinder + cyl_in_zone,
+            cylinder,
             surface,
+            track,
             angle: (in_track + skew + z.first_offset) % spt,
             sectors_per_track: spt,
             left_on_track: spt - in_track,
@@ -418,7 +482,7 @@ impl Drive {
     /// (DiskSim's layout, as `place` lays the sectors out).
     fn skew_before(&self, first: Place, tracks: u64) -> u64 {
         let z = &self.params.zones[first.zone];
-        let cylinders = (first.surface + tracks) / self.params.surfaces.max(1);
+        let cylinders = (first.track + tracks) / self.params.surfaces.max(1);
         (tracks - cylinders)
             .saturating_mul(z.track_skew)
             .saturating_add(cylinders.saturating_mul(z.cylinder_skew))
@@ -721,5 +785,60 @@ impl DeviceModel for Drive {
             }
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn alternate_surface_orders_reverse_the_heads_of_odd_cylinders_and_keep_every_angle() {
+        let normal = Drive::new(DriveParams::default());
+        let spt = 400;
+        let cylinder = 4 * spt; // sectors per cylinder of the default drive
+        for order in [SurfaceOrder::AlternateInZone, SurfaceOrder::Alternate] {
+            let alternate = Drive::new(DriveParams {
+                surface_order: order,
+                ..DriveParams::default()
+            });
+            for lbn in [
+                0,
+                spt,
+                3 * spt + 7,
+                cylinder,
+                cylinder + 3 * spt,
+                2 * cylinder + spt,
+            ] {
+                let (a, n) = (alternate.place(lbn), normal.place(lbn));
+                assert_eq!(
+                    (a.cylinder, a.track, a.angle),
+                    (n.cylinder, n.track, n.angle)
+                );
+                let want = if a.cylinder % 2 == 1 {
+                    3 - n.track
+                } else {
+                    n.track
+                };
+                assert_eq!(a.surface, want, "{order:?}, lbn {lbn}");
+            }
+        }
+        // Counted from the zone's first cylinder, or from the disk's.
+        let zones = |first| DriveZone {
+            first_cylinder: first,
+            last_cylinder: first + 9,
+            ..DriveParams::default().zones[0]
+        };
+        let params = |order| DriveParams {
+            surface_order: order,
+            zones: vec![zones(0), zones(11)],
+            capacity_sectors: 2 * 10 * cylinder,
+            ..DriveParams::default()
+        };
+        let first_of_second_zone = 10 * cylinder;
+        let in_zone = Drive::new(params(SurfaceOrder::AlternateInZone)).place(first_of_second_zone);
+        let on_disk = Drive::new(params(SurfaceOrder::Alternate)).place(first_of_second_zone);
+        assert_eq!((in_zone.cylinder, in_zone.surface), (11, 0));
+        assert_eq!((on_disk.cylinder, on_disk.surface), (11, 3));
     }
 }
