@@ -24,7 +24,8 @@ fn demerit(trace: &str, device: &DeviceSpec) -> f64 {
 fn the_three_recorded_drives_import_and_validate_within_their_measured_demerit() {
     // The figures of BENCHMARKS.md ("Simulator validation"), with a little room: a change
     // that moves one past its bound changed the model and must say so there.
-    for (drive, bound) in [("atlas10k", 4.3), ("cheetah4LP", 5.5), ("hp_c3323a", 2.0)] {
+    // The Atlas's slips, modelled as DiskSim maps them, moved it from 4.23 % to 4.32 %.
+    for (drive, bound) in [("atlas10k", 4.4), ("cheetah4LP", 5.5), ("hp_c3323a", 2.0)] {
         let device = DeviceSpec::parse(data(&format!("{drive}.parv")).to_str().unwrap()).unwrap();
         let d = demerit(&format!("{drive}.trace"), &device);
         assert!(d <= bound, "{drive}: demerit {d:.2} % (bound {bound} %)");
@@ -53,8 +54,12 @@ fn an_imported_spec_file_is_the_same_drive_as_the_disksim_files() {
 fn what_the_importer_cannot_represent_is_listed() {
     let imported = import(&data("cheetah4LP.diskspecs")).unwrap();
     let notes = imported.not_represented.join("\n");
-    assert!(notes.contains("slipped"), "{notes}");
     assert!(notes.contains("Fast write level = 1"), "{notes}");
+    // Its slips are in the LBN map now, and its one defect is listed as its own spare.
+    assert!(!notes.contains("slipped"), "{notes}");
+    let slips: usize = imported.params.zones.iter().map(|z| z.slips.len()).sum();
+    assert_eq!(slips, 20);
+    assert!(imported.params.zones.iter().all(|z| z.remaps.is_empty()));
     assert!(imported.params.zones.len() > 1 && imported.params.seek.len() > 100);
 }
 
@@ -461,6 +466,38 @@ fn a_write_pays_the_hit_overhead_with_fast_writes_and_the_miss_one_without() {
 }
 
 #[test]
+fn an_imported_drives_slips_survive_its_spec_file_and_bad_slip_lines_are_refused_by_name() {
+    let atlas = import_parv(&data("atlas10k.parv")).unwrap();
+    let text = to_spec_text(&atlas, Path::new("atlas10k.parv"));
+    assert!(
+        text.contains("slips = 0 55017 358148"),
+        "the first zone's slips"
+    );
+    let DeviceSpec::Drive(params) = DeviceSpec::parse_file(Path::new("a.spec"), &text).unwrap()
+    else {
+        panic!("not a drive")
+    };
+    assert_eq!(*params, atlas.params);
+    let zone =
+        "model = drive\nsurfaces = 2\nseek = 1 1\ncapacity_sectors = 10\nzone = 0 4 10 0 0 0\n";
+    for (line, named) in [
+        ("slips = 1 3", "number of a zone given above"),
+        ("slips = 0 x", "\"x\" is not a position"),
+        ("remap = 0 5", "expected `zone defect spare`"),
+        ("slips = 0 100", "past the zone's 100 sectors"),
+        (
+            "slips_in_tracks = 1\nslips = 0 10",
+            "past the zone's 10 tracks",
+        ),
+    ] {
+        let err = DeviceSpec::parse_file(Path::new("s.spec"), &format!("{zone}{line}\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(named), "{line}: {err}");
+    }
+}
+
+#[test]
 fn per_range_spares_are_skipped_at_the_end_of_every_whole_range() {
     use schedhost::backend::sim::drive::DriveZone;
     // 5 cylinders of 2 tracks of 10 sectors, ranges of 2 cylinders with 3 spares each:
@@ -469,39 +506,76 @@ fn per_range_spares_are_skipped_at_the_end_of_every_whole_range() {
         first_cylinder: 0,
         last_cylinder: 4,
         sectors_per_track: 10,
-        track_skew: 0,
-        cylinder_skew: 0,
         spares: 6,
-        first_offset: 0,
-        front_gap: 0,
         range_cylinders: 2,
+        ..DriveZone::default()
     };
+    let at = |zone: &DriveZone, lbn| zone.physical(lbn, 2, false);
     assert_eq!(zone.lbns(2), 94);
-    assert_eq!(zone.physical(36, 2), 36, "the last LBN of the first range");
+    assert_eq!(at(&zone, 36), 36, "the last LBN of the first range");
+    assert_eq!(at(&zone, 37), 40, "the second range starts past 3 spares");
     assert_eq!(
-        zone.physical(37, 2),
-        40,
-        "the second range starts past 3 spares"
-    );
-    assert_eq!(
-        zone.physical(74, 2),
+        at(&zone, 74),
         80,
         "the leftover cylinder, after both ranges"
     );
-    assert_eq!(
-        zone.physical(93, 2),
-        99,
-        "the last LBN is the zone's last sector"
-    );
+    assert_eq!(at(&zone, 93), 99, "the last LBN is the zone's last sector");
     let at_end = DriveZone {
         range_cylinders: 0,
-        ..zone
+        ..zone.clone()
+    };
+    assert_eq!(at(&at_end, 37), 37, "spares at the zone's end move nothing");
+}
+
+#[test]
+fn slips_push_later_lbns_on_and_remapped_defects_move_to_their_spares_as_disksim_maps_them() {
+    use schedhost::backend::sim::drive::DriveZone;
+    // Spares per zone (DiskSim's g1_ltop_sectperzonespare): a slip at 5 is stepped over,
+    // and one at 7 too, counted against where the first put the LBN.
+    let zone = DriveZone {
+        first_cylinder: 0,
+        last_cylinder: 4,
+        sectors_per_track: 10,
+        spares: 6,
+        slips: vec![5, 7],
+        remaps: vec![(20, 95)],
+        ..DriveZone::default()
+    };
+    let at = |zone: &DriveZone, lbn| zone.physical(lbn, 2, false);
+    assert_eq!(
+        [at(&zone, 4), at(&zone, 5), at(&zone, 6), at(&zone, 7)],
+        [4, 6, 8, 9]
+    );
+    // LBN 18 lands past both slips on 20, a remapped defect, and goes to its spare.
+    assert_eq!(at(&zone, 18), 95);
+    assert_eq!(at(&zone, 19), 21);
+    // Under per-range spares the slips and remaps count within the range.
+    let ranged = DriveZone {
+        range_cylinders: 2,
+        slips: vec![42],
+        remaps: vec![(45, 39)],
+        ..zone.clone()
     };
     assert_eq!(
-        at_end.physical(37, 2),
-        37,
-        "spares at the zone's end move nothing"
+        at(&ranged, 37),
+        40,
+        "the second range's first LBN, before its slip"
     );
+    assert_eq!(at(&ranged, 39), 43, "past the slip at 42");
+    assert_eq!(
+        at(&ranged, 41),
+        40 + 39,
+        "45 remapped to the range's spare 39"
+    );
+    // Under track sparing slips are tracks: a slipped track 1 sends track 1's LBNs on to 2.
+    let tracks = DriveZone {
+        spares: 0,
+        slips: vec![1],
+        remaps: Vec::new(),
+        ..zone.clone()
+    };
+    assert_eq!(tracks.physical(13, 2, true), 23);
+    assert_eq!(tracks.physical(3, 2, true), 3);
 }
 
 #[test]

@@ -19,8 +19,8 @@ use std::path::{Path, PathBuf};
 use super::drive::{Drive, MAX_SEEK_MS};
 use super::faults::FaultPlan;
 use super::{
-    DeviceModel, DriveParams, DriveZone, Hdd, HddParams, Null, NullParams, Ssd, SsdParams,
-    SurfaceOrder,
+    DeviceModel, DriveParams, DriveZone, Hdd, HddParams, MAX_SLIPS, Null, NullParams, Ssd,
+    SsdParams, SurfaceOrder,
 };
 
 /// A device model with its parameters.
@@ -292,7 +292,7 @@ impl DeviceSpec {
     }
 }
 
-const DRIVE_KEYS: &str = "rpm surfaces surface_order capacity_sectors zone seek full_seek_ms head_switch_ms write_settle_ms bus_sector_ms read_hit_after_read_ms read_hit_after_write_ms read_miss_after_read_ms read_miss_after_write_ms write_hit_after_read_ms write_hit_after_write_ms write_miss_after_read_ms write_miss_after_write_ms read_completion_ms write_completion_ms cache_segments segment_sectors max_read_ahead_sectors write_back transfer_after_media read_hits_on_writes read_ahead_on_hit separate_write_segment combine_seq_writes";
+const DRIVE_KEYS: &str = "rpm surfaces surface_order capacity_sectors zone slips remap slips_in_tracks seek full_seek_ms head_switch_ms write_settle_ms bus_sector_ms read_hit_after_read_ms read_hit_after_write_ms read_miss_after_read_ms read_miss_after_write_ms write_hit_after_read_ms write_hit_after_write_ms write_miss_after_read_ms write_miss_after_write_ms read_completion_ms write_completion_ms cache_segments segment_sectors max_read_ahead_sectors write_back transfer_after_media read_hits_on_writes read_ahead_on_hit separate_write_segment combine_seq_writes";
 
 fn set_drive(p: &mut DriveParams, key: &str, value: &str) -> Result<(), String> {
     let o = &mut p.overheads;
@@ -403,8 +403,44 @@ fn set_drive(p: &mut DriveParams, key: &str, value: &str) -> Result<(), String> 
                 first_offset: first_offset % sectors_per_track,
                 front_gap,
                 range_cylinders,
+                slips: Vec::new(),
+                remaps: Vec::new(),
             });
         }
+        "slips" | "remap" => {
+            let mut words = value.split_whitespace();
+            let zone: usize = words
+                .next()
+                .and_then(|w| w.parse().ok())
+                .filter(|&z| z < p.zones.len())
+                .ok_or_else(|| {
+                    format!(
+                        "`{key} = {value}`: starts with the number of a zone given above (0 to {})",
+                        p.zones.len().saturating_sub(1)
+                    )
+                })?;
+            let positions: Vec<u64> = words
+                .map(|w| {
+                    w.parse()
+                        .map_err(|_| format!("`{key} = {value}`: {w:?} is not a position"))
+                })
+                .collect::<Result<_, _>>()?;
+            let z = &mut p.zones[zone];
+            if key == "remap" {
+                let [defect, spare] = positions[..] else {
+                    return Err(format!("`remap = {value}`: expected `zone defect spare`"));
+                };
+                z.remaps.push((defect, spare));
+            } else {
+                z.slips.extend(positions);
+            }
+            if z.slips.len() + 2 * z.remaps.len() > MAX_SLIPS {
+                return Err(format!(
+                    "`{key} = {value}`: zone {zone} has more than {MAX_SLIPS} slips and remaps"
+                ));
+            }
+        }
+        "slips_in_tracks" => p.slips_in_tracks = num::<u8>(key, value)? != 0,
         "seek" => {
             if p.seek.len() >= 1 << 20 {
                 return Err("more than 1048576 seek points".into());
@@ -449,6 +485,26 @@ fn check_drive(p: &DriveParams) -> Result<(), String> {
             "surfaces = {} is past its limit of 1024",
             p.surfaces
         ));
+    }
+    for (i, z) in p.zones.iter().enumerate() {
+        let tracks = (z.last_cylinder + 1 - z.first_cylinder) * p.surfaces;
+        let (count, unit) = if p.slips_in_tracks {
+            (tracks, "tracks")
+        } else {
+            (tracks * z.sectors_per_track, "sectors")
+        };
+        let remapped = z.remaps.iter().flat_map(|&(d, s)| [d, s]);
+        if let Some(at) = z
+            .slips
+            .iter()
+            .copied()
+            .chain(remapped)
+            .find(|&at| at >= count)
+        {
+            return Err(format!(
+                "zone {i}: a slip or remap at {at}, past the zone's {count} {unit}"
+            ));
+        }
     }
     Ok(())
 }

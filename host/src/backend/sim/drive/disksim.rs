@@ -7,7 +7,9 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{DriveParams, DriveZone, MAX_ADJUSTMENT_MS, MAX_SEEK_MS, Overheads, SurfaceOrder};
+use super::{
+    DriveParams, DriveZone, MAX_ADJUSTMENT_MS, MAX_SEEK_MS, MAX_SLIPS, Overheads, SurfaceOrder,
+};
 
 /// Deepest nesting accepted (DiskSim's own files nest four deep).
 const MAX_DEPTH: usize = 16;
@@ -136,6 +138,7 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
 
     let mut layout = model.take_block("Layout Model")?;
     let sparing = Sparing::read(&mut layout, &mut notes)?;
+    let sparing_scheme = sparing.scheme;
     let zones = import_zones(&mut layout, &mut notes, &model_path, (surfaces, sparing))?;
     // 0 numbers a cylinder's surfaces alike on every cylinder; 1 and 2 in reverse on
     // alternate cylinders (DiskSim's `diskmap_surfno_on_cylinder`).
@@ -235,6 +238,7 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
             rpm,
             surfaces,
             surface_order,
+            slips_in_tracks: sparing_scheme == 1,
             zones,
             seek,
             full_seek_ms,
@@ -343,6 +347,14 @@ impl Sparing {
         Ok(Self { scheme, range })
     }
 
+    /// Whether the drive model steps over slips and remaps under this scheme, as DiskSim's
+    /// `g1_ltop_trackspare` (1), `g1_ltop_sectperrangespare` (8) and
+    /// `g1_ltop_sectperzonespare` (9, 10) do. The per-cylinder and per-track schemes place
+    /// them otherwise, and are not modelled.
+    fn maps_slips(self) -> bool {
+        matches!(self.scheme, 1 | 8 | 9 | 10)
+    }
+
     /// Sectors zone withholds: `spares` its count, over `cylinders` cylinders of
     /// `surfaces` tracks of `spt` sectors, with `slips` slipped sectors.
     fn sectors(self, spares: u64, (cylinders, surfaces, spt): (u64, u64, u64), slips: u64) -> u64 {
@@ -391,19 +403,32 @@ fn import_zones(
         let track_skew = z.take_f64("Skew for track switch", 0.0, 1e6)?.round() as u64 % spt;
         let cylinder_skew = z.take_f64("Skew for cylinder switch", 0.0, 1e6)?.round() as u64 % spt;
         let spare_count = z.take_u64("Number of spares", 0, u64::MAX >> 8)?;
-        let mut zone_slips = 0;
-        if let Some(Node::List(list)) = z.take_opt("slips") {
-            zone_slips = list.len();
-            slips += list.len();
-        }
+        // Positions within the zone: tracks under track sparing, else sectors.
+        let positions = (last - first + 1) * surfaces * if sparing.scheme == 1 { 1 } else { spt };
+        let zone_slips = z.take_positions("slips", positions)?;
         let spares = sparing.sectors(
             spare_count,
             (last - first + 1, surfaces, spt),
-            zone_slips as u64,
+            zone_slips.len() as u64,
         );
-        if let Some(Node::List(list)) = z.take_opt("defects") {
-            defects += list.len();
+        let listed = z.take_positions("defects", positions)?;
+        if listed.len() % 2 == 1 {
+            return Err(fail(
+                path,
+                format!(
+                    "zone {i}: `defects` lists a defect and its spare in pairs, {} numbers given",
+                    listed.len()
+                ),
+            ));
         }
+        // A defect listed as its own spare is not moved (DiskSim skips it).
+        let zone_remaps: Vec<(u64, u64)> = listed
+            .chunks_exact(2)
+            .map(|pair| (pair[0], pair[1]))
+            .filter(|&(d, to)| d != to)
+            .collect();
+        slips += zone_slips.len();
+        defects += zone_remaps.len();
         let first_offset = z.take_opt_f64("Offset of first block", 0.0, 1e9)?.round() as u64 % spt;
         let front_gap = z
             .take_opt_f64("Empty space at zone front", 0.0, 1e12)?
@@ -432,10 +457,23 @@ fn import_zones(
             } else {
                 0
             },
+            slips: if sparing.maps_slips() {
+                zone_slips
+            } else {
+                Vec::new()
+            },
+            remaps: if sparing.maps_slips() {
+                zone_remaps
+            } else {
+                Vec::new()
+            },
         });
     }
-    if slips + defects > 0 {
-        notes.push(format!("{slips} slipped and {defects} defective sectors: the LBN map does not skip them (each shifts later sectors by one)"));
+    if slips + defects > 0 && !sparing.maps_slips() {
+        notes.push(format!(
+            "{slips} slipped and {defects} remapped defects under sparing scheme {}: the LBN map does not step over them (it does under schemes 1, 8, 9 and 10)",
+            sparing.scheme
+        ));
     }
     Ok(zones)
 }
@@ -610,6 +648,34 @@ impl<'a> Fields<'a> {
     }
 
     /// A list of exactly `n` numbers, each finite.
+    /// A list of whole numbers under `count` (positions in a zone), at most
+    /// [`MAX_SLIPS`]; none if absent.
+    fn take_positions(&mut self, key: &str, count: u64) -> Result<Vec<u64>, ImportError> {
+        let path = self.path;
+        let bad = || {
+            fail(
+                path,
+                format!("`{key}` must be a list of at most {MAX_SLIPS} positions under {count}"),
+            )
+        };
+        let items = match self.take_opt(key) {
+            None => return Ok(Vec::new()),
+            Some(Node::List(items)) => items,
+            Some(_) => return Err(bad()),
+        };
+        if items.len() > MAX_SLIPS {
+            return Err(bad());
+        }
+        items
+            .iter()
+            .map(|item| match item {
+                Node::Scalar(v) => v.parse::<u64>().ok().filter(|&n| n < count),
+                _ => None,
+            })
+            .collect::<Option<_>>()
+            .ok_or_else(bad)
+    }
+
     fn take_numbers(&mut self, key: &str, n: usize) -> Result<Vec<f64>, ImportError> {
         let path = self.path;
         let bad = || fail(path, format!("`{key}` must be a list of {n} numbers"));
@@ -907,7 +973,17 @@ pub fn to_spec_text(imported: &Imported, source: &Path) -> String {
         s,
         "# zone = first_cylinder last_cylinder sectors_per_track track_skew cylinder_skew spares first_offset front_gap [range_cylinders]"
     );
-    for z in &p.zones {
+    let _ = writeln!(
+        s,
+        "# slips = zone position...; remap = zone defect spare (positions in the zone, in {})",
+        if p.slips_in_tracks {
+            "tracks"
+        } else {
+            "sectors"
+        }
+    );
+    let _ = writeln!(s, "slips_in_tracks = {}", u8::from(p.slips_in_tracks));
+    for (i, z) in p.zones.iter().enumerate() {
         let _ = write!(
             s,
             "zone = {} {} {} {} {} {} {} {}",
@@ -924,12 +1000,28 @@ pub fn to_spec_text(imported: &Imported, source: &Path) -> String {
             let _ = write!(s, " {}", z.range_cylinders);
         }
         let _ = writeln!(s);
+        zone_slips(&mut s, i, z);
     }
     let _ = writeln!(s, "# seek = distance_cylinders ms");
     for (d, ms) in &p.seek {
         let _ = writeln!(s, "seek = {d} {ms}");
     }
     s
+}
+
+/// Zone `i`'s slips, on one line, and its remaps, a line each.
+fn zone_slips(s: &mut String, i: usize, z: &DriveZone) {
+    use std::fmt::Write;
+    if !z.slips.is_empty() {
+        let _ = write!(s, "slips = {i}");
+        for at in &z.slips {
+            let _ = write!(s, " {at}");
+        }
+        let _ = writeln!(s);
+    }
+    for (defect, spare) in &z.remaps {
+        let _ = writeln!(s, "remap = {i} {defect} {spare}");
+    }
 }
 
 #[cfg(test)]

@@ -23,8 +23,12 @@ use schedhost_sdk::Op;
 
 use super::{DeviceModel, DeviceRequest, EIO, Geometry, in_range};
 
+/// Most numbers a zone's slips or remaps take: DiskSim's `MAXSLIPS` and `MAXDEFECTS` (2048),
+/// a remap being two numbers.
+pub const MAX_SLIPS: usize = 4096;
+
 /// One recording zone, as DiskSim's `dm_layout_g1_zone`.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct DriveZone {
     /// First cylinder.
     pub first_cylinder: u64,
@@ -46,24 +50,64 @@ pub struct DriveZone {
     /// end of every whole range of this many cylinders, in equal parts, not at the zone's
     /// end. 0: at the zone's end.
     pub range_cylinders: u64,
+    /// Slipped defects (DiskSim's `slips`), in the order given: positions from the zone's
+    /// first sector (its first track, under [`DriveParams::slips_in_tracks`]), each of
+    /// which the LBN map steps over, pushing the LBNs from there on by one.
+    pub slips: Vec<u64>,
+    /// Remapped defects (DiskSim's `defects`, in pairs): a position and the spare its LBN
+    /// is moved to, counted as `slips` are.
+    pub remaps: Vec<(u64, u64)>,
 }
 
 impl DriveZone {
-    /// Where the zone's `lbn`th addressable sector lies among its sectors: past the spares
-    /// of every range before it. Cylinders after the last whole range hold no spares.
-    pub fn physical(&self, lbn: u64, surfaces: u64) -> u64 {
+    /// Where the zone's `lbn`th addressable sector lies among its sectors, counting from
+    /// the zone's first: past its unused front, the spares of every range before it, the
+    /// slips before it, and moved to its spare if remapped (DiskSim's `g1_ltop_*` for
+    /// spares per zone, per range and per track). Cylinders after the last whole range
+    /// hold no spares.
+    pub fn physical(&self, lbn: u64, surfaces: u64, slips_in_tracks: bool) -> u64 {
+        let lbn = lbn.saturating_add(self.front_gap);
+        if slips_in_tracks {
+            let spt = self.sectors_per_track.max(1);
+            let track = self.slipped(0, lbn / spt, |track, _| track);
+            return track * spt + lbn % spt;
+        }
         let cylinders = (self.last_cylinder + 1).saturating_sub(self.first_cylinder);
         let ranges = cylinders.checked_div(self.range_cylinders).unwrap_or(0);
         if ranges == 0 || self.spares == 0 {
-            return lbn;
+            return self.slipped(0, lbn, |at, _| at);
         }
         let range_sectors = self.range_cylinders * surfaces * self.sectors_per_track;
         let range_lbns = range_sectors.saturating_sub(self.spares / ranges).max(1);
         let range = lbn / range_lbns;
-        if range >= ranges {
-            return ranges * range_sectors + (lbn - ranges * range_lbns);
+        // Slips and remaps stay in their range (`g1_ltop_sectperrangespare`).
+        let (start, at) = if range >= ranges {
+            (ranges * range_sectors, lbn - ranges * range_lbns)
+        } else {
+            (range * range_sectors, lbn % range_lbns)
+        };
+        self.slipped(start, at, |spare, start| start + spare % range_sectors)
+    }
+
+    /// Position `at` from `start` (a range's first sector, or the zone's) past every slip
+    /// at or before it, each counted against where the ones before put it; then, if that
+    /// is a remapped defect, where `spare(to, start)` puts its spare.
+    fn slipped(&self, start: u64, at: u64, spare: impl Fn(u64, u64) -> u64) -> u64 {
+        let mut slips = 0u64;
+        for &s in &self.slips {
+            if s >= start && s - start <= at.saturating_add(slips) {
+                slips += 1;
+            }
         }
-        range * range_sectors + lbn % range_lbns
+        let position = start + at + slips;
+        match self
+            .remaps
+            .iter()
+            .find(|&&(d, to)| d == position && to != d)
+        {
+            Some(&(_, to)) => spare(to, start),
+            None => position,
+        }
     }
 
     /// LBNs the zone holds on `surfaces` surfaces: its sectors less spares and unused front.
@@ -149,6 +193,8 @@ pub struct DriveParams {
     /// the surfaces' (DiskSim's `disk_map_pbn_skew`), so this moves only which head a
     /// sector is under.
     pub surface_order: SurfaceOrder,
+    /// The zones' slips and remaps count tracks, not sectors (DiskSim's track sparing).
+    pub slips_in_tracks: bool,
     /// Zones, outer to inner.
     pub zones: Vec<DriveZone>,
     /// Measured seek times: (distance in cylinders, ms), ascending.
@@ -199,6 +245,7 @@ impl Default for DriveParams {
             rpm: 7200.0,
             surfaces: 4,
             surface_order: SurfaceOrder::Normal,
+            slips_in_tracks: false,
             zones: vec![DriveZone {
                 first_cylinder: 0,
                 last_cylinder: 9999,
@@ -209,6 +256,8 @@ impl Default for DriveParams {
                 first_offset: 0,
                 front_gap: 0,
                 range_cylinders: 0,
+                slips: Vec::new(),
+                remaps: Vec::new(),
             }],
             seek: vec![(1, 1.0), (3333, 8.5), (10_000, 16.0)],
             full_seek_ms: 16.0,
@@ -355,11 +404,16 @@ impl Drive {
             Ok(i) => i,
             Err(i) => i.saturating_sub(1),
         };
-        let z = self.params.zones[zone];
+        let z = &self.params.zones[zone];
         let spt = z.sectors_per_track.max(1);
         let surfaces = self.params.surfaces.max(1);
-        // The zone's unused front comes before its first LBN, and per-range spares between.
-        let offset = z.physical(lbn - self.zone_lbn[zone], surfaces) + z.front_gap;
+        // The zone's unused front comes before its first LBN, per-range spares and slips
+        // between.
+        let offset = z.physical(
+            lbn - self.zone_lbn[zone],
+            surfaces,
+            self.params.slips_in_tracks,
+        );
         let track = offset / spt;
         let (cyl_in_zone, track) = (track / surfaces, track % surfaces);
         // Skew accumulates with every track and cylinder switch since the zone's start.
@@ -827,7 +881,7 @@ mod tests {
         let zones = |first| DriveZone {
             first_cylinder: first,
             last_cylinder: first + 9,
-            ..DriveParams::default().zones[0]
+            ..DriveParams::default().zones[0].clone()
         };
         let params = |order| DriveParams {
             surface_order: order,
