@@ -79,7 +79,8 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
 
     let surfaces = model.take_u64("Number of data surfaces", 1, 1024)?;
     let cylinders = model.take_u64("Number of cylinders", 1, 10_000_000)?;
-    let blocks = model.take_u64("Block count", 1, crate::core::MAX_SECTOR)?;
+    // Checked, but the zones' own total is the capacity, as DiskSim takes it (below).
+    model.take_u64("Block count", 1, crate::core::MAX_SECTOR)?;
     let mut mech = model.take_block("Mechanical Model")?;
     let seek_type = mech.take_text("Seek type")?;
     let single = mech.take_ms("Single cylinder seek time")?;
@@ -259,14 +260,9 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
         },
         not_represented: notes,
     };
-    let zoned = imported.params.zoned_sectors();
-    imported.params.capacity_sectors = blocks.min(zoned);
-    if zoned != blocks {
-        imported.not_represented.push(format!(
-            "Block count = {blocks}, but the zones less their spares hold {zoned}; capacity is {}",
-            blocks.min(zoned)
-        ));
-    }
+    // DiskSim takes the zones' own total over `Block count` (`checknumblocks` in
+    // `dm_layout_g1`, `disk_check_numblocks` before it), warning at most.
+    imported.params.capacity_sectors = imported.params.zoned_sectors();
     Ok(imported)
 }
 
