@@ -287,7 +287,10 @@ fn track_sparing_withholds_whole_tracks_so_the_hp_drive_holds_exactly_its_block_
     assert_eq!(cheetah.params.zoned_sectors(), 8_887_940);
     assert_eq!(cheetah.params.capacity_sectors, 8_887_940);
     assert!(
-        !cheetah.not_represented.iter().any(|n| n.contains("Block count")),
+        !cheetah
+            .not_represented
+            .iter()
+            .any(|n| n.contains("Block count")),
         "{:?}",
         cheetah.not_represented
     );
@@ -494,7 +497,7 @@ fn an_imported_drives_slips_survive_its_spec_file_and_bad_slip_lines_are_refused
         ("remap = 0 5", "expected `zone defect spare`"),
         ("slips = 0 100", "past the zone's 100 sectors"),
         (
-            "slips_in_tracks = 1\nslips = 0 10",
+            "sparing_scheme = 1\nslips = 0 10",
             "past the zone's 10 tracks",
         ),
     ] {
@@ -518,7 +521,7 @@ fn per_range_spares_are_skipped_at_the_end_of_every_whole_range() {
         range_cylinders: 2,
         ..DriveZone::default()
     };
-    let at = |zone: &DriveZone, lbn| zone.physical(lbn, 2, false);
+    let at = |zone: &DriveZone, lbn| zone.physical(lbn, 2, 8);
     assert_eq!(zone.lbns(2), 94);
     assert_eq!(at(&zone, 36), 36, "the last LBN of the first range");
     assert_eq!(at(&zone, 37), 40, "the second range starts past 3 spares");
@@ -532,7 +535,11 @@ fn per_range_spares_are_skipped_at_the_end_of_every_whole_range() {
         range_cylinders: 0,
         ..zone.clone()
     };
-    assert_eq!(at(&at_end, 37), 37, "spares at the zone's end move nothing");
+    assert_eq!(
+        at_end.physical(37, 2, 9),
+        37,
+        "spares at the zone's end move nothing"
+    );
 }
 
 #[test]
@@ -549,7 +556,7 @@ fn slips_push_later_lbns_on_and_remapped_defects_move_to_their_spares_as_disksim
         remaps: vec![(20, 95)],
         ..DriveZone::default()
     };
-    let at = |zone: &DriveZone, lbn| zone.physical(lbn, 2, false);
+    let at = |zone: &DriveZone, lbn| zone.physical(lbn, 2, 9);
     assert_eq!(
         [at(&zone, 4), at(&zone, 5), at(&zone, 6), at(&zone, 7)],
         [4, 6, 8, 9]
@@ -582,8 +589,62 @@ fn slips_push_later_lbns_on_and_remapped_defects_move_to_their_spares_as_disksim
         remaps: Vec::new(),
         ..zone.clone()
     };
-    assert_eq!(tracks.physical(13, 2, true), 23);
-    assert_eq!(tracks.physical(3, 2, true), 3);
+    assert_eq!(tracks.physical(13, 2, 1), 23);
+    assert_eq!(tracks.physical(3, 2, 1), 3);
+}
+
+#[test]
+fn spares_per_cylinder_and_per_track_sit_at_each_ones_end_and_slips_stay_or_slip_to_the_end() {
+    use schedhost::backend::sim::drive::DriveZone;
+    // 5 cylinders of 2 tracks of 10 sectors. Per cylinder (DiskSim's scheme 2), 2 spares
+    // each: 18 LBNs a cylinder, then the next cylinder's first sector.
+    let per_cylinder = DriveZone {
+        first_cylinder: 0,
+        last_cylinder: 4,
+        sectors_per_track: 10,
+        spares: 10,
+        ..DriveZone::default()
+    };
+    let at = |zone: &DriveZone, lbn, scheme| zone.physical(lbn, 2, scheme);
+    assert_eq!(
+        [17, 18, 19].map(|lbn| at(&per_cylinder, lbn, 2)),
+        [17, 20, 21]
+    );
+    // A slip in the first cylinder pushes its later LBNs on, and its last past the
+    // cylinder's LBNs into the next cylinder, onto the same sector as that cylinder's first
+    // LBN: DiskSim's `g1_ltop_sectpercylspare` does so (its map back from sectors puts that
+    // LBN in the cylinder's first spare instead; the simulation positions by this one).
+    // In the second cylinder it moves nothing (scheme 2), or everything (4: slip to the
+    // end, the spares then 5 × 2 plus the one slip).
+    let slipped = DriveZone {
+        slips: vec![3],
+        ..per_cylinder.clone()
+    };
+    assert_eq!(
+        [2, 3, 17, 18].map(|lbn| at(&slipped, lbn, 2)),
+        [2, 4, 20, 20]
+    );
+    let to_end = DriveZone {
+        spares: 11,
+        ..slipped.clone()
+    };
+    assert_eq!([18, 19].map(|lbn| at(&to_end, lbn, 4)), [21, 22]);
+    // A remapped defect moves to its spare, a position in the zone.
+    let remapped = DriveZone {
+        remaps: vec![(22, 39)],
+        ..per_cylinder.clone()
+    };
+    assert_eq!(at(&remapped, 20, 2), 39);
+    // Per track (scheme 3), 1 spare each: 9 LBNs a track.
+    let per_track = DriveZone {
+        spares: 10,
+        slips: vec![12],
+        ..per_cylinder.clone()
+    };
+    assert_eq!(
+        [8, 9, 10, 11].map(|lbn| at(&per_track, lbn, 3)),
+        [8, 10, 11, 13]
+    );
 }
 
 #[test]

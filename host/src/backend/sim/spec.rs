@@ -292,7 +292,7 @@ impl DeviceSpec {
     }
 }
 
-const DRIVE_KEYS: &str = "rpm surfaces surface_order capacity_sectors zone slips remap slips_in_tracks seek full_seek_ms head_switch_ms write_settle_ms bus_sector_ms read_hit_after_read_ms read_hit_after_write_ms read_miss_after_read_ms read_miss_after_write_ms write_hit_after_read_ms write_hit_after_write_ms write_miss_after_read_ms write_miss_after_write_ms read_completion_ms write_completion_ms cache_segments segment_sectors max_read_ahead_sectors write_back transfer_after_media read_hits_on_writes read_ahead_on_hit separate_write_segment combine_seq_writes";
+const DRIVE_KEYS: &str = "rpm surfaces surface_order capacity_sectors zone slips remap sparing_scheme seek full_seek_ms head_switch_ms write_settle_ms bus_sector_ms read_hit_after_read_ms read_hit_after_write_ms read_miss_after_read_ms read_miss_after_write_ms write_hit_after_read_ms write_hit_after_write_ms write_miss_after_read_ms write_miss_after_write_ms read_completion_ms write_completion_ms cache_segments segment_sectors max_read_ahead_sectors write_back transfer_after_media read_hits_on_writes read_ahead_on_hit separate_write_segment combine_seq_writes";
 
 fn set_drive(p: &mut DriveParams, key: &str, value: &str) -> Result<(), String> {
     let o = &mut p.overheads;
@@ -440,7 +440,15 @@ fn set_drive(p: &mut DriveParams, key: &str, value: &str) -> Result<(), String> 
                 ));
             }
         }
-        "slips_in_tracks" => p.slips_in_tracks = num::<u8>(key, value)? != 0,
+        "sparing_scheme" => {
+            p.sparing_scheme =
+                num::<u8>(key, value)
+                    .ok()
+                    .filter(|&n| n <= 10)
+                    .ok_or_else(|| {
+                        format!("`sparing_scheme = {value}`: DiskSim's sparing scheme, 0 to 10")
+                    })?;
+        }
         "seek" => {
             if p.seek.len() >= 1 << 20 {
                 return Err("more than 1048576 seek points".into());
@@ -488,7 +496,7 @@ fn check_drive(p: &DriveParams) -> Result<(), String> {
     }
     for (i, z) in p.zones.iter().enumerate() {
         let tracks = (z.last_cylinder + 1 - z.first_cylinder) * p.surfaces;
-        let (count, unit) = if p.slips_in_tracks {
+        let (count, unit) = if p.sparing_scheme == 1 {
             (tracks, "tracks")
         } else {
             (tracks * z.sectors_per_track, "sectors")

@@ -138,7 +138,7 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
     mech.rest(&mut notes, "Mechanical Model");
 
     let mut layout = model.take_block("Layout Model")?;
-    let sparing = Sparing::read(&mut layout, &mut notes)?;
+    let sparing = Sparing::read(&mut layout)?;
     let sparing_scheme = sparing.scheme;
     let zones = import_zones(&mut layout, &mut notes, &model_path, (surfaces, sparing))?;
     // 0 numbers a cylinder's surfaces alike on every cylinder; 1 and 2 in reverse on
@@ -239,7 +239,7 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
             rpm,
             surfaces,
             surface_order,
-            slips_in_tracks: sparing_scheme == 1,
+            sparing_scheme: sparing_scheme as u8,
             zones,
             seek,
             full_seek_ms,
@@ -328,27 +328,23 @@ impl Sparing {
     const MAX_SCHEME: u64 = 10;
 
     /// Reads the layout's scheme (default: spares per zone, the count as sectors).
-    fn read(layout: &mut Fields<'_>, notes: &mut Vec<String>) -> Result<Self, ImportError> {
+    fn read(layout: &mut Fields<'_>) -> Result<Self, ImportError> {
         let scheme = layout
             .take_opt_u64("Sparing scheme used", 0, Self::MAX_SCHEME)?
             .unwrap_or(9);
         let range = layout
             .take_opt_u64("Rangesize for sparing", 1, 10_000_000)?
             .unwrap_or(1);
-        if matches!(scheme, 2..=6) {
-            notes.push(format!(
-                "Sparing scheme used = {scheme}: the spare sectors DiskSim spreads over cylinders or tracks are withheld at each zone's end"
-            ));
-        }
+
         Ok(Self { scheme, range })
     }
 
     /// Whether the drive model steps over slips and remaps under this scheme, as DiskSim's
-    /// `g1_ltop_trackspare` (1), `g1_ltop_sectperrangespare` (8) and
-    /// `g1_ltop_sectperzonespare` (9, 10) do. The per-cylinder and per-track schemes place
-    /// them otherwise, and are not modelled.
+    /// `g1_ltop_*` do: every scheme but none (0), whose map ignores them, and spares at
+    /// the end (7), whose map DiskSim shares with the per-cylinder schemes with a spare
+    /// count it never sets.
     fn maps_slips(self) -> bool {
-        matches!(self.scheme, 1 | 8 | 9 | 10)
+        !matches!(self.scheme, 0 | 7)
     }
 
     /// Sectors zone withholds: `spares` its count, over `cylinders` cylinders of
@@ -467,7 +463,7 @@ fn import_zones(
     }
     if slips + defects > 0 && !sparing.maps_slips() {
         notes.push(format!(
-            "{slips} slipped and {defects} remapped defects under sparing scheme {}: the LBN map does not step over them (it does under schemes 1, 8, 9 and 10)",
+            "{slips} slipped and {defects} remapped defects under sparing scheme {}: the LBN map does not step over them (it does under every scheme but 0 and 7)",
             sparing.scheme
         ));
     }
@@ -972,13 +968,17 @@ pub fn to_spec_text(imported: &Imported, source: &Path) -> String {
     let _ = writeln!(
         s,
         "# slips = zone position...; remap = zone defect spare (positions in the zone, in {})",
-        if p.slips_in_tracks {
+        if p.sparing_scheme == 1 {
             "tracks"
         } else {
             "sectors"
         }
     );
-    let _ = writeln!(s, "slips_in_tracks = {}", u8::from(p.slips_in_tracks));
+    let _ = writeln!(
+        s,
+        "sparing_scheme = {} # DiskSim's Sparing scheme used",
+        p.sparing_scheme
+    );
     for (i, z) in p.zones.iter().enumerate() {
         let _ = write!(
             s,

@@ -15,6 +15,9 @@
 //! before the mechanism takes the next command.
 
 pub mod disksim;
+mod layout;
+
+pub use layout::{DriveZone, MAX_SLIPS, SurfaceOrder};
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -22,100 +25,6 @@ use std::collections::{BinaryHeap, VecDeque};
 use schedhost_sdk::Op;
 
 use super::{DeviceModel, DeviceRequest, EIO, Geometry, in_range};
-
-/// Most numbers a zone's slips or remaps take: DiskSim's `MAXSLIPS` and `MAXDEFECTS` (2048),
-/// a remap being two numbers.
-pub const MAX_SLIPS: usize = 4096;
-
-/// One recording zone, as DiskSim's `dm_layout_g1_zone`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct DriveZone {
-    /// First cylinder.
-    pub first_cylinder: u64,
-    /// Last cylinder (inclusive).
-    pub last_cylinder: u64,
-    /// Sectors per track.
-    pub sectors_per_track: u64,
-    /// Rotational offset of a track's first sector from the previous track's, in sectors.
-    pub track_skew: u64,
-    /// The same across a cylinder boundary.
-    pub cylinder_skew: u64,
-    /// Sectors of the zone kept as spares (not addressable).
-    pub spares: u64,
-    /// Rotational position of the zone's first sector, in sectors from the index.
-    pub first_offset: u64,
-    /// Sectors unused at the zone's front, before its first LBN.
-    pub front_gap: u64,
-    /// Cylinders per sparing range (DiskSim's `SECTPERRANGE_SPARING`): the spares sit at the
-    /// end of every whole range of this many cylinders, in equal parts, not at the zone's
-    /// end. 0: at the zone's end.
-    pub range_cylinders: u64,
-    /// Slipped defects (DiskSim's `slips`), in the order given: positions from the zone's
-    /// first sector (its first track, under [`DriveParams::slips_in_tracks`]), each of
-    /// which the LBN map steps over, pushing the LBNs from there on by one.
-    pub slips: Vec<u64>,
-    /// Remapped defects (DiskSim's `defects`, in pairs): a position and the spare its LBN
-    /// is moved to, counted as `slips` are.
-    pub remaps: Vec<(u64, u64)>,
-}
-
-impl DriveZone {
-    /// Where the zone's `lbn`th addressable sector lies among its sectors, counting from
-    /// the zone's first: past its unused front, the spares of every range before it, the
-    /// slips before it, and moved to its spare if remapped (DiskSim's `g1_ltop_*` for
-    /// spares per zone, per range and per track). Cylinders after the last whole range
-    /// hold no spares.
-    pub fn physical(&self, lbn: u64, surfaces: u64, slips_in_tracks: bool) -> u64 {
-        let lbn = lbn.saturating_add(self.front_gap);
-        if slips_in_tracks {
-            let spt = self.sectors_per_track.max(1);
-            let track = self.slipped(0, lbn / spt, |track, _| track);
-            return track * spt + lbn % spt;
-        }
-        let cylinders = (self.last_cylinder + 1).saturating_sub(self.first_cylinder);
-        let ranges = cylinders.checked_div(self.range_cylinders).unwrap_or(0);
-        if ranges == 0 || self.spares == 0 {
-            return self.slipped(0, lbn, |at, _| at);
-        }
-        let range_sectors = self.range_cylinders * surfaces * self.sectors_per_track;
-        let range_lbns = range_sectors.saturating_sub(self.spares / ranges).max(1);
-        let range = lbn / range_lbns;
-        // Slips and remaps stay in their range (`g1_ltop_sectperrangespare`).
-        let (start, at) = if range >= ranges {
-            (ranges * range_sectors, lbn - ranges * range_lbns)
-        } else {
-            (range * range_sectors, lbn % range_lbns)
-        };
-        self.slipped(start, at, |spare, start| start + spare % range_sectors)
-    }
-
-    /// Position `at` from `start` (a range's first sector, or the zone's) past every slip
-    /// at or before it, each counted against where the ones before put it; then, if that
-    /// is a remapped defect, where `spare(to, start)` puts its spare.
-    fn slipped(&self, start: u64, at: u64, spare: impl Fn(u64, u64) -> u64) -> u64 {
-        let mut slips = 0u64;
-        for &s in &self.slips {
-            if s >= start && s - start <= at.saturating_add(slips) {
-                slips += 1;
-            }
-        }
-        let position = start + at + slips;
-        match self
-            .remaps
-            .iter()
-            .find(|&&(d, to)| d == position && to != d)
-        {
-            Some(&(_, to)) => spare(to, start),
-            None => position,
-        }
-    }
-
-    /// LBNs the zone holds on `surfaces` surfaces: its sectors less spares and unused front.
-    pub fn lbns(&self, surfaces: u64) -> u64 {
-        let tracks = (self.last_cylinder + 1).saturating_sub(self.first_cylinder) * surfaces;
-        (tracks * self.sectors_per_track).saturating_sub(self.spares.saturating_add(self.front_gap))
-    }
-}
 
 /// Controller overheads in ms, by what the command is and what the previous one was.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -132,56 +41,6 @@ pub struct Overheads {
     pub completion: [f64; 2],
 }
 
-/// Which surface holds a cylinder's `i`th track (DiskSim's `LBN-to-PBN mapping scheme`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum SurfaceOrder {
-    /// Surface `i` on every cylinder (`LAYOUT_NORMAL`, 0).
-    #[default]
-    Normal,
-    /// Surfaces in reverse on every other cylinder of a zone, counted from the zone's first,
-    /// so that a cylinder switch stays on the surface it was on
-    /// (`LAYOUT_CYLSWITCHONSURF1`, 1).
-    AlternateInZone,
-    /// The same on odd cylinders of the disk (`LAYOUT_CYLSWITCHONSURF2`, 2).
-    Alternate,
-}
-
-impl SurfaceOrder {
-    /// DiskSim's number for it.
-    pub fn scheme(self) -> u8 {
-        match self {
-            Self::Normal => 0,
-            Self::AlternateInZone => 1,
-            Self::Alternate => 2,
-        }
-    }
-
-    /// The order DiskSim numbers `scheme`, if one of these.
-    pub fn from_scheme(scheme: u64) -> Option<Self> {
-        match scheme {
-            0 => Some(Self::Normal),
-            1 => Some(Self::AlternateInZone),
-            2 => Some(Self::Alternate),
-            _ => None,
-        }
-    }
-
-    /// The surface of track `track` of cylinder `cylinder` (`cylinder_in_zone` of its
-    /// zone), of `surfaces` (DiskSim's `diskmap_surfno_on_cylinder`).
-    fn surface(self, track: u64, (cylinder, cylinder_in_zone): (u64, u64), surfaces: u64) -> u64 {
-        let reversed = match self {
-            Self::Normal => false,
-            Self::AlternateInZone => cylinder_in_zone % 2 == 1,
-            Self::Alternate => cylinder % 2 == 1,
-        };
-        if reversed {
-            surfaces - 1 - track
-        } else {
-            track
-        }
-    }
-}
-
 /// Parameters of a DiskSim-described drive.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DriveParams {
@@ -193,8 +52,10 @@ pub struct DriveParams {
     /// the surfaces' (DiskSim's `disk_map_pbn_skew`), so this moves only which head a
     /// sector is under.
     pub surface_order: SurfaceOrder,
-    /// The zones' slips and remaps count tracks, not sectors (DiskSim's track sparing).
-    pub slips_in_tracks: bool,
+    /// Where the zones' spares lie, and so how slips and remaps move LBNs: DiskSim's
+    /// `Sparing scheme used` (0 none, 1 whole tracks, 2–6 sectors per cylinder, 3 per
+    /// track, 7 at the end, 8 per range, 9 and 10 per zone).
+    pub sparing_scheme: u8,
     /// Zones, outer to inner.
     pub zones: Vec<DriveZone>,
     /// Measured seek times: (distance in cylinders, ms), ascending.
@@ -245,7 +106,7 @@ impl Default for DriveParams {
             rpm: 7200.0,
             surfaces: 4,
             surface_order: SurfaceOrder::Normal,
-            slips_in_tracks: false,
+            sparing_scheme: 9,
             zones: vec![DriveZone {
                 first_cylinder: 0,
                 last_cylinder: 9999,
@@ -412,7 +273,7 @@ impl Drive {
         let offset = z.physical(
             lbn - self.zone_lbn[zone],
             surfaces,
-            self.params.slips_in_tracks,
+            self.params.sparing_scheme,
         );
         let track = offset / spt;
         let (cyl_in_zone, track) = (track / surfaces, track % surfaces);
