@@ -509,6 +509,51 @@ fn an_imported_drives_slips_survive_its_spec_file_and_bad_slip_lines_are_refused
 }
 
 #[test]
+fn read_ahead_stops_where_the_drives_continuous_read_says_at_the_track_or_cylinder_end_or_not_at_all()
+ {
+    use schedhost::backend::sim::ContinuousRead;
+    use schedhost::fidelity::replay;
+    // The default drive: 4 surfaces of 400 sectors a track, 512 sectors of read-ahead in
+    // 512-sector segments. A read at 0, 20 ms for the read-ahead to stream, then a read on
+    // the next track (400) and one on the same track (8).
+    let time = |mode, second: u64| {
+        let params = schedhost::backend::sim::DriveParams {
+            continuous_read: mode,
+            ..Default::default()
+        };
+        let trace = parse_trace(&format!(
+            "R Miss 0 8 1000 20000\nR Miss {second} 8 1000 0\n"
+        ))
+        .unwrap();
+        replay(&trace, &DeviceSpec::Drive(Box::new(params))).unwrap()[1]
+    };
+    let hit = time(ContinuousRead::SegmentEnd, 400);
+    assert!(
+        hit < 1000.0,
+        "to the segment's end the next track is in the buffer: {hit} µs"
+    );
+    assert!(
+        time(ContinuousRead::CylinderEnd, 400) < 1000.0,
+        "the cylinder's end"
+    );
+    let next_track = time(ContinuousRead::TrackEnd, 400);
+    assert!(
+        next_track > 2.0 * hit,
+        "the track's end stops it: {next_track} µs"
+    );
+    assert!(
+        time(ContinuousRead::TrackEnd, 8) < 1000.0,
+        "the same track is read ahead"
+    );
+    let none = time(ContinuousRead::None, 8);
+    assert!(none > 2.0 * hit, "no read-ahead: {none} µs");
+    let err = DeviceSpec::parse_file(Path::new("s.spec"), "model = drive\ncontinuous_read = 4\n")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("continuous_read = 4"), "{err}");
+}
+
+#[test]
 fn per_range_spares_are_skipped_at_the_end_of_every_whole_range() {
     use schedhost::backend::sim::drive::DriveZone;
     // 5 cylinders of 2 tracks of 10 sectors, ranges of 2 cylinders with 3 spares each:

@@ -15,7 +15,7 @@ mod ssd;
 use schedhost_sdk::Op;
 
 pub use backend::{HORIZON_NS, PastHorizon, SimBackend};
-pub use drive::{Drive, DriveParams, DriveZone, MAX_SLIPS, SurfaceOrder};
+pub use drive::{ContinuousRead, Drive, DriveParams, DriveZone, MAX_SLIPS, SurfaceOrder};
 pub use faults::{Admission, FaultPlan, FaultState, Faulty, MAX_RESETS};
 pub use hdd::{Hdd, HddParams};
 pub use null::{Null, NullParams};

@@ -19,8 +19,8 @@ use std::path::{Path, PathBuf};
 use super::drive::{Drive, MAX_SEEK_MS};
 use super::faults::FaultPlan;
 use super::{
-    DeviceModel, DriveParams, DriveZone, Hdd, HddParams, MAX_SLIPS, Null, NullParams, Ssd,
-    SsdParams, SurfaceOrder,
+    ContinuousRead, DeviceModel, DriveParams, DriveZone, Hdd, HddParams, MAX_SLIPS, Null,
+    NullParams, Ssd, SsdParams, SurfaceOrder,
 };
 
 /// A device model with its parameters.
@@ -292,7 +292,7 @@ impl DeviceSpec {
     }
 }
 
-const DRIVE_KEYS: &str = "rpm surfaces surface_order capacity_sectors zone slips remap sparing_scheme seek full_seek_ms head_switch_ms write_settle_ms bus_sector_ms read_hit_after_read_ms read_hit_after_write_ms read_miss_after_read_ms read_miss_after_write_ms write_hit_after_read_ms write_hit_after_write_ms write_miss_after_read_ms write_miss_after_write_ms read_completion_ms write_completion_ms cache_segments segment_sectors max_read_ahead_sectors write_back transfer_after_media read_hits_on_writes read_ahead_on_hit separate_write_segment combine_seq_writes";
+const DRIVE_KEYS: &str = "rpm surfaces surface_order capacity_sectors zone slips remap sparing_scheme seek full_seek_ms head_switch_ms write_settle_ms bus_sector_ms read_hit_after_read_ms read_hit_after_write_ms read_miss_after_read_ms read_miss_after_write_ms write_hit_after_read_ms write_hit_after_write_ms write_miss_after_read_ms write_miss_after_write_ms read_completion_ms write_completion_ms cache_segments segment_sectors max_read_ahead_sectors continuous_read write_back transfer_after_media read_hits_on_writes read_ahead_on_hit separate_write_segment combine_seq_writes";
 
 fn set_drive(p: &mut DriveParams, key: &str, value: &str) -> Result<(), String> {
     let o = &mut p.overheads;
@@ -329,6 +329,13 @@ fn set_drive(p: &mut DriveParams, key: &str, value: &str) -> Result<(), String> 
         "cache_segments" => p.cache_segments = positive(key, value)?,
         "segment_sectors" => p.segment_sectors = positive(key, value)?,
         "max_read_ahead_sectors" => p.max_read_ahead_sectors = num(key, value)?,
+        "continuous_read" => {
+            p.continuous_read = ContinuousRead::from_scheme(num(key, value)?).ok_or_else(|| {
+                format!(
+                    "`continuous_read = {value}`: DiskSim's Buffer continuous read, 0 (none), 1 (to the track's end), 2 (the cylinder's) or 3 (the segment's)"
+                )
+            })?;
+        }
         "write_back" => p.write_back = num::<u8>(key, value)? != 0,
         "transfer_after_media" => p.transfer_after_media = num::<u8>(key, value)? != 0,
         "read_hits_on_writes" => p.read_hits_on_writes = num::<u8>(key, value)? != 0,

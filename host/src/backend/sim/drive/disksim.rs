@@ -8,7 +8,8 @@
 use std::path::{Path, PathBuf};
 
 use super::{
-    DriveParams, DriveZone, MAX_ADJUSTMENT_MS, MAX_SEEK_MS, MAX_SLIPS, Overheads, SurfaceOrder,
+    ContinuousRead, DriveParams, DriveZone, MAX_ADJUSTMENT_MS, MAX_SEEK_MS, MAX_SLIPS, Overheads,
+    SurfaceOrder,
 };
 
 /// Deepest nesting accepted (DiskSim's own files nest four deep).
@@ -199,6 +200,20 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
     let cache_segments = specs.take_u64("Number of buffer segments", 1, 65_536)? as u32;
     let segment_sectors = specs.take_u64("Segment size (in blks)", 1, 1 << 24)?;
     let max_read_ahead_sectors = specs.take_u64("Maximum read-ahead (blks)", 0, 1 << 24)?;
+    let continuous = specs
+        .take_opt_u64("Buffer continuous read", 0, 4)?
+        .unwrap_or(3);
+    let continuous_read = ContinuousRead::from_scheme(continuous).unwrap_or_else(|| {
+        // Modelled by DiskSim's own end (`disk_buffer_get_max_readahead`: the end of the
+        // next LBN's track, or of the track after when the segment began earlier), the
+        // Atlas 10K went from 0.168 to 0.287 ms RMS, past DiskSim's 0.268: DiskSim keeps a
+        // segment across partial hits, which sets where that scheme stops, and this model
+        // starts a segment at each miss. Not taken alone (BENCHMARKS.md).
+        notes.push(
+            "Buffer continuous read = 4 (DEC's prefetch scheme): read ahead by the maximum read-ahead, as 3".into(),
+        );
+        ContinuousRead::SegmentEnd
+    });
     let fast_write = specs.take_u64("Fast write level", 0, 2)?;
     if fast_write == 1 {
         // DiskSim reports any fast write once its data is in the buffer, at either level;
@@ -250,6 +265,7 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
             cache_segments,
             segment_sectors,
             max_read_ahead_sectors,
+            continuous_read,
             write_back: fast_write > 0,
             transfer_after_media: by_reqsize || hold_bus,
             read_hits_on_writes,
@@ -943,6 +959,11 @@ pub fn to_spec_text(imported: &Imported, source: &Path) -> String {
     let _ = writeln!(s, "cache_segments = {}", p.cache_segments);
     let _ = writeln!(s, "segment_sectors = {}", p.segment_sectors);
     let _ = writeln!(s, "max_read_ahead_sectors = {}", p.max_read_ahead_sectors);
+    let _ = writeln!(
+        s,
+        "continuous_read = {} # DiskSim's Buffer continuous read",
+        p.continuous_read.scheme()
+    );
     let _ = writeln!(s, "write_back = {}", u8::from(p.write_back));
     let _ = writeln!(
         s,

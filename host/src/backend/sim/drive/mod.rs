@@ -41,6 +41,47 @@ pub struct Overheads {
     pub completion: [f64; 2],
 }
 
+/// Where a read's read-ahead stops, besides the segment's end (DiskSim's `Buffer continuous
+/// read`, `disk_buffer_get_max_readahead` and the background reads of
+/// `disk_initiate_seek`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ContinuousRead {
+    /// No read-ahead (0).
+    None,
+    /// The maximum read-ahead, but not past the last sector's track: a head switch ends it
+    /// (1).
+    TrackEnd,
+    /// The maximum read-ahead, but not past the last sector's cylinder: a seek ends it
+    /// (2).
+    CylinderEnd,
+    /// The maximum read-ahead (3).
+    #[default]
+    SegmentEnd,
+}
+
+impl ContinuousRead {
+    /// DiskSim's number for it.
+    pub fn scheme(self) -> u8 {
+        match self {
+            Self::None => 0,
+            Self::TrackEnd => 1,
+            Self::CylinderEnd => 2,
+            Self::SegmentEnd => 3,
+        }
+    }
+
+    /// The mode DiskSim numbers `n`, if one.
+    pub fn from_scheme(n: u64) -> Option<Self> {
+        Some(match n {
+            0 => Self::None,
+            1 => Self::TrackEnd,
+            2 => Self::CylinderEnd,
+            3 => Self::SegmentEnd,
+            _ => return Option::None,
+        })
+    }
+}
+
 /// Parameters of a DiskSim-described drive.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DriveParams {
@@ -76,6 +117,8 @@ pub struct DriveParams {
     pub segment_sectors: u64,
     /// How far a read is followed by read-ahead, in sectors past its end.
     pub max_read_ahead_sectors: u64,
+    /// Where read-ahead stops (DiskSim's `Buffer continuous read`).
+    pub continuous_read: ContinuousRead,
     /// Writes complete once buffered and pay the write-hit command overhead (DiskSim's
     /// `Fast write level` > 0); otherwise they complete on the media and pay the miss one.
     pub write_back: bool,
@@ -129,6 +172,7 @@ impl Default for DriveParams {
             cache_segments: 4,
             segment_sectors: 512,
             max_read_ahead_sectors: 512,
+            continuous_read: ContinuousRead::SegmentEnd,
             write_back: true,
             transfer_after_media: false,
             read_hits_on_writes: true,
@@ -480,20 +524,34 @@ impl Drive {
     /// `end`, but no further than the segment holds from its start (DiskSim's continuous
     /// read to the segment's end).
     fn read_ahead_past(&mut self, i: usize, end: u64) {
-        let (ahead, segment) = (
-            self.params.max_read_ahead_sectors,
-            self.params.segment_sectors.max(1),
-        );
-        let capacity = self.params.capacity_sectors;
-        let s = &mut self.segments[i];
-        if !s.streaming {
+        if !self.segments[i].streaming {
             return;
         }
-        let target = end
-            .saturating_add(ahead)
-            .min(s.start.saturating_add(segment))
-            .min(capacity);
+        let target = self.read_ahead_to(self.segments[i].start, end);
+        let s = &mut self.segments[i];
         s.stream_to = s.stream_to.max(target);
+    }
+
+    /// Where read-ahead after a read ending at `end`, into a segment from `start`, stops:
+    /// by [`DriveParams::continuous_read`], within the segment and the disk.
+    fn read_ahead_to(&self, start: u64, end: u64) -> u64 {
+        let p = &self.params;
+        let most = end.saturating_add(p.max_read_ahead_sectors);
+        let to = match p.continuous_read {
+            ContinuousRead::None => end,
+            ContinuousRead::SegmentEnd => most,
+            ContinuousRead::TrackEnd | ContinuousRead::CylinderEnd => {
+                let last = self.place(end.saturating_sub(1));
+                let mut left = last.left_on_track;
+                if p.continuous_read == ContinuousRead::CylinderEnd {
+                    let tracks = p.surfaces.max(1) - 1 - last.track;
+                    left += tracks * last.sectors_per_track;
+                }
+                most.min(end - 1 + left)
+            }
+        };
+        let segment = start.saturating_add(p.segment_sectors.max(1));
+        to.min(segment).min(p.capacity_sectors).max(end)
     }
 
     fn stop_streaming(&mut self, at_ps: u64) {
@@ -620,18 +678,14 @@ impl Drive {
         } + ms_ps(self.params.overheads.completion[0]);
         let place = self.place(request.end().saturating_sub(1));
         let per_sector = self.rev_ps / place.sectors_per_track;
-        let ahead = self.params.max_read_ahead_sectors.min(
-            self.params
-                .segment_sectors
-                .saturating_sub(u64::from(request.sectors)),
-        );
+        let stream_to = self.read_ahead_to(request.sector, request.end());
         self.add_segment(Segment {
             start: request.sector,
             end: request.end(),
             since_ps: media_end,
             per_sector_ps: per_sector,
-            stream_to: (request.end() + ahead).min(self.params.capacity_sectors),
-            streaming: ahead > 0,
+            stream_to,
+            streaming: stream_to > request.end(),
             used: self.seq,
             written: false,
         });
