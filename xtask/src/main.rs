@@ -10,6 +10,7 @@ use anyhow::{Context, Result, bail, ensure};
 mod bench_all;
 mod bench_check;
 mod bench_clients;
+mod bench_drives;
 mod bench_fio;
 mod bench_instructions;
 mod bench_kernel;
@@ -58,6 +59,10 @@ cargo xtask <command>
                       the QoS property sweep: N cells (default 500) of policy, device, 2-6
                       weighted groups, iodepth and nr_requests generated from seed S; what held
                       and the worst cells
+  bench-drives [DIR...]
+                      cross-validation: every DiskSim drive (NAME.parv with NAME.trace or
+                      trace.NAME) in DIR (default examples/validation) replayed by `validate`,
+                      its RMS beside DiskSim's own and what the importer could not represent
   bench-qos           groups sharing a simulated SSD under mclock, bfq and noop: weights, a
                       reservation, io.max limits, a latency target, a hot swap (deterministic)
   bench-nbd [--rounds N] [--seconds S] [--only qemu|share|clients|tenants] [--clients N]
@@ -233,6 +238,11 @@ fn run(args: Vec<String>) -> Result<()> {
                 }
             }
             bench_sweep::sweep(&root, seed, cells)
+        }
+        ["bench-drives", dirs @ ..] => {
+            build_all(&root)?;
+            let dirs: Vec<String> = dirs.iter().map(|d| d.to_string()).collect();
+            bench_drives::run(&root, &dirs)
         }
         ["bench-qos"] => {
             build_all(&root)?;

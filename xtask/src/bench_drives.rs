@@ -1,0 +1,217 @@
+//! `cargo xtask bench-drives [DIR...]`: cross-validation of the drive model. Every DiskSim
+//! drive in the folders given (default `examples/validation`) that has a recorded trace
+//! beside it is imported and replayed with `schedhost validate`, and its RMS is printed beside
+//! DiskSim's own figure for that drive, with what the importer could not represent. A model
+//! change is judged on all of them at once: on DiskSim's own `valid/` folder this checks the
+//! drives the model was never tuned on. Simulated, so one run is the measurement.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+use serde_json::Value;
+
+/// A drive's description and its recorded trace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Pair {
+    parv: PathBuf,
+    trace: PathBuf,
+}
+
+/// The drives of `dir`: each `NAME.parv` with a trace named `NAME.trace` or `trace.NAME`
+/// (DiskSim's older trees), `_validate` left off the name for the second. Sorted by name.
+fn pairs(dir: &Path) -> Result<Vec<Pair>> {
+    let mut found = Vec::new();
+    let entries = std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))?;
+    for entry in entries {
+        let parv = entry?.path();
+        if parv.extension().is_none_or(|e| e != "parv") {
+            continue;
+        }
+        let Some(name) = parv.file_stem().and_then(|s| s.to_str()) else {
+            continue;
+        };
+        let short = name.trim_end_matches("_validate");
+        let candidates = [
+            format!("{name}.trace"),
+            format!("{short}.trace"),
+            format!("trace.{name}"),
+            format!("trace.{short}"),
+        ];
+        if let Some(trace) = candidates.iter().map(|c| dir.join(c)).find(|p| p.is_file()) {
+            found.push(Pair { parv, trace });
+        }
+    }
+    found.sort_by(|a, b| a.parv.cmp(&b.parv));
+    Ok(found)
+}
+
+/// What one drive gave: its RMS and DiskSim's (when the trace is DiskSim's), or why it
+/// failed; and the importer's notes.
+struct Row {
+    name: String,
+    rms_ms: Option<f64>,
+    disksim_ms: Option<f64>,
+    failed: Option<String>,
+    not_represented: Vec<String>,
+}
+
+/// What `import-disksim` says it cannot represent of the drive of `parv` (its spec written
+/// to a scratch file and removed).
+fn not_represented(schedhost: &Path, parv: &Path, scratch: &Path) -> Result<Vec<String>> {
+    let _ = std::fs::remove_file(scratch);
+    let out = Command::new(schedhost)
+        .arg("import-disksim")
+        .arg(parv)
+        .arg("-o")
+        .arg(scratch)
+        .output()
+        .context("running schedhost import-disksim")?;
+    let _ = std::fs::remove_file(scratch);
+    Ok(String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .filter_map(|l| l.split_once("not represented: ").map(|(_, n)| n.to_owned()))
+        .collect())
+}
+
+fn validate(schedhost: &Path, pair: &Pair) -> Row {
+    let name = pair
+        .parv
+        .file_stem()
+        .map_or_else(String::new, |s| s.to_string_lossy().into_owned());
+    let mut row = Row {
+        name,
+        rms_ms: None,
+        disksim_ms: None,
+        failed: None,
+        not_represented: Vec::new(),
+    };
+    let out = Command::new(schedhost)
+        .arg("validate")
+        .arg("--device")
+        .arg(&pair.parv)
+        .arg(&pair.trace)
+        .arg("--output-format=json")
+        .output();
+    let out = match out {
+        Ok(out) => out,
+        Err(e) => {
+            row.failed = Some(e.to_string());
+            return row;
+        }
+    };
+    if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        row.failed = Some(stderr.lines().last().unwrap_or("failed").to_owned());
+        return row;
+    }
+    match serde_json::from_slice::<Value>(&out.stdout) {
+        Ok(v) => {
+            row.rms_ms = v["rms_ms"].as_f64();
+            row.disksim_ms = v["disksim"]["rms_ms"].as_f64();
+        }
+        Err(e) => row.failed = Some(format!("the report: {e}")),
+    }
+    row
+}
+
+pub fn run(root: &Path, dirs: &[String]) -> Result<()> {
+    let schedhost = root.join("target/release/schedhost");
+    let dirs: Vec<PathBuf> = if dirs.is_empty() {
+        vec![root.join("examples/validation")]
+    } else {
+        dirs.iter().map(PathBuf::from).collect()
+    };
+    let mut all = Vec::new();
+    for dir in &dirs {
+        all.extend(pairs(dir)?);
+    }
+    if all.is_empty() {
+        bail!(
+            "no drive with a trace in {}: each NAME.parv needs NAME.trace or trace.NAME beside it",
+            dirs.iter()
+                .map(|d| d.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    println!(
+        "{:<24} {:>10} {:>10} {:>7}  not represented",
+        "drive", "RMS ms", "DiskSim", "ratio"
+    );
+    let (mut judged, mut held) = (0, 0);
+    let scratch = root.join(format!(
+        "target/bench/bench-drives-{}.spec",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(root.join("target/bench"))?;
+    for pair in &all {
+        let mut row = validate(&schedhost, pair);
+        row.not_represented = not_represented(&schedhost, &pair.parv, &scratch)?;
+        let notes = row.not_represented.len();
+        match (row.failed, row.rms_ms) {
+            (Some(why), _) => println!("{:<24} failed: {why}", row.name),
+            (None, Some(rms)) => {
+                let (theirs, ratio) = match row.disksim_ms {
+                    Some(d) => {
+                        judged += 1;
+                        held += usize::from(rms <= d);
+                        (format!("{d:.3}"), format!("{:.2}", rms / d))
+                    }
+                    None => ("-".into(), "-".into()),
+                };
+                println!(
+                    "{:<24} {rms:>10.3} {theirs:>10} {ratio:>7}  {notes}",
+                    row.name
+                );
+            }
+            (None, None) => println!("{:<24} no RMS in the report", row.name),
+        }
+        for note in &row.not_represented {
+            println!("{:<24}   - {note}", "");
+        }
+    }
+    println!(
+        "{} drives; at or under DiskSim's own RMS on {held} of the {judged} it has a figure for",
+        all.len()
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn drives_pair_with_their_traces_by_disksims_names() {
+        let dir = std::env::temp_dir().join(format!("bench-drives-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for f in [
+            "a.parv",
+            "a.trace",
+            "b_validate.parv",
+            "trace.b",
+            "c.parv",
+            "notes.txt",
+        ] {
+            std::fs::write(dir.join(f), "").unwrap();
+        }
+        let found = pairs(&dir).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        let names: Vec<(String, String)> = found
+            .iter()
+            .map(|p| {
+                let name = |p: &Path| p.file_name().unwrap().to_string_lossy().into_owned();
+                (name(&p.parv), name(&p.trace))
+            })
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("a.parv".to_owned(), "a.trace".to_owned()),
+                ("b_validate.parv".to_owned(), "trace.b".to_owned())
+            ],
+            "c.parv has no trace"
+        );
+    }
+}
