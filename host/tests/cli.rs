@@ -909,6 +909,12 @@ fn calibrate_writes_a_spec_that_compare_loads_and_leaves_an_existing_file_untouc
         text.contains("model = ssd") || text.contains("model = hdd"),
         "{text}"
     );
+    // The queue attribute the file's device reports, which cfq and bfq read on it, is the
+    // spec's too.
+    assert!(
+        text.contains("rotational = 0") || text.contains("rotational = 1"),
+        "{text}"
+    );
     let run = schedhost(&[
         "compare",
         "-p",

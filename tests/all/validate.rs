@@ -554,6 +554,22 @@ fn read_ahead_stops_where_the_drives_continuous_read_says_at_the_track_or_cylind
 }
 
 #[test]
+fn a_spec_may_give_the_rotational_attribute_its_device_reports() {
+    let told = |text: &str| {
+        let spec = DeviceSpec::parse_file(Path::new("s.spec"), text).unwrap();
+        spec.build().geometry().rotational
+    };
+    assert!(!told("model = ssd\n"));
+    assert!(told("model = ssd\nrotational = 1\n"));
+    assert!(told("model = hdd\n"));
+    assert!(!told("model = hdd\nrotational = 0\n"));
+    let err = DeviceSpec::parse_file(Path::new("s.spec"), "model = ssd\nrotational = yes\n")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("0 or 1"), "{err}");
+}
+
+#[test]
 fn per_range_spares_are_skipped_at_the_end_of_every_whole_range() {
     use schedhost::backend::sim::drive::DriveZone;
     // 5 cylinders of 2 tracks of 10 sectors, ranges of 2 cylinders with 3 spares each:

@@ -8,6 +8,7 @@ use std::{env, fs};
 use anyhow::{Context, Result, bail, ensure};
 
 mod bench_all;
+mod bench_calibrate;
 mod bench_check;
 mod bench_clients;
 mod bench_drives;
@@ -63,6 +64,11 @@ cargo xtask <command>
                       cross-validation: every DiskSim drive (NAME.parv with NAME.trace or
                       trace.NAME) in DIR (default examples/validation) replayed by `validate`,
                       its RMS beside DiskSim's own and what the importer could not represent
+  bench-calibrate [--file PATH] [--spec SPEC] [--seconds S] [--rounds N]
+                      sim-to-real for policies: every bundled policy on a spec calibrated to
+                      PATH (default target/bench/calibrate.img, created; a PATH given is
+                      written) and on PATH itself, three shapes; predicted against measured
+                      read-IOPS ratio to noop and p99
   bench-qos           groups sharing a simulated SSD under mclock, bfq and noop: weights, a
                       reservation, io.max limits, a latency target, a hot swap (deterministic)
   bench-nbd [--rounds N] [--seconds S] [--only qemu|share|clients|tenants] [--clients N]
@@ -238,6 +244,36 @@ fn run(args: Vec<String>) -> Result<()> {
                 }
             }
             bench_sweep::sweep(&root, seed, cells)
+        }
+        ["bench-calibrate", rest @ ..] => {
+            build_all(&root)?;
+            let mut options = bench_calibrate::Options {
+                file: None,
+                spec: None,
+                seconds: 2.0,
+                rounds: 1,
+            };
+            for pair in rest.chunks(2) {
+                match pair {
+                    ["--file", path] => options.file = Some(path.into()),
+                    ["--spec", path] => options.spec = Some(path.into()),
+                    ["--seconds", s] => {
+                        options.seconds = s.parse().context("--seconds takes a number")?;
+                    }
+                    ["--rounds", n] => {
+                        options.rounds = n.parse().context("--rounds takes a number")?
+                    }
+                    other => bail!(
+                        "bench-calibrate: unknown option {:?}\n\n{USAGE}",
+                        other.join(" ")
+                    ),
+                }
+            }
+            ensure!(
+                options.seconds > 0.0 && options.seconds <= 600.0 && options.rounds >= 1,
+                "bench-calibrate: --seconds from 0 to 600, --rounds 1 or more"
+            );
+            bench_calibrate::run(&root, &options)
         }
         ["bench-drives", dirs @ ..] => {
             build_all(&root)?;

@@ -118,6 +118,8 @@ impl CalibrateArgs {
         let may_write = created || self.ring.allow_overwrite;
         let runtime = self.sandbox.runtime()?;
         let (_, noop) = load(&runtime, "noop")?;
+        // The queue attribute the device reports, as the probes' runs read it.
+        let rotational = std::cell::Cell::new(None);
         let probe = |rw: &str, bs: &str, depth: u32| -> Result<f64> {
             let options: Vec<String> = [
                 "--name=probe".to_owned(),
@@ -152,6 +154,9 @@ impl CalibrateArgs {
                     self.device.display()
                 )
             })?;
+            if let Some(target) = done.real.as_ref().and_then(|r| r.targets.first()) {
+                rotational.set(Some(target.rotational));
+            }
             let o = &done.outcome;
             let dir = usize::from(rw.contains("write"));
             let (s, sub) = (&o.stats[0], &o.submitters[0]);
@@ -184,11 +189,20 @@ impl CalibrateArgs {
             read_bps: probe("read", "1m", 1)? * 1_048_576.0,
         };
         let capacity = device_sectors(&self.device)?;
-        let spec = if 1.0 / probes.qd1_iops.max(1.0) < 0.0015 {
+        let mut spec = if 1.0 / probes.qd1_iops.max(1.0) < 0.0015 {
             ssd_spec(&probes, capacity)
         } else {
             hdd_spec(&probes, capacity)
         };
+        if let Some(rotational) = rotational.get() {
+            // What the policies on the real device are told, whatever the model: cfq and bfq
+            // idle by it, so a spec that said otherwise would predict another policy.
+            let _ = writeln!(
+                spec,
+                "rotational = {} # the device's queue attribute, as policies read it",
+                u8::from(rotational)
+            );
+        }
         Ok(format!("{}{spec}", header(&self.device, &probes)))
     }
 }

@@ -82,6 +82,8 @@ pub struct TargetSummary {
     pub capacity: u64,
     /// This run created it.
     pub created: bool,
+    /// Its queue's `rotational` attribute (the block device's under a file).
+    pub rotational: bool,
     /// Its scheduler's counters.
     pub core: CoreStats,
 }

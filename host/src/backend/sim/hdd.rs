@@ -68,6 +68,8 @@ pub struct HddParams {
     pub interface_mb_per_s: u32,
     /// Largest request (2560 sectors = 1280 KiB).
     pub max_sectors: u32,
+    /// The queue's `rotational` attribute it reports (default 1); see the ssd's.
+    pub rotational: bool,
 }
 
 impl Default for HddParams {
@@ -90,6 +92,7 @@ impl Default for HddParams {
             overhead_us: 40,
             interface_mb_per_s: 300,
             max_sectors: 2560,
+            rotational: true,
         }
     }
 }
@@ -409,7 +412,7 @@ impl DeviceModel for Hdd {
             hw_queues: 1,
             queue_depth: self.params.ncq_depth.max(1),
             max_sectors: self.params.max_sectors,
-            rotational: true,
+            rotational: self.params.rotational,
         }
     }
 

@@ -246,11 +246,12 @@ impl DeviceSpec {
                 "hw_queues" => p.hw_queues = positive(key, value)?,
                 "queue_depth" => p.queue_depth = positive(key, value)?,
                 "max_sectors" => p.max_sectors = positive(key, value)?,
+                "rotational" => p.rotational = flag(key, value)?,
                 _ => {
                     return Err(unknown(
                         key,
                         "ssd",
-                        "channels dies_per_channel page_bytes read_ns program_ns channel_bytes_per_s overhead_ns capacity_sectors hw_queues queue_depth max_sectors",
+                        "channels dies_per_channel page_bytes read_ns program_ns channel_bytes_per_s overhead_ns capacity_sectors hw_queues queue_depth max_sectors rotational",
                     ));
                 }
             },
@@ -272,11 +273,12 @@ impl DeviceSpec {
                 "overhead_us" => p.overhead_us = num(key, value)?,
                 "interface_mb_per_s" => p.interface_mb_per_s = positive(key, value)?,
                 "max_sectors" => p.max_sectors = positive(key, value)?,
+                "rotational" => p.rotational = flag(key, value)?,
                 _ => {
                     return Err(unknown(
                         key,
                         "hdd",
-                        "rpm capacity_sectors heads zones outer_mb_per_s inner_mb_per_s track_to_track_ms avg_seek_ms full_stroke_ms ncq_depth max_command_age_ms cache_segments segment_sectors min_read_ahead_sectors overhead_us interface_mb_per_s max_sectors",
+                        "rpm capacity_sectors heads zones outer_mb_per_s inner_mb_per_s track_to_track_ms avg_seek_ms full_stroke_ms ncq_depth max_command_age_ms cache_segments segment_sectors min_read_ahead_sectors overhead_us interface_mb_per_s max_sectors rotational",
                     ));
                 }
             },
@@ -522,6 +524,15 @@ fn check_drive(p: &DriveParams) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// `0` or `1`.
+fn flag(key: &str, value: &str) -> Result<bool, String> {
+    match value {
+        "0" => Ok(false),
+        "1" => Ok(true),
+        _ => Err(format!("`{key} = {value}`: 0 or 1")),
+    }
 }
 
 fn numbers<const N: usize>(key: &str, value: &str) -> Result<[u64; N], String> {

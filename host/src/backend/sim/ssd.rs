@@ -34,6 +34,10 @@ pub struct SsdParams {
     pub queue_depth: u32,
     /// Largest request (default 256 sectors = 128 KiB, a common NVMe MDTS).
     pub max_sectors: u32,
+    /// The queue's `rotational` attribute it reports (default 0). Policies that idle read
+    /// it; a spec fitted to a real device takes that device's (a virtio disk says 1 over
+    /// flash).
+    pub rotational: bool,
 }
 
 impl Default for SsdParams {
@@ -50,6 +54,7 @@ impl Default for SsdParams {
             hw_queues: 2,
             queue_depth: 128,
             max_sectors: 256,
+            rotational: false,
         }
     }
 }
@@ -121,7 +126,7 @@ impl DeviceModel for Ssd {
             hw_queues: self.params.hw_queues,
             queue_depth: self.params.queue_depth,
             max_sectors: self.params.max_sectors,
-            rotational: false,
+            rotational: self.params.rotational,
         }
     }
 

@@ -333,6 +333,7 @@ fn outcome(
             kind: target.kind.label(),
             capacity: target.capacity,
             created: target.created,
+            rotational: target.rotational,
             core: *stats,
         })
         .collect();
