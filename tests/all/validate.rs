@@ -554,6 +554,35 @@ fn read_ahead_stops_where_the_drives_continuous_read_says_at_the_track_or_cylind
 }
 
 #[test]
+fn without_the_buffer_cache_every_read_goes_to_the_media_and_disksims_refusals_hold() {
+    use schedhost::fidelity::replay;
+    let time = |buffer_cache| {
+        let params = schedhost::backend::sim::DriveParams {
+            buffer_cache,
+            ..Default::default()
+        };
+        let trace = parse_trace("R Miss 0 8 1000 20000\nR Miss 8 8 1000 0\n").unwrap();
+        replay(&trace, &DeviceSpec::Drive(Box::new(params))).unwrap()[1]
+    };
+    let (hit, miss) = (time(true), time(false));
+    assert!(miss > 2.0 * hit, "{hit} µs cached, {miss} µs without");
+    let err = atlas_edited(
+        "atlas10k.diskspecs",
+        "Enable caching in buffer = 1",
+        "Enable caching in buffer = 0",
+    )
+    .unwrap_err();
+    assert!(err.contains("need the cache"), "{err}");
+    let atlas = import(&data("atlas10k.diskspecs")).unwrap();
+    assert!(atlas.params.buffer_cache);
+    let notes = atlas.not_represented.join("\n");
+    assert!(
+        !notes.contains("Enable caching") && !notes.contains("Calc sector"),
+        "{notes}"
+    );
+}
+
+#[test]
 fn a_spec_may_give_the_rotational_attribute_its_device_reports() {
     let told = |text: &str| {
         let spec = DeviceSpec::parse_file(Path::new("s.spec"), text).unwrap();

@@ -214,7 +214,29 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
         );
         ContinuousRead::SegmentEnd
     });
+    // 1 caches as the model does; DiskSim's 2 is taken as 1.
+    let caching = specs
+        .take_opt_u64("Enable caching in buffer", 0, 2)?
+        .unwrap_or(1);
+    if caching == 2 {
+        notes.push("Enable caching in buffer = 2: cached as at 1".into());
+    }
+    let buffer_cache = caching != 0;
+    // The model times every transfer a sector at a time (each sector, track and cylinder
+    // switch), which is DiskSim's `Calc sector by sector = 1`.
+    if specs.take_opt_u64("Calc sector by sector", 0, 1)? == Some(0) {
+        notes.push("Calc sector by sector = 0: transfers are timed a sector at a time".into());
+    }
     let fast_write = specs.take_u64("Fast write level", 0, 2)?;
+    // DiskSim refuses these without a cache (`disk_postpass_perdisk`), and so does this.
+    if !buffer_cache && (fast_write > 0 || continuous > 0) {
+        return Err(fail(
+            diskspecs,
+            format!(
+                "`Enable caching in buffer = 0` with `Fast write level = {fast_write}` and `Buffer continuous read = {continuous}`: fast writes and read-ahead need the cache (DiskSim refuses them too)"
+            ),
+        ));
+    }
     if fast_write == 1 {
         // DiskSim reports any fast write once its data is in the buffer, at either level;
         // level 1 only lets appending writes go first among queued bus transfers.
@@ -266,6 +288,7 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
             segment_sectors,
             max_read_ahead_sectors,
             continuous_read,
+            buffer_cache,
             write_back: fast_write > 0,
             transfer_after_media: by_reqsize || hold_bus,
             read_hits_on_writes,
@@ -964,6 +987,7 @@ pub fn to_spec_text(imported: &Imported, source: &Path) -> String {
         "continuous_read = {} # DiskSim's Buffer continuous read",
         p.continuous_read.scheme()
     );
+    let _ = writeln!(s, "buffer_cache = {}", u8::from(p.buffer_cache));
     let _ = writeln!(s, "write_back = {}", u8::from(p.write_back));
     let _ = writeln!(
         s,

@@ -119,6 +119,9 @@ pub struct DriveParams {
     pub max_read_ahead_sectors: u64,
     /// Where read-ahead stops (DiskSim's `Buffer continuous read`).
     pub continuous_read: ContinuousRead,
+    /// The buffer holds data for later commands to hit (DiskSim's `Enable caching in
+    /// buffer`); without it every command goes to the media, and nothing is read ahead.
+    pub buffer_cache: bool,
     /// Writes complete once buffered and pay the write-hit command overhead (DiskSim's
     /// `Fast write level` > 0); otherwise they complete on the media and pay the miss one.
     pub write_back: bool,
@@ -173,6 +176,7 @@ impl Default for DriveParams {
             segment_sectors: 512,
             max_read_ahead_sectors: 512,
             continuous_read: ContinuousRead::SegmentEnd,
+            buffer_cache: true,
             write_back: true,
             transfer_after_media: false,
             read_hits_on_writes: true,
@@ -495,6 +499,9 @@ impl Drive {
     /// The segment holding `[sector, end)` by `at_ps`, or streaming towards it, and when the
     /// last sector is (or will be) there.
     fn lookup(&self, at_ps: u64, sector: u64, end: u64) -> Option<(usize, u64)> {
+        if !self.params.buffer_cache {
+            return None;
+        }
         self.segments.iter().enumerate().find_map(|(i, s)| {
             if s.start > sector {
                 return None;
@@ -567,6 +574,9 @@ impl Drive {
     /// a separate write segment (DiskSim's `Use separate write segment`), writes have one
     /// segment of their own, which the next write replaces, and reads the others.
     fn add_segment(&mut self, segment: Segment) {
+        if !self.params.buffer_cache {
+            return;
+        }
         let all = self.params.cache_segments.max(1) as usize;
         let (limit, kind) = if self.params.separate_write_segment && all > 1 {
             if segment.written {
