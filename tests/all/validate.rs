@@ -24,8 +24,9 @@ fn demerit(trace: &str, device: &DeviceSpec) -> f64 {
 fn the_three_recorded_drives_import_and_validate_within_their_measured_demerit() {
     // The figures of BENCHMARKS.md ("Simulator validation"), with a little room: a change
     // that moves one past its bound changed the model and must say so there.
-    // The Atlas's slips, modelled as DiskSim maps them, moved it from 4.23 % to 4.32 %.
-    for (drive, bound) in [("atlas10k", 4.4), ("cheetah4LP", 5.5), ("hp_c3323a", 2.0)] {
+    // The Atlas's slips, modelled as DiskSim maps them, moved it from 4.23 % to 4.32 %;
+    // reading the free blocks it declares, to 3.91 %.
+    for (drive, bound) in [("atlas10k", 4.0), ("cheetah4LP", 5.5), ("hp_c3323a", 2.0)] {
         let device = DeviceSpec::parse(data(&format!("{drive}.parv")).to_str().unwrap()).unwrap();
         let d = demerit(&format!("{drive}.trace"), &device);
         assert!(d <= bound, "{drive}: demerit {d:.2} % (bound {bound} %)");
@@ -580,6 +581,26 @@ fn without_the_buffer_cache_every_read_goes_to_the_media_and_disksims_refusals_h
         !notes.contains("Enable caching") && !notes.contains("Calc sector"),
         "{notes}"
     );
+}
+
+#[test]
+fn read_any_free_blocks_keeps_the_sectors_the_head_passed_while_waiting_for_a_miss() {
+    use schedhost::fidelity::replay;
+    // A miss three cylinders on, then a read just before it on its track: in the buffer
+    // when the drive keeps what passed under the head while it waited, a miss otherwise.
+    let time = |read_free_blocks| {
+        let params = schedhost::backend::sim::DriveParams {
+            read_free_blocks,
+            ..Default::default()
+        };
+        let trace =
+            parse_trace("R Miss 0 8 1000 0\nR Miss 5100 8 1000 0\nR Miss 5092 8 1000 0\n").unwrap();
+        replay(&trace, &DeviceSpec::Drive(Box::new(params))).unwrap()[2]
+    };
+    let (kept, not) = (time(true), time(false));
+    assert!(not > 2.0 * kept, "{kept} µs kept, {not} µs without");
+    let atlas = import(&data("atlas10k.diskspecs")).unwrap();
+    assert!(atlas.params.read_free_blocks);
 }
 
 #[test]

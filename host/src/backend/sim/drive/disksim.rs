@@ -227,13 +227,15 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
     if specs.take_opt_u64("Calc sector by sector", 0, 1)? == Some(0) {
         notes.push("Calc sector by sector = 0: transfers are timed a sector at a time".into());
     }
+    let read_free_blocks = specs.take_opt_u64("Read any free blocks", 0, 1)? == Some(1);
     let fast_write = specs.take_u64("Fast write level", 0, 2)?;
     // DiskSim refuses these without a cache (`disk_postpass_perdisk`), and so does this.
-    if !buffer_cache && (fast_write > 0 || continuous > 0) {
+    if !buffer_cache && (fast_write > 0 || continuous > 0 || read_free_blocks) {
         return Err(fail(
             diskspecs,
             format!(
-                "`Enable caching in buffer = 0` with `Fast write level = {fast_write}` and `Buffer continuous read = {continuous}`: fast writes and read-ahead need the cache (DiskSim refuses them too)"
+                "`Enable caching in buffer = 0` with `Fast write level = {fast_write}`, `Buffer continuous read = {continuous}` and `Read any free blocks = {}`: fast writes, read-ahead and free blocks need the cache (DiskSim refuses them too)",
+                u8::from(read_free_blocks)
             ),
         ));
     }
@@ -289,6 +291,7 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
             max_read_ahead_sectors,
             continuous_read,
             buffer_cache,
+            read_free_blocks,
             write_back: fast_write > 0,
             transfer_after_media: by_reqsize || hold_bus,
             read_hits_on_writes,
@@ -988,6 +991,7 @@ pub fn to_spec_text(imported: &Imported, source: &Path) -> String {
         p.continuous_read.scheme()
     );
     let _ = writeln!(s, "buffer_cache = {}", u8::from(p.buffer_cache));
+    let _ = writeln!(s, "read_free_blocks = {}", u8::from(p.read_free_blocks));
     let _ = writeln!(s, "write_back = {}", u8::from(p.write_back));
     let _ = writeln!(
         s,

@@ -122,6 +122,9 @@ pub struct DriveParams {
     /// The buffer holds data for later commands to hit (DiskSim's `Enable caching in
     /// buffer`); without it every command goes to the media, and nothing is read ahead.
     pub buffer_cache: bool,
+    /// A read miss also keeps the sectors before it on its track that pass under the head
+    /// while it waits for its first (DiskSim's `Read any free blocks`).
+    pub read_free_blocks: bool,
     /// Writes complete once buffered and pay the write-hit command overhead (DiskSim's
     /// `Fast write level` > 0); otherwise they complete on the media and pay the miss one.
     pub write_back: bool,
@@ -177,6 +180,7 @@ impl Default for DriveParams {
             max_read_ahead_sectors: 512,
             continuous_read: ContinuousRead::SegmentEnd,
             buffer_cache: true,
+            read_free_blocks: false,
             write_back: true,
             transfer_after_media: false,
             read_hits_on_writes: true,
@@ -393,7 +397,7 @@ impl Drive {
         request: &DeviceRequest,
         write: bool,
         (data_from_ps, bus_ps): (u64, u64),
-    ) -> (u64, u64) {
+    ) -> (u64, u64, u64) {
         let place = self.place(request.sector);
         let distance = place.cylinder.abs_diff(self.cylinder);
         let mut position = ms_ps(self.seek_ms(distance));
@@ -429,7 +433,7 @@ impl Drive {
         let last = self.place(request.end().saturating_sub(1).max(request.sector));
         self.cylinder = last.cylinder;
         self.surface = last.surface;
-        (start, end)
+        (start, end, wait)
     }
 
     /// Tracks a transfer of `sectors` from `first` moves on to after its first.
@@ -539,6 +543,18 @@ impl Drive {
         s.stream_to = s.stream_to.max(target);
     }
 
+    /// Sectors before `sector` on its track that passed wholly under the head in the
+    /// `waited` ps before it came round, kept under [`DriveParams::read_free_blocks`].
+    fn free_blocks_before(&self, sector: u64, waited: u64) -> u64 {
+        if !self.params.read_free_blocks {
+            return 0;
+        }
+        let place = self.place(sector);
+        let per_sector = (self.rev_ps / place.sectors_per_track).max(1);
+        let on_track_before = place.sectors_per_track - place.left_on_track;
+        (waited / per_sector).min(on_track_before).min(sector)
+    }
+
     /// Where read-ahead after a read ending at `end`, into a segment from `start`, stops:
     /// by [`DriveParams::continuous_read`], within the segment and the disk.
     fn read_ahead_to(&self, start: u64, end: u64) -> u64 {
@@ -629,7 +645,7 @@ impl Drive {
             // The mechanism positions while the data crosses the bus.
             let mech_start = free.max(accepted);
             let data = (accepted, self.bus_ps(1));
-            let (_, media_end) = self.access(mech_start, &request, true, data);
+            let (_, media_end, _) = self.access(mech_start, &request, true, data);
             self.mech_free_ps = media_end;
             let segment_start = match self.writing {
                 Some(w) if appends => w.start,
@@ -679,7 +695,7 @@ impl Drive {
         }
         let overhead = self.overhead_ps(false, false);
         self.stop_streaming(free);
-        let (start, media_end) = self.access(free + overhead, &request, false, (0, 0));
+        let (start, media_end, waited) = self.access(free + overhead, &request, false, (0, 0));
         let bus = self.bus_ps(request.sectors);
         let done = if self.params.transfer_after_media {
             media_end + bus
@@ -688,9 +704,10 @@ impl Drive {
         } + ms_ps(self.params.overheads.completion[0]);
         let place = self.place(request.end().saturating_sub(1));
         let per_sector = self.rev_ps / place.sectors_per_track;
-        let stream_to = self.read_ahead_to(request.sector, request.end());
+        let first = request.sector - self.free_blocks_before(request.sector, waited);
+        let stream_to = self.read_ahead_to(first, request.end());
         self.add_segment(Segment {
-            start: request.sector,
+            start: first,
             end: request.end(),
             since_ps: media_end,
             per_sector_ps: per_sector,
