@@ -570,7 +570,7 @@ impl Drive {
                     let tracks = p.surfaces.max(1) - 1 - last.track;
                     left += tracks * last.sectors_per_track;
                 }
-                most.min(end - 1 + left)
+                most.min(end.saturating_sub(1).saturating_add(left))
             }
         };
         let segment = start.saturating_add(p.segment_sectors.max(1));
