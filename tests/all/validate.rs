@@ -604,6 +604,54 @@ fn read_any_free_blocks_keeps_the_sectors_the_head_passed_while_waiting_for_a_mi
 }
 
 #[test]
+fn read_ahead_over_requested_runs_a_segment_past_the_read_and_a_prefetch_may_finish_its_sector() {
+    use schedhost::fidelity::replay;
+    let params = |over, in_sector| schedhost::backend::sim::DriveParams {
+        read_ahead_over_requested: over,
+        stop_prefetch_in_sector: in_sector,
+        ..Default::default()
+    };
+    // The default drive: 512-sector segments, 512 sectors of read-ahead. A 200-sector read,
+    // time to stream, then a read 600 sectors on: past the segment from the read's start,
+    // within it from its end.
+    let second = |p, trace: &str| {
+        replay(
+            &parse_trace(trace).unwrap(),
+            &DeviceSpec::Drive(Box::new(p)),
+        )
+        .unwrap()[1]
+    };
+    let far = "R Miss 0 200 1000 40000\nR Miss 600 8 1000 0\n";
+    let (kept, replaced) = (
+        second(params(false, true), far),
+        second(params(true, true), far),
+    );
+    assert!(kept > 2.0 * replaced, "{replaced} µs hit, {kept} µs miss");
+    // A miss elsewhere a few µs after the read: the read-ahead under way stops mid-sector, or
+    // finishes its sector first (20.8 µs at 7200 rpm and 400 sectors a track). The head then
+    // reaches the target later, which costs nothing where it waits for the target's sector
+    // anyway and a revolution (8.33 ms) where that sector was just coming round.
+    let mut revolutions = 0;
+    for (think, target) in (2..=20)
+        .step_by(6)
+        .flat_map(|t| (900_000..900_400).map(move |s| (t, s)))
+    {
+        let trace = format!("R Miss 0 8 1000 {think}\nR Miss {target} 8 1000 0\n");
+        let (now, after) = (
+            second(params(false, true), &trace),
+            second(params(false, false), &trace),
+        );
+        let lost = after - now;
+        assert!(
+            lost.abs() < 1.0 || (lost - 8333.3).abs() < 30.0,
+            "{target}: {now} µs, {after} µs"
+        );
+        revolutions += usize::from(lost > 1.0);
+    }
+    assert!(revolutions > 0, "no target came round within the sector");
+}
+
+#[test]
 fn a_spec_may_give_the_rotational_attribute_its_device_reports() {
     let told = |text: &str| {
         let spec = DeviceSpec::parse_file(Path::new("s.spec"), text).unwrap();

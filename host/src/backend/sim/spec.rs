@@ -294,7 +294,7 @@ impl DeviceSpec {
     }
 }
 
-const DRIVE_KEYS: &str = "rpm surfaces surface_order capacity_sectors zone slips remap sparing_scheme seek full_seek_ms head_switch_ms write_settle_ms bus_sector_ms read_hit_after_read_ms read_hit_after_write_ms read_miss_after_read_ms read_miss_after_write_ms write_hit_after_read_ms write_hit_after_write_ms write_miss_after_read_ms write_miss_after_write_ms read_completion_ms write_completion_ms cache_segments segment_sectors max_read_ahead_sectors continuous_read buffer_cache read_free_blocks write_back transfer_after_media read_hits_on_writes read_ahead_on_hit separate_write_segment combine_seq_writes";
+const DRIVE_KEYS: &str = "rpm surfaces surface_order capacity_sectors zone slips remap sparing_scheme seek full_seek_ms head_switch_ms write_settle_ms bus_sector_ms read_hit_after_read_ms read_hit_after_write_ms read_miss_after_read_ms read_miss_after_write_ms write_hit_after_read_ms write_hit_after_write_ms write_miss_after_read_ms write_miss_after_write_ms read_completion_ms write_completion_ms cache_segments segment_sectors max_read_ahead_sectors continuous_read buffer_cache read_free_blocks read_ahead_over_requested stop_prefetch_in_sector write_back transfer_after_media read_hits_on_writes read_ahead_on_hit separate_write_segment combine_seq_writes";
 
 fn set_drive(p: &mut DriveParams, key: &str, value: &str) -> Result<(), String> {
     let o = &mut p.overheads;
@@ -341,6 +341,8 @@ fn set_drive(p: &mut DriveParams, key: &str, value: &str) -> Result<(), String> 
         "write_back" => p.write_back = num::<u8>(key, value)? != 0,
         "buffer_cache" => p.buffer_cache = flag(key, value)?,
         "read_free_blocks" => p.read_free_blocks = flag(key, value)?,
+        "read_ahead_over_requested" => p.read_ahead_over_requested = flag(key, value)?,
+        "stop_prefetch_in_sector" => p.stop_prefetch_in_sector = flag(key, value)?,
         "transfer_after_media" => p.transfer_after_media = num::<u8>(key, value)? != 0,
         "read_hits_on_writes" => p.read_hits_on_writes = num::<u8>(key, value)? != 0,
         "read_ahead_on_hit" => p.read_ahead_on_hit = num::<u8>(key, value)? != 0,

@@ -228,6 +228,19 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
         notes.push("Calc sector by sector = 0: transfers are timed a sector at a time".into());
     }
     let read_free_blocks = specs.take_opt_u64("Read any free blocks", 0, 1)? == Some(1);
+    let over_requested = specs.take_opt_f64("Read-ahead over requested", -1.0, 1.0)?;
+    if over_requested < 0.0 {
+        notes.push("Read-ahead over requested = -1: read-ahead keeps the data returned".into());
+    }
+    let read_ahead_over_requested = over_requested > 0.0;
+    // The model stops read-ahead for every write, hit or not, which is DiskSim's 1.
+    if specs.take_opt_u64("Write hit stop prefetch", 0, 1)? == Some(0) {
+        notes.push("Write hit stop prefetch = 0: every write stops read-ahead".into());
+    }
+    let stop_prefetch_in_sector = specs
+        .take_opt_u64("Stop prefetch in sector", 0, 1)?
+        .unwrap_or(1)
+        == 1;
     let fast_write = specs.take_u64("Fast write level", 0, 2)?;
     // DiskSim refuses these without a cache (`disk_postpass_perdisk`), and so does this.
     if !buffer_cache && (fast_write > 0 || continuous > 0 || read_free_blocks) {
@@ -292,6 +305,8 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
             continuous_read,
             buffer_cache,
             read_free_blocks,
+            read_ahead_over_requested,
+            stop_prefetch_in_sector,
             write_back: fast_write > 0,
             transfer_after_media: by_reqsize || hold_bus,
             read_hits_on_writes,
@@ -992,6 +1007,16 @@ pub fn to_spec_text(imported: &Imported, source: &Path) -> String {
     );
     let _ = writeln!(s, "buffer_cache = {}", u8::from(p.buffer_cache));
     let _ = writeln!(s, "read_free_blocks = {}", u8::from(p.read_free_blocks));
+    let _ = writeln!(
+        s,
+        "read_ahead_over_requested = {}",
+        u8::from(p.read_ahead_over_requested)
+    );
+    let _ = writeln!(
+        s,
+        "stop_prefetch_in_sector = {}",
+        u8::from(p.stop_prefetch_in_sector)
+    );
     let _ = writeln!(s, "write_back = {}", u8::from(p.write_back));
     let _ = writeln!(
         s,

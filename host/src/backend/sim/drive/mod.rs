@@ -125,6 +125,13 @@ pub struct DriveParams {
     /// A read miss also keeps the sectors before it on its track that pass under the head
     /// while it waits for its first (DiskSim's `Read any free blocks`).
     pub read_free_blocks: bool,
+    /// Read-ahead may replace the data the read returned in its segment, so it runs a whole
+    /// segment past the read's end, not past its start (DiskSim's `Read-ahead over
+    /// requested`).
+    pub read_ahead_over_requested: bool,
+    /// A command stops read-ahead at once, mid-sector; otherwise the sector under the head
+    /// is read first (DiskSim's `Stop prefetch in sector`).
+    pub stop_prefetch_in_sector: bool,
     /// Writes complete once buffered and pay the write-hit command overhead (DiskSim's
     /// `Fast write level` > 0); otherwise they complete on the media and pay the miss one.
     pub write_back: bool,
@@ -181,6 +188,8 @@ impl Default for DriveParams {
             continuous_read: ContinuousRead::SegmentEnd,
             buffer_cache: true,
             read_free_blocks: false,
+            read_ahead_over_requested: false,
+            stop_prefetch_in_sector: true,
             write_back: true,
             transfer_after_media: false,
             read_hits_on_writes: true,
@@ -573,17 +582,37 @@ impl Drive {
                 most.min(end.saturating_sub(1).saturating_add(left))
             }
         };
-        let segment = start.saturating_add(p.segment_sectors.max(1));
+        // The segment holds `segment_sectors` from its start, or, where read-ahead may
+        // replace the data returned, from the read's end.
+        let from = if p.read_ahead_over_requested {
+            end
+        } else {
+            start
+        };
+        let segment = from.saturating_add(p.segment_sectors.max(1));
         to.min(segment).min(p.capacity_sectors).max(end)
     }
 
-    fn stop_streaming(&mut self, at_ps: u64) {
+    /// Stops every read-ahead at `at_ps`; returns when the mechanism is free: at once, or,
+    /// without [`DriveParams::stop_prefetch_in_sector`], once the sector under the head has
+    /// been read.
+    fn stop_streaming(&mut self, at_ps: u64) -> u64 {
+        let in_sector = self.params.stop_prefetch_in_sector;
+        let mut free = at_ps;
         for s in &mut self.segments {
-            if s.streaming {
-                s.end = s.end_at(at_ps);
-                s.streaming = false;
+            if !s.streaming {
+                continue;
+            }
+            s.end = s.end_at(at_ps);
+            s.streaming = false;
+            let per = s.per_sector_ps.max(1);
+            let into = at_ps.saturating_sub(s.since_ps);
+            if !in_sector && at_ps > s.since_ps && s.end < s.stream_to && into % per != 0 {
+                s.end += 1;
+                free = free.max(s.since_ps + (into / per + 1) * per);
             }
         }
+        free
     }
 
     /// Keeps `segment`, in place of the least recently used one when the buffer is full. With
@@ -641,9 +670,9 @@ impl Drive {
             // there means the buffer takes the write, not that it held the data.
             let accepted = arrived_ps + self.overhead_ps(true, self.params.write_back);
             let received = accepted + self.bus_ps(request.sectors);
-            self.stop_streaming(free);
+            let stopped = self.stop_streaming(free);
             // The mechanism positions while the data crosses the bus.
-            let mech_start = free.max(accepted);
+            let mech_start = stopped.max(accepted);
             let data = (accepted, self.bus_ps(1));
             let (_, media_end, _) = self.access(mech_start, &request, true, data);
             self.mech_free_ps = media_end;
@@ -694,8 +723,9 @@ impl Drive {
             return;
         }
         let overhead = self.overhead_ps(false, false);
-        self.stop_streaming(free);
-        let (start, media_end, waited) = self.access(free + overhead, &request, false, (0, 0));
+        let stopped = self.stop_streaming(free);
+        let (start, media_end, waited) =
+            self.access((free + overhead).max(stopped), &request, false, (0, 0));
         let bus = self.bus_ps(request.sectors);
         let done = if self.params.transfer_after_media {
             media_end + bus
