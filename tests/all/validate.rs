@@ -56,6 +56,11 @@ fn what_the_importer_cannot_represent_is_listed() {
     let imported = import(&data("cheetah4LP.diskspecs")).unwrap();
     let notes = imported.not_represented.join("\n");
     assert!(notes.contains("Fast write level = 1"), "{notes}");
+    // The bus reconnecting at a water mark of 0 is not the model's transfer: said so.
+    assert!(
+        notes.contains("High (read) water mark = 0 with Set watermark by reqsize"),
+        "{notes}"
+    );
     // Its slips are in the LBN map now, and its one defect is listed as its own spare.
     assert!(!notes.contains("slipped"), "{notes}");
     let slips: usize = imported.params.zones.iter().map(|z| z.slips.len()).sum();
