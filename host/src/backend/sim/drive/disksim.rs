@@ -257,6 +257,14 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
         // level 1 only lets appending writes go first among queued bus transfers.
         notes.push("Fast write level = 1: appending writes' priority among queued bus transfers (the drive serves in arrival order); writes are reported once buffered, as at level 2".into());
     }
+    // The model has one write on its way to the media at a time (the segment being
+    // written), which is DiskSim's `Maximum number of write segments = 1`.
+    let write_segments = specs.take_opt_u64("Maximum number of write segments", 1, 65_536)?;
+    if let Some(n) = write_segments.filter(|&n| n > 1) {
+        notes.push(format!(
+            "Maximum number of write segments = {n}: one write segment goes to the media at a time"
+        ));
+    }
     let by_reqsize = specs.take_opt_f64("Set watermark by reqsize", 0.0, 1.0)? != 0.0;
     let hold_bus = specs.take_opt_f64("Hold bus entire read xfer", 0.0, 1.0)? != 0.0;
     let read_water = specs.take_opt_f64("High (read) water mark", 0.0, 1.0)?;
