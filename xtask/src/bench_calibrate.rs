@@ -69,10 +69,16 @@ pub fn run(root: &Path, options: &Options) -> Result<()> {
     let schedhost = root.join("target/release/schedhost");
     let bench = root.join("target/bench");
     std::fs::create_dir_all(&bench)?;
-    let file = options
-        .file
-        .clone()
-        .unwrap_or_else(|| bench.join("calibrate.img"));
+    let own = bench.join("calibrate.img");
+    let file = options.file.clone().unwrap_or_else(|| own.clone());
+    // The randrw shape writes the file: only one this bench makes (its own, or a path that
+    // does not exist yet) is written, never a file or device that was already there.
+    if file != own && file.symlink_metadata().is_ok() {
+        bail!(
+            "{} exists: bench-calibrate writes its file, so give a path that does not exist yet (on the disk to measure)",
+            file.display()
+        );
+    }
     let created = !file.exists();
     let spec = match &options.spec {
         Some(spec) => spec.clone(),
@@ -85,8 +91,7 @@ pub fn run(root: &Path, options: &Options) -> Result<()> {
                 .args(["--size", "512m", "-o"])
                 .arg(&spec);
             if !created {
-                // The file is the bench's own (made by an earlier run) or the user's, who
-                // named it for this bench: its write probe may write it.
+                // The bench's own file, made by an earlier run: its write probe may write it.
                 calibrate.arg("--allow-overwrite");
             }
             let status = calibrate.status().context("running schedhost calibrate")?;

@@ -66,9 +66,9 @@ cargo xtask <command>
                       its RMS beside DiskSim's own and what the importer could not represent
   bench-calibrate [--file PATH] [--spec SPEC] [--seconds S] [--rounds N]
                       sim-to-real for policies: every bundled policy on a spec calibrated to
-                      PATH (default target/bench/calibrate.img, created; a PATH given is
-                      written) and on PATH itself, three shapes; predicted against measured
-                      read-IOPS ratio to noop and p99
+                      PATH (default target/bench/calibrate.img; a PATH given must not exist
+                      yet: the bench creates and writes it) and on PATH itself, three shapes;
+                      predicted against measured read-IOPS ratio to noop and p99
   bench-qos           groups sharing a simulated SSD under mclock, bfq and noop: weights, a
                       reservation, io.max limits, a latency target, a hot swap (deterministic)
   bench-nbd [--rounds N] [--seconds S] [--only qemu|share|clients|tenants] [--clients N]
