@@ -277,6 +277,12 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
         notes.push(format!(
             "High (read) water mark = {read_water} with Set watermark by reqsize: a read's bus transfer starts after its last sector, as at 1"
         ));
+    } else if !by_reqsize && !hold_bus && read_water > 0.0 {
+        // A mark of the segment's size: DiskSim waits for that much of it; the model's
+        // transfer overlaps the media from the first sector, as at 0.
+        notes.push(format!(
+            "High (read) water mark = {read_water} of the segment: a read's bus transfer overlaps the media from its first sector, as at 0"
+        ));
     }
     let read_hits_on_writes = specs.take_opt_f64("Allow read hits on write data", 0.0, 1.0)? != 0.0;
     let read_ahead_on_hit = specs.take_opt_f64("Read-ahead on idle hit", 0.0, 1.0)? != 0.0;
