@@ -411,7 +411,9 @@ fn a_cylinder_switch_costs_the_cylinder_skew_and_a_track_switch_the_track_skew()
 #[test]
 fn read_ahead_on_idle_hit_keeps_a_segment_reading_past_each_hit() {
     // Sequential 100-sector reads 40 ms apart: the first reads ahead 256 sectors (to 356);
-    // the fourth ends at 400, past that, and hits only if the hits kept reading ahead.
+    // the fourth ends at 400, past that, and hits only if the hits kept reading ahead;
+    // without, it reads 356..400 from the media (a partial hit: 28.4 ms here, where reading
+    // all of 300..400 again took 39.5 ms).
     let trace =
         "R Hit 0 100 1 40000\nR Hit 100 100 1 40000\nR Hit 200 100 1 40000\nR Hit 300 100 1 0\n";
     let declared = import_parv(&data("hp_c3323a.parv")).unwrap().params;
@@ -420,7 +422,7 @@ fn read_ahead_on_idle_hit_keeps_a_segment_reading_past_each_hit() {
     let off = hp_replay(trace, |p| p.read_ahead_on_hit = false);
     assert_eq!(on[..3], off[..3], "the first three are the same either way");
     assert!(
-        on[3] < off[3] / 2.0,
+        on[3] < 0.6 * off[3],
         "the fourth hits with it ({} µs) and goes to the media without ({} µs)",
         on[3],
         off[3]

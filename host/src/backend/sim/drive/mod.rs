@@ -529,6 +529,19 @@ impl Drive {
         })
     }
 
+    /// Where the data a segment holds of `sector..end` ends, when a segment holds its start
+    /// but not its end (no segment is reading ahead: called once they are stopped).
+    fn held_from(&self, sector: u64, end: u64) -> Option<u64> {
+        if !self.params.buffer_cache {
+            return None;
+        }
+        self.segments
+            .iter()
+            .filter(|s| s.start <= sector && sector < s.end && s.end < end)
+            .map(|s| s.end)
+            .max()
+    }
+
     /// True iff `request`, arriving at `at_ps`, appends to the write segment the mechanism
     /// is still writing: it starts where the last write ended, and the segment has room.
     fn appends(&self, at_ps: u64, request: &DeviceRequest) -> bool {
@@ -724,8 +737,18 @@ impl Drive {
         }
         let overhead = self.overhead_ps(false, false);
         let stopped = self.stop_streaming(free);
+        // A read that starts in a segment and runs past what it holds reads only the rest
+        // from the media (DiskSim's partial hit, `BUFFER_PARTIAL`).
+        let from_media = match self.held_from(request.sector, request.end()) {
+            Some(held) => DeviceRequest {
+                sector: held,
+                sectors: u32::try_from(request.end() - held).unwrap_or(request.sectors),
+                ..request
+            },
+            None => request,
+        };
         let (start, media_end, waited) =
-            self.access((free + overhead).max(stopped), &request, false, (0, 0));
+            self.access((free + overhead).max(stopped), &from_media, false, (0, 0));
         let bus = self.bus_ps(request.sectors);
         let done = if self.params.transfer_after_media {
             media_end + bus
@@ -734,7 +757,9 @@ impl Drive {
         } + ms_ps(self.params.overheads.completion[0]);
         let place = self.place(request.end().saturating_sub(1));
         let per_sector = self.rev_ps / place.sectors_per_track;
-        let first = request.sector - self.free_blocks_before(request.sector, waited);
+        let first = request
+            .sector
+            .min(from_media.sector - self.free_blocks_before(from_media.sector, waited));
         let stream_to = self.read_ahead_to(first, request.end());
         self.add_segment(Segment {
             start: first,
@@ -817,6 +842,38 @@ impl DeviceModel for Drive {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_read_starting_in_a_segment_and_running_past_it_is_a_partial_hit_from_the_segments_end() {
+        let mut drive = Drive::new(DriveParams::default());
+        drive.segments.push(Segment {
+            start: 0,
+            end: 8,
+            since_ps: 0,
+            per_sector_ps: 1,
+            stream_to: 8,
+            streaming: false,
+            used: 0,
+            written: false,
+        });
+        assert_eq!(
+            drive.held_from(4, 12),
+            Some(8),
+            "4..8 held, 8..12 from the media"
+        );
+        assert_eq!(
+            drive.held_from(8, 12),
+            None,
+            "starts where the segment ends"
+        );
+        assert_eq!(
+            drive.held_from(2, 6),
+            None,
+            "wholly held: a hit, not a partial one"
+        );
+        drive.params.buffer_cache = false;
+        assert_eq!(drive.held_from(4, 12), None, "no buffer, no hits");
+    }
 
     #[test]
     fn alternate_surface_orders_reverse_the_heads_of_odd_cylinders_and_keep_every_angle() {
