@@ -1030,36 +1030,21 @@ pub fn to_spec_text(imported: &Imported, source: &Path) -> String {
         "continuous_read = {} # DiskSim's Buffer continuous read",
         p.continuous_read.scheme()
     );
-    let _ = writeln!(s, "buffer_cache = {}", u8::from(p.buffer_cache));
-    let _ = writeln!(s, "read_free_blocks = {}", u8::from(p.read_free_blocks));
-    let _ = writeln!(
-        s,
-        "read_ahead_over_requested = {}",
-        u8::from(p.read_ahead_over_requested)
-    );
-    let _ = writeln!(
-        s,
-        "stop_prefetch_in_sector = {}",
-        u8::from(p.stop_prefetch_in_sector)
-    );
-    let _ = writeln!(s, "write_back = {}", u8::from(p.write_back));
-    let _ = writeln!(
-        s,
-        "transfer_after_media = {}",
-        u8::from(p.transfer_after_media)
-    );
-    let _ = writeln!(
-        s,
-        "read_hits_on_writes = {}",
-        u8::from(p.read_hits_on_writes)
-    );
-    let _ = writeln!(s, "read_ahead_on_hit = {}", u8::from(p.read_ahead_on_hit));
-    let _ = writeln!(
-        s,
-        "separate_write_segment = {}",
-        u8::from(p.separate_write_segment)
-    );
-    let _ = writeln!(s, "combine_seq_writes = {}", u8::from(p.combine_seq_writes));
+    // The buffer's switches, each 0 or 1.
+    for (key, on) in [
+        ("buffer_cache", p.buffer_cache),
+        ("read_free_blocks", p.read_free_blocks),
+        ("read_ahead_over_requested", p.read_ahead_over_requested),
+        ("stop_prefetch_in_sector", p.stop_prefetch_in_sector),
+        ("write_back", p.write_back),
+        ("transfer_after_media", p.transfer_after_media),
+        ("read_hits_on_writes", p.read_hits_on_writes),
+        ("read_ahead_on_hit", p.read_ahead_on_hit),
+        ("separate_write_segment", p.separate_write_segment),
+        ("combine_seq_writes", p.combine_seq_writes),
+    ] {
+        let _ = writeln!(s, "{key} = {}", u8::from(on));
+    }
     let _ = writeln!(
         s,
         "# zone = first_cylinder last_cylinder sectors_per_track track_skew cylinder_skew spares first_offset front_gap [range_cylinders]"
