@@ -28,19 +28,10 @@
 
 #![deny(missing_docs)]
 
-pub mod backend;
 pub mod contract;
-pub mod control;
-pub mod core;
-pub mod engine;
 pub mod fidelity;
-pub mod frontend;
-pub mod input;
-pub mod observe;
-pub mod output;
-pub mod peer;
-pub mod policy;
 pub mod report;
-pub mod signal;
-pub mod value;
-pub mod verify;
+
+pub use schedhost_core::{core, input, policy};
+pub use schedhost_engine::{backend, control, engine, observe, output, peer, signal, value};
+pub use schedhost_frontend::{frontend, verify};

@@ -614,13 +614,24 @@ fn policy_dirs(root: &Path) -> Result<Vec<PathBuf>> {
             fs::read_dir(root.join(parent)).with_context(|| format!("listing {parent}/"))?
         {
             let path = entry?.path();
-            if path.join("Cargo.toml").is_file() || schedhost_kit::c::is_c_policy(&path) {
+            if is_rust_policy(&path)? || schedhost_kit::c::is_c_policy(&path) {
                 dirs.push(path);
             }
         }
     }
     dirs.sort();
     Ok(dirs)
+}
+
+/// A crate that builds to a component: a `cdylib` (not `examples/embed`, a program).
+fn is_rust_policy(dir: &Path) -> Result<bool> {
+    let manifest = dir.join("Cargo.toml");
+    if !manifest.is_file() {
+        return Ok(false);
+    }
+    let text = fs::read_to_string(&manifest)
+        .with_context(|| format!("reading {}", manifest.display()))?;
+    Ok(text.contains("\"cdylib\""))
 }
 
 /// Builds the policy in `dir` into `target/policies/NAME.wasm`: the same build as

@@ -164,4 +164,49 @@ mod tests {
         assert_eq!(seconds_to_ns("12.5"), Some(12_500_000_000));
         assert_eq!(seconds_to_ns("1.x"), None);
     }
+
+    #[test]
+    fn recorded_events_replay_their_queue_events_and_count_plugs_and_unplugs() {
+        use crate::observe::events::text::line;
+        use crate::observe::events::{Event, Kind};
+        let plug = Event {
+            at_ns: 8_750,
+            kind: Kind::Plug,
+            ctx: 18,
+            op: 0,
+            sync: false,
+            sector: 0,
+            sectors: 0,
+            id: 0,
+        };
+        let queued = Event {
+            kind: Kind::Queue,
+            sector: 64,
+            sectors: 8,
+            ..plug
+        };
+        let unplug = Event {
+            kind: Kind::Unplug(2),
+            ..plug
+        };
+        let timer = Event {
+            kind: Kind::UnplugTimer(1),
+            ctx: 0,
+            ..plug
+        };
+        let text = [
+            line(1, &plug),
+            line(2, &queued),
+            line(3, &unplug),
+            line(4, &timer),
+        ]
+        .join("\n");
+        let trace = super::super::parse("events", &text, None).expect("the events parse");
+        assert_eq!(trace.ios.len(), 1, "only the Q event is an I/O");
+        let recorded = trace.recorded.expect("plugs are counted");
+        assert_eq!(
+            (recorded.plugs, recorded.unplugs, recorded.timer_unplugs),
+            (1, 1, 1)
+        );
+    }
 }

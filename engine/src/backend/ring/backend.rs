@@ -16,7 +16,7 @@ use crate::engine::{Backend, Outgoing, Readiness};
 
 /// What the ring can fail with.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum RingError {
+pub enum RingError {
     /// io_uring itself failed.
     #[error("io_uring: {action}: {source}")]
     Io {
@@ -37,7 +37,7 @@ pub(crate) enum RingError {
 
 /// The io_uring ring over the targets (one per lane), and the buffer arena whose slots
 /// the bios lease.
-pub(crate) struct RingBackend {
+pub struct RingBackend {
     // Field order matters: the ring is dropped before the arena whose memory it lends to the
     // kernel, after `Drop` drained it.
     ring: Ring,
@@ -47,6 +47,14 @@ pub(crate) struct RingBackend {
     clock: Instant,
     /// Faults injected as the setup's plan says, by (lane, request).
     faults: Option<FaultState<(u32, u64)>>,
+}
+
+impl std::fmt::Debug for RingBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RingBackend")
+            .field("faults", &self.faults.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Drop for RingBackend {

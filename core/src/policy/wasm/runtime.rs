@@ -266,7 +266,7 @@ fn check_shape(engine: &Engine, component: &Component, path: &Path) -> Result<()
 }
 
 impl LoadedPolicy {
-    /// How calls reach it: `core module` (its one core module, [`crate::policy::core_abi`]) or
+    /// How calls reach it: `core module` (its one core module, `policy::core_abi`) or
     /// `component` (wasmtime's component API).
     pub fn crossing(&self) -> &'static str {
         if self.core.is_some() {

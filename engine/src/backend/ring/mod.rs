@@ -8,13 +8,11 @@ mod buffers;
 mod target;
 mod uring;
 
-pub(crate) use backend::{RingBackend, RingError, RingSetup};
+pub use backend::{RingBackend, RingError, RingSetup};
 
-#[cfg(test)]
-pub(crate) use buffers::Arena;
-pub(crate) use buffers::{Lease, SlotAccess};
+pub use buffers::{Arena, Lease, SlotAccess};
 pub use target::{OpenRules, Target, TargetError, TargetKind, lay_out};
-pub(crate) use uring::Notifier;
+pub use uring::Notifier;
 
 /// Largest request the merge engine builds on a real device or export (1280 KiB, the
 /// simulated disks' limit).

@@ -2,7 +2,7 @@
 //! its back (M) or front (F), a request inserted into the policy (I), dispatched to the
 //! device (D) and completed (C), and the queue plugged (P) and unplugged (U, or UT by its
 //! timer). The core emits them when asked; writing and printing them
-//! is [`crate::observe::events`]'s.
+//! is the engine's (`schedhost_engine::observe::events`).
 
 use schedhost_sdk::Op;
 use serde::{Deserialize, Serialize};
