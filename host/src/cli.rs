@@ -246,6 +246,42 @@ mod tests {
     use super::*;
 
     #[test]
+    fn every_command_that_runs_io_takes_every_shared_run_flag() {
+        let group = clap::Command::new("flags");
+        let group = <commands::plan::RunFlags as clap::Args>::augment_args(group);
+        let shared: Vec<&str> = group.get_arguments().filter_map(|a| a.get_long()).collect();
+        assert!(
+            shared.len() >= 15,
+            "the group holds the run flags: {shared:?}"
+        );
+        let cli = Cli::command();
+        let runs_io: [&[&str]; 7] = [
+            &["run"],
+            &["compare"],
+            &["serve"],
+            &["reproduce"],
+            &["calibrate"],
+            &["bench"],
+            &["policy", "check"],
+        ];
+        for path in runs_io {
+            let mut command = &cli;
+            for name in path {
+                command = command
+                    .find_subcommand(name)
+                    .expect("the subcommand exists");
+            }
+            let longs: Vec<&str> = command
+                .get_arguments()
+                .filter_map(|a| a.get_long())
+                .collect();
+            for flag in &shared {
+                assert!(longs.contains(flag), "{} lacks --{flag}", path.join(" "));
+            }
+        }
+    }
+
+    #[test]
     fn a_mistyped_fio_option_is_named_as_a_fio_option_with_the_nearest_one() {
         let argv = |a: &[&str]| with_default_subcommand(a.iter().map(OsString::from).collect());
         let args = argv(&["schedhost", "--iodpth=4"]);

@@ -629,8 +629,8 @@ fn is_rust_policy(dir: &Path) -> Result<bool> {
     if !manifest.is_file() {
         return Ok(false);
     }
-    let text = fs::read_to_string(&manifest)
-        .with_context(|| format!("reading {}", manifest.display()))?;
+    let text =
+        fs::read_to_string(&manifest).with_context(|| format!("reading {}", manifest.display()))?;
     Ok(text.contains("\"cdylib\""))
 }
 

@@ -101,50 +101,50 @@ pub struct Engine<B> {
     sets: Vec<SetRecord>,
 }
 
+/// What an engine is built with besides its backend.
+#[derive(Debug)]
+pub struct EngineSetup {
+    /// One lane per device, in device order.
+    pub lanes: Vec<Lane>,
+    /// How bios spread over the lanes ([`Striping::single`] for one).
+    pub striping: Striping,
+    /// A control socket whose requests are answered at every turn.
+    pub control: Option<Control>,
+    /// Print a live line to stderr this often (ns on the backend's clock).
+    pub live_every_ns: Option<u64>,
+    /// Swaps made at their times.
+    pub swaps: Vec<ScheduledSwap>,
+}
+
 impl<B: Backend> Engine<B> {
-    /// An engine over `backend` with one lane per device.
-    pub fn new(backend: B, lanes: Vec<Lane>) -> Self {
+    /// An engine over `backend` with `setup`'s lanes, one per device. Front-ends build it
+    /// through their run's plan (`RunPlan::engine` in the front-end crate), the one place that
+    /// turns a plan's options into an engine.
+    pub fn new(backend: B, setup: EngineSetup) -> Self {
+        let EngineSetup {
+            lanes,
+            striping,
+            control,
+            live_every_ns,
+            mut swaps,
+        } = setup;
+        // Latest first, so the next one due is popped from the end.
+        swaps.sort_by_key(|s| std::cmp::Reverse(s.at_ns));
         Self {
             backend,
             outbox: Vec::new(),
-            striping: Striping::single(),
+            striping,
             routes: Vec::new(),
             lanes,
             done: Vec::new(),
             reaped: Vec::new(),
-            control: None,
-            live: None,
+            control,
+            live: live_every_ns.map(|every| Live::new(every, 0)),
             stuck_since: None,
-            scheduled: Vec::new(),
+            scheduled: swaps,
             swaps: Vec::new(),
             sets: Vec::new(),
         }
-    }
-
-    /// Spreads bios over the lanes by `striping` (one lane needs none).
-    pub fn with_striping(mut self, striping: Striping) -> Self {
-        self.striping = striping;
-        self
-    }
-
-    /// Answers `control`'s requests at every turn.
-    pub fn with_control(mut self, control: Option<Control>) -> Self {
-        self.control = control;
-        self
-    }
-
-    /// Prints a live line to stderr every `every_ns`.
-    pub fn with_live(mut self, every_ns: Option<u64>) -> Self {
-        self.live = every_ns.map(|every| Live::new(every, 0));
-        self
-    }
-
-    /// Makes `swaps` at their times.
-    pub fn with_swaps(mut self, mut swaps: Vec<ScheduledSwap>) -> Self {
-        // Latest first, so the next one due is popped from the end.
-        swaps.sort_by_key(|s| std::cmp::Reverse(s.at_ns));
-        self.scheduled = swaps;
-        self
     }
 
     /// The lanes, in device order.

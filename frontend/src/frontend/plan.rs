@@ -4,8 +4,9 @@
 //! the same thing wherever a run happens.
 
 use crate::backend::sim::FaultPlan;
+use crate::control::Control;
 use crate::core::{Config, Nomerges, Plug, RqAffinity, Supervision};
-use crate::engine::LaneSetup;
+use crate::engine::{Backend, Engine, EngineSetup, Lane, LaneSetup, ScheduledSwap, Striping};
 
 /// Driver tags per real device unless `--queue-depth` says otherwise: deep enough for any
 /// single disk or virtio queue, shallow enough that a policy still has requests to order.
@@ -58,6 +59,42 @@ impl RunPlan {
             metering: self.observe.meters(),
         }
     }
+
+    /// The one place a run's engine is built: `lanes` over `backend`, with what the plan
+    /// says a run shows as it goes, and the front-end's own `parts`.
+    pub fn engine<B: Backend>(
+        &self,
+        backend: B,
+        lanes: Vec<Lane>,
+        parts: EngineParts,
+    ) -> Engine<B> {
+        let EngineParts {
+            striping,
+            control,
+            swaps,
+        } = parts;
+        Engine::new(
+            backend,
+            EngineSetup {
+                lanes,
+                striping: striping.unwrap_or_else(Striping::single),
+                control,
+                live_every_ns: self.observe.status_interval_ns,
+                swaps,
+            },
+        )
+    }
+}
+
+/// What a front-end adds to the engine it builds from a plan.
+#[derive(Debug, Default)]
+pub struct EngineParts {
+    /// How bios spread over several devices (one needs none).
+    pub striping: Option<Striping>,
+    /// A control socket to answer at every turn.
+    pub control: Option<Control>,
+    /// Swaps at set times of virtual time.
+    pub swaps: Vec<ScheduledSwap>,
 }
 
 /// The queue attributes a kernel shows under `/sys/block/DEV/queue/`.

@@ -20,11 +20,29 @@ pub enum Device {
     Real(Vec<PathBuf>),
 }
 
+/// Where a run's policy instances come from.
+pub enum Instances<'a> {
+    /// A compiled policy: one instance per device.
+    Loaded(&'a Loaded),
+    /// Instances the caller made (a policy wrapped to be watched, as `policy check` does),
+    /// one per device.
+    Given(Vec<Box<dyn PolicyBackend>>),
+}
+
+impl std::fmt::Debug for Instances<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Instances::Loaded(loaded) => f.debug_tuple("Loaded").field(loaded).finish(),
+            Instances::Given(given) => write!(f, "Given({} instances)", given.len()),
+        }
+    }
+}
+
 /// The policy a run starts with, and what may replace it while it runs.
 #[derive(Debug)]
 pub struct PolicyPlan<'a> {
-    /// The compiled policy: one instance per device.
-    pub loaded: &'a Loaded,
+    /// The policy's instances.
+    pub instances: Instances<'a>,
     /// Its tunables, set before the first request.
     pub settings: &'a [(String, i64)],
     /// Swaps at set times of virtual time (simulated devices only).
@@ -38,7 +56,7 @@ impl<'a> PolicyPlan<'a> {
     /// `loaded` with `settings`, neither swapped nor controlled.
     pub fn fixed(loaded: &'a Loaded, settings: &'a [(String, i64)]) -> Self {
         Self {
-            loaded,
+            instances: Instances::Loaded(loaded),
             settings,
             swaps: Vec::new(),
             control: None,
@@ -70,11 +88,22 @@ pub fn run(
     plan: &RunPlan,
     progress: &mut dyn FnMut(u64),
 ) -> Result<Ran, RunError> {
-    let instance = || -> Result<Box<dyn PolicyBackend>, RunError> {
-        policy
-            .loaded
-            .instantiate()
-            .map_err(|e| RunError::Setup(format!("{e:#}")))
+    let devices = match device {
+        Device::Sim(_) => 1,
+        Device::Real(paths) => paths.len(),
+    };
+    let mut instances = match policy.instances {
+        Instances::Loaded(loaded) => (0..devices)
+            .map(|_| loaded.instantiate())
+            .collect::<anyhow::Result<Vec<_>>>()
+            .map_err(|e| RunError::Setup(format!("{e:#}")))?,
+        Instances::Given(given) if given.len() == devices => given,
+        Instances::Given(given) => {
+            return Err(RunError::Setup(format!(
+                "{} policy instances for {devices} devices",
+                given.len()
+            )));
+        }
     };
     match device {
         Device::Sim(spec) => {
@@ -83,10 +112,13 @@ pub fn run(
                     "--control serves runs on real devices; a simulated run takes its swaps from --swap-at TIME:POLICY".into(),
                 ));
             }
+            let Some(instance) = instances.pop() else {
+                return Err(RunError::Setup("no policy instance".into()));
+            };
             let outcome = sim::run_swapping(
                 jobs,
                 spec,
-                instance()?,
+                instance,
                 policy.settings,
                 plan,
                 policy.swaps,
@@ -104,12 +136,14 @@ pub fn run(
                     "--swap-at schedules swaps in virtual time, for simulated devices; on a real device swap with --control SOCKET and `schedhost ctl`".into(),
                 ));
             }
-            let policies = paths
-                .iter()
-                .map(|_| instance())
-                .collect::<Result<Vec<_>, _>>()?;
-            let done =
-                real::run_controlled(jobs, paths, policies, policy.settings, plan, policy.control)?;
+            let done = real::run_controlled(
+                jobs,
+                paths,
+                instances,
+                policy.settings,
+                plan,
+                policy.control,
+            )?;
             Ok(Ran {
                 outcome: done.outcome,
                 device_model: "io_uring".to_owned(),

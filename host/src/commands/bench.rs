@@ -5,13 +5,13 @@
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
-use schedhost::backend::sim::DeviceSpec;
-use schedhost::frontend::jobs::sim;
+use schedhost::backend::sim::{DeviceSpec, FaultPlan};
 use schedhost::frontend::jobs::{parse_cmdline, parse_job_file};
 use schedhost::frontend::plan::{Observe, RunPlan};
+use schedhost::frontend::run::{Device, PolicyPlan, run};
 use schedhost::policy::{Loaded, PolicyBackend, PolicySource, WasmRuntime, load, phases, resolve};
 
-use super::plan::{QueueArgs, SandboxArgs};
+use super::plan::{Devices, RunFlags, Scope};
 
 #[derive(Debug, clap::Args)]
 pub struct BenchArgs {
@@ -43,25 +43,27 @@ pub struct BenchArgs {
     /// With --phases: only the phases whose name contains this text.
     #[arg(long, value_name = "TEXT", requires = "phases")]
     pub phase: Option<String>,
-    /// The queue's attributes, as `run`'s.
+    /// The run flags, as `run`'s (--phases measures with and without fuel by itself).
     #[command(flatten)]
-    pub queue: QueueArgs,
-    /// The sandbox, as `run`'s (--phases measures with and without fuel by itself).
-    #[command(flatten)]
-    pub sandbox: SandboxArgs,
+    pub flags: RunFlags,
 }
+
+/// What `bench` does with the run flags: it runs `sim:null`, and `--observe` measures what
+/// recording events costs, writing no file.
+const SCOPE: Scope = Scope {
+    own_events: Some(
+        "bench writes no event file; `bench --observe` measures what recording them costs",
+    ),
+    ..Scope::all("bench", Devices::Sim)
+};
 
 impl BenchArgs {
     pub fn execute(self) -> Result<()> {
         if self.rounds == 0 || self.ios == 0 {
             bail!("--rounds and --ios must be at least 1");
         }
-        let runtime = self.sandbox.runtime()?;
-        let plan = RunPlan {
-            queue: self.queue.attrs(),
-            supervision: self.sandbox.supervision(),
-            ..RunPlan::default()
-        };
+        let plan = self.flags.plan(&SCOPE, FaultPlan::default(), false)?;
+        let runtime = self.flags.runtime(&SCOPE)?;
         if let Some(swaps) = self.swaps {
             return swap_stalls(&runtime, &plan, swaps);
         }
@@ -88,11 +90,11 @@ impl BenchArgs {
             format!("--number_ios={}", self.ios),
         ];
         let jobs = parse_cmdline(&options)?;
-        let device = DeviceSpec::parse("sim:null")?;
+        let device = Device::Sim(DeviceSpec::parse("sim:null")?);
         let measure_with = |loaded: &Loaded, plan: &RunPlan| -> Result<(f64, u64)> {
-            let policy = loaded.instantiate()?;
+            let policy = PolicyPlan::fixed(loaded, &[]);
             let start = Instant::now();
-            let outcome = sim::run(&jobs, &device, policy, &[], plan, &mut |_| {})?;
+            let outcome = run(&jobs, &device, policy, plan, &mut |_| {})?.outcome;
             let elapsed = start.elapsed().as_nanos() as f64;
             let bios = outcome.core.bios;
             Ok((elapsed / bios as f64, outcome.core.policy_calls))
@@ -181,7 +183,11 @@ impl BenchArgs {
         plan: &RunPlan,
         measure: &Measure<'_>,
     ) -> Result<()> {
-        let with = |observe: Observe| RunPlan { observe, ..*plan };
+        let with = |observe: Observe| {
+            let mut plan = *plan;
+            plan.observe = observe;
+            plan
+        };
         let variants = [
             ("off", with(Observe::default())),
             (
@@ -246,7 +252,7 @@ fn swap_stalls(runtime: &WasmRuntime, run_plan: &RunPlan, swaps: u64) -> Result<
         "bench-swap",
         "[r]\nrw=randread\nbs=4k\nsize=64m\niodepth=16\nnumjobs=4\nruntime=10s\ntime_based\n",
     )?;
-    let device = DeviceSpec::parse("sim:hdd")?;
+    let device = Device::Sim(DeviceSpec::parse("sim:hdd")?);
     let uncached = swaps.min(20);
     for (label, count, cached) in [("cached", swaps, true), ("uncached", uncached, false)] {
         let plan = (0..count)
@@ -275,16 +281,12 @@ fn swap_stalls(runtime: &WasmRuntime, run_plan: &RunPlan, swaps: u64) -> Result<
                 }
             })
             .collect();
-        let first = sources[3].3.instantiate()?;
-        let outcome = sim::run_swapping(
-            &jobs,
-            &device,
-            Box::new(first),
-            &[],
-            run_plan,
-            plan,
-            &mut |_| {},
-        )?;
+        let first = Loaded::Wasm(Box::new(sources[3].3.clone()));
+        let policy = PolicyPlan {
+            swaps: plan,
+            ..PolicyPlan::fixed(&first, &[])
+        };
+        let outcome = run(&jobs, &device, policy, run_plan, &mut |_| {})?.outcome;
         let refused = outcome.swaps.iter().filter(|s| s.result.is_err()).count();
         let mut stalls: Vec<f64> = outcome
             .swaps

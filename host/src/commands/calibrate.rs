@@ -19,19 +19,19 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
+use schedhost::backend::sim::FaultPlan;
 use schedhost::frontend::jobs::parse_cmdline;
-use schedhost::frontend::plan::{RingOptions, RunPlan};
 use schedhost::frontend::run::{Device, PolicyPlan, run};
 use schedhost::policy::load;
 use schedhost::report::rates;
 
-use super::plan::{QueueArgs, RingArgs, SandboxArgs};
+use super::plan::{Devices, RunFlags, Scope, parse_device};
 
 #[derive(Debug, clap::Args)]
 pub struct CalibrateArgs {
-    /// The file or block device to measure. A file that does not exist is created, filled by
-    /// the write probe, and left in place.
-    #[arg(long)]
+    /// The file or block device to measure, as `run --device` names one. A file that does
+    /// not exist is created, filled by the write probe, and left in place.
+    #[arg(long, value_name = "PATH", value_parser = parse_measured_device)]
     pub device: PathBuf,
     /// How much of it the probes use, as fio's size= (default 256m).
     #[arg(long, default_value = "256m")]
@@ -39,19 +39,39 @@ pub struct CalibrateArgs {
     /// Seconds per probe.
     #[arg(long, value_name = "SECS", default_value_t = 2.0)]
     pub seconds: f64,
-    /// How the device is driven, as `run`'s; --allow-overwrite lets the write probe write
-    /// over an existing file or block device (the first --size bytes).
+    /// The run flags, as `run`'s, for every probe; --allow-overwrite lets the write probe
+    /// write over an existing file or block device (the first --size bytes).
     #[command(flatten)]
-    pub ring: RingArgs,
-    /// The queue's attributes, as `run`'s.
-    #[command(flatten)]
-    pub queue: QueueArgs,
-    /// The sandbox the probes' noop policy runs in, as `run`'s.
-    #[command(flatten)]
-    pub sandbox: SandboxArgs,
+    pub flags: RunFlags,
     /// Write the spec here (never over an existing file) instead of standard output.
     #[arg(long, short = 'o', value_name = "FILE")]
     pub output: Option<PathBuf>,
+}
+
+/// What `calibrate` does with the run flags: it writes a spec, not events.
+const SCOPE: Scope = Scope {
+    own_events: Some(
+        "calibrate writes a device spec; record a run's events with `run --trace-events`",
+    ),
+    ..Scope::all("calibrate", Devices::Real)
+};
+
+/// `--device`: one file or block device, in `run --device`'s syntax, with no fault plan (the
+/// probes measure the device as it is).
+fn parse_measured_device(arg: &str) -> Result<PathBuf, String> {
+    match parse_device(arg).map_err(|e| format!("{e:#}"))? {
+        (Device::Real(mut paths), faults) if paths.len() == 1 && faults.is_empty() => {
+            Ok(paths.pop().unwrap_or_default())
+        }
+        (Device::Real(paths), _) if paths.len() == 1 => {
+            Err("a fault plan would distort what the probes measure; give the device alone".into())
+        }
+        (Device::Real(_), _) => Err("calibrate measures one file or block device".into()),
+        (Device::Sim(_), _) => Err(
+            "calibrate measures a real file or block device; a simulated one is already a spec"
+                .into(),
+        ),
+    }
 }
 
 /// What the probes measured.
@@ -115,8 +135,9 @@ impl CalibrateArgs {
     /// Probes the device and returns the spec fitted to it. `created`: this run made the
     /// file, so it may write it.
     fn probe_and_fit(&self, created: bool) -> Result<String> {
-        let may_write = created || self.ring.allow_overwrite;
-        let runtime = self.sandbox.runtime()?;
+        let mut plan = self.flags.plan(&SCOPE, FaultPlan::default(), true)?;
+        plan.ring.allow_overwrite |= created;
+        let runtime = self.flags.runtime(&SCOPE)?;
         let (_, noop) = load(&runtime, "noop")?;
         // The queue attribute the device reports, as the probes' runs read it.
         let rotational = std::cell::Cell::new(None);
@@ -131,15 +152,6 @@ impl CalibrateArgs {
             ]
             .into();
             let jobs = parse_cmdline(&options)?;
-            let plan = RunPlan {
-                queue: self.queue.attrs(),
-                supervision: self.sandbox.supervision(),
-                ring: RingOptions {
-                    allow_overwrite: may_write,
-                    ..self.ring.options()
-                },
-                ..RunPlan::default()
-            };
             let device = Device::Real(vec![self.device.clone()]);
             let done = run(
                 &jobs,
@@ -171,7 +183,7 @@ impl CalibrateArgs {
         // The write comes first: it also fills a new file, so the reads meet real data. A
         // file's first write also allocates it, so a created file is written twice and the
         // second pass measured, as `compare` on the file would find it.
-        let write_bps = if may_write {
+        let write_bps = if plan.ring.allow_overwrite {
             if created {
                 probe("write", "1m", 1)?;
             }

@@ -4,19 +4,28 @@
 use std::sync::Arc;
 
 use anyhow::{Result, bail};
-use schedhost::contract::{CheckOptions, CheckReport, Maker, check};
+use schedhost::backend::sim::FaultPlan;
+use schedhost::contract::{CheckOptions, CheckReport, DEFAULT_CHECK_WATCHDOG_NS, Maker, check};
 use schedhost::policy::load;
 
-use super::plan::{LimitArgs, Watchdog, parse_watchdog};
+use super::plan::{Devices, RunFlags, Scope};
 use super::{OutputFormat, parse_setting};
 
 /// Fuel per call under check: honest policies use a few thousand units a call on these
 /// workloads; a call that needs millions is doing something no scheduler needs.
 const CHECK_FUEL: u64 = 2_000_000;
 
-/// The watchdog under check: a round is seconds long, so a policy that holds requests for
-/// two of them without dispatching is stuck.
-const CHECK_WATCHDOG_NS: u64 = 2_000_000_000;
+/// What `policy check` does with the run flags: its rounds run simulated devices of its own,
+/// and a fault ends a round.
+const SCOPE: Scope = Scope {
+    own_on_fault: Some("a round ends at the policy's first fault, which is what the check reports"),
+    own_events: Some(
+        "the check runs many rounds; record one run's events with `run --trace-events`",
+    ),
+    default_fuel: Some(CHECK_FUEL),
+    default_watchdog_ns: Some(DEFAULT_CHECK_WATCHDOG_NS),
+    ..Scope::all("policy check", Devices::Sim)
+};
 
 #[derive(Debug, clap::Args)]
 pub struct CheckArgs {
@@ -25,9 +34,6 @@ pub struct CheckArgs {
     /// Set a policy tunable on every instance (repeatable): --set fifo_batch=8.
     #[arg(long = "set", value_name = "NAME=VALUE", value_parser = parse_setting)]
     pub settings: Vec<(String, i64)>,
-    /// The first workload's seed (round r uses SEED + r).
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
     /// Workloads to run, alternating the simulated SSD and HDD; odd ones swap the policy
     /// out and back in.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=64))]
@@ -39,13 +45,12 @@ pub struct CheckArgs {
     /// violation, in ms.
     #[arg(long, value_name = "MS", default_value_t = 5000, value_parser = clap::value_parser!(u64).range(1..=86_400_000))]
     pub max_wait_ms: u64,
-    /// Holding requests while dispatching nothing for this long (virtual time) is a fault,
-    /// as `run`'s --watchdog; default 2 here (0: never).
-    #[arg(long, value_name = "SECONDS", value_parser = parse_watchdog)]
-    pub watchdog: Option<Watchdog>,
-    /// The sandbox's limits, as `run`'s; fuel defaults to 2 000 000 units a call here.
+    /// The run flags, as `run`'s: `--seed` is the first workload's (round r uses SEED + r);
+    /// fuel defaults to 2 000 000 units a call here, and `--watchdog` to 2 s of virtual time
+    /// (holding requests while dispatching nothing that long is a fault); a round ends at
+    /// the policy's first fault, which is what the check reports.
     #[command(flatten)]
-    pub limits: LimitArgs,
+    pub flags: RunFlags,
     /// Report format.
     #[arg(long, value_enum, default_value_t = OutputFormat::Normal)]
     pub output_format: OutputFormat,
@@ -56,15 +61,15 @@ impl CheckArgs {
         if !(self.runtime > 0.0 && self.runtime <= 3600.0) {
             bail!("--runtime {}: give 0 < SECS ≤ 3600", self.runtime);
         }
-        let runtime = self.limits.runtime(Some(CHECK_FUEL))?;
+        let plan = self.flags.plan(&SCOPE, FaultPlan::default(), false)?;
+        let runtime = self.flags.runtime(&SCOPE)?;
         let (source, loaded) = load(&runtime, &self.policy)?;
         let make: Maker = Arc::new(move || loaded.instantiate().map_err(|e| format!("{e:#}")));
         let options = CheckOptions {
-            seed: self.seed,
+            plan,
             rounds: self.rounds,
             runtime_ns: (self.runtime * 1e9) as u64,
             max_wait_ns: self.max_wait_ms * 1_000_000,
-            watchdog_ns: self.watchdog.map_or(Some(CHECK_WATCHDOG_NS), |w| w.0),
             settings: self.settings.clone(),
         };
         let report = check(&make, &options);

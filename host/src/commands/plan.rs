@@ -10,9 +10,203 @@ use schedhost::backend::sim::{DeviceSpec, FaultPlan};
 use schedhost::core::{
     DEFAULT_WATCHDOG_NS, MAX_UNPLUG_DELAY_NS, Nomerges, OnFault, Plug, RqAffinity, Supervision,
 };
-use schedhost::frontend::plan::{DEFAULT_QUEUE_DEPTH, QueueAttrs, RingOptions};
+use schedhost::frontend::plan::{Observe, QueueAttrs, RingOptions, RunPlan};
 use schedhost::frontend::run::Device;
 use schedhost::policy::{DEFAULT_CALL_DEADLINE_MS, DEFAULT_MEMORY_MIB, Limits, WasmRuntime};
+
+/// The flags of every command that runs I/O, one group that each such command flattens
+/// whole, so every command takes every run option; [`RunFlags::plan`] turns them into the
+/// run's [`RunPlan`] (the one place a plan is made, and where the defaults live) and refuses
+/// by name what the command's [`Scope`] says it cannot honour.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RunFlags {
+    /// Seed for every random choice (the workload's, a fault plan's); the same seed gives
+    /// the same report [default: 1].
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
+    #[command(flatten)]
+    pub queue: QueueArgs,
+    #[command(flatten)]
+    pub sandbox: SandboxArgs,
+    #[command(flatten)]
+    pub ring: RingArgs,
+    #[command(flatten)]
+    pub observe: ObserveArgs,
+}
+
+/// What a run shows and records as it goes: `--status-interval`, `--trace-events`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ObserveArgs {
+    /// Real devices: print a live line (IOPS, MiB/s, p99 per ctx, queue depths, policy,
+    /// ejections) to stderr every SECS; the default is 1 on a terminal and off otherwise;
+    /// 0 turns it off.
+    #[arg(long, value_name = "SECS")]
+    pub status_interval: Option<f64>,
+    /// Record every request's events (queue, merge, insert, dispatch, complete) to FILE, a
+    /// new file; `schedhost events FILE` prints them as blkparse does.
+    #[arg(long, value_name = "FILE")]
+    pub trace_events: Option<std::path::PathBuf>,
+}
+
+/// The devices a command runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Devices {
+    /// Simulated devices only: the flags for real ones are refused.
+    Sim,
+    /// Real files and block devices only.
+    Real,
+    /// Either, as `--device` says.
+    Either,
+}
+
+/// What a command does with the shared run flags. Each `Some(why)` is a flag group the
+/// command decides itself; giving one of its flags is refused with `why`. Every command that
+/// runs I/O writes all of it out, so a new group makes each decide.
+#[derive(Debug, Clone, Copy)]
+pub struct Scope {
+    /// The command, as the user typed it.
+    pub command: &'static str,
+    /// Its devices.
+    pub devices: Devices,
+    /// `--seed`.
+    pub own_seed: Option<&'static str>,
+    /// The queue flags (`--nomerges`, `--nr-requests`, `--queue-depth`, `--plug`,
+    /// `--rotational`).
+    pub own_queue: Option<&'static str>,
+    /// `--on-fault`.
+    pub own_on_fault: Option<&'static str>,
+    /// The ring flags of real devices (`--sqpoll`, `--no-fixed-buffers`, `--rq-affinity`).
+    pub own_ring: Option<&'static str>,
+    /// `--status-interval`.
+    pub own_status: Option<&'static str>,
+    /// `--trace-events`.
+    pub own_events: Option<&'static str>,
+    /// The sandbox's fuel per call when `--fuel` is not given.
+    pub default_fuel: Option<u64>,
+    /// The watchdog when `--watchdog` is not given.
+    pub default_watchdog_ns: Option<u64>,
+}
+
+impl Scope {
+    /// A command that honours every flag, with the sandbox's usual defaults.
+    pub const fn all(command: &'static str, devices: Devices) -> Self {
+        Self {
+            command,
+            devices,
+            own_seed: None,
+            own_queue: None,
+            own_on_fault: None,
+            own_ring: None,
+            own_status: None,
+            own_events: None,
+            default_fuel: None,
+            default_watchdog_ns: Some(DEFAULT_WATCHDOG_NS),
+        }
+    }
+}
+
+impl RunFlags {
+    /// The run's plan under `scope`, for a run on a real device if `real` (the live line is
+    /// for real devices: a simulated run shows its progress in virtual time), with the
+    /// fault plan `--device` gave.
+    ///
+    /// # Errors
+    /// A flag the command decides itself, or one for devices it does not run on, named with
+    /// the reason.
+    pub fn plan(&self, scope: &Scope, faults: FaultPlan, real: bool) -> Result<RunPlan> {
+        // Every flag group is named here, so a new one cannot be left out of the plan.
+        let RunFlags {
+            seed: _, // read by `seed()`
+            queue,
+            sandbox,
+            ring,
+            observe,
+        } = self;
+        self.refuse(scope)?;
+        let plan = RunPlan {
+            seed: self.seed(),
+            queue: queue.attrs(),
+            supervision: sandbox.supervision(scope.default_watchdog_ns),
+            observe: Observe {
+                record_events: observe.trace_events.is_some(),
+                metering: false,
+                status_interval_ns: real
+                    .then(|| status_interval_ns(observe.status_interval))
+                    .flatten(),
+            },
+            faults,
+            ring: ring.options(),
+        };
+        Ok(plan)
+    }
+
+    /// The seed: `--seed`, or the plan's default.
+    pub fn seed(&self) -> u64 {
+        self.seed.unwrap_or(RunPlan::default().seed)
+    }
+
+    /// A WebAssembly engine with the sandbox's limits, the scope's fuel unless `--fuel`.
+    ///
+    /// # Errors
+    /// The engine could not be set up.
+    pub fn runtime(&self, scope: &Scope) -> Result<WasmRuntime> {
+        self.sandbox.limits.runtime(scope.default_fuel)
+    }
+
+    /// Refuses what `scope` decides itself, and the real devices' flags where it runs none.
+    fn refuse(&self, scope: &Scope) -> Result<()> {
+        let given = self.given();
+        let real_only = matches!(scope.devices, Devices::Sim)
+            .then_some("it runs simulated devices only, and this flag is for real ones");
+        let owners: [(&[&str], Option<&str>); 7] = [
+            (&["--seed"], scope.own_seed),
+            (
+                &["--nomerges", "--nr-requests", "--plug", "--rotational"],
+                scope.own_queue,
+            ),
+            (&["--queue-depth"], scope.own_queue.or(real_only)),
+            (&["--on-fault"], scope.own_on_fault),
+            (
+                &["--sqpoll", "--no-fixed-buffers", "--rq-affinity"],
+                scope.own_ring.or(real_only),
+            ),
+            (&["--allow-overwrite"], real_only),
+            (&["--status-interval"], scope.own_status.or(real_only)),
+        ];
+        for (flags, why) in owners {
+            if let (Some(why), Some(flag)) = (why, flags.iter().find(|f| given.contains(f))) {
+                bail!("{}: {flag} does not apply: {why}", scope.command);
+            }
+        }
+        if let (Some(why), true) = (scope.own_events, given.contains(&"--trace-events")) {
+            bail!("{}: --trace-events does not apply: {why}", scope.command);
+        }
+        Ok(())
+    }
+
+    /// The flags given on the command line, by name.
+    fn given(&self) -> Vec<&'static str> {
+        let (q, r, o) = (&self.queue, &self.ring, &self.observe);
+        [
+            ("--seed", self.seed.is_some()),
+            ("--nomerges", q.nomerges.is_some()),
+            ("--nr-requests", q.nr_requests.is_some()),
+            ("--queue-depth", q.queue_depth.is_some()),
+            ("--plug", q.plug.is_some()),
+            ("--rotational", q.rotational.is_some()),
+            ("--on-fault", self.sandbox.on_fault.is_some()),
+            ("--allow-overwrite", r.allow_overwrite),
+            ("--sqpoll", r.sqpoll.is_some()),
+            ("--no-fixed-buffers", r.no_fixed_buffers),
+            ("--rq-affinity", r.rq_affinity.is_some()),
+            ("--status-interval", o.status_interval.is_some()),
+            ("--trace-events", o.trace_events.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(flag, given)| given.then_some(flag))
+        .collect()
+    }
+}
 
 /// What a policy instance may use: `--call-deadline`, `--policy-memory`, `--fuel`.
 #[derive(Debug, Clone, clap::Args)]
@@ -52,9 +246,9 @@ pub struct SandboxArgs {
     #[command(flatten)]
     pub limits: LimitArgs,
     /// After a policy fault: `fallback` to the built-in FIFO, `restart[:N]` a new instance
-    /// (at most N times, default 3, then fall back), or `abort` the run.
-    #[arg(long, value_name = "ACTION", default_value = "fallback", value_parser = parse_on_fault)]
-    pub on_fault: OnFault,
+    /// (at most N times, default 3, then fall back), or `abort` the run [default: fallback].
+    #[arg(long, value_name = "ACTION", value_parser = parse_on_fault)]
+    pub on_fault: Option<OnFault>,
     /// Eject a policy that holds requests and dispatches nothing for this long while the
     /// device has nothing in flight (0: never); default 10.
     #[arg(long, value_name = "SECONDS", value_parser = parse_watchdog)]
@@ -66,17 +260,13 @@ pub struct SandboxArgs {
 pub struct Watchdog(pub Option<u64>);
 
 impl SandboxArgs {
-    /// What happens when the policy fails.
-    pub fn supervision(&self) -> Supervision {
+    /// What happens when the policy fails: `--on-fault` (fallback unless given) and
+    /// `--watchdog` (`default_watchdog_ns` unless given).
+    fn supervision(&self, default_watchdog_ns: Option<u64>) -> Supervision {
         Supervision {
-            on_fault: self.on_fault,
-            watchdog_ns: self.watchdog.map_or(Some(DEFAULT_WATCHDOG_NS), |w| w.0),
+            on_fault: self.on_fault.unwrap_or(Supervision::default().on_fault),
+            watchdog_ns: self.watchdog.map_or(default_watchdog_ns, |w| w.0),
         }
-    }
-
-    /// A WebAssembly engine with these limits.
-    pub fn runtime(&self) -> Result<WasmRuntime> {
-        self.limits.runtime(None)
     }
 }
 
@@ -111,23 +301,23 @@ fn parse_on_fault(text: &str) -> Result<OnFault, String> {
 /// `--rotational`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct QueueArgs {
-    /// Queue attribute nomerges: 0 all merges, 1 one-hit cache only, 2 none.
-    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=2))]
-    pub nomerges: u8,
+    /// Queue attribute nomerges: 0 all merges, 1 one-hit cache only, 2 none [default: 0].
+    #[arg(long, value_name = "0|1|2", value_parser = clap::value_parser!(u8).range(0..=2))]
+    pub nomerges: Option<u8>,
     /// Queue attribute nr_requests (scheduler tags per hardware queue); default
     /// max(2 × min(depth, 128), 128).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_048_576))]
     pub nr_requests: Option<u32>,
-    /// Real devices: requests on the kernel at once per device (driver tags); a simulated
-    /// device has its spec's.
-    #[arg(long, value_name = "N", default_value_t = DEFAULT_QUEUE_DEPTH, value_parser = clap::value_parser!(u32).range(1..=4096))]
-    pub queue_depth: u32,
+    /// Real devices: requests on the kernel at once per device (driver tags) [default:
+    /// 128]; a simulated device has its spec's.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub queue_depth: Option<u32>,
     /// How requests are held back so that later bios can merge: `none` (each submitter's
     /// bios merge until the core's next turn), `legacy` (the pre-2.6.39 queue plug:
     /// `legacy:unplug_thresh=4,unplug_delay_us=3000`) or `submitter` (blk-mq's per-task
-    /// plug: `submitter:max_requests=32,max_bytes=131072`).
-    #[arg(long, value_name = "MODE[:KEY=N,...]", default_value = "none", value_parser = parse_plug)]
-    pub plug: Plug,
+    /// plug: `submitter:max_requests=32,max_bytes=131072`) [default: none].
+    #[arg(long, value_name = "MODE[:KEY=N,...]", value_parser = parse_plug)]
+    pub plug: Option<Plug>,
     /// Queue attribute rotational: 1 the device seeks (a disk), 0 it does not (flash). The
     /// policy is told, and cfq and bfq idle and judge seeks by it. Default: the device's own
     /// (sysfs for a real one; a simulated one's model).
@@ -188,14 +378,18 @@ pub fn parse_plug(text: &str) -> Result<Plug, String> {
 }
 
 impl QueueArgs {
-    /// The attributes.
-    pub fn attrs(&self) -> QueueAttrs {
+    /// The attributes, the kernel's defaults ([`QueueAttrs::default`]) for those not given.
+    fn attrs(&self) -> QueueAttrs {
+        let default = QueueAttrs::default();
         QueueAttrs {
-            nomerges: Nomerges::from_level(self.nomerges).unwrap_or_default(),
-            nr_requests: self.nr_requests,
-            queue_depth: self.queue_depth,
-            plug: self.plug,
-            rotational: self.rotational.map(|r| r == 1),
+            nomerges: self
+                .nomerges
+                .and_then(Nomerges::from_level)
+                .unwrap_or(default.nomerges),
+            nr_requests: self.nr_requests.or(default.nr_requests),
+            queue_depth: self.queue_depth.unwrap_or(default.queue_depth),
+            plug: self.plug.unwrap_or(default.plug),
+            rotational: self.rotational.map(|r| r == 1).or(default.rotational),
         }
     }
 }
@@ -225,7 +419,7 @@ pub struct RingArgs {
 
 impl RingArgs {
     /// The options.
-    pub fn options(&self) -> RingOptions {
+    fn options(&self) -> RingOptions {
         RingOptions {
             allow_overwrite: self.allow_overwrite,
             sqpoll_idle_ms: self.sqpoll,
@@ -237,7 +431,7 @@ impl RingArgs {
 
 /// `--status-interval`: as given (0 is off; at least 10 ms, so a tiny value cannot turn
 /// the status line into a flood), else once a second when stderr is a terminal.
-pub fn status_interval_ns(secs: Option<f64>) -> Option<u64> {
+fn status_interval_ns(secs: Option<f64>) -> Option<u64> {
     match secs {
         Some(s) if s > 0.0 && s.is_finite() => Some(((s * 1e9) as u64).max(10_000_000)),
         Some(_) => None,
@@ -332,6 +526,62 @@ pub fn apply_groups(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[derive(Debug, clap::Parser)]
+    struct Flags {
+        #[command(flatten)]
+        flags: RunFlags,
+    }
+
+    fn flags(args: &[&str]) -> RunFlags {
+        use clap::Parser;
+        Flags::try_parse_from(std::iter::once("schedhost").chain(args.iter().copied()))
+            .expect("the flags parse")
+            .flags
+    }
+
+    #[test]
+    fn the_plan_takes_the_defaults_for_flags_not_given_and_the_flags_given() {
+        let sim = Scope::all("run", Devices::Either);
+        let plan = flags(&[])
+            .plan(&sim, FaultPlan::default(), false)
+            .expect("a plan");
+        assert_eq!(plan, RunPlan::default());
+        let given = flags(&["--seed", "7", "--nr-requests", "64", "--on-fault", "abort"]);
+        let plan = given
+            .plan(&sim, FaultPlan::default(), false)
+            .expect("a plan");
+        assert_eq!(plan.seed, 7);
+        assert_eq!(plan.queue.nr_requests, Some(64));
+        assert_eq!(plan.supervision.on_fault, OnFault::Abort);
+    }
+
+    #[test]
+    fn a_flag_the_command_decides_itself_is_refused_with_the_command_the_flag_and_why() {
+        let check = Scope {
+            own_on_fault: Some("a round ends at the first fault"),
+            ..Scope::all("policy check", Devices::Sim)
+        };
+        for (args, named) in [
+            (&["--on-fault", "fallback"][..], "--on-fault"),
+            (&["--sqpoll", "5"], "--sqpoll"),
+            (&["--queue-depth", "8"], "--queue-depth"),
+            (&["--allow-overwrite"], "--allow-overwrite"),
+            (&["--status-interval", "1"], "--status-interval"),
+        ] {
+            let error = flags(args)
+                .plan(&check, FaultPlan::default(), false)
+                .expect_err(named)
+                .to_string();
+            assert!(
+                error.starts_with("policy check: ") && error.contains(named),
+                "{named}: {error}"
+            );
+        }
+        let plan =
+            flags(&["--seed", "3", "--plug", "legacy"]).plan(&check, FaultPlan::default(), false);
+        assert!(plan.is_ok(), "what the check honours is taken: {plan:?}");
+    }
 
     #[test]
     fn watchdog_takes_seconds_with_zero_for_off_and_refuses_the_rest() {

@@ -6,17 +6,15 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use schedhost::backend::sim::FaultPlan;
 use schedhost::frontend::jobs::{JobSpec, Pacing, jobs_for_trace, parse_cmdline, parse_job_file};
 use schedhost::frontend::outcome::Outcome;
-use schedhost::frontend::plan::{Observe, RunPlan};
 use schedhost::frontend::replay::Format;
-use schedhost::frontend::run::{Device, PolicyPlan, run};
+use schedhost::frontend::run::{Device, Instances, PolicyPlan, run};
 use schedhost::observe::events;
 use schedhost::policy::{WasmRuntime, load};
 use schedhost::report::{RunInfo, Summary, TraceSummary, to_json, to_json_plus, to_text};
 
-use super::plan::{QueueArgs, RingArgs, SandboxArgs, parse_device, status_interval_ns};
+use super::plan::{Devices, RunFlags, Scope, parse_device};
 use super::{OutputFormat, parse_setting};
 
 #[derive(Debug, clap::Args)]
@@ -30,8 +28,6 @@ pub struct RunArgs {
     /// block devices (PATH[:PATH…]), driven through io_uring [default: sim:hdd].
     #[arg(long)]
     pub device: Option<String>,
-    #[command(flatten)]
-    pub queue: QueueArgs,
     /// A group's parameters, in cgroup v2's words, for the jobs that say `cgroup=NAME`
     /// (repeatable): `--group NAME:weight=300,reserve_iops=2000,riops=1000,wbps=10m`. Keys:
     /// weight (io.weight, 1-10000, default 100; or fio's cgroup_weight=), reserve_iops
@@ -43,9 +39,7 @@ pub struct RunArgs {
     #[arg(long = "group", value_name = "NAME:KEY=VALUE,...", value_parser = super::plan::parse_group)]
     pub groups: Vec<schedhost::core::GroupSpec>,
     #[command(flatten)]
-    pub ring: RingArgs,
-    #[command(flatten)]
-    pub sandbox: SandboxArgs,
+    pub flags: RunFlags,
     /// Simulated devices: swap to POLICY at TIME of virtual time (repeatable), e.g.
     /// `--swap-at 2s:cfq`. The new policy starts with its defaults.
     #[arg(long, value_name = "TIME:POLICY", value_parser = parse_swap_at)]
@@ -60,28 +54,19 @@ pub struct RunArgs {
     /// Set a policy tunable (repeatable): --set fifo_batch=8.
     #[arg(long = "set", value_name = "NAME=VALUE", value_parser = parse_setting)]
     pub settings: Vec<(String, i64)>,
-    /// Seed for every random choice; the same seed gives the same report.
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
     /// Report format.
     #[arg(long, value_enum, default_value_t = OutputFormat::Normal)]
     pub output_format: OutputFormat,
     /// Write the report to FILE instead of standard output.
     #[arg(long, value_name = "FILE")]
     pub output: Option<PathBuf>,
-    /// Real devices: print a live line (IOPS, MiB/s, p99 per ctx, queue depths, policy,
-    /// ejections) to stderr every SECS; the default is 1 on a terminal and off otherwise;
-    /// 0 turns it off.
-    #[arg(long, value_name = "SECS")]
-    pub status_interval: Option<f64>,
     /// Draw SVG plots of this run into DIR: the latency CDF and IOPS over time per ctx.
     #[arg(long, value_name = "DIR")]
     pub plot: Option<PathBuf>,
-    /// Record every request's events (queue, merge, insert, dispatch, complete) to FILE, a
-    /// new file; `schedhost events FILE` prints them as blkparse does.
-    #[arg(long, value_name = "FILE")]
-    pub trace_events: Option<PathBuf>,
 }
+
+/// `run` and `replay` honour every run flag.
+const SCOPE: Scope = Scope::all("run", Devices::Either);
 
 impl RunArgs {
     pub fn execute(self, fio_options: Vec<String>) -> Result<()> {
@@ -101,18 +86,20 @@ impl RunArgs {
             refuse_a_real_filename_in_simulation(&jobs)?;
         }
         let (device, faults) = parse_device(self.device())?;
-        if let Some(path) = &self.trace_events {
+        let plan = self
+            .flags
+            .plan(&SCOPE, faults, matches!(device, Device::Real(_)))?;
+        if let Some(path) = &self.flags.observe.trace_events {
             schedhost::observe::events::file::check_new(path).map_err(anyhow::Error::msg)?;
         }
-        let runtime = self.sandbox.runtime()?;
+        let runtime = self.flags.runtime(&SCOPE)?;
         let (source, loaded) = load(&runtime, &self.policy)?;
         let policy = PolicyPlan {
-            loaded: &loaded,
+            instances: Instances::Loaded(&loaded),
             settings: &self.settings,
             swaps: self.swaps(&runtime)?,
             control: self.control.as_deref().map(|path| (path, &runtime)),
         };
-        let plan = self.plan(faults, matches!(device, Device::Real(_)));
         let mut progress = Progress::new();
         let ran = run(&jobs, &device, policy, &plan, &mut |now| {
             progress.update(now)
@@ -126,7 +113,7 @@ impl RunArgs {
             )
         })?;
         let outcome = ran.outcome;
-        if let Some(path) = &self.trace_events {
+        if let Some(path) = &self.flags.observe.trace_events {
             let header = events::file::Header {
                 device: self.device().to_owned(),
                 policy: source.label(),
@@ -142,7 +129,7 @@ impl RunArgs {
             policy_source: source.label(),
             device: self.device().to_owned(),
             device_model: ran.device_model,
-            seed: self.seed,
+            seed: plan.seed,
             settings: self.settings.clone(),
             real: ran.real,
             trace,
@@ -155,27 +142,8 @@ impl RunArgs {
         self.device.as_deref().unwrap_or("sim:hdd")
     }
 
-    /// The run's plan; the live line is for real devices (a simulated run shows its
-    /// progress in virtual time instead).
-    fn plan(&self, faults: FaultPlan, real: bool) -> RunPlan {
-        RunPlan {
-            seed: self.seed,
-            queue: self.queue.attrs(),
-            supervision: self.sandbox.supervision(),
-            observe: Observe {
-                record_events: self.trace_events.is_some(),
-                metering: false,
-                status_interval_ns: real
-                    .then(|| status_interval_ns(self.status_interval))
-                    .flatten(),
-            },
-            faults,
-            ring: self.ring.options(),
-        }
-    }
-
     fn report(&self, info: &RunInfo, jobs: &[JobSpec], outcome: &Outcome) -> Result<()> {
-        write_logs(outcome, self.ring.allow_overwrite)?;
+        write_logs(outcome, self.flags.ring.allow_overwrite)?;
         let summary = Summary {
             info,
             jobs,

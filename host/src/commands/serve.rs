@@ -6,12 +6,13 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
+use schedhost::backend::sim::FaultPlan;
 use schedhost::frontend::jobs::value::size as size_bytes;
 use schedhost::frontend::nbd::{self, Address, ExportSpec, ServeOptions, Served};
-use schedhost::frontend::plan::{Observe, RingOptions, RunPlan};
+use schedhost::frontend::run::Device;
 use schedhost::policy::load;
 
-use super::plan::{QueueArgs, SandboxArgs, status_interval_ns};
+use super::plan::{Devices, RunFlags, Scope, parse_device};
 use super::{OutputFormat, parse_setting};
 
 #[derive(Debug, clap::Args)]
@@ -19,18 +20,19 @@ pub struct ServeArgs {
     /// Listen for NBD clients on HOST:PORT, PORT (on 127.0.0.1) or unix:PATH.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:10809")]
     pub nbd: String,
-    /// The file or block device to export, as the export `--export-name`.
-    #[arg(long, required_unless_present = "exports")]
-    pub device: Option<PathBuf>,
+    /// The file or block device to export, as the export `--export-name`: `PATH`, or
+    /// `PATH@PLAN` with a fault plan, as `run --device` takes it.
+    #[arg(long, value_name = "PATH[@PLAN]", required_unless_present = "exports")]
+    pub device: Option<String>,
     /// Another export (repeatable), in qemu-storage-daemon's key=value words:
     /// `name=vm1,device=PATH[,group=GROUP][,read-only=on]` (a comma in a value is
     /// written twice). Exports naming one device share its scheduler; each export's
     /// clients are in its group.
     #[arg(long = "export", value_name = "name=NAME,device=PATH,...", value_parser = parse_export)]
     pub exports: Vec<ExportSpec>,
-    /// Faults to inject between the host and the kernel, as a fault plan
-    /// (`read_errors=0.01,busy=0.01,spikes=0.001:20ms,…`; see the README): clients get the
-    /// errors as NBD errors.
+    /// Faults to inject between the host and the kernel on every export, as a fault plan
+    /// (`read_errors=0.01,busy=0.01,spikes=0.001:20ms,…`; see docs/devices.md): clients get
+    /// the errors as NBD errors. `--device PATH@PLAN` says the same for a lone device.
     #[arg(long, value_name = "PLAN", value_parser = parse_faults)]
     pub faults: Option<schedhost::backend::sim::FaultPlan>,
     /// Policy: a component (PATH.wasm), a bundled name (noop), or native:NAME.
@@ -43,18 +45,15 @@ pub struct ServeArgs {
     /// Every export read-only: writes, trims and zeroing are refused with EPERM.
     #[arg(long)]
     pub read_only: bool,
-    /// Export an existing file or a block device writable (clients may overwrite it).
-    #[arg(long)]
-    pub allow_overwrite: bool,
     /// Create the file with this size if it does not exist (fio sizes: 64m, 1g).
     #[arg(long, value_name = "BYTES")]
     pub size: Option<String>,
-    /// The queue's attributes, as `run`'s.
+    /// The run flags, as `run`'s: `--seed` seeds the fault plan's choices (the same seed
+    /// fails the same requests); `--allow-overwrite` exports an existing file or a block
+    /// device writable (clients may overwrite it); `--trace-events FILE` records every
+    /// request's events (`schedhost replay` replays them under another policy).
     #[command(flatten)]
-    pub queue: QueueArgs,
-    /// Seed for the fault plan's choices; the same seed fails the same requests.
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
+    pub flags: RunFlags,
     /// Listen on this unix socket (mode 0600) for `schedhost ctl`: swap the policy, set
     /// tunables, status and stats, while clients are connected.
     #[arg(long, value_name = "SOCKET")]
@@ -62,16 +61,6 @@ pub struct ServeArgs {
     /// Set a policy tunable (repeatable): --set slice_idle=0.
     #[arg(long = "set", value_name = "NAME=VALUE", value_parser = parse_setting)]
     pub settings: Vec<(String, i64)>,
-    #[command(flatten)]
-    pub sandbox: SandboxArgs,
-    /// Print a live line (IOPS, MiB/s, p99 per client ctx, queue depths, policy, ejections)
-    /// to stderr every SECS; the default is 1 on a terminal and off otherwise; 0 is off.
-    #[arg(long, value_name = "SECS")]
-    pub status_interval: Option<f64>,
-    /// Record every request's events to FILE, a new file (`schedhost events FILE` prints
-    /// them; `schedhost replay` replays them under another policy).
-    #[arg(long, value_name = "FILE")]
-    pub trace_events: Option<PathBuf>,
     /// Serve Prometheus metrics at http://ADDR/metrics (HOST:PORT, or PORT on 127.0.0.1):
     /// IOPS and bytes per client ctx, latency histograms, queue depths, merges, policy
     /// calls, swaps, ejections.
@@ -102,6 +91,10 @@ pub struct ServeArgs {
     #[arg(long, value_enum, default_value_t = OutputFormat::Normal)]
     pub output_format: OutputFormat,
 }
+
+/// `serve` honours every run flag but `--rq-affinity` (refused in `execute`: every
+/// connection runs on the engine's thread).
+const SCOPE: Scope = Scope::all("serve", Devices::Real);
 
 /// `--size`: a whole number of 512-byte blocks, at least one, that a file can have
 /// (`set_len` takes an i64).
@@ -215,14 +208,28 @@ impl ServeArgs {
     pub fn execute(self) -> Result<()> {
         let address = Address::parse(&self.nbd).map_err(anyhow::Error::msg)?;
         let size = self.size.as_deref().map(parse_size).transpose()?;
-        let runtime = self.sandbox.runtime()?;
+        if self.flags.ring.rq_affinity.is_some() {
+            bail!(
+                "serve: --rq-affinity does not apply: every connection's completion work runs on the engine's thread"
+            );
+        }
+        let (device, faults) = self.device()?;
+        let faults = match (faults, self.faults) {
+            (Some(_), Some(_)) => {
+                bail!("--device …@PLAN and --faults PLAN both give a fault plan; give one")
+            }
+            (Some(plan), None) | (None, Some(plan)) => plan,
+            (None, None) => FaultPlan::default(),
+        };
+        let plan = self.flags.plan(&SCOPE, faults, true)?;
+        let runtime = self.flags.runtime(&SCOPE)?;
         let (source, loaded) = load(&runtime, &self.policy)?;
         let options = ServeOptions {
             address,
-            exports: self.exports(),
-            allow_overwrite: self.allow_overwrite,
+            exports: self.exports(device),
+            allow_overwrite: plan.ring.allow_overwrite,
             size,
-            trace_events: self.trace_events.clone(),
+            trace_events: self.flags.observe.trace_events.clone(),
             metrics: self.metrics.clone(),
             max_clients: self.max_clients as usize,
             handshake_timeout: self.handshake_timeout,
@@ -235,22 +242,6 @@ impl ServeArgs {
             .iter()
             .map(|_| loaded.instantiate())
             .collect::<Result<Vec<_>>>()?;
-        let plan = RunPlan {
-            seed: self.seed,
-            queue: self.queue.attrs(),
-            supervision: self.sandbox.supervision(),
-            // The event file and the metrics endpoint are the server's options; it records and
-            // meters for them itself.
-            observe: Observe {
-                status_interval_ns: status_interval_ns(self.status_interval),
-                ..Observe::default()
-            },
-            faults: self.faults.unwrap_or_default(),
-            ring: RingOptions {
-                allow_overwrite: self.allow_overwrite,
-                ..RingOptions::default()
-            },
-        };
         // One signal path: SIGINT, SIGTERM and SIGHUP stop the server gracefully, with or
         // without --control (whose socket is then removed as the server stops).
         let stop = schedhost::signal::stop_gracefully().context("installing the signal handler")?;
@@ -298,12 +289,31 @@ impl ServeArgs {
     }
 
     /// `--device`'s export, then each `--export`; `--read-only` holds for all.
-    fn exports(&self) -> Vec<ExportSpec> {
+    /// `--device`'s path and the fault plan after its `@`, as `run` reads it: one file or
+    /// block device (an NBD export is one).
+    fn device(&self) -> Result<(Option<PathBuf>, Option<FaultPlan>)> {
+        let Some(arg) = &self.device else {
+            return Ok((None, None));
+        };
+        match parse_device(arg)? {
+            (Device::Real(mut paths), faults) if paths.len() == 1 => {
+                Ok((paths.pop(), (!faults.is_empty()).then_some(faults)))
+            }
+            (Device::Real(_), _) => bail!(
+                "--device {arg}: an export is one file or block device; offer several with --export"
+            ),
+            (Device::Sim(_), _) => bail!(
+                "--device {arg}: serve exports a file or block device; a simulated device holds no data"
+            ),
+        }
+    }
+
+    fn exports(&self, device: Option<PathBuf>) -> Vec<ExportSpec> {
         let lone_group = (self.exports.is_empty() && self.groups.len() == 1)
             .then(|| self.groups[0].name.clone());
-        let device = self.device.as_ref().map(|device| ExportSpec {
+        let device = device.map(|device| ExportSpec {
             name: self.export_name.clone(),
-            device: device.clone(),
+            device,
             read_only: false,
             group: lone_group,
         });

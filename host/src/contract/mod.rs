@@ -18,11 +18,11 @@ use recorder::{Record, recorded};
 use tunables::{check_state, check_tunables};
 
 use crate::backend::sim::{DeviceSpec, FaultPlan};
-use crate::core::{OnFault, Supervision};
+use crate::core::OnFault;
 use crate::engine::{ScheduledSwap, Stop};
 use crate::frontend::RunError;
-use crate::frontend::jobs::sim;
-use crate::frontend::plan::{QueueAttrs, RunPlan};
+use crate::frontend::plan::RunPlan;
+use crate::frontend::run::{Device, Instances, PolicyPlan, run};
 use crate::policy::{Fault, PolicyBackend, builtin_fifo};
 
 /// Makes a fresh, uninitialised instance of the policy under check.
@@ -31,8 +31,12 @@ pub type Maker = Arc<dyn Fn() -> Result<Box<dyn PolicyBackend>, String> + Send +
 /// What to check, and how hard.
 #[derive(Debug, Clone)]
 pub struct CheckOptions {
-    /// The first workload's seed; round `r` uses `seed + r`.
-    pub seed: u64,
+    /// The runs' plan: the first workload's seed (round `r` uses `seed + r`), the queue's
+    /// attributes and the watchdog (holding requests this long while dispatching nothing is
+    /// a fault). Each round sets its own seed and faults, and ends at the policy's first
+    /// fault; a pool left at its default gets room for every bio the workloads keep in
+    /// flight.
+    pub plan: RunPlan,
     /// Workloads to run: even rounds on the simulated SSD, odd ones on the HDD with the
     /// policy swapped out and back in.
     pub rounds: u32,
@@ -40,21 +44,23 @@ pub struct CheckOptions {
     pub runtime_ns: u64,
     /// Longest a request may wait in the policy before it is a violation.
     pub max_wait_ns: u64,
-    /// The watchdog: holding requests this long while dispatching nothing is a fault
-    /// (`None`: never).
-    pub watchdog_ns: Option<u64>,
     /// Tunables set on every instance.
     pub settings: Vec<(String, i64)>,
 }
 
+/// The watchdog under check: a round is seconds long, so a policy that holds requests for
+/// two of them without dispatching is stuck.
+pub const DEFAULT_CHECK_WATCHDOG_NS: u64 = 2_000_000_000;
+
 impl Default for CheckOptions {
     fn default() -> Self {
+        let mut plan = RunPlan::default();
+        plan.supervision.watchdog_ns = Some(DEFAULT_CHECK_WATCHDOG_NS);
         Self {
-            seed: 1,
+            plan,
             rounds: 4,
             runtime_ns: 1_000_000_000,
             max_wait_ns: 5_000_000_000,
-            watchdog_ns: Some(2_000_000_000),
             settings: Vec::new(),
         }
     }
@@ -218,7 +224,7 @@ pub fn check(make: &Maker, options: &CheckOptions) -> CheckReport {
     let mut first_order = None;
     let mut coverage = Coverage::default();
     for r in 0..options.rounds {
-        let seed = options.seed.wrapping_add(u64::from(r));
+        let seed = options.plan.seed.wrapping_add(u64::from(r));
         let run = run_round(make, options, seed, r);
         // Every violation names the workload that shows it, so it can be run again.
         let device = run.report.device.clone();
@@ -258,14 +264,14 @@ pub fn check(make: &Maker, options: &CheckOptions) -> CheckReport {
     }
     let deterministic = match first_order {
         Some(hash) => {
-            let again = run_round(make, options, options.seed, 0);
+            let again = run_round(make, options, options.plan.seed, 0);
             let same = again.record.order_hash == hash;
             if !same {
                 violations.push(Violation {
                     rule: "nondeterministic",
                     detail: format!(
                         "seed {} dispatched in a different order the second time",
-                        options.seed
+                        options.plan.seed
                     ),
                 });
             }
@@ -402,31 +408,22 @@ fn run_round(make: &Maker, options: &CheckOptions, seed: u64, round: u32) -> Rou
             } else {
                 Vec::new()
             };
-            let plan = RunPlan {
-                seed,
-                supervision: Supervision {
-                    on_fault: OnFault::Abort,
-                    watchdog_ns: options.watchdog_ns,
-                },
-                faults: round_faults(seed, options.runtime_ns),
-                // Room in the scheduler for every bio the jobs keep in flight: none waits
-                // for a tag where merges would reach no policy.
-                queue: QueueAttrs {
-                    nr_requests: Some(1024),
-                    ..QueueAttrs::default()
-                },
-                ..RunPlan::default()
+            let mut plan = options.plan;
+            plan.seed = seed;
+            plan.supervision.on_fault = OnFault::Abort;
+            plan.faults = round_faults(seed, options.runtime_ns);
+            // Room in the scheduler for every bio the jobs keep in flight: none waits for a
+            // tag where merges would reach no policy.
+            plan.queue.nr_requests = plan.queue.nr_requests.or(Some(1024));
+            let policy = PolicyPlan {
+                instances: Instances::Given(vec![policy]),
+                settings: &options.settings,
+                swaps: schedule,
+                control: None,
             };
-            sim::run_swapping(
-                jobs,
-                &device,
-                policy,
-                &options.settings,
-                &plan,
-                schedule,
-                &mut |_| {},
-            )
-            .map_err(|e| stop_reason(&e))
+            run(jobs, &Device::Sim(device), policy, &plan, &mut |_| {})
+                .map(|ran| ran.outcome)
+                .map_err(|e| stop_reason(&e))
         });
     match result {
         Ok(outcome) => {

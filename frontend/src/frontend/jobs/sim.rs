@@ -4,12 +4,12 @@
 
 use crate::backend::sim::{DeviceSpec, Faulty, HORIZON_NS, SimBackend};
 use crate::core::{Bio, StartError};
-use crate::engine::{self, Done, Engine, Lane, ScheduledSwap};
+use crate::engine::{self, Done, Lane, ScheduledSwap};
 use crate::frontend::RunError;
 use crate::frontend::jobs::feed::{BioWork, Jobs};
 use crate::frontend::jobs::{JobSpec, Submitter, place};
 use crate::frontend::outcome::Outcome;
-use crate::frontend::plan::RunPlan;
+use crate::frontend::plan::{EngineParts, RunPlan};
 use crate::observe::stats::CtxStats;
 use crate::policy::PolicyBackend;
 
@@ -121,7 +121,11 @@ pub fn run_swapping(
         lane.core.set_throttle(throttle);
     }
     let backend = SimBackend::new(model.as_mut());
-    let mut engine = Engine::new(backend, vec![lane]).with_swaps(swaps);
+    let parts = EngineParts {
+        swaps,
+        ..EngineParts::default()
+    };
+    let mut engine = plan.engine(backend, vec![lane], parts);
     let mut frontend = Jobs::new(submitters, Numbered(0), Some(progress));
     frontend.start(0);
     engine::drive(&mut engine, &mut frontend)?;

@@ -43,9 +43,9 @@ pub use wire::{BadMagic, REQUEST_LEN, Request};
 use crate::backend::ring::{Notifier, OpenRules, RingBackend, RingSetup, Target};
 use crate::control::Control;
 use crate::core::{CoreStats, Ejection, Throttle};
-use crate::engine::{Engine, Lane, SetRecord, SwapRecord};
+use crate::engine::{Lane, SetRecord, SwapRecord};
 use crate::frontend::RunError;
-use crate::frontend::plan::RunPlan;
+use crate::frontend::plan::{EngineParts, RunPlan};
 use crate::observe::events::file::Writer;
 use crate::observe::metrics::Endpoint;
 use crate::policy::{PolicyBackend, WasmRuntime};
@@ -286,8 +286,9 @@ pub fn serve(
         &slot_lens,
         plan.seed,
         RingSetup {
+            sqpoll_idle_ms: plan.ring.sqpoll_idle_ms,
+            fixed_buffers: plan.ring.fixed_buffers,
             faults: plan.faults,
-            ..RingSetup::default()
         },
     )?;
     let notifier = Notifier::new().map_err(|source| RunError::Ring {
@@ -310,9 +311,11 @@ pub fn serve(
         metrics: metrics.as_ref().map(Endpoint::address),
     });
     let access = backend.slots();
-    let mut engine = Engine::new(backend, lanes)
-        .with_control(control)
-        .with_live(plan.observe.status_interval_ns);
+    let parts = EngineParts {
+        control,
+        ..EngineParts::default()
+    };
+    let mut engine = plan.engine(backend, lanes, parts);
     let setup = front::Setup {
         listener: &listener,
         exports: &offered,

@@ -12,10 +12,9 @@ use std::path::PathBuf;
 use anyhow::{Context, Result, bail};
 use schedhost::backend::sim::FaultPlan;
 use schedhost::frontend::jobs::JobSpec;
-use schedhost::frontend::plan::{Observe, RunPlan};
 use schedhost::frontend::run::{Device, PolicyPlan, run};
 
-use super::plan::{QueueArgs, RingArgs, SandboxArgs, parse_device};
+use super::plan::{Devices, RunFlags, Scope, parse_device};
 use super::run::{ReplayArgs, read_jobs};
 
 pub use columns::{Column, column};
@@ -48,9 +47,6 @@ pub struct CompareArgs {
     /// Runs per cell, with seeds seed, seed+1, …
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub repeat: u32,
-    /// First seed.
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
     /// What the cells show, repeatable: one table per metric, all from the same runs
     /// (default read-iops).
     #[arg(long = "metric", value_enum)]
@@ -67,15 +63,10 @@ pub struct CompareArgs {
     /// Draw the table as an SVG chart (compare.svg) into DIR.
     #[arg(long, value_name = "DIR")]
     pub plot: Option<PathBuf>,
-    /// The queue's attributes, as `run`'s, for every run.
+    /// The run flags, as `run`'s, for every cell; `--seed` is the first cell's seed
+    /// (repeats take the next ones).
     #[command(flatten)]
-    pub queue: QueueArgs,
-    /// Real devices: how they are driven, as `run`'s.
-    #[command(flatten)]
-    pub ring: RingArgs,
-    /// The sandbox, as `run`'s: every cell's policy runs under these limits.
-    #[command(flatten)]
-    pub sandbox: SandboxArgs,
+    pub flags: RunFlags,
     /// A trace to replay in every cell instead of jobs, paced as `run`'s.
     #[command(flatten)]
     pub trace: ReplayArgs,
@@ -85,6 +76,14 @@ pub struct CompareArgs {
 }
 
 /// A column of the table: a policy on a device.
+/// What `compare` does with the run flags: its cells run in parallel and are judged by
+/// their reports, so nothing is shown or recorded as they run.
+const SCOPE: Scope = Scope {
+    own_status: Some("compare's cells run in parallel; watch one run with `run --status-interval`"),
+    own_events: Some("compare runs many cells; record one run's events with `run --trace-events`"),
+    ..Scope::all("compare", Devices::Either)
+};
+
 struct Cell<'a> {
     label: String,
     device: usize,
@@ -136,7 +135,9 @@ impl CompareArgs {
             .iter()
             .map(|d| parse_device(d).with_context(|| format!("--device {d}")))
             .collect::<Result<Vec<_>>>()?;
-        let runtime = self.sandbox.runtime()?;
+        // Every cell's plan before its seed and device's faults: refused flags stop here.
+        let base = self.flags.plan(&SCOPE, FaultPlan::default(), false)?;
+        let runtime = self.flags.runtime(&SCOPE)?;
         let policies = self
             .policies
             .iter()
@@ -177,7 +178,7 @@ impl CompareArgs {
                 (0..u64::from(self.repeat)).map(move |i| Trial {
                     row,
                     column,
-                    seed: self.seed + i,
+                    seed: base.seed.wrapping_add(i),
                 })
             })
             .collect();
@@ -342,6 +343,7 @@ impl CompareArgs {
         sweep_values: &[String],
         tunable: Option<&TunableSweep>,
     ) -> Result<Vec<Measured>> {
+        let base = self.flags.plan(&SCOPE, FaultPlan::default(), false)?;
         // Files a cell of this comparison created: later cells reuse them as their own
         // (fio's runs reuse the file they laid out), without --allow-overwrite.
         let made: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
@@ -363,16 +365,10 @@ impl CompareArgs {
                 )
             };
             let (device, faults) = &devices[cell.device];
-            let mut ring = self.ring.options();
-            ring.allow_overwrite |= ours(device);
-            let plan = RunPlan {
-                seed: w.seed,
-                queue: self.queue.attrs(),
-                supervision: self.sandbox.supervision(),
-                observe: Observe::default(),
-                faults: *faults,
-                ring,
-            };
+            let mut plan = base;
+            plan.seed = w.seed;
+            plan.faults = *faults;
+            plan.ring.allow_overwrite |= ours(device);
             let settings = row_settings(cell.policy, tunable, w.row);
             let policy = PolicyPlan::fixed(&cell.policy.loaded, &settings);
             let ran =

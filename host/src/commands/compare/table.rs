@@ -90,7 +90,7 @@ impl CompareArgs {
             "device": self.devices.join(", "),
             "devices": self.devices,
             "repeat": self.repeat,
-            "seed": self.seed,
+            "seed": self.flags.seed(),
             "sweep": sweep_key,
             "policies": columns.iter().map(|c| c.label.clone()).collect::<Vec<_>>(),
             "rows": rows.iter().map(|(value, cells)| json!({

@@ -28,7 +28,9 @@ use schedhost::frontend::run::{Device, PolicyPlan, run};
 use serde_json::{Value, json};
 
 use super::compare::{Column, Metric, column, mean_stddev, parallel};
-use super::plan::SandboxArgs;
+use schedhost::backend::sim::FaultPlan;
+
+use super::plan::{Devices, RunFlags, Scope};
 
 const SEED1: &str = include_str!("../../../../examples/jobs/seed1-sequential-readers.fio");
 const SEED3: &str = include_str!("../../../../examples/jobs/seed3-deep-queue.fio");
@@ -61,10 +63,28 @@ pub struct ReproduceArgs {
     /// Threads for the simulated runs (default: every core); the tables do not depend on it.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub threads: Option<u32>,
-    /// The sandbox every policy runs in, as `run`'s.
+    /// The run flags, as `run`'s: the sandbox every policy runs in; each experiment sets
+    /// the rest as the measurement it reproduces did.
     #[command(flatten)]
-    pub sandbox: SandboxArgs,
+    pub flags: RunFlags,
 }
+
+/// What `reproduce` does with the run flags: each experiment runs as the measurement it
+/// reproduces ran, so only the sandbox's are the user's.
+const SCOPE: Scope = Scope {
+    own_seed: Some(
+        "each experiment seeds its own trials (1, 2, …) so that its table is the published one",
+    ),
+    own_queue: Some("each experiment runs the queue settings of the measurement it reproduces"),
+    own_ring: Some("each experiment drives its scratch file as the measurement it reproduces did"),
+    own_status: Some(
+        "the experiments' runs are short and many; watch one with `run --status-interval`",
+    ),
+    own_events: Some(
+        "the experiments' runs are many; record one run's events with `run --trace-events`",
+    ),
+    ..Scope::all("reproduce", Devices::Either)
+};
 
 /// Where a row's runs happen.
 #[derive(Debug, Clone)]
@@ -250,7 +270,7 @@ impl ReproduceArgs {
     /// real ones one at a time, repeats outermost so that the machine's drift spreads over
     /// every policy alike.
     fn measure(&self, table: &Table, scratch: &Scratch) -> Result<Measured> {
-        let runtime = self.sandbox.runtime()?;
+        let runtime = self.runtime()?;
         let columns = table
             .policies
             .iter()
@@ -293,17 +313,26 @@ impl ReproduceArgs {
     }
 
     fn run_one(&self, row: &Row, policy: &Column, seed: u64, scratch: &Scratch) -> Result<Outcome> {
-        let plan = RunPlan {
-            seed,
-            supervision: self.sandbox.supervision(),
-            ..RunPlan::default()
-        };
+        let mut plan = self.plan()?;
+        plan.seed = seed;
         let device = match &row.place {
             Place::Sim(spec) => Device::Sim(spec.clone()),
             Place::File(bytes) => Device::Real(vec![scratch.file(*bytes)?]),
         };
         let policy = PolicyPlan::fixed(&policy.loaded, &policy.settings);
         Ok(run(&row.jobs, &device, policy, &plan, &mut |_| {})?.outcome)
+    }
+}
+
+impl ReproduceArgs {
+    /// Every experiment's plan before it sets its own parts.
+    fn plan(&self) -> Result<RunPlan> {
+        self.flags.plan(&SCOPE, FaultPlan::default(), false)
+    }
+
+    /// The sandbox's engine, as the flags set it.
+    fn runtime(&self) -> Result<schedhost::policy::WasmRuntime> {
+        self.flags.runtime(&SCOPE)
     }
 }
 

@@ -6,7 +6,6 @@ use anyhow::{Context, Result, bail};
 use schedhost::core::RqAffinity;
 use schedhost::frontend::jobs::{JobSpec, parse_job_file};
 use schedhost::frontend::outcome::Outcome;
-use schedhost::frontend::plan::{RingOptions, RunPlan};
 use schedhost::frontend::run::{Device, PolicyPlan, run};
 use serde_json::{Value, json};
 
@@ -26,20 +25,14 @@ impl ReproduceArgs {
             );
             parse_job_file("seed2", &text).map_err(|e| anyhow::anyhow!("{e}"))
         };
-        let runtime = self.sandbox.runtime()?;
+        let runtime = self.runtime()?;
         let noop = column(&runtime, &self.policy("noop"))?;
         let path = scratch.clear()?.to_path_buf();
         let real = |jobs: &[JobSpec], threads: Option<RqAffinity>| -> Result<Outcome> {
-            let plan = RunPlan {
-                supervision: self.sandbox.supervision(),
-                // The scratch file is this command's own, made empty by `clear`.
-                ring: RingOptions {
-                    threads,
-                    allow_overwrite: true,
-                    ..RingOptions::default()
-                },
-                ..RunPlan::default()
-            };
+            let mut plan = self.plan()?;
+            plan.ring.threads = threads;
+            // The scratch file is this command's own, made empty by `clear`.
+            plan.ring.allow_overwrite = true;
             let policy = PolicyPlan::fixed(&noop.loaded, &noop.settings);
             Ok(run(
                 jobs,

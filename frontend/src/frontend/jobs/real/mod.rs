@@ -25,7 +25,7 @@ use crate::frontend::RunError;
 use crate::frontend::jobs::feed::{Jobs, JobsRan};
 use crate::frontend::jobs::{Direction, JobSpec, Placement, Submitter, extent_bytes, place};
 use crate::frontend::outcome::{Outcome, TargetSummary};
-use crate::frontend::plan::RunPlan;
+use crate::frontend::plan::{EngineParts, RunPlan};
 use crate::policy::PolicyBackend;
 use crate::verify::{Ledger, interval_for};
 
@@ -221,10 +221,12 @@ pub fn run_controlled(
         slots: backend.slots(),
         fixed_buffers: backend.fixed_buffers(),
     };
-    let mut engine = Engine::new(backend, lanes)
-        .with_striping(striping)
-        .with_control(control)
-        .with_live(plan.observe.status_interval_ns);
+    let parts = EngineParts {
+        striping: Some(striping),
+        control,
+        swaps: Vec::new(),
+    };
+    let mut engine = plan.engine(backend, lanes, parts);
     let ran = match (plan.ring.threads, notifier) {
         (Some(mode), Some(notifier)) => {
             threads::run(&run, &mut engine, &ring, submitters, mode, notifier)?
