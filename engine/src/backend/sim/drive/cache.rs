@@ -1,0 +1,180 @@
+//! The drive's buffer: segments held and streaming read-ahead, looked up by each command,
+//! replaced least recently used, as DiskSim's `disksim_diskcache.c` keeps them.
+
+use super::{ContinuousRead, DeviceRequest, Drive};
+
+/// A buffer segment: sectors `[start, end)` held, and the read-ahead still streaming into it.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Segment {
+    pub(super) start: u64,
+    /// Held at `since_ps`.
+    pub(super) end: u64,
+    /// While streaming: when `end` was reached, ps per sector, and where it stops.
+    pub(super) since_ps: u64,
+    pub(super) per_sector_ps: u64,
+    pub(super) stream_to: u64,
+    pub(super) streaming: bool,
+    pub(super) used: u64,
+    /// It holds a write's data.
+    pub(super) written: bool,
+}
+
+impl Segment {
+    /// The end of what the segment holds at `at_ps`.
+    pub(super) fn end_at(&self, at_ps: u64) -> u64 {
+        if !self.streaming || at_ps <= self.since_ps {
+            return self.end;
+        }
+        let read = (at_ps - self.since_ps) / self.per_sector_ps.max(1);
+        self.end.saturating_add(read).min(self.stream_to)
+    }
+}
+
+impl Drive {
+    /// The segment holding `[sector, end)` by `at_ps`, or streaming towards it, and when the
+    /// last sector is (or will be) there.
+    pub(super) fn lookup(&self, at_ps: u64, sector: u64, end: u64) -> Option<(usize, u64)> {
+        if !self.params.buffer_cache {
+            return None;
+        }
+        self.segments.iter().enumerate().find_map(|(i, s)| {
+            if s.start > sector {
+                return None;
+            }
+            if s.end_at(at_ps) >= end {
+                return Some((i, at_ps));
+            }
+            (s.streaming && end <= s.stream_to && sector < s.end_at(at_ps) + 1).then(|| {
+                let streamed = (end - s.end).saturating_mul(s.per_sector_ps);
+                (i, s.since_ps.saturating_add(streamed))
+            })
+        })
+    }
+
+    /// Where the data a segment holds of `sector..end` ends, when a segment holds its start
+    /// but not its end (no segment is reading ahead: called once they are stopped).
+    pub(super) fn held_from(&self, sector: u64, end: u64) -> Option<u64> {
+        if !self.params.buffer_cache {
+            return None;
+        }
+        self.segments
+            .iter()
+            .filter(|s| s.start <= sector && sector < s.end && s.end < end)
+            .map(|s| s.end)
+            .max()
+    }
+
+    /// True iff `request`, arriving at `at_ps`, appends to the write segment the mechanism
+    /// is still writing: it starts where the last write ended, and the segment has room.
+    pub(super) fn appends(&self, at_ps: u64, request: &DeviceRequest) -> bool {
+        self.params.combine_seq_writes
+            && self.writing.is_some_and(|w| {
+                request.sector == w.end
+                    && at_ps < w.until_ps
+                    && request.end() - w.start <= self.params.segment_sectors
+            })
+    }
+
+    /// Segment `i`, if it is still reading ahead, reads on to the read-ahead amount past
+    /// `end`, but no further than the segment holds from its start (DiskSim's continuous
+    /// read to the segment's end).
+    pub(super) fn read_ahead_past(&mut self, i: usize, end: u64) {
+        if !self.segments[i].streaming {
+            return;
+        }
+        let target = self.read_ahead_to(self.segments[i].start, end);
+        let s = &mut self.segments[i];
+        s.stream_to = s.stream_to.max(target);
+    }
+
+    /// Sectors before `sector` on its track that passed wholly under the head in the
+    /// `waited` ps before it came round, kept under [`DriveParams::read_free_blocks`].
+    pub(super) fn free_blocks_before(&self, sector: u64, waited: u64) -> u64 {
+        if !self.params.read_free_blocks {
+            return 0;
+        }
+        let place = self.place(sector);
+        let per_sector = (self.rev_ps / place.sectors_per_track).max(1);
+        let on_track_before = place.sectors_per_track - place.left_on_track;
+        (waited / per_sector).min(on_track_before).min(sector)
+    }
+
+    /// Where read-ahead after a read ending at `end`, into a segment from `start`, stops:
+    /// by [`DriveParams::continuous_read`], within the segment and the disk.
+    pub(super) fn read_ahead_to(&self, start: u64, end: u64) -> u64 {
+        let p = &self.params;
+        let most = end.saturating_add(p.max_read_ahead_sectors);
+        let to = match p.continuous_read {
+            ContinuousRead::None => end,
+            ContinuousRead::SegmentEnd => most,
+            ContinuousRead::TrackEnd | ContinuousRead::CylinderEnd => {
+                let last = self.place(end.saturating_sub(1));
+                let mut left = last.left_on_track;
+                if p.continuous_read == ContinuousRead::CylinderEnd {
+                    let tracks = p.surfaces.max(1) - 1 - last.track;
+                    left += tracks * last.sectors_per_track;
+                }
+                most.min(end.saturating_sub(1).saturating_add(left))
+            }
+        };
+        // The segment holds `segment_sectors` from its start, or, where read-ahead may
+        // replace the data returned, from the read's end.
+        let from = if p.read_ahead_over_requested {
+            end
+        } else {
+            start
+        };
+        let segment = from.saturating_add(p.segment_sectors.max(1));
+        to.min(segment).min(p.capacity_sectors).max(end)
+    }
+
+    /// Stops every read-ahead at `at_ps`; returns when the mechanism is free: at once, or,
+    /// without [`DriveParams::stop_prefetch_in_sector`], once the sector under the head has
+    /// been read.
+    pub(super) fn stop_streaming(&mut self, at_ps: u64) -> u64 {
+        let in_sector = self.params.stop_prefetch_in_sector;
+        let mut free = at_ps;
+        for s in &mut self.segments {
+            if !s.streaming {
+                continue;
+            }
+            s.end = s.end_at(at_ps);
+            s.streaming = false;
+            let per = s.per_sector_ps.max(1);
+            let into = at_ps.saturating_sub(s.since_ps);
+            if !in_sector && at_ps > s.since_ps && s.end < s.stream_to && into % per != 0 {
+                s.end += 1;
+                free = free.max(s.since_ps + (into / per + 1) * per);
+            }
+        }
+        free
+    }
+
+    /// Keeps `segment`, in place of the least recently used one when the buffer is full. With
+    /// a separate write segment (DiskSim's `Use separate write segment`), writes have one
+    /// segment of their own, which the next write replaces, and reads the others.
+    pub(super) fn add_segment(&mut self, segment: Segment) {
+        if !self.params.buffer_cache {
+            return;
+        }
+        let all = self.params.cache_segments.max(1) as usize;
+        let (limit, kind) = if self.params.separate_write_segment && all > 1 {
+            if segment.written {
+                (1, Some(true))
+            } else {
+                (all - 1, Some(false))
+            }
+        } else {
+            (all, None)
+        };
+        let same_kind = |s: &Segment| kind.is_none_or(|written| s.written == written);
+        if self.segments.iter().filter(|s| same_kind(s)).count() >= limit
+            && let Some(lru) = (0..self.segments.len())
+                .filter(|&i| same_kind(&self.segments[i]))
+                .min_by_key(|&i| self.segments[i].used)
+        {
+            self.segments.swap_remove(lru);
+        }
+        self.segments.push(segment);
+    }
+}

@@ -1,0 +1,397 @@
+//! Importing a DiskSim drive: its `.diskspecs` (controller, cache, overheads), the `.model`
+//! it names (surfaces, zones, skews, spares, mechanics) and the `.seek` table that names.
+//!
+//! DiskSim's parameter files are nested blocks, `type NAME { Key = value, … }`, with lists in
+//! `[ … ]` and `#` comments. Every parameter is either carried into [`DriveParams`], or
+//! reported in [`Imported::not_represented`] with its value: none is dropped silently.
+
+use std::path::{Path, PathBuf};
+
+mod geometry;
+mod grammar;
+mod spec_text;
+
+use geometry::*;
+use grammar::*;
+pub use spec_text::to_spec_text;
+
+use super::{
+    ContinuousRead, DriveParams, DriveZone, MAX_ADJUSTMENT_MS, MAX_SEEK_MS, MAX_SLIPS, Overheads,
+    SurfaceOrder,
+};
+
+/// Deepest nesting accepted (DiskSim's own files nest four deep).
+const MAX_DEPTH: usize = 16;
+/// Most zones and seek points accepted.
+const MAX_ZONES: usize = 4096;
+const MAX_SEEK_POINTS: usize = 1 << 20;
+
+/// A drive read from DiskSim's files.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Imported {
+    /// The drive's name in the `.diskspecs`.
+    pub name: String,
+    /// What schedhost's `drive` model takes.
+    pub params: DriveParams,
+    /// Parameters the model does not represent, with their values and why it matters.
+    pub not_represented: Vec<String>,
+}
+
+/// What went wrong, with the file and where.
+#[derive(Debug, thiserror::Error)]
+#[error("{path}: {message}")]
+pub struct ImportError {
+    /// The file at fault.
+    pub path: PathBuf,
+    /// What is wrong.
+    pub message: String,
+}
+
+fn fail(path: &Path, message: impl Into<String>) -> ImportError {
+    ImportError {
+        path: path.to_owned(),
+        message: message.into(),
+    }
+}
+
+/// Reads `diskspecs` and the files it names.
+///
+/// # Errors
+/// A file is unreadable or malformed, or a parameter the model needs is missing or out of
+/// range; the message names the file and the parameter.
+pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
+    let text = read(diskspecs)?;
+    let (kind, name, fields) = first_block(diskspecs, &text)?;
+    if kind != "disksim_disk" {
+        return Err(fail(
+            diskspecs,
+            format!("expected a `disksim_disk` block, found `{kind}`"),
+        ));
+    }
+    let mut notes = Vec::new();
+    let mut specs = Fields::new(diskspecs, fields);
+    let model_path = specs.take_source("Model")?;
+    let model_text = read(&model_path)?;
+    let (_, _, model_fields) = first_block(&model_path, &model_text)?;
+    let mut model = Fields::new(&model_path, model_fields);
+
+    let surfaces = model.take_u64("Number of data surfaces", 1, 1024)?;
+    let cylinders = model.take_u64("Number of cylinders", 1, 10_000_000)?;
+    // Checked, but the zones' own total is the capacity, as DiskSim takes it (below).
+    model.take_u64("Block count", 1, crate::core::MAX_SECTOR)?;
+    let mut mech = model.take_block("Mechanical Model")?;
+    let seek_type = mech.take_text("Seek type")?;
+    let single = mech.take_ms("Single cylinder seek time")?;
+    let mut seek = match seek_type.as_str() {
+        "extracted" => read_seek(&mech.take_path("Full seek curve")?)?,
+        // DiskSim's names (`dm_mech_g1`'s loader): `hplplus10` is the HPL curve with the
+        // first ten distances given.
+        "hpl" | "hplplus10" => {
+            let hpl = mech.take_numbers("HPL seek equation values", 6)?;
+            let first_ten = if seek_type == "hplplus10" {
+                mech.take_numbers("First ten seek times", 10)?
+            } else {
+                Vec::new()
+            };
+            let table = hpl_table(&hpl, &first_ten, cylinders);
+            physical_seeks(&model_path, &table)?;
+            table
+        }
+        other => {
+            return Err(fail(
+                &model_path,
+                format!(
+                    "`Seek type = {other}`: imported are `extracted` (a .seek table), `hpl` and `hplplus10`"
+                ),
+            ));
+        }
+    };
+    // Only the types that name it take the table file; the others may still carry it.
+    let _ = mech.take_opt("Full seek curve");
+    if seek.first().is_none_or(|&(d, _)| d != 1) {
+        seek.insert(0, (1, single));
+    }
+    let full_seek_ms = mech.take_ms("Full strobe seek time")?;
+    // An adjustment, negative in several of DiskSim's own drives (-0.48 to -0.64 ms); more
+    // than a second either way is no drive's.
+    let write_settle_ms = mech.take_f64(
+        "Add. write settling delay",
+        -MAX_ADJUSTMENT_MS,
+        MAX_ADJUSTMENT_MS,
+    )?;
+    let head_switch_ms = mech.take_ms("Head switch time")?;
+    let rpm = mech.take_f64("Rotation speed (in rpms)", 1.0, 100_000.0)?;
+    let rpm_error = mech.take_f64("Percent error in rpms", 0.0, 100.0)?;
+    if rpm_error != 0.0 {
+        notes.push(format!(
+            "Percent error in rpms = {rpm_error}: the spindle runs at exactly {rpm} rpm"
+        ));
+    }
+    let access = mech.take_text("Access time type")?;
+    if access != "trackSwitchPlusRotation" {
+        notes.push(format!(
+            "Access time type = {access}: modelled as seek, then head switch, then rotation"
+        ));
+    }
+    mech.rest(&mut notes, "Mechanical Model");
+
+    let mut layout = model.take_block("Layout Model")?;
+    let sparing = Sparing::read(&mut layout)?;
+    let sparing_scheme = sparing.scheme;
+    let zones = import_zones(&mut layout, &mut notes, &model_path, (surfaces, sparing))?;
+    // 0 numbers a cylinder's surfaces alike on every cylinder; 1 and 2 in reverse on
+    // alternate cylinders (DiskSim's `diskmap_surfno_on_cylinder`).
+    let scheme = layout
+        .take_opt_u64("LBN-to-PBN mapping scheme", 0, u64::MAX)?
+        .unwrap_or(0);
+    let surface_order = SurfaceOrder::from_scheme(scheme).unwrap_or_else(|| {
+        notes.push(format!(
+            "LBN-to-PBN mapping scheme = {scheme}: LBNs run surface by surface, cylinder by cylinder (scheme 0)"
+        ));
+        SurfaceOrder::Normal
+    });
+    layout.rest(&mut notes, "Layout Model");
+    model.rest(&mut notes, "the model");
+
+    let scale = specs.take_f64("Time scale for overheads", 0.0, 1000.0)?;
+    // DiskSim adds the per-request overhead to each command's, so either may be a negative
+    // adjustment of the other; a step that sums below zero takes no time.
+    let per_request = specs.take_adjustment_ms("Per-request overhead time")?;
+    let mut clamped = Vec::new();
+    let mut pair = |what: &str| -> Result<[f64; 2], ImportError> {
+        let mut both = [0.0; 2];
+        for (i, after) in ["read", "write"].into_iter().enumerate() {
+            let key = format!("{what} after {after}");
+            let sum = (specs.take_adjustment_ms(&key)? + per_request) * scale;
+            if sum < 0.0 {
+                clamped.push(key);
+            }
+            both[i] = sum.max(0.0);
+        }
+        Ok(both)
+    };
+    let mut overheads = Overheads {
+        read_hit: pair("Read hit over.")?,
+        read_miss: pair("Read miss over.")?,
+        write_hit: pair("Write hit over.")?,
+        write_miss: pair("Write miss over.")?,
+        completion: [0.0; 2],
+    };
+    for (i, key) in ["Read completion overhead", "Write completion overhead"]
+        .into_iter()
+        .enumerate()
+    {
+        let ms = specs.take_opt_f64(key, -MAX_ADJUSTMENT_MS, 3_600_000.0)? * scale;
+        if ms < 0.0 {
+            clamped.push(key.to_owned());
+        }
+        overheads.completion[i] = ms.max(0.0);
+    }
+    if !clamped.is_empty() {
+        notes.push(format!(
+            "{}: negative in sum, taken as no time",
+            clamped.join(", ")
+        ));
+    }
+    let bus_sector_ms = specs.take_ms("Bulk sector transfer time")?;
+    let cache_segments = specs.take_u64("Number of buffer segments", 1, 65_536)? as u32;
+    let segment_sectors = specs.take_u64("Segment size (in blks)", 1, 1 << 24)?;
+    let max_read_ahead_sectors = specs.take_u64("Maximum read-ahead (blks)", 0, 1 << 24)?;
+    let continuous = specs
+        .take_opt_u64("Buffer continuous read", 0, 4)?
+        .unwrap_or(3);
+    let continuous_read = ContinuousRead::from_scheme(continuous).unwrap_or_else(|| {
+        // Modelled by DiskSim's own end (`disk_buffer_get_max_readahead`: the end of the
+        // next LBN's track, or of the track after when the segment began earlier), the
+        // Atlas 10K went from 0.168 to 0.287 ms RMS, past DiskSim's 0.268: DiskSim keeps a
+        // segment across partial hits, which sets where that scheme stops, and this model
+        // starts a segment at each miss. Not taken alone (BENCHMARKS.md).
+        notes.push(
+            "Buffer continuous read = 4 (DEC's prefetch scheme): read ahead by the maximum read-ahead, as 3".into(),
+        );
+        ContinuousRead::SegmentEnd
+    });
+    // 1 caches as the model does; DiskSim's 2 is taken as 1.
+    let caching = specs
+        .take_opt_u64("Enable caching in buffer", 0, 2)?
+        .unwrap_or(1);
+    if caching == 2 {
+        notes.push("Enable caching in buffer = 2: cached as at 1".into());
+    }
+    let buffer_cache = caching != 0;
+    // The model times every transfer a sector at a time (each sector, track and cylinder
+    // switch), which is DiskSim's `Calc sector by sector = 1`.
+    if specs.take_opt_u64("Calc sector by sector", 0, 1)? == Some(0) {
+        notes.push("Calc sector by sector = 0: transfers are timed a sector at a time".into());
+    }
+    let read_free_blocks = specs.take_opt_u64("Read any free blocks", 0, 1)? == Some(1);
+    let over_requested = specs.take_opt_f64("Read-ahead over requested", -1.0, 1.0)?;
+    if over_requested < 0.0 {
+        notes.push("Read-ahead over requested = -1: read-ahead keeps the data returned".into());
+    }
+    let read_ahead_over_requested = over_requested > 0.0;
+    // The model stops read-ahead for every write, hit or not, which is DiskSim's 1.
+    if specs.take_opt_u64("Write hit stop prefetch", 0, 1)? == Some(0) {
+        notes.push("Write hit stop prefetch = 0: every write stops read-ahead".into());
+    }
+    let stop_prefetch_in_sector = specs
+        .take_opt_u64("Stop prefetch in sector", 0, 1)?
+        .unwrap_or(1)
+        == 1;
+    let fast_write = specs.take_u64("Fast write level", 0, 2)?;
+    // DiskSim refuses these without a cache (`disk_postpass_perdisk`), and so does this.
+    if !buffer_cache && (fast_write > 0 || continuous > 0 || read_free_blocks) {
+        return Err(fail(
+            diskspecs,
+            format!(
+                "`Enable caching in buffer = 0` with `Fast write level = {fast_write}`, `Buffer continuous read = {continuous}` and `Read any free blocks = {}`: fast writes, read-ahead and free blocks need the cache (DiskSim refuses them too)",
+                u8::from(read_free_blocks)
+            ),
+        ));
+    }
+    if fast_write == 1 {
+        // DiskSim reports any fast write once its data is in the buffer, at either level;
+        // level 1 only lets appending writes go first among queued bus transfers.
+        notes.push("Fast write level = 1: appending writes' priority among queued bus transfers (the drive serves in arrival order); writes are reported once buffered, as at level 2".into());
+    }
+    // The model has one write on its way to the media at a time (the segment being
+    // written), which is DiskSim's `Maximum number of write segments = 1`.
+    let write_segments = specs.take_opt_u64("Maximum number of write segments", 1, 65_536)?;
+    if let Some(n) = write_segments.filter(|&n| n > 1) {
+        notes.push(format!(
+            "Maximum number of write segments = {n}: one write segment goes to the media at a time"
+        ));
+    }
+    let by_reqsize = specs.take_opt_f64("Set watermark by reqsize", 0.0, 1.0)? != 0.0;
+    let hold_bus = specs.take_opt_f64("Hold bus entire read xfer", 0.0, 1.0)? != 0.0;
+    let read_water = specs.take_opt_f64("High (read) water mark", 0.0, 1.0)?;
+    if by_reqsize && !hold_bus && read_water < 1.0 {
+        // DiskSim reconnects the bus once max(1, mark × the request) sectors are buffered.
+        // Transferring from the first sector, as the model's overlapped transfer does, moved
+        // the Atlas 10K from 0.152 to 0.182 ms RMS and the Cheetah 4LP from 0.289 to 0.378
+        // (past DiskSim's 0.318): the model has no bus disconnect and reconnect, which is
+        // what DiskSim's transfer pays between the mark and the end (BENCHMARKS.md).
+        notes.push(format!(
+            "High (read) water mark = {read_water} with Set watermark by reqsize: a read's bus transfer starts after its last sector, as at 1"
+        ));
+    } else if !by_reqsize && !hold_bus && read_water > 0.0 {
+        // A mark of the segment's size: DiskSim waits for that much of it; the model's
+        // transfer overlaps the media from the first sector, as at 0.
+        notes.push(format!(
+            "High (read) water mark = {read_water} of the segment: a read's bus transfer overlaps the media from its first sector, as at 0"
+        ));
+    }
+    let read_hits_on_writes = specs.take_opt_f64("Allow read hits on write data", 0.0, 1.0)? != 0.0;
+    let read_ahead_on_hit = specs.take_opt_f64("Read-ahead on idle hit", 0.0, 1.0)? != 0.0;
+    let separate_write_segment = specs.take_opt_f64("Use separate write segment", 0.0, 1.0)? != 0.0;
+    let combine_seq_writes = specs.take_opt_f64("Combine seq writes", 0.0, 1.0)? != 0.0;
+    let queue = specs.take_u64("Max queue length", 0, 1 << 16)?;
+    if queue > 1 {
+        notes.push(format!(
+            "Max queue length = {queue}: the drive serves one command at a time"
+        ));
+    }
+    let _ = specs.take_opt_text("Print stats");
+    let _ = specs.take_opt_text("Avg sectors per cylinder");
+    if let Some(scheduler) = specs.take_opt_block("Scheduler") {
+        scheduler.rest(&mut notes, "Scheduler (the drive serves in arrival order)");
+    }
+    specs.rest(&mut notes, "the disk");
+
+    if zones
+        .last()
+        .is_some_and(|z| z.last_cylinder + 1 != cylinders)
+    {
+        let last = zones.last().map_or(0, |z| z.last_cylinder);
+        notes.push(format!(
+            "Number of cylinders = {cylinders}, but the zones end at cylinder {last}"
+        ));
+    }
+    let mut imported = Imported {
+        name,
+        params: DriveParams {
+            rpm,
+            surfaces,
+            surface_order,
+            sparing_scheme: sparing_scheme as u8,
+            zones,
+            seek,
+            full_seek_ms,
+            head_switch_ms,
+            write_settle_ms,
+            bus_sector_ms,
+            overheads,
+            cache_segments,
+            segment_sectors,
+            max_read_ahead_sectors,
+            continuous_read,
+            buffer_cache,
+            read_free_blocks,
+            read_ahead_over_requested,
+            stop_prefetch_in_sector,
+            write_back: fast_write > 0,
+            transfer_after_media: by_reqsize || hold_bus,
+            read_hits_on_writes,
+            read_ahead_on_hit,
+            separate_write_segment,
+            combine_seq_writes,
+            capacity_sectors: 0,
+        },
+        not_represented: notes,
+    };
+    // DiskSim takes the zones' own total over `Block count` (`checknumblocks` in
+    // `dm_layout_g1`, `disk_check_numblocks` before it), warning at most.
+    imported.params.capacity_sectors = imported.params.zoned_sectors();
+    Ok(imported)
+}
+
+/// Reads a `.parv`: the drive its `source X.diskspecs` line names, with the slowest bus's
+/// per-block transfer time when that is slower than the drive's own.
+///
+/// # Errors
+/// As [`import`], or the `.parv` names no `.diskspecs`.
+pub fn import_parv(parv: &Path) -> Result<Imported, ImportError> {
+    let text = read(parv)?;
+    let specs = text
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("source "))
+        .map(str::trim)
+        .find(|name| name.ends_with(".diskspecs"))
+        .ok_or_else(|| fail(parv, "no `source X.diskspecs` line"))?;
+    let mut imported = import(&parv.parent().unwrap_or(Path::new(".")).join(specs))?;
+    let mut bus_ms = 0f64;
+    let mut from = 0;
+    while let Some(found) = text[from..].find("disksim_bus ") {
+        let start = from + found;
+        from = start + 1;
+        let Some(brace) = text[start..].find('{').map(|b| start + b) else {
+            break;
+        };
+        // `disksim_bus NAME {` on one line; the topology's `disksim_bus bus0 [` is not a block.
+        if text[start..brace].contains(['\n', '[']) {
+            continue;
+        }
+        let mut p = Parser {
+            text: text.as_bytes(),
+            at: brace + 1,
+        };
+        let fields = p
+            .fields(0)
+            .map_err(|(at, m)| fail(parv, format!("line {}: {m}", line_of(&text, at))))?;
+        let mut bus = Fields::new(parv, fields);
+        for key in ["Read block transfer time", "Write block transfer time"] {
+            bus_ms = bus_ms.max(bus.take_opt_f64(key, 0.0, 3_600_000.0)?);
+        }
+    }
+    if bus_ms > imported.params.bus_sector_ms {
+        imported.not_represented.push(format!(
+            "the bus takes {bus_ms} ms per block, more than the drive's {} ms: the bus's is used",
+            imported.params.bus_sector_ms
+        ));
+        imported.params.bus_sector_ms = bus_ms;
+    }
+    Ok(imported)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,186 @@
+//! A drive's parameters, as DiskSim names them: what a spec file's `model = drive` keys and
+//! the DiskSim importer fill in.
+
+use super::layout::{DriveZone, SurfaceOrder};
+
+/// Controller overheads in ms, by what the command is and what the previous one was.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Overheads {
+    /// A read served from the buffer, after a read and after a write.
+    pub read_hit: [f64; 2],
+    /// A read that goes to the media.
+    pub read_miss: [f64; 2],
+    /// A write over data the buffer holds.
+    pub write_hit: [f64; 2],
+    /// A write that waits for the media.
+    pub write_miss: [f64; 2],
+    /// After the data of a read, and of a write, before the completion is reported.
+    pub completion: [f64; 2],
+}
+
+/// Where a read's read-ahead stops, besides the segment's end (DiskSim's `Buffer continuous
+/// read`, `disk_buffer_get_max_readahead` and the background reads of
+/// `disk_initiate_seek`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ContinuousRead {
+    /// No read-ahead (0).
+    None,
+    /// The maximum read-ahead, but not past the last sector's track: a head switch ends it
+    /// (1).
+    TrackEnd,
+    /// The maximum read-ahead, but not past the last sector's cylinder: a seek ends it
+    /// (2).
+    CylinderEnd,
+    /// The maximum read-ahead (3).
+    #[default]
+    SegmentEnd,
+}
+
+impl ContinuousRead {
+    /// DiskSim's number for it.
+    pub fn scheme(self) -> u8 {
+        match self {
+            Self::None => 0,
+            Self::TrackEnd => 1,
+            Self::CylinderEnd => 2,
+            Self::SegmentEnd => 3,
+        }
+    }
+
+    /// The mode DiskSim numbers `n`, if one.
+    pub fn from_scheme(n: u64) -> Option<Self> {
+        Some(match n {
+            0 => Self::None,
+            1 => Self::TrackEnd,
+            2 => Self::CylinderEnd,
+            3 => Self::SegmentEnd,
+            _ => return Option::None,
+        })
+    }
+}
+
+/// Parameters of a DiskSim-described drive.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DriveParams {
+    /// Spindle speed.
+    pub rpm: f64,
+    /// Recording surfaces (heads).
+    pub surfaces: u64,
+    /// Which surface holds each track of a cylinder. Skews follow the tracks' order, not
+    /// the surfaces' (DiskSim's `disk_map_pbn_skew`), so this moves only which head a
+    /// sector is under.
+    pub surface_order: SurfaceOrder,
+    /// Where the zones' spares lie, and so how slips and remaps move LBNs: DiskSim's
+    /// `Sparing scheme used` (0 none, 1 whole tracks, 2–6 sectors per cylinder, 3 per
+    /// track, 7 at the end, 8 per range, 9 and 10 per zone).
+    pub sparing_scheme: u8,
+    /// Zones, outer to inner.
+    pub zones: Vec<DriveZone>,
+    /// Measured seek times: (distance in cylinders, ms), ascending.
+    pub seek: Vec<(u64, f64)>,
+    /// Seek across the whole disk, for distances past the table.
+    pub full_seek_ms: f64,
+    /// Switching to another surface in the same cylinder.
+    pub head_switch_ms: f64,
+    /// Extra settling before a write.
+    pub write_settle_ms: f64,
+    /// Bus time per sector between the drive's buffer and the host.
+    pub bus_sector_ms: f64,
+    /// Controller overheads.
+    pub overheads: Overheads,
+    /// Buffer segments.
+    pub cache_segments: u32,
+    /// Sectors per segment.
+    pub segment_sectors: u64,
+    /// How far a read is followed by read-ahead, in sectors past its end.
+    pub max_read_ahead_sectors: u64,
+    /// Where read-ahead stops (DiskSim's `Buffer continuous read`).
+    pub continuous_read: ContinuousRead,
+    /// The buffer holds data for later commands to hit (DiskSim's `Enable caching in
+    /// buffer`); without it every command goes to the media, and nothing is read ahead.
+    pub buffer_cache: bool,
+    /// A read miss also keeps the sectors before it on its track that pass under the head
+    /// while it waits for its first (DiskSim's `Read any free blocks`).
+    pub read_free_blocks: bool,
+    /// Read-ahead may replace the data the read returned in its segment, so it runs a whole
+    /// segment past the read's end, not past its start (DiskSim's `Read-ahead over
+    /// requested`).
+    pub read_ahead_over_requested: bool,
+    /// A command stops read-ahead at once, mid-sector; otherwise the sector under the head
+    /// is read first (DiskSim's `Stop prefetch in sector`).
+    pub stop_prefetch_in_sector: bool,
+    /// Writes complete once buffered and pay the write-hit command overhead (DiskSim's
+    /// `Fast write level` > 0); otherwise they complete on the media and pay the miss one.
+    pub write_back: bool,
+    /// Written data stays in the buffer for later reads and writes to hit (DiskSim's
+    /// `Allow read hits on write data`).
+    pub read_hits_on_writes: bool,
+    /// A read that hits a segment still reading ahead keeps it reading ahead, past the hit
+    /// by the read-ahead amount (DiskSim's `Read-ahead on idle hit`); otherwise the segment
+    /// stops where its read-ahead was first aimed.
+    pub read_ahead_on_hit: bool,
+    /// A write that starts where the write still being written to the media ended joins it
+    /// at once (DiskSim's `Combine seq writes`); without it, it waits for the mechanism.
+    pub combine_seq_writes: bool,
+    /// Writes keep their data in one segment of their own, which reads do not evict (DiskSim's
+    /// `Use separate write segment`).
+    pub separate_write_segment: bool,
+    /// A read's data crosses the bus only once all of it is in the buffer (DiskSim's
+    /// `Set watermark by reqsize` or `Hold bus entire read xfer`), not while it streams.
+    pub transfer_after_media: bool,
+    /// Addressable sectors.
+    pub capacity_sectors: u64,
+}
+
+impl Default for DriveParams {
+    /// A small generic drive, so a spec file may start from `model = drive`.
+    fn default() -> Self {
+        Self {
+            rpm: 7200.0,
+            surfaces: 4,
+            surface_order: SurfaceOrder::Normal,
+            sparing_scheme: 9,
+            zones: vec![DriveZone {
+                first_cylinder: 0,
+                last_cylinder: 9999,
+                sectors_per_track: 400,
+                track_skew: 40,
+                cylinder_skew: 60,
+                spares: 0,
+                first_offset: 0,
+                front_gap: 0,
+                range_cylinders: 0,
+                slips: Vec::new(),
+                remaps: Vec::new(),
+            }],
+            seek: vec![(1, 1.0), (3333, 8.5), (10_000, 16.0)],
+            full_seek_ms: 16.0,
+            head_switch_ms: 0.8,
+            write_settle_ms: 0.0,
+            bus_sector_ms: 0.005,
+            overheads: Overheads::default(),
+            cache_segments: 4,
+            segment_sectors: 512,
+            max_read_ahead_sectors: 512,
+            continuous_read: ContinuousRead::SegmentEnd,
+            buffer_cache: true,
+            read_free_blocks: false,
+            read_ahead_over_requested: false,
+            stop_prefetch_in_sector: true,
+            write_back: true,
+            transfer_after_media: false,
+            read_hits_on_writes: true,
+            read_ahead_on_hit: false,
+            combine_seq_writes: true,
+            separate_write_segment: false,
+            capacity_sectors: 16_000_000,
+        }
+    }
+}
+
+impl DriveParams {
+    /// Sectors the zones hold, spares taken out.
+    pub fn zoned_sectors(&self) -> u64 {
+        self.zones.iter().map(|z| z.lbns(self.surfaces)).sum()
+    }
+}

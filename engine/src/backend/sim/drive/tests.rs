@@ -1,0 +1,83 @@
+use super::*;
+
+#[test]
+fn a_read_starting_in_a_segment_and_running_past_it_is_a_partial_hit_from_the_segments_end() {
+    let mut drive = Drive::new(DriveParams::default());
+    drive.segments.push(Segment {
+        start: 0,
+        end: 8,
+        since_ps: 0,
+        per_sector_ps: 1,
+        stream_to: 8,
+        streaming: false,
+        used: 0,
+        written: false,
+    });
+    assert_eq!(
+        drive.held_from(4, 12),
+        Some(8),
+        "4..8 held, 8..12 from the media"
+    );
+    assert_eq!(
+        drive.held_from(8, 12),
+        None,
+        "starts where the segment ends"
+    );
+    assert_eq!(
+        drive.held_from(2, 6),
+        None,
+        "wholly held: a hit, not a partial one"
+    );
+    drive.params.buffer_cache = false;
+    assert_eq!(drive.held_from(4, 12), None, "no buffer, no hits");
+}
+
+#[test]
+fn alternate_surface_orders_reverse_the_heads_of_odd_cylinders_and_keep_every_angle() {
+    let normal = Drive::new(DriveParams::default());
+    let spt = 400;
+    let cylinder = 4 * spt; // sectors per cylinder of the default drive
+    for order in [SurfaceOrder::AlternateInZone, SurfaceOrder::Alternate] {
+        let alternate = Drive::new(DriveParams {
+            surface_order: order,
+            ..DriveParams::default()
+        });
+        for lbn in [
+            0,
+            spt,
+            3 * spt + 7,
+            cylinder,
+            cylinder + 3 * spt,
+            2 * cylinder + spt,
+        ] {
+            let (a, n) = (alternate.place(lbn), normal.place(lbn));
+            assert_eq!(
+                (a.cylinder, a.track, a.angle),
+                (n.cylinder, n.track, n.angle)
+            );
+            let want = if a.cylinder % 2 == 1 {
+                3 - n.track
+            } else {
+                n.track
+            };
+            assert_eq!(a.surface, want, "{order:?}, lbn {lbn}");
+        }
+    }
+    // Counted from the zone's first cylinder, or from the disk's.
+    let zones = |first| DriveZone {
+        first_cylinder: first,
+        last_cylinder: first + 9,
+        ..DriveParams::default().zones[0].clone()
+    };
+    let params = |order| DriveParams {
+        surface_order: order,
+        zones: vec![zones(0), zones(11)],
+        capacity_sectors: 2 * 10 * cylinder,
+        ..DriveParams::default()
+    };
+    let first_of_second_zone = 10 * cylinder;
+    let in_zone = Drive::new(params(SurfaceOrder::AlternateInZone)).place(first_of_second_zone);
+    let on_disk = Drive::new(params(SurfaceOrder::Alternate)).place(first_of_second_zone);
+    assert_eq!((in_zone.cylinder, in_zone.surface), (11, 0));
+    assert_eq!((on_disk.cylinder, on_disk.surface), (11, 3));
+}
