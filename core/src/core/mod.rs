@@ -15,6 +15,7 @@ mod admission;
 mod config;
 mod dispatch;
 pub mod event;
+mod groups;
 mod merge;
 mod merging;
 mod outcome;
@@ -24,6 +25,7 @@ mod request;
 mod routing;
 mod supervised;
 mod throttle;
+mod tunables;
 
 use std::collections::VecDeque;
 
@@ -169,86 +171,6 @@ impl Core {
         self.policy.info()
     }
 
-    /// Every tunable of the policy with its current value, under the same supervision as
-    /// every other call: the first fault ejects the policy (or, under
-    /// [`OnFault::Abort`], stops the run) and no further call is made.
-    ///
-    /// # Errors
-    /// A fault that stops the run; after an ejection the answer is `Ok(Err(why))`.
-    pub fn tunable_values(&mut self, now_ns: u64) -> Result<Result<TunableValues, String>, Fault> {
-        match self.read_tunables() {
-            Ok(values) => Ok(Ok(values)),
-            Err(fault) => self.eject_for(now_ns, fault).map(Err),
-        }
-    }
-
-    /// The policy's saved state (what a newer build of it would be handed), supervised as
-    /// [`Self::tunable_values`].
-    ///
-    /// # Errors
-    /// A fault that stops the run; after an ejection the answer is `Ok(Err(why))`.
-    pub fn saved_state(&mut self, now_ns: u64) -> Result<Result<Vec<u8>, String>, Fault> {
-        self.stats.policy_calls += 1;
-        match self.policy.instance().save_state() {
-            Ok(state) => Ok(Ok(state)),
-            Err(fault) => self.eject_for(now_ns, fault).map(Err),
-        }
-    }
-
-    /// A call made outside a policy round failed: the policy is ejected (or, under
-    /// [`OnFault::Abort`], the run stops), as after any fault. Returns what to tell the asker.
-    ///
-    /// # Errors
-    /// The fault, when faults stop the run.
-    fn eject_for(&mut self, now_ns: u64, fault: Fault) -> Result<String, Fault> {
-        let why = format!(
-            "the policy failed in {} and was ejected: {fault}",
-            fault.call
-        );
-        self.policy.latch(fault);
-        self.act_on_fault(now_ns)?;
-        Ok(why)
-    }
-
-    fn read_tunables(&mut self) -> Result<TunableValues, Fault> {
-        self.stats.policy_calls += 1;
-        let specs = self.policy.instance().tunables()?;
-        let mut values = Vec::with_capacity(specs.len());
-        for spec in specs {
-            self.stats.policy_calls += 1;
-            let value = self.policy.instance().get(&spec.name)?;
-            values.push((spec.name, value));
-        }
-        Ok(values)
-    }
-
-    /// Changes a tunable at `now_ns`; depth limits are asked again afterwards. A fault in the
-    /// call is handled as any other (an ejection at `now_ns`, or the error under
-    /// [`OnFault::Abort`]).
-    ///
-    /// # Errors
-    /// A fault that stops the run; the policy's refusal comes back as `Ok(Err(message))`.
-    pub fn set_tunable(
-        &mut self,
-        now_ns: u64,
-        name: &str,
-        value: i64,
-    ) -> Result<Result<(), String>, Fault> {
-        self.stats.policy_calls += 1;
-        let answer = match self.policy.instance().set(name, value) {
-            Ok(answer) => answer,
-            Err(fault) => return self.eject_for(now_ns, fault).map(Err),
-        };
-        if answer.is_ok() && self.policy.alive() {
-            self.refresh_depth_limits();
-            self.refresh_merge_rules();
-            // A restarted instance starts with the tunables as they are now.
-            self.policy.tuned(name, value);
-        }
-        self.act_on_fault(now_ns)?;
-        Ok(answer)
-    }
-
     /// Requests anywhere in the host: software queues, scheduler, device.
     pub fn requests_in_flight(&self) -> usize {
         self.table.len()
@@ -278,80 +200,6 @@ impl Core {
     /// The next action for the driver.
     pub fn poll_action(&mut self) -> Option<Action> {
         self.actions.pop_front()
-    }
-
-    /// Holds the bios of limited groups to their limits from now on (a run sets it before
-    /// its first bio).
-    pub fn set_throttle(&mut self, throttle: Throttle) {
-        let throttle = throttle
-            .with_base_depth(self.config.queue_depth)
-            .with_slice_for(self.config.rotational);
-        self.throttle = Some(Box::new(throttle));
-        self.admission.share_between_groups();
-        self.tell_groups(0);
-    }
-
-    /// The groups' parts of the scheduler tags: weighted if the policy asks for it
-    /// (`weighted-tags`), else equal. After the groups or the policy change.
-    fn weigh_tags(&mut self) {
-        let weights = self
-            .throttle
-            .as_ref()
-            .filter(|_| self.policy.info().weighted_tags)
-            .map(|t| {
-                std::iter::once(DEFAULT_WEIGHT)
-                    .chain(t.groups().iter().map(|g| g.weight))
-                    .collect()
-            });
-        self.admission.weigh_groups(weights);
-    }
-
-    /// `ctx` is in group `group` (an index into the throttle's groups; `None`: none) from
-    /// now on; nothing without groups.
-    pub fn place_in_group(&mut self, ctx: u32, group: Option<u16>) {
-        if let Some(t) = &mut self.throttle {
-            t.assign(ctx, group);
-        }
-    }
-
-    /// Tells the policy every group's parameters. Never fails: a fault is latched.
-    fn tell_groups(&mut self, now_ns: u64) {
-        let Some(groups) = self.throttle.as_ref().map(|t| t.for_policy()) else {
-            return;
-        };
-        self.weigh_tags();
-        self.stats.policy_calls += 1;
-        let answer = self.policy.instance().groups(now_ns, &groups);
-        self.policy.guard(answer, ());
-    }
-
-    /// The groups' limits and what each did, if groups are limited.
-    pub fn throttle(&self) -> Option<&Throttle> {
-        self.throttle.as_deref()
-    }
-
-    /// Group `spec.name` takes new parameters from `now_ns` on, and the policy hears of them.
-    ///
-    /// # Errors
-    /// No groups here, or none of that name.
-    pub fn set_group(&mut self, now_ns: u64, spec: GroupSpec) -> Result<(), String> {
-        match &mut self.throttle {
-            Some(t) => t.set_limits(now_ns, spec)?,
-            None => return Err("this run has no groups (--group)".into()),
-        }
-        self.tell_groups(now_ns);
-        // A fault in the policy's answer is acted on at the next turn.
-        Ok(())
-    }
-
-    /// The group (from 1) `ctx` is in, 0 for none.
-    fn group_of(&self, ctx: u32) -> u32 {
-        self.throttle.as_ref().map_or(0, |t| t.group_number(ctx))
-    }
-
-    /// Bios held by their group's limits, not yet requests.
-    pub fn throttled(&self) -> usize {
-        self.throttle.as_ref().map_or(0, |t| t.waiting())
     }
 
     /// Starts or stops recording per-request events.
