@@ -1,0 +1,83 @@
+use super::*;
+
+#[test]
+fn cells_are_a_function_of_the_seed_and_stay_in_their_ranges() {
+    let (a, b) = (cells(7, 200, RUNTIME_MS), cells(7, 200, RUNTIME_MS));
+    assert!(
+        a.iter()
+            .zip(&b)
+            .all(|(x, y)| x.command(Some(1000)) == y.command(Some(1000)))
+    );
+    assert_ne!(cells(8, 1, RUNTIME_MS)[0].command(None), a[0].command(None));
+    for c in &a {
+        assert!((2..=6).contains(&c.weights.len()));
+        assert!(c.weights.iter().all(|w| (1..=1000).contains(w)));
+        assert!((1..=512).contains(&c.iodepth) && (16..=4096).contains(&c.nr_requests));
+    }
+    assert!(a.iter().any(|c| c.iodepth <= 4) && a.iter().any(|c| c.iodepth >= 128));
+    assert!(a.iter().any(|c| c.limit.is_some()) && a.iter().any(|c| c.limit.is_none()));
+    assert!(a.iter().any(|c| c.swap.is_some()) && a.iter().any(|c| c.swap.is_none()));
+    assert!(DEVICES.iter().all(|d| a.iter().any(|c| c.device == *d)));
+}
+
+#[test]
+fn shares_count_io_after_the_ramp_and_before_the_run_time_ends_but_windows_see_it_all() {
+    let dir = std::env::temp_dir().join(format!("sweep-logs-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // 1 s run: ten windows, the first two the ramp; the last entry is the drain.
+    std::fs::write(
+        dir.join("g0_iops.1.log"),
+        "100, 5000, 0, 0, 0\n300, 100, 0, 0, 0\n1000, 200, 0, 0, 0\n1500, 9000, 0, 0, 0\n",
+    )
+    .unwrap();
+    let logged = read_logs(&dir, 1, 1000).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(logged.ios, vec![30.0]);
+    let seen: Vec<usize> = (0..10).filter(|&w| logged.windows[0][w]).collect();
+    assert_eq!(seen, vec![0, 2, 9]);
+}
+
+/// The sweep's lean version, in the test command: a few cells of a fixed seed under the
+/// debug host the workspace's tests built. What the host guarantees whatever the policy
+/// is asserted: nothing lost, no limit exceeded, no group starved; throughput, shares
+/// and reaching a limit are the policies' and printed (the full sweep measures where they stop holding:
+/// BENCHMARKS.md).
+#[test]
+fn a_lean_sweep_loses_nothing_exceeds_no_limit_and_starves_no_group() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| root.join("target"), std::path::PathBuf::from);
+    let schedhost = target.join("debug/schedhost");
+    assert!(
+        schedhost.exists(),
+        "{} is missing: the workspace's tests build it (cargo build -p schedhost)",
+        schedhost.display()
+    );
+    let cells = cells(LEAN_SEED, LEAN_CELLS, LEAN_RUNTIME_MS);
+    let sweep = check(root, &schedhost, &cells).unwrap();
+    let (guaranteed, measured): (Vec<&Finding>, Vec<&Finding>) = sweep
+        .findings
+        .iter()
+        .partition(|f| [INVARIANTS[0], INVARIANTS[2], INVARIANTS[4]].contains(&f.invariant));
+    let show = |f: &&Finding| {
+        format!(
+            "{} on cell {}: {}\n  {}",
+            f.invariant,
+            f.cell,
+            f.what,
+            cells[f.cell].command(sweep.rates[f.cell])
+        )
+    };
+    for f in &measured {
+        eprintln!("measured, not asserted: {}", show(f));
+    }
+    let found: Vec<String> = guaranteed.iter().map(show).collect();
+    assert!(found.is_empty(), "{found:#?}");
+    for invariant in [0, 2, 4] {
+        assert!(
+            sweep.checked[invariant] > 0,
+            "{} was checked on no cell",
+            INVARIANTS[invariant]
+        );
+    }
+}
