@@ -5,7 +5,7 @@
 use std::io::{Cursor, Read, Write};
 
 use libfuzzer_sys::fuzz_target;
-use schedhost::frontend::nbd::{CHUNK, Ended, Export, Limits, Plan, REQUEST_LEN, Request, negotiate, pieces, plan};
+use schedhost::frontend::nbd::{CHUNK, Ended, Export, Limits, Decision, REQUEST_LEN, Request, decide, negotiate, pieces};
 
 /// The fuzzer's bytes as what the client sends; the server's answers are dropped.
 struct Client<'a> {
@@ -57,15 +57,15 @@ fuzz_target!(|data: &[u8]| {
         let Ok(request) = Request::parse(header.try_into().expect("REQUEST_LEN bytes")) else {
             break;
         };
-        match plan(&request, &LIMITS) {
-            Plan::Io { offset, length, .. } => {
+        match decide(&request, &LIMITS) {
+            Decision::Io { offset, length, .. } => {
                 assert!(offset + u64::from(length) <= LIMITS.size);
                 let covered: u64 = pieces(offset, length, CHUNK).map(|(_, l)| u64::from(l)).sum();
                 assert_eq!(covered, u64::from(length));
             }
-            Plan::Refuse { skip, .. } => rest = &rest[(skip as usize).min(rest.len())..],
-            Plan::Nothing => {}
-            Plan::Disconnect | Plan::Close(_) => break,
+            Decision::Refuse { skip, .. } => rest = &rest[(skip as usize).min(rest.len())..],
+            Decision::Nothing => {}
+            Decision::Disconnect | Decision::Close(_) => break,
         }
     }
 });

@@ -248,7 +248,7 @@ mod tests {
     #[test]
     fn every_command_that_runs_io_takes_every_shared_run_flag() {
         let group = clap::Command::new("flags");
-        let group = <commands::plan::RunFlags as clap::Args>::augment_args(group);
+        let group = <commands::flags::RunFlags as clap::Args>::augment_args(group);
         let shared: Vec<&str> = group.get_arguments().filter_map(|a| a.get_long()).collect();
         assert!(
             shared.len() >= 15,

@@ -65,14 +65,14 @@ impl<P: Policy> Runtime<P> {
     /// Names the first setting that is unknown or out of range; the policy is not created.
     pub fn init(&mut self, setup: &Setup, settings: &[(String, i64)]) -> Result<(), String> {
         for (name, value) in settings {
-            check::<P>(name, *value)?;
+            tunable_spec::<P>(name, *value)?;
         }
         let mut policy = P::new(setup);
         for spec in P::TUNABLES {
             store(&mut policy, spec, spec.default);
         }
         for (name, value) in settings {
-            let spec = check::<P>(name, *value)?;
+            let spec = tunable_spec::<P>(name, *value)?;
             store(&mut policy, spec, *value);
         }
         self.policy = Some(policy);
@@ -91,7 +91,7 @@ impl<P: Policy> Runtime<P> {
     /// # Errors
     /// Names the tunable and its accepted range.
     pub fn set(&mut self, name: &str, value: i64) -> Result<(), String> {
-        let spec = check::<P>(name, value)?;
+        let spec = tunable_spec::<P>(name, value)?;
         store(self.policy_mut(), spec, value);
         Ok(())
     }
@@ -362,7 +362,7 @@ fn tunable_of<P>(spec: &TunableSpec<P>) -> Tunable {
 
 /// The tunable called `name`, or an error naming it unless it exists and `value` is in its
 /// range.
-fn check<P: Policy>(name: &str, value: i64) -> Result<&'static TunableSpec<P>, String> {
+fn tunable_spec<P: Policy>(name: &str, value: i64) -> Result<&'static TunableSpec<P>, String> {
     let Some(spec) = P::TUNABLES.iter().find(|spec| spec.name == name) else {
         let known: Vec<&str> = P::TUNABLES.iter().map(|spec| spec.name).collect();
         return Err(if known.is_empty() {

@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use schedhost::backend::sim::DeviceSpec;
-use schedhost::contract::{CheckOptions, check};
+use schedhost::contract::{CheckOptions, check_policy};
 use schedhost::frontend::jobs::parse_job_file;
 use schedhost::frontend::jobs::sim;
 use schedhost::frontend::plan::RunPlan;
@@ -59,7 +59,7 @@ fn the_c_policy_passes_policy_check() {
         runtime_ns: 300_000_000,
         ..CheckOptions::default()
     };
-    let report = check(&make, &options);
+    let report = check_policy(&make, &options);
     assert!(report.passed, "{:?}", report.violations);
     assert!(report.deterministic);
     assert!(report.rounds.iter().all(|r| r.dispatched > 0));

@@ -113,9 +113,9 @@ impl RawIds for [schedhost_sdk::RequestId] {
 /// `schedhost::contract::check`; `None` as [`component`].
 pub fn component_maker(name: &str) -> Option<schedhost::contract::Maker> {
     let path = component(name)?;
-    let limits = schedhost::policy::Limits {
+    let limits = schedhost::policy::SandboxLimits {
         fuel: Some(2_000_000),
-        ..schedhost::policy::Limits::default()
+        ..schedhost::policy::SandboxLimits::default()
     };
     let loaded = WasmRuntime::with_limits(limits)
         .unwrap()

@@ -5,7 +5,7 @@ use schedhost_sdk::RequestId;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use schedhost::contract::{CheckOptions, CheckReport, Maker, Violation, check};
+use schedhost::contract::{CheckOptions, CheckReport, Maker, Violation, check_policy};
 use schedhost::policy::{NativePolicy, PolicyBackend};
 use schedhost_sdk::{Dispatch, MergeEvent, Policy, Request, Setup, TunableSpec};
 
@@ -42,7 +42,7 @@ fn the_six_bundled_policies_pass_with_cost_and_memory_reported() {
         let Some(make) = component_maker(name) else {
             return;
         };
-        let report = check(&make, &quick());
+        let report = check_policy(&make, &quick());
         assert!(report.passed, "{name}: {:?}", report.violations);
         assert!(report.deterministic, "{name}");
         assert!(report.rounds.iter().all(|r| r.dispatched > 0), "{name}");
@@ -69,7 +69,7 @@ fn kernel_faithful_policies_pass_at_the_checks_own_defaults() {
         ("cfq", native::<schedhost_policy_cfq::Cfq>()),
         ("bfq", native::<schedhost_policy_bfq::Bfq>()),
     ] {
-        let report = check(&make, &CheckOptions::default());
+        let report = check_policy(&make, &CheckOptions::default());
         assert!(report.passed, "{name}: {:?}", report.violations);
     }
 }
@@ -106,7 +106,7 @@ fn assert_each_mode_fails(make: &Maker, expected: &[(i64, &str, &str)], settings
             settings: all,
             ..quick()
         };
-        let report = check(make, &options);
+        let report = check_policy(make, &options);
         assert!(!report.passed, "mode {mode} passed");
         let leaked =
             |v: &Violation| mode == 15 && ["dispatched-twice", "unknown-id"].contains(&v.rule);
@@ -157,7 +157,7 @@ fn policies_that_break_in_merges_state_handover_or_requeue_fail_by_name() {
 #[test]
 fn the_card_counts_every_clause_and_a_check_too_short_to_reach_them_fails_itself() {
     let make = native::<schedhost_policy_noop::Noop>();
-    let report = check(&make, &quick());
+    let report = check_policy(&make, &quick());
     assert!(report.passed, "{:?}", report.violations);
     let (c, m) = (report.coverage, report.coverage_minimums);
     for (clause, got, need) in [
@@ -177,7 +177,7 @@ fn the_card_counts_every_clause_and_a_check_too_short_to_reach_them_fails_itself
         runtime_ns: 10_000_000,
         ..CheckOptions::default()
     };
-    let report = check(&make, &short);
+    let report = check_policy(&make, &short);
     let shortfall = report.violations.iter().find(|v| v.rule == "coverage");
     assert!(
         shortfall.is_some_and(|v| v.detail.contains("the check itself fell short")),
@@ -191,7 +191,7 @@ fn a_set_that_traps_is_named_by_the_tunables_check() {
     let Some(make) = component_maker("chaos") else {
         return;
     };
-    let report = check(&make, &quick());
+    let report = check_policy(&make, &quick());
     let trap = report
         .violations
         .iter()
@@ -251,7 +251,7 @@ impl Policy for Greedy {
 
 #[test]
 fn a_policy_over_its_budget_is_named() {
-    let report = check(&native::<Greedy>(), &quick());
+    let report = check_policy(&native::<Greedy>(), &quick());
     assert!(
         rules(&report).contains(&"over-budget"),
         "{:?}",
@@ -297,7 +297,7 @@ impl Policy for Liar {
 
 #[test]
 fn a_tunable_that_does_not_read_back_is_named() {
-    let report = check(&native::<Liar>(), &quick());
+    let report = check_policy(&native::<Liar>(), &quick());
     assert_eq!(
         rules(&report),
         ["tunables", "tunables"],
@@ -350,7 +350,7 @@ fn a_policy_whose_order_depends_on_more_than_the_seed_is_named() {
         rounds: 1,
         ..quick()
     };
-    let report = check(&native::<Moody>(), &options);
+    let report = check_policy(&native::<Moody>(), &options);
     assert!(!report.deterministic);
     assert!(
         rules(&report).contains(&"nondeterministic"),
@@ -368,7 +368,7 @@ fn a_wait_past_the_bound_is_named_with_its_class() {
         max_wait_ns: 1_000_000,
         ..quick()
     };
-    let report = check(&make, &options);
+    let report = check_policy(&make, &options);
     let wait = report
         .violations
         .iter()

@@ -11,7 +11,7 @@ use schedhost::frontend::jobs::parse_job_file;
 use schedhost::frontend::jobs::sim;
 use schedhost::frontend::outcome::Outcome;
 use schedhost::frontend::plan::RunPlan;
-use schedhost::policy::{FaultKind, Limits, WasmRuntime};
+use schedhost::policy::{FaultKind, SandboxLimits, WasmRuntime};
 
 use crate::helpers::component;
 
@@ -24,15 +24,19 @@ iodepth=8
 numjobs=2
 ";
 
-fn limits() -> Limits {
-    Limits {
+fn limits() -> SandboxLimits {
+    SandboxLimits {
         call_deadline: Duration::from_millis(20),
-        ..Limits::default()
+        ..SandboxLimits::default()
     }
 }
 
 /// Runs the chaos component in `mode` (honest for its first 10 dispatch calls).
-fn chaos(mode: i64, limits: Limits, supervision: Supervision) -> Option<Result<Outcome, RunError>> {
+fn chaos(
+    mode: i64,
+    limits: SandboxLimits,
+    supervision: Supervision,
+) -> Option<Result<Outcome, RunError>> {
     let path = component("chaos")?;
     let runtime = WasmRuntime::with_limits(limits).unwrap();
     let policy = runtime.load(&path).unwrap().instantiate().unwrap();
@@ -107,10 +111,10 @@ fn sandbox_ejects_a_policy_that_panics_with_its_wasm_backtrace() {
 #[test]
 fn sandbox_ejects_a_policy_that_exhausts_its_memory_cap() {
     // A small cap and a roomy deadline, so the cap is what stops it on a busy machine.
-    let capped = Limits {
+    let capped = SandboxLimits {
         call_deadline: Duration::from_secs(10),
         memory_bytes: 8 << 20,
-        ..Limits::default()
+        ..SandboxLimits::default()
     };
     let Some(outcome) = chaos(3, capped, Supervision::default()) else {
         return;
@@ -182,9 +186,9 @@ fn sandbox_watchdog_fires_within_its_period_when_a_policy_asks_to_sleep_an_hour(
 
 #[test]
 fn sandbox_keeps_a_slow_policy_that_stays_within_its_deadline() {
-    let roomy = Limits {
+    let roomy = SandboxLimits {
         call_deadline: Duration::from_secs(5),
-        ..Limits::default()
+        ..SandboxLimits::default()
     };
     let Some(outcome) = chaos(7, roomy, Supervision::default()) else {
         return;
@@ -232,10 +236,10 @@ fn sandbox_aborts_the_run_on_a_fault_when_told_to() {
 
 #[test]
 fn sandbox_fuel_ejects_a_looping_policy_at_the_same_virtual_time_every_run() {
-    let fuel = Limits {
+    let fuel = SandboxLimits {
         call_deadline: Duration::from_secs(30),
         fuel: Some(5_000_000),
-        ..Limits::default()
+        ..SandboxLimits::default()
     };
     let Some(first) = chaos(1, fuel, Supervision::default()) else {
         return;

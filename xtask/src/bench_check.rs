@@ -1,5 +1,6 @@
-//! `cargo xtask bench-check [--rounds N] [--baseline DIR]`: `policy check`'s cost line (ns of
-//! policy calls per request over its seeded workloads) for every bundled policy as a
+//! `cargo xtask bench-check [--rounds N] [--baseline DIR] [--count] [--only P1,P2]`:
+//! `policy check`'s cost line (ns of policy calls per request over its seeded workloads)
+//! for every bundled policy (or those `--only` names) as a
 //! component and natively, and for an older build beside it: DIR holds that build's
 //! `schedhost` and its `policies/`. Interleaved round by round and pinned to one core, so
 //! the machine's drift hits every column alike; medians are printed.
@@ -25,7 +26,22 @@ struct Build {
     policies: PathBuf,
 }
 
-pub fn run(root: &Path, rounds: usize, baseline: Option<&Path>, count: bool) -> Result<()> {
+pub fn run(
+    root: &Path,
+    rounds: usize,
+    baseline: Option<&Path>,
+    count: bool,
+    only: Option<&[&str]>,
+) -> Result<()> {
+    let policies: Vec<&str> = match only {
+        Some(names) => {
+            if let Some(bad) = names.iter().find(|n| !POLICIES.contains(n)) {
+                bail!("--only {bad}: not one of {}", POLICIES.join(", "));
+            }
+            names.to_vec()
+        }
+        None => POLICIES.to_vec(),
+    };
     let mut builds = Vec::new();
     if let Some(dir) = baseline {
         builds.push(Build {
@@ -40,12 +56,12 @@ pub fn run(root: &Path, rounds: usize, baseline: Option<&Path>, count: bool) -> 
         policies: root.join("target/policies"),
     });
     if count {
-        return print_counted(&builds);
+        return print_counted(&builds, &policies);
     }
     // [policy][build][component, native]: every round's figure.
-    let mut costs = vec![vec![[Vec::new(), Vec::new()]; builds.len()]; POLICIES.len()];
+    let mut costs = vec![vec![[Vec::new(), Vec::new()]; builds.len()]; policies.len()];
     for _ in 0..rounds {
-        for (p, policy) in POLICIES.iter().enumerate() {
+        for (p, policy) in policies.iter().enumerate() {
             for (b, build) in builds.iter().enumerate() {
                 costs[p][b][0].push(cost(build, policy)?);
                 costs[p][b][1].push(cost(build, &format!("native:{policy}"))?);
@@ -54,7 +70,7 @@ pub fn run(root: &Path, rounds: usize, baseline: Option<&Path>, count: bool) -> 
     }
     println!("policy check's cost, ns of policy calls per request (median of {rounds}, pinned)");
     print_header(&builds);
-    for (p, policy) in POLICIES.iter().enumerate() {
+    for (p, policy) in policies.iter().enumerate() {
         print!("{policy:<12}");
         for [components, natives] in &costs[p] {
             let (component, native) = (median(components), median(natives));
@@ -104,10 +120,10 @@ fn print_header(builds: &[Build]) {
 }
 
 /// `--count`'s table: instructions per request, component and native, for each build.
-fn print_counted(builds: &[Build]) -> Result<()> {
+fn print_counted(builds: &[Build], policies: &[&str]) -> Result<()> {
     println!("policy check, instructions per request (callgrind, 4 rounds less 2)");
     print_header(builds);
-    for policy in POLICIES {
+    for policy in policies {
         print!("{policy:<12}");
         for build in builds {
             let component = counted(build, policy)?;

@@ -401,7 +401,7 @@ impl Sweep {
 }
 
 /// Runs every cell and its noop counterpart with the host at `schedhost`, from `root`.
-fn check(root: &Path, schedhost: &Path, cells: &[Cell]) -> Result<Sweep> {
+fn judge_cells(root: &Path, schedhost: &Path, cells: &[Cell]) -> Result<Sweep> {
     // Per process, so that the lean test and a bench do not share it.
     let logs = root.join(format!("target/bench/sweep-logs-{}", std::process::id()));
     let mut sweep = Sweep {
@@ -478,7 +478,7 @@ pub fn sweep(root: &Path, seed: u64, count: usize) -> Result<()> {
     ensure!(count >= 1, "--cells takes 1 or more");
     let schedhost = root.join("target/release/schedhost");
     let cells = cells(seed, count, RUNTIME_MS);
-    let mut sweep = check(root, &schedhost, &cells)?;
+    let mut sweep = judge_cells(root, &schedhost, &cells)?;
     let record = root.join(format!("target/bench/sweep-seed{seed}-cells{count}.json"));
     std::fs::write(&record, serde_json::to_vec_pretty(&sweep.records)?)
         .with_context(|| format!("writing {}", record.display()))?;

@@ -47,7 +47,7 @@ cargo xtask <command>
   bench-instructions [--policy NAME] [--iodepth N]...
                       instructions per bio, component against native, counted by callgrind on
                       sim:null (needs valgrind); default noop at iodepth 1 and 32
-  bench-check [--rounds N] [--baseline DIR] [--count]
+  bench-check [--rounds N] [--baseline DIR] [--count] [--only P1,P2]
                       policy check's cost per request for every bundled policy, component and
                       native, beside an older build (DIR/schedhost and DIR/policies/); with
                       --count, instructions per request counted by callgrind (needs valgrind)
@@ -181,20 +181,21 @@ fn run(args: Vec<String>) -> Result<()> {
         }
         ["bench-check", rest @ ..] => {
             build_all(&root)?;
-            let (mut rounds, mut baseline) = (5, None);
+            let (mut rounds, mut baseline, mut only) = (5, None, None);
             let count = rest.contains(&"--count");
             let options: Vec<&str> = rest.iter().copied().filter(|&a| a != "--count").collect();
             for pair in options.chunks(2) {
                 match pair {
                     ["--rounds", n] => rounds = n.parse().context("--rounds takes a number")?,
                     ["--baseline", dir] => baseline = Some(PathBuf::from(dir)),
+                    ["--only", names] => only = Some(names.split(',').collect::<Vec<_>>()),
                     other => bail!(
                         "bench-check: unknown option {:?}\n\n{USAGE}",
                         other.join(" ")
                     ),
                 }
             }
-            bench_check::run(&root, rounds, baseline.as_deref(), count)
+            bench_check::run(&root, rounds, baseline.as_deref(), count, only.as_deref())
         }
         ["bench-instructions", rest @ ..] => {
             build_all(&root)?;

@@ -35,6 +35,9 @@ pub(super) struct Admission {
     tags: Vec<Tags>,
     /// Software queues by ctx: each submitter's requests waiting for a tag, in arrival order.
     software: Vec<VecDeque<u64>>,
+    /// Requests in all the software queues together, kept so that the core's count law
+    /// costs no walk over the submitters.
+    staged: usize,
     /// Whether the tags are shared between groups (a run with groups).
     shared: bool,
     /// The groups' weights by group number, when their parts are weighted.
@@ -99,6 +102,7 @@ impl Admission {
             depth_limit: [[u32::MAX; 2]; 4],
             tags: (0..hw_queues).map(|_| Tags::default()).collect(),
             software: Vec::new(),
+            staged: 0,
             shared: false,
             weights: None,
         }
@@ -182,6 +186,11 @@ impl Admission {
         let tags = &mut self.tags[home as usize];
         tags.held[kind.op as usize][usize::from(kind.sync)] += 1;
         tags.held_total += 1;
+        assert!(
+            tags.held_total <= self.nr_requests,
+            "queue {home}: a scheduler tag taken past nr_requests {}",
+            self.nr_requests
+        );
         if self.shared {
             tags.group_mut(kind.group).held += 1;
         }
@@ -199,6 +208,7 @@ impl Admission {
             self.tags[home as usize].waiting.push_back(ctx);
         }
         queue.push_back(id);
+        self.staged += 1;
         if self.shared {
             self.tags[home as usize].group_mut(group).staged += 1;
         }
@@ -212,6 +222,7 @@ impl Admission {
         };
         let before = queue.len();
         queue.retain(|&s| s != id);
+        self.staged -= before - queue.len();
         if queue.len() < before && self.shared {
             self.tags[home as usize].unstaged(group);
         }
@@ -229,19 +240,20 @@ impl Admission {
     ) {
         let tags = &mut self.tags[home as usize];
         let held = &mut tags.held[kind.op as usize][usize::from(kind.sync)];
-        debug_assert!(
+        // A tag released twice would let a later request take one the pool never had.
+        assert!(
             *held > 0 && tags.held_total > 0,
             "a tag released that was not held"
         );
-        *held = held.saturating_sub(1);
-        tags.held_total = tags.held_total.saturating_sub(1);
+        *held -= 1;
+        tags.held_total -= 1;
         if self.shared {
             let group = tags.group_mut(kind.group);
-            debug_assert!(
+            assert!(
                 group.held > 0,
                 "a group's tag released that it did not hold"
             );
-            group.held = group.held.saturating_sub(1);
+            group.held -= 1;
         }
         let mut fruitless = 0;
         while fruitless < self.tags[home as usize].waiting.len()
@@ -256,6 +268,7 @@ impl Admission {
             let let_in = match head {
                 Some((id, kind)) if self.tag_free(home, kind) => {
                     self.software[ctx as usize].pop_front();
+                    self.staged -= 1;
                     if self.shared {
                         self.tags[home as usize].unstaged(kind.group);
                     }
@@ -274,11 +287,13 @@ impl Admission {
 
     /// Requests waiting for a tag.
     pub(super) fn staged(&self) -> usize {
-        self.software.iter().map(VecDeque::len).sum()
+        self.staged
     }
 
     /// The tags in use are what their per-kind counts say, within nr_requests.
     pub(super) fn check_invariants(&self) {
+        let in_queues: usize = self.software.iter().map(VecDeque::len).sum();
+        assert_eq!(in_queues, self.staged, "requests in the software queues");
         for (q, tags) in self.tags.iter().enumerate() {
             let by_kind: u32 = tags.held.iter().flatten().sum();
             assert_eq!(

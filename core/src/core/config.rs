@@ -68,8 +68,8 @@ pub const MAX_SEGMENTS: u32 = 1024;
 
 impl Config {
     /// What merges must stay within.
-    pub fn limits(&self) -> merge::Limits {
-        merge::Limits {
+    pub fn limits(&self) -> merge::MergeLimits {
+        merge::MergeLimits {
             max_sectors: self.max_sectors,
             max_segments: self.max_segments.max(1),
         }

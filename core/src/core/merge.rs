@@ -134,7 +134,7 @@ fn remove_if(map: &mut SectorKeyMap, key: u64, id: u64) {
 /// True iff `bio` may join `request` without exceeding `max_sectors`: same operation and
 /// priority, still mergeable, and — unless the policy already has the request — from the same
 /// submitter (software-queue merges are per submitter, as the kernel's plug is per task).
-pub fn can_merge(request: &Request, bio: &Bio, limits: Limits) -> bool {
+pub fn can_merge(request: &Request, bio: &Bio, limits: MergeLimits) -> bool {
     request.is_mergeable()
         && request.op == bio.op
         && request.prio_class == bio.prio_class
@@ -148,7 +148,7 @@ pub fn can_merge(request: &Request, bio: &Bio, limits: Limits) -> bool {
 /// Each bio is one segment (one buffer, one iovec on a real device), so the segment limit
 /// keeps a request of small bios within what one vectored I/O can carry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
+pub struct MergeLimits {
     /// Largest request, in sectors.
     pub max_sectors: u32,
     /// Most bios in one request.
@@ -162,7 +162,7 @@ fn fits(a: u32, b: u32, max_sectors: u32) -> bool {
 
 /// True iff request `b` may be absorbed into `a` (they touch, in that order or the other):
 /// same operation and priority, same stage of life, within `max_sectors`.
-pub fn can_coalesce(a: &Request, b: &Request, limits: Limits) -> bool {
+pub fn can_coalesce(a: &Request, b: &Request, limits: MergeLimits) -> bool {
     a.is_mergeable()
         && b.is_mergeable()
         && a.op == b.op
@@ -215,8 +215,8 @@ mod tests {
         }
     }
 
-    fn sectors(max_sectors: u32) -> Limits {
-        Limits {
+    fn sectors(max_sectors: u32) -> MergeLimits {
+        MergeLimits {
             max_sectors,
             max_segments: u32::MAX,
         }
@@ -237,7 +237,7 @@ mod tests {
 
     #[test]
     fn a_request_at_the_segment_limit_takes_no_more_bios() {
-        let limits = Limits {
+        let limits = MergeLimits {
             max_sectors: u32::MAX,
             max_segments: 2,
         };

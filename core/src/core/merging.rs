@@ -6,7 +6,7 @@
 use schedhost_sdk::{MergeEvent, MergeKind, MergeQuery, MergeRule, RequestId, Sector};
 
 use super::event::Kind;
-use super::merge::{Limits, MergeIndex, Nomerges, can_coalesce, can_merge};
+use super::merge::{MergeIndex, MergeLimits, Nomerges, can_coalesce, can_merge};
 use super::request::{Bio, BioRef, Request, RequestTable};
 use super::{Core, State};
 
@@ -15,12 +15,12 @@ use super::{Core, State};
 pub(super) struct Merging {
     index: MergeIndex,
     nomerges: Nomerges,
-    limits: Limits,
+    limits: MergeLimits,
 }
 
 impl Merging {
     /// Merges under `nomerges`, within `limits`.
-    pub(super) fn new(nomerges: Nomerges, limits: Limits) -> Self {
+    pub(super) fn new(nomerges: Nomerges, limits: MergeLimits) -> Self {
         Self {
             index: MergeIndex::default(),
             nomerges,
@@ -68,6 +68,17 @@ impl Merging {
         let Some(request) = table.get_mut(id) else {
             return;
         };
+        // What every driver relies on when it lays a request out as one I/O: its bios are
+        // one operation, back to back, within the queue's limits.
+        let touches = match kind {
+            MergeKind::Back => request.end() == bio.sector,
+            MergeKind::Front => bio.end() == request.sector,
+        };
+        assert!(
+            touches && request.op == bio.op,
+            "bio {} merged into request {id}, which it does not continue",
+            bio.id
+        );
         self.index.remove(id, request);
         request.sectors += bio.sectors;
         if kind == MergeKind::Front {
@@ -88,6 +99,11 @@ impl Merging {
         } else {
             request.bios.push(bio_ref);
         }
+        assert!(
+            request.sectors <= self.limits.max_sectors
+                && request.bios.len() <= self.limits.max_segments as usize,
+            "a merge grew request {id} past the queue's limits"
+        );
         self.index.add(id, request);
     }
 
@@ -121,6 +137,10 @@ impl Merging {
         let gone = table.remove(absorbed)?;
         self.index.remove(absorbed, &gone);
         if let Some(s) = table.get_mut(survivor) {
+            assert!(
+                s.end() == gone.sector && s.op == gone.op,
+                "request {survivor} absorbed request {absorbed}, which does not continue it"
+            );
             self.index.remove(survivor, s);
             s.sectors += gone.sectors;
             s.arrival_ns = s.arrival_ns.min(gone.arrival_ns);
@@ -322,11 +342,11 @@ impl Core {
                 self.release_tag(gone.home_queue, gone.tag_kind());
             }
             State::Queued => {
-                debug_assert!(
+                assert!(
                     self.queued > 0,
                     "an absorbed request the policy held, with none held"
                 );
-                self.queued = self.queued.saturating_sub(1);
+                self.queued -= 1;
                 self.release_tag(gone.home_queue, gone.tag_kind());
             }
             State::Dispatched { .. } => {}

@@ -10,6 +10,22 @@
 //! it for as many requests as each hardware queue has free driver tags; those leave as
 //! [`Action::Dispatch`]. [`Core::complete`] finishes a request: every bio in it leaves as
 //! [`Action::Complete`] and the policy hears of it at the next `run`.
+//!
+//! Invariants, asserted in every build where they are relied on:
+//!
+//! - Every request is in exactly one place: its submitter's software queue, the insert
+//!   batch, the requeue batch, the policy or the device; those counts add up to the table
+//!   (`check_invariants`, after every public call that moves requests).
+//! - A hardware queue never has more requests on the device than its driver tags (at each
+//!   dispatch: the backends size their rings and buffer slots by them).
+//! - Scheduler tags in use stay within `nr_requests`, and a tag is released only by a
+//!   request that holds one (`Admission::take_tag`, `Admission::release`).
+//! - A request leaves for the device once and finishes once: a dispatch takes it from what
+//!   the policy holds, a completion from what the device holds.
+//! - A merge joins only what continues a request: same operation, back to back, within
+//!   `max_sectors` and `max_segments` (`Merging::grow`, `Merging::absorb`), which drivers
+//!   rely on to lay a request out as one I/O.
+//! - A group's limits let nothing go before it conforms (`throttle::Cell::charge`).
 
 mod admission;
 mod config;
@@ -40,7 +56,7 @@ pub use config::{
     MAX_SUBMITTERS, TunableValues,
 };
 use event::{Event, Kind, op_code};
-pub use merge::{Limits, MergeIndex, Nomerges, can_coalesce, can_merge};
+pub use merge::{MergeIndex, MergeLimits, Nomerges, can_coalesce, can_merge};
 use merging::Merging;
 pub use outcome::{Action, BioDone, CoreStats, StartError, UnknownCompletion};
 use plug::Plugging;
@@ -78,6 +94,8 @@ pub struct Core {
     /// The plug: whether requests are held back from the device a moment.
     plugging: Plugging,
     queues: Vec<HwQueue>,
+    /// Requests on the device, every hardware queue's together.
+    on_device: usize,
     /// Requests with a scheduler tag, not yet shown to the policy.
     pending_insert: Vec<u64>,
     /// Requests a busy device sent back, not yet given back to the policy.
@@ -133,6 +151,7 @@ impl Core {
             merging: Merging::new(config.nomerges, config.limits()),
             plugging: Plugging::new(config.plug),
             queues: (0..config.hw_queues).map(|_| HwQueue::default()).collect(),
+            on_device: 0,
             pending_insert: Vec::new(),
             pending_requeue: Vec::new(),
             pending_merges: Vec::new(),
@@ -368,11 +387,12 @@ impl Core {
             return Err(UnknownCompletion { id });
         };
         let queue = &mut self.queues[hw_queue as usize];
-        debug_assert!(
+        assert!(
             queue.inflight > 0,
             "a completion on a queue with nothing in flight"
         );
-        queue.inflight = queue.inflight.saturating_sub(1);
+        queue.inflight -= 1;
+        self.on_device -= 1;
         if status == BUSY && self.send_back(id) {
             return Ok(());
         }

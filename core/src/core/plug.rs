@@ -243,7 +243,7 @@ impl super::Core {
 
     /// At the start of a round: the legacy plug's timer, if due, and the end of every
     /// submitter's batch, which flushes its plug.
-    pub(super) fn settle_plugs(&mut self, now_ns: u64) {
+    pub(super) fn flush_due_plugs(&mut self, now_ns: u64) {
         if self.plugging.expire(now_ns) {
             self.stats.timer_unplugs += 1;
             // kblockd's work, not a submitter's: blkparse names the idle task, pid 0.

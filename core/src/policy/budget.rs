@@ -16,7 +16,7 @@ pub const MAX_FUNCTIONS: u64 = 100_000;
 ///
 /// # Errors
 /// What exceeds it, or where the bytes stop parsing (the compiler would refuse them too).
-pub fn check(component: &[u8]) -> Result<(), String> {
+pub fn within_budget(component: &[u8]) -> Result<(), String> {
     let (mut operators, mut functions) = (0u64, 0u64);
     for payload in wasmparser::Parser::new(0).parse_all(component) {
         let payload = payload.map_err(|e| format!("it does not parse: {e}"))?;
@@ -103,17 +103,17 @@ mod tests {
         let depth = MAX_NESTING as usize + 1;
         let mut body = [0x02, 0x40].repeat(depth); // block (empty type)
         body.extend(std::iter::repeat_n(0x0b, depth));
-        let err = check(&module_with_body(&body)).unwrap_err();
+        let err = within_budget(&module_with_body(&body)).unwrap_err();
         assert!(err.contains("nests blocks more than 4096 deep"), "{err}");
         let mut shallow = [0x02, 0x40].repeat(100);
         shallow.extend(std::iter::repeat_n(0x0b, 100));
-        assert_eq!(check(&module_with_body(&shallow)), Ok(()));
+        assert_eq!(within_budget(&module_with_body(&shallow)), Ok(()));
     }
 
     #[test]
     fn a_body_past_the_instruction_budget_is_refused() {
         let body = vec![0x01; MAX_OPERATORS as usize + 1]; // nop
-        let err = check(&module_with_body(&body)).unwrap_err();
+        let err = within_budget(&module_with_body(&body)).unwrap_err();
         assert!(err.contains("instructions"), "{err}");
     }
 }

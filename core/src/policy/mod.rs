@@ -22,8 +22,8 @@ pub use native::{NativePolicy, native_names, native_policy};
 pub use resolve::{Loaded, PolicySource, bundled_dirs, load, resolve};
 pub use timed::Timing;
 pub use wasm::{
-    DEFAULT_CALL_DEADLINE_MS, DEFAULT_MEMORY_MIB, Limits, LoadError, LoadedPolicy,
-    MAX_COMPONENT_BYTES, WasmPolicy, WasmRuntime, read_component,
+    DEFAULT_CALL_DEADLINE_MS, DEFAULT_MEMORY_MIB, LoadError, LoadedPolicy, MAX_COMPONENT_BYTES,
+    SandboxLimits, WasmPolicy, WasmRuntime, read_component,
 };
 
 /// Why a policy call failed: the policy, not the host, is at fault.

@@ -72,7 +72,7 @@ pub struct Mismatch {
 ///
 /// # Errors
 /// A [`Mismatch`] naming the first thing that is wrong.
-pub fn check(block: &[u8], offset: u64, expect: Expect) -> Result<(), Mismatch> {
+pub fn verify_block(block: &[u8], offset: u64, expect: Expect) -> Result<(), Mismatch> {
     if expect == Expect::Nothing {
         return Ok(());
     }
@@ -204,7 +204,7 @@ impl Ledger {
         let mut checked = false;
         for (at, block) in blocks_of(buf.len(), self.interval, offset) {
             let expect = self.expect(at, trust_unwritten);
-            check(&buf[block], at, expect)?;
+            verify_block(&buf[block], at, expect)?;
             checked |= expect != Expect::Nothing;
         }
         Ok(checked)
@@ -297,21 +297,21 @@ mod tests {
     #[test]
     fn stamped_block_verifies_at_its_offset_and_generation() {
         let b = block(8192, 3);
-        assert_eq!(check(&b, 8192, Expect::Generation(3)), Ok(()));
-        assert_eq!(check(&b, 8192, Expect::Valid), Ok(()));
+        assert_eq!(verify_block(&b, 8192, Expect::Generation(3)), Ok(()));
+        assert_eq!(verify_block(&b, 8192, Expect::Valid), Ok(()));
     }
 
     #[test]
     fn verify_names_each_kind_of_mismatch() {
         let b = block(8192, 3);
         let err = |r: Result<(), Mismatch>| r.expect_err("must fail").problem;
-        assert!(err(check(&b, 4096, Expect::Valid)).contains("offset 8192"));
-        assert!(err(check(&b, 8192, Expect::Generation(4))).contains("write #3"));
+        assert!(err(verify_block(&b, 4096, Expect::Valid)).contains("offset 8192"));
+        assert!(err(verify_block(&b, 8192, Expect::Generation(4))).contains("write #3"));
         let mut flipped = b.clone();
         flipped[1000] ^= 1;
-        assert!(err(check(&flipped, 8192, Expect::Valid)).contains("corrupt"));
-        assert!(err(check(&[0u8; 4096], 0, Expect::Valid)).contains("magic"));
-        assert_eq!(check(&[0u8; 4096], 0, Expect::Nothing), Ok(()));
+        assert!(err(verify_block(&flipped, 8192, Expect::Valid)).contains("corrupt"));
+        assert!(err(verify_block(&[0u8; 4096], 0, Expect::Valid)).contains("magic"));
+        assert_eq!(verify_block(&[0u8; 4096], 0, Expect::Nothing), Ok(()));
     }
 
     #[test]

@@ -11,7 +11,7 @@ use schedhost::frontend::plan::{Observe, RunPlan};
 use schedhost::frontend::run::{Device, PolicyPlan, run};
 use schedhost::policy::{Loaded, PolicyBackend, PolicySource, WasmRuntime, load, phases, resolve};
 
-use super::plan::{Devices, RunFlags, Scope};
+use super::flags::{Devices, RunFlags, Scope};
 
 #[derive(Debug, clap::Args)]
 pub struct BenchArgs {
@@ -140,7 +140,7 @@ impl BenchArgs {
         let Loaded::Wasm(loaded) = wasm else {
             bail!("--phases measures a component; {label} is native");
         };
-        let fuel = WasmRuntime::with_limits(schedhost::policy::Limits {
+        let fuel = WasmRuntime::with_limits(schedhost::policy::SandboxLimits {
             fuel: Some(10_000_000),
             ..runtime.limits()
         })?

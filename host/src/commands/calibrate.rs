@@ -25,7 +25,7 @@ use schedhost::frontend::run::{Device, PolicyPlan, run};
 use schedhost::policy::load;
 use schedhost::report::rates;
 
-use super::plan::{Devices, RunFlags, Scope, parse_device};
+use super::flags::{Devices, RunFlags, Scope, parse_device};
 
 #[derive(Debug, clap::Args)]
 pub struct CalibrateArgs {

@@ -5,10 +5,12 @@ use std::sync::Arc;
 
 use anyhow::{Result, bail};
 use schedhost::backend::sim::FaultPlan;
-use schedhost::contract::{CheckOptions, CheckReport, DEFAULT_CHECK_WATCHDOG_NS, Maker, check};
+use schedhost::contract::{
+    CheckOptions, CheckReport, DEFAULT_CHECK_WATCHDOG_NS, Maker, check_policy,
+};
 use schedhost::policy::load;
 
-use super::plan::{Devices, RunFlags, Scope};
+use super::flags::{Devices, RunFlags, Scope};
 use super::{OutputFormat, parse_setting};
 
 /// Fuel per call under check: honest policies use a few thousand units a call on these
@@ -72,7 +74,7 @@ impl CheckArgs {
             max_wait_ns: self.max_wait_ms * 1_000_000,
             settings: self.settings.clone(),
         };
-        let report = check(&make, &options);
+        let report = check_policy(&make, &options);
         match self.output_format {
             OutputFormat::Json | OutputFormat::JsonPlus => {
                 println!("{}", serde_json::to_string_pretty(&report)?)

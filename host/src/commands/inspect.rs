@@ -4,7 +4,7 @@ use anyhow::{Result, anyhow};
 use schedhost::output::printable_lines;
 use schedhost::policy::{Loaded, load};
 
-use super::plan::LimitArgs;
+use super::flags::LimitArgs;
 
 #[derive(Debug, clap::Args)]
 pub struct InspectArgs {

@@ -14,7 +14,7 @@ use schedhost::observe::events;
 use schedhost::policy::{WasmRuntime, load};
 use schedhost::report::{RunInfo, Summary, TraceSummary, to_json, to_json_plus, to_text};
 
-use super::plan::{Devices, RunFlags, Scope, parse_device};
+use super::flags::{Devices, RunFlags, Scope, parse_device};
 use super::{OutputFormat, parse_setting};
 
 #[derive(Debug, clap::Args)]
@@ -36,7 +36,7 @@ pub struct RunArgs {
     /// latency_target_us (io.latency). The host holds limits and latency targets whatever
     /// the policy; weights and reservations are served by policies that serve groups
     /// (mclock, bfq).
-    #[arg(long = "group", value_name = "NAME:KEY=VALUE,...", value_parser = super::plan::parse_group)]
+    #[arg(long = "group", value_name = "NAME:KEY=VALUE,...", value_parser = super::flags::parse_group)]
     pub groups: Vec<schedhost::core::GroupSpec>,
     #[command(flatten)]
     pub flags: RunFlags,
@@ -81,7 +81,7 @@ impl RunArgs {
             None => (read_jobs(&self.jobs, &fio_options)?, None),
         };
         let mut jobs = jobs;
-        super::plan::apply_groups(&mut jobs, &self.groups)?;
+        super::flags::apply_groups(&mut jobs, &self.groups)?;
         if self.device.is_none() {
             refuse_a_real_filename_in_simulation(&jobs)?;
         }

@@ -12,7 +12,7 @@ use schedhost::frontend::nbd::{self, Address, ExportSpec, ServeOptions, Served};
 use schedhost::frontend::run::Device;
 use schedhost::policy::load;
 
-use super::plan::{Devices, RunFlags, Scope, parse_device};
+use super::flags::{Devices, RunFlags, Scope, parse_device};
 use super::{OutputFormat, parse_setting};
 
 #[derive(Debug, clap::Args)]
@@ -85,7 +85,7 @@ pub struct ServeArgs {
     /// `--group tenant:weight=300,riops=1000,wbps=10m`; exports name their group
     /// (`--export …,group=tenant`), and a lone `--device` export is in the lone group.
     /// `ctl group` changes them while clients run.
-    #[arg(long = "group", value_name = "NAME:KEY=VALUE,...", value_parser = super::plan::parse_group)]
+    #[arg(long = "group", value_name = "NAME:KEY=VALUE,...", value_parser = super::flags::parse_group)]
     pub groups: Vec<schedhost::core::GroupSpec>,
     /// Summary format when the server stops.
     #[arg(long, value_enum, default_value_t = OutputFormat::Normal)]

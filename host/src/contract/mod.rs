@@ -201,7 +201,7 @@ fn short_clauses(coverage: &Coverage, minimum: &Coverage) -> Vec<Violation> {
 }
 
 /// Checks the policy `make` builds.
-pub fn check(make: &Maker, options: &CheckOptions) -> CheckReport {
+pub fn check_policy(make: &Maker, options: &CheckOptions) -> CheckReport {
     let mut violations = Vec::new();
     let mut note = |rule: &'static str, detail: String| violations.push(Violation { rule, detail });
     let policy = match describe(make) {

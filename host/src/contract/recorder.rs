@@ -234,7 +234,7 @@ pub fn record() -> Arc<Mutex<Record>> {
 }
 
 /// One instance under watch: the policy wrapped in its [`Recorder`].
-pub type Recorded = Wrapped<Recorder>;
+pub type WatchedPolicy = Wrapped<Recorder>;
 
 /// Watches one instance: what it was told, what it holds, and every answer it gives.
 pub struct Recorder {
@@ -262,7 +262,7 @@ impl std::fmt::Debug for Recorder {
 }
 
 /// `inner`, its calls checked into `record`.
-pub fn recorded(inner: Box<dyn PolicyBackend>, record: &Arc<Mutex<Record>>) -> Recorded {
+pub fn recorded(inner: Box<dyn PolicyBackend>, record: &Arc<Mutex<Record>>) -> WatchedPolicy {
     Wrapped::new(inner, Recorder::new(record))
 }
 

@@ -151,7 +151,7 @@ pub fn disksim_figure(file_name: &str) -> Option<DiskSimFigure> {
 
 /// One recorded request.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Recorded {
+pub struct RecordedRequest {
     /// Read or write.
     pub op: Op,
     /// The drive's cache outcome, as recorded.
@@ -180,7 +180,7 @@ pub struct TraceError {
 ///
 /// # Errors
 /// The first bad line, or a trace with no requests or more than [`MAX_REQUESTS`].
-pub fn parse_trace(text: &str) -> Result<Vec<Recorded>, TraceError> {
+pub fn parse_trace(text: &str) -> Result<Vec<RecordedRequest>, TraceError> {
     let mut out = Vec::new();
     for (n, line) in text.lines().enumerate() {
         let line = line.trim();
@@ -224,7 +224,7 @@ pub fn parse_trace(text: &str) -> Result<Vec<Recorded>, TraceError> {
         if out.len() == MAX_REQUESTS {
             return Err(err(format!("more than {MAX_REQUESTS} requests")));
         }
-        out.push(Recorded {
+        out.push(RecordedRequest {
             op,
             cache,
             sector,
@@ -247,7 +247,7 @@ pub fn parse_trace(text: &str) -> Result<Vec<Recorded>, TraceError> {
 ///
 /// # Errors
 /// A request lies past the device's end, or the device failed it or never finished it.
-pub fn replay(trace: &[Recorded], device: &DeviceSpec) -> Result<Vec<f64>, String> {
+pub fn replay(trace: &[RecordedRequest], device: &DeviceSpec) -> Result<Vec<f64>, String> {
     let mut model: Box<dyn DeviceModel> = device.build();
     let capacity = model.geometry().capacity_sectors;
     let mut now_ns: u64 = 0;
@@ -403,9 +403,9 @@ pub struct CacheValidation {
 /// A part of a trace compared alone: (requests, demerit %, measured, simulated), or `None`
 /// when the part is empty or the whole trace.
 fn part(
-    trace: &[Recorded],
+    trace: &[RecordedRequest],
     simulated: &[f64],
-    keep: impl Fn(&Recorded) -> bool,
+    keep: impl Fn(&RecordedRequest) -> bool,
 ) -> Option<(usize, f64, Distribution, Distribution)> {
     let (mut m, mut s): (Vec<f64>, Vec<f64>) = trace
         .iter()
@@ -430,7 +430,7 @@ fn part(
 ///
 /// # Errors
 /// As [`replay`].
-pub fn validate(trace: &[Recorded], device: &DeviceSpec) -> Result<Validation, String> {
+pub fn validate(trace: &[RecordedRequest], device: &DeviceSpec) -> Result<Validation, String> {
     let simulated = replay(trace, device)?;
     let sorted = |mut v: Vec<f64>| {
         v.sort_by(f64::total_cmp);

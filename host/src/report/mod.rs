@@ -50,7 +50,7 @@ pub struct TraceSummary {
     /// Streams (processes or files), each a submitter.
     pub streams: usize,
     /// blkparse: the merges and plugs the traced kernel made.
-    pub recorded: Option<crate::frontend::replay::Recorded>,
+    pub recorded: Option<crate::frontend::replay::TracedCounts>,
 }
 
 /// A run, ready to print.

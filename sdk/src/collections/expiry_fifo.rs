@@ -82,7 +82,7 @@ impl<V> ExpiryFifo<V> {
         }
         if again {
             // Pushed twice: its older entry is stale now, and may be the front.
-            self.settle();
+            self.drop_stale_front();
         }
     }
 
@@ -97,7 +97,7 @@ impl<V> ExpiryFifo<V> {
         // Only the front must be live; a stale entry elsewhere waits until it gets there,
         // or for a compaction.
         if self.order.front().is_some_and(|&(k, _)| k == key) || self.stale_heavy() {
-            self.settle();
+            self.drop_stale_front();
         }
         Some(value)
     }
@@ -128,7 +128,7 @@ impl<V> ExpiryFifo<V> {
                 self.order[at].1 = target;
             }
         }
-        self.settle();
+        self.drop_stale_front();
     }
 
     /// The request that expires first.
@@ -142,7 +142,7 @@ impl<V> ExpiryFifo<V> {
     pub fn pop_front(&mut self) -> Option<RequestId> {
         let (_, id) = self.order.pop_front()?;
         self.key_of.remove(&id);
-        self.settle();
+        self.drop_stale_front();
         Some(id)
     }
 
@@ -176,7 +176,7 @@ impl<V> ExpiryFifo<V> {
     }
 
     /// Drops stale entries from the front, and compacts when they outnumber live ones.
-    fn settle(&mut self) {
+    fn drop_stale_front(&mut self) {
         while let Some(front) = self.order.front() {
             if self.live(front) {
                 break;

@@ -54,7 +54,7 @@ fn a_lean_sweep_loses_nothing_exceeds_no_limit_and_starves_no_group() {
         schedhost.display()
     );
     let cells = cells(LEAN_SEED, LEAN_CELLS, LEAN_RUNTIME_MS);
-    let sweep = check(root, &schedhost, &cells).unwrap();
+    let sweep = judge_cells(root, &schedhost, &cells).unwrap();
     let (guaranteed, measured): (Vec<&Finding>, Vec<&Finding>) = sweep
         .findings
         .iter()

@@ -43,6 +43,12 @@ impl Cell {
     /// submitter fell behind for a moment (a client starved of CPU beside a busy tenant)
     /// gets its rate over the slice, and never more than a slice's worth at once.
     pub(super) fn charge(&mut self, now_ns: u64, units: u64, slice_ns: u64) {
+        // The limit's one promise: nothing goes before it conforms.
+        assert!(
+            now_ns >= self.due(),
+            "a bio let go at {now_ns} ns, before its limit allowed it at {} ns",
+            self.due()
+        );
         let now = u128::from(now_ns) * u128::from(self.rate);
         let reach = if self.started {
             u128::from(slice_ns) * u128::from(self.rate)

@@ -15,7 +15,7 @@
 //! copied, and text must be UTF-8.
 
 use schedhost_sdk::Dispatch;
-use wasmtime::{Engine, Func, Instance, Module, Store, TypedFunc, ValRaw, ValType};
+use wasmtime::{Func, Instance, Module, Store, TypedFunc, ValRaw, ValType};
 
 use super::calls::{Caps, INTERFACE, INTERFACE_VERSION, Scheduler, turn_counts, turn_len};
 
@@ -42,7 +42,7 @@ pub(super) struct CoreModule {
 impl CoreModule {
     /// The component's one core module, if it has exactly one, it imports nothing, and it
     /// exports the interface's functions with their canonical-ABI types.
-    pub(super) fn extract(engine: &Engine, component: &[u8]) -> Option<Self> {
+    pub(super) fn extract(engine: &wasmtime::Engine, component: &[u8]) -> Option<Self> {
         // Every core module at any depth: the nested components wit-component writes only
         // re-export the interface's types, and hold no code.
         let mut modules = Vec::new();

@@ -7,7 +7,7 @@ use super::*;
 
 /// A guest memory of one page with `bytes` at 0.
 fn guest(bytes: &[u8]) -> (Store<Caps>, Guest) {
-    let engine = Engine::default();
+    let engine = wasmtime::Engine::default();
     let mut store = Store::new(&engine, Caps::for_tests());
     let memory = Memory::new(&mut store, MemoryType::new(1, Some(1))).unwrap();
     memory.data_mut(&mut store)[..bytes.len()].copy_from_slice(bytes);

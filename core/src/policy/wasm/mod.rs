@@ -4,7 +4,7 @@
 //! instance is ~5 µs from its `InstancePre`, and no `component-model-async` (it triples the
 //! cost of every call). The world has no imports, so the linker is empty.
 //!
-//! Every call runs under [`Limits`]: a deadline by epoch interruption (a thread ticks the
+//! Every call runs under [`SandboxLimits`]: a deadline by epoch interruption (a thread ticks the
 //! engine's epoch every millisecond), a cap on the instance's memory, and optionally fuel.
 //! A call that breaks one fails with a [`FaultKind::Timeout`] or [`FaultKind::Memory`]
 //! fault, and the core ejects the policy.
@@ -16,7 +16,7 @@ use schedhost_sdk::packed;
 use schedhost_sdk::{Completion, Dispatch, Info, Request, RequestId, Setup, Tunable};
 use wasmtime::component::{Component, Linker, types::ComponentItem};
 use wasmtime::{
-    Config, Engine, InstanceAllocationStrategy, OptLevel, PoolingAllocationConfig, Store, Trap,
+    Config, InstanceAllocationStrategy, OptLevel, PoolingAllocationConfig, Store, Trap,
     WasmBacktrace,
 };
 
@@ -33,8 +33,8 @@ mod runtime;
 mod tests;
 
 pub use runtime::{
-    DEFAULT_CALL_DEADLINE_MS, DEFAULT_MEMORY_MIB, Limits, LoadError, LoadedPolicy,
-    MAX_COMPONENT_BYTES, WasmRuntime, read_component,
+    DEFAULT_CALL_DEADLINE_MS, DEFAULT_MEMORY_MIB, LoadError, LoadedPolicy, MAX_COMPONENT_BYTES,
+    SandboxLimits, WasmRuntime, read_component,
 };
 
 impl WasmPolicy {

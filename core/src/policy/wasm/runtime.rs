@@ -47,7 +47,7 @@ pub enum LoadError {
 
 /// What a policy call may use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
+pub struct SandboxLimits {
     /// Wall-clock time per call (rounded up to the epoch tick, 1 ms).
     pub call_deadline: Duration,
     /// Linear memory per instance.
@@ -57,7 +57,7 @@ pub struct Limits {
     pub fuel: Option<u64>,
 }
 
-impl Default for Limits {
+impl Default for SandboxLimits {
     fn default() -> Self {
         Self {
             call_deadline: Duration::from_millis(DEFAULT_CALL_DEADLINE_MS),
@@ -77,8 +77,8 @@ const EPOCH_TICK: Duration = Duration::from_millis(1);
 /// The wasmtime engine, shared by every policy of a host.
 #[derive(Clone)]
 pub struct WasmRuntime {
-    pub(super) engine: Engine,
-    limits: Limits,
+    pub(super) engine: wasmtime::Engine,
+    limits: SandboxLimits,
 }
 
 impl std::fmt::Debug for WasmRuntime {
@@ -93,8 +93,8 @@ pub struct LoadedPolicy {
     pre: bindings::PolicyPre<Caps>,
     /// Its one core module, when it is called through that ([`crate::policy::core_abi`]).
     core: Option<CoreModule>,
-    engine: Engine,
-    limits: Limits,
+    engine: wasmtime::Engine,
+    limits: SandboxLimits,
     /// Where it came from.
     pub path: PathBuf,
 }
@@ -113,14 +113,14 @@ impl WasmRuntime {
     /// # Errors
     /// If wasmtime rejects the configuration (for instance, no virtual memory for the pool).
     pub fn new() -> anyhow::Result<Self> {
-        Self::with_limits(Limits::default())
+        Self::with_limits(SandboxLimits::default())
     }
 
     /// An engine whose policy calls run under `limits`.
     ///
     /// # Errors
     /// As [`WasmRuntime::new`].
-    pub fn with_limits(limits: Limits) -> anyhow::Result<Self> {
+    pub fn with_limits(limits: SandboxLimits) -> anyhow::Result<Self> {
         let mut config = Config::new();
         config.wasm_component_model(true);
         config.cranelift_opt_level(OptLevel::Speed);
@@ -143,16 +143,16 @@ impl WasmRuntime {
         // The pool reserves its address space up front (about half a TiB). Where that is
         // refused (`ulimit -v`, valgrind), memories are reserved one instance at a time; the
         // policy's memory cap is the store's limiter either way.
-        let engine = Engine::new(&config).or_else(|_| {
+        let engine = wasmtime::Engine::new(&config).or_else(|_| {
             config.allocation_strategy(InstanceAllocationStrategy::OnDemand);
-            Engine::new(&config)
+            wasmtime::Engine::new(&config)
         })?;
         start_epoch_ticker(&engine)?;
         Ok(Self { engine, limits })
     }
 
     /// The limits every call runs under.
-    pub fn limits(&self) -> Limits {
+    pub fn limits(&self) -> SandboxLimits {
         self.limits
     }
 
@@ -176,7 +176,7 @@ impl WasmRuntime {
             Some([0, b'a', b's', b'm', ..]) => {}
             _ => return Err(LoadError::NotWasm { path }),
         }
-        crate::policy::budget::check(bytes).map_err(|why| LoadError::Invalid {
+        crate::policy::budget::within_budget(bytes).map_err(|why| LoadError::Invalid {
             path: path.clone(),
             message: why,
         })?;
@@ -205,7 +205,7 @@ impl WasmRuntime {
 }
 
 /// Advances the engine's epoch every tick for as long as the engine lives.
-fn start_epoch_ticker(engine: &Engine) -> std::io::Result<()> {
+fn start_epoch_ticker(engine: &wasmtime::Engine) -> std::io::Result<()> {
     let weak = engine.weak();
     std::thread::Builder::new()
         .name("schedhost-epoch".into())
@@ -220,7 +220,11 @@ fn start_epoch_ticker(engine: &Engine) -> std::io::Result<()> {
 }
 
 /// Checks that the component exports our interface at a compatible version and imports nothing.
-fn check_shape(engine: &Engine, component: &Component, path: &Path) -> Result<(), LoadError> {
+fn check_shape(
+    engine: &wasmtime::Engine,
+    component: &Component,
+    path: &Path,
+) -> Result<(), LoadError> {
     let ty = component.component_type();
     let imports: Vec<String> = ty
         .imports(engine)

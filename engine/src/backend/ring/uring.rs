@@ -224,7 +224,8 @@ impl Ring {
     /// # Errors
     /// The kernel refused the submission.
     pub fn poll(&mut self, fd: RawFd, events: u32, token: u64) -> io::Result<()> {
-        debug_assert!(token < POLL);
+        // A token at or past the poll bit would read as an I/O's slot when it fires.
+        assert!(token < POLL, "poll token {token:#x} past 2^62");
         let sqe = opcode::PollAdd::new(Fd(fd), events).build();
         self.queue(sqe.user_data(POLL | token))
     }
@@ -281,7 +282,22 @@ impl Ring {
             self.inflight -= 1;
             return Err(e);
         }
+        self.check_slots();
         Ok(())
+    }
+
+    /// Every I/O the kernel may still write for holds exactly one slot of the table, and
+    /// `inflight` counts them: a drain waits for exactly those, no more (a hang) and no fewer
+    /// (memory freed under the kernel).
+    fn check_slots(&self) {
+        assert_eq!(
+            self.inflight + self.free.len(),
+            self.slots.len(),
+            "ring: {} I/Os in flight, {} free slots, {} slots",
+            self.inflight,
+            self.free.len(),
+            self.slots.len()
+        );
     }
 
     /// Builds and queues the submission for slot `index`, from where it got to.
@@ -473,6 +489,9 @@ impl Ring {
                 // Only the tag is read; the entry is dropped where it lies, not moved out.
                 let slot = &mut self.slots[index as usize];
                 let tag = slot.as_ref().map(|entry| entry.io.tag);
+                // The kernel completes each submission once: a final completion for a free
+                // slot would report some other bio's I/O as done.
+                assert!(tag.is_some(), "ring: a completion for free slot {index}");
                 *slot = None;
                 self.free.push(index as u32);
                 self.inflight -= 1;
@@ -481,6 +500,7 @@ impl Ring {
                 }
             }
         }
+        self.check_slots();
         Ok(())
     }
 

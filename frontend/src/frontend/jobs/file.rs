@@ -1,7 +1,7 @@
 //! fio job files and command-line options: sections and `[global]` inheritance, each job
 //! checked whole once every option is set.
 
-use super::job::{JobError, JobSpec, check};
+use super::job::{JobError, JobSpec, validate_job};
 use crate::input::Location;
 
 /// Parses a fio job file; `source` names it in errors.
@@ -131,7 +131,7 @@ fn build(sections: Vec<Section>, whole: &Location) -> Result<Vec<JobSpec>, JobEr
                 message,
             })?;
         }
-        check(&job).map_err(|message| JobError {
+        validate_job(&job).map_err(|message| JobError {
             location: section.location.clone(),
             message,
         })?;

@@ -246,7 +246,7 @@ impl JobSpec {
     /// The option's or the job's problem, as the parser would word it.
     pub fn set_option(&mut self, key: &str, value: &str) -> Result<(), String> {
         self.apply(key, value)?;
-        check(self)
+        validate_job(self)
     }
 
     /// Applies one option.
@@ -380,7 +380,7 @@ fn rates(key: &str, value: &str) -> Result<[Option<u64>; 2], String> {
 }
 
 /// Checks a job's options together.
-pub(super) fn check(job: &JobSpec) -> Result<(), String> {
+pub(super) fn validate_job(job: &JobSpec) -> Result<(), String> {
     let name = &job.name;
     if job.size.is_none() {
         return Err(format!(

@@ -3,8 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
+use super::decide::ExportBounds;
 use super::handshake::Export;
-use super::plan::Limits;
 use super::{CHUNK, MAX_PAYLOAD, ServeOptions, wire};
 use crate::backend::ring::Target;
 use crate::frontend::RunError;
@@ -183,7 +183,7 @@ pub(super) fn layout(options: &ServeOptions) -> Result<Layout, String> {
 #[derive(Debug, Clone)]
 pub(super) struct Offered {
     pub(super) export: Export,
-    pub(super) limits: Limits,
+    pub(super) limits: ExportBounds,
     /// The lane (device) its bios go to.
     pub(super) lane: usize,
     /// Its clients' group on that lane.
@@ -235,7 +235,7 @@ pub(super) fn describe(
     options: &ServeOptions,
     spec: &ExportSpec,
     target: &Target,
-) -> Result<(Export, Limits), RunError> {
+) -> Result<(Export, ExportBounds), RunError> {
     let block = target.logical_block.max(512);
     let size = target.capacity - target.capacity % u64::from(block);
     if size == 0 {
@@ -253,7 +253,7 @@ pub(super) fn describe(
         preferred_block: CHUNK,
         max_block: MAX_PAYLOAD,
     };
-    let limits = Limits {
+    let limits = ExportBounds {
         size,
         block,
         max_payload: MAX_PAYLOAD,

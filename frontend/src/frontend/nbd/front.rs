@@ -282,7 +282,7 @@ impl<'a> Front<'a> {
     }
 
     /// Arms the polls the touched connections wait on, and closes the ones that are over.
-    fn settle_touched(
+    fn rearm_touched(
         &mut self,
         feed: &mut Feed<'_, RingBackend>,
         now: u64,
@@ -377,13 +377,14 @@ impl Frontend<RingBackend> for Front<'_> {
         let mut result = Ok(());
         for finished in done {
             let lease = Lease::of_bio(finished.bio.bio);
-            let Some(owner) = self
+            // Every bio the server submits holds a slot it lent, until this completion.
+            let owner = self
                 .shared
                 .owners
                 .get_mut(lease.index())
-                .and_then(Option::take)
-            else {
-                continue;
+                .and_then(Option::take);
+            let Some(owner) = owner else {
+                unreachable!("bio {} finished holding no lent slot", finished.bio.bio)
             };
             let Some(Link { stream, conn, .. }) = self.conns.get_mut(&owner.conn) else {
                 continue;
@@ -466,7 +467,7 @@ impl Frontend<RingBackend> for Front<'_> {
     }
 
     fn end_turn(&mut self, now: u64, feed: &mut Feed<'_, RingBackend>) -> Result<(), RunError> {
-        self.settle_touched(feed, now)?;
+        self.rearm_touched(feed, now)?;
         if let Some(metrics) = self.metrics {
             for scrape in metrics.take() {
                 let page = exposition::render(

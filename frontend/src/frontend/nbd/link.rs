@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use super::conn::{BioSink, Conn, Env, Owner, Transport};
+use super::decide::ExportBounds;
 use super::net::Stream;
-use super::plan::Limits;
 use super::pool::Pools;
 use crate::backend::ring::SlotAccess;
 use crate::core::Bio;
@@ -61,7 +61,7 @@ pub(super) struct Common {
     pub(super) owners: Vec<Option<Owner>>,
     pub(super) slots: SlotAccess,
     /// Per export, its bounds.
-    pub(super) limits: Vec<Limits>,
+    pub(super) limits: Vec<ExportBounds>,
     pub(super) chunk: u32,
     pub(super) timeout: Duration,
 }

@@ -2,7 +2,7 @@
 //! device to unmodified NBD clients (qemu-img, qemu-io, nbdcopy, fio's nbd engine), and
 //! every client's I/O goes through the policy on its way to io_uring.
 //!
-//! - [`wire`] and [`plan`] are sans-IO: the protocol's bytes, and what a request becomes.
+//! - [`wire`] and [`decide`] are sans-IO: the protocol's bytes, and what a request becomes.
 //! - [`handshake`] is the fixed newstyle handshake as a state machine (and a blocking
 //!   driver of it for any stream).
 //! - `front` serves the listener and every connection on the engine's thread: the ring
@@ -17,13 +17,13 @@
 //! again; the protocol's simple replies carry the data of reads.
 
 mod conn;
+mod decide;
 mod exports;
 mod front;
 mod greet;
 mod handshake;
 mod link;
 mod net;
-mod plan;
 mod pool;
 mod wire;
 
@@ -33,11 +33,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 pub use conn::Tally;
+pub use decide::{Decision, ExportBounds, Work, decide, pieces};
 pub use exports::{ExportSpec, ExportSummary};
 use exports::{LaneLayout, Offered, describe, layout};
 pub use handshake::{Ended, Export, negotiate, negotiate_admitting};
 pub use net::{Address, DEFAULT_PORT};
-pub use plan::{Limits, Plan, Work, pieces, plan};
 pub use wire::{BadMagic, REQUEST_LEN, Request};
 
 use crate::backend::ring::{Notifier, OpenRules, RingBackend, RingSetup, Target};

@@ -14,14 +14,14 @@ use schedhost_sdk::Op;
 use std::collections::HashMap;
 
 use super::{
-    Format, Recorded, Streams, Trace, TraceError, TraceIo, check_range, check_time, error,
+    Format, Streams, Trace, TraceError, TraceIo, TracedCounts, check_range, check_time, error,
 };
 
 pub(super) fn parse(source: &str, text: &str) -> Result<Trace, TraceError> {
     let mut ios = Vec::new();
     let mut streams = Streams::default();
     let mut pids: HashMap<u64, u32> = HashMap::new();
-    let mut recorded = Recorded::default();
+    let mut recorded = TracedCounts::default();
     let mut t0 = None;
     for (n, line) in text.lines().enumerate() {
         let fields: Vec<&str> = line.split_whitespace().collect();

@@ -60,13 +60,13 @@ pub struct Trace {
     /// Names of the streams (`pid 18615 (java)`, or an iolog's file names).
     pub streams: Vec<String>,
     /// blkparse only: the merges and plugs the traced kernel made.
-    pub recorded: Option<Recorded>,
+    pub recorded: Option<TracedCounts>,
 }
 
 /// What the traced kernel's block layer did, counted from blkparse's events, to put beside
 /// what a replay does.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
-pub struct Recorded {
+pub struct TracedCounts {
     /// Bios merged at the back of a request (`M`).
     pub back_merges: u64,
     /// Bios merged at the front of a request (`F`).

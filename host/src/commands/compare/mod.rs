@@ -14,7 +14,7 @@ use schedhost::backend::sim::FaultPlan;
 use schedhost::frontend::jobs::JobSpec;
 use schedhost::frontend::run::{Device, PolicyPlan, run};
 
-use super::plan::{Devices, RunFlags, Scope, parse_device};
+use super::flags::{Devices, RunFlags, Scope, parse_device};
 use super::run::{ReplayArgs, read_jobs};
 
 pub use columns::{Column, column};
@@ -71,7 +71,7 @@ pub struct CompareArgs {
     #[command(flatten)]
     pub trace: ReplayArgs,
     /// A group's parameters for the jobs that say `cgroup=NAME`, as `run`'s (repeatable).
-    #[arg(long = "group", value_name = "NAME:KEY=VALUE,...", value_parser = super::plan::parse_group)]
+    #[arg(long = "group", value_name = "NAME:KEY=VALUE,...", value_parser = super::flags::parse_group)]
     pub groups: Vec<schedhost::core::GroupSpec>,
 }
 
@@ -129,7 +129,7 @@ impl CompareArgs {
             super::run::refuse_a_real_filename_in_simulation(&jobs)?;
             self.devices.push("sim:hdd".into());
         }
-        super::plan::apply_groups(&mut jobs, &self.groups)?;
+        super::flags::apply_groups(&mut jobs, &self.groups)?;
         let devices = self
             .devices
             .iter()

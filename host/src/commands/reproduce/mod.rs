@@ -30,7 +30,7 @@ use serde_json::{Value, json};
 use super::compare::{Column, Metric, column, mean_stddev, parallel};
 use schedhost::backend::sim::FaultPlan;
 
-use super::plan::{Devices, RunFlags, Scope};
+use super::flags::{Devices, RunFlags, Scope};
 
 const SEED1: &str = include_str!("../../../../examples/jobs/seed1-sequential-readers.fio");
 const SEED3: &str = include_str!("../../../../examples/jobs/seed3-deep-queue.fio");

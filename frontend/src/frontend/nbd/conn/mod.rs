@@ -6,8 +6,17 @@
 //! The connection owns no socket and no clock: its bytes come from and go to a
 //! [`Transport`] (the server's socket, or bytes in memory in a test), its bios go to a
 //! [`BioSink`] (the engine's feed), time is the engine's `now`, and it says when its next
-//! deadline falls ([`Conn::next_deadline`]). The server's driver (`super::engine`) owns the
+//! deadline falls ([`Conn::next_deadline`]). The server's driver (`super::front`) owns the
 //! sockets and their readiness.
+//!
+//! Invariants, asserted in every build where they are relied on:
+//!
+//! - A buffer slot is lent to one bio at a time (`Conn::submit`), and every bio that
+//!   finishes holds one (the front's completion path): a slot's bytes are one request's.
+//! - A request is answered once, after its last bio (`Conn::finished`): no bio finishes for
+//!   a request already answered, nor more bios than it sent.
+//! - A reply goes out in order and whole, never past its end (`Conn::flush`).
+//! - The unread bytes stay inside the receive buffer (`Conn::receive`).
 
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, IoSlice};
@@ -15,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use schedhost_sdk::{Op, PrioClass};
 
-use super::plan::{self, Limits, Plan, Work};
+use super::decide::{self, Decision, ExportBounds, Work};
 use super::pool::{Holder, Pools};
 use super::wire::{self, Request};
 use crate::backend::ring::{Lease, SlotAccess};
@@ -154,7 +163,7 @@ pub struct Env<'a> {
     /// The slots' memory.
     pub slots: &'a SlotAccess,
     /// The export's bounds.
-    pub limits: &'a Limits,
+    pub limits: &'a ExportBounds,
     /// Bytes per bio.
     pub chunk: u32,
     /// How long a reply, or a write's payload piece, may take.

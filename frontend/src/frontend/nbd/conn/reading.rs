@@ -61,17 +61,17 @@ impl Conn {
             offset,
             length,
         };
-        match plan::plan(&request, env.limits) {
-            Plan::Disconnect => self.end_reading(env, None),
-            Plan::Close(why) => self.end_reading(env, Some(why)),
-            Plan::Nothing => self.reply_at_once(env, request.cookie, 0),
-            Plan::Refuse { error, skip } => {
+        match decide::decide(&request, env.limits) {
+            Decision::Disconnect => self.end_reading(env, None),
+            Decision::Close(why) => self.end_reading(env, Some(why)),
+            Decision::Nothing => self.reply_at_once(env, request.cookie, 0),
+            Decision::Refuse { error, skip } => {
                 self.reading = Reading::Skip {
                     left: u64::from(skip),
                     reply: Some((request.cookie, error)),
                 };
             }
-            Plan::Io { work, length, .. } if self.stopping => {
+            Decision::Io { work, length, .. } if self.stopping => {
                 // Arrived before the stop, not started: refused, its payload dropped.
                 let left = if work == Work::Write {
                     u64::from(length)
@@ -83,7 +83,7 @@ impl Conn {
                     reply: Some((request.cookie, wire::ESHUTDOWN)),
                 };
             }
-            Plan::Io {
+            Decision::Io {
                 work,
                 offset,
                 length,
@@ -92,7 +92,7 @@ impl Conn {
                 let io = io(work, offset, length);
                 let bios = match work {
                     Work::Read | Work::Write | Work::Zeroes => {
-                        plan::pieces(offset, length, env.chunk).count()
+                        decide::pieces(offset, length, env.chunk).count()
                     }
                     Work::Trim | Work::Flush => 1,
                 };
@@ -113,7 +113,7 @@ impl Conn {
                     Work::Trim | Work::Flush => Reading::Control(io),
                     Work::Write | Work::Zeroes => Reading::Payload {
                         io,
-                        pieces: plan::pieces(offset, length, env.chunk).collect(),
+                        pieces: decide::pieces(offset, length, env.chunk).collect(),
                         next: 0,
                         slot: None,
                         got: 0,
@@ -157,7 +157,7 @@ impl Conn {
         env: &mut Env<'_>,
         io: Io,
     ) -> Result<bool, RunError> {
-        let pieces: Vec<_> = plan::pieces(io.offset, io.length, env.chunk).collect();
+        let pieces: Vec<_> = decide::pieces(io.offset, io.length, env.chunk).collect();
         let Some(slots) = env.pools.take_data(pieces.len(), &mut self.holder) else {
             self.reading = Reading::Slots(io);
             return Ok(false);
@@ -354,7 +354,11 @@ impl Conn {
         slot: u32,
         bio: Bio,
     ) -> Result<(), RunError> {
-        env.owners[slot as usize] = Some(owner);
+        let held = env.owners[slot as usize].replace(owner);
+        assert!(
+            held.is_none(),
+            "slot {slot} lent to a second bio while the first is out"
+        );
         env.bios.submit(bio);
         Ok(())
     }

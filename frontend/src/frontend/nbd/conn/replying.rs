@@ -77,10 +77,16 @@ impl Conn {
             env.pools.put(slot, &mut self.holder);
         }
         let seq = owner.seq;
+        // A request is answered once, after its last bio: a bio finishing for a request no
+        // longer pending, or past its count, would answer it twice or early.
         let Some(p) = self.pending.get_mut(&seq) else {
-            return Ok(());
+            unreachable!("a bio of request {seq} finished after the request was answered")
         };
-        p.remaining = p.remaining.saturating_sub(1);
+        assert!(
+            p.remaining > 0,
+            "request {seq}: more bios finished than it sent"
+        );
+        p.remaining -= 1;
         let error = bio_error(p.work, status);
         if p.error == 0 {
             p.error = error;
@@ -238,7 +244,13 @@ impl Conn {
                 .wire
                 .send_now(&[IoSlice::new(&front.bytes[front.sent..])])
             {
-                Ok(n) => front.sent += n,
+                Ok(n) => {
+                    front.sent += n;
+                    assert!(
+                        front.sent <= front.bytes.len(),
+                        "the stream took more of a reply than it was given"
+                    );
+                }
                 Err(e) => {
                     self.send_failed(env, &e);
                     return;
@@ -350,6 +362,8 @@ impl Conn {
                 false
             }
             Ok(Some(n)) => {
+                // The window of unread bytes stays inside the buffer.
+                assert!(n <= room, "the stream read {n} bytes into {room}");
                 self.rx_end += n;
                 if let Some(left) = &mut self.drain_left {
                     *left = left.saturating_sub(n);

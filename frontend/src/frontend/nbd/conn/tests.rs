@@ -64,7 +64,7 @@ struct Server {
     arena: Arena,
     pools: Pools,
     owners: Vec<Option<Owner>>,
-    limits: Limits,
+    limits: ExportBounds,
 }
 
 impl Server {
@@ -73,7 +73,7 @@ impl Server {
             arena: Arena::new(&[CHUNK as usize; 5]),
             pools: Pools::new(4, 1, 4, 1),
             owners: vec![None; 5],
-            limits: Limits {
+            limits: ExportBounds {
                 size: 1 << 20,
                 block: 512,
                 max_payload: 1 << 20,

@@ -12,7 +12,7 @@ use schedhost::core::{
 };
 use schedhost::frontend::plan::{Observe, QueueAttrs, RingOptions, RunPlan};
 use schedhost::frontend::run::Device;
-use schedhost::policy::{DEFAULT_CALL_DEADLINE_MS, DEFAULT_MEMORY_MIB, Limits, WasmRuntime};
+use schedhost::policy::{DEFAULT_CALL_DEADLINE_MS, DEFAULT_MEMORY_MIB, SandboxLimits, WasmRuntime};
 
 /// The flags of every command that runs I/O, one group that each such command flattens
 /// whole, so every command takes every run option; [`RunFlags::plan`] turns them into the
@@ -225,8 +225,8 @@ pub struct LimitArgs {
 
 impl LimitArgs {
     /// These limits, with `default_fuel` when `--fuel` is not given.
-    pub fn limits(&self, default_fuel: Option<u64>) -> Limits {
-        Limits {
+    pub fn limits(&self, default_fuel: Option<u64>) -> SandboxLimits {
+        SandboxLimits {
             call_deadline: Duration::from_millis(self.call_deadline),
             memory_bytes: (self.policy_memory as usize) << 20,
             fuel: self.fuel.or(default_fuel),

@@ -6,7 +6,7 @@ use super::wire::{self, Request};
 
 /// What the export allows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
+pub struct ExportBounds {
     /// Export size in bytes.
     pub size: u64,
     /// Offsets and lengths must be multiples of this (O_DIRECT's logical block, ≥ 512).
@@ -34,7 +34,7 @@ pub enum Work {
 
 /// What to do with one request.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Plan {
+pub enum Decision {
     /// Submit I/O for `length` bytes at `offset`; with `fua`, flush before replying.
     Io {
         /// What the bios do.
@@ -62,7 +62,7 @@ pub enum Plan {
 }
 
 /// Decides what `request` becomes under `limits`.
-pub fn plan(request: &Request, limits: &Limits) -> Plan {
+pub fn decide(request: &Request, limits: &ExportBounds) -> Decision {
     let fua = request.flags & wire::CMD_FLAG_FUA != 0;
     let (work, payload) = match request.kind {
         wire::CMD_READ => (Work::Read, 0),
@@ -70,17 +70,17 @@ pub fn plan(request: &Request, limits: &Limits) -> Plan {
         wire::CMD_WRITE_ZEROES => (Work::Zeroes, 0),
         wire::CMD_TRIM => (Work::Trim, 0),
         wire::CMD_FLUSH => {
-            return Plan::Io {
+            return Decision::Io {
                 work: Work::Flush,
                 offset: 0,
                 length: 0,
                 fua: false,
             };
         }
-        wire::CMD_DISC => return Plan::Disconnect,
+        wire::CMD_DISC => return Decision::Disconnect,
         // An unknown command has no payload the server could know of.
         _ => {
-            return Plan::Refuse {
+            return Decision::Refuse {
                 error: wire::EINVAL,
                 skip: 0,
             };
@@ -89,12 +89,12 @@ pub fn plan(request: &Request, limits: &Limits) -> Plan {
     if payload > limits.max_payload {
         // Skipping that much would keep the connection busy for nothing; the protocol lets
         // the server close instead.
-        return Plan::Close(format!(
+        return Decision::Close(format!(
             "a write of {payload} bytes exceeds the {} the export accepts",
             limits.max_payload
         ));
     }
-    let refuse = |error| Plan::Refuse {
+    let refuse = |error| Decision::Refuse {
         error,
         skip: payload,
     };
@@ -116,9 +116,9 @@ pub fn plan(request: &Request, limits: &Limits) -> Plan {
         return refuse(wire::EINVAL);
     }
     if request.length == 0 {
-        return Plan::Nothing;
+        return Decision::Nothing;
     }
-    Plan::Io {
+    Decision::Io {
         work,
         offset: request.offset,
         length: request.length,
@@ -140,7 +140,7 @@ pub fn pieces(offset: u64, length: u32, chunk: u32) -> impl Iterator<Item = (u64
 mod tests {
     use super::*;
 
-    const LIMITS: Limits = Limits {
+    const LIMITS: ExportBounds = ExportBounds {
         size: 1 << 20,
         block: 512,
         max_payload: 1 << 16,
@@ -160,8 +160,8 @@ mod tests {
     #[test]
     fn in_range_aligned_requests_become_io() {
         assert_eq!(
-            plan(&request(wire::CMD_READ, 4096, 8192), &LIMITS),
-            Plan::Io {
+            decide(&request(wire::CMD_READ, 4096, 8192), &LIMITS),
+            Decision::Io {
                 work: Work::Read,
                 offset: 4096,
                 length: 8192,
@@ -171,60 +171,63 @@ mod tests {
         let mut fua = request(wire::CMD_WRITE, 0, 512);
         fua.flags = wire::CMD_FLAG_FUA;
         assert!(matches!(
-            plan(&fua, &LIMITS),
-            Plan::Io {
+            decide(&fua, &LIMITS),
+            Decision::Io {
                 work: Work::Write,
                 fua: true,
                 ..
             }
         ));
-        assert_eq!(plan(&request(wire::CMD_READ, 0, 0), &LIMITS), Plan::Nothing);
+        assert_eq!(
+            decide(&request(wire::CMD_READ, 0, 0), &LIMITS),
+            Decision::Nothing
+        );
     }
 
     #[test]
     fn out_of_range_unaligned_and_read_only_requests_are_refused_with_their_payload_skipped() {
-        let past_end = plan(&request(wire::CMD_WRITE, (1 << 20) - 512, 1024), &LIMITS);
+        let past_end = decide(&request(wire::CMD_WRITE, (1 << 20) - 512, 1024), &LIMITS);
         assert_eq!(
             past_end,
-            Plan::Refuse {
+            Decision::Refuse {
                 error: wire::ENOSPC,
                 skip: 1024
             }
         );
-        let overflow = plan(&request(wire::CMD_READ, u64::MAX - 10, 512), &LIMITS);
+        let overflow = decide(&request(wire::CMD_READ, u64::MAX - 10, 512), &LIMITS);
         assert_eq!(
             overflow,
-            Plan::Refuse {
+            Decision::Refuse {
                 error: wire::EINVAL,
                 skip: 0
             }
         );
-        let unaligned = plan(&request(wire::CMD_WRITE, 100, 512), &LIMITS);
+        let unaligned = decide(&request(wire::CMD_WRITE, 100, 512), &LIMITS);
         assert_eq!(
             unaligned,
-            Plan::Refuse {
+            Decision::Refuse {
                 error: wire::EINVAL,
                 skip: 512
             }
         );
-        let read_only = Limits {
+        let read_only = ExportBounds {
             read_only: true,
             ..LIMITS
         };
         assert_eq!(
-            plan(&request(wire::CMD_TRIM, 0, 512), &read_only),
-            Plan::Refuse {
+            decide(&request(wire::CMD_TRIM, 0, 512), &read_only),
+            Decision::Refuse {
                 error: wire::EPERM,
                 skip: 0
             }
         );
         assert!(matches!(
-            plan(&request(wire::CMD_READ, 0, 512), &read_only),
-            Plan::Io { .. }
+            decide(&request(wire::CMD_READ, 0, 512), &read_only),
+            Decision::Io { .. }
         ));
         assert_eq!(
-            plan(&request(99, 0, 512), &LIMITS),
-            Plan::Refuse {
+            decide(&request(99, 0, 512), &LIMITS),
+            Decision::Refuse {
                 error: wire::EINVAL,
                 skip: 0
             }
@@ -234,20 +237,20 @@ mod tests {
     #[test]
     fn oversized_writes_close_the_connection_and_oversized_reads_are_refused() {
         assert!(matches!(
-            plan(&request(wire::CMD_WRITE, 0, 1 << 17), &LIMITS),
-            Plan::Close(_)
+            decide(&request(wire::CMD_WRITE, 0, 1 << 17), &LIMITS),
+            Decision::Close(_)
         ));
         assert_eq!(
-            plan(&request(wire::CMD_READ, 0, 1 << 17), &LIMITS),
-            Plan::Refuse {
+            decide(&request(wire::CMD_READ, 0, 1 << 17), &LIMITS),
+            Decision::Refuse {
                 error: wire::EINVAL,
                 skip: 0
             }
         );
         // Zeroing has no payload, so any in-range length goes.
         assert!(matches!(
-            plan(&request(wire::CMD_WRITE_ZEROES, 0, 1 << 20), &LIMITS),
-            Plan::Io { .. }
+            decide(&request(wire::CMD_WRITE_ZEROES, 0, 1 << 20), &LIMITS),
+            Decision::Io { .. }
         ));
     }
 
