@@ -67,7 +67,7 @@ pub enum PolicyCommand {
     /// Build a policy crate into a component and print its path.
     Build(commands::author::BuildArgs),
     /// Check a policy against the host's contract on seeded simulated workloads.
-    Check(commands::check::CheckArgs),
+    Check(Box<commands::check::CheckArgs>),
 }
 
 impl Command {
@@ -84,7 +84,7 @@ impl Command {
             Command::Policy(PolicyCommand::Inspect(args)) => args.execute(),
             Command::Policy(PolicyCommand::New(args)) => args.execute(),
             Command::Policy(PolicyCommand::Build(args)) => args.execute(),
-            Command::Policy(PolicyCommand::Check(args)) => args.execute(),
+            Command::Policy(PolicyCommand::Check(args)) => (*args).execute(),
             Command::Bench(args) => args.execute(),
             Command::Reproduce(args) => args.execute(),
             Command::Validate(args) => args.execute(),
@@ -245,28 +245,20 @@ pub fn split_fio_options(args: Vec<OsString>) -> (Vec<OsString>, Vec<String>) {
 mod tests {
     use super::*;
 
-    #[test]
-    fn every_command_that_runs_io_takes_every_shared_run_flag() {
-        let group = clap::Command::new("flags");
-        let group = <commands::flags::RunFlags as clap::Args>::augment_args(group);
-        let shared: Vec<&str> = group.get_arguments().filter_map(|a| a.get_long()).collect();
-        assert!(
-            shared.len() >= 15,
-            "the group holds the run flags: {shared:?}"
-        );
+    /// The long flags of `group`, a flattened clap group.
+    fn longs_of(group: clap::Command) -> Vec<String> {
+        group
+            .get_arguments()
+            .filter_map(|a| a.get_long().map(str::to_owned))
+            .collect()
+    }
+
+    /// Checks that each command on `paths` takes every flag in `shared`.
+    fn each_takes(paths: &[&[&str]], shared: &[String]) {
         let cli = Cli::command();
-        let runs_io: [&[&str]; 7] = [
-            &["run"],
-            &["compare"],
-            &["serve"],
-            &["reproduce"],
-            &["calibrate"],
-            &["bench"],
-            &["policy", "check"],
-        ];
-        for path in runs_io {
+        for path in paths {
             let mut command = &cli;
-            for name in path {
+            for name in *path {
                 command = command
                     .find_subcommand(name)
                     .expect("the subcommand exists");
@@ -275,10 +267,49 @@ mod tests {
                 .get_arguments()
                 .filter_map(|a| a.get_long())
                 .collect();
-            for flag in &shared {
-                assert!(longs.contains(flag), "{} lacks --{flag}", path.join(" "));
+            for flag in shared {
+                assert!(
+                    longs.contains(&flag.as_str()),
+                    "{} lacks --{flag}",
+                    path.join(" ")
+                );
             }
         }
+    }
+
+    #[test]
+    fn every_command_that_runs_io_takes_every_shared_run_flag() {
+        let run_flags = longs_of(<commands::flags::RunFlags as clap::Args>::augment_args(
+            clap::Command::new("run"),
+        ));
+        assert!(
+            run_flags.len() >= 15,
+            "the group holds the run flags: {run_flags:?}"
+        );
+        each_takes(
+            &[
+                &["run"],
+                &["compare"],
+                &["serve"],
+                &["reproduce"],
+                &["calibrate"],
+                &["bench"],
+                &["policy", "check"],
+            ],
+            &run_flags,
+        );
+        let policy_flags = longs_of(<commands::flags::PolicyFlags as clap::Args>::augment_args(
+            clap::Command::new("policy"),
+        ));
+        assert_eq!(policy_flags, ["set", "swap-at", "control"]);
+        each_takes(
+            &[&["run"], &["compare"], &["serve"], &["policy", "check"]],
+            &policy_flags,
+        );
+        each_takes(
+            &[&["run"], &["compare"], &["serve"], &["policy", "check"]],
+            &["output-format".to_owned()],
+        );
     }
 
     #[test]

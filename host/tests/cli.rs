@@ -3646,3 +3646,39 @@ fn a_job_naming_an_existing_file_without_a_device_is_refused_rather_than_simulat
     let out = schedhost(&["--device", "sim:hdd", job]);
     assert!(out.status.success(), "{}", stderr(&out));
 }
+
+#[test]
+fn compare_takes_the_policy_flags_and_its_json_on_standard_output_and_refuses_what_it_cannot_do() {
+    let jobs = ["--name=r", "--rw=randread", "--size=64m", "--runtime=200ms"];
+    let with = |extra: &[&str]| {
+        let mut args = vec!["compare", "-p", "native:deadline", "-p", "native:cfq"];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&jobs);
+        schedhost(&args)
+    };
+    // --set goes to every column: deadline's fifo_batch reaches cfq too, which refuses it.
+    let unknown = with(&["--set", "fifo_batch=4"]);
+    assert!(!unknown.status.success(), "cfq has no fifo_batch");
+    assert!(
+        stderr(&unknown).contains("fifo_batch"),
+        "{}",
+        stderr(&unknown)
+    );
+    let swapped = with(&["--swap-at", "100ms:noop", "--output-format", "json"]);
+    assert!(swapped.status.success(), "{}", stderr(&swapped));
+    let doc: serde_json::Value = serde_json::from_slice(&swapped.stdout).expect("JSON on stdout");
+    assert_eq!(doc["policies"].as_array().map(Vec::len), Some(2));
+    assert!(
+        stderr(&swapped).contains("swap at 0.100 s"),
+        "each cell swapped: {}",
+        stderr(&swapped)
+    );
+    assert_fails_with(
+        &with(&["--control", "/tmp/schedhost-compare.sock"]),
+        "compare: --control does not apply",
+    );
+    assert_fails_with(
+        &with(&["--trace-events", "/tmp/schedhost-compare.events"]),
+        "compare: --trace-events does not apply",
+    );
+}

@@ -10,8 +10,8 @@ use schedhost::contract::{
 };
 use schedhost::policy::load;
 
-use super::flags::{Devices, RunFlags, Scope};
-use super::{OutputFormat, parse_setting};
+use super::OutputFormat;
+use super::flags::{Devices, PolicyFlags, RunFlags, Scope};
 
 /// Fuel per call under check: honest policies use a few thousand units a call on these
 /// workloads; a call that needs millions is doing something no scheduler needs.
@@ -33,9 +33,6 @@ const SCOPE: Scope = Scope {
 pub struct CheckArgs {
     /// A component (PATH.wasm), a bundled name, or native:NAME.
     pub policy: String,
-    /// Set a policy tunable on every instance (repeatable): --set fifo_batch=8.
-    #[arg(long = "set", value_name = "NAME=VALUE", value_parser = parse_setting)]
-    pub settings: Vec<(String, i64)>,
     /// Workloads to run, alternating the simulated SSD and HDD; odd ones swap the policy
     /// out and back in.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=64))]
@@ -53,6 +50,11 @@ pub struct CheckArgs {
     /// the policy's first fault, which is what the check reports.
     #[command(flatten)]
     pub flags: RunFlags,
+    /// The policy's flags, as `run`'s: `--set` on every instance; the check swaps the policy
+    /// out and back in itself and runs no real device, so `--swap-at` and `--control` are
+    /// refused.
+    #[command(flatten)]
+    pub policy_flags: PolicyFlags,
     /// Report format.
     #[arg(long, value_enum, default_value_t = OutputFormat::Normal)]
     pub output_format: OutputFormat,
@@ -64,6 +66,11 @@ impl CheckArgs {
             bail!("--runtime {}: give 0 < SECS ≤ 3600", self.runtime);
         }
         let plan = self.flags.plan(&SCOPE, FaultPlan::default(), false)?;
+        self.policy_flags.refuse(
+            "policy check",
+            Some("odd rounds swap the policy out and back in themselves"),
+            Some("the check's rounds are simulated; control a run on a real device with `run --control`"),
+        )?;
         let runtime = self.flags.runtime(&SCOPE)?;
         let (source, loaded) = load(&runtime, &self.policy)?;
         let make: Maker = Arc::new(move || loaded.instantiate().map_err(|e| format!("{e:#}")));
@@ -72,7 +79,7 @@ impl CheckArgs {
             rounds: self.rounds,
             runtime_ns: (self.runtime * 1e9) as u64,
             max_wait_ns: self.max_wait_ms * 1_000_000,
-            settings: self.settings.clone(),
+            settings: self.policy_flags.settings.clone(),
         };
         let report = check_policy(&make, &options);
         match self.output_format {

@@ -14,6 +14,10 @@ use schedhost::frontend::plan::{Observe, QueueAttrs, RingOptions, RunPlan};
 use schedhost::frontend::run::Device;
 use schedhost::policy::{DEFAULT_CALL_DEADLINE_MS, DEFAULT_MEMORY_MIB, SandboxLimits, WasmRuntime};
 
+mod policy;
+
+pub use policy::{PolicyFlags, swaps};
+
 /// The flags of every command that runs I/O, one group that each such command flattens
 /// whole, so every command takes every run option; [`RunFlags::plan`] turns them into the
 /// run's [`RunPlan`] (the one place a plan is made, and where the defaults live) and refuses

@@ -11,11 +11,11 @@ use schedhost::frontend::outcome::Outcome;
 use schedhost::frontend::replay::Format;
 use schedhost::frontend::run::{Device, Instances, PolicyPlan, run};
 use schedhost::observe::events;
-use schedhost::policy::{WasmRuntime, load};
+use schedhost::policy::load;
 use schedhost::report::{RunInfo, Summary, TraceSummary, to_json, to_json_plus, to_text};
 
-use super::flags::{Devices, RunFlags, Scope, parse_device};
-use super::{OutputFormat, parse_setting};
+use super::OutputFormat;
+use super::flags::{Devices, PolicyFlags, RunFlags, Scope, parse_device, swaps};
 
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
@@ -40,20 +40,11 @@ pub struct RunArgs {
     pub groups: Vec<schedhost::core::GroupSpec>,
     #[command(flatten)]
     pub flags: RunFlags,
-    /// Simulated devices: swap to POLICY at TIME of virtual time (repeatable), e.g.
-    /// `--swap-at 2s:cfq`. The new policy starts with its defaults.
-    #[arg(long, value_name = "TIME:POLICY", value_parser = parse_swap_at)]
-    pub swap_at: Vec<(u64, String)>,
+    #[command(flatten)]
+    pub policy_flags: PolicyFlags,
     /// Trace replay instead of jobs.
     #[command(flatten)]
     pub trace: ReplayArgs,
-    /// Real devices: listen on this unix socket (mode 0600) for `schedhost ctl` requests:
-    /// swap a policy, set or get tunables, status and stats, while the I/O runs.
-    #[arg(long, value_name = "SOCKET")]
-    pub control: Option<PathBuf>,
-    /// Set a policy tunable (repeatable): --set fifo_batch=8.
-    #[arg(long = "set", value_name = "NAME=VALUE", value_parser = parse_setting)]
-    pub settings: Vec<(String, i64)>,
     /// Report format.
     #[arg(long, value_enum, default_value_t = OutputFormat::Normal)]
     pub output_format: OutputFormat,
@@ -94,11 +85,12 @@ impl RunArgs {
         }
         let runtime = self.flags.runtime(&SCOPE)?;
         let (source, loaded) = load(&runtime, &self.policy)?;
+        let p = &self.policy_flags;
         let policy = PolicyPlan {
             instances: Instances::Loaded(&loaded),
-            settings: &self.settings,
-            swaps: self.swaps(&runtime)?,
-            control: self.control.as_deref().map(|path| (path, &runtime)),
+            settings: &p.settings,
+            swaps: swaps(&p.swap_policies(&runtime)?),
+            control: p.control.as_deref().map(|path| (path, &runtime)),
         };
         let mut progress = Progress::new();
         let ran = run(&jobs, &device, policy, &plan, &mut |now| {
@@ -130,7 +122,7 @@ impl RunArgs {
             device: self.device().to_owned(),
             device_model: ran.device_model,
             seed: plan.seed,
-            settings: self.settings.clone(),
+            settings: self.policy_flags.settings.clone(),
             real: ran.real,
             trace,
         };
@@ -169,22 +161,6 @@ impl RunArgs {
         failed_ios(outcome)
     }
 
-    /// The `--swap-at` policies, compiled before the run starts and instantiated at the swap.
-    fn swaps(&self, runtime: &WasmRuntime) -> Result<Vec<schedhost::engine::ScheduledSwap>> {
-        self.swap_at
-            .iter()
-            .map(|(at_ns, name)| {
-                let (_, loaded) = load(runtime, name)?;
-                Ok(schedhost::engine::ScheduledSwap {
-                    at_ns: *at_ns,
-                    label: name.clone(),
-                    policy: Box::new(move || loaded.instantiate().map_err(|e| format!("{e:#}"))),
-                    settings: Vec::new(),
-                })
-            })
-            .collect()
-    }
-
     fn job_label(&self, fio_options: &[String]) -> String {
         if let Some(trace) = &self.trace.replay {
             return format!("trace {}", trace.display());
@@ -216,16 +192,6 @@ impl From<TraceFormat> for Format {
             TraceFormat::IologV3 => Format::IologV3,
         }
     }
-}
-
-/// `TIME:POLICY`, the time in fio's notation (`2s`, `500ms`; seconds by default).
-fn parse_swap_at(text: &str) -> Result<(u64, String), String> {
-    let (time, policy) = text
-        .split_once(':')
-        .filter(|(_, p)| !p.is_empty())
-        .ok_or_else(|| format!("{text}: expected TIME:POLICY, e.g. 2s:cfq"))?;
-    let at = schedhost::frontend::jobs::value::duration_ns(time, "s")?;
-    Ok((at, policy.to_owned()))
 }
 
 /// Jobs from job files, then from fio options given on the command line.

@@ -12,8 +12,8 @@ use schedhost::frontend::nbd::{self, Address, ExportSpec, ServeOptions, Served};
 use schedhost::frontend::run::Device;
 use schedhost::policy::load;
 
-use super::flags::{Devices, RunFlags, Scope, parse_device};
-use super::{OutputFormat, parse_setting};
+use super::OutputFormat;
+use super::flags::{Devices, PolicyFlags, RunFlags, Scope, parse_device};
 
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
@@ -54,13 +54,10 @@ pub struct ServeArgs {
     /// request's events (`schedhost replay` replays them under another policy).
     #[command(flatten)]
     pub flags: RunFlags,
-    /// Listen on this unix socket (mode 0600) for `schedhost ctl`: swap the policy, set
-    /// tunables, status and stats, while clients are connected.
-    #[arg(long, value_name = "SOCKET")]
-    pub control: Option<PathBuf>,
-    /// Set a policy tunable (repeatable): --set slice_idle=0.
-    #[arg(long = "set", value_name = "NAME=VALUE", value_parser = parse_setting)]
-    pub settings: Vec<(String, i64)>,
+    /// The policy's flags, as `run`'s: `--set`, and `--control SOCKET` for `schedhost ctl`
+    /// (swap the policy, set tunables, status and stats while clients are connected).
+    #[command(flatten)]
+    pub policy_flags: PolicyFlags,
     /// Serve Prometheus metrics at http://ADDR/metrics (HOST:PORT, or PORT on 127.0.0.1):
     /// IOPS and bytes per client ctx, latency histograms, queue depths, merges, policy
     /// calls, swaps, ejections.
@@ -213,6 +210,11 @@ impl ServeArgs {
                 "serve: --rq-affinity does not apply: every connection's completion work runs on the engine's thread"
             );
         }
+        self.policy_flags.refuse(
+            "serve",
+            Some("an export is a real device; swap its policy with --control and `schedhost ctl`"),
+            None,
+        )?;
         let (device, faults) = self.device()?;
         let faults = match (faults, self.faults) {
             (Some(_), Some(_)) => {
@@ -245,13 +247,17 @@ impl ServeArgs {
         // One signal path: SIGINT, SIGTERM and SIGHUP stop the server gracefully, with or
         // without --control (whose socket is then removed as the server stops).
         let stop = schedhost::signal::stop_gracefully().context("installing the signal handler")?;
-        let control = self.control.as_deref().map(|path| (path, &runtime));
+        let control = self
+            .policy_flags
+            .control
+            .as_deref()
+            .map(|path| (path, &runtime));
         let label = source.label();
         let served = nbd::serve(
             &options,
             &plan,
             policies,
-            &self.settings,
+            &self.policy_flags.settings,
             control,
             stop,
             |at| {

@@ -13,8 +13,10 @@ use anyhow::{Context, Result, bail};
 use schedhost::backend::sim::FaultPlan;
 use schedhost::frontend::jobs::JobSpec;
 use schedhost::frontend::run::{Device, PolicyPlan, run};
+use schedhost::policy::Loaded;
 
-use super::flags::{Devices, RunFlags, Scope, parse_device};
+use super::OutputFormat;
+use super::flags::{Devices, PolicyFlags, RunFlags, Scope, parse_device, swaps};
 use super::run::{ReplayArgs, read_jobs};
 
 pub use columns::{Column, column};
@@ -60,6 +62,13 @@ pub struct CompareArgs {
     /// Also write the table as CSV (sweep, policy, mean, stddev, values).
     #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,
+    /// The report on standard output: the tables as text, or as the JSON `--json` writes
+    /// (`json+` is `json` here).
+    #[arg(long, value_enum, default_value_t = OutputFormat::Normal)]
+    pub output_format: OutputFormat,
+    /// Write the report to FILE instead of standard output.
+    #[arg(long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
     /// Draw the table as an SVG chart (compare.svg) into DIR.
     #[arg(long, value_name = "DIR")]
     pub plot: Option<PathBuf>,
@@ -67,6 +76,10 @@ pub struct CompareArgs {
     /// (repeats take the next ones).
     #[command(flatten)]
     pub flags: RunFlags,
+    /// The policy's flags, as `run`'s, for every cell: `--set` before each column's own
+    /// tunables (`-p cfq:quantum=1` wins), `--swap-at` in every simulated cell.
+    #[command(flatten)]
+    pub policy_flags: PolicyFlags,
     /// A trace to replay in every cell instead of jobs, paced as `run`'s.
     #[command(flatten)]
     pub trace: ReplayArgs,
@@ -137,6 +150,11 @@ impl CompareArgs {
             .collect::<Result<Vec<_>>>()?;
         // Every cell's plan before its seed and device's faults: refused flags stop here.
         let base = self.flags.plan(&SCOPE, FaultPlan::default(), false)?;
+        self.policy_flags.refuse(
+            "compare",
+            None,
+            Some("compare runs many cells; control one run with `run --control`"),
+        )?;
         let runtime = self.flags.runtime(&SCOPE)?;
         let policies = self
             .policies
@@ -182,13 +200,14 @@ impl CompareArgs {
                 })
             })
             .collect();
+        let swap_policies = self.policy_flags.swap_policies(&runtime)?;
         let values = self.measure(
             &work,
             &row_jobs,
             &devices,
             &columns,
-            &sweep_values,
-            tunable.as_ref(),
+            (&sweep_values, tunable.as_ref()),
+            &swap_policies,
         )?;
         let metrics = self.metric_list();
         let tables: Vec<Rows> = (0..metrics.len())
@@ -201,7 +220,6 @@ impl CompareArgs {
             }
             text.push_str(&self.table(*metric, &sweep_key, &columns, rows));
         }
-        print!("{}", schedhost::output::printable_lines(&text));
         let doc = || {
             let mut doc = self.to_json(metrics[0], &sweep_key, &columns, &tables[0]);
             if metrics.len() > 1 {
@@ -213,6 +231,15 @@ impl CompareArgs {
             }
             doc
         };
+        let report = match self.output_format {
+            OutputFormat::Normal => schedhost::output::printable_lines(&text),
+            OutputFormat::Json | OutputFormat::JsonPlus => format!("{:#}\n", doc()),
+        };
+        match &self.output {
+            Some(path) => std::fs::write(path, report)
+                .with_context(|| format!("writing the report to {}", path.display()))?,
+            None => print!("{report}"),
+        }
         if let Some(path) = &self.json {
             std::fs::write(path, format!("{:#}\n", doc()))
                 .with_context(|| format!("writing {}", path.display()))?;
@@ -340,8 +367,8 @@ impl CompareArgs {
         row_jobs: &[Vec<JobSpec>],
         devices: &[(Device, FaultPlan)],
         columns: &[Cell<'_>],
-        sweep_values: &[String],
-        tunable: Option<&TunableSweep>,
+        (sweep_values, tunable): (&[String], Option<&TunableSweep>),
+        swap_policies: &[(u64, String, Loaded)],
     ) -> Result<Vec<Measured>> {
         let base = self.flags.plan(&SCOPE, FaultPlan::default(), false)?;
         // Files a cell of this comparison created: later cells reuse them as their own
@@ -369,8 +396,15 @@ impl CompareArgs {
             plan.seed = w.seed;
             plan.faults = *faults;
             plan.ring.allow_overwrite |= ours(device);
-            let settings = row_settings(cell.policy, tunable, w.row);
-            let policy = PolicyPlan::fixed(&cell.policy.loaded, &settings);
+            let mut settings = self.policy_flags.settings.clone();
+            for (name, value) in row_settings(cell.policy, tunable, w.row) {
+                settings.retain(|(n, _)| *n != name);
+                settings.push((name, value));
+            }
+            let policy = PolicyPlan {
+                swaps: swaps(swap_policies),
+                ..PolicyPlan::fixed(&cell.policy.loaded, &settings)
+            };
             let ran =
                 run(&row_jobs[w.row], device, policy, &plan, &mut |_| {}).with_context(context)?;
             if let Some(real) = &ran.real {

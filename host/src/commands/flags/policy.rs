@@ -1,0 +1,84 @@
+//! The policy's flags: its tunables, swaps at set times and the control socket.
+
+use anyhow::{Result, bail};
+use schedhost::engine::ScheduledSwap;
+use schedhost::policy::{Loaded, WasmRuntime, load};
+
+/// The policy's own flags, one group for every command that runs a policy over I/O: its
+/// tunables (`--set`), swaps at set times of virtual time (`--swap-at`) and the control
+/// socket (`--control`). A command that cannot honour one refuses it by name
+/// ([`PolicyFlags::refuse`]).
+#[derive(Debug, Clone, clap::Args)]
+pub struct PolicyFlags {
+    /// Set a policy tunable (repeatable): --set fifo_batch=8. Unknown names and values out
+    /// of range are refused with the valid range.
+    #[arg(long = "set", value_name = "NAME=VALUE", value_parser = crate::commands::parse_setting)]
+    pub settings: Vec<(String, i64)>,
+    /// Simulated devices: swap to POLICY at TIME of virtual time (repeatable), e.g.
+    /// `--swap-at 2s:cfq`. The new policy starts with its defaults.
+    #[arg(long, value_name = "TIME:POLICY", value_parser = parse_swap_at)]
+    pub swap_at: Vec<(u64, String)>,
+    /// Real devices: listen on this unix socket (mode 0600) for `schedhost ctl` requests:
+    /// swap a policy, set or get tunables, status and stats, while the I/O runs.
+    #[arg(long, value_name = "SOCKET")]
+    pub control: Option<std::path::PathBuf>,
+}
+
+impl PolicyFlags {
+    /// Refuses `--swap-at` and `--control` where `command` says why it cannot honour them.
+    ///
+    /// # Errors
+    /// The flag given, with the command and the reason.
+    pub fn refuse(
+        &self,
+        command: &str,
+        swap_at: Option<&str>,
+        control: Option<&str>,
+    ) -> Result<()> {
+        if let (Some(why), false) = (swap_at, self.swap_at.is_empty()) {
+            bail!("{command}: --swap-at does not apply: {why}");
+        }
+        if let (Some(why), Some(_)) = (control, &self.control) {
+            bail!("{command}: --control does not apply: {why}");
+        }
+        Ok(())
+    }
+
+    /// The `--swap-at` policies, compiled once before the run; each cell or run makes its
+    /// swaps from them ([`swaps`]).
+    ///
+    /// # Errors
+    /// A policy that does not load.
+    pub fn swap_policies(&self, runtime: &WasmRuntime) -> Result<Vec<(u64, String, Loaded)>> {
+        self.swap_at
+            .iter()
+            .map(|(at_ns, name)| Ok((*at_ns, name.clone(), load(runtime, name)?.1)))
+            .collect()
+    }
+}
+
+/// One run's swaps from [`PolicyFlags::swap_policies`], each instantiated when it is due.
+pub fn swaps(policies: &[(u64, String, Loaded)]) -> Vec<ScheduledSwap> {
+    policies
+        .iter()
+        .map(|(at_ns, name, loaded)| {
+            let loaded = loaded.clone();
+            ScheduledSwap {
+                at_ns: *at_ns,
+                label: name.clone(),
+                policy: Box::new(move || loaded.instantiate().map_err(|e| format!("{e:#}"))),
+                settings: Vec::new(),
+            }
+        })
+        .collect()
+}
+
+/// `TIME:POLICY`: when (fio's time notation; seconds by default) and to what.
+fn parse_swap_at(text: &str) -> Result<(u64, String), String> {
+    let (time, policy) = text
+        .split_once(':')
+        .filter(|(_, p)| !p.is_empty())
+        .ok_or_else(|| format!("{text}: expected TIME:POLICY, e.g. 2s:cfq"))?;
+    let at = schedhost::frontend::jobs::value::duration_ns(time, "s")?;
+    Ok((at, policy.to_owned()))
+}
