@@ -4,12 +4,13 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use schedhost::backend::sim::DeviceSpec;
 use schedhost::backend::sim::drive::disksim;
 use schedhost::fidelity::{
     DiskSimFigure, Distribution, Validation, disksim_figure, parse_trace, validate,
 };
+use schedhost::frontend::run::Device;
 
 use super::OutputFormat;
 
@@ -19,7 +20,8 @@ pub struct ValidateArgs {
     /// service_us next_us` per line. DiskSim's own figure is printed beside this model's
     /// when the trace is one of DiskSim's validation suite (by its file name).
     pub trace: PathBuf,
-    /// The simulated device: sim:hdd, a spec file, or a DiskSim .diskspecs (imported).
+    /// The simulated device, as `run --device` names one: sim:hdd, a spec file, or a DiskSim
+    /// .diskspecs or .parv (imported); with no fault plan (the recorded times have none).
     #[arg(long)]
     pub device: String,
     /// Write both CDFs as DIR/validate-cdf.svg.
@@ -35,7 +37,17 @@ impl ValidateArgs {
         let text = schedhost::input::read_text(&self.trace, schedhost::input::MAX_TRACE_BYTES)
             .with_context(|| format!("reading {}", self.trace.display()))?;
         let trace = parse_trace(&text).with_context(|| self.trace.display().to_string())?;
-        let device = DeviceSpec::parse(&self.device)?;
+        let device = match super::flags::parse_device(&self.device)? {
+            (Device::Sim(spec), faults) if faults.is_empty() => spec,
+            (Device::Sim(_), _) => bail!(
+                "--device {}: a fault plan would fail requests the trace recorded as served",
+                self.device
+            ),
+            (Device::Real(_), _) => bail!(
+                "--device {}: validate replays a trace on a simulated device (sim:NAME, a spec or a DiskSim file)",
+                self.device
+            ),
+        };
         let result = validate(&trace, &device)
             .map_err(anyhow::Error::msg)
             .with_context(|| format!("replaying {} on {}", self.trace.display(), self.device))?;
