@@ -79,7 +79,8 @@ pub struct Scope {
     pub own_queue: Option<&'static str>,
     /// `--on-fault`.
     pub own_on_fault: Option<&'static str>,
-    /// The ring flags of real devices (`--sqpoll`, `--no-fixed-buffers`, `--rq-affinity`).
+    /// The real devices' flags (`--allow-overwrite`, `--sqpoll`, `--no-fixed-buffers`,
+    /// `--rq-affinity`).
     pub own_ring: Option<&'static str>,
     /// `--status-interval`.
     pub own_status: Option<&'static str>,
@@ -174,7 +175,7 @@ impl RunFlags {
                 &["--sqpoll", "--no-fixed-buffers", "--rq-affinity"],
                 scope.own_ring.or(real_only),
             ),
-            (&["--allow-overwrite"], real_only),
+            (&["--allow-overwrite"], scope.own_ring.or(real_only)),
             (&["--status-interval"], scope.own_status.or(real_only)),
         ];
         for (flags, why) in owners {
