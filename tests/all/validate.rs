@@ -413,13 +413,20 @@ fn read_ahead_on_idle_hit_keeps_a_segment_reading_past_each_hit() {
     // Sequential 100-sector reads 40 ms apart: the first reads ahead 256 sectors (to 356);
     // the fourth ends at 400, past that, and hits only if the hits kept reading ahead;
     // without, it reads 356..400 from the media (a partial hit: 28.4 ms here, where reading
-    // all of 300..400 again took 39.5 ms).
+    // all of 300..400 again took 39.5 ms), its held sectors waiting for the rest (the
+    // immediate transfer of a partial hit is the next test's).
     let trace =
         "R Hit 0 100 1 40000\nR Hit 100 100 1 40000\nR Hit 200 100 1 40000\nR Hit 300 100 1 0\n";
     let declared = import_parv(&data("hp_c3323a.parv")).unwrap().params;
     assert!(declared.read_ahead_on_hit, "the HP declares it");
-    let on = hp_replay(trace, |p| p.read_ahead_on_hit = true);
-    let off = hp_replay(trace, |p| p.read_ahead_on_hit = false);
+    let on = hp_replay(trace, |p| {
+        p.read_ahead_on_hit = true;
+        p.immediate_partial_hit = false;
+    });
+    let off = hp_replay(trace, |p| {
+        p.read_ahead_on_hit = false;
+        p.immediate_partial_hit = false;
+    });
     assert_eq!(on[..3], off[..3], "the first three are the same either way");
     assert!(
         on[3] < 0.6 * off[3],
@@ -836,4 +843,32 @@ fn the_cheetahs_spares_sit_in_its_ranges_and_its_spec_file_says_so() {
     .unwrap_err()
     .to_string();
     assert!(long.contains("longer than the zone"), "{long}");
+}
+
+#[test]
+fn a_partial_hit_sends_its_held_sectors_at_once_when_the_drive_transfers_partial_hits_immediately()
+{
+    // The trace above without read-ahead on hits: the fourth read holds 300..356 in the
+    // buffer and reads 356..400 from the media. Sending the 56 held sectors at once, while
+    // the mechanism gets to sector 356, saves up to their bus time (56 × 0.1455 ms) when the
+    // rest waits for the media anyway; the first three, all hits or all misses, are the same.
+    let trace =
+        "R Hit 0 100 1 40000\nR Hit 100 100 1 40000\nR Hit 200 100 1 40000\nR Hit 300 100 1 0\n";
+    let declared = import_parv(&data("hp_c3323a.parv")).unwrap().params;
+    assert!(declared.immediate_partial_hit, "the HP declares it");
+    let replay = |immediate: bool| {
+        hp_replay(trace, |p| {
+            p.read_ahead_on_hit = false;
+            p.immediate_partial_hit = immediate;
+        })
+    };
+    let (at_once, waiting) = (replay(true), replay(false));
+    assert_eq!(at_once[..3], waiting[..3], "no partial hit among the first three");
+    let saved = waiting[3] - at_once[3];
+    assert!(
+        saved > 0.0 && saved <= 56.0 * 145.5 + 1.0,
+        "the partial hit finished {saved:.1} µs sooner ({} against {} µs)",
+        at_once[3],
+        waiting[3]
+    );
 }

@@ -399,11 +399,22 @@ impl Drive {
         let (start, media_end, waited) =
             self.access((free + overhead).max(stopped), &from_media, false, (0, 0));
         let bus = self.bus_ps(request.sectors);
-        let done = if self.params.transfer_after_media {
+        let sent = if self.params.immediate_partial_hit && from_media.sector > request.sector {
+            // The held sectors go as soon as the command is taken, the rest as the media
+            // delivers them: after the last, or while they stream.
+            let held = self.bus_ps(u32::try_from(from_media.sector - request.sector).unwrap_or(0));
+            let held_sent = arrived_ps + overhead + held;
+            if self.params.transfer_after_media {
+                held_sent.max(media_end) + self.bus_ps(from_media.sectors)
+            } else {
+                media_end.max(arrived_ps + overhead + bus)
+            }
+        } else if self.params.transfer_after_media {
             media_end + bus
         } else {
             media_end.max(start + bus)
-        } + ms_ps(self.params.overheads.completion[0]);
+        };
+        let done = sent + ms_ps(self.params.overheads.completion[0]);
         let place = self.place(request.end().saturating_sub(1));
         let per_sector = self.rev_ps / place.sectors_per_track;
         let first = request

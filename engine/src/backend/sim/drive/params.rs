@@ -128,6 +128,10 @@ pub struct DriveParams {
     /// A read's data crosses the bus only once all of it is in the buffer (DiskSim's
     /// `Set watermark by reqsize` or `Hold bus entire read xfer`), not while it streams.
     pub transfer_after_media: bool,
+    /// A read that finds its first sectors in the buffer sends them at once, the rest as
+    /// the media delivers them; otherwise such a partial hit waits as a miss does (DiskSim's
+    /// `Immed transfer partial hit`, which skips the read water mark for it).
+    pub immediate_partial_hit: bool,
     /// Addressable sectors.
     pub capacity_sectors: u64,
 }
@@ -169,6 +173,7 @@ impl Default for DriveParams {
             stop_prefetch_in_sector: true,
             write_back: true,
             transfer_after_media: false,
+            immediate_partial_hit: false,
             read_hits_on_writes: true,
             read_ahead_on_hit: false,
             combine_seq_writes: true,

@@ -296,6 +296,7 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
     if let Some(scheduler) = specs.take_opt_block("Scheduler") {
         scheduler.rest(&mut notes, "Scheduler (the drive serves in arrival order)");
     }
+    let immediate_partial_hit = specs.take_opt_u64("Immed transfer partial hit", 0, 1)? == Some(1);
     specs.rest(&mut notes, "the disk");
 
     if zones
@@ -331,6 +332,7 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
             stop_prefetch_in_sector,
             write_back: fast_write > 0,
             transfer_after_media: by_reqsize || hold_bus,
+            immediate_partial_hit,
             read_hits_on_writes,
             read_ahead_on_hit,
             separate_write_segment,
