@@ -863,7 +863,11 @@ fn a_partial_hit_sends_its_held_sectors_at_once_when_the_drive_transfers_partial
         })
     };
     let (at_once, waiting) = (replay(true), replay(false));
-    assert_eq!(at_once[..3], waiting[..3], "no partial hit among the first three");
+    assert_eq!(
+        at_once[..3],
+        waiting[..3],
+        "no partial hit among the first three"
+    );
     let saved = waiting[3] - at_once[3];
     assert!(
         saved > 0.0 && saved <= 56.0 * 145.5 + 1.0,

@@ -74,10 +74,16 @@ impl std::fmt::Display for Summary {
     }
 }
 
+/// Most blocks a run writes: a 1 GiB file.
+const MAX_BLOCKS: u64 = 1 << 18;
+
 /// Writes `blocks` blocks and reads them back at random under `policy`, in a file it creates
 /// in `dir` and removes after.
 fn run(policy: &str, blocks: u64, dir: &Path) -> Result<Summary> {
-    ensure!(blocks > 0, "--blocks must be at least 1");
+    ensure!(
+        (1..=MAX_BLOCKS).contains(&blocks),
+        "--blocks {blocks}: from 1 to {MAX_BLOCKS} (a 1 GiB file)"
+    );
     let path = dir.join(format!("schedhost-embed-{}.data", std::process::id()));
     let file = OpenOptions::new()
         .read(true)

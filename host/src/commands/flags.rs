@@ -163,7 +163,7 @@ impl RunFlags {
         let given = self.given();
         let real_only = matches!(scope.devices, Devices::Sim)
             .then_some("it runs simulated devices only, and this flag is for real ones");
-        let owners: [(&[&str], Option<&str>); 7] = [
+        let owners: [(&[&str], Option<&str>); 6] = [
             (&["--seed"], scope.own_seed),
             (
                 &["--nomerges", "--nr-requests", "--plug", "--rotational"],
@@ -172,10 +172,14 @@ impl RunFlags {
             (&["--queue-depth"], scope.own_queue.or(real_only)),
             (&["--on-fault"], scope.own_on_fault),
             (
-                &["--sqpoll", "--no-fixed-buffers", "--rq-affinity"],
+                &[
+                    "--allow-overwrite",
+                    "--sqpoll",
+                    "--no-fixed-buffers",
+                    "--rq-affinity",
+                ],
                 scope.own_ring.or(real_only),
             ),
-            (&["--allow-overwrite"], scope.own_ring.or(real_only)),
             (&["--status-interval"], scope.own_status.or(real_only)),
         ];
         for (flags, why) in owners {
