@@ -10,6 +10,7 @@ pub mod nbd;
 pub mod outcome;
 pub mod plan;
 pub mod replay;
+pub mod ring;
 pub mod run;
 
 pub use error::RunError;

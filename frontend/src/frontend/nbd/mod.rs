@@ -40,7 +40,7 @@ pub use handshake::{Ended, Export, negotiate, negotiate_admitting};
 pub use net::{Address, DEFAULT_PORT};
 pub use wire::{BadMagic, REQUEST_LEN, Request};
 
-use crate::backend::ring::{Notifier, OpenRules, RingBackend, RingSetup, Target};
+use crate::backend::ring::{Notifier, OpenRules, Target};
 use crate::control::Control;
 use crate::core::{CoreStats, Ejection, Throttle};
 use crate::engine::{Lane, SetRecord, SwapRecord};
@@ -280,22 +280,8 @@ pub fn serve(
     }
     let mut slot_lens = vec![SLOTS.chunk as usize; SLOTS.data as usize];
     slot_lens.extend(std::iter::repeat_n(0, SLOTS.control as usize));
-    let mut backend = RingBackend::new(
-        &targets,
-        plan.queue.queue_depth,
-        &slot_lens,
-        plan.seed,
-        RingSetup {
-            sqpoll_idle_ms: plan.ring.sqpoll_idle_ms,
-            fixed_buffers: plan.ring.fixed_buffers,
-            faults: plan.faults,
-        },
-    )?;
-    let notifier = Notifier::new().map_err(|source| RunError::Ring {
-        action: "creating an eventfd",
-        source,
-    })?;
-    backend.watch(Arc::clone(&notifier))?;
+    let mut backend = crate::frontend::ring::backend(plan, &targets, &slot_lens)?;
+    let notifier = crate::frontend::ring::notifier(&mut backend)?;
     let Extras {
         control,
         metrics,
@@ -412,13 +398,9 @@ fn extras(
         let notifier = Arc::clone(notifier);
         Arc::new(move || notifier.notify())
     };
-    let control = match control {
-        Some((path, runtime)) => Some(
-            Control::start(path, runtime.clone(), lanes.len(), wake())
-                .map_err(|e| RunError::Setup(format!("{e:#}")))?,
-        ),
-        None => None,
-    };
+    let control = control
+        .map(|control| crate::frontend::ring::control(control, lanes.len(), notifier))
+        .transpose()?;
     let metrics = match &options.metrics {
         Some(address) => Some(
             Endpoint::start(address, wake())

@@ -15,9 +15,9 @@ mod work;
 
 use std::ops::Range;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
-use crate::backend::ring::{MAX_SECTORS, Notifier, OpenRules, RingBackend, RingSetup, Target};
+use crate::backend::ring::{MAX_SECTORS, OpenRules, RingBackend, Target};
 use crate::backend::sim::Geometry;
 use crate::core::{Config, StartError};
 use crate::engine::{self, Engine, Lane, Striping};
@@ -29,7 +29,6 @@ use crate::frontend::plan::{EngineParts, RunPlan};
 use crate::policy::PolicyBackend;
 use crate::verify::{Ledger, interval_for};
 
-use crate::control::Control;
 use crate::policy::WasmRuntime;
 
 /// A finished real run: the report's outcome and the targets it used.
@@ -170,17 +169,7 @@ pub fn run_controlled(
         }
     }
     let (slot_lens, slots) = buffer_slots(jobs, &submitters)?;
-    let mut backend = RingBackend::new(
-        &targets,
-        config.queue_depth,
-        &slot_lens,
-        plan.seed,
-        RingSetup {
-            sqpoll_idle_ms: plan.ring.sqpoll_idle_ms,
-            fixed_buffers: plan.ring.fixed_buffers,
-            faults: plan.faults,
-        },
-    )?;
+    let mut backend = crate::frontend::ring::backend(plan, &targets, &slot_lens)?;
     let run = Run {
         jobs,
         names: targets
@@ -193,24 +182,16 @@ pub fn run_controlled(
     };
     // Submitter threads and the control socket wake the ring through one eventfd.
     let notifier = if plan.ring.threads.is_some() || control.is_some() {
-        let notifier = Notifier::new().map_err(|source| RunError::Ring {
-            action: "creating an eventfd",
-            source,
-        })?;
-        backend.watch(Arc::clone(&notifier))?;
-        Some(notifier)
+        Some(crate::frontend::ring::notifier(&mut backend)?)
     } else {
         None
     };
     let control = match (control, &notifier) {
-        (Some((path, runtime)), Some(notifier)) => {
-            let notifier = Arc::clone(notifier);
-            let wake = Arc::new(move || notifier.notify());
-            Some(
-                Control::start(path, runtime.clone(), lanes.len(), wake)
-                    .map_err(|e| RunError::Setup(format!("{e:#}")))?,
-            )
-        }
+        (Some(control), Some(notifier)) => Some(crate::frontend::ring::control(
+            control,
+            lanes.len(),
+            notifier,
+        )?),
         _ => None,
     };
     // Set up: from here on, files the run created hold its data and stay.
