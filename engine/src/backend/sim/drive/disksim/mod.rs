@@ -297,6 +297,14 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
         scheduler.rest(&mut notes, "Scheduler (the drive serves in arrival order)");
     }
     let immediate_partial_hit = specs.take_opt_u64("Immed transfer partial hit", 0, 1)? == Some(1);
+    // DiskSim asks this only where a read reaches a remapped sector in mid-transfer and goes
+    // to its spare (`disk_get_remapped_sector`); the model places a request by its first
+    // sector and never leaves for a spare in mid-transfer, so it has nothing to act on.
+    if let Some(on) = specs.take_opt_u64("Read directly to buffer", 0, 1)? {
+        notes.push(format!(
+            "Read directly to buffer = {on}: DiskSim asks it only where a read goes to a remapped sector's spare in mid-transfer, which the model never does (it places a request by its first sector)"
+        ));
+    }
     specs.rest(&mut notes, "the disk");
 
     if zones
