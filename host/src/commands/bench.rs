@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use schedhost::backend::sim::{DeviceSpec, FaultPlan};
+use schedhost::core::DEFAULT_WATCHDOG_NS;
 use schedhost::frontend::jobs::{parse_cmdline, parse_job_file};
 use schedhost::frontend::plan::{Observe, RunPlan};
 use schedhost::frontend::run::{Device, PolicyPlan, run};
@@ -51,10 +52,18 @@ pub struct BenchArgs {
 /// What `bench` does with the run flags: it runs `sim:null`, and `--observe` measures what
 /// recording events costs, writing no file.
 const SCOPE: Scope = Scope {
+    command: "bench",
+    devices: Devices::Sim,
+    own_seed: None,
+    own_queue: None,
+    own_on_fault: None,
+    own_ring: None,
+    own_status: None,
     own_events: Some(
         "bench writes no event file; `bench --observe` measures what recording them costs",
     ),
-    ..Scope::all("bench", Devices::Sim)
+    default_fuel: None,
+    default_watchdog_ns: Some(DEFAULT_WATCHDOG_NS),
 };
 
 impl BenchArgs {

@@ -20,6 +20,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 use schedhost::backend::sim::FaultPlan;
+use schedhost::core::DEFAULT_WATCHDOG_NS;
 use schedhost::frontend::jobs::parse_cmdline;
 use schedhost::frontend::run::{Device, PolicyPlan, run};
 use schedhost::policy::load;
@@ -50,10 +51,18 @@ pub struct CalibrateArgs {
 
 /// What `calibrate` does with the run flags: it writes a spec, not events.
 const SCOPE: Scope = Scope {
+    command: "calibrate",
+    devices: Devices::Real,
+    own_seed: None,
+    own_queue: None,
+    own_on_fault: None,
+    own_ring: None,
+    own_status: None,
     own_events: Some(
         "calibrate writes a device spec; record a run's events with `run --trace-events`",
     ),
-    ..Scope::all("calibrate", Devices::Real)
+    default_fuel: None,
+    default_watchdog_ns: Some(DEFAULT_WATCHDOG_NS),
 };
 
 /// `--device`: one file or block device, in `run --device`'s syntax, with no fault plan (the

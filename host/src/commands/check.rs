@@ -20,13 +20,18 @@ const CHECK_FUEL: u64 = 2_000_000;
 /// What `policy check` does with the run flags: its rounds run simulated devices of its own,
 /// and a fault ends a round.
 const SCOPE: Scope = Scope {
+    command: "policy check",
+    devices: Devices::Sim,
+    own_seed: None,
+    own_queue: None,
     own_on_fault: Some("a round ends at the policy's first fault, which is what the check reports"),
+    own_ring: None,
+    own_status: None,
     own_events: Some(
         "the check runs many rounds; record one run's events with `run --trace-events`",
     ),
     default_fuel: Some(CHECK_FUEL),
     default_watchdog_ns: Some(DEFAULT_CHECK_WATCHDOG_NS),
-    ..Scope::all("policy check", Devices::Sim)
 };
 
 #[derive(Debug, clap::Args)]

@@ -7,9 +7,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
 use schedhost::backend::sim::{DeviceSpec, FaultPlan};
-use schedhost::core::{
-    DEFAULT_WATCHDOG_NS, MAX_UNPLUG_DELAY_NS, Nomerges, OnFault, Plug, RqAffinity, Supervision,
-};
+use schedhost::core::{MAX_UNPLUG_DELAY_NS, Nomerges, OnFault, Plug, RqAffinity, Supervision};
 use schedhost::frontend::plan::{Observe, QueueAttrs, RingOptions, RunPlan};
 use schedhost::frontend::run::Device;
 use schedhost::policy::{DEFAULT_CALL_DEADLINE_MS, DEFAULT_MEMORY_MIB, SandboxLimits, WasmRuntime};
@@ -65,7 +63,7 @@ pub enum Devices {
 
 /// What a command does with the shared run flags. Each `Some(why)` is a flag group the
 /// command decides itself; giving one of its flags is refused with `why`. Every command that
-/// runs I/O writes all of it out, so a new group makes each decide.
+/// runs I/O writes its scope out field by field, so a new field makes each decide.
 #[derive(Debug, Clone, Copy)]
 pub struct Scope {
     /// The command, as the user typed it.
@@ -92,8 +90,10 @@ pub struct Scope {
     pub default_watchdog_ns: Option<u64>,
 }
 
+#[cfg(test)]
 impl Scope {
-    /// A command that honours every flag, with the sandbox's usual defaults.
+    /// A command that honours every flag, with the sandbox's usual defaults (commands write
+    /// their scope out whole, so that a new field makes each decide).
     pub const fn all(command: &'static str, devices: Devices) -> Self {
         Self {
             command,
@@ -105,7 +105,7 @@ impl Scope {
             own_status: None,
             own_events: None,
             default_fuel: None,
-            default_watchdog_ns: Some(DEFAULT_WATCHDOG_NS),
+            default_watchdog_ns: Some(schedhost::core::DEFAULT_WATCHDOG_NS),
         }
     }
 }

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+use schedhost::core::DEFAULT_WATCHDOG_NS;
 use schedhost::frontend::jobs::{JobSpec, Pacing, jobs_for_trace, parse_cmdline, parse_job_file};
 use schedhost::frontend::outcome::Outcome;
 use schedhost::frontend::replay::Format;
@@ -57,7 +58,18 @@ pub struct RunArgs {
 }
 
 /// `run` and `replay` honour every run flag.
-const SCOPE: Scope = Scope::all("run", Devices::Either);
+const SCOPE: Scope = Scope {
+    command: "run",
+    devices: Devices::Either,
+    own_seed: None,
+    own_queue: None,
+    own_on_fault: None,
+    own_ring: None,
+    own_status: None,
+    own_events: None,
+    default_fuel: None,
+    default_watchdog_ns: Some(DEFAULT_WATCHDOG_NS),
+};
 
 impl RunArgs {
     pub fn execute(self, fio_options: Vec<String>) -> Result<()> {

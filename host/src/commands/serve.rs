@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use schedhost::backend::sim::FaultPlan;
+use schedhost::core::DEFAULT_WATCHDOG_NS;
 use schedhost::frontend::jobs::value::size as size_bytes;
 use schedhost::frontend::nbd::{self, Address, ExportSpec, ServeOptions, Served};
 use schedhost::frontend::run::Device;
@@ -91,7 +92,18 @@ pub struct ServeArgs {
 
 /// `serve` honours every run flag but `--rq-affinity` (refused in `execute`: every
 /// connection runs on the engine's thread).
-const SCOPE: Scope = Scope::all("serve", Devices::Real);
+const SCOPE: Scope = Scope {
+    command: "serve",
+    devices: Devices::Real,
+    own_seed: None,
+    own_queue: None,
+    own_on_fault: None,
+    own_ring: None,
+    own_status: None,
+    own_events: None,
+    default_fuel: None,
+    default_watchdog_ns: Some(DEFAULT_WATCHDOG_NS),
+};
 
 /// `--size`: a whole number of 512-byte blocks, at least one, that a file can have
 /// (`set_len` takes an i64).

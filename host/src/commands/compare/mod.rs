@@ -11,6 +11,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 use schedhost::backend::sim::FaultPlan;
+use schedhost::core::DEFAULT_WATCHDOG_NS;
 use schedhost::frontend::jobs::JobSpec;
 use schedhost::frontend::run::{Device, PolicyPlan, run};
 use schedhost::policy::Loaded;
@@ -92,9 +93,16 @@ pub struct CompareArgs {
 /// What `compare` does with the run flags: its cells run in parallel and are judged by
 /// their reports, so nothing is shown or recorded as they run.
 const SCOPE: Scope = Scope {
+    command: "compare",
+    devices: Devices::Either,
+    own_seed: None,
+    own_queue: None,
+    own_on_fault: None,
+    own_ring: None,
     own_status: Some("compare's cells run in parallel; watch one run with `run --status-interval`"),
     own_events: Some("compare runs many cells; record one run's events with `run --trace-events`"),
-    ..Scope::all("compare", Devices::Either)
+    default_fuel: None,
+    default_watchdog_ns: Some(DEFAULT_WATCHDOG_NS),
 };
 
 struct Cell<'a> {

@@ -21,6 +21,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 use schedhost::backend::sim::DeviceSpec;
+use schedhost::core::DEFAULT_WATCHDOG_NS;
 use schedhost::frontend::jobs::{JobSpec, parse_job_file};
 use schedhost::frontend::outcome::Outcome;
 use schedhost::frontend::plan::RunPlan;
@@ -72,10 +73,13 @@ pub struct ReproduceArgs {
 /// What `reproduce` does with the run flags: each experiment runs as the measurement it
 /// reproduces ran, so only the sandbox's are the user's.
 const SCOPE: Scope = Scope {
+    command: "reproduce",
+    devices: Devices::Either,
     own_seed: Some(
         "each experiment seeds its own trials (1, 2, …) so that its table is the published one",
     ),
     own_queue: Some("each experiment runs the queue settings of the measurement it reproduces"),
+    own_on_fault: None,
     own_ring: Some("each experiment drives its scratch file as the measurement it reproduces did"),
     own_status: Some(
         "the experiments' runs are short and many; watch one with `run --status-interval`",
@@ -83,7 +87,8 @@ const SCOPE: Scope = Scope {
     own_events: Some(
         "the experiments' runs are many; record one run's events with `run --trace-events`",
     ),
-    ..Scope::all("reproduce", Devices::Either)
+    default_fuel: None,
+    default_watchdog_ns: Some(DEFAULT_WATCHDOG_NS),
 };
 
 /// Where a row's runs happen.
