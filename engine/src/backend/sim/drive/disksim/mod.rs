@@ -297,6 +297,17 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
         scheduler.rest(&mut notes, "Scheduler (the drive serves in arrival order)");
     }
     let immediate_partial_hit = specs.take_opt_u64("Immed transfer partial hit", 0, 1)? == Some(1);
+    // DiskSim passes these to its mechanism as `immed` (`g1_access_block`): where the head
+    // lands inside the request's part of its first track, the access starts at the sector
+    // under the head and takes the rest when it comes round (zero-latency access). The model
+    // waits for the request's first sector, so they are named, with what they would change.
+    for key in ["Immediate buffer read", "Immediate buffer write"] {
+        if let Some(mode) = specs.take_opt_u64(key, 0, 2)?.filter(|&m| m > 0) {
+            notes.push(format!(
+                "{key} = {mode}: DiskSim's zero-latency access (from the sector under the head when it lands inside the request's first track); the model waits for the request's first sector"
+            ));
+        }
+    }
     // DiskSim asks this only where a read reaches a remapped sector in mid-transfer and goes
     // to its spare (`disk_get_remapped_sector`); the model places a request by its first
     // sector and never leaves for a spare in mid-transfer, so it has nothing to act on.
