@@ -876,3 +876,34 @@ fn a_partial_hit_sends_its_held_sectors_at_once_when_the_drive_transfers_partial
         waiting[3]
     );
 }
+
+#[test]
+fn zero_latency_reads_start_under_the_head_inside_a_one_track_request_and_are_never_slower() {
+    // One 40-sector read from a drive at rest (7200 rpm, 400 sectors a track: 20.8 µs a
+    // sector), its first sector placed at every ninth angle of a track, so the head lands
+    // before, inside and after it. Inside, the read starts at the sector under the head and
+    // ends a revolution later (boundary to boundary), sooner than waiting for the first
+    // sector; elsewhere nothing changes. A request over two tracks is never zero-latency.
+    let revolution_us = 60_000.0 / 7200.0 * 1000.0;
+    let read = |lbn: u64, sectors: u32, on: bool| {
+        generic_replay(&format!("R Miss {lbn} {sectors} 1 0\n"), |p| {
+            p.immediate_read = on;
+        })[0]
+    };
+    let mut sooner = 0;
+    for offset in (0..360).step_by(9) {
+        let lbn = 30 * 400 + offset;
+        let (on, off) = (read(lbn, 40, true), read(lbn, 40, false));
+        assert!(on <= off + 0.01, "offset {offset}: {on} µs with it, {off} without");
+        assert!(off - on < revolution_us, "offset {offset} saved more than a revolution");
+        if on + 1.0 < off {
+            sooner += 1;
+        }
+    }
+    assert!(sooner >= 3, "only {sooner} of 40 angles landed inside the request");
+    let across = 30 * 400 + 380;
+    assert!(
+        (read(across, 40, true) - read(across, 40, false)).abs() < 0.01,
+        "the two-track request is the same either way"
+    );
+}

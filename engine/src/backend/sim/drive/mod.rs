@@ -233,12 +233,54 @@ impl Drive {
         // In u128: a slow spindle's revolution times a long track passes u64.
         let target = (u128::from(place.angle) * u128::from(self.rev_ps) / u128::from(spt)) as u64;
         let wait = (target + self.rev_ps - arrive % self.rev_ps) % self.rev_ps;
-        let start = arrive + wait;
-        let end = start.saturating_add(media);
+        // A write goes out of order only once all its data is in the buffer.
+        let data_in =
+            !write || data_from_ps.saturating_add(bus_ps.saturating_mul(sectors)) <= arrive;
+        let zero_latency = data_in
+            .then(|| self.zero_latency(write, place, sectors, arrive, target))
+            .flatten();
+        let (start, end, wait) = match zero_latency {
+            Some(to_boundary) => {
+                // From the next sector boundary round to it again: the sectors under the head
+                // first, then those before them (DiskSim's `g1_access_block` with `immed`).
+                let end = arrive + to_boundary + self.rev_ps;
+                (arrive + to_boundary, end, to_boundary)
+            }
+            None => {
+                let start = arrive + wait;
+                (start, start.saturating_add(media), wait)
+            }
+        };
         let last = self.place(request.end().saturating_sub(1).max(request.sector));
         self.cylinder = last.cylinder;
         self.surface = last.surface;
         (start, end, wait)
+    }
+
+    /// Where zero-latency access applies (the drive declares it for this operation, the
+    /// request lies on one track, a write's data is all in the buffer, and the head lands
+    /// inside the request): the time to the next sector boundary.
+    fn zero_latency(
+        &self,
+        write: bool,
+        place: Place,
+        sectors: u64,
+        arrive: u64,
+        target: u64,
+    ) -> Option<u64> {
+        let declared = if write {
+            self.params.immediate_write
+        } else {
+            self.params.immediate_read
+        };
+        if !declared || sectors > place.left_on_track {
+            return None;
+        }
+        let per_sector = self.rev_ps / place.sectors_per_track;
+        // How far past the request's first sector the head lands.
+        let into = (arrive % self.rev_ps + self.rev_ps - target) % self.rev_ps;
+        let inside = into > 0 && into < sectors.saturating_mul(per_sector);
+        inside.then(|| (per_sector - into % per_sector) % per_sector)
     }
 
     /// Tracks a transfer of `sectors` from `first` moves on to after its first.

@@ -132,6 +132,13 @@ pub struct DriveParams {
     /// the media delivers them; otherwise such a partial hit waits as a miss does (DiskSim's
     /// `Immed transfer partial hit`, which skips the read water mark for it).
     pub immediate_partial_hit: bool,
+    /// Zero-latency reads and writes (DiskSim's `Immediate buffer read` and `Immediate
+    /// buffer write`, passed to its mechanism as `immed`): where the head lands inside a
+    /// request that lies on one track, the access starts at the sector under the head and
+    /// takes the ones before it when they come round, instead of waiting for the first.
+    pub immediate_read: bool,
+    /// As [`Self::immediate_read`], for writes whose data is all in the buffer.
+    pub immediate_write: bool,
     /// Addressable sectors.
     pub capacity_sectors: u64,
 }
@@ -174,6 +181,8 @@ impl Default for DriveParams {
             write_back: true,
             transfer_after_media: false,
             immediate_partial_hit: false,
+            immediate_read: false,
+            immediate_write: false,
             read_hits_on_writes: true,
             read_ahead_on_hit: false,
             combine_seq_writes: true,

@@ -297,15 +297,17 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
         scheduler.rest(&mut notes, "Scheduler (the drive serves in arrival order)");
     }
     let immediate_partial_hit = specs.take_opt_u64("Immed transfer partial hit", 0, 1)? == Some(1);
-    // DiskSim passes these to its mechanism as `immed` (`g1_access_block`): where the head
-    // lands inside the request's part of its first track, the access starts at the sector
-    // under the head and takes the rest when it comes round (zero-latency access). The model
-    // waits for the request's first sector, so they are named, with what they would change.
-    for key in ["Immediate buffer read", "Immediate buffer write"] {
-        if let Some(mode) = specs.take_opt_u64(key, 0, 2)?.filter(|&m| m > 0) {
-            notes.push(format!(
-                "{key} = {mode}: DiskSim's zero-latency access (from the sector under the head when it lands inside the request's first track); the model waits for the request's first sector"
-            ));
+    // DiskSim passes these to its mechanism as `immed` (`g1_access_block`): zero-latency
+    // access. Its mode 2 is taken as 1, and said.
+    let mut immediate = [false; 2];
+    for (i, key) in ["Immediate buffer read", "Immediate buffer write"]
+        .iter()
+        .enumerate()
+    {
+        let mode = specs.take_opt_u64(key, 0, 2)?.unwrap_or(0);
+        immediate[i] = mode > 0;
+        if mode == 2 {
+            notes.push(format!("{key} = 2: taken as 1 (zero-latency access)"));
         }
     }
     // DiskSim asks this only where a read reaches a remapped sector in mid-transfer and goes
@@ -352,6 +354,8 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
             write_back: fast_write > 0,
             transfer_after_media: by_reqsize || hold_bus,
             immediate_partial_hit,
+            immediate_read: immediate[0],
+            immediate_write: immediate[1],
             read_hits_on_writes,
             read_ahead_on_hit,
             separate_write_segment,

@@ -60,6 +60,8 @@ pub fn to_spec_text(imported: &Imported, source: &Path) -> String {
         ("write_back", p.write_back),
         ("transfer_after_media", p.transfer_after_media),
         ("immediate_partial_hit", p.immediate_partial_hit),
+        ("immediate_read", p.immediate_read),
+        ("immediate_write", p.immediate_write),
         ("read_hits_on_writes", p.read_hits_on_writes),
         ("read_ahead_on_hit", p.read_ahead_on_hit),
         ("separate_write_segment", p.separate_write_segment),
