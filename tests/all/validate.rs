@@ -894,13 +894,22 @@ fn zero_latency_reads_start_under_the_head_inside_a_one_track_request_and_are_ne
     for offset in (0..360).step_by(9) {
         let lbn = 30 * 400 + offset;
         let (on, off) = (read(lbn, 40, true), read(lbn, 40, false));
-        assert!(on <= off + 0.01, "offset {offset}: {on} µs with it, {off} without");
-        assert!(off - on < revolution_us, "offset {offset} saved more than a revolution");
+        assert!(
+            on <= off + 0.01,
+            "offset {offset}: {on} µs with it, {off} without"
+        );
+        assert!(
+            off - on < revolution_us,
+            "offset {offset} saved more than a revolution"
+        );
         if on + 1.0 < off {
             sooner += 1;
         }
     }
-    assert!(sooner >= 3, "only {sooner} of 40 angles landed inside the request");
+    assert!(
+        sooner >= 3,
+        "only {sooner} of 40 angles landed inside the request"
+    );
     let across = 30 * 400 + 380;
     assert!(
         (read(across, 40, true) - read(across, 40, false)).abs() < 0.01,

@@ -276,7 +276,8 @@ impl Drive {
         if !declared || sectors > place.left_on_track {
             return None;
         }
-        let per_sector = self.rev_ps / place.sectors_per_track;
+        // At least 1 ps: a spec may give a fast spindle more sectors than picoseconds.
+        let per_sector = (self.rev_ps / place.sectors_per_track).max(1);
         // How far past the request's first sector the head lands.
         let into = (arrive % self.rev_ps + self.rev_ps - target) % self.rev_ps;
         let inside = into > 0 && into < sectors.saturating_mul(per_sector);
@@ -458,7 +459,8 @@ impl Drive {
         };
         let done = sent + ms_ps(self.params.overheads.completion[0]);
         let place = self.place(request.end().saturating_sub(1));
-        let per_sector = self.rev_ps / place.sectors_per_track;
+        // At least 1 ps: a spec may give a fast spindle more sectors than picoseconds.
+        let per_sector = (self.rev_ps / place.sectors_per_track).max(1);
         let first = request
             .sector
             .min(from_media.sector - self.free_blocks_before(from_media.sector, waited));
