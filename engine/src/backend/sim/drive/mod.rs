@@ -243,8 +243,8 @@ impl Drive {
             Some(to_boundary) => {
                 // From the next sector boundary round to it again: the sectors under the head
                 // first, then those before them (DiskSim's `g1_access_block` with `immed`).
-                let end = arrive + to_boundary + self.rev_ps;
-                (arrive + to_boundary, end, to_boundary)
+                let start = arrive.saturating_add(to_boundary);
+                (start, start.saturating_add(self.rev_ps), to_boundary)
             }
             None => {
                 let start = arrive + wait;
