@@ -58,6 +58,7 @@ const SCOPE: Scope = Scope {
     own_queue: None,
     own_on_fault: None,
     own_ring: None,
+    own_threads: None,
     own_status: None,
     own_events: Some(
         "bench writes no event file; `bench --observe` measures what recording them costs",

@@ -57,6 +57,7 @@ const SCOPE: Scope = Scope {
     own_queue: None,
     own_on_fault: None,
     own_ring: None,
+    own_threads: None,
     own_status: None,
     own_events: Some(
         "calibrate writes a device spec; record a run's events with `run --trace-events`",

@@ -26,6 +26,7 @@ const SCOPE: Scope = Scope {
     own_queue: None,
     own_on_fault: Some("a round ends at the policy's first fault, which is what the check reports"),
     own_ring: None,
+    own_threads: None,
     own_status: None,
     own_events: Some(
         "the check runs many rounds; record one run's events with `run --trace-events`",

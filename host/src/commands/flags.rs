@@ -80,6 +80,8 @@ pub struct Scope {
     /// The real devices' flags (`--allow-overwrite`, `--sqpoll`, `--no-fixed-buffers`,
     /// `--rq-affinity`).
     pub own_ring: Option<&'static str>,
+    /// `--rq-affinity` alone: where completion work runs (refused with `own_ring` too).
+    pub own_threads: Option<&'static str>,
     /// `--status-interval`.
     pub own_status: Option<&'static str>,
     /// `--trace-events`.
@@ -102,6 +104,7 @@ impl Scope {
             own_queue: None,
             own_on_fault: None,
             own_ring: None,
+            own_threads: None,
             own_status: None,
             own_events: None,
             default_fuel: None,
@@ -163,7 +166,7 @@ impl RunFlags {
         let given = self.given();
         let real_only = matches!(scope.devices, Devices::Sim)
             .then_some("it runs simulated devices only, and this flag is for real ones");
-        let owners: [(&[&str], Option<&str>); 6] = [
+        let owners: [(&[&str], Option<&str>); 7] = [
             (&["--seed"], scope.own_seed),
             (
                 &["--nomerges", "--nr-requests", "--plug", "--rotational"],
@@ -172,13 +175,12 @@ impl RunFlags {
             (&["--queue-depth"], scope.own_queue.or(real_only)),
             (&["--on-fault"], scope.own_on_fault),
             (
-                &[
-                    "--allow-overwrite",
-                    "--sqpoll",
-                    "--no-fixed-buffers",
-                    "--rq-affinity",
-                ],
+                &["--allow-overwrite", "--sqpoll", "--no-fixed-buffers"],
                 scope.own_ring.or(real_only),
+            ),
+            (
+                &["--rq-affinity"],
+                scope.own_threads.or(scope.own_ring).or(real_only),
             ),
             (&["--status-interval"], scope.own_status.or(real_only)),
         ];

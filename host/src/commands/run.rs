@@ -65,6 +65,7 @@ const SCOPE: Scope = Scope {
     own_queue: None,
     own_on_fault: None,
     own_ring: None,
+    own_threads: None,
     own_status: None,
     own_events: None,
     default_fuel: None,

@@ -90,8 +90,7 @@ pub struct ServeArgs {
     pub output_format: OutputFormat,
 }
 
-/// `serve` honours every run flag but `--rq-affinity` (refused in `execute`: every
-/// connection runs on the engine's thread).
+/// What `serve` does with the run flags: every connection runs on the engine's thread.
 const SCOPE: Scope = Scope {
     command: "serve",
     devices: Devices::Real,
@@ -99,6 +98,7 @@ const SCOPE: Scope = Scope {
     own_queue: None,
     own_on_fault: None,
     own_ring: None,
+    own_threads: Some("every connection's completion work runs on the engine's thread"),
     own_status: None,
     own_events: None,
     default_fuel: None,
@@ -217,11 +217,6 @@ impl ServeArgs {
     pub fn execute(self) -> Result<()> {
         let address = Address::parse(&self.nbd).map_err(anyhow::Error::msg)?;
         let size = self.size.as_deref().map(parse_size).transpose()?;
-        if self.flags.ring.rq_affinity.is_some() {
-            bail!(
-                "serve: --rq-affinity does not apply: every connection's completion work runs on the engine's thread"
-            );
-        }
         self.policy_flags.refuse(
             "serve",
             Some("an export is a real device; swap its policy with --control and `schedhost ctl`"),

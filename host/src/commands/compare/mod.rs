@@ -99,6 +99,7 @@ const SCOPE: Scope = Scope {
     own_queue: None,
     own_on_fault: None,
     own_ring: None,
+    own_threads: None,
     own_status: Some("compare's cells run in parallel; watch one run with `run --status-interval`"),
     own_events: Some("compare runs many cells; record one run's events with `run --trace-events`"),
     default_fuel: None,

@@ -81,6 +81,7 @@ const SCOPE: Scope = Scope {
     own_queue: Some("each experiment runs the queue settings of the measurement it reproduces"),
     own_on_fault: None,
     own_ring: Some("each experiment drives its scratch file as the measurement it reproduces did"),
+    own_threads: None,
     own_status: Some(
         "the experiments' runs are short and many; watch one with `run --status-interval`",
     ),
