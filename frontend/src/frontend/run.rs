@@ -88,7 +88,18 @@ pub fn run(
     plan: &RunPlan,
     progress: &mut dyn FnMut(u64),
 ) -> Result<Ran, RunError> {
+    // What the device cannot take is refused before any instance is made.
     let devices = match device {
+        Device::Sim(_) if policy.control.is_some() => {
+            return Err(RunError::Setup(
+                "--control serves runs on real devices; a simulated run takes its swaps from --swap-at TIME:POLICY".into(),
+            ));
+        }
+        Device::Real(_) if !policy.swaps.is_empty() => {
+            return Err(RunError::Setup(
+                "--swap-at schedules swaps in virtual time, for simulated devices; on a real device swap with --control SOCKET and `schedhost ctl`".into(),
+            ));
+        }
         Device::Sim(_) => 1,
         Device::Real(paths) => paths.len(),
     };
@@ -107,11 +118,6 @@ pub fn run(
     };
     match device {
         Device::Sim(spec) => {
-            if policy.control.is_some() {
-                return Err(RunError::Setup(
-                    "--control serves runs on real devices; a simulated run takes its swaps from --swap-at TIME:POLICY".into(),
-                ));
-            }
             let Some(instance) = instances.pop() else {
                 return Err(RunError::Setup("no policy instance".into()));
             };
@@ -131,11 +137,6 @@ pub fn run(
             })
         }
         Device::Real(paths) => {
-            if !policy.swaps.is_empty() {
-                return Err(RunError::Setup(
-                    "--swap-at schedules swaps in virtual time, for simulated devices; on a real device swap with --control SOCKET and `schedhost ctl`".into(),
-                ));
-            }
             let done = real::run_controlled(
                 jobs,
                 paths,
