@@ -14,7 +14,7 @@ use super::Offered;
 use super::conn::Conn;
 use super::greet::{Greeted, Greeting};
 use super::handshake::Export;
-use super::link::{Common, Link};
+use super::link::{self, Common, Link};
 use super::net::Listener;
 use super::pool::Pools;
 use super::{AcceptErrors, ClientSummary, Departed, SlotPlan};
@@ -64,8 +64,9 @@ pub struct Front<'a> {
     starved: VecDeque<u64>,
     /// Connections whose state changed this turn: their polls are armed, or they close.
     touched: Vec<u64>,
-    /// Connections whose replies are held back until the reap's completions are all in.
-    corked: Vec<u64>,
+    /// Connections whose requests the reap's completions answered: their replies go out
+    /// together once the reap's completions are all in.
+    answered: Vec<u64>,
     /// Connections that stopped at the per-turn bound with more to read.
     busy: Vec<u64>,
     ready: Vec<u64>,
@@ -131,7 +132,7 @@ impl<'a> Front<'a> {
             ctxs: BTreeSet::new(),
             starved: VecDeque::new(),
             touched: Vec::new(),
-            corked: Vec::new(),
+            answered: Vec::new(),
             busy: Vec::new(),
             ready: Vec::new(),
             clients: Departed::default(),
@@ -140,21 +141,15 @@ impl<'a> Front<'a> {
         }
     }
 
-    /// Connection `id` reads what it can, and waits in line for slots if it must.
-    fn serve(
-        &mut self,
-        id: u64,
-        feed: &mut Feed<'_, RingBackend>,
-        now: u64,
-    ) -> Result<(), RunError> {
+    /// Connection `id` reads what it can, sends what it has, and waits in line for slots
+    /// if it must.
+    fn serve(&mut self, id: u64, feed: &mut Feed<'_, RingBackend>, now: u64) {
         let Some(Link { stream, conn, .. }) = self.conns.get_mut(&id) else {
-            return Ok(());
+            return;
         };
-        let mut env = self.shared.env(conn.export, stream, feed, now);
-        if conn.wants_output() {
-            conn.flush(&mut env);
-        }
-        let more = conn.read(id, &mut env)?;
+        let mut env = self.shared.env(conn.export, now);
+        let more = link::read_in(conn, id, stream, &mut env);
+        link::act(conn, stream, &mut env, &mut |bio| feed.submit(bio));
         if more {
             self.busy.push(id);
         }
@@ -162,18 +157,22 @@ impl<'a> Front<'a> {
             self.starved.push_back(id);
         }
         self.touched.push(id);
-        Ok(())
+    }
+
+    /// Carries out what connection `id` asked for in a call that read nothing.
+    fn act(&mut self, id: u64, feed: &mut Feed<'_, RingBackend>, now: u64) {
+        if let Some(Link { stream, conn, .. }) = self.conns.get_mut(&id) {
+            let mut env = self.shared.env(conn.export, now);
+            link::act(conn, stream, &mut env, &mut |bio| feed.submit(bio));
+            self.touched.push(id);
+        }
     }
 
     /// Connections waiting for slots try again, in the order they began waiting. The first
     /// of a tenant still short keeps its place and the rest of that tenant wait behind it;
     /// other tenants' connections go on, so a tenant held at its share (its group's limit
     /// holding its bios) never keeps another waiting.
-    fn serve_starved(
-        &mut self,
-        feed: &mut Feed<'_, RingBackend>,
-        now: u64,
-    ) -> Result<(), RunError> {
+    fn serve_starved(&mut self, feed: &mut Feed<'_, RingBackend>, now: u64) {
         let waiting = std::mem::take(&mut self.starved);
         let mut short: Vec<usize> = Vec::new();
         let mut kept = VecDeque::new();
@@ -184,7 +183,7 @@ impl<'a> Front<'a> {
                 kept.push_back(id);
                 continue;
             }
-            self.serve(id, feed, now)?;
+            self.serve(id, feed, now);
             if self.starved.back() == Some(&id) {
                 // Still short: it keeps its place in line.
                 self.starved.pop_back();
@@ -195,7 +194,6 @@ impl<'a> Front<'a> {
         // Those that began waiting during this pass queue behind the ones that kept waiting.
         kept.extend(self.starved.drain(..));
         self.starved = kept;
-        Ok(())
     }
 
     /// The server stops: no new clients, handshakes end, and every connection answers what
@@ -211,9 +209,9 @@ impl<'a> Front<'a> {
             let Some(Link { stream, conn, .. }) = self.conns.get_mut(&id) else {
                 continue;
             };
-            let mut env = self.shared.env(conn.export, stream, feed, now);
-            conn.stop_reading(&mut env);
-            self.touched.push(id);
+            let mut env = self.shared.env(conn.export, now);
+            conn.stop_reading(&mut env, stream.unread_bytes());
+            self.act(id, feed, now);
             // Read now what had arrived: refused at once, and a connection with nothing
             // buffered ends its reading without waiting for a byte that may never come.
             self.busy.push(id);
@@ -234,28 +232,24 @@ impl<'a> Front<'a> {
             let Some((_, std::cmp::Reverse(id))) = greediest else {
                 return;
             };
-            if let Some(Link { stream, conn, .. }) = self.conns.get_mut(&id) {
-                let mut env = self.shared.env(conn.export, stream, feed, now);
-                conn.shed(&mut env);
-                self.touched.push(id);
+            if let Some(Link { conn, .. }) = self.conns.get_mut(&id) {
+                conn.shed(&mut self.shared.env(conn.export, now));
+                self.act(id, feed, now);
             }
         }
     }
 
-    /// Sends the replies the corked connections held back, then closes the slowest if the
-    /// copies of what their streams did not take are over the pool's room.
-    fn uncork(&mut self, feed: &mut Feed<'_, RingBackend>, now: u64) {
-        let mut corked = std::mem::take(&mut self.corked);
-        corked.sort_unstable();
-        corked.dedup();
-        for &id in &corked {
-            if let Some(Link { stream, conn, .. }) = self.conns.get_mut(&id) {
-                let mut env = self.shared.env(conn.export, stream, feed, now);
-                conn.uncork(&mut env);
-            }
+    /// Sends the replies the reap's completions made, one send per connection, then closes
+    /// the slowest if the copies of what their streams did not take are over the pool's room.
+    fn answer_reaped(&mut self, feed: &mut Feed<'_, RingBackend>, now: u64) {
+        let mut answered = std::mem::take(&mut self.answered);
+        answered.sort_unstable();
+        answered.dedup();
+        for &id in &answered {
+            self.act(id, feed, now);
         }
-        corked.clear();
-        self.corked = corked;
+        answered.clear();
+        self.answered = answered;
         self.shed_slow(feed, now);
     }
 
@@ -271,13 +265,17 @@ impl<'a> Front<'a> {
             let why = "the handshake took longer than --handshake-timeout";
             self.end_greeting(id, Some(why.into()));
         }
-        for (&id, Link { stream, conn, .. }) in &mut self.conns {
-            if conn.next_deadline().is_none_or(|due| due > now) {
-                continue;
+        let late: Vec<u64> = self
+            .conns
+            .iter()
+            .filter(|(_, l)| l.conn.next_deadline().is_some_and(|due| due <= now))
+            .map(|(&id, _)| id)
+            .collect();
+        for id in late {
+            if let Some(Link { conn, .. }) = self.conns.get_mut(&id) {
+                conn.enforce_deadlines(&mut self.shared.env(conn.export, now));
+                self.act(id, feed, now);
             }
-            let mut env = self.shared.env(conn.export, stream, feed, now);
-            conn.enforce_deadlines(&mut env);
-            self.touched.push(id);
         }
     }
 
@@ -374,7 +372,6 @@ impl Frontend<RingBackend> for Front<'_> {
         done: &[Done],
         feed: &mut Feed<'_, RingBackend>,
     ) -> Result<(), RunError> {
-        let mut result = Ok(());
         for finished in done {
             let lease = Lease::of_bio(finished.bio.bio);
             // Every bio the server submits holds a slot it lent, until this completion.
@@ -386,29 +383,22 @@ impl Frontend<RingBackend> for Front<'_> {
             let Some(owner) = owner else {
                 unreachable!("bio {} finished holding no lent slot", finished.bio.bio)
             };
-            let Some(Link { stream, conn, .. }) = self.conns.get_mut(&owner.conn) else {
+            let Some(Link { conn, .. }) = self.conns.get_mut(&owner.conn) else {
                 continue;
             };
-            let mut env = self.shared.env(conn.export, stream, feed, now);
-            conn.cork();
-            self.corked.push(owner.conn);
-            self.touched.push(owner.conn);
-            result = conn.finished(
+            let mut env = self.shared.env(conn.export, now);
+            conn.finished(
                 owner.conn,
                 &mut env,
                 owner,
                 lease.slot(),
                 finished.bio.status,
             );
-            if result.is_err() {
-                break;
-            }
+            self.answered.push(owner.conn);
         }
-        // Even when the run ends in an error, the replies already made still go out.
-        self.uncork(feed, now);
-        result?;
+        self.answer_reaped(feed, now);
         if !done.is_empty() {
-            self.serve_starved(feed, now)?;
+            self.serve_starved(feed, now);
         }
         Ok(())
     }
@@ -456,12 +446,12 @@ impl Frontend<RingBackend> for Front<'_> {
             if self.greetings.contains_key(&id) {
                 self.greet(id, feed, now);
             } else {
-                self.serve(id, feed, now)?;
+                self.serve(id, feed, now);
             }
         }
         ready.clear();
         self.ready = ready;
-        self.serve_starved(feed, now)?;
+        self.serve_starved(feed, now);
         self.enforce_deadlines(feed, now);
         Ok(())
     }

@@ -1,16 +1,17 @@
-//! The socket side of a served client, which the sans-IO connection does not see: the
-//! socket and its armed polls ([`Link`]), the socket as the connection's [`Transport`], the
-//! engine's feed as its [`BioSink`], and what every connection shares ([`Common`]).
+//! The driver's side of a served client, which the sans-IO connection does not see: the
+//! socket and its armed polls ([`Link`]), the stream the connection's bytes come from and
+//! go to ([`Transport`]), the slots' bytes over the ring's arena ([`SlotBytes`]), and the
+//! loops that carry bytes and bios between them ([`read_in`], [`write_out`], [`act`]).
 
+use std::io::{self, IoSlice};
 use std::time::Duration;
 
-use super::conn::{BioSink, Conn, Env, Owner, Transport};
+use super::conn::{Conn, Env, Intake, Owner, Paused, REQUESTS_PER_TURN, Shutdown, SlotBytes};
 use super::decide::ExportBounds;
 use super::net::Stream;
 use super::pool::Pools;
-use crate::backend::ring::SlotAccess;
+use crate::backend::ring::{Lease, SlotAccess};
 use crate::core::Bio;
-use crate::engine::{Backend, Feed};
 
 /// A served client: its socket, the polls armed on it, and the connection, which owns no
 /// socket of its own.
@@ -23,13 +24,36 @@ pub(super) struct Link {
     pub(super) conn: Conn,
 }
 
+/// The byte stream a connection's driver reads requests from and writes replies to,
+/// without ever waiting: the client's non-blocking socket, or bytes in memory in a test.
+pub trait Transport {
+    /// Reads what has arrived into `buf`: `Some(0)` at the end of the stream, `None` if
+    /// nothing has arrived.
+    ///
+    /// # Errors
+    /// The stream failed.
+    fn recv_now(&mut self, buf: &mut [u8]) -> io::Result<Option<usize>>;
+
+    /// Writes what the stream takes of `parts` now; returns how many bytes.
+    ///
+    /// # Errors
+    /// The stream failed (`BrokenPipe` or `ConnectionReset` when the peer left).
+    fn send_now(&mut self, parts: &[IoSlice<'_>]) -> io::Result<usize>;
+
+    /// Bytes that arrived and have not been read.
+    fn unread_bytes(&self) -> usize;
+
+    /// Shuts the stream `how`.
+    fn shutdown(&mut self, how: Shutdown);
+}
+
 /// A connection's stream is its socket.
 impl Transport for Stream {
-    fn recv_now(&mut self, buf: &mut [u8]) -> std::io::Result<Option<usize>> {
+    fn recv_now(&mut self, buf: &mut [u8]) -> io::Result<Option<usize>> {
         Stream::recv_now(self, buf)
     }
 
-    fn send_now(&mut self, parts: &[std::io::IoSlice<'_>]) -> std::io::Result<usize> {
+    fn send_now(&mut self, parts: &[IoSlice<'_>]) -> io::Result<usize> {
         Stream::send_now(self, parts)
     }
 
@@ -37,19 +61,101 @@ impl Transport for Stream {
         Stream::unread_bytes(self)
     }
 
-    fn shutdown_read(&mut self) {
-        let _ = Stream::shutdown_read(self);
-    }
-
-    fn shutdown(&mut self) {
-        let _ = Stream::shutdown(self);
+    fn shutdown(&mut self, how: Shutdown) {
+        // A socket the peer already closed cannot be shut again; nothing is lost.
+        let _ = match how {
+            Shutdown::Read => Stream::shutdown_read(self),
+            Shutdown::Both => Stream::shutdown(self),
+        };
     }
 }
 
-/// A connection's bios go to the engine's feed.
-impl<B: Backend> BioSink for Feed<'_, B> {
-    fn submit(&mut self, bio: Bio) {
-        Feed::submit(self, bio);
+/// The connections see the ring's arena through this: a slot's bytes by its number.
+impl SlotBytes for SlotAccess {
+    fn bytes(&self, slot: u32) -> &[u8] {
+        // SAFETY: a connection reads only the slots of its finished reads that it has not
+        // given back: no I/O uses them, and only the engine's thread touches the pool.
+        unsafe { self.slot(Lease::new(slot)) }
+    }
+
+    fn bytes_mut(&mut self, slot: u32) -> &mut [u8] {
+        // SAFETY: a connection fills only a slot it took off the free pool and has not yet
+        // lent to a bio (its lending asserts the slot had no owner), so no I/O uses it, and
+        // the exclusive borrow of the view means no other reference into it is alive here.
+        unsafe { self.slot_mut(Lease::new(slot)) }
+    }
+}
+
+/// Reads into `conn` what `wire` has for it and starts what that makes up, up to a turn's
+/// steps. Returns true iff it stopped only for the turn's bound, with more to read.
+pub(super) fn read_in(
+    conn: &mut Conn,
+    id: u64,
+    wire: &mut dyn Transport,
+    env: &mut Env<'_>,
+) -> bool {
+    let mut budget = REQUESTS_PER_TURN;
+    loop {
+        match conn.read(id, env, &mut budget) {
+            Paused::Spent => return true,
+            Paused::Waits => return false,
+            Paused::Bytes => {}
+        }
+        let got = match conn.intake() {
+            Intake::Nothing => return false,
+            Intake::Buffer => {
+                let room = conn.rx_room();
+                if room.is_empty() {
+                    return false;
+                }
+                wire.recv_now(room)
+            }
+            Intake::Payload { slot, range } => wire.recv_now(&mut env.slots.bytes_mut(slot)[range]),
+        };
+        if !conn.received(env, got) {
+            return false;
+        }
+    }
+}
+
+/// Sends what `conn` has to send, as far as `wire` takes it now.
+pub(super) fn write_out(conn: &mut Conn, wire: &mut dyn Transport, env: &mut Env<'_>) {
+    loop {
+        let parts = conn.transmit(&*env.slots);
+        if parts.is_empty() {
+            return;
+        }
+        let offered: usize = parts.iter().map(|p| p.len()).sum();
+        let sent = wire.send_now(&parts);
+        drop(parts);
+        match sent {
+            Ok(n) => {
+                conn.sent(env, n);
+                if n < offered {
+                    return;
+                }
+            }
+            Err(e) => {
+                conn.send_failed(env, &e, wire.unread_bytes());
+                return;
+            }
+        }
+    }
+}
+
+/// Carries out what `conn` asked for: its bios to `bios` (the engine's feed), its replies
+/// to the stream, and the stream's shutdown.
+pub(super) fn act(
+    conn: &mut Conn,
+    wire: &mut dyn Transport,
+    env: &mut Env<'_>,
+    bios: &mut dyn FnMut(Bio),
+) {
+    conn.drain_bios().for_each(&mut *bios);
+    write_out(conn, wire, env);
+    // Sends that failed may have asked for a shutdown; nothing they do starts a bio.
+    if let Some(how) = conn.take_shutdown() {
+        wire.shutdown(how);
     }
 }
 
@@ -67,24 +173,15 @@ pub(super) struct Common {
 }
 
 impl Common {
-    /// A connection's view of it for one call: its export's bounds, its stream, where its
-    /// bios go, the time.
-    pub(super) fn env<'e>(
-        &'e mut self,
-        export: usize,
-        wire: &'e mut dyn Transport,
-        bios: &'e mut dyn BioSink,
-        now: u64,
-    ) -> Env<'e> {
+    /// A connection's view of it for one call: its export's bounds and the time.
+    pub(super) fn env(&mut self, export: usize, now: u64) -> Env<'_> {
         Env {
             pools: &mut self.pools,
             owners: &mut self.owners,
-            slots: &self.slots,
+            slots: &mut self.slots,
             limits: &self.limits[export],
             chunk: self.chunk,
             timeout: self.timeout,
-            wire,
-            bios,
             now,
         }
     }

@@ -1,13 +1,17 @@
-//! One client connection after the handshake, sans-IO. Requests are read as their bytes
-//! arrive, never waiting for more, and become bios of the connection's ctx; each request is
-//! answered once its bios finished. Replies may go out of order, as the protocol allows;
-//! each is written whole.
+//! One client connection after the handshake, as a state machine: bytes in, actions out.
+//! Requests are parsed from the bytes its driver hands it and become bios of the
+//! connection's ctx; each request is answered once its bios finished. Replies may go out of
+//! order, as the protocol allows; each is written whole.
 //!
-//! The connection owns no socket and no clock: its bytes come from and go to a
-//! [`Transport`] (the server's socket, or bytes in memory in a test), its bios go to a
-//! [`BioSink`] (the engine's feed), time is the engine's `now`, and it says when its next
-//! deadline falls ([`Conn::next_deadline`]). The server's driver (`super::front`) owns the
-//! sockets and their readiness.
+//! The connection owns no socket, no buffer arena and no clock. Its driver (`super::link`
+//! for the server's sockets, an in-memory stream in the tests) asks it where the next bytes
+//! go ([`Conn::intake`]: its own receive buffer, or straight into a write's slot), reads
+//! into that place and says what came ([`Conn::received`]); it takes the bios the
+//! connection started ([`Conn::drain_bios`]), the bytes it has to send ([`Conn::transmit`],
+//! answered by [`Conn::sent`] or [`Conn::send_failed`]) and how its stream is to be shut
+//! ([`Conn::take_shutdown`]). The slots' memory reaches it only through [`SlotBytes`], which
+//! the driver implements over the arena. Time is the engine's `now`, and the connection says
+//! when its next deadline falls ([`Conn::next_deadline`]).
 //!
 //! Invariants, asserted in every build where they are relied on:
 //!
@@ -15,11 +19,12 @@
 //!   finishes holds one (the front's completion path): a slot's bytes are one request's.
 //! - A request is answered once, after its last bio (`Conn::finished`): no bio finishes for
 //!   a request already answered, nor more bios than it sent.
-//! - A reply goes out in order and whole, never past its end (`Conn::flush`).
-//! - The unread bytes stay inside the receive buffer (`Conn::receive`).
+//! - A reply goes out in order and whole, never past its end (`Conn::sent`).
+//! - The unread bytes stay inside the receive buffer (`Conn::received`).
 
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, IoSlice};
+use std::ops::Range;
 use std::time::{Duration, Instant};
 
 use schedhost_sdk::{Op, PrioClass};
@@ -27,49 +32,47 @@ use schedhost_sdk::{Op, PrioClass};
 use super::decide::{self, Decision, ExportBounds, Work};
 use super::pool::{Holder, Pools};
 use super::wire::{self, Request};
-use crate::backend::ring::{Lease, SlotAccess};
+use crate::backend::ring::Lease;
 use crate::core::Bio;
-use crate::frontend::RunError;
 
-/// The byte stream a connection reads requests from and writes replies to, without ever
-/// waiting: a non-blocking socket in the server, bytes in memory in a test.
-pub trait Transport {
-    /// Reads what has arrived into `buf`: `Some(0)` at the end of the stream, `None` if
-    /// nothing has arrived.
-    ///
-    /// # Errors
-    /// The stream failed.
-    fn recv_now(&mut self, buf: &mut [u8]) -> io::Result<Option<usize>>;
+/// The buffer slots' bytes, lent by the driver, which owns the arena: the connection writes
+/// a write's payload into a slot it holds (off the free pool, its bio not yet submitted)
+/// and reads a finished read's data from one (not yet given back).
+pub trait SlotBytes {
+    /// Slot `slot`'s bytes.
+    fn bytes(&self, slot: u32) -> &[u8];
 
-    /// Writes what the stream takes of `parts` now; returns how many bytes.
-    ///
-    /// # Errors
-    /// The stream failed (`BrokenPipe` or `ConnectionReset` when the peer left).
-    fn send_now(&mut self, parts: &[IoSlice<'_>]) -> io::Result<usize>;
-
-    /// Bytes that arrived and have not been read.
-    fn unread_bytes(&self) -> usize;
-
-    /// Reads end: nothing more is read.
-    fn shutdown_read(&mut self);
-
-    /// Both directions end.
-    fn shutdown(&mut self);
+    /// Slot `slot`'s bytes, to fill.
+    fn bytes_mut(&mut self, slot: u32) -> &mut [u8];
 }
 
-/// Where a connection's bios go.
-pub trait BioSink {
-    /// `bio` is to be submitted.
-    fn submit(&mut self, bio: Bio);
+/// Where the connection's next bytes from the stream go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Intake {
+    /// It reads nothing now (it waits for slots, or its reading is over).
+    Nothing,
+    /// Into its receive buffer ([`Conn::rx_room`]).
+    Buffer,
+    /// Straight into `range` of slot `slot`: a write's payload, with no copy.
+    Payload {
+        /// The slot.
+        slot: u32,
+        /// The bytes of it still to fill.
+        range: Range<usize>,
+    },
 }
 
-impl BioSink for Vec<Bio> {
-    fn submit(&mut self, bio: Bio) {
-        self.push(bio);
-    }
+/// How the connection's stream is to be shut.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shutdown {
+    /// Nothing more is read; replies still go out.
+    Read,
+    /// Both directions.
+    Both,
 }
 
 mod reading;
+pub use reading::Paused;
 mod replying;
 #[cfg(test)]
 mod tests;
@@ -137,9 +140,9 @@ const MAX_WAITING_REPLIES: usize = 4096;
 /// Bytes read from a socket at once, beyond what a request being built takes directly.
 const RX_BYTES: usize = 64 * 1024;
 
-/// Requests one connection may start in one turn, so a pipelining client cannot keep the
-/// engine from the others.
-const REQUESTS_PER_TURN: usize = 64;
+/// Steps (requests started, payload pieces filled) one connection takes in one turn, so a
+/// pipelining client cannot keep the engine from the others.
+pub const REQUESTS_PER_TURN: usize = 64;
 
 /// What a bio's completion is for: request `seq` of connection `conn`.
 #[derive(Debug, Clone, Copy)]
@@ -153,25 +156,21 @@ pub struct Owner {
     pub frees: bool,
 }
 
-/// What a connection works with for one call: the shared slots and their owners, the
-/// export's rules, its stream, where its bios go, and the engine's time.
+/// What a connection works with for one call: the shared slots, their owners and their
+/// bytes, the export's rules, and the engine's time.
 pub struct Env<'a> {
     /// The free slots.
     pub pools: &'a mut Pools,
     /// Per slot, whose bio holds it.
     pub owners: &'a mut [Option<Owner>],
-    /// The slots' memory.
-    pub slots: &'a SlotAccess,
+    /// The slots' memory, as the driver lends it.
+    pub slots: &'a mut dyn SlotBytes,
     /// The export's bounds.
     pub limits: &'a ExportBounds,
     /// Bytes per bio.
     pub chunk: u32,
     /// How long a reply, or a write's payload piece, may take.
     pub timeout: Duration,
-    /// The connection's stream.
-    pub wire: &'a mut dyn Transport,
-    /// Where its bios go.
-    pub bios: &'a mut dyn BioSink,
     /// The engine's time now (ns), which deadlines are on.
     pub now: u64,
 }
@@ -275,9 +274,13 @@ pub struct Conn {
     seq: u64,
     pending: HashMap<u64, Pending>,
     waiting: VecDeque<Waiting>,
-    /// Replies are held back in `outbox` until [`Conn::uncork`].
-    corked: bool,
+    /// Replies made and not yet offered to the stream, in the order they were made: they go
+    /// out when the driver transmits, so the completions of one reap leave in one send.
     outbox: Vec<replying::Reply>,
+    /// Bios started and not yet taken by the driver, in order.
+    bios: Vec<Bio>,
+    /// How the stream is to be shut, not yet taken by the driver.
+    shutdown: Option<Shutdown>,
     /// FUA requests whose writes finished, waiting for a control slot for their flush.
     flushes: VecDeque<u64>,
     /// A reply could not be sent: the stream is out of step, so nothing read after runs.
@@ -337,8 +340,9 @@ impl Conn {
             seq: 0,
             pending: HashMap::new(),
             waiting,
-            corked: false,
             outbox: Vec::new(),
+            bios: Vec::new(),
+            shutdown: None,
             flushes: VecDeque::new(),
             broken: false,
             drain_left: None,
@@ -347,13 +351,34 @@ impl Conn {
         }
     }
 
-    /// True once nothing is left to do: no more requests, none out, no reply waiting.
+    /// True once nothing is left to do: no more requests, none out, no reply waiting, no
+    /// bio or shutdown the driver has not taken.
     pub fn is_over(&self) -> bool {
         matches!(self.reading, Reading::Done)
             && self.pending.is_empty()
             && self.waiting.is_empty()
             && self.outbox.is_empty()
             && self.flushes.is_empty()
+            && self.bios.is_empty()
+            && self.shutdown.is_none()
+    }
+
+    /// The bios it started since the driver last took them, in order: the driver submits
+    /// them (their slots already hold what they write).
+    pub fn drain_bios(&mut self) -> std::vec::Drain<'_, Bio> {
+        self.bios.drain(..)
+    }
+
+    /// How the stream is to be shut, once: the driver shuts it.
+    pub fn take_shutdown(&mut self) -> Option<Shutdown> {
+        self.shutdown.take()
+    }
+
+    /// Asks the driver to shut the stream `how` (both directions stay shut both ways).
+    fn shut(&mut self, how: Shutdown) {
+        if self.shutdown != Some(Shutdown::Both) {
+            self.shutdown = Some(how);
+        }
     }
 
     /// True iff it waits for the stream to become readable (not for slots or deadlines).
@@ -367,7 +392,7 @@ impl Conn {
 
     /// True iff replies wait for the stream to take them.
     pub fn wants_output(&self) -> bool {
-        !self.waiting.is_empty()
+        !self.waiting.is_empty() || !self.outbox.is_empty()
     }
 
     /// True iff it waits for slots to come back.
@@ -397,13 +422,14 @@ impl Conn {
     /// already started when they finish, the rest (those waiting for slots, and those still
     /// in the stream's buffers) at once with `ESHUTDOWN`, as the protocol asks of a server
     /// shutting down. Nothing that arrives later is read. The caller reads the connection
-    /// again this turn, so one with nothing buffered ends its reading then.
-    pub fn stop_reading(&mut self, env: &mut Env<'_>) {
+    /// again this turn, so one with nothing buffered ends its reading then. `arrived`: the
+    /// bytes that had arrived on the stream and were not read yet.
+    pub fn stop_reading(&mut self, env: &mut Env<'_>, arrived: usize) {
         if self.stopping {
             return;
         }
         self.stopping = true;
-        self.read_only_arrived(env);
+        self.read_only_arrived(arrived);
         self.reading = match std::mem::replace(&mut self.reading, Reading::Header) {
             Reading::Slots(io) | Reading::Control(io) => {
                 self.shortfall(env, io.seq, usize::MAX);
@@ -429,9 +455,8 @@ impl Conn {
         };
     }
 
-    /// From now on, only the bytes that have arrived are read.
-    fn read_only_arrived(&mut self, env: &mut Env<'_>) {
-        let arrived = env.wire.unread_bytes();
+    /// From now on, only the `arrived` bytes the stream holds are read.
+    fn read_only_arrived(&mut self, arrived: usize) {
         self.drain_left = Some(self.drain_left.map_or(arrived, |left| left.min(arrived)));
     }
 

@@ -1,5 +1,6 @@
 //! A connection's answer side: finished bios complete their requests (a FUA write's flush
-//! first), and replies go out whole, in the order requests finish.
+//! first), and replies go out whole, in the order requests finish, in the sends the driver
+//! makes of what [`Conn::transmit`] offers.
 
 use super::*;
 
@@ -26,13 +27,13 @@ impl Reply {
         if self.error == 0 { &self.slots } else { &[] }
     }
 
-    /// Its bytes in order: the header, then the data it carries.
-    fn parts<'s>(&'s self, slots: &'s SlotAccess) -> impl Iterator<Item = &'s [u8]> + 's {
-        let data = self.carried().iter().map(|&(slot, len)| {
-            // SAFETY: the read finished, so no I/O uses its slots, and they stay this
-            // request's until they are given back or parked.
-            unsafe { &slots.slot(Lease::new(slot))[..len] }
-        });
+    /// Its bytes in order: the header, then the data it carries (a finished read's slots,
+    /// this request's until they are given back or parked).
+    fn parts<'s>(&'s self, slots: &'s dyn SlotBytes) -> impl Iterator<Item = &'s [u8]> + 's {
+        let data = self
+            .carried()
+            .iter()
+            .map(|&(slot, len)| &slots.bytes(slot)[..len]);
         std::iter::once(&self.header[..]).chain(data)
     }
 
@@ -62,17 +63,7 @@ pub(super) fn fitting(replies: &[Reply]) -> usize {
 
 impl Conn {
     /// A bio of request `seq` finished with `status`, holding `slot`.
-    ///
-    /// # Errors
-    /// The engine's, starting a FUA request's flush.
-    pub fn finished(
-        &mut self,
-        id: u64,
-        env: &mut Env<'_>,
-        owner: Owner,
-        slot: u32,
-        status: i32,
-    ) -> Result<(), RunError> {
+    pub fn finished(&mut self, id: u64, env: &mut Env<'_>, owner: Owner, slot: u32, status: i32) {
         if owner.frees {
             env.pools.put(slot, &mut self.holder);
         }
@@ -99,14 +90,13 @@ impl Conn {
             return self.start_flushes(id, env);
         }
         self.answer_if_done(env, seq);
-        Ok(())
     }
 
     /// Starts the flushes FUA requests wait for, as control slots allow.
-    pub(super) fn start_flushes(&mut self, id: u64, env: &mut Env<'_>) -> Result<(), RunError> {
+    pub(super) fn start_flushes(&mut self, id: u64, env: &mut Env<'_>) {
         while let Some(&seq) = self.flushes.front() {
             let Some(slot) = env.pools.take_control(&self.holder) else {
-                return Ok(());
+                return;
             };
             self.flushes.pop_front();
             let owner = Owner {
@@ -114,9 +104,8 @@ impl Conn {
                 seq,
                 frees: true,
             };
-            Self::submit(env, owner, slot, bio(self.ctx, Work::Flush, 0, 0, slot))?;
+            self.submit(env, owner, slot, bio(self.ctx, Work::Flush, 0, 0, slot));
         }
-        Ok(())
     }
 
     /// Replies to request `seq` if all its bios finished.
@@ -139,80 +128,86 @@ impl Conn {
         self.send(env, Reply::new(cookie, error, Vec::new()));
     }
 
-    /// Holds replies back until [`Conn::uncork`], which writes them in one send: the
-    /// completions of one reap reach the client in one write and one wake-up, not one each.
-    pub fn cork(&mut self) {
-        self.corked = true;
-    }
-
-    /// Sends the replies held back since [`Conn::cork`], in order, as few sends as the
-    /// stream's iovec limit allows.
-    pub fn uncork(&mut self, env: &mut Env<'_>) {
-        self.corked = false;
-        let mut outbox = std::mem::take(&mut self.outbox);
-        let mut start = 0;
-        while start < outbox.len() {
-            let end = start + fitting(&outbox[start..]);
-            self.send_now(env, &outbox[start..end]);
-            start = end;
-        }
-        outbox.clear();
-        self.outbox = outbox;
-    }
-
-    /// Sends `reply` now, or holds it back while corked.
+    /// Queues `reply` for the next send, or gives its slots back if nothing more is sent.
     fn send(&mut self, env: &mut Env<'_>, reply: Reply) {
-        if self.corked && !self.broken && !self.peer_gone {
-            self.outbox.push(reply);
+        if self.broken || self.peer_gone {
+            self.give_back(env, &reply.slots);
         } else {
-            self.send_now(env, std::slice::from_ref(&reply));
+            self.outbox.push(reply);
         }
     }
 
-    /// Sends simple replies, with a read's data from its slots when it succeeded, and gives
-    /// the slots back (or parks them with a copy of what the socket did not take). Replies
-    /// go out straight from the slots when the socket takes them whole (the common case: no
-    /// copy); otherwise a slow client holds its own memory, bounded by its quota, never the
-    /// pool's.
-    fn send_now(&mut self, env: &mut Env<'_>, replies: &[Reply]) {
-        if self.broken || self.peer_gone {
-            self.give_back_all(env, replies);
-            return;
+    /// The bytes to send next, in order: the front copy a slow client has not taken, or else
+    /// as many whole replies as one send carries within the stream's iovec limit, straight
+    /// from their slots. Empty when nothing is to be sent. The driver sends what the stream
+    /// takes and says how much ([`Conn::sent`]).
+    pub fn transmit<'s>(&'s self, slots: &'s dyn SlotBytes) -> Vec<IoSlice<'s>> {
+        if let Some(front) = self.waiting.front() {
+            return vec![IoSlice::new(&front.bytes[front.sent..])];
         }
-        let slots = env.slots;
-        let parts: Vec<IoSlice<'_>> = replies
+        let batch = &self.outbox[..fitting(&self.outbox).min(self.outbox.len())];
+        batch
             .iter()
             .flat_map(|reply| reply.parts(slots))
             .map(IoSlice::new)
-            .collect();
-        let sent = if self.waiting.is_empty() {
-            env.wire.send_now(&parts)
-        } else {
-            Ok(0)
-        };
-        drop(parts);
-        let mut left = match sent {
-            Ok(sent) => sent,
-            Err(e) => {
-                self.give_back_all(env, replies);
-                self.send_failed(env, &e);
+            .collect()
+    }
+
+    /// The stream took `n` bytes of what [`Conn::transmit`] offered. Replies sent whole give
+    /// their slots back; once the stream takes less than it was offered, every reply not
+    /// sent whole is copied out of the pool (a slow client holds its own memory, bounded by
+    /// its quota, never the pool's) and goes out as the stream becomes writable.
+    pub fn sent(&mut self, env: &mut Env<'_>, n: usize) {
+        if let Some(front) = self.waiting.front_mut() {
+            front.sent += n;
+            assert!(
+                front.sent <= front.bytes.len(),
+                "the stream took more of a reply than it was given"
+            );
+            if front.sent == front.bytes.len() {
+                let done = self.waiting.pop_front().map_or(0, |w| w.slots);
+                env.pools.unpark(done, &mut self.holder);
+            }
+            if self.waiting.is_empty() {
+                // Copies went first; the replies queued behind them go now.
                 return;
             }
-        };
-        for (i, reply) in replies.iter().enumerate() {
+            return self.park_outbox(env, 0);
+        }
+        let offered = fitting(&self.outbox).min(self.outbox.len());
+        let mut left = n;
+        let mut whole = 0;
+        for reply in &self.outbox[..offered] {
             let len = reply.len();
-            let took = left.min(len);
-            left -= took;
-            if took == len {
+            if left < len {
+                break;
+            }
+            left -= len;
+            whole += 1;
+        }
+        for reply in self.outbox.drain(..whole).collect::<Vec<_>>() {
+            self.give_back(env, &reply.slots);
+        }
+        if whole < offered {
+            self.park_outbox(env, left);
+        }
+    }
+
+    /// Copies every reply in the outbox out of the pool, the first with its first `sent`
+    /// bytes already on the stream.
+    fn park_outbox(&mut self, env: &mut Env<'_>, mut sent: usize) {
+        for (i, reply) in std::mem::take(&mut self.outbox).into_iter().enumerate() {
+            if self.broken || self.peer_gone {
                 self.give_back(env, &reply.slots);
                 continue;
             }
             if self.waiting.len() >= MAX_WAITING_REPLIES {
-                self.give_back_all(env, &replies[i..]);
+                self.give_back(env, &reply.slots);
                 self.fail(env);
-                return;
+                continue;
             }
-            self.park(env, reply, took);
+            let took = if i == 0 { std::mem::take(&mut sent) } else { 0 };
+            self.park(env, &reply, took);
         }
     }
 
@@ -222,7 +217,7 @@ impl Conn {
     fn park(&mut self, env: &mut Env<'_>, reply: &Reply, sent: usize) {
         let mut bytes = Vec::with_capacity(reply.len() - sent);
         let mut skip = sent;
-        for part in reply.parts(env.slots) {
+        for part in reply.parts(&*env.slots) {
             let from = skip.min(part.len());
             bytes.extend_from_slice(&part[from..]);
             skip -= from;
@@ -237,41 +232,16 @@ impl Conn {
         });
     }
 
-    /// Sends what the stream takes of the waiting replies, without blocking.
-    pub fn flush(&mut self, env: &mut Env<'_>) {
-        while let Some(front) = self.waiting.front_mut() {
-            match env
-                .wire
-                .send_now(&[IoSlice::new(&front.bytes[front.sent..])])
-            {
-                Ok(n) => {
-                    front.sent += n;
-                    assert!(
-                        front.sent <= front.bytes.len(),
-                        "the stream took more of a reply than it was given"
-                    );
-                }
-                Err(e) => {
-                    self.send_failed(env, &e);
-                    return;
-                }
-            }
-            if front.sent < front.bytes.len() {
-                return;
-            }
-            let done = self.waiting.pop_front().map_or(0, |w| w.slots);
-            env.pools.unpark(done, &mut self.holder);
-        }
-    }
-
     /// A send failed with `e`: a peer that closed its end gets no more replies but its
-    /// buffered requests still run; any other failure closes the connection.
-    pub(super) fn send_failed(&mut self, env: &mut Env<'_>, e: &std::io::Error) {
+    /// buffered requests (the `arrived` bytes the stream holds) still run; any other failure
+    /// closes the connection.
+    pub fn send_failed(&mut self, env: &mut Env<'_>, e: &std::io::Error, arrived: usize) {
         use std::io::ErrorKind::{BrokenPipe, ConnectionReset};
         if matches!(e.kind(), BrokenPipe | ConnectionReset) {
             self.peer_gone = true;
-            self.read_only_arrived(env);
+            self.read_only_arrived(arrived);
             self.drop_waiting(env);
+            self.drop_outbox(env);
         } else {
             self.fail(env);
         }
@@ -282,9 +252,10 @@ impl Conn {
     /// the pool's.
     pub(super) fn fail(&mut self, env: &mut Env<'_>) {
         self.drop_waiting(env);
+        self.drop_outbox(env);
         if !self.broken {
             self.broken = true;
-            env.wire.shutdown();
+            self.shut(Shutdown::Both);
         }
         self.end_reading(env, None);
     }
@@ -317,64 +288,10 @@ impl Conn {
         }
     }
 
-    /// Returns the read slots of replies that will not be sent to the pool.
-    fn give_back_all(&mut self, env: &mut Env<'_>, replies: &[Reply]) {
-        replies.iter().for_each(|r| self.give_back(env, &r.slots));
-    }
-
-    /// True once `want` bytes are buffered, reading what has arrived.
-    pub(super) fn buffer(&mut self, want: usize, env: &mut Env<'_>) -> bool {
-        while self.rx_end - self.rx_start < want {
-            if !self.receive(env) {
-                return false;
-            }
-        }
-        true
-    }
-
-    /// Reads what has arrived into the buffer; false if nothing has (or the stream ended,
-    /// which ends reading).
-    pub(super) fn receive(&mut self, env: &mut Env<'_>) -> bool {
-        if self.rx_start == self.rx_end {
-            (self.rx_start, self.rx_end) = (0, 0);
-        } else if self.rx_end == self.rx.len() {
-            self.rx.copy_within(self.rx_start..self.rx_end, 0);
-            (self.rx_start, self.rx_end) = (0, self.rx_end - self.rx_start);
-        }
-        let room = match self.drain_left {
-            Some(0) => {
-                self.end_reading(env, None);
-                return false;
-            }
-            Some(left) => left.min(self.rx.len() - self.rx_end),
-            None => self.rx.len() - self.rx_end,
-        };
-        match env
-            .wire
-            .recv_now(&mut self.rx[self.rx_end..self.rx_end + room])
-        {
-            Ok(Some(0)) => {
-                let partial =
-                    self.rx_end > self.rx_start || !matches!(self.reading, Reading::Header);
-                let why = partial
-                    .then(|| "reading a request: the client left in the middle of one".to_owned());
-                self.end_reading(env, why);
-                false
-            }
-            Ok(Some(n)) => {
-                // The window of unread bytes stays inside the buffer.
-                assert!(n <= room, "the stream read {n} bytes into {room}");
-                self.rx_end += n;
-                if let Some(left) = &mut self.drain_left {
-                    *left = left.saturating_sub(n);
-                }
-                true
-            }
-            Ok(None) => false,
-            Err(e) => {
-                self.end_reading(env, Some(format!("reading a request: {e}")));
-                false
-            }
+    /// Gives back the slots of the replies not yet offered: they will not be sent.
+    fn drop_outbox(&mut self, env: &mut Env<'_>) {
+        for reply in std::mem::take(&mut self.outbox) {
+            self.give_back(env, &reply.slots);
         }
     }
 
