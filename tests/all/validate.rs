@@ -916,3 +916,65 @@ fn zero_latency_reads_start_under_the_head_inside_a_one_track_request_and_are_ne
         "the two-track request is the same either way"
     );
 }
+
+#[test]
+fn a_drive_that_drops_returned_data_misses_a_reread_but_still_hits_its_read_ahead() {
+    // DiskSim's `Read-ahead over requested = -1`: once a read completes, its segment holds
+    // only what was read ahead past it. Read 0..100, then the same sectors again, then the
+    // 100 after them (read ahead meanwhile: the waits between commands are 40 ms).
+    let trace = "R Hit 0 100 1 40000\nR Hit 0 100 1 40000\nR Hit 100 100 1 0\n";
+    let replay = |drop: bool| {
+        hp_replay(trace, |p| {
+            p.drop_returned_data = drop;
+            p.read_ahead_over_requested = drop;
+        })
+    };
+    let (dropped, kept) = (replay(true), replay(false));
+    assert_eq!(dropped[0], kept[0], "the first read is a miss either way");
+    // A hit costs the hit overhead and the bus (100 × 0.1455 ms); a miss adds the media.
+    assert!(
+        dropped[1] > kept[1] + 1000.0,
+        "the re-read went to the media: {} µs against a hit's {} µs",
+        dropped[1],
+        kept[1]
+    );
+    let hit = kept[1];
+    assert!(
+        (dropped[2] - hit).abs() < 1000.0,
+        "the sectors after it were read ahead and hit: {} µs (a hit: {hit} µs)",
+        dropped[2]
+    );
+}
+
+#[test]
+fn read_ahead_over_requested_minus_one_imports_as_dropping_the_returned_data() {
+    let parv = std::fs::read_to_string(data("hp_c3323a_validate.diskspecs")).unwrap();
+    assert!(parv.contains("Read-ahead over requested = 0,"));
+    let dir = std::env::temp_dir().join(format!("schedhost-drop-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for name in [
+        "hp_c3323a.parv",
+        "hp_c3323a_validate.model",
+        "hp_c3323a_validate.seek",
+    ] {
+        std::fs::copy(data(name), dir.join(name)).unwrap();
+    }
+    let erase = parv.replace(
+        "Read-ahead over requested = 0,",
+        "Read-ahead over requested = -1,",
+    );
+    std::fs::write(dir.join("hp_c3323a_validate.diskspecs"), erase).unwrap();
+    let imported = import_parv(&dir.join("hp_c3323a.parv")).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(imported.params.drop_returned_data && imported.params.read_ahead_over_requested);
+    assert!(
+        imported
+            .not_represented
+            .iter()
+            .all(|n| !n.contains("Read-ahead over requested")),
+        "represented, so not noted: {:?}",
+        imported.not_represented
+    );
+    let declared = import_parv(&data("hp_c3323a.parv")).unwrap().params;
+    assert!(!declared.drop_returned_data, "the HP declares 0");
+}

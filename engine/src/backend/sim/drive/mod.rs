@@ -423,6 +423,10 @@ impl Drive {
             let done = (arrived_ps + overhead).max(ready)
                 + self.bus_ps(request.sectors)
                 + ms_ps(self.params.overheads.completion[0]);
+            if self.params.drop_returned_data {
+                let s = &mut self.segments[i];
+                s.start = s.start.max(request.end());
+            }
             self.last_was_write = false;
             self.complete_at(done, request.id, 0);
             return;
@@ -465,8 +469,15 @@ impl Drive {
             .sector
             .min(from_media.sector - self.free_blocks_before(from_media.sector, waited));
         let stream_to = self.read_ahead_to(first, request.end());
+        // Only the read-ahead stays once the read completes, where the drive drops the data
+        // it returned; no other command comes before that completion (the drive queues one).
+        let kept_from = if self.params.drop_returned_data {
+            request.end()
+        } else {
+            first
+        };
         self.add_segment(Segment {
-            start: first,
+            start: kept_from,
             end: request.end(),
             since_ps: media_end,
             per_sector_ps: per_sector,

@@ -106,6 +106,11 @@ pub struct DriveParams {
     /// segment past the read's end, not past its start (DiskSim's `Read-ahead over
     /// requested`).
     pub read_ahead_over_requested: bool,
+    /// A read's segment no longer holds the data the read returned once it completes: its
+    /// start moves to the read's end, so reading the same sectors again misses (DiskSim's
+    /// `Read-ahead over requested = -1`, where `disk_request_complete` moves
+    /// `seg->startblkno` to the request's end).
+    pub drop_returned_data: bool,
     /// A command stops read-ahead at once, mid-sector; otherwise the sector under the head
     /// is read first (DiskSim's `Stop prefetch in sector`).
     pub stop_prefetch_in_sector: bool,
@@ -177,6 +182,7 @@ impl Default for DriveParams {
             buffer_cache: true,
             read_free_blocks: false,
             read_ahead_over_requested: false,
+            drop_returned_data: false,
             stop_prefetch_in_sector: true,
             write_back: true,
             transfer_after_media: false,

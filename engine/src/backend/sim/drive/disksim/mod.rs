@@ -225,11 +225,11 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
         notes.push("Calc sector by sector = 0: transfers are timed a sector at a time".into());
     }
     let read_free_blocks = specs.take_opt_u64("Read any free blocks", 0, 1)? == Some(1);
+    // DiskSim's -1 erases a read's data from its segment once it completes, which also
+    // frees the segment's room for read-ahead past the read's end.
     let over_requested = specs.take_opt_f64("Read-ahead over requested", -1.0, 1.0)?;
-    if over_requested < 0.0 {
-        notes.push("Read-ahead over requested = -1: read-ahead keeps the data returned".into());
-    }
-    let read_ahead_over_requested = over_requested > 0.0;
+    let drop_returned_data = over_requested < 0.0;
+    let read_ahead_over_requested = over_requested > 0.0 || drop_returned_data;
     // The model stops read-ahead for every write, hit or not, which is DiskSim's 1.
     if specs.take_opt_u64("Write hit stop prefetch", 0, 1)? == Some(0) {
         notes.push("Write hit stop prefetch = 0: every write stops read-ahead".into());
@@ -350,6 +350,7 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
             buffer_cache,
             read_free_blocks,
             read_ahead_over_requested,
+            drop_returned_data,
             stop_prefetch_in_sector,
             write_back: fast_write > 0,
             transfer_after_media: by_reqsize || hold_bus,

@@ -56,6 +56,7 @@ pub fn to_spec_text(imported: &Imported, source: &Path) -> String {
         ("buffer_cache", p.buffer_cache),
         ("read_free_blocks", p.read_free_blocks),
         ("read_ahead_over_requested", p.read_ahead_over_requested),
+        ("drop_returned_data", p.drop_returned_data),
         ("stop_prefetch_in_sector", p.stop_prefetch_in_sector),
         ("write_back", p.write_back),
         ("transfer_after_media", p.transfer_after_media),
