@@ -946,11 +946,18 @@ fn a_drive_that_drops_returned_data_misses_a_reread_but_still_hits_its_read_ahea
     );
 }
 
-#[test]
-fn read_ahead_over_requested_minus_one_imports_as_dropping_the_returned_data() {
-    let parv = std::fs::read_to_string(data("hp_c3323a_validate.diskspecs")).unwrap();
-    assert!(parv.contains("Read-ahead over requested = 0,"));
-    let dir = std::env::temp_dir().join(format!("schedhost-drop-{}", std::process::id()));
+/// The HP C3323A imported with lines of its disk spec replaced (`from`, `to` each).
+fn hp_declaring(changes: &[(&str, &str)]) -> schedhost::backend::sim::drive::disksim::Imported {
+    let mut spec = std::fs::read_to_string(data("hp_c3323a_validate.diskspecs")).unwrap();
+    for (from, to) in changes {
+        assert!(spec.contains(from), "the HP's spec says {from}");
+        spec = spec.replace(from, to);
+    }
+    let dir = std::env::temp_dir().join(format!(
+        "schedhost-hp-{}-{}",
+        std::process::id(),
+        changes.len() + changes.first().map_or(0, |c| c.1.len())
+    ));
     std::fs::create_dir_all(&dir).unwrap();
     for name in [
         "hp_c3323a.parv",
@@ -959,13 +966,18 @@ fn read_ahead_over_requested_minus_one_imports_as_dropping_the_returned_data() {
     ] {
         std::fs::copy(data(name), dir.join(name)).unwrap();
     }
-    let erase = parv.replace(
-        "Read-ahead over requested = 0,",
-        "Read-ahead over requested = -1,",
-    );
-    std::fs::write(dir.join("hp_c3323a_validate.diskspecs"), erase).unwrap();
+    std::fs::write(dir.join("hp_c3323a_validate.diskspecs"), spec).unwrap();
     let imported = import_parv(&dir.join("hp_c3323a.parv")).unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
+    imported
+}
+
+#[test]
+fn read_ahead_over_requested_minus_one_imports_as_dropping_the_returned_data() {
+    let imported = hp_declaring(&[(
+        "Read-ahead over requested = 0,",
+        "Read-ahead over requested = -1,",
+    )]);
     assert!(imported.params.drop_returned_data && imported.params.read_ahead_over_requested);
     assert!(
         imported
@@ -977,4 +989,38 @@ fn read_ahead_over_requested_minus_one_imports_as_dropping_the_returned_data() {
     );
     let declared = import_parv(&data("hp_c3323a.parv")).unwrap().params;
     assert!(!declared.drop_returned_data, "the HP declares 0");
+}
+
+#[test]
+fn a_drive_that_never_disconnects_sends_read_data_as_the_media_delivers_it_whatever_its_mark() {
+    // The HP's mark (1, by request size) has its reads cross the bus after their last
+    // sector; never disconnecting, DiskSim keeps the bus from the command on and sends the
+    // data as it is read, so no mark applies and nothing is left unrepresented.
+    let declared = import_parv(&data("hp_c3323a.parv")).unwrap();
+    assert!(declared.params.transfer_after_media);
+    let connected = hp_declaring(&[
+        ("Never disconnect = 0,", "Never disconnect = 1,"),
+        (
+            "Hold bus entire write xfer = 0,",
+            "Hold bus entire write xfer = 1,",
+        ),
+    ]);
+    assert!(!connected.params.transfer_after_media);
+    let noted = connected.not_represented.join("\n");
+    assert!(
+        !noted.contains("Never disconnect")
+            && !noted.contains("Hold bus")
+            && !noted.contains("water mark = 1 "),
+        "{noted}"
+    );
+    // Holding the bus for the whole read at a mark of 0 by request size: one sector
+    // buffered, then the rest as it is read.
+    let held = hp_declaring(&[(
+        "High (read) water mark = 1.000000,",
+        "High (read) water mark = 0.000000,",
+    )]);
+    assert!(
+        !held.params.transfer_after_media,
+        "the HP holds the bus for its reads"
+    );
 }

@@ -265,8 +265,22 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
     let by_reqsize = specs.take_opt_f64("Set watermark by reqsize", 0.0, 1.0)? != 0.0;
     let hold_bus = specs.take_opt_f64("Hold bus entire read xfer", 0.0, 1.0)? != 0.0;
     let read_water = specs.take_opt_f64("High (read) water mark", 0.0, 1.0)?;
-    if by_reqsize && !hold_bus && read_water < 1.0 {
-        // DiskSim reconnects the bus once max(1, mark × the request) sectors are buffered.
+    // A drive that never disconnects takes the bus with the command and keeps it: a read
+    // goes READY_TO_TRANSFER at once whatever its water mark (`disk_read_arrive`), and its
+    // data crosses as the media delivers it (`disk_buffer_transfer_size` waits, -2, rather
+    // than disconnect), which is the model's overlapped transfer; no mark applies.
+    let never_disconnect = specs.take_opt_f64("Never disconnect", 0.0, 1.0)? != 0.0;
+    // A write's data crosses the bus in one piece in the model, which is DiskSim's holding
+    // the bus for the whole write transfer; 0 differs only where a write outgrows its
+    // segment and reconnects at the low water mark (listed with the disk's other fields
+    // when a mark is declared).
+    let _ = specs.take_opt_f64("Hold bus entire write xfer", 0.0, 1.0)?;
+    // Otherwise DiskSim reconnects for a read once its water mark of sectors is buffered:
+    // max(1, mark × the request) by the request's size, else the mark × the segment
+    // (`disk_read_arrive`). Holding the bus for the whole read, the rest then crosses as the
+    // media delivers it; without, the disk disconnects and reconnects at each mark.
+    let after_media = !never_disconnect && by_reqsize && (read_water >= 1.0 || !hold_bus);
+    if !never_disconnect && by_reqsize && !hold_bus && read_water < 1.0 {
         // Transferring from the first sector, as the model's overlapped transfer does, moved
         // the Atlas 10K from 0.152 to 0.182 ms RMS and the Cheetah 4LP from 0.289 to 0.378
         // (past DiskSim's 0.318): the model has no bus disconnect and reconnect, which is
@@ -274,11 +288,15 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
         notes.push(format!(
             "High (read) water mark = {read_water} with Set watermark by reqsize: a read's bus transfer starts after its last sector, as at 1"
         ));
-    } else if !by_reqsize && !hold_bus && read_water > 0.0 {
-        // A mark of the segment's size: DiskSim waits for that much of it; the model's
-        // transfer overlaps the media from the first sector, as at 0.
+    } else if !never_disconnect && !after_media && read_water > 0.0 {
+        // The model's transfer overlaps the media from the first sector, as a mark of 0.
+        let of = if by_reqsize {
+            "the request"
+        } else {
+            "the segment"
+        };
         notes.push(format!(
-            "High (read) water mark = {read_water} of the segment: a read's bus transfer overlaps the media from its first sector, as at 0"
+            "High (read) water mark = {read_water} of {of}: a read's bus transfer overlaps the media from its first sector, as at 0"
         ));
     }
     let read_hits_on_writes = specs.take_opt_f64("Allow read hits on write data", 0.0, 1.0)? != 0.0;
@@ -353,7 +371,7 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
             drop_returned_data,
             stop_prefetch_in_sector,
             write_back: fast_write > 0,
-            transfer_after_media: by_reqsize || hold_bus,
+            transfer_after_media: after_media,
             immediate_partial_hit,
             immediate_read: immediate[0],
             immediate_write: immediate[1],
