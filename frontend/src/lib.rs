@@ -2,7 +2,7 @@
 //!
 //! - [`frontend`]: fio jobs (simulated, or real on io_uring with submitter threads), replayed
 //!   traces (blkparse, fio's iolog) and the NBD server, each a
-//!   [`engine::Frontend`](schedhost_engine::engine::Frontend); the [`frontend::plan::RunPlan`] that
+//!   [`schedhost_engine::engine::Frontend`]; the [`frontend::plan::RunPlan`] that
 //!   sets up a run and the [`frontend::outcome`] of a finished one.
 //! - [`verify`]: fio-style data verification.
 

@@ -61,8 +61,8 @@ pub fn negotiate<S: Read + Write>(stream: &mut S, exports: &[Export]) -> Result<
 /// As [`negotiate`], asking `admit` before transmission starts; a client it refuses (the
 /// server is full) is told so with `NBD_REP_ERR_POLICY` where the protocol allows a reply,
 /// and closed. `admit` runs before the reply that starts transmission is written, so a
-/// client is counted before it can know it was admitted. A blocking driver of
-/// [`Negotiation`].
+/// client is counted before it can know it was admitted. A blocking driver of the
+/// handshake's state machine (`Negotiation`).
 ///
 /// # Errors
 /// As [`negotiate`].

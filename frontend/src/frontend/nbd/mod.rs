@@ -2,14 +2,15 @@
 //! device to unmodified NBD clients (qemu-img, qemu-io, nbdcopy, fio's nbd engine), and
 //! every client's I/O goes through the policy on its way to io_uring.
 //!
-//! - [`wire`] and [`decide`] are sans-IO: the protocol's bytes, and what a request becomes.
-//! - [`handshake`] is the fixed newstyle handshake as a state machine (and a blocking
+//! - `wire` and [`decide`] are sans-IO: the protocol's bytes, and what a request becomes.
+//! - `handshake` is the fixed newstyle handshake as a state machine (and a blocking
 //!   driver of it for any stream).
 //! - `front` serves the listener and every connection on the engine's thread: the ring
-//!   says when a socket is ready, `greet` runs a handshake as its bytes arrive, `conn`
-//!   (sans-IO: bytes in and out through a transport, bios to a sink, deadlines on the
+//!   says when a socket is ready, `greet` runs a handshake as its bytes arrive, `conn` (a
+//!   state machine: bytes in, actions out; no socket, no buffer memory, deadlines on the
 //!   engine's clock) turns requests into bios of the connection's ctx and answers each when
-//!   its bios finished, `link` holds each connection's socket, and `pool` the buffer slots.
+//!   its bios finished, `link` is its driver (the socket, the slots' bytes over the ring's
+//!   arena, the loops that carry bytes and bios), and `pool` holds the buffer slots.
 //!
 //! Each connection is one ctx (software queue), so cfq and bfq share the disk between
 //! clients as they share it between processes. A request is split into bios of at most
