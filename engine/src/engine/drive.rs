@@ -118,7 +118,7 @@ pub trait Frontend<B: Backend> {
     fn next_wake(&self, now: u64, deadlines: bool) -> Option<u64>;
 
     /// True iff other threads feed it (and wake the backend when they do), so an empty
-    /// engine may yet get bios: a stall is declared only after [`STALL_LIMIT`].
+    /// engine may yet get bios: a stall is declared only after `STALL_LIMIT`.
     fn fed_from_outside(&self) -> bool {
         false
     }

@@ -1,5 +1,5 @@
 //! The policy contract, checked from outside: `schedhost policy check`. A policy runs on
-//! seeded mixed workloads over the simulated devices, wrapped in a [`recorder`] that checks
+//! seeded mixed workloads over the simulated devices, wrapped in a `recorder` that checks
 //! every answer, with faults stopping the run (`--on-fault abort`) so none is hidden by a
 //! fallback. Around the runs: its tunables, its saved state, and a second run of the first
 //! seed, which must dispatch in the same order.

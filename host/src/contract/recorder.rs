@@ -54,7 +54,7 @@ pub struct Coverage {
     /// completion overtook it).
     pub wake_ups_overtaken: u64,
     /// Tunables set mid-run (each to the value it held, so its `retuned` runs while it holds
-    /// requests), at the first dispatching call [`SET_EVERY_NS`] after the last.
+    /// requests), at the first dispatching call `SET_EVERY_NS` after the last.
     pub tunables_set: u64,
 }
 

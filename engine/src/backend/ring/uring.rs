@@ -21,7 +21,7 @@ const WATCH: u64 = u64::MAX;
 /// `user_data` bit of a readiness poll ([`Ring::poll`]); the rest is the caller's token.
 const POLL: u64 = 1 << 62;
 
-/// An eventfd other threads write to wake a ring's [`Ring::wait`].
+/// An eventfd other threads write to wake a ring's `Ring::wait`.
 #[derive(Debug)]
 pub struct Notifier {
     file: File,

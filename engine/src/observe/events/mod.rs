@@ -2,7 +2,7 @@
 //! its back (M) or front (F), a request inserted into the policy (I), dispatched to the
 //! device (D) and completed (C).
 //!
-//! The core records them ([`crate::core::event`]) only when asked (`--trace-events FILE`); [`file`] writes them as
+//! The core records them ([`crate::core::event`]) only when asked (`--trace-events FILE`); [`file`](mod@file) writes them as
 //! postcard frames and reads them back, and [`text`] prints them in blkparse's layout, which
 //! `schedhost replay` reads, so a recorded run replays under another policy.
 

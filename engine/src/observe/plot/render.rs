@@ -9,7 +9,7 @@ const MAX_PNG_PIXELS: u64 = 100_000_000;
 ///
 /// # Errors
 /// The SVG does not parse, `dpi` is outside 10..=1200, the picture would have more than
-/// [`MAX_PNG_PIXELS`], or it cannot be encoded.
+/// `MAX_PNG_PIXELS`, or it cannot be encoded.
 pub fn png(svg: &str, dpi: u32) -> Result<Vec<u8>, String> {
     if !(10..=1200).contains(&dpi) {
         return Err(format!("{dpi} dpi: expected 10 to 1200"));
