@@ -91,18 +91,26 @@ pub struct DiskSimFigure {
 const RUNVALID: &str = "DiskSim's valid/runvalid";
 
 /// DiskSim's figures, by the names its validation traces go by (DiskSim 4.0's
-/// `DRIVE.trace` and the older `trace.DRIVE`). Only the drives whose trace names and figures
-/// were read from `runvalid` are here; the rest of the suite's are to be added the same way.
+/// `DRIVE.trace` and the older `trace.DRIVE`): the ten drives `runvalid` replays, with the
+/// RMS it states for each, in its order.
 #[expect(
     clippy::approx_constant,
     reason = "0.318 ms is DiskSim's figure for the Cheetah 4LP, not 1/π"
 )]
 const DISKSIM_FIGURES: &[(&[&str], DiskSimFigure)] = &[
     (
-        &["atlas10k.trace"],
+        &["atlas_III.trace"],
         DiskSimFigure {
-            drive: "Quantum Atlas 10K",
-            rms_ms: 0.268,
+            drive: "Quantum Atlas III (QM39100TD-SW)",
+            rms_ms: 0.378,
+            source: RUNVALID,
+        },
+    ),
+    (
+        &["barracuda.trace"],
+        DiskSimFigure {
+            drive: "Seagate Barracuda (ST32171W)",
+            rms_ms: 0.349,
             source: RUNVALID,
         },
     ),
@@ -115,6 +123,38 @@ const DISKSIM_FIGURES: &[(&[&str], DiskSimFigure)] = &[
         },
     ),
     (
+        &["cheetah9LP.trace"],
+        DiskSimFigure {
+            drive: "Seagate Cheetah 9LP (ST39102LW)",
+            rms_ms: 0.107,
+            source: RUNVALID,
+        },
+    ),
+    (
+        &["ibm18es.trace"],
+        DiskSimFigure {
+            drive: "IBM Ultrastar 18ES (DNES-309170W)",
+            rms_ms: 0.135,
+            source: RUNVALID,
+        },
+    ),
+    (
+        &["atlas10k.trace"],
+        DiskSimFigure {
+            drive: "Quantum Atlas 10K",
+            rms_ms: 0.268,
+            source: RUNVALID,
+        },
+    ),
+    (
+        &["hp_c2247a.trace", "trace.hpc2247"],
+        DiskSimFigure {
+            drive: "HP C2247",
+            rms_ms: 0.090,
+            source: RUNVALID,
+        },
+    ),
+    (
         &["hp_c3323a.trace", "trace.hpc3323"],
         DiskSimFigure {
             drive: "HP C3323A",
@@ -123,18 +163,18 @@ const DISKSIM_FIGURES: &[(&[&str], DiskSimFigure)] = &[
         },
     ),
     (
-        &["trace.hpc2247"],
+        &["hp_c2490a.trace", "trace.hpc2490"],
         DiskSimFigure {
-            drive: "HP C2247",
-            rms_ms: 0.090,
+            drive: "HP C2490",
+            rms_ms: 0.254,
             source: RUNVALID,
         },
     ),
     (
-        &["trace.hpc2490"],
+        &["dec_rz26.trace"],
         DiskSimFigure {
-            drive: "HP C2490",
-            rms_ms: 0.254,
+            drive: "DEC RZ26",
+            rms_ms: 0.340,
             source: RUNVALID,
         },
     ),
@@ -553,6 +593,29 @@ mod tests {
         assert_eq!((atlas.drive, atlas.rms_ms), ("Quantum Atlas 10K", 0.268));
         assert_eq!(disksim_figure("trace.hpc3323").unwrap().rms_ms, 0.306);
         assert_eq!(disksim_figure("mine.trace"), None);
+        // The ten drives runvalid replays, each by its DiskSim 4.0 trace name.
+        let suite = [
+            "atlas_III",
+            "barracuda",
+            "cheetah4LP",
+            "cheetah9LP",
+            "ibm18es",
+            "atlas10k",
+            "hp_c2247a",
+            "hp_c3323a",
+            "hp_c2490a",
+            "dec_rz26",
+        ];
+        let figures: Vec<f64> = suite
+            .iter()
+            .map(|d| disksim_figure(&format!("{d}.trace")).unwrap().rms_ms)
+            .collect();
+        assert_eq!(
+            figures,
+            [
+                0.378, 0.349, 0.318, 0.107, 0.135, 0.268, 0.090, 0.306, 0.254, 0.340
+            ]
+        );
     }
 
     #[test]
