@@ -185,8 +185,11 @@ impl Conn {
             left -= len;
             whole += 1;
         }
-        for reply in self.outbox.drain(..whole).collect::<Vec<_>>() {
-            self.give_back(env, &reply.slots);
+        let holder = &mut self.holder;
+        for reply in self.outbox.drain(..whole) {
+            for &(slot, _) in &reply.slots {
+                env.pools.put(slot, holder);
+            }
         }
         if whole < offered {
             self.park_outbox(env, left);
