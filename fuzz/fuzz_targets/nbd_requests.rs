@@ -5,7 +5,10 @@
 use std::io::{Cursor, Read, Write};
 
 use libfuzzer_sys::fuzz_target;
-use schedhost::frontend::nbd::{CHUNK, Ended, Export, Limits, Decision, REQUEST_LEN, Request, decide, negotiate, pieces};
+use schedhost::frontend::nbd::{
+    CHUNK, Decision, Ended, Export, ExportBounds, REQUEST_LEN, Request, decide, negotiate,
+    pieces,
+};
 
 /// The fuzzer's bytes as what the client sends; the server's answers are dropped.
 struct Client<'a> {
@@ -27,7 +30,7 @@ impl Write for Client<'_> {
     }
 }
 
-const LIMITS: Limits = Limits {
+const LIMITS: ExportBounds = ExportBounds {
     size: 1 << 30,
     block: 512,
     max_payload: 32 << 20,
@@ -47,7 +50,7 @@ fuzz_target!(|data: &[u8]| {
     let mut client = Client {
         input: Cursor::new(data),
     };
-    if negotiate(&mut client, &export) != Ok(Ended::Transmission) {
+    if negotiate(&mut client, std::slice::from_ref(&export)) != Ok(Ended::Transmission(0)) {
         return;
     }
     let mut rest = &data[client.input.position() as usize..];
