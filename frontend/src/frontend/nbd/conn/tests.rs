@@ -6,6 +6,7 @@
 use std::collections::VecDeque;
 
 use super::super::link::{self, Transport};
+use super::super::pool::Holder;
 use super::*;
 
 const CHUNK: u32 = 4096;
@@ -542,4 +543,176 @@ fn a_stopping_server_answers_every_request_that_had_arrived_and_reads_nothing_la
         late.len(),
         "the late request was not read"
     );
+}
+
+/// Requests in a hostile stream, numbered by their cookies.
+const COOKIES: u64 = 60;
+
+/// A client's bytes drawn from `state`: requests of every command (known or not), with
+/// flags, offsets and lengths inside and outside the export, writes' payloads, now and then
+/// a bad magic, and the stream cut anywhere; the cookies are the requests' numbers.
+fn hostile_stream(state: &mut u64) -> Vec<u8> {
+    let mut next = move || {
+        *state ^= *state << 13;
+        *state ^= *state >> 7;
+        *state ^= *state << 17;
+        *state
+    };
+    let mut bytes = Vec::new();
+    for cookie in 0..COOKIES {
+        // Mostly what clients send; now and then a command the server does not know, and
+        // rarely a disconnect (which ends the stream).
+        let kind = match next() % 40 {
+            0 => wire::CMD_DISC,
+            1 | 2 => [5, 7, 99][(next() % 3) as usize],
+            k => [0u16, 0, 1, 1, 3, 4, 6][(k % 7) as usize],
+        };
+        let flags = [0u16, 0, 0, wire::CMD_FLAG_FUA, 0xffff][(next() % 5) as usize];
+        let offset = match next() % 4 {
+            0 => (next() % 256) * 4096,
+            1 => next() % (1 << 20),
+            2 => (1 << 20) - 4096,
+            _ => next(),
+        };
+        let length = match next() % 20 {
+            0 => 0,
+            1 => (next() % (2 << 20)) as u32,
+            2..=4 => (next() % 20_000) as u32,
+            5..=9 => 4096,
+            _ => (next() % 32 + 1) as u32 * 512,
+        };
+        let mut header = request(kind, cookie, offset, length);
+        header[4..6].copy_from_slice(&flags.to_be_bytes());
+        if next() % 150 == 0 {
+            header[0] ^= 0x40;
+        }
+        bytes.extend(header);
+        if kind == wire::CMD_WRITE {
+            let sent = if next() % 40 == 0 {
+                next() % (u64::from(length) + 1)
+            } else {
+                u64::from(length)
+            };
+            bytes.extend(std::iter::repeat_n(
+                cookie as u8,
+                sent.min(1 << 21) as usize,
+            ));
+        }
+    }
+    let cut = bytes.len() - (next() % 64) as usize % bytes.len().max(1);
+    bytes.truncate(cut);
+    bytes
+}
+
+#[test]
+fn hostile_bytes_in_any_pieces_end_with_every_slot_back_and_every_request_answered_at_most_once() {
+    let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+    for round in 0..60 {
+        let input = hostile_stream(&mut state);
+        let (mut server, mut conn, mut wire) = (Server::new(), connection(), Memory::default());
+        let mut at = 0;
+        let mut ended = false;
+        for _ in 0..100_000 {
+            let mut budget = usize::MAX;
+            let paused = conn.read(1, &mut server.env(0), &mut budget);
+            let bios: Vec<Bio> = conn.drain_bios().collect();
+            for (i, bio) in bios.iter().enumerate() {
+                let slot = Lease::of_bio(bio.id).slot();
+                let owner = server.owners[slot as usize]
+                    .take()
+                    .expect("every bio holds a lent slot");
+                // Now and then the device fails a bio.
+                let status = if (round + i) % 7 == 0 { -libc::EIO } else { 0 };
+                conn.finished(1, &mut server.env(0), owner, slot, status);
+            }
+            link::write_out(&mut conn, &mut wire, &mut server.env(0));
+            let _ = conn.take_shutdown();
+            if !bios.is_empty() {
+                continue;
+            }
+            if paused != Paused::Bytes || ended {
+                break;
+            }
+            let mut env = server.env(0);
+            let got = if at == input.len() {
+                ended = true;
+                Ok(Some(0))
+            } else {
+                let want = 1 + (state % 9000) as usize;
+                state = state.rotate_left(7) ^ 0x5bd1_e995;
+                let place: &mut [u8] = match conn.intake() {
+                    Intake::Buffer => conn.rx_room(),
+                    Intake::Payload { slot, range } => &mut env.slots.bytes_mut(slot)[range],
+                    Intake::Nothing => break,
+                };
+                let n = want.min(place.len()).min(input.len() - at);
+                place[..n].copy_from_slice(&input[at..at + n]);
+                at += n;
+                Ok(Some(n))
+            };
+            conn.received(&mut env, got);
+        }
+        assert!(
+            conn.is_over(),
+            "round {round}: the connection has work left"
+        );
+        assert_eq!(conn.holder.held, 0, "round {round}: data slots still held");
+        assert!(
+            server.owners.iter().all(Option::is_none),
+            "round {round}: a slot still lent"
+        );
+        let mut fresh = Holder::default();
+        assert!(
+            server.pools.take_data(4, &mut fresh).is_some()
+                && server.pools.take_control(&fresh).is_some(),
+            "round {round}: a slot never came back to the pool"
+        );
+        // Every reply is whole, to a request that was sent, and no request is answered twice.
+        let reads = read_lengths(&input);
+        let mut answered = std::collections::BTreeSet::new();
+        let mut out = &wire.output[..];
+        while !out.is_empty() {
+            assert!(out.len() >= 16, "round {round}: a reply cut short");
+            let magic = u32::from_be_bytes(out[..4].try_into().unwrap());
+            assert_eq!(magic, wire::SIMPLE_REPLY_MAGIC, "round {round}");
+            let error = u32::from_be_bytes(out[4..8].try_into().unwrap());
+            let cookie = u64::from_be_bytes(out[8..16].try_into().unwrap());
+            assert!(
+                cookie < COOKIES && answered.insert(cookie),
+                "round {round}: cookie {cookie}"
+            );
+            out = &out[16..];
+            // A read answered without an error carries its data: the request's length.
+            if let (0, Some(&len)) = (error, reads.get(&cookie)) {
+                assert!(
+                    out.len() >= len as usize,
+                    "round {round}: a read's data cut short"
+                );
+                out = &out[len as usize..];
+            }
+        }
+    }
+}
+
+/// The lengths of the reads (by cookie) among the requests in `input`, walking its headers
+/// and skipping writes' payloads as the connection does while the stream is well formed.
+fn read_lengths(input: &[u8]) -> std::collections::BTreeMap<u64, u32> {
+    let mut reads = std::collections::BTreeMap::new();
+    let mut at = 0;
+    while at + wire::REQUEST_LEN <= input.len() {
+        let header: &[u8; wire::REQUEST_LEN] =
+            input[at..at + wire::REQUEST_LEN].try_into().unwrap();
+        let Ok(request) = Request::parse(header) else {
+            break;
+        };
+        at += wire::REQUEST_LEN;
+        match request.kind {
+            wire::CMD_READ => {
+                reads.insert(request.cookie, request.length);
+            }
+            wire::CMD_WRITE => at += request.length as usize,
+            _ => {}
+        }
+    }
+    reads
 }
