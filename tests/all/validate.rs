@@ -953,11 +953,10 @@ fn hp_declaring(changes: &[(&str, &str)]) -> schedhost::backend::sim::drive::dis
         assert!(spec.contains(from), "the HP's spec says {from}");
         spec = spec.replace(from, to);
     }
-    let dir = std::env::temp_dir().join(format!(
-        "schedhost-hp-{}-{}",
-        std::process::id(),
-        changes.len() + changes.first().map_or(0, |c| c.1.len())
-    ));
+    // A folder of its own per call: the tests run on threads of one process.
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("schedhost-hp-{}-{call}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     for name in [
         "hp_c3323a.parv",

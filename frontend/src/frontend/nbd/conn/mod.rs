@@ -140,8 +140,8 @@ const MAX_WAITING_REPLIES: usize = 4096;
 /// Bytes read from a socket at once, beyond what a request being built takes directly.
 const RX_BYTES: usize = 64 * 1024;
 
-/// Steps (requests started, payload pieces filled) one connection takes in one turn, so a
-/// pipelining client cannot keep the engine from the others.
+/// Steps (a request read and started, its payload included) one connection takes in one
+/// turn, so a pipelining client cannot keep the engine from the others.
 pub const REQUESTS_PER_TURN: usize = 64;
 
 /// What a bio's completion is for: request `seq` of connection `conn`.
@@ -374,7 +374,7 @@ impl Conn {
         self.shutdown.take()
     }
 
-    /// Asks the driver to shut the stream `how` (both directions stay shut both ways).
+    /// Asks the driver to shut the stream `how`; a pending `Both` is not narrowed to `Read`.
     fn shut(&mut self, how: Shutdown) {
         if self.shutdown != Some(Shutdown::Both) {
             self.shutdown = Some(how);

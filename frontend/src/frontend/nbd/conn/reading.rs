@@ -16,7 +16,8 @@ pub enum Paused {
 
 /// What one step of reading did.
 enum Step {
-    /// A request or a payload piece went on (or reading ended).
+    /// A request was read and started (a write once its whole payload was in), refused,
+    /// or skipped past; or reading ended.
     Went,
     /// It needs bytes that have not arrived.
     Bytes,

@@ -185,6 +185,11 @@ impl Conn {
             left -= len;
             whole += 1;
         }
+        // Replies go out whole and in order, never past their end.
+        assert!(
+            whole < offered || left == 0,
+            "the stream took {left} bytes more than it was offered"
+        );
         let holder = &mut self.holder;
         for reply in self.outbox.drain(..whole) {
             for &(slot, _) in &reply.slots {
