@@ -948,24 +948,34 @@ fn a_drive_that_drops_returned_data_misses_a_reread_but_still_hits_its_read_ahea
 
 /// The HP C3323A imported with lines of its disk spec replaced (`from`, `to` each).
 fn hp_declaring(changes: &[(&str, &str)]) -> schedhost::backend::sim::drive::disksim::Imported {
-    let mut spec = std::fs::read_to_string(data("hp_c3323a_validate.diskspecs")).unwrap();
-    for (from, to) in changes {
-        assert!(spec.contains(from), "the HP's spec says {from}");
-        spec = spec.replace(from, to);
-    }
+    hp_with(changes, &[])
+}
+
+/// The HP C3323A imported with lines of its disk spec and of its model replaced.
+fn hp_with(
+    changes: &[(&str, &str)],
+    model_changes: &[(&str, &str)],
+) -> schedhost::backend::sim::drive::disksim::Imported {
+    let replaced = |name: &str, changes: &[(&str, &str)]| {
+        let mut text = std::fs::read_to_string(data(name)).unwrap();
+        for (from, to) in changes {
+            assert!(text.contains(from), "{name} says {from}");
+            text = text.replace(from, to);
+        }
+        text
+    };
+    let spec = replaced("hp_c3323a_validate.diskspecs", changes);
+    let model = replaced("hp_c3323a_validate.model", model_changes);
     // A folder of its own per call: the tests run on threads of one process.
     static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let dir = std::env::temp_dir().join(format!("schedhost-hp-{}-{call}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    for name in [
-        "hp_c3323a.parv",
-        "hp_c3323a_validate.model",
-        "hp_c3323a_validate.seek",
-    ] {
+    for name in ["hp_c3323a.parv", "hp_c3323a_validate.seek"] {
         std::fs::copy(data(name), dir.join(name)).unwrap();
     }
     std::fs::write(dir.join("hp_c3323a_validate.diskspecs"), spec).unwrap();
+    std::fs::write(dir.join("hp_c3323a_validate.model"), model).unwrap();
     let imported = import_parv(&dir.join("hp_c3323a.parv")).unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
     imported
@@ -1022,4 +1032,27 @@ fn a_drive_that_never_disconnects_sends_read_data_as_the_media_delivers_it_whate
         !held.params.transfer_after_media,
         "the HP holds the bus for its reads"
     );
+}
+
+#[test]
+fn zones_that_end_past_or_short_of_the_declared_cylinders_are_mapped_as_their_zones_say() {
+    // DiskSim's layout counts a zone's blocks from its own cylinders
+    // (`dm_layout_g1_compute_blksinband`), whatever `Number of cylinders` says; a drive of
+    // its suite declares 2629 cylinders and a last zone ending at cylinder 2629. The HP's
+    // zones end at 2981 of 2982: declared one short, and one long, it maps the same.
+    let declared = import_parv(&data("hp_c3323a.parv")).unwrap();
+    for cylinders in ["2981", "2983"] {
+        let imported = hp_with(
+            &[],
+            &[(
+                "Number of cylinders = 2982,",
+                &format!("Number of cylinders = {cylinders},"),
+            )],
+        );
+        assert_eq!(imported.params, declared.params, "{cylinders} cylinders");
+        assert_eq!(
+            imported.not_represented, declared.not_represented,
+            "nothing more is listed at {cylinders} cylinders"
+        );
+    }
 }
