@@ -948,34 +948,33 @@ fn a_drive_that_drops_returned_data_misses_a_reread_but_still_hits_its_read_ahea
 
 /// The HP C3323A imported with lines of its disk spec replaced (`from`, `to` each).
 fn hp_declaring(changes: &[(&str, &str)]) -> schedhost::backend::sim::drive::disksim::Imported {
-    hp_with(changes, &[])
+    let changes: Vec<_> = changes
+        .iter()
+        .map(|&(from, to)| ("hp_c3323a_validate.diskspecs", from, to))
+        .collect();
+    hp_with(&changes)
 }
 
-/// The HP C3323A imported with lines of its disk spec and of its model replaced.
-fn hp_with(
-    changes: &[(&str, &str)],
-    model_changes: &[(&str, &str)],
-) -> schedhost::backend::sim::drive::disksim::Imported {
-    let replaced = |name: &str, changes: &[(&str, &str)]| {
-        let mut text = std::fs::read_to_string(data(name)).unwrap();
-        for (from, to) in changes {
-            assert!(text.contains(from), "{name} says {from}");
-            text = text.replace(from, to);
-        }
-        text
-    };
-    let spec = replaced("hp_c3323a_validate.diskspecs", changes);
-    let model = replaced("hp_c3323a_validate.model", model_changes);
+/// The HP C3323A imported with lines of its files replaced (`file`, `from`, `to` each).
+fn hp_with(changes: &[(&str, &str, &str)]) -> schedhost::backend::sim::drive::disksim::Imported {
     // A folder of its own per call: the tests run on threads of one process.
     static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let dir = std::env::temp_dir().join(format!("schedhost-hp-{}-{call}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    for name in ["hp_c3323a.parv", "hp_c3323a_validate.seek"] {
-        std::fs::copy(data(name), dir.join(name)).unwrap();
+    for name in [
+        "hp_c3323a.parv",
+        "hp_c3323a_validate.diskspecs",
+        "hp_c3323a_validate.model",
+        "hp_c3323a_validate.seek",
+    ] {
+        let mut text = std::fs::read_to_string(data(name)).unwrap();
+        for &(_, from, to) in changes.iter().filter(|c| c.0 == name) {
+            assert!(text.contains(from), "{name} says {from}");
+            text = text.replace(from, to);
+        }
+        std::fs::write(dir.join(name), text).unwrap();
     }
-    std::fs::write(dir.join("hp_c3323a_validate.diskspecs"), spec).unwrap();
-    std::fs::write(dir.join("hp_c3323a_validate.model"), model).unwrap();
     let imported = import_parv(&dir.join("hp_c3323a.parv")).unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
     imported
@@ -1042,17 +1041,44 @@ fn zones_that_end_past_or_short_of_the_declared_cylinders_are_mapped_as_their_zo
     // zones end at 2981 of 2982: declared one short, and one long, it maps the same.
     let declared = import_parv(&data("hp_c3323a.parv")).unwrap();
     for cylinders in ["2981", "2983"] {
-        let imported = hp_with(
-            &[],
-            &[(
-                "Number of cylinders = 2982,",
-                &format!("Number of cylinders = {cylinders},"),
-            )],
-        );
+        let declaring = format!("Number of cylinders = {cylinders},");
+        let imported = hp_with(&[(
+            "hp_c3323a_validate.model",
+            "Number of cylinders = 2982,",
+            &declaring,
+        )]);
         assert_eq!(imported.params, declared.params, "{cylinders} cylinders");
         assert_eq!(
             imported.not_represented, declared.not_represented,
             "nothing more is listed at {cylinders} cylinders"
         );
     }
+}
+
+#[test]
+fn a_bus_slower_than_the_drive_sets_the_transfer_as_disksim_takes_it_and_only_unequal_directions_are_listed()
+ {
+    // DiskSim's `disk_get_blktranstime`: a block crosses at the slower of the disk's bus and
+    // the disk itself. The HP's bus is 0.1455 ms a block either way, its disk 0.
+    let declared = import_parv(&data("hp_c3323a.parv")).unwrap();
+    assert_eq!(declared.params.bus_sector_ms, 0.1455);
+    assert!(
+        declared.not_represented.iter().all(|n| !n.contains("bus")),
+        "{:?}",
+        declared.not_represented
+    );
+    let unequal = hp_with(&[(
+        "hp_c3323a.parv",
+        "Write block transfer time = 0.14550,",
+        "Write block transfer time = 0.2,",
+    )]);
+    assert_eq!(unequal.params.bus_sector_ms, 0.2, "the slower direction");
+    assert!(
+        unequal
+            .not_represented
+            .iter()
+            .any(|n| n.contains("0.1455 ms per block reading and 0.2 ms writing")),
+        "{:?}",
+        unequal.not_represented
+    );
 }

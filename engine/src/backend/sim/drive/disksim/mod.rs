@@ -384,7 +384,8 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
 }
 
 /// Reads a `.parv`: the drive its `source X.diskspecs` line names, with the slowest bus's
-/// per-block transfer time when that is slower than the drive's own.
+/// per-block transfer time when that is slower than the drive's own (DiskSim's
+/// `disk_get_blktranstime` takes the slower of the two).
 ///
 /// # Errors
 /// As [`import`], or the `.parv` names no `.diskspecs`.
@@ -397,7 +398,8 @@ pub fn import_parv(parv: &Path) -> Result<Imported, ImportError> {
         .find(|name| name.ends_with(".diskspecs"))
         .ok_or_else(|| fail(parv, "no `source X.diskspecs` line"))?;
     let mut imported = import(&parv.parent().unwrap_or(Path::new(".")).join(specs))?;
-    let mut bus_ms = 0f64;
+    // The slowest bus's per-block time, reading and writing.
+    let mut bus_ms = [0f64; 2];
     let mut from = 0;
     while let Some(found) = text[from..].find("disksim_bus ") {
         let start = from + found;
@@ -417,16 +419,24 @@ pub fn import_parv(parv: &Path) -> Result<Imported, ImportError> {
             .fields(0)
             .map_err(|(at, m)| fail(parv, format!("line {}: {m}", line_of(&text, at))))?;
         let mut bus = Fields::new(parv, fields);
-        for key in ["Read block transfer time", "Write block transfer time"] {
-            bus_ms = bus_ms.max(bus.take_opt_f64(key, 0.0, 3_600_000.0)?);
+        for (slowest, key) in bus_ms
+            .iter_mut()
+            .zip(["Read block transfer time", "Write block transfer time"])
+        {
+            *slowest = slowest.max(bus.take_opt_f64(key, 0.0, 3_600_000.0)?);
         }
     }
-    if bus_ms > imported.params.bus_sector_ms {
-        imported.not_represented.push(format!(
-            "the bus takes {bus_ms} ms per block, more than the drive's {} ms: the bus's is used",
-            imported.params.bus_sector_ms
-        ));
-        imported.params.bus_sector_ms = bus_ms;
+    // A block crosses at the slower of the disk's bus and the disk itself, as DiskSim's
+    // `disk_get_blktranstime` takes it; the model has one time for both directions.
+    let [read_ms, write_ms] = bus_ms;
+    let slowest = read_ms.max(write_ms);
+    if slowest > imported.params.bus_sector_ms {
+        if read_ms != write_ms {
+            imported.not_represented.push(format!(
+                "the bus takes {read_ms} ms per block reading and {write_ms} ms writing: both at {slowest}"
+            ));
+        }
+        imported.params.bus_sector_ms = slowest;
     }
     Ok(imported)
 }
