@@ -89,7 +89,6 @@ pub struct CompareArgs {
     pub groups: Vec<schedhost::core::GroupSpec>,
 }
 
-/// A column of the table: a policy on a device.
 /// What `compare` does with the run flags: its cells run in parallel and are judged by
 /// their reports, so nothing is shown or recorded as they run.
 const SCOPE: Scope = Scope {
@@ -106,6 +105,7 @@ const SCOPE: Scope = Scope {
     default_watchdog_ns: Some(DEFAULT_WATCHDOG_NS),
 };
 
+/// A column of the table: a policy on a device.
 struct Cell<'a> {
     label: String,
     device: usize,
