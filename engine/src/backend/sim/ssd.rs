@@ -26,6 +26,12 @@ pub struct SsdParams {
     pub channel_bytes_per_s: u64,
     /// Controller overhead per request (firmware and PCIe round trip; 10 µs).
     pub overhead_ns: u64,
+    /// Time each request already on the device adds to a new one's service (default 0): a
+    /// device whose requests share one resource besides the dies (a virtual disk's host
+    /// thread, one controller core), so that latency grows with the queue, `n` requests
+    /// ahead adding `n × contention_ns`. `calibrate` fits it to a real device's latency
+    /// at several depths; MQSim's flash has none.
+    pub contention_ns: u64,
     /// Capacity (default 512 GiB).
     pub capacity_sectors: u64,
     /// Hardware queues (NVMe submission queues; default 2, one per core of the test machine).
@@ -50,6 +56,7 @@ impl Default for SsdParams {
             program_ns: 75_000,
             channel_bytes_per_s: 333_000_000,
             overhead_ns: 10_000,
+            contention_ns: 0,
             capacity_sectors: 1 << 30,
             hw_queues: 2,
             queue_depth: 128,
@@ -83,10 +90,22 @@ impl Ssd {
         }
     }
 
+    /// Requests on the device at `now_ns` (not yet done), counted only where they cost a
+    /// new one time.
+    fn ahead(&self, now_ns: u64) -> u64 {
+        if self.params.contention_ns == 0 {
+            return 0;
+        }
+        self.due
+            .iter()
+            .filter(|Reverse((at, ..))| *at > now_ns)
+            .count() as u64
+    }
+
     /// When the last page of `request` is done, occupying dies and channels from `now_ns`.
     fn service(&mut self, now_ns: u64, request: &DeviceRequest) -> u64 {
         let p = &self.params;
-        let start = now_ns + p.overhead_ns;
+        let start = now_ns + p.overhead_ns + self.ahead(now_ns).saturating_mul(p.contention_ns);
         match request.op {
             Op::Flush => return self.die_free.iter().copied().max().unwrap_or(0).max(start),
             Op::Discard => return start,
@@ -152,5 +171,60 @@ impl DeviceModel for Ssd {
                 .map(|Reverse((_, _, id, status))| (id, status)),
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A page on each of three dies, read at `at_ns`; when each is done, in id order.
+    fn three_reads(contention_ns: u64, at_ns: [u64; 3]) -> Vec<u64> {
+        let mut ssd = Ssd::new(SsdParams {
+            channels: 8,
+            dies_per_channel: 1,
+            read_ns: 20_000,
+            overhead_ns: 0,
+            channel_bytes_per_s: 4096 * 1_000_000_000,
+            contention_ns,
+            ..SsdParams::default()
+        });
+        let mut done = vec![0; 3];
+        for (i, at) in at_ns.into_iter().enumerate() {
+            while let Some(t) = ssd.next_event().filter(|&t| t <= at) {
+                while let Some((id, _)) = ssd.poll(t) {
+                    done[id as usize] = t;
+                }
+            }
+            let request = DeviceRequest {
+                id: i as u64,
+                op: Op::Read,
+                sector: i as u64 * 8,
+                sectors: 8,
+            };
+            ssd.submit(at, request);
+        }
+        while let Some(t) = ssd.next_event() {
+            while let Some((id, _)) = ssd.poll(t) {
+                done[id as usize] = t;
+            }
+        }
+        done
+    }
+
+    #[test]
+    fn each_request_on_the_device_adds_contention_to_a_new_ones_service() {
+        // Three dies read in parallel: without contention all three take 20 µs (+1 ns of
+        // transfer); with 5 µs, the second pays for one ahead and the third for two.
+        assert_eq!(three_reads(0, [0, 0, 0]), [20_001, 20_001, 20_001]);
+        assert_eq!(three_reads(5_000, [0, 0, 0]), [20_001, 25_001, 30_001]);
+    }
+
+    #[test]
+    fn a_request_pays_no_contention_for_those_done_before_it_came() {
+        assert_eq!(
+            three_reads(5_000, [0, 30_000, 60_000]),
+            [20_001, 50_001, 80_001]
+        );
     }
 }
