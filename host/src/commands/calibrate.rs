@@ -95,11 +95,20 @@ fn parse_measured_device(arg: &str) -> Result<PathBuf, String> {
 struct Probes {
     /// 4 KiB random reads per second at depth 1, and at each of [`DEEPER`].
     qd1_iops: f64,
+    /// The depth-1 reads' completion latencies.
+    qd1_latency: Latency,
     deeper_iops: [f64; DEEPER.len()],
     /// 1 MiB sequential writes and reads, bytes per second at depth 1 (writes: None when not
     /// allowed).
     write_bps: Option<f64>,
     read_bps: f64,
+}
+
+/// A probe's completion latencies, in ns.
+#[derive(Debug, Clone, Copy, Default)]
+struct Latency {
+    mean_ns: f64,
+    p99_ns: f64,
 }
 
 impl CalibrateArgs {
@@ -157,6 +166,8 @@ impl CalibrateArgs {
         let (_, noop) = load(&runtime, "noop")?;
         // The queue attribute the device reports, as the probes' runs read it.
         let rotational = std::cell::Cell::new(None);
+        // The depth-1 read's latencies: their spread is the device's own.
+        let qd1_latency = std::cell::Cell::new(Latency::default());
         let probe = |rw: &str, bs: &str, depth: u32| -> Result<f64> {
             let options: Vec<String> = [
                 "--name=probe".to_owned(),
@@ -194,6 +205,13 @@ impl CalibrateArgs {
                 r.iops,
                 r.iops * block_bytes(bs) / 1e6
             );
+            let clat = &s.dirs[dir].clat;
+            if rw == "randread" && depth == 1 && !clat.is_empty() {
+                qd1_latency.set(Latency {
+                    mean_ns: clat.mean(),
+                    p99_ns: clat.value_at_quantile(0.99) as f64,
+                });
+            }
             Ok(r.iops)
         };
         // The write comes first: it also fills a new file, so the reads meet real data. A
@@ -215,11 +233,13 @@ impl CalibrateArgs {
         for (iops, depth) in deeper_iops.iter_mut().zip(DEEPER) {
             *iops = probe("randread", "4k", depth)?;
         }
+        let read_bps = probe("read", "1m", 1)? * 1_048_576.0;
         let probes = Probes {
             write_bps,
             qd1_iops,
+            qd1_latency: qd1_latency.get(),
             deeper_iops,
-            read_bps: probe("read", "1m", 1)? * 1_048_576.0,
+            read_bps,
         };
         let capacity = device_sectors(&self.device)?;
         let mut spec = if 1.0 / probes.qd1_iops.max(1.0) < 0.0015 {
@@ -310,7 +330,8 @@ fn ssd_spec(p: &Probes, capacity: u64) -> String {
     let channel_bytes_per_s = (p.read_bps.max(p.write_bps.unwrap_or(0.0)) * 4.0).max(1e9);
     let transfer_ns = PAGE * 1e9 / channel_bytes_per_s;
     let overhead_ns = (latency_ns * 0.1).min(10_000.0);
-    let read_ns = (latency_ns - overhead_ns - transfer_ns).max(1000.0);
+    let jitter_ns = jitter_ns(p.qd1_latency).min(latency_ns / 2.0);
+    let read_ns = (latency_ns - overhead_ns - transfer_ns - jitter_ns).max(1000.0);
     let mut params = SsdParams {
         channels: 1,
         dies_per_channel: 1,
@@ -320,6 +341,7 @@ fn ssd_spec(p: &Probes, capacity: u64) -> String {
         channel_bytes_per_s: channel_bytes_per_s.round() as u64,
         overhead_ns: overhead_ns.round() as u64,
         contention_ns: 0,
+        jitter_ns: jitter_ns.round() as u64,
         capacity_sectors: capacity,
         hw_queues: 1,
         queue_depth: 128,
@@ -344,10 +366,18 @@ fn ssd_spec(p: &Probes, capacity: u64) -> String {
     let _ = writeln!(s, "channel_bytes_per_s = {}", params.channel_bytes_per_s);
     let _ = writeln!(s, "overhead_ns = {}", params.overhead_ns);
     let _ = writeln!(s, "contention_ns = {}", params.contention_ns);
+    let _ = writeln!(s, "jitter_ns = {}", params.jitter_ns);
     let _ = writeln!(s, "capacity_sectors = {capacity}");
     let _ = writeln!(s, "hw_queues = 1");
     let _ = writeln!(s, "queue_depth = 128");
     s
+}
+
+/// The mean of the exponential time that, added to a constant one, gives depth-1 reads
+/// the probed mean and 99th percentile: an exponential's p99 is ln(100) ≈ 4.6 of its
+/// means, so the spread from the mean to the p99 is 3.6 of them.
+fn jitter_ns(qd1: Latency) -> f64 {
+    ((qd1.p99_ns - qd1.mean_ns) / (100f64.ln() - 1.0)).max(0.0)
 }
 
 /// Dies (one per channel) tried by [`fit_queueing`].
@@ -367,7 +397,7 @@ fn fit_queueing(base: SsdParams, p: &Probes) -> (u32, u64) {
     let probed: Vec<(u32, f64)> = std::iter::once((1, p.qd1_iops))
         .chain(DEEPER.into_iter().zip(p.deeper_iops))
         .collect();
-    let qd1_latency_ns = base.overhead_ns + base.read_ns;
+    let qd1_latency_ns = base.overhead_ns + base.read_ns + base.jitter_ns;
     let mut best = (f64::INFINITY, base.channels, 0);
     for dies in DIES {
         for step in 0..=CONTENTION_STEPS {
@@ -451,11 +481,26 @@ fn hdd_spec(p: &Probes, capacity: u64) -> String {
 mod tests {
     use super::*;
 
+    #[test]
+    fn a_depth_1_tail_is_fitted_as_the_exponential_that_gives_its_p99() {
+        let qd1 = Latency {
+            mean_ns: 40_000.0,
+            p99_ns: 76_000.0,
+        };
+        assert!((jitter_ns(qd1) - 10_000.0).abs() < 100.0);
+        let flat = Latency {
+            mean_ns: 40_000.0,
+            p99_ns: 40_000.0,
+        };
+        assert_eq!(jitter_ns(flat), 0.0);
+    }
+
     /// Probes of a device whose latency at depth `d` is `base_ns + (d − 1) × per_ahead_ns`.
     fn linear_device(base_ns: f64, per_ahead_ns: f64) -> Probes {
         let iops = |d: u32| f64::from(d) * 1e9 / (base_ns + f64::from(d - 1) * per_ahead_ns);
         Probes {
             qd1_iops: iops(1),
+            qd1_latency: Latency::default(),
             deeper_iops: DEEPER.map(iops),
             write_bps: Some(1.0e9),
             read_bps: 1.0e9,
@@ -506,6 +551,7 @@ mod tests {
         let iops = |d: u32| f64::from(d.min(16)) * 1e9 / 33_000.0;
         let probes = Probes {
             qd1_iops: iops(1),
+            qd1_latency: Latency::default(),
             deeper_iops: DEEPER.map(iops),
             write_bps: None,
             read_bps: 1.0e9,

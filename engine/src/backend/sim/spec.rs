@@ -247,6 +247,7 @@ impl DeviceSpec {
                 "channel_bytes_per_s" => p.channel_bytes_per_s = positive(key, value)?,
                 "overhead_ns" => p.overhead_ns = num(key, value)?,
                 "contention_ns" => p.contention_ns = num(key, value)?,
+                "jitter_ns" => p.jitter_ns = num(key, value)?,
                 "capacity_sectors" => p.capacity_sectors = positive(key, value)?,
                 "hw_queues" => p.hw_queues = positive(key, value)?,
                 "queue_depth" => p.queue_depth = positive(key, value)?,
@@ -256,7 +257,7 @@ impl DeviceSpec {
                     return Err(unknown(
                         key,
                         "ssd",
-                        "channels dies_per_channel page_bytes read_ns program_ns channel_bytes_per_s overhead_ns contention_ns capacity_sectors hw_queues queue_depth max_sectors rotational",
+                        "channels dies_per_channel page_bytes read_ns program_ns channel_bytes_per_s overhead_ns contention_ns jitter_ns capacity_sectors hw_queues queue_depth max_sectors rotational",
                     ));
                 }
             },
@@ -338,6 +339,7 @@ const TIME_LIMITS: &[(&str, u64)] = &[
     ("program_ns", 3_600_000_000_000),
     ("overhead_ns", 3_600_000_000_000),
     ("contention_ns", 1_000_000_000),
+    ("jitter_ns", 1_000_000_000),
     ("overhead_us", 3_600_000_000),
     ("max_command_age_ms", 3_600_000),
 ];

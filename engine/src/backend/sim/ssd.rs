@@ -32,6 +32,13 @@ pub struct SsdParams {
     /// ahead adding `n × contention_ns`. `calibrate` fits it to a real device's latency
     /// at several depths; MQSim's flash has none.
     pub contention_ns: u64,
+    /// Mean of an exponentially distributed time added to each request's completion
+    /// (default 0): a device whose latency varies from request to request (a virtual
+    /// disk's host scheduling, a flash device's own background work), so its tail is not
+    /// its mean. The draws come from the model's own generator, seeded by the requests'
+    /// order, so a run stays a function of its inputs. `calibrate` fits it to a real
+    /// device's depth-1 tail.
+    pub jitter_ns: u64,
     /// Capacity (default 512 GiB).
     pub capacity_sectors: u64,
     /// Hardware queues (NVMe submission queues; default 2, one per core of the test machine).
@@ -57,6 +64,7 @@ impl Default for SsdParams {
             channel_bytes_per_s: 333_000_000,
             overhead_ns: 10_000,
             contention_ns: 0,
+            jitter_ns: 0,
             capacity_sectors: 1 << 30,
             hw_queues: 2,
             queue_depth: 128,
@@ -138,6 +146,19 @@ impl Ssd {
     }
 }
 
+/// An exponentially distributed time of mean `mean_ns`, from draw number `n` (SplitMix64
+/// of it, so every draw is a function of `n` alone).
+fn exponential_ns(mean_ns: u64, n: u64) -> u64 {
+    let mut z = n.wrapping_add(1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^= z >> 31;
+    // A uniform draw in (0, 1]: never 0, whose logarithm is unbounded.
+    let u = ((z >> 11) + 1) as f64 / (1u64 << 53) as f64;
+    // At most 53 × ln 2 ≈ 36.7 means: bounded whatever the draw.
+    (-(mean_ns as f64) * u.ln()).round() as u64
+}
+
 impl DeviceModel for Ssd {
     fn geometry(&self) -> Geometry {
         Geometry {
@@ -151,7 +172,11 @@ impl DeviceModel for Ssd {
 
     fn submit(&mut self, now_ns: u64, request: DeviceRequest) {
         let (at, status) = if in_range(&request, self.params.capacity_sectors) {
-            (self.service(now_ns, &request), 0)
+            let jitter = match self.params.jitter_ns {
+                0 => 0,
+                mean => exponential_ns(mean, self.seq),
+            };
+            (self.service(now_ns, &request).saturating_add(jitter), 0)
         } else {
             (now_ns, EIO)
         };
@@ -218,6 +243,24 @@ mod tests {
         // transfer); with 5 µs, the second pays for one ahead and the third for two.
         assert_eq!(three_reads(0, [0, 0, 0]), [20_001, 20_001, 20_001]);
         assert_eq!(three_reads(5_000, [0, 0, 0]), [20_001, 25_001, 30_001]);
+    }
+
+    #[test]
+    fn jitter_adds_a_time_of_the_mean_asked_with_a_tail_and_the_same_draws_every_run() {
+        let draws: Vec<u64> = (0..20_000).map(|n| exponential_ns(10_000, n)).collect();
+        let mean = draws.iter().sum::<u64>() as f64 / draws.len() as f64;
+        assert!((9_500.0..=10_500.0).contains(&mean), "{mean}");
+        let mut sorted = draws.clone();
+        sorted.sort_unstable();
+        // An exponential's 99th percentile is ln(100) ≈ 4.6 means.
+        let p99 = sorted[sorted.len() * 99 / 100] as f64;
+        assert!((42_000.0..=50_000.0).contains(&p99), "{p99}");
+        assert_eq!(
+            draws,
+            (0..20_000)
+                .map(|n| exponential_ns(10_000, n))
+                .collect::<Vec<_>>()
+        );
     }
 
     #[test]
