@@ -70,6 +70,36 @@ fn what_the_importer_cannot_represent_is_listed() {
 }
 
 #[test]
+fn a_write_low_water_mark_is_listed_only_where_a_write_past_its_segment_waits_for_refills() {
+    // The HP refills its 512-block segment only once all of it is free.
+    let hp = import(&data("hp_c3323a_validate.diskspecs")).unwrap();
+    let notes = hp.not_represented.join("\n");
+    assert!(
+        notes.contains("Low (write) water mark = 1: a write longer than its segment (512 blocks)"),
+        "{notes}"
+    );
+    assert!(!notes.contains("the disk: Low (write)"), "{notes}");
+    // The Atlas (374 blocks, by the request's size): a mark of one block follows the
+    // media, as the model streams; half the segment waits for 187 free blocks.
+    let mark = |m: &str| {
+        atlas_edited(
+            "atlas10k.diskspecs",
+            "Low (write) water mark = 0.000000",
+            &format!("Low (write) water mark = {m}"),
+        )
+        .unwrap()
+        .not_represented
+        .join("\n")
+    };
+    assert!(!mark("0.002").contains("Low (write)"));
+    assert!(
+        mark("0.5").contains("only once 187 blocks are free"),
+        "{}",
+        mark("0.5")
+    );
+}
+
+#[test]
 fn broken_disksim_files_and_specs_are_refused_with_file_and_reason() {
     let dir = std::env::temp_dir().join(format!("schedhost-disksim-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

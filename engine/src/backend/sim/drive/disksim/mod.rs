@@ -275,6 +275,23 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
     // segment and reconnects at the low water mark (listed with the disk's other fields
     // when a mark is declared).
     let _ = specs.take_opt_f64("Hold bus entire write xfer", 0.0, 1.0)?;
+    // A write's data fills its segment and, once full, DiskSim reconnects for more when
+    // the segment has its low water mark of room (`disk_buffer_set_segment`: max(1, mark ×
+    // min(segment, request)) by the request's size, else the mark × the segment). A write
+    // that fits its segment never refills, so the mark matters only past a segment; at a
+    // mark of one block the refills follow the media as the model's streaming does.
+    let write_water = specs.take_opt_f64("Low (write) water mark", 0.0, 1.0)?;
+    let refill = if by_reqsize {
+        write_water * segment_sectors as f64
+    } else {
+        (write_water * segment_sectors as f64).ceil()
+    };
+    if refill > 1.0 {
+        notes.push(format!(
+            "Low (write) water mark = {write_water}: a write longer than its segment ({segment_sectors} blocks) streams its data as the media takes it, where DiskSim refills the segment only once {} blocks are free and the media waits for each refill (writes of up to {segment_sectors} blocks are not affected)",
+            refill.floor()
+        ));
+    }
     // Otherwise DiskSim reconnects for a read once its water mark of sectors is buffered:
     // max(1, mark × the request) by the request's size, else the mark × the segment
     // (`disk_read_arrive`). Holding the bus for the whole read, the rest then crosses as the
