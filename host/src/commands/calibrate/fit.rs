@@ -1,0 +1,190 @@
+//! The spec `calibrate` writes, from what its probes measured: pure, so that a fit is a
+//! function of the probes (and checked without a device).
+
+use std::fmt::Write as _;
+
+use schedhost::backend::sim::{DeviceModel, DeviceRequest, Ssd, SsdParams};
+use schedhost_sdk::Op;
+
+/// What the probes measured.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Probes {
+    /// 4 KiB random reads per second at depth 1, and at each of [`DEEPER`].
+    pub(super) qd1_iops: f64,
+    /// The depth-1 reads' completion latencies.
+    pub(super) qd1_latency: Latency,
+    pub(super) deeper_iops: [f64; DEEPER.len()],
+    /// 1 MiB sequential writes and reads, bytes per second at depth 1 (writes: None when not
+    /// allowed).
+    pub(super) write_bps: Option<f64>,
+    pub(super) read_bps: f64,
+}
+
+/// A probe's completion latencies, in ns.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Latency {
+    pub(super) mean_ns: f64,
+    pub(super) p99_ns: f64,
+}
+
+/// The depths past 1 the random-read probe runs at; the last is the deepest.
+pub(super) const DEEPER: [u32; 3] = [4, 16, 64];
+
+/// Pages are 4 KiB and requests at most 128 KiB (the `ssd` model's defaults).
+const PAGE: f64 = 4096.0;
+const PAGES_PER_MIB: f64 = 256.0;
+
+/// Flash: QD1 latency = overhead + read time (+ a page on a fast channel); the dies and
+/// the contention are those whose simulated random reads come closest to the probed IOPS
+/// at every depth ([`fit_queueing`]); a 1 MiB write is its pages programmed over the dies.
+pub(super) fn ssd_spec(p: &Probes, capacity: u64) -> String {
+    let latency_ns = 1e9 / p.qd1_iops.max(1.0);
+    let channel_bytes_per_s = (p.read_bps.max(p.write_bps.unwrap_or(0.0)) * 4.0).max(1e9);
+    let transfer_ns = PAGE * 1e9 / channel_bytes_per_s;
+    let overhead_ns = (latency_ns * 0.1).min(10_000.0);
+    let jitter_ns = jitter_ns(p.qd1_latency).min(latency_ns / 2.0);
+    let read_ns = (latency_ns - overhead_ns - transfer_ns - jitter_ns).max(1000.0);
+    let mut params = SsdParams {
+        channels: 1,
+        dies_per_channel: 1,
+        page_bytes: PAGE as u32,
+        read_ns: read_ns.round() as u64,
+        program_ns: read_ns.round() as u64,
+        channel_bytes_per_s: channel_bytes_per_s.round() as u64,
+        overhead_ns: overhead_ns.round() as u64,
+        contention_ns: 0,
+        jitter_ns: jitter_ns.round() as u64,
+        capacity_sectors: capacity,
+        hw_queues: 1,
+        queue_depth: 128,
+        ..SsdParams::default()
+    };
+    (params.channels, params.contention_ns) = fit_queueing(params, p);
+    let dies = f64::from(params.channels);
+    if let Some(bps) = p.write_bps {
+        let per_mib_ns = 1_048_576.0 * 1e9 / bps.max(1.0);
+        let rounds = (PAGES_PER_MIB / dies).ceil();
+        params.program_ns = ((per_mib_ns - overhead_ns - transfer_ns) / rounds)
+            .max(1000.0)
+            .round() as u64;
+    }
+    let mut s = String::new();
+    let _ = writeln!(s, "model = ssd");
+    let _ = writeln!(s, "channels = {}", params.channels);
+    let _ = writeln!(s, "dies_per_channel = 1");
+    let _ = writeln!(s, "page_bytes = {}", params.page_bytes);
+    let _ = writeln!(s, "read_ns = {}", params.read_ns);
+    let _ = writeln!(s, "program_ns = {}", params.program_ns);
+    let _ = writeln!(s, "channel_bytes_per_s = {}", params.channel_bytes_per_s);
+    let _ = writeln!(s, "overhead_ns = {}", params.overhead_ns);
+    let _ = writeln!(s, "contention_ns = {}", params.contention_ns);
+    let _ = writeln!(s, "jitter_ns = {}", params.jitter_ns);
+    let _ = writeln!(s, "capacity_sectors = {capacity}");
+    let _ = writeln!(s, "hw_queues = 1");
+    let _ = writeln!(s, "queue_depth = 128");
+    s
+}
+
+/// The mean of the exponential time that, added to a constant one, gives depth-1 reads
+/// the probed mean and 99th percentile: an exponential's p99 is ln(100) ≈ 4.6 of its
+/// means, so the spread from the mean to the p99 is 3.6 of them.
+pub(super) fn jitter_ns(qd1: Latency) -> f64 {
+    ((qd1.p99_ns - qd1.mean_ns) / (100f64.ln() - 1.0)).max(0.0)
+}
+
+/// Dies (one per channel) tried by [`fit_queueing`].
+const DIES: [u32; 14] = [1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 24, 32, 48, 64];
+/// Contention tried: this many steps from none to the depth-1 latency per request ahead.
+const CONTENTION_STEPS: u32 = 40;
+/// Virtual time each candidate is simulated at each depth.
+const FIT_WINDOW_NS: u64 = 50_000_000;
+
+/// The dies and the contention whose simulated random 4 KiB reads at depth 1 and at each
+/// of [`DEEPER`] come closest to the probed IOPS (least squares of the log ratios, so that
+/// each depth counts by its relative error). Dies alone make latency grow only as requests
+/// collide on them, a device whose requests share one resource grows it from the first
+/// (this machine's virtual disk: four random readers at about 2.5 times one reader's
+/// IOPS); the fit takes what the probes show of each. Deterministic: the simulation is.
+fn fit_queueing(base: SsdParams, p: &Probes) -> (u32, u64) {
+    let probed: Vec<(u32, f64)> = std::iter::once((1, p.qd1_iops))
+        .chain(DEEPER.into_iter().zip(p.deeper_iops))
+        .collect();
+    let qd1_latency_ns = base.overhead_ns + base.read_ns + base.jitter_ns;
+    let mut best = (f64::INFINITY, base.channels, 0);
+    for dies in DIES {
+        for step in 0..=CONTENTION_STEPS {
+            let contention_ns = qd1_latency_ns * u64::from(step) / u64::from(CONTENTION_STEPS);
+            let params = SsdParams {
+                channels: dies,
+                contention_ns,
+                ..base
+            };
+            let error: f64 = probed
+                .iter()
+                .map(|&(depth, iops)| {
+                    let predicted = closed_loop_iops(params, depth, FIT_WINDOW_NS);
+                    (predicted.max(1.0) / iops.max(1.0)).ln().powi(2)
+                })
+                .sum();
+            if error < best.0 {
+                best = (error, dies, contention_ns);
+            }
+        }
+    }
+    (best.1, best.2)
+}
+
+/// Random 4 KiB reads kept `depth` deep on the flash model for `window_ns` of virtual time
+/// (a fixed sequence of pages): IOPS.
+pub(super) fn closed_loop_iops(params: SsdParams, depth: u32, window_ns: u64) -> f64 {
+    let mut device = Ssd::new(params);
+    let pages = (params.capacity_sectors / 8).max(1);
+    let mut next = 1u64;
+    let mut page = || {
+        next = next
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (next >> 33) % pages * 8
+    };
+    let read = |id, sector| DeviceRequest {
+        id,
+        op: Op::Read,
+        sector,
+        sectors: 8,
+    };
+    for id in 0..u64::from(depth) {
+        device.submit(0, read(id, page()));
+    }
+    let (mut done, mut id) = (0u64, u64::from(depth));
+    while let Some(now) = device.next_event().filter(|&t| t < window_ns) {
+        while device.poll(now).is_some() {
+            done += 1;
+            device.submit(now, read(id, page()));
+            id += 1;
+        }
+    }
+    done as f64 * 1e9 / window_ns as f64
+}
+
+/// A disk: the random read is a seek and half a turn at 7200 rpm; the gain from depth 1 to
+/// 64 is the drive's reordering (NCQ); the sequential rates are the media rates. Not checked
+/// against a real disk here: this machine has none.
+pub(super) fn hdd_spec(p: &Probes, capacity: u64) -> String {
+    let latency_ms = 1e3 / p.qd1_iops.max(1.0);
+    let half_turn_ms = 60_000.0 / 7200.0 / 2.0;
+    let avg_seek_ms = (latency_ms - half_turn_ms - 0.05).max(0.5);
+    let mb = (p.read_bps / 1e6).clamp(1.0, 100_000.0);
+    let qd64_iops = p.deeper_iops[DEEPER.len() - 1];
+    let ncq = if qd64_iops > 1.3 * p.qd1_iops { 31 } else { 1 };
+    let mut s = String::new();
+    let _ = writeln!(s, "model = hdd");
+    let _ = writeln!(s, "rpm = 7200");
+    let _ = writeln!(s, "capacity_sectors = {capacity}");
+    let _ = writeln!(s, "outer_mb_per_s = {}", mb.round());
+    let _ = writeln!(s, "inner_mb_per_s = {}", (mb * 0.6).round().max(1.0));
+    let _ = writeln!(s, "track_to_track_ms = {:.3}", avg_seek_ms.min(0.8));
+    let _ = writeln!(s, "avg_seek_ms = {avg_seek_ms:.3}");
+    let _ = writeln!(s, "full_stroke_ms = {:.3}", avg_seek_ms * 2.0);
+    let _ = writeln!(s, "ncq_depth = {ncq}");
+    s
+}

@@ -1,0 +1,81 @@
+//! The fit's checks: a spec fitted to probes of known devices serves them back.
+
+use super::fit::*;
+
+#[test]
+fn a_depth_1_tail_is_fitted_as_the_exponential_that_gives_its_p99() {
+    let qd1 = Latency {
+        mean_ns: 40_000.0,
+        p99_ns: 76_000.0,
+    };
+    assert!((jitter_ns(qd1) - 10_000.0).abs() < 100.0);
+    let flat = Latency {
+        mean_ns: 40_000.0,
+        p99_ns: 40_000.0,
+    };
+    assert_eq!(jitter_ns(flat), 0.0);
+}
+
+/// Probes of a device whose latency at depth `d` is `base_ns + (d − 1) × per_ahead_ns`.
+fn linear_device(base_ns: f64, per_ahead_ns: f64) -> Probes {
+    let iops = |d: u32| f64::from(d) * 1e9 / (base_ns + f64::from(d - 1) * per_ahead_ns);
+    Probes {
+        qd1_iops: iops(1),
+        qd1_latency: Latency::default(),
+        deeper_iops: DEEPER.map(iops),
+        write_bps: Some(1.0e9),
+        read_bps: 1.0e9,
+    }
+}
+
+fn fitted(spec: &str, key: &str) -> u64 {
+    spec.lines()
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix(" = ")?.parse().ok())
+        .unwrap_or_else(|| panic!("no {key} in\n{spec}"))
+}
+
+/// Reads the spec back as `compare --device` would, and runs it.
+fn spec_iops(spec: &str, depth: u32) -> f64 {
+    let parsed =
+        schedhost::backend::sim::DeviceSpec::parse_file(std::path::Path::new("fitted.spec"), spec)
+            .expect("the spec parses");
+    let schedhost::backend::sim::DeviceSpec::Ssd(params) = parsed else {
+        panic!("an ssd spec:\n{spec}");
+    };
+    closed_loop_iops(params, depth, 200_000_000)
+}
+
+#[test]
+fn a_device_whose_latency_grows_with_its_queue_is_fitted_with_contention() {
+    // Like this machine's virtual disk: 33 µs alone, 6 µs more per request ahead.
+    let probes = linear_device(33_000.0, 6_000.0);
+    let spec = ssd_spec(&probes, 1 << 21);
+    // Dies colliding explain part of the growth, contention the rest.
+    assert!(fitted(&spec, "contention_ns") > 0, "{spec}");
+    for (depth, iops) in [(1, probes.qd1_iops)]
+        .into_iter()
+        .chain(DEEPER.into_iter().zip(probes.deeper_iops))
+    {
+        let ratio = spec_iops(&spec, depth) / iops;
+        assert!(
+            (0.9..=1.1).contains(&ratio),
+            "depth {depth}: {ratio:.2} of the probed IOPS\n{spec}"
+        );
+    }
+}
+
+#[test]
+fn a_device_that_scales_with_its_queue_is_fitted_with_dies_and_no_contention() {
+    // Flash that serves 16 requests at once: IOPS grow with depth up to 16.
+    let iops = |d: u32| f64::from(d.min(16)) * 1e9 / 33_000.0;
+    let probes = Probes {
+        qd1_iops: iops(1),
+        qd1_latency: Latency::default(),
+        deeper_iops: DEEPER.map(iops),
+        write_bps: None,
+        read_bps: 1.0e9,
+    };
+    let spec = ssd_spec(&probes, 1 << 21);
+    assert_eq!(fitted(&spec, "contention_ns"), 0, "{spec}");
+    assert!(fitted(&spec, "channels") >= 16, "{spec}");
+}
