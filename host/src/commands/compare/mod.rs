@@ -41,7 +41,8 @@ pub struct CompareArgs {
     #[arg(long = "device")]
     pub devices: Vec<String>,
     /// Threads for the simulated cells (default: every core). The table does not depend on
-    /// it; real devices are measured one cell at a time.
+    /// it; real devices are measured one run at a time, every cell's first run before any
+    /// cell's second.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub threads: Option<u32>,
     /// Sweep a fio option over every job: numjobs=1..8 or iodepth=1,32,2048.
@@ -369,7 +370,7 @@ impl CompareArgs {
 
     /// Every run's metric, in `work`'s order: simulated runs on a pool of threads (each run
     /// is deterministic, so the pool's size and order change nothing), then real ones, one at
-    /// a time so they do not disturb each other.
+    /// a time so they do not disturb each other, in rounds ([`interleaved`]).
     fn measure(
         &self,
         work: &[Trial],
@@ -441,16 +442,50 @@ impl CompareArgs {
         let simulated = |w: &Trial| matches!(devices[columns[w.column].device].0, Device::Sim(_));
         let sims: Vec<Trial> = work.iter().copied().filter(simulated).collect();
         let mut sim_values = parallel(&sims, self.threads, measure).into_iter();
+        let mut real_values: Vec<Option<Measured>> = work.iter().map(|_| None).collect();
+        let real: Vec<usize> = (0..work.len()).filter(|&k| !simulated(&work[k])).collect();
+        for k in interleaved(&real, self.repeat) {
+            real_values[k] = Some(measure(&work[k])?);
+        }
         let mut values = Vec::with_capacity(work.len());
-        for w in work {
+        for (w, real) in work.iter().zip(real_values) {
             values.push(if simulated(w) {
                 sim_values
                     .next()
                     .context("a simulated run went missing")??
             } else {
-                measure(w)?
+                real.context("a real run went missing")?
             });
         }
         Ok(values)
+    }
+}
+
+/// The order real runs are measured in: `work`'s indices `real` (each cell's `repeat` runs
+/// next to each other), taken round by round, every cell's first run, then every cell's
+/// second, so that a device drifting over the comparison (a disk warming, a neighbour's
+/// load) moves every cell alike instead of the cells measured last.
+fn interleaved(real: &[usize], repeat: u32) -> Vec<usize> {
+    let n = repeat.max(1) as usize;
+    let mut order = real.to_vec();
+    order.sort_by_key(|&k| (k % n, k));
+    order
+}
+
+#[cfg(test)]
+mod tests {
+    use super::interleaved;
+
+    #[test]
+    fn real_runs_are_measured_round_by_round_not_cell_by_cell() {
+        // Three cells of three runs each, `work`'s order: cell-major. The middle cell is
+        // simulated (not measured here).
+        let real = [0, 1, 2, 6, 7, 8];
+        assert_eq!(interleaved(&real, 3), [0, 6, 1, 7, 2, 8]);
+        assert_eq!(
+            interleaved(&real, 1),
+            real,
+            "one run a cell: the cells in order"
+        );
     }
 }
