@@ -97,7 +97,7 @@ const DIES: [u32; 14] = [1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 24, 32, 48, 64];
 /// Contention tried: this many steps from none to the depth-1 latency per request ahead.
 const CONTENTION_STEPS: u32 = 40;
 /// Virtual time each candidate is simulated at each depth.
-const FIT_WINDOW_NS: u64 = 50_000_000;
+const FIT_WINDOW_NS: u64 = 20_000_000;
 
 /// The dies and the contention whose simulated random 4 KiB reads at depth 1 and at each
 /// of [`DEEPER`] come closest to the probed IOPS (least squares of the log ratios, so that
@@ -110,28 +110,52 @@ fn fit_queueing(base: SsdParams, p: &Probes) -> (u32, u64) {
         .chain(DEEPER.into_iter().zip(p.deeper_iops))
         .collect();
     let qd1_latency_ns = base.overhead_ns + base.read_ns + base.jitter_ns;
+    let error = |dies: u32, step: u32| -> f64 {
+        let params = SsdParams {
+            channels: dies,
+            contention_ns: qd1_latency_ns * u64::from(step) / u64::from(CONTENTION_STEPS),
+            ..base
+        };
+        probed
+            .iter()
+            .map(|&(depth, iops)| {
+                let predicted = closed_loop_iops(params, depth, FIT_WINDOW_NS);
+                (predicted.max(1.0) / iops.max(1.0)).ln().powi(2)
+            })
+            .sum()
+    };
     let mut best = (f64::INFINITY, base.channels, 0);
     for dies in DIES {
-        for step in 0..=CONTENTION_STEPS {
-            let contention_ns = qd1_latency_ns * u64::from(step) / u64::from(CONTENTION_STEPS);
-            let params = SsdParams {
-                channels: dies,
-                contention_ns,
-                ..base
-            };
-            let error: f64 = probed
-                .iter()
-                .map(|&(depth, iops)| {
-                    let predicted = closed_loop_iops(params, depth, FIT_WINDOW_NS);
-                    (predicted.max(1.0) / iops.max(1.0)).ln().powi(2)
-                })
-                .sum();
-            if error < best.0 {
-                best = (error, dies, contention_ns);
-            }
+        let (step, e) = least_step(|step| error(dies, step));
+        if e < best.0 {
+            best = (e, dies, step);
         }
     }
-    (best.1, best.2)
+    (
+        best.1,
+        qd1_latency_ns * u64::from(best.2) / u64::from(CONTENTION_STEPS),
+    )
+}
+
+/// The step in `0..=CONTENTION_STEPS` where `error` is least, and that error, by ternary
+/// search: more contention only slows the deeper depths down, so the error falls to one
+/// least step and rises past it (the last few steps are tried one by one).
+fn least_step(error: impl Fn(u32) -> f64) -> (u32, f64) {
+    let (mut lo, mut hi) = (0, CONTENTION_STEPS);
+    while hi - lo > 3 {
+        let (a, b) = (lo + (hi - lo) / 3, hi - (hi - lo) / 3);
+        if error(a) <= error(b) {
+            hi = b;
+        } else {
+            lo = a;
+        }
+    }
+    (lo..=hi)
+        .map(|step| (step, error(step)))
+        .fold(
+            (lo, f64::INFINITY),
+            |best, c| if c.1 < best.1 { c } else { best },
+        )
 }
 
 /// Random 4 KiB reads kept `depth` deep on the flash model for `window_ns` of virtual time
