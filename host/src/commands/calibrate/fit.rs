@@ -17,6 +17,8 @@ pub(super) struct Probes {
     /// 1 MiB sequential writes and reads, bytes per second at depth 1 (writes: None when not
     /// allowed).
     pub(super) write_bps: Option<f64>,
+    /// 4 KiB random writes per second at depth 1 (None when not allowed).
+    pub(super) write_4k_iops: Option<f64>,
     pub(super) read_bps: f64,
 }
 
@@ -32,11 +34,10 @@ pub(super) const DEEPER: [u32; 3] = [4, 16, 64];
 
 /// Pages are 4 KiB and requests at most 128 KiB (the `ssd` model's defaults).
 const PAGE: f64 = 4096.0;
-const PAGES_PER_MIB: f64 = 256.0;
 
 /// Flash: QD1 latency = overhead + read time (+ a page on a fast channel); the dies and
 /// the contention are those whose simulated random reads come closest to the probed IOPS
-/// at every depth ([`fit_queueing`]); a 1 MiB write is its pages programmed over the dies.
+/// at every depth ([`fit_queueing`]); a 4 KiB write at depth 1 is a page programmed.
 pub(super) fn ssd_spec(p: &Probes, capacity: u64) -> String {
     let latency_ns = 1e9 / p.qd1_iops.max(1.0);
     let channel_bytes_per_s = (p.read_bps.max(p.write_bps.unwrap_or(0.0)) * 4.0).max(1e9);
@@ -60,11 +61,10 @@ pub(super) fn ssd_spec(p: &Probes, capacity: u64) -> String {
         ..SsdParams::default()
     };
     (params.channels, params.contention_ns) = fit_queueing(params, p);
-    let dies = f64::from(params.channels);
-    if let Some(bps) = p.write_bps {
-        let per_mib_ns = 1_048_576.0 * 1e9 / bps.max(1.0);
-        let rounds = (PAGES_PER_MIB / dies).ceil();
-        params.program_ns = ((per_mib_ns - overhead_ns - transfer_ns) / rounds)
+    if let Some(iops) = p.write_4k_iops {
+        // A page crosses the channel and is programmed, alone on the device at depth 1.
+        let write_ns = 1e9 / iops.max(1.0);
+        params.program_ns = (write_ns - overhead_ns - transfer_ns - jitter_ns)
             .max(1000.0)
             .round() as u64;
     }

@@ -4,21 +4,22 @@
 //! The probes go through the same path `compare` measures (io_uring, O_DIRECT, the bundled
 //! noop component), so the host's own cost per request is part of what is fitted:
 //!
-//! 1. 1 MiB sequential writes at depth 1 (only with `--allow-overwrite`, or on a file this
-//!    command creates, which is written once first): the write time per MiB;
-//! 2. 4 KiB random reads at depth 1: the latency of one request;
+//! 1. writes, only with `--allow-overwrite` or on a file this command creates (which is
+//!    written once first): 1 MiB sequential at depth 1, then 4 KiB random at depth 1;
+//! 2. 4 KiB random reads at depth 1: the latency of one request and its spread;
 //! 3. 4 KiB random reads at depths 4, 16 and 64: how latency grows with the queue;
-//! 4. 1 MiB sequential reads at depth 1: for telling a disk from flash, and its bandwidth.
+//! 4. 1 MiB sequential reads at depth 1: for telling a disk from flash.
 //!
-//! Flash-like devices (a random read under 1.5 ms) become an `ssd` spec: one die per channel,
-//! the dies' read time fitted so that depth 1 gives the measured latency, their count so
-//! that a 1 MiB read takes what it took, and the time each request on the device adds to a
-//! new one's (`contention_ns`) fitted to the latencies at depths 4 to 64 (each `depth /
-//! IOPS`): a device whose latency grows with its queue from the first request on (a
-//! virtual disk's host thread) serves four random readers at about twice one reader's
-//! IOPS, not four times, and a policy's ratio to noop depends on that. The program time is
-//! fitted so that a 1 MiB write takes what it took. Slower devices become an `hdd` spec
-//! fitted from the depth-1 and depth-64 figures.
+//! Flash-like devices (a random read under 1.5 ms) become an `ssd` spec (`fit.rs`): the
+//! read time so that depth 1 gives the measured latency; the depth-1 reads' spread from
+//! mean to 99th percentile as an exponential time added to each request (`jitter_ns`); the
+//! dies and the time each request on the device adds to a new one's (`contention_ns`)
+//! whose simulated reads come closest to the probed IOPS at every depth (a device whose
+//! latency grows with its queue from the first request on, as a virtual disk's host thread
+//! makes it, serves four random readers at about 2.5 times one reader's IOPS, not four
+//! times, and a policy's ratio to noop depends on that); the program time so that a 4 KiB
+//! random write at depth 1 takes what it took. Slower devices become an `hdd` spec fitted
+//! from the depth-1 and depth-64 figures.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -200,16 +201,17 @@ impl CalibrateArgs {
         // The write comes first: it also fills a new file, so the reads meet real data. A
         // file's first write also allocates it, so a created file is written twice and the
         // second pass measured, as `compare` on the file would find it.
-        let write_bps = if plan.ring.allow_overwrite {
+        let (write_bps, write_4k_iops) = if plan.ring.allow_overwrite {
             if created {
                 probe("write", "1m", 1)?;
             }
-            Some(probe("write", "1m", 1)? * 1_048_576.0)
+            let bps = probe("write", "1m", 1)? * 1_048_576.0;
+            (Some(bps), Some(probe("randwrite", "4k", 1)?))
         } else {
             eprintln!(
                 "schedhost: calibrate: no write probe on an existing device without --allow-overwrite; writes are modelled as fast as reads"
             );
-            None
+            (None, None)
         };
         let qd1_iops = probe("randread", "4k", 1)?;
         let mut deeper_iops = [0.0; DEEPER.len()];
@@ -219,6 +221,7 @@ impl CalibrateArgs {
         let read_bps = probe("read", "1m", 1)? * 1_048_576.0;
         let probes = Probes {
             write_bps,
+            write_4k_iops,
             qd1_iops,
             qd1_latency: qd1_latency.get(),
             deeper_iops,
@@ -280,15 +283,15 @@ fn header(device: &std::path::Path, p: &Probes) -> String {
         "#   1 MiB sequential read at depth 1: {:.1} MB/s",
         p.read_bps / 1e6
     );
-    match p.write_bps {
-        Some(w) => {
+    match (p.write_bps, p.write_4k_iops) {
+        (Some(w), Some(iops)) => {
             let _ = writeln!(
                 s,
-                "#   1 MiB sequential write at depth 1: {:.1} MB/s",
+                "#   1 MiB sequential write at depth 1: {:.1} MB/s; 4 KiB random write at depth 1: {iops:.0} IOPS",
                 w / 1e6
             );
         }
-        None => {
+        _ => {
             let _ = writeln!(
                 s,
                 "#   writes not probed (an existing device without --allow-overwrite)"

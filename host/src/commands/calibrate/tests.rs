@@ -1,5 +1,7 @@
 //! The fit's checks: a spec fitted to probes of known devices serves them back.
 
+use schedhost::backend::sim::DeviceModel as _;
+
 use super::fit::*;
 
 #[test]
@@ -24,6 +26,7 @@ fn linear_device(base_ns: f64, per_ahead_ns: f64) -> Probes {
         qd1_latency: Latency::default(),
         deeper_iops: DEEPER.map(iops),
         write_bps: Some(1.0e9),
+        write_4k_iops: Some(1e9 / 48_000.0),
         read_bps: 1.0e9,
     }
 }
@@ -73,9 +76,35 @@ fn a_device_that_scales_with_its_queue_is_fitted_with_dies_and_no_contention() {
         qd1_latency: Latency::default(),
         deeper_iops: DEEPER.map(iops),
         write_bps: None,
+        write_4k_iops: None,
         read_bps: 1.0e9,
     };
     let spec = ssd_spec(&probes, 1 << 21);
     assert_eq!(fitted(&spec, "contention_ns"), 0, "{spec}");
     assert!(fitted(&spec, "channels") >= 16, "{spec}");
+}
+
+#[test]
+fn the_fitted_program_time_gives_a_4k_random_write_at_depth_1_its_probed_latency() {
+    // Writes slower than reads (48 µs against 33 µs), as this machine's virtual disk's are.
+    let spec = ssd_spec(&linear_device(33_000.0, 6_000.0), 1 << 21);
+    let parsed =
+        schedhost::backend::sim::DeviceSpec::parse_file(std::path::Path::new("fitted.spec"), &spec)
+            .expect("the spec parses");
+    let schedhost::backend::sim::DeviceSpec::Ssd(params) = parsed else {
+        panic!("an ssd spec:\n{spec}");
+    };
+    // The probes give no spread, so there is no jitter: a write takes its probed 48 µs.
+    let mut device = schedhost::backend::sim::Ssd::new(params);
+    device.submit(
+        0,
+        schedhost::backend::sim::DeviceRequest {
+            id: 1,
+            op: schedhost_sdk::Op::Write,
+            sector: 8,
+            sectors: 8,
+        },
+    );
+    let done = device.next_event().expect("a completion");
+    assert!((47_000..=49_000).contains(&done), "{done} ns\n{spec}");
 }
