@@ -154,6 +154,31 @@ fn unknown_tunable_is_refused_by_the_policy() {
 }
 
 #[test]
+fn run_takes_a_policys_tunables_after_a_colon_as_compare_does_and_set_wins() {
+    let mut args = vec![
+        "--policy",
+        "native:deadline:fifo_batch=4,writes_starved=3",
+        "--set",
+        "fifo_batch=8",
+        "--output-format",
+        "json",
+    ];
+    args.extend(QUICK);
+    let out = schedhost(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let text = report.to_string();
+    assert!(text.contains("\"writes_starved\":3"), "{text}");
+    assert!(
+        text.contains("\"fifo_batch\":8"),
+        "--set comes last: {text}"
+    );
+    let mut bad = vec!["--policy", "native:deadline:fifo_batch"];
+    bad.extend(QUICK);
+    assert_fails_with(&schedhost(&bad), "--policy native:deadline:fifo_batch");
+}
+
+#[test]
 fn missing_job_and_bad_device_are_explained() {
     assert_fails_with(&schedhost(&["--policy", "native:noop"]), "no job given");
     let mut args = vec!["--policy", "native:noop", "--device", "sim:tape"];

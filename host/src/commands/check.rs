@@ -37,7 +37,8 @@ const SCOPE: Scope = Scope {
 
 #[derive(Debug, clap::Args)]
 pub struct CheckArgs {
-    /// A component (PATH.wasm), a bundled name, or native:NAME.
+    /// A component (PATH.wasm), a bundled name, or native:NAME, with tunables after a colon
+    /// as `--set` takes them.
     pub policy: String,
     /// Workloads to run, alternating the simulated SSD and HDD; odd ones swap the policy
     /// out and back in.
@@ -78,14 +79,15 @@ impl CheckArgs {
             Some("the check's rounds are simulated; control a run on a real device with `run --control`"),
         )?;
         let runtime = self.flags.runtime(&SCOPE)?;
-        let (source, loaded) = load(&runtime, &self.policy)?;
+        let (name, settings) = self.policy_flags.policy_and_settings(&self.policy)?;
+        let (source, loaded) = load(&runtime, name)?;
         let make: Maker = Arc::new(move || loaded.instantiate().map_err(|e| format!("{e:#}")));
         let options = CheckOptions {
             plan,
             rounds: self.rounds,
             runtime_ns: (self.runtime * 1e9) as u64,
             max_wait_ns: self.max_wait_ms * 1_000_000,
-            settings: self.policy_flags.settings.clone(),
+            settings,
         };
         let report = check_policy(&make, &options);
         match self.output_format {

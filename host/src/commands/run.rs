@@ -20,7 +20,8 @@ use super::flags::{Devices, PolicyFlags, RunFlags, Scope, parse_device, swaps};
 
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
-    /// Policy: a component (PATH.wasm), a bundled name (noop), or native:NAME.
+    /// Policy: a component (PATH.wasm), a bundled name (noop), or native:NAME, with
+    /// tunables after a colon as `--set` takes them: cfq:slice_idle=0,quantum=4.
     #[arg(long, short = 'p', default_value = "noop")]
     pub policy: String,
     /// fio job files; fio options such as --rw=randread --bs=4k may be given instead or as well.
@@ -97,11 +98,12 @@ impl RunArgs {
             schedhost::observe::events::file::check_new(path).map_err(anyhow::Error::msg)?;
         }
         let runtime = self.flags.runtime(&SCOPE)?;
-        let (source, loaded) = load(&runtime, &self.policy)?;
         let p = &self.policy_flags;
+        let (name, settings) = p.policy_and_settings(&self.policy)?;
+        let (source, loaded) = load(&runtime, name)?;
         let policy = PolicyPlan {
             instances: Instances::Loaded(&loaded),
-            settings: &p.settings,
+            settings: &settings,
             swaps: swaps(&p.swap_policies(&runtime)?),
             control: p.control.as_deref().map(|path| (path, &runtime)),
         };
@@ -135,7 +137,7 @@ impl RunArgs {
             device: self.device().to_owned(),
             device_model: ran.device_model,
             seed: plan.seed,
-            settings: self.policy_flags.settings.clone(),
+            settings: settings.clone(),
             real: ran.real,
             trace,
         };

@@ -36,7 +36,8 @@ pub struct ServeArgs {
     /// the errors as NBD errors. `--device PATH@PLAN` says the same for a lone device.
     #[arg(long, value_name = "PLAN", value_parser = parse_faults)]
     pub faults: Option<schedhost::backend::sim::FaultPlan>,
-    /// Policy: a component (PATH.wasm), a bundled name (noop), or native:NAME.
+    /// Policy: a component (PATH.wasm), a bundled name (noop), or native:NAME, with
+    /// tunables after a colon as `--set` takes them: bfq:slice_idle=0.
     #[arg(long, short = 'p', default_value = "noop")]
     pub policy: String,
     /// The name of `--device`'s export (clients asking for the default export get the
@@ -232,7 +233,8 @@ impl ServeArgs {
         };
         let plan = self.flags.plan(&SCOPE, faults, true)?;
         let runtime = self.flags.runtime(&SCOPE)?;
-        let (source, loaded) = load(&runtime, &self.policy)?;
+        let (name, settings) = self.policy_flags.policy_and_settings(&self.policy)?;
+        let (source, loaded) = load(&runtime, name)?;
         let options = ServeOptions {
             address,
             exports: self.exports(device),
@@ -264,7 +266,7 @@ impl ServeArgs {
             &options,
             &plan,
             policies,
-            &self.policy_flags.settings,
+            &settings,
             control,
             stop,
             |at| {

@@ -3,6 +3,8 @@
 use anyhow::{Context, Result, bail};
 use schedhost::policy::{Loaded, WasmRuntime, load};
 
+use crate::commands::flags::{policy_and_tunables, policy_tunables};
+
 /// A policy: how to build it and its settings.
 pub struct Column {
     /// Its name as `--policy` gave it, without tunables (`cfq`, a path's stem).
@@ -14,23 +16,8 @@ pub struct Column {
 
 /// `NAME[:k=v,k=v]` → a loaded policy with settings.
 pub fn column(runtime: &WasmRuntime, spec: &str) -> Result<Column> {
-    let (name, settings) = match spec.strip_prefix("native:") {
-        Some(rest) => {
-            let (n, s) = rest.split_once(':').unwrap_or((rest, ""));
-            (format!("native:{n}"), s)
-        }
-        None => {
-            let (n, s) = spec.split_once(':').unwrap_or((spec, ""));
-            (n.to_owned(), s)
-        }
-    };
-    let settings = settings
-        .split(',')
-        .filter(|s| !s.is_empty())
-        .map(|s| {
-            crate::commands::parse_setting(s).map_err(|e| anyhow::anyhow!("--policy {spec}: {e}"))
-        })
-        .collect::<Result<Vec<_>>>()?;
+    let name = policy_and_tunables(spec).0.to_owned();
+    let settings = policy_tunables(spec)?;
     let (_, loaded) = load(runtime, &name).with_context(|| format!("--policy {spec}"))?;
     let base = name.strip_prefix("native:").unwrap_or(&name);
     let base = std::path::Path::new(base)
@@ -102,17 +89,9 @@ pub(super) fn row_settings(
 /// A column's heading: the policy's name (a component's file stem, `(native)` for a
 /// native build), then its tunables: `cfq (native) quantum=1`.
 pub(super) fn column_label(spec: &str) -> String {
-    let (native, rest) = match spec.strip_prefix("native:") {
-        Some(rest) => (true, rest),
-        None => (false, spec),
-    };
-    let (name, tunables) = if native || !rest.contains(".wasm") {
-        rest.split_once(':').unwrap_or((rest, ""))
-    } else {
-        // A path may hold colons; its tunables follow the `.wasm`.
-        let end = rest.find(".wasm").map_or(rest.len(), |i| i + 5);
-        (&rest[..end], rest[end..].trim_start_matches(':'))
-    };
+    let (name, tunables) = policy_and_tunables(spec);
+    let native = name.starts_with("native:");
+    let name = name.strip_prefix("native:").unwrap_or(name);
     let stem = std::path::Path::new(name)
         .file_stem()
         .map_or(name.to_owned(), |s| s.to_string_lossy().into_owned());

@@ -44,6 +44,17 @@ impl PolicyFlags {
         Ok(())
     }
 
+    /// `--policy POLICY:k=v,...` with these flags: the policy to load, and its tunables in
+    /// the order given, `--set`'s last (so that one wins over the same name in `--policy`).
+    ///
+    /// # Errors
+    /// A tunable in `--policy` that is not `NAME=INTEGER`.
+    pub fn policy_and_settings<'a>(&self, spec: &'a str) -> Result<(&'a str, Vec<(String, i64)>)> {
+        let mut settings = policy_tunables(spec)?;
+        settings.extend(self.settings.iter().cloned());
+        Ok((policy_and_tunables(spec).0, settings))
+    }
+
     /// The `--swap-at` policies, compiled once before the run; each cell or run makes its
     /// swaps from them ([`swaps`]).
     ///
@@ -81,4 +92,62 @@ fn parse_swap_at(text: &str) -> Result<(u64, String), String> {
         .ok_or_else(|| format!("{text}: expected TIME:POLICY, e.g. 2s:cfq"))?;
     let at = schedhost::frontend::jobs::value::duration_ns(time, "s")?;
     Ok((at, policy.to_owned()))
+}
+
+/// `POLICY[:k=v,k=v]` as `--policy` takes it: the policy (a bundled name, `native:NAME` or
+/// a component's path) and the text of its tunables. A component's path may hold colons:
+/// its tunables follow the `.wasm`.
+pub fn policy_and_tunables(spec: &str) -> (&str, &str) {
+    let (prefix, rest) = match spec.strip_prefix("native:") {
+        Some(rest) => ("native:".len(), rest),
+        None => (0, spec),
+    };
+    let end = if prefix == 0 && rest.contains(".wasm") {
+        rest.find(".wasm").map_or(rest.len(), |i| i + ".wasm".len())
+    } else {
+        rest.find(':').unwrap_or(rest.len())
+    };
+    let (name, tunables) = spec.split_at(prefix + end);
+    (name, tunables.strip_prefix(':').unwrap_or(tunables))
+}
+
+/// The tunables of `--policy POLICY:k=v,k=v`, each as `--set` takes one.
+///
+/// # Errors
+/// A pair that is not `NAME=INTEGER`, with the whole `--policy` text.
+pub fn policy_tunables(spec: &str) -> Result<Vec<(String, i64)>> {
+    policy_and_tunables(spec)
+        .1
+        .split(',')
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            crate::commands::parse_setting(s).map_err(|e| anyhow::anyhow!("--policy {spec}: {e}"))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_policy_and_its_tunables_split_where_a_path_keeps_its_colons() {
+        assert_eq!(policy_and_tunables("cfq"), ("cfq", ""));
+        assert_eq!(policy_and_tunables("cfq:quantum=1"), ("cfq", "quantum=1"));
+        assert_eq!(
+            policy_and_tunables("native:cfq:slice_idle=0,quantum=2"),
+            ("native:cfq", "slice_idle=0,quantum=2")
+        );
+        assert_eq!(
+            policy_and_tunables("/a:b/my.wasm:x=1"),
+            ("/a:b/my.wasm", "x=1")
+        );
+        assert_eq!(policy_and_tunables("/a:b/my.wasm"), ("/a:b/my.wasm", ""));
+        assert_eq!(
+            policy_tunables("native:cfq:slice_idle=0,quantum=2").unwrap(),
+            [("slice_idle".to_owned(), 0), ("quantum".to_owned(), 2)]
+        );
+        let bad = policy_tunables("cfq:quantum").unwrap_err().to_string();
+        assert!(bad.contains("--policy cfq:quantum"), "{bad}");
+    }
 }
