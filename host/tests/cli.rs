@@ -179,6 +179,31 @@ fn run_takes_a_policys_tunables_after_a_colon_as_compare_does_and_set_wins() {
 }
 
 #[test]
+fn a_swap_at_takes_the_new_policys_tunables_after_a_colon() {
+    let swap = |to: &str| {
+        let at = format!("10ms:{to}");
+        let mut args = vec![
+            "--device",
+            "sim:ssd",
+            "--policy",
+            "native:deadline",
+            "--swap-at",
+            &at,
+            "--output-format",
+            "json",
+        ];
+        args.extend(QUICK);
+        let out = schedhost(&args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        report["schedhost"]["swaps"][0]["ok"].as_bool()
+    };
+    assert_eq!(swap("native:cfq:quantum=2"), Some(true));
+    // The tunables reach the new policy: one it does not have refuses the swap.
+    assert_eq!(swap("native:cfq:no_such_tunable=2"), Some(false));
+}
+
+#[test]
 fn missing_job_and_bad_device_are_explained() {
     assert_fails_with(&schedhost(&["--policy", "native:noop"]), "no job given");
     let mut args = vec!["--policy", "native:noop", "--device", "sim:tape"];

@@ -14,7 +14,7 @@ use schedhost::policy::{DEFAULT_CALL_DEADLINE_MS, DEFAULT_MEMORY_MIB, SandboxLim
 
 mod policy;
 
-pub use policy::{PolicyFlags, policy_and_tunables, policy_tunables, swaps};
+pub use policy::{PolicyFlags, SwapPolicy, policy_and_tunables, policy_tunables, swaps};
 
 /// The flags of every command that runs I/O, one group that each such command flattens
 /// whole, so every command takes every run option; [`RunFlags::plan`] turns them into the

@@ -14,10 +14,9 @@ use schedhost::backend::sim::FaultPlan;
 use schedhost::core::DEFAULT_WATCHDOG_NS;
 use schedhost::frontend::jobs::JobSpec;
 use schedhost::frontend::run::{Device, PolicyPlan, run};
-use schedhost::policy::Loaded;
 
 use super::OutputFormat;
-use super::flags::{Devices, PolicyFlags, RunFlags, Scope, parse_device, swaps};
+use super::flags::{Devices, PolicyFlags, RunFlags, Scope, SwapPolicy, parse_device, swaps};
 use super::run::{ReplayArgs, read_jobs};
 
 pub use columns::{Column, column};
@@ -378,7 +377,7 @@ impl CompareArgs {
         devices: &[(Device, FaultPlan)],
         columns: &[Cell<'_>],
         (sweep_values, tunable): (&[String], Option<&TunableSweep>),
-        swap_policies: &[(u64, String, Loaded)],
+        swap_policies: &[SwapPolicy],
     ) -> Result<Vec<Measured>> {
         let base = self.flags.plan(&SCOPE, FaultPlan::default(), false)?;
         // Files a cell of this comparison created: later cells reuse them as their own

@@ -15,7 +15,8 @@ pub struct PolicyFlags {
     #[arg(long = "set", value_name = "NAME=VALUE", value_parser = crate::commands::parse_setting)]
     pub settings: Vec<(String, i64)>,
     /// Simulated devices: swap to POLICY at TIME of virtual time (repeatable), e.g.
-    /// `--swap-at 2s:cfq`. The new policy starts with its defaults.
+    /// `--swap-at 2s:cfq`, with tunables after a colon as `--policy` takes them
+    /// (`--swap-at 2s:cfq:quantum=4`); otherwise the new policy starts with its defaults.
     #[arg(long, value_name = "TIME:POLICY", value_parser = parse_swap_at)]
     pub swap_at: Vec<(u64, String)>,
     /// Real devices: listen on this unix socket (mode 0600) for `schedhost ctl` requests:
@@ -59,26 +60,43 @@ impl PolicyFlags {
     /// swaps from them ([`swaps`]).
     ///
     /// # Errors
-    /// A policy that does not load.
-    pub fn swap_policies(&self, runtime: &WasmRuntime) -> Result<Vec<(u64, String, Loaded)>> {
+    /// A policy that does not load, or a tunable after it that is not `NAME=INTEGER`.
+    pub fn swap_policies(&self, runtime: &WasmRuntime) -> Result<Vec<SwapPolicy>> {
         self.swap_at
             .iter()
-            .map(|(at_ns, name)| Ok((*at_ns, name.clone(), load(runtime, name)?.1)))
+            .map(|(at_ns, spec)| {
+                Ok(SwapPolicy {
+                    at_ns: *at_ns,
+                    label: spec.clone(),
+                    loaded: load(runtime, policy_and_tunables(spec).0)?.1,
+                    settings: policy_tunables(spec)?,
+                })
+            })
             .collect()
     }
 }
 
-/// One run's swaps from [`PolicyFlags::swap_policies`], each instantiated when it is due.
-pub fn swaps(policies: &[(u64, String, Loaded)]) -> Vec<ScheduledSwap> {
+/// A `--swap-at` policy, compiled: when, what was asked for, and its tunables.
+#[derive(Clone)]
+pub struct SwapPolicy {
+    at_ns: u64,
+    label: String,
+    loaded: Loaded,
+    settings: Vec<(String, i64)>,
+}
+
+/// One run's swaps from [`PolicyFlags::swap_policies`], each instantiated when it is due
+/// and given the tunables its `--swap-at` named.
+pub fn swaps(policies: &[SwapPolicy]) -> Vec<ScheduledSwap> {
     policies
         .iter()
-        .map(|(at_ns, name, loaded)| {
-            let loaded = loaded.clone();
+        .map(|p| {
+            let loaded = p.loaded.clone();
             ScheduledSwap {
-                at_ns: *at_ns,
-                label: name.clone(),
+                at_ns: p.at_ns,
+                label: p.label.clone(),
                 policy: Box::new(move || loaded.instantiate().map_err(|e| format!("{e:#}"))),
-                settings: Vec::new(),
+                settings: p.settings.clone(),
             }
         })
         .collect()
