@@ -113,15 +113,16 @@ fn parse_swap_at(text: &str) -> Result<(u64, String), String> {
 }
 
 /// `POLICY[:k=v,k=v]` as `--policy` takes it: the policy (a bundled name, `native:NAME` or
-/// a component's path) and the text of its tunables. A component's path may hold colons:
-/// its tunables follow the `.wasm`.
+/// a component's path) and the text of its tunables. A component's path may hold colons
+/// (and `.wasm` in a folder's name): its tunables follow its last `.wasm`.
 pub fn policy_and_tunables(spec: &str) -> (&str, &str) {
     let (prefix, rest) = match spec.strip_prefix("native:") {
         Some(rest) => ("native:".len(), rest),
         None => (0, spec),
     };
     let end = if prefix == 0 && rest.contains(".wasm") {
-        rest.find(".wasm").map_or(rest.len(), |i| i + ".wasm".len())
+        rest.rfind(".wasm")
+            .map_or(rest.len(), |i| i + ".wasm".len())
     } else {
         rest.find(':').unwrap_or(rest.len())
     };
@@ -161,6 +162,10 @@ mod tests {
             ("/a:b/my.wasm", "x=1")
         );
         assert_eq!(policy_and_tunables("/a:b/my.wasm"), ("/a:b/my.wasm", ""));
+        assert_eq!(
+            policy_and_tunables("/p.wasm.d/my.wasm:x=1"),
+            ("/p.wasm.d/my.wasm", "x=1")
+        );
         assert_eq!(
             policy_tunables("native:cfq:slice_idle=0,quantum=2").unwrap(),
             [("slice_idle".to_owned(), 0), ("quantum".to_owned(), 2)]
