@@ -592,10 +592,35 @@ fn read_ahead_stops_where_the_drives_continuous_read_says_at_the_track_or_cylind
     );
     let none = time(ContinuousRead::None, 8);
     assert!(none > 2.0 * hit, "no read-ahead: {none} µs");
-    let err = DeviceSpec::parse_file(Path::new("s.spec"), "model = drive\ncontinuous_read = 4\n")
+    // DEC's scheme: to the end of the track the next sector is on; the track after it too
+    // where the segment began on an earlier track (a read across a track's end).
+    assert!(time(ContinuousRead::Dec, 8) < 1000.0, "DEC: the same track");
+    assert!(
+        time(ContinuousRead::Dec, 400) > 2.0 * hit,
+        "DEC: a read within a track stops at its end"
+    );
+    let across = |second: u64| {
+        // Segments large enough that the scheme, not the segment, ends the read-ahead.
+        let params = schedhost::backend::sim::DriveParams {
+            continuous_read: ContinuousRead::Dec,
+            segment_sectors: 4096,
+            ..Default::default()
+        };
+        let trace = parse_trace(&format!(
+            "R Miss 396 8 1000 20000\nR Miss {second} 8 1000 0\n"
+        ))
+        .unwrap();
+        replay(&trace, &DeviceSpec::Drive(Box::new(params))).unwrap()[1]
+    };
+    assert!(
+        across(1192) < 1000.0,
+        "DEC: a read into the next track reads the track after it too"
+    );
+    assert!(across(1200) > 2.0 * hit, "DEC: and no further");
+    let err = DeviceSpec::parse_file(Path::new("s.spec"), "model = drive\ncontinuous_read = 5\n")
         .unwrap_err()
         .to_string();
-    assert!(err.contains("continuous_read = 4"), "{err}");
+    assert!(err.contains("continuous_read = 5"), "{err}");
 }
 
 #[test]

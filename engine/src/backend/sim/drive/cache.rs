@@ -116,6 +116,16 @@ impl Drive {
                 }
                 most.min(end.saturating_sub(1).saturating_add(left))
             }
+            ContinuousRead::Dec => {
+                let next = self.place(end);
+                let track_end = end.saturating_add(next.left_on_track);
+                let track_start = track_end.saturating_sub(next.sectors_per_track);
+                if start < track_start {
+                    track_end.saturating_add(next.sectors_per_track)
+                } else {
+                    track_end
+                }
+            }
         };
         // The segment holds `segment_sectors` from its start, or, where read-ahead may
         // replace the data returned, from the read's end.

@@ -34,6 +34,10 @@ pub enum ContinuousRead {
     /// The maximum read-ahead (3).
     #[default]
     SegmentEnd,
+    /// DEC's prefetch scheme (4): to the end of the track the next sector is on, and the
+    /// track after it too where the segment began on an earlier track
+    /// (`disk_buffer_get_max_readahead`); the maximum read-ahead does not apply.
+    Dec,
 }
 
 impl ContinuousRead {
@@ -44,6 +48,7 @@ impl ContinuousRead {
             Self::TrackEnd => 1,
             Self::CylinderEnd => 2,
             Self::SegmentEnd => 3,
+            Self::Dec => 4,
         }
     }
 
@@ -54,6 +59,7 @@ impl ContinuousRead {
             1 => Self::TrackEnd,
             2 => Self::CylinderEnd,
             3 => Self::SegmentEnd,
+            4 => Self::Dec,
             _ => return Option::None,
         })
     }

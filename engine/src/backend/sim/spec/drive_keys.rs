@@ -43,7 +43,7 @@ pub(super) fn set_drive(p: &mut DriveParams, key: &str, value: &str) -> Result<(
         "continuous_read" => {
             p.continuous_read = ContinuousRead::from_scheme(num(key, value)?).ok_or_else(|| {
                 format!(
-                    "`continuous_read = {value}`: DiskSim's Buffer continuous read, 0 (none), 1 (to the track's end), 2 (the cylinder's) or 3 (the segment's)"
+                    "`continuous_read = {value}`: DiskSim's Buffer continuous read, 0 (none), 1 (to the track's end), 2 (the cylinder's), 3 (the segment's) or 4 (DEC's: the next sector's track, and the one after where the segment began on an earlier track)"
                 )
             })?;
         }

@@ -200,17 +200,9 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
     let continuous = specs
         .take_opt_u64("Buffer continuous read", 0, 4)?
         .unwrap_or(3);
-    let continuous_read = ContinuousRead::from_scheme(continuous).unwrap_or_else(|| {
-        // Modelled by DiskSim's own end (`disk_buffer_get_max_readahead`: the end of the
-        // next LBN's track, or of the track after when the segment began earlier), the
-        // Atlas 10K went from 0.168 to 0.287 ms RMS, past DiskSim's 0.268: DiskSim keeps a
-        // segment across partial hits, which sets where that scheme stops, and this model
-        // starts a segment at each miss. Not taken alone (BENCHMARKS.md).
-        notes.push(
-            "Buffer continuous read = 4 (DEC's prefetch scheme): read ahead by the maximum read-ahead, as 3".into(),
-        );
-        ContinuousRead::SegmentEnd
-    });
+    // Every scheme DiskSim has (0 to 4) is the model's.
+    let continuous_read =
+        ContinuousRead::from_scheme(continuous).unwrap_or(ContinuousRead::SegmentEnd);
     // 1 caches as the model does; DiskSim's 2 is taken as 1.
     let caching = specs
         .take_opt_u64("Enable caching in buffer", 0, 2)?
