@@ -51,8 +51,9 @@ pub struct CalibrateArgs {
     /// Seconds per probe.
     #[arg(long, value_name = "SECS", default_value_t = 2.0)]
     pub seconds: f64,
-    /// The run flags, as `run`'s, for every probe; --allow-overwrite lets the write probe
-    /// write over an existing file or block device (the first --size bytes).
+    /// The run flags, as `run`'s, for every probe; --allow-overwrite lets the write probes
+    /// (1 MiB sequential, then 4 KiB random) write over an existing file or block device
+    /// (within the first --size bytes).
     #[command(flatten)]
     pub flags: RunFlags,
     /// Write the spec here (never over an existing file) instead of standard output.
