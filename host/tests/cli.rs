@@ -160,19 +160,11 @@ fn run_takes_a_policys_tunables_after_a_colon_as_compare_does_and_set_wins() {
         "native:deadline:fifo_batch=4,writes_starved=3",
         "--set",
         "fifo_batch=8",
-        "--output-format",
-        "json",
     ];
     args.extend(QUICK);
-    let out = schedhost(&args);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let text = report.to_string();
-    assert!(text.contains("\"writes_starved\":3"), "{text}");
-    assert!(
-        text.contains("\"fifo_batch\":8"),
-        "--set comes last: {text}"
-    );
+    let settings = &ssd_json(&args)["schedhost"]["policy"]["settings"];
+    assert_eq!(settings["writes_starved"], 3, "{settings}");
+    assert_eq!(settings["fifo_batch"], 8, "--set comes last: {settings}");
     let mut bad = vec!["--policy", "native:deadline:fifo_batch"];
     bad.extend(QUICK);
     assert_fails_with(&schedhost(&bad), "--policy native:deadline:fifo_batch");
@@ -182,21 +174,9 @@ fn run_takes_a_policys_tunables_after_a_colon_as_compare_does_and_set_wins() {
 fn a_swap_at_takes_the_new_policys_tunables_after_a_colon() {
     let swap = |to: &str| {
         let at = format!("10ms:{to}");
-        let mut args = vec![
-            "--device",
-            "sim:ssd",
-            "--policy",
-            "native:deadline",
-            "--swap-at",
-            &at,
-            "--output-format",
-            "json",
-        ];
+        let mut args = vec!["--policy", "native:deadline", "--swap-at", &at];
         args.extend(QUICK);
-        let out = schedhost(&args);
-        assert!(out.status.success(), "{}", stderr(&out));
-        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        report["schedhost"]["swaps"][0]["ok"].as_bool()
+        ssd_json(&args)["schedhost"]["swaps"][0]["ok"].as_bool()
     };
     assert_eq!(swap("native:cfq:quantum=2"), Some(true));
     // The tunables reach the new policy: one it does not have refuses the swap.
