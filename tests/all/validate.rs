@@ -165,25 +165,29 @@ fn atlas_edited(
     from: &str,
     to: &str,
 ) -> Result<schedhost::backend::sim::drive::disksim::Imported, String> {
-    let dir = std::env::temp_dir().join(format!(
-        "schedhost-edited-{}-{}",
-        std::process::id(),
-        to.replace(['.', ' ', '=', ','], "_")
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    for name in ["atlas10k.diskspecs", "atlas10k.model", "atlas10k.seek"] {
-        let text = std::fs::read_to_string(data(name)).unwrap();
-        let text = if name == file {
-            assert!(text.contains(from), "{name} has no {from:?}");
-            text.replace(from, to)
-        } else {
-            text
-        };
-        std::fs::write(dir.join(name), text).unwrap();
-    }
+    let files = ["atlas10k.diskspecs", "atlas10k.model", "atlas10k.seek"];
+    let dir = edited_copy(&files, &[(file, from, to)]);
     let imported = import(&dir.join("atlas10k.diskspecs"));
     let _ = std::fs::remove_dir_all(&dir);
     imported.map_err(|e| e.to_string())
+}
+
+/// `files` of `examples/validation` copied into a folder of their own (one per call: the
+/// tests run on threads of one process), with lines replaced (`file`, `from`, `to` each).
+fn edited_copy(files: &[&str], changes: &[(&str, &str, &str)]) -> PathBuf {
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("schedhost-edited-{}-{call}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for &name in files {
+        let mut text = std::fs::read_to_string(data(name)).unwrap();
+        for &(_, from, to) in changes.iter().filter(|c| c.0 == name) {
+            assert!(text.contains(from), "{name} has no {from:?}");
+            text = text.replace(from, to);
+        }
+        std::fs::write(dir.join(name), text).unwrap();
+    }
+    dir
 }
 
 /// atlas10k's drive with its write settling delay set to `settle` (text).
@@ -1012,24 +1016,13 @@ fn hp_declaring(changes: &[(&str, &str)]) -> schedhost::backend::sim::drive::dis
 
 /// The HP C3323A imported with lines of its files replaced (`file`, `from`, `to` each).
 fn hp_with(changes: &[(&str, &str, &str)]) -> schedhost::backend::sim::drive::disksim::Imported {
-    // A folder of its own per call: the tests run on threads of one process.
-    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!("schedhost-hp-{}-{call}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    for name in [
+    let files = [
         "hp_c3323a.parv",
         "hp_c3323a_validate.diskspecs",
         "hp_c3323a_validate.model",
         "hp_c3323a_validate.seek",
-    ] {
-        let mut text = std::fs::read_to_string(data(name)).unwrap();
-        for &(_, from, to) in changes.iter().filter(|c| c.0 == name) {
-            assert!(text.contains(from), "{name} says {from}");
-            text = text.replace(from, to);
-        }
-        std::fs::write(dir.join(name), text).unwrap();
-    }
+    ];
+    let dir = edited_copy(&files, changes);
     let imported = import_parv(&dir.join("hp_c3323a.parv")).unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
     imported
