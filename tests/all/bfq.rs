@@ -83,6 +83,64 @@ fn bfq_shares_between_groups_by_their_weight_however_many_queues_each_has() {
     }
 }
 
+/// Groups 1 (weight 1, busy first) and 2 (weight 200), both backlogged, one request per
+/// dispatch: how many requests of the first 2 010 each group got.
+fn light_and_heavy_group_served(p: &mut Box<dyn PolicyBackend>) -> [u64; 2] {
+    let group = |id: u32, weight: u32| schedhost_sdk::Group {
+        id,
+        weight,
+        reserve_iops: None,
+        limit_iops: [None; 2],
+        limit_bps: [None; 2],
+        latency_target_ns: None,
+    };
+    p.groups(0, &[group(1, 1), group(2, 200)]).unwrap();
+    for ctx in 0..2u32 {
+        let requests: Vec<Request> = (0..3000u64)
+            .map(|i| {
+                let id = u64::from(ctx) * 3000 + i;
+                let mut r = read(id, ctx, 4, id * 8);
+                r.group = ctx + 1;
+                r
+            })
+            .collect();
+        p.insert(0, &requests).unwrap();
+    }
+    let mut served = [0u64; 2];
+    for step in 0..2010u64 {
+        for id in p.dispatch(step * MS, 0, 1).unwrap().ids.raw() {
+            served[(id / 3000) as usize] += 1;
+            p.completed(step * MS, &[done(id, (id / 3000) as u32)])
+                .unwrap();
+        }
+    }
+    served
+}
+
+#[test]
+fn bfq_serves_a_light_group_in_turns_scaled_to_its_weight_not_a_whole_budget_at_once() {
+    // A budget of 128 requests; the light group is owed 10 of the 2 010 served.
+    let settings = [("max_budget", 1024), ("low_latency", 0), ("slice_idle", 0)];
+    for (build, mut p) in builds(&settings) {
+        let served = light_and_heavy_group_served(&mut p);
+        assert!(
+            (8..=12).contains(&served[0]),
+            "{build}: served {served:?}: weight 1 beside 200 is owed 10 of 2 010"
+        );
+    }
+    // The kernel's budgets (`group_budgets=0`): the light group, busy first, is served until
+    // its budget or its 125 ms timeout ends the turn, ten times what it is owed, and then
+    // waits out the run.
+    let kernel = [settings.as_slice(), &[("group_budgets", 0)]].concat();
+    for (build, mut p) in builds(&kernel) {
+        let served = light_and_heavy_group_served(&mut p);
+        assert!(
+            served[0] >= 100,
+            "{build}: served {served:?}: a whole turn first under the kernel's rule"
+        );
+    }
+}
+
 #[test]
 fn bfq_shares_sectors_in_proportion_to_weight() {
     for (build, mut p) in builds(&[("max_budget", 64), ("low_latency", 0), ("slice_idle", 0)]) {

@@ -51,7 +51,9 @@
 //! weight's share of the group's, `group weight × queue weight / Σ weights of the group's
 //! busy queues`, so the busy queues of a group together weigh what the group does. That is
 //! BFQ's two-level hierarchy flattened into one B-WF2Q+ level: while queues stay busy it
-//! gives each group and each queue the share the hierarchy would. Submitters in no group
+//! gives each group and each queue the share the hierarchy would. With groups named, a
+//! turn's budget follows its weight (`group_budgets`, not the kernel's: `turn_budget`), so
+//! a light group is served a little at a time, not a whole budget every few hundred. Submitters in no group
 //! (group 0) compete with the groups by their own weights, as root-level processes do.
 //!
 //! Files: `lib.rs` the queues and the policy's calls; `wf2q.rs` weights, turns and their
@@ -261,6 +263,8 @@ pub struct Bfq {
     device_share: bool,
     /// What is on the device by group, and the bound.
     share: DeviceShare,
+    /// Whether grouped turns' budgets follow their weights (`turn_budget`).
+    group_budgets: bool,
 }
 
 /// The tunables as the user set them, in their sysfs units; `retuned` derives the working
@@ -273,6 +277,7 @@ struct Knobs {
     low_latency: i64,
     strict_guarantees: i64,
     device_share: i64,
+    group_budgets: i64,
 }
 
 fn class_index(class: PrioClass) -> usize {
@@ -312,6 +317,7 @@ impl Policy for Bfq {
         self.low_latency = k.low_latency != 0;
         self.strict = k.strict_guarantees != 0;
         self.device_share = k.device_share != 0;
+        self.group_budgets = k.group_budgets != 0;
     }
 
     /// `bfq_limit_depth` with no queue raised: async requests hold at most half the

@@ -1,4 +1,4 @@
-//! bfq's tunables, in the kernel's sysfs names and units (`device_share` is schedhost's).
+//! bfq's tunables, in the kernel's sysfs names and units (`device_share` and `group_budgets` are schedhost's).
 
 use schedhost_sdk::TunableSpec;
 
@@ -58,5 +58,14 @@ pub(super) const TUNABLES: &[TunableSpec<Bfq>] = &[
         unit: "",
         help: "on a device deeper than the load, keep on it only what lets each group hold its weight's part (not the kernel's)",
         field: |p| &mut p.knobs.device_share,
+    },
+    TunableSpec {
+        name: "group_budgets",
+        default: 1,
+        min: 0,
+        max: 1,
+        unit: "",
+        help: "where groups are named, scale each turn's budget by its weight over the heaviest busy queue's, so light groups get their share in small turns (not the kernel's)",
+        field: |p| &mut p.knobs.group_budgets,
     },
 ];

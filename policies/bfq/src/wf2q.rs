@@ -20,6 +20,41 @@ impl Bfq {
         }
     }
 
+    /// The budget of a turn at `weight` in class `class`: `max_budget`, or, with
+    /// `group_budgets` where the host named groups, `max_budget` scaled by `weight` over the
+    /// heaviest busy queue's of the class (at least a sector). B-WF2Q+ lets a queue lag or
+    /// lead its share by one of its budgets, so with equal budgets a group owed a hundredth
+    /// of the device gets a whole budget early in a run and then nothing for a hundred: its
+    /// share holds only over many budgets. Budgets in proportion to the weights make every
+    /// turn the same length in virtual time, so each group's error is one of its own turns.
+    /// Not the kernel's (its budgets follow the queue's own history, not its weight).
+    pub(super) fn turn_budget(&self, class: usize, weight: u64, now_ns: u64) -> u64 {
+        let full = self.budget();
+        if !self.group_budgets || self.group_weights.is_empty() {
+            return full;
+        }
+        let heaviest = self.heaviest_busy(class, now_ns).max(weight).max(1);
+        let scaled = u128::from(full) * u128::from(weight) / u128::from(heaviest);
+        u64::try_from(scaled).unwrap_or(full).clamp(1, full)
+    }
+
+    /// The largest weight among class `class`'s busy queues, each as [`Self::weight`]
+    /// gives it (0 if none is busy).
+    fn heaviest_busy(&self, class: usize, now_ns: u64) -> u64 {
+        let busy = || self.queues.values().filter(|q| q.busy && q.class == class);
+        let mut siblings: BTreeMap<u32, u64> = BTreeMap::new();
+        for q in busy().filter(|q| q.group != 0) {
+            *siblings.entry(q.group).or_default() += Self::own_weight(q, now_ns);
+        }
+        busy()
+            .map(|q| {
+                let sum = siblings.get(&q.group).copied().unwrap_or(0);
+                self.share(q, now_ns, sum)
+            })
+            .max()
+            .unwrap_or(0)
+    }
+
     /// The queue's own weight, raised while it is new under `low_latency`.
     pub(super) fn own_weight(queue: &Queue, now_ns: u64) -> u64 {
         if now_ns < queue.raised_until {
@@ -98,6 +133,7 @@ impl Bfq {
             self.begin_turn(key, now_ns, false);
             if self.in_service.is_some_and(|s| s.key != key) {
                 self.preempting = Some((key, false));
+                self.rescale_service_budget(now_ns);
             }
             return;
         };
@@ -113,6 +149,25 @@ impl Bfq {
         }
         if self.in_service.is_some_and(|s| s.key != key) {
             self.preempting = Some((key, true));
+            self.rescale_service_budget(now_ns);
+        }
+    }
+
+    /// Under `group_budgets`, a queue just busy may be heavier than the one in service:
+    /// the turn in service is cut to the budget its weight now gives it. Otherwise the
+    /// first queue busy in a run takes a full budget before the heavier ones arrive, and
+    /// a light group served a whole budget first waits out the run.
+    fn rescale_service_budget(&mut self, now_ns: u64) {
+        let Some(service) = self.in_service else {
+            return;
+        };
+        let Some(queue) = self.queues.get(&service.key) else {
+            return;
+        };
+        let weight = self.weight(queue, now_ns).max(1);
+        let cap = self.turn_budget(queue.class, weight, now_ns);
+        if let Some(s) = &mut self.in_service {
+            s.budget = s.budget.min(cap);
         }
     }
 
@@ -148,11 +203,11 @@ impl Bfq {
     /// system's virtual time (`__bfq_requeue_entity`): `max(vtime, finish)` would forgive a
     /// heavy queue the time it ran ahead, and weights 3:1 gave 2.7:1.
     pub(super) fn begin_turn(&mut self, key: QueueKey, now_ns: u64, requeued: bool) {
-        let budget = self.budget();
         let Some(queue) = self.queues.get(&key) else {
             return;
         };
         let weight = self.weight(queue, now_ns).max(1);
+        let budget = self.turn_budget(queue.class, weight, now_ns);
         let start = if requeued {
             queue.finish
         } else {
@@ -192,7 +247,15 @@ impl Bfq {
             else {
                 continue;
             };
-            let budget = self.queues.get(&key).map_or(self.budget(), |q| q.budget);
+            // Weights may have changed since its turn was timestamped: a queue busy first,
+            // alone, was given a full budget.
+            let budget = match self.queues.get(&key) {
+                Some(q) => {
+                    let weight = self.weight(q, now_ns).max(1);
+                    q.budget.min(self.turn_budget(q.class, weight, now_ns))
+                }
+                None => self.budget(),
+            };
             let charge_factor = self.charge_factor(key, now_ns);
             // What it was given as injected service counts in this turn.
             let injected = self
@@ -283,6 +346,12 @@ impl Bfq {
             now_ns
         };
         let held = end.saturating_sub(service.started);
+        // A turn that spent a budget scaled to its weight (`turn_budget`) is short by
+        // design: the kernel's too-short-to-measure charge presumes a full budget.
+        let scaled = service.budget < self.budget();
+        if scaled && reason == Expiry::BudgetExhausted && held < SHORT_TURN_NS {
+            return served;
+        }
         let (slow, held) = if held < SHORT_TURN_NS {
             // Too short to measure: charged at least one seek (an idle slice) if seeky.
             (seeky(queue), self.slice_idle)
