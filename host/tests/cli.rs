@@ -3542,13 +3542,29 @@ fn weights_one_two_five_hold_under_mclock_at_every_depth_the_issue_tried_and_thr
 }
 
 #[test]
-fn weights_one_two_five_hold_under_bfq_on_a_deep_device_by_its_device_share_and_not_without() {
+fn weights_one_two_five_hold_under_bfq_on_a_deep_device_and_not_with_the_kernels_budgets_alone() {
     // Budgets of 2048 sectors (256 requests) so that 200 ms holds enough turns for the
     // shares to settle; BENCHMARKS.md has the default budget over 2 s.
     assert_one_two_five_holds("native:bfq", &[64, 128], &["--set", "max_budget=2048"]);
-    // Without the bound the heaviest group's whole iodepth is on the device at the end of
-    // its budget, it leaves the busy queues, and comes back behind the others.
-    let off = ["--set", "max_budget=2048", "--set", "device_share=0"];
+    // Either the device bound or budgets by weight holds them.
+    for one in ["device_share=0", "group_budgets=0"] {
+        let (shares, _) = one_two_five(
+            "native:bfq",
+            64,
+            &["--set", "max_budget=2048", "--set", one],
+        );
+        assert!((shares[2] / 0.625 - 1.0).abs() <= 0.03, "{one}: {shares:?}");
+    }
+    // Without both, the heaviest group's whole iodepth is on the device at the end of its
+    // budget, it leaves the busy queues, and comes back behind the others.
+    let off = [
+        "--set",
+        "max_budget=2048",
+        "--set",
+        "device_share=0",
+        "--set",
+        "group_budgets=0",
+    ];
     let (shares, _) = one_two_five("native:bfq", 64, &off);
     assert!(shares[2] < 0.58, "{shares:?}");
 }
@@ -3594,6 +3610,39 @@ fn a_pool_smaller_than_the_backlog_is_shared_by_weight_under_policies_that_ask_a
     assert!(
         shares.iter().all(|s| (s - 1.0 / 3.0).abs() < 0.01),
         "noop: {shares:?}"
+    );
+}
+
+#[test]
+fn groups_on_different_hardware_queues_share_one_pool_by_weight_not_each_its_queues_pool() {
+    // Two hardware queues deeper than the pool, so the device takes whatever holds a tag;
+    // one submitter per group, so each group is alone on its home queue. With a pool per
+    // queue each group filled its own (0.5 / 0.5 whatever the weights); the queues' pools
+    // are one while groups share them, and mclock asks its parts by weight.
+    let device = temp_file(
+        "two-queue-ssd.spec",
+        "model = ssd\nhw_queues = 2\nqueue_depth = 256\n",
+    );
+    let device = device.to_str().unwrap();
+    let mut args = vec!["--policy", "native:mclock", "--device", device];
+    args.extend(["--nr-requests", "32", "--output-format", "json"]);
+    for (name, group, weight) in [
+        ("--name=heavy", "--cgroup=heavy", "--cgroup_weight=300"),
+        ("--name=light", "--cgroup=light", "--cgroup_weight=100"),
+    ] {
+        args.extend([name, group, weight, "--rw=randread", "--bs=4k", "--size=1g"]);
+        args.extend(["--iodepth=128", "--runtime=200ms", "--time_based"]);
+    }
+    let out = schedhost(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ios: Vec<f64> = (0..2)
+        .map(|j| v["jobs"][j]["read"]["total_ios"].as_f64().unwrap())
+        .collect();
+    let heavy = ios[0] / (ios[0] + ios[1]);
+    assert!(
+        (heavy - 0.75).abs() <= 0.02,
+        "heavy's share {heavy:.3}: {ios:?}"
     );
 }
 

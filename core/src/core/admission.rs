@@ -1,6 +1,7 @@
 //! Admission: scheduler tags and the software queues waiting for them. A request holds a
 //! tag from the moment it is admitted until it completes, within nr_requests per hardware
-//! queue and the depth the policy allows each kind (its `limit_depth`); one that finds no tag
+//! queue (one pool of them all while groups share it) and the depth the policy allows each
+//! kind (its `limit_depth`); one that finds no tag
 //! waits in its submitter's software queue, and a freed tag lets the waiting queues in,
 //! round robin, as the kernel's per-ctx software queues wait for its scheduler tags.
 //!
@@ -42,6 +43,8 @@ pub(super) struct Admission {
     shared: bool,
     /// The groups' weights by group number, when their parts are weighted.
     weights: Option<Vec<u32>>,
+    /// How many hardware queues' pools are one (`share_between_groups`): 1, or all.
+    joined: u32,
 }
 
 /// One group's use of one hardware queue's tags.
@@ -105,6 +108,7 @@ impl Admission {
             staged: 0,
             shared: false,
             weights: None,
+            joined: 1,
         }
     }
 
@@ -113,9 +117,28 @@ impl Admission {
         self.depth_limit = limits;
     }
 
-    /// The tags are shared between groups from now on.
+    /// The tags are shared between groups from now on, and the hardware queues' pools are
+    /// one of as many tags (the kernel's shared scheduler tags, `BLK_MQ_F_TAG_HCTX_SHARED`):
+    /// a submitter's home queue is its CPU's, not its group's, so per queue a group alone
+    /// on its queue would fill that queue's pool whatever its weight, and no part of one
+    /// queue's pool could give another group its share. Set before the first request (a run
+    /// sets its groups first); with tags already held, the pools stay apart.
     pub(super) fn share_between_groups(&mut self) {
         self.shared = true;
+        let idle = self
+            .tags
+            .iter()
+            .all(|t| t.held_total == 0 && t.waiting.is_empty());
+        let queues = u32::try_from(self.tags.len()).unwrap_or(u32::MAX);
+        if idle && self.joined == 1 && queues > 1 {
+            self.joined = queues;
+            self.nr_requests = self.nr_requests.saturating_mul(queues);
+        }
+    }
+
+    /// The pool a request whose home is `home` takes its tag from.
+    fn pool(&self, home: u32) -> usize {
+        if self.joined > 1 { 0 } else { home as usize }
     }
 
     /// The groups' parts are in proportion to `weights` (by group number; group 0 holds
@@ -141,7 +164,7 @@ impl Admission {
         if !self.shared {
             return true;
         }
-        let tags = &self.tags[home as usize];
+        let tags = &self.tags[self.pool(home)];
         let others = || {
             tags.by_group
                 .iter()
@@ -174,16 +197,17 @@ impl Admission {
 
     /// True iff a request of this kind may take a tag on `home` now.
     pub(super) fn tag_free(&self, home: u32, kind: TagKind) -> bool {
-        let tags = &self.tags[home as usize];
+        let tags = &self.tags[self.pool(home)];
         let (op, sync) = (kind.op as usize, usize::from(kind.sync));
         tags.held_total < self.nr_requests
-            && tags.held[op][sync] < self.depth_limit[op][sync]
+            && tags.held[op][sync] < self.depth_limit[op][sync].saturating_mul(self.joined)
             && self.group_may_take(home, kind.group)
     }
 
     /// A request of this kind takes a tag on `home`.
     pub(super) fn take_tag(&mut self, home: u32, kind: TagKind) {
-        let tags = &mut self.tags[home as usize];
+        let pool = self.pool(home);
+        let tags = &mut self.tags[pool];
         tags.held[kind.op as usize][usize::from(kind.sync)] += 1;
         tags.held_total += 1;
         assert!(
@@ -203,14 +227,15 @@ impl Admission {
         if self.software.len() <= ctx_index {
             self.software.resize_with(ctx_index + 1, VecDeque::new);
         }
+        let pool = self.pool(home);
         let queue = &mut self.software[ctx_index];
         if queue.is_empty() {
-            self.tags[home as usize].waiting.push_back(ctx);
+            self.tags[pool].waiting.push_back(ctx);
         }
         queue.push_back(id);
         self.staged += 1;
         if self.shared {
-            self.tags[home as usize].group_mut(group).staged += 1;
+            self.tags[pool].group_mut(group).staged += 1;
         }
     }
 
@@ -222,9 +247,11 @@ impl Admission {
         };
         let before = queue.len();
         queue.retain(|&s| s != id);
-        self.staged -= before - queue.len();
-        if queue.len() < before && self.shared {
-            self.tags[home as usize].unstaged(group);
+        let removed = before - queue.len();
+        self.staged -= removed;
+        if removed > 0 && self.shared {
+            let pool = self.pool(home);
+            self.tags[pool].unstaged(group);
         }
     }
 
@@ -238,7 +265,8 @@ impl Admission {
         table: &RequestTable,
         admitted: &mut Vec<u64>,
     ) {
-        let tags = &mut self.tags[home as usize];
+        let pool = self.pool(home);
+        let tags = &mut self.tags[pool];
         let held = &mut tags.held[kind.op as usize][usize::from(kind.sync)];
         // A tag released twice would let a later request take one the pool never had.
         assert!(
@@ -256,10 +284,10 @@ impl Admission {
             group.held -= 1;
         }
         let mut fruitless = 0;
-        while fruitless < self.tags[home as usize].waiting.len()
-            && self.tags[home as usize].held_total < self.nr_requests
+        while fruitless < self.tags[pool].waiting.len()
+            && self.tags[pool].held_total < self.nr_requests
         {
-            let Some(ctx) = self.tags[home as usize].waiting.pop_front() else {
+            let Some(ctx) = self.tags[pool].waiting.pop_front() else {
                 break;
             };
             let head = self.software[ctx as usize]
@@ -270,7 +298,7 @@ impl Admission {
                     self.software[ctx as usize].pop_front();
                     self.staged -= 1;
                     if self.shared {
-                        self.tags[home as usize].unstaged(kind.group);
+                        self.tags[pool].unstaged(kind.group);
                     }
                     self.take_tag(home, kind);
                     admitted.push(id);
@@ -280,7 +308,7 @@ impl Admission {
             };
             fruitless = if let_in { 0 } else { fruitless + 1 };
             if !self.software[ctx as usize].is_empty() {
-                self.tags[home as usize].waiting.push_back(ctx);
+                self.tags[pool].waiting.push_back(ctx);
             }
         }
     }

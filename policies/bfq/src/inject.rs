@@ -155,9 +155,10 @@ impl Bfq {
 
     /// The queue to take a request from while `key` is in service and dry
     /// (`bfq_choose_bfqq_for_injection`), if the device has room under `key`'s limit: the
-    /// first busy queue (by key) with a request that fits what is left of its budget, and
-    /// that is raised if `key` is a quick raised queue.
-    fn injection_source(
+    /// first busy queue (by key; under the groups' parts, of the group furthest under its
+    /// part) with a request that fits what is left of its budget, and that is raised if
+    /// `key` is a quick raised queue.
+    pub(super) fn injection_source(
         &self,
         key: QueueKey,
         now_ns: u64,
@@ -193,8 +194,19 @@ impl Bfq {
                     charge <= q.budget.saturating_sub(q.injected) && !(large && self.in_driver >= 1)
                 })
             })
+            // Under the groups' parts, the group furthest under its part goes first: by key,
+            // the lowest group kept its part full and took more than its weight's share.
+            .min_by_key(|&(k, q)| (self.fill_of_part(held, q.group), k))
             .map(|(k, _)| k)
-            .min()
+    }
+
+    /// How full group `group` keeps its part of the device under `parts`, in millionths
+    /// (0 without parts: the kernel's order, by key).
+    fn fill_of_part(&self, parts: Option<&BTreeMap<u32, u32>>, group: u32) -> u64 {
+        let Some(&part) = parts.and_then(|p| p.get(&group)) else {
+            return 0;
+        };
+        u64::from(self.share.in_flight_of(group)) * 1_000_000 / u64::from(part.max(1))
     }
 
     /// Sends one request of another queue while `key` is in service and dry, if one may

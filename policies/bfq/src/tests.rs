@@ -31,3 +31,54 @@ fn the_busy_weight_sum_is_each_busy_queues_weight_summed() {
         }
     }
 }
+
+#[test]
+fn under_the_groups_parts_the_group_furthest_under_its_part_is_injected_first() {
+    let mut bfq = Bfq {
+        group_weights: [(1, 100), (2, 100), (3, 100)].into_iter().collect(),
+        share: DeviceShare::new(64),
+        ..Bfq::default()
+    };
+    // Group 3's queue is in service; groups 1 and 2 each have a busy queue with a request.
+    for ctx in 1..=3u32 {
+        let mut queue = Queue {
+            group: ctx,
+            class: 1,
+            weight: 40,
+            sync: true,
+            busy: true,
+            budget: 1024,
+            ..Queue::default()
+        };
+        let request = Request {
+            id: RequestId(u64::from(ctx)),
+            ctx,
+            op: Op::Read,
+            sector: Sector(u64::from(ctx) * 1000),
+            sectors: 8,
+            sync: true,
+            prio_class: PrioClass::Be,
+            prio_level: 4,
+            group: ctx,
+            arrival_ns: 0,
+        };
+        queue.requests.push(&request, u64::MAX);
+        bfq.queues.insert(QueueKey::Sync(ctx), queue);
+    }
+    // Group 1 has 3 of its part of 4 on the device, group 2 none of its 4.
+    for id in 10..13 {
+        bfq.share.sent(RequestId(id), 1);
+    }
+    let parts: BTreeMap<u32, u32> = [(1, 4), (2, 4), (3, 4)].into_iter().collect();
+    let source = bfq.injection_source(QueueKey::Sync(3), 0, Some(&parts));
+    assert_eq!(
+        source,
+        Some(QueueKey::Sync(2)),
+        "group 2 is furthest under its part"
+    );
+    // By fill, not by count: group 1 with 3 of 8 is further under than group 2 with 1 of 2.
+    let parts: BTreeMap<u32, u32> = [(1, 8), (2, 2), (3, 4)].into_iter().collect();
+    bfq.share.sent(RequestId(13), 2);
+    let source = bfq.injection_source(QueueKey::Sync(3), 0, Some(&parts));
+    assert_eq!(source, Some(QueueKey::Sync(1)), "3 of 8 against 1 of 2");
+}
