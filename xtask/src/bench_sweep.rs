@@ -451,8 +451,17 @@ fn judge_cells(root: &Path, schedhost: &Path, cells: &[Cell]) -> Result<Sweep> {
         starvation(&mut sweep, i, cell, &ours, &logged.windows);
         shares(&mut sweep, i, cell, &logged.ios, &noop, peak);
         limit(&mut sweep, i, cell, &ours, riops);
+        // Every invariant this cell missed, with what it measured: the summary prints only
+        // the worst few of each.
+        let missed: Vec<Value> = sweep
+            .findings
+            .iter()
+            .filter(|f| f.cell == i)
+            .map(|f| serde_json::json!({"invariant": f.invariant, "what": f.what}))
+            .collect();
         sweep.records.push(serde_json::json!({
             "cell": i,
+            "missed": missed,
             "policy": cell.policy,
             "device": cell.device,
             "weights": cell.weights,
