@@ -38,17 +38,21 @@ fn read(id: u64, ctx: u32, level: u8, sector: u64) -> Request {
     }
 }
 
+/// A group of `weight`, with nothing else set.
+fn group(id: u32, weight: u32) -> schedhost_sdk::Group {
+    schedhost_sdk::Group {
+        id,
+        weight,
+        reserve_iops: None,
+        limit_iops: [None; 2],
+        limit_bps: [None; 2],
+        latency_target_ns: None,
+    }
+}
+
 #[test]
 fn bfq_shares_between_groups_by_their_weight_however_many_queues_each_has() {
     for (build, mut p) in builds(&[("max_budget", 64), ("low_latency", 0), ("slice_idle", 0)]) {
-        let group = |id: u32, weight: u32| schedhost_sdk::Group {
-            id,
-            weight,
-            reserve_iops: None,
-            limit_iops: [None; 2],
-            limit_bps: [None; 2],
-            latency_target_ns: None,
-        };
         p.groups(0, &[group(1, 300), group(2, 100)]).unwrap();
         // ctx 0 and 1 in group 1, ctx 2 alone in group 2; all at one level, backlogged.
         let group_of = |ctx: u32| if ctx < 2 { 1 } else { 2 };
@@ -86,14 +90,6 @@ fn bfq_shares_between_groups_by_their_weight_however_many_queues_each_has() {
 /// Groups 1 (weight 1, busy first) and 2 (weight 200), both backlogged, one request per
 /// dispatch: how many requests of the first 2 010 each group got.
 fn light_and_heavy_group_served(p: &mut Box<dyn PolicyBackend>) -> [u64; 2] {
-    let group = |id: u32, weight: u32| schedhost_sdk::Group {
-        id,
-        weight,
-        reserve_iops: None,
-        limit_iops: [None; 2],
-        limit_bps: [None; 2],
-        latency_target_ns: None,
-    };
     p.groups(0, &[group(1, 1), group(2, 200)]).unwrap();
     for ctx in 0..2u32 {
         let requests: Vec<Request> = (0..3000u64)

@@ -41,18 +41,26 @@ impl Bfq {
     /// The largest weight among class `class`'s busy queues, each as [`Self::weight`]
     /// gives it (0 if none is busy).
     fn heaviest_busy(&self, class: usize, now_ns: u64) -> u64 {
-        let busy = || self.queues.values().filter(|q| q.busy && q.class == class);
+        self.busy_weights(class, now_ns).max().unwrap_or(0)
+    }
+
+    /// Each of class `class`'s busy queues' weights as [`Self::weight`] gives it: the
+    /// groups' sums are taken once, so a thousand grouped queues cost two passes, not a
+    /// pass each.
+    fn busy_weights(&self, class: usize, now_ns: u64) -> impl Iterator<Item = u64> + '_ {
+        let busy = move || {
+            self.queues
+                .values()
+                .filter(move |q| q.busy && q.class == class)
+        };
         let mut siblings: BTreeMap<u32, u64> = BTreeMap::new();
         for q in busy().filter(|q| q.group != 0) {
             *siblings.entry(q.group).or_default() += Self::own_weight(q, now_ns);
         }
-        busy()
-            .map(|q| {
-                let sum = siblings.get(&q.group).copied().unwrap_or(0);
-                self.share(q, now_ns, sum)
-            })
-            .max()
-            .unwrap_or(0)
+        busy().map(move |q| {
+            let sum = siblings.get(&q.group).copied().unwrap_or(0);
+            self.share(q, now_ns, sum)
+        })
     }
 
     /// The queue's own weight, raised while it is new under `low_latency`.
@@ -99,19 +107,10 @@ impl Bfq {
     }
 
     /// The weights of class `class`'s busy queues summed, each as [`Self::weight`] gives
-    /// it: the groups' sums are taken once, so a thousand grouped queues cost two passes,
-    /// not a pass each.
+    /// it.
     pub(super) fn busy_weight(&self, class: usize, now_ns: u64) -> u128 {
-        let busy = || self.queues.values().filter(|q| q.busy && q.class == class);
-        let mut siblings: BTreeMap<u32, u64> = BTreeMap::new();
-        for q in busy().filter(|q| q.group != 0) {
-            *siblings.entry(q.group).or_default() += Self::own_weight(q, now_ns);
-        }
-        busy()
-            .map(|q| {
-                let sum = siblings.get(&q.group).copied().unwrap_or(0);
-                u128::from(self.share(q, now_ns, sum).max(1))
-            })
+        self.busy_weights(class, now_ns)
+            .map(|w| u128::from(w.max(1)))
             .sum()
     }
 
