@@ -70,6 +70,36 @@ fn what_the_importer_cannot_represent_is_listed() {
 }
 
 #[test]
+fn the_drives_fcfs_queue_is_not_listed_but_another_policy_or_a_timeout_scheme_on_is() {
+    // DiskSim's FCFS (1) is the model's arrival order.
+    let atlas = import(&data("atlas10k.diskspecs")).unwrap();
+    let listed = atlas.not_represented.join("\n");
+    assert!(!listed.contains("Scheduler"), "{listed}");
+    let notes = |from: &str, to: &str| {
+        atlas_edited("atlas10k.diskspecs", from, to)
+            .unwrap()
+            .not_represented
+            .join("\n")
+    };
+    let sptf = notes("Scheduling policy = 1,", "Scheduling policy = 8,");
+    assert!(sptf.contains("Scheduling policy = 8 (FCFS is 1)"), "{sptf}");
+    let timeouts = notes(
+        "Scheduling timeout scheme = 0,",
+        "Scheduling timeout scheme = 1,",
+    );
+    assert!(
+        timeouts.contains("Scheduling timeout scheme = 1"),
+        "{timeouts}"
+    );
+    // Under FCFS a cylinder mapping orders nothing.
+    let mapping = notes(
+        "Cylinder mapping strategy = 0,",
+        "Cylinder mapping strategy = 1,",
+    );
+    assert!(!mapping.contains("Scheduler"), "{mapping}");
+}
+
+#[test]
 fn a_write_low_water_mark_is_listed_only_where_a_write_past_its_segment_waits_for_refills() {
     // The HP refills its 512-block segment only once all of it is free.
     let hp = import(&data("hp_c3323a_validate.diskspecs")).unwrap();

@@ -321,7 +321,7 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
     let _ = specs.take_opt_text("Print stats");
     let _ = specs.take_opt_text("Avg sectors per cylinder");
     if let Some(scheduler) = specs.take_opt_block("Scheduler") {
-        scheduler.rest(&mut notes, "Scheduler (the drive serves in arrival order)");
+        drive_scheduler(scheduler, &mut notes)?;
     }
     let immediate_partial_hit = specs.take_opt_u64("Immed transfer partial hit", 0, 1)? == Some(1);
     // DiskSim passes these to its mechanism as `immed` (`g1_access_block`): zero-latency
@@ -452,3 +452,43 @@ pub fn import_parv(parv: &Path) -> Result<Imported, ImportError> {
 
 #[cfg(test)]
 mod tests;
+
+/// The drive's own queue (`disksim_ioqueue`). The model serves a drive's commands in arrival
+/// order, which is DiskSim's FCFS (`Scheduling policy = 1`, `disksim_ioqueue.c`). Under FCFS
+/// the cylinder mapping orders nothing, and the timeout and priority schedulers act only
+/// where their schemes are on; anything else set is listed.
+fn drive_scheduler(mut queue: Fields<'_>, notes: &mut Vec<String>) -> Result<(), ImportError> {
+    const WITHIN: &str = "Scheduler (the drive serves in arrival order)";
+    let policy = queue
+        .take_opt_u64("Scheduling policy", 1, 1_000)?
+        .unwrap_or(1);
+    let mapping = queue.take_opt_u64("Cylinder mapping strategy", 0, 1_000)?;
+    if policy != 1 {
+        notes.push(format!(
+            "{WITHIN}: Scheduling policy = {policy} (FCFS is 1)"
+        ));
+        if let Some(m) = mapping.filter(|&m| m != 0) {
+            notes.push(format!("{WITHIN}: Cylinder mapping strategy = {m}"));
+        }
+    }
+    for (scheme, its) in [
+        (
+            "Scheduling timeout scheme",
+            &["Timeout time/weight", "Timeout scheduling"][..],
+        ),
+        ("Scheduling priority scheme", &["Priority scheduling"][..]),
+    ] {
+        let on = queue.take_opt_u64(scheme, 0, 1_000)?.unwrap_or(0);
+        for key in its {
+            let value = queue.take_opt_f64(key, 0.0, 1e9)?;
+            if on != 0 && value != 0.0 {
+                notes.push(format!("{WITHIN}: {key} = {value} ({scheme} = {on})"));
+            }
+        }
+        if on != 0 {
+            notes.push(format!("{WITHIN}: {scheme} = {on}"));
+        }
+    }
+    queue.rest(notes, WITHIN);
+    Ok(())
+}
