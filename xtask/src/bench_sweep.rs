@@ -16,9 +16,10 @@
 //!   among groups, and every group is owed 100 I/Os or more (so that ±3 % is three I/Os); a
 //!   limited group's cell is not judged on shares. The I/Os counted are those completed
 //!   after the run's first fifth (a ramp) and before its run time ends (not the drain);
-//! - a limit is never exceeded (by more than one I/O over the run), and is reached within
-//!   1 % where the group had twice the limit to take (its weight's part of the run's I/O,
-//!   or an equal part under a policy that serves no weights);
+//! - a limit is never exceeded (by more than one I/O over the run, the drain's time at the
+//!   rate), and is reached within 1 % over the run time (the I/Os completed before it ended,
+//!   against the rate times the run time) where the group had twice the limit to take (its
+//!   weight's part of the run's I/O, or an equal part under a policy that serves no weights);
 //! - no group starved: on flash every group completes I/O in every 100 ms window in which
 //!   its weight's part of the device is at least 4 I/Os (a group of weight 1 beside groups
 //!   of 1000 is owed one I/O in seconds on a disk: weights are its promise, not a window);
@@ -450,7 +451,7 @@ fn judge_cells(root: &Path, schedhost: &Path, cells: &[Cell]) -> Result<Sweep> {
         throughput(&mut sweep, i, cell, &ours, &noop);
         starvation(&mut sweep, i, cell, &ours, &logged.windows);
         shares(&mut sweep, i, cell, &logged.ios, &noop, peak);
-        limit(&mut sweep, i, cell, &ours, riops);
+        limit(&mut sweep, i, cell, &ours, &logged, riops);
         // Every invariant this cell missed, with what it measured: the summary prints only
         // the worst few of each.
         let missed: Vec<Value> = sweep

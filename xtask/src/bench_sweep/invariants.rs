@@ -16,6 +16,9 @@ pub(super) struct Logged {
     /// group of weight 3 beside 740 on `sim:ssd` got about 120 I/Os more than its weight's
     /// part in the first 100 ms, 14 % of its part of the whole run).
     pub(super) ios: Vec<f64>,
+    /// Per group, the I/Os it completed before the end of its run time, the first fifth
+    /// included: what a limit is judged reached on.
+    pub(super) in_run: Vec<f64>,
 }
 
 pub(super) fn read_logs(logs: &Path, groups: usize, runtime_ms: u64) -> Result<Logged> {
@@ -24,7 +27,7 @@ pub(super) fn read_logs(logs: &Path, groups: usize, runtime_ms: u64) -> Result<L
     let per_group = (0..groups)
         .map(|g| {
             let mut seen = vec![false; count];
-            let mut ios = 0.0;
+            let (mut ios, mut in_run) = (0.0, 0.0);
             // fio numbers each job's log by its place among the jobs, from 1.
             let path = logs.join(format!("g{g}_iops.{}.log", g + 1));
             let text = std::fs::read_to_string(&path)
@@ -40,16 +43,23 @@ pub(super) fn read_logs(logs: &Path, groups: usize, runtime_ms: u64) -> Result<L
                 let w = (ms.saturating_sub(1) / WINDOW_MS) as usize;
                 if let Some(slot) = seen.get_mut(w) {
                     *slot = true;
+                    let done = iops * WINDOW_MS as f64 / 1000.0;
+                    in_run += done;
                     if w >= ramp {
-                        ios += iops * WINDOW_MS as f64 / 1000.0;
+                        ios += done;
                     }
                 }
             }
-            Ok((seen, ios))
+            Ok((seen, (ios, in_run)))
         })
         .collect::<Result<Vec<_>>>()?;
-    let (windows, ios) = per_group.into_iter().unzip();
-    Ok(Logged { windows, ios })
+    let (windows, counts): (Vec<_>, Vec<_>) = per_group.into_iter().unzip();
+    let (ios, in_run) = counts.into_iter().unzip();
+    Ok(Logged {
+        windows,
+        ios,
+        in_run,
+    })
 }
 
 /// Total IOPS at least [`THROUGHPUT_FLOOR`] × noop's, judged on flash (a disk's throughput
@@ -170,7 +180,14 @@ pub(super) fn shares(sweep: &mut Sweep, i: usize, cell: &Cell, ios: &[f64], noop
 /// A limited group never over its rate (one I/O of rounding over the run), and at it
 /// within 1 % where it had twice the rate to take. The first is the host's (io.max holds
 /// before any policy); the second needs the policy to offer the group that much.
-pub(super) fn limit(sweep: &mut Sweep, i: usize, cell: &Cell, ours: &Ran, riops: Option<u64>) {
+pub(super) fn limit(
+    sweep: &mut Sweep,
+    i: usize,
+    cell: &Cell,
+    ours: &Ran,
+    logged: &Logged,
+    riops: Option<u64>,
+) {
     let (Some((g, _)), Some(rate)) = (cell.limit, riops) else {
         return;
     };
@@ -185,16 +202,21 @@ pub(super) fn limit(sweep: &mut Sweep, i: usize, cell: &Cell, ours: &Ran, riops:
             ours.seconds[g]
         )
     });
+    // Reached over the run time: after it the group issues nothing new, so the drain's
+    // time (its report's seconds run past the run time while its last requests complete)
+    // is no time it could use.
+    let runtime = cell.runtime_ms as f64 / 1000.0;
+    let promised = rate as f64 * runtime;
+    let done = logged.in_run[g];
     // What the group could have had: its part of everything the run completed.
     let could = cell.part(g) * ours.ios.iter().sum::<f64>();
-    if could < 2.0 * allowed {
+    if could < 2.0 * promised {
         return;
     }
-    let short = (allowed * (1.0 - LIMIT_TOLERANCE) - got).max(0.0) / allowed;
+    let short = (promised * (1.0 - LIMIT_TOLERANCE) - done).max(0.0) / promised;
     sweep.judge(5, i, short, || {
         format!(
-            "g{g} did {got:.0} I/Os under riops={rate} ({allowed:.0} over its {:.3} s; its part of the run was {could:.0})",
-            ours.seconds[g]
+            "g{g} completed {done:.0} I/Os in its {runtime:.3} s under riops={rate} ({promised:.0}; its part of the run was {could:.0})"
         )
     });
 }
