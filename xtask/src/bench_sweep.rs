@@ -477,6 +477,7 @@ fn judge_cells(root: &Path, schedhost: &Path, cells: &[Cell]) -> Result<Sweep> {
             "peak_iops": peak,
             "ios": ours.ios,
             "ios_in_run": logged.ios,
+            "ios_within_runtime": logged.in_run,
             "command": cell.command(riops),
         }));
     }
