@@ -35,6 +35,30 @@ const WINDOW: u32 = 32;
 const SATURATED_AT: u64 = 20;
 const CALM_UNDER: u64 = 15;
 
+/// `total` divided in proportion to `weights`, in whole parts that add up to `total`: each
+/// takes its quotient's floor, and the largest remainders (ties to the earlier weight) take
+/// what the floors leave (Hamilton's method). A ceiling or a floor alone is off by up to one
+/// a part, which for a part owed 1.9 of a pool of 114 is half its share.
+pub fn apportion(total: u32, weights: &[u64]) -> Vec<u32> {
+    let sum: u128 = weights.iter().map(|&w| u128::from(w)).sum::<u128>().max(1);
+    let pool = u128::from(total);
+    let mut parts: Vec<(u128, u128)> = weights
+        .iter()
+        .map(|&w| (pool * u128::from(w) / sum, pool * u128::from(w) % sum))
+        .collect();
+    let whole: u128 = parts.iter().map(|&(p, _)| p).sum();
+    let mut order: Vec<usize> = (0..parts.len()).collect();
+    order.sort_by_key(|&i| (std::cmp::Reverse(parts[i].1), i));
+    let left = usize::try_from(pool.saturating_sub(whole)).unwrap_or(usize::MAX);
+    for &i in order.iter().take(left) {
+        parts[i].0 += 1;
+    }
+    parts
+        .into_iter()
+        .map(|(p, _)| u32::try_from(p).unwrap_or(u32::MAX))
+        .collect()
+}
+
 /// What one group has outstanding (in the policy and on the device) and its weight.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Backlog {
@@ -69,6 +93,12 @@ impl DeviceShare {
     pub fn new(queue_depth: u32) -> Self {
         Self {
             floor: (queue_depth / 2).max(1),
+            // Taken as saturated until a window says otherwise: a policy swapped in under
+            // load never sees the device idle, so its shortest service time would be the
+            // loaded one and no window could look twice as slow. Bound from the start, the
+            // device's queue drains, the shortest time is learnt, and a device that was not
+            // queueing is released after one window.
+            saturated: true,
             ..Self::default()
         }
     }
@@ -208,6 +238,73 @@ mod tests {
             .collect();
         share.completed(&done);
         share
+    }
+
+    #[test]
+    fn a_bound_applies_from_the_start_until_a_window_shows_no_queueing() {
+        // Swapped in under load, a policy never sees the device idle: it bounds first.
+        let mut share = DeviceShare::new(64);
+        let two = [
+            Backlog {
+                weight: 1,
+                outstanding: 64,
+            },
+            Backlog {
+                weight: 5,
+                outstanding: 64,
+            },
+        ];
+        assert!(share.saturated() && share.bound(two).is_some());
+        for i in 0..u64::from(WINDOW) {
+            share.sent(RequestId(i), 1);
+        }
+        let calm: Vec<Completion> = (0..u64::from(WINDOW))
+            .map(|i| done(i, 100 + i % 3 * 10))
+            .collect();
+        share.completed(&calm);
+        assert!(
+            !share.saturated(),
+            "a window within 1.5 × the least lifts it"
+        );
+        assert_eq!(share.room(two), u32::MAX);
+    }
+
+    #[test]
+    fn apportioned_parts_add_up_and_the_largest_remainders_take_what_the_floors_leave() {
+        // Quotas 4.60, 1.91, 93.69, 0.45, 8.53, 4.83: floors 110, four more by remainder.
+        assert_eq!(
+            apportion(114, &[41, 17, 835, 4, 76, 43]),
+            vec![5, 2, 94, 0, 8, 5]
+        );
+        assert_eq!(
+            apportion(2, &[1, 1, 1]),
+            vec![1, 1, 0],
+            "ties to the earlier"
+        );
+        assert!(apportion(7, &[]).is_empty());
+        // Generated pools and weights: the parts add up, each within one of its quota.
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut next = |n: u64| {
+            x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            (x >> 33) % n
+        };
+        for _ in 0..500 {
+            let total = u32::try_from(next(5000)).unwrap();
+            let weights: Vec<u64> = (0..1 + next(8)).map(|_| 1 + next(10_000)).collect();
+            let parts = apportion(total, &weights);
+            assert_eq!(
+                parts.iter().map(|&p| u64::from(p)).sum::<u64>(),
+                u64::from(total)
+            );
+            let sum: u64 = weights.iter().sum();
+            for (&p, &w) in parts.iter().zip(&weights) {
+                let quota = f64::from(total) * w as f64 / sum as f64;
+                assert!(
+                    (f64::from(p) - quota).abs() < 1.0,
+                    "{p} for a quota of {quota}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -19,7 +19,7 @@
 
 use std::collections::BTreeMap;
 
-use schedhost_sdk::device_share::Backlog;
+use schedhost_sdk::device_share::{Backlog, apportion};
 
 use super::{Bfq, DEFAULT_GROUP_WEIGHT};
 
@@ -77,13 +77,13 @@ impl Bfq {
         }
         let backlogs = self.backlogs();
         let bound = self.share.bound(backlogs.values().copied())?;
-        let total: u64 = backlogs.values().map(|b| b.weight.max(1)).sum();
-        let parts = backlogs
+        // Whole parts adding up to the bound (a ceiling gave a group owed 1.07 requests two,
+        // and injection kept them on the device), at least one each.
+        let (groups, weights): (Vec<u32>, Vec<u64>) =
+            backlogs.iter().map(|(&g, b)| (g, b.weight.max(1))).unzip();
+        let parts = groups
             .into_iter()
-            .map(|(group, b)| {
-                let part = (u64::from(bound) * b.weight.max(1)).div_ceil(total.max(1));
-                (group, u32::try_from(part).unwrap_or(u32::MAX).max(1))
-            })
+            .zip(apportion(bound, &weights).into_iter().map(|p| p.max(1)))
             .collect();
         Some(GroupBound {
             room: bound.saturating_sub(self.share.in_flight()),

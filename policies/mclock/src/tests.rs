@@ -73,10 +73,22 @@ fn saturate(
     while now < start + ns {
         refill(rt, &mut waiting, now);
         let answer = rt.dispatch(now, 0, 1);
+        let mut done = Vec::new();
         for id in &answer.ids {
             let g = waiting.remove(id).expect("a waiting request");
             *got.entry(g).or_insert(0) += 1;
+            done.push(Completion {
+                id: *id,
+                ctx: g,
+                op: Op::Read,
+                sectors: 8,
+                latency_ns: service_ns,
+                service_ns,
+                status: 0,
+            });
         }
+        // The device finishes what it took before the next one: it never queues.
+        rt.completed(now, &done);
         now += service_ns;
     }
     got
