@@ -12,8 +12,9 @@
 //! head's reservation is due (`R ≤ now`); otherwise, among groups whose head is under its
 //! limit (`L ≤ now`), the smallest `P`. A request served by weight moves its group's later
 //! `R` tags back by its cost/r, as dmClock does, so reservation counts only what it served.
-//! A group that was empty starts its `P` no earlier than the smallest `P` of the groups
-//! already waiting, so an idle spell is not saved up as credit. Within a group requests go
+//! A group that was idle (nothing waiting and nothing on the device) starts its `P` no
+//! earlier than the smallest `P` of the groups already waiting, so an idle spell is not
+//! saved up as credit. Within a group requests go
 //! in arrival order. When every waiting group is over its limit the policy idles until the
 //! first `L` is due.
 //!
@@ -224,6 +225,7 @@ impl Mclock {
     fn tag(&mut self, now_ps: u128, r: &Request) {
         let cost = self.cost(r);
         let floor = self.lowest_waiting_p(r.group);
+        let in_flight = self.on_device.in_flight_of(r.group);
         let lane = self.lanes.entry(r.group).or_default();
         let promise = lane.promise;
         let back = lane.r_back;
@@ -242,7 +244,12 @@ impl Mclock {
             None => 0,
         };
         let mut p = following(lane.last_p, step(cost, u64::from(promise.weight)), now_ps);
-        if lane.queue.is_empty() {
+        // Idle is nothing waiting and nothing on the device: a group whose requests are all
+        // on the device is busy, and taken as idle it lost its place to the lowest waiting
+        // tag every time its queue emptied (a group of weight 1 beside 147 and 137 with 76
+        // tags read 54 % over its share, the heavy groups' queues emptying as the device
+        // bound took their requests).
+        if lane.queue.is_empty() && in_flight == 0 {
             p = p.max(floor.unwrap_or(0));
         }
         lane.last_p = Some(p);

@@ -227,3 +227,19 @@ fn new_parameters_apply_to_requests_tagged_after_them() {
     );
     assert!(skewed[&2] > 8 * skewed[&1], "{skewed:?}");
 }
+
+#[test]
+fn a_group_whose_requests_are_all_on_the_device_is_busy_not_idle_and_keeps_its_place() {
+    let mut rt = runtime(&[group(1, 1), group(2, 100)]);
+    // The heavy group's first request goes to the device; the light group's first follows
+    // it and its second waits, tagged a second (its weight's step) later.
+    rt.insert(0, &[request(1, 2, 8, 0)]);
+    assert_eq!(rt.dispatch(0, 0, 1).ids, vec![RequestId(1)]);
+    rt.insert(0, &[request(2, 1, 8, 0)]);
+    assert_eq!(rt.dispatch(0, 0, 1).ids, vec![RequestId(2)]);
+    rt.insert(0, &[request(3, 1, 8, 0)]);
+    // The heavy group's queue is empty but its request is on the device: its next one is
+    // tagged 10 ms after its last, not moved up to the light group's waiting tag.
+    rt.insert(0, &[request(4, 2, 8, 0)]);
+    assert_eq!(rt.dispatch(0, 0, 1).ids, vec![RequestId(4)]);
+}
