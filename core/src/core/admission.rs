@@ -1,17 +1,17 @@
 //! Admission: scheduler tags and the software queues waiting for them. A request holds a
 //! tag from the moment it is admitted until it completes, within nr_requests per hardware
 //! queue (one pool of them all while groups share it) and the depth the policy allows each
-//! kind (its `limit_depth`); one that finds no tag
-//! waits in its submitter's software queue, and a freed tag lets the waiting queues in,
-//! round robin, as the kernel's per-ctx software queues wait for its scheduler tags.
+//! kind (its `limit_depth`); one that finds no tag waits in its submitter's software queue,
+//! and a freed tag lets the waiting queues in, round robin, as the kernel's per-ctx software
+//! queues wait for its scheduler tags.
 //!
 //! With groups, the tags are also shared between the groups, so that whichever group fills
 //! the pool first does not get the pool: while two or more groups hold tags or wait for them,
 //! a group holding its part (the pool divided among the active groups in whole parts that
-//! add up to it, at least one each) takes another only
-//! if more stay free than the waiting groups under their parts are owed. A group alone takes
-//! every tag, and a part one group leaves unused goes to the others, so no tag idles while a
-//! request waits for one nobody is owed. The parts are equal unless the policy asks for
+//! add up to it, at least one each) takes another only if more stay free than the waiting
+//! groups under their parts are owed. A group alone takes every tag, and a part one group
+//! leaves unused goes to the others, so no tag idles while a request waits for one nobody is
+//! owed. The parts are equal unless the policy asks for
 //! them weighted (`weighted-tags`, as bfq's `bfqq_request_over_limit` weighs each group's
 //! part of `nr_requests`): weights are the policy's to serve (a policy that ignores them, as
 //! `none` does in the kernel, must not have them served by the pool), and the pool's job is
@@ -198,7 +198,7 @@ impl Admission {
     /// Each of `groups`' part of the pool, in proportion to its weight and at least one tag,
     /// the parts adding up to the pool ([`apportion`]): a floor held a group owed 1.9 tags
     /// to one, half its share whatever the policy did (mclock on the sweep's cell 308: the
-    /// weight-17 group of six 11 % under its share, 0.6 % with the parts whole).
+    /// weight-17 group of six 11 % under its share, 0.4 % over with the parts whole).
     fn parts(&self, groups: impl Iterator<Item = u32>) -> Vec<(u32, u32)> {
         let (ids, weights): (Vec<u32>, Vec<u64>) = groups.map(|g| (g, self.weight(g))).unzip();
         let parts = apportion(self.nr_requests, &weights);
