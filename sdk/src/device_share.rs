@@ -227,6 +227,14 @@ mod tests {
         }
     }
 
+    /// Groups of weights 1 and 5, each with 64 requests outstanding.
+    fn two_groups() -> [Backlog; 2] {
+        [1, 5].map(|weight| Backlog {
+            weight,
+            outstanding: 64,
+        })
+    }
+
     /// A share that saw one window with service times `times` (cycled).
     fn after_window(times: &[u64]) -> DeviceShare {
         let mut share = DeviceShare::default();
@@ -244,16 +252,7 @@ mod tests {
     fn a_bound_applies_from_the_start_until_a_window_shows_no_queueing() {
         // Swapped in under load, a policy never sees the device idle: it bounds first.
         let mut share = DeviceShare::new(64);
-        let two = [
-            Backlog {
-                weight: 1,
-                outstanding: 64,
-            },
-            Backlog {
-                weight: 5,
-                outstanding: 64,
-            },
-        ];
+        let two = two_groups();
         assert!(share.saturated() && share.bound(two).is_some());
         for i in 0..u64::from(WINDOW) {
             share.sent(RequestId(i), 1);
@@ -311,16 +310,7 @@ mod tests {
     fn no_bound_below_saturation_or_with_one_group() {
         let calm = after_window(&[100, 110, 120]);
         assert!(!calm.saturated());
-        let two = [
-            Backlog {
-                weight: 1,
-                outstanding: 64,
-            },
-            Backlog {
-                weight: 5,
-                outstanding: 64,
-            },
-        ];
+        let two = two_groups();
         assert_eq!(calm.room(two), u32::MAX);
         let busy = after_window(&[100, 400, 700]);
         assert!(busy.saturated());
