@@ -15,8 +15,8 @@
 //!
 //! and only while the device is saturated, seen as queueing inside it: the mean time from
 //! dispatch to completion over the last window at least twice the shortest ever seen (and,
-//! once bound, until it falls under 1.5 times). Below saturation the bound is off, so a shallow
-//! load keeps every tag the device has.
+//! once bound, until it falls under 1.5 times; taken as saturated until the first window).
+//! Below saturation the bound is off, so a shallow load keeps every tag the device has.
 //!
 //! Use: [`DeviceShare::room`] before dispatching, [`DeviceShare::sent`] for each request
 //! sent, [`DeviceShare::completed`] and [`DeviceShare::requeued`] as the host reports them.
@@ -35,7 +35,8 @@ const WINDOW: u32 = 32;
 const SATURATED_AT: u64 = 20;
 const CALM_UNDER: u64 = 15;
 
-/// `total` divided in proportion to `weights`, in whole parts that add up to `total`: each
+/// `total` divided in proportion to `weights` (not all zero), in whole parts that add up to
+/// `total`: each
 /// takes its quotient's floor, and the largest remainders (ties to the earlier weight) take
 /// what the floors leave (Hamilton's method). A ceiling or a floor alone is off by up to one
 /// a part, which for a part owed 1.9 of a pool of 114 is half its share.

@@ -346,8 +346,10 @@ impl Bfq {
         };
         let held = end.saturating_sub(service.started);
         // A turn that spent a budget scaled to its weight (`turn_budget`) is short by
-        // design: the kernel's too-short-to-measure charge presumes a full budget.
-        let scaled = service.budget < self.budget();
+        // design: the kernel's too-short-to-measure charge presumes a full budget. (Without
+        // groups every turn is the kernel's, a resumed one's short budget included.)
+        let scaled =
+            self.group_budgets && !self.group_weights.is_empty() && service.budget < self.budget();
         if scaled && reason == Expiry::BudgetExhausted && held < SHORT_TURN_NS {
             return served;
         }
