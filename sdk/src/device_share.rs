@@ -41,23 +41,33 @@ const CALM_UNDER: u64 = 15;
 /// what the floors leave (Hamilton's method). A ceiling or a floor alone is off by up to one
 /// a part, which for a part owed 1.9 of a pool of 114 is half its share.
 pub fn apportion(total: u32, weights: &[u64]) -> Vec<u32> {
+    let (mut parts, mut order) = (Vec::new(), Vec::new());
+    apportion_into(total, weights, &mut parts, &mut order);
+    parts
+}
+
+/// [`apportion`] into `parts`, with `order` as its working space: a caller that divides a
+/// pool at every request keeps both and allocates nothing once they have grown.
+pub fn apportion_into(total: u32, weights: &[u64], parts: &mut Vec<u32>, order: &mut Vec<usize>) {
     let sum: u128 = weights.iter().map(|&w| u128::from(w)).sum::<u128>().max(1);
     let pool = u128::from(total);
-    let mut parts: Vec<(u128, u128)> = weights
-        .iter()
-        .map(|&w| (pool * u128::from(w) / sum, pool * u128::from(w) % sum))
-        .collect();
-    let whole: u128 = parts.iter().map(|&(p, _)| p).sum();
-    let mut order: Vec<usize> = (0..parts.len()).collect();
-    order.sort_by_key(|&i| (std::cmp::Reverse(parts[i].1), i));
+    let share = |w: u64| pool * u128::from(w);
+    parts.clear();
+    parts.extend(
+        weights
+            .iter()
+            .map(|&w| u32::try_from(share(w) / sum).unwrap_or(u32::MAX)),
+    );
+    let whole: u128 = parts.iter().map(|&p| u128::from(p)).sum();
+    order.clear();
+    order.extend(0..weights.len());
+    // Keys are unique (the index breaks ties), so the unstable sort, which allocates
+    // nothing, orders as a stable one would.
+    order.sort_unstable_by_key(|&i| (std::cmp::Reverse(share(weights[i]) % sum), i));
     let left = usize::try_from(pool.saturating_sub(whole)).unwrap_or(usize::MAX);
     for &i in order.iter().take(left) {
-        parts[i].0 += 1;
+        parts[i] = parts[i].saturating_add(1);
     }
-    parts
-        .into_iter()
-        .map(|(p, _)| u32::try_from(p).unwrap_or(u32::MAX))
-        .collect()
 }
 
 /// What one group has outstanding (in the policy and on the device) and its weight.

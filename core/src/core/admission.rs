@@ -21,7 +21,7 @@
 use std::collections::VecDeque;
 
 use schedhost_sdk::Op;
-use schedhost_sdk::device_share::apportion;
+use schedhost_sdk::device_share::apportion_into;
 
 use super::request::{RequestTable, TagKind};
 use super::{Core, CoreStats, DEFAULT_WEIGHT, Fault, PolicyBackend, State};
@@ -47,6 +47,18 @@ pub(super) struct Admission {
     weights: Option<Vec<u32>>,
     /// How many hardware queues' pools are one (`share_between_groups`): 1, or all.
     joined: u32,
+    /// Working space for the groups' parts, asked at every tag: kept so that it allocates
+    /// only while it grows.
+    scratch: PartsScratch,
+}
+
+/// The groups, weights and parts of one division of a pool, and the sort's order.
+#[derive(Debug, Default)]
+struct PartsScratch {
+    ids: Vec<u32>,
+    weights: Vec<u64>,
+    parts: Vec<u32>,
+    order: Vec<usize>,
 }
 
 /// One group's use of one hardware queue's tags.
@@ -111,6 +123,7 @@ impl Admission {
             shared: false,
             weights: None,
             joined: 1,
+            scratch: PartsScratch::default(),
         }
     }
 
@@ -150,8 +163,8 @@ impl Admission {
     }
 
     /// Group `group`'s weight for its part of the tags: 1 each when parts are equal.
-    fn weight(&self, group: u32) -> u64 {
-        self.weights.as_ref().map_or(1, |w| {
+    fn weight(weights: Option<&Vec<u32>>, group: u32) -> u64 {
+        weights.map_or(1, |w| {
             u64::from(
                 w.get(group as usize)
                     .copied()
@@ -162,7 +175,7 @@ impl Admission {
     }
 
     /// Whether the sharing lets `group` take another tag on `home` (the pool has one free).
-    fn group_may_take(&self, home: u32, group: u32) -> bool {
+    fn group_may_take(&mut self, home: u32, group: u32) -> bool {
         if !self.shared {
             return true;
         }
@@ -177,12 +190,31 @@ impl Admission {
         if others().next().is_none() {
             return true;
         }
-        let parts = self.parts(others().map(|(g, _)| g).chain([group]));
+        // The parts of the active groups and the asking one, at least one tag each, adding
+        // up to the pool (a floor held a group owed 1.9 tags to one, half its share
+        // whatever the policy did: mclock on the sweep's cell 308, the weight-17 group of
+        // six 11 % under its share, 0.4 % over with the parts whole).
+        let scratch = &mut self.scratch;
+        scratch.ids.clear();
+        scratch.ids.extend(others().map(|(g, _)| g).chain([group]));
+        scratch.weights.clear();
+        let weights = self.weights.as_ref();
+        scratch
+            .weights
+            .extend(scratch.ids.iter().map(|&g| Self::weight(weights, g)));
+        apportion_into(
+            self.nr_requests,
+            &scratch.weights,
+            &mut scratch.parts,
+            &mut scratch.order,
+        );
+        let scratch = &self.scratch;
         let part = |g: u32| {
-            parts
+            scratch
+                .ids
                 .iter()
-                .find(|&&(pg, _)| pg == g)
-                .map_or(1, |&(_, p)| p)
+                .position(|&id| id == g)
+                .map_or(1, |i| scratch.parts[i].max(1))
         };
         if tags.group(group).held < part(group) {
             return true;
@@ -195,20 +227,8 @@ impl Admission {
         free > owed
     }
 
-    /// Each of `groups`' part of the pool, in proportion to its weight and at least one tag,
-    /// the parts adding up to the pool ([`apportion`]): a floor held a group owed 1.9 tags
-    /// to one, half its share whatever the policy did (mclock on the sweep's cell 308: the
-    /// weight-17 group of six 11 % under its share, 0.4 % over with the parts whole).
-    fn parts(&self, groups: impl Iterator<Item = u32>) -> Vec<(u32, u32)> {
-        let (ids, weights): (Vec<u32>, Vec<u64>) = groups.map(|g| (g, self.weight(g))).unzip();
-        let parts = apportion(self.nr_requests, &weights);
-        ids.into_iter()
-            .zip(parts.into_iter().map(|p| p.max(1)))
-            .collect()
-    }
-
     /// True iff a request of this kind may take a tag on `home` now.
-    pub(super) fn tag_free(&self, home: u32, kind: TagKind) -> bool {
+    pub(super) fn tag_free(&mut self, home: u32, kind: TagKind) -> bool {
         let tags = &self.tags[self.pool(home)];
         let (op, sync) = (kind.op as usize, usize::from(kind.sync));
         tags.held_total < self.nr_requests
