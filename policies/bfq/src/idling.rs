@@ -30,7 +30,7 @@ impl Bfq {
         let raised = now_ns < queue.raised_until;
         let protects_raised =
             raised && (raised_busy < busy_queues || self.in_driver >= queue.inflight + 4);
-        boosts || protects_raised || (busy_queues > 1 && self.asymmetric(key, now_ns))
+        boosts || protects_raised || self.asymmetric(key, now_ns)
     }
 
     /// Whether idling for dry queue `key` pays in throughput
@@ -51,9 +51,13 @@ impl Bfq {
         (rot_without_queueing || ((self.rotational || !queueing) && sequential)) && !raised_busy
     }
 
-    /// Whether the busy queues differ so that idling is needed to keep `key`'s share
-    /// (`bfq_asymmetric_scenario`): weights that differ with `key`'s not the smallest,
-    /// more than one class busy, or more than one group with requests.
+    /// Whether the queues differ so that idling is needed to keep `key`'s share
+    /// (`bfq_asymmetric_scenario`): busy queues' weights that differ with `key`'s not the
+    /// smallest, more than one class busy, or more than one group with requests pending,
+    /// queued or on the device (`num_groups_with_pending_reqs`, which keeps a group until
+    /// its last request completes): a light group whose every request is on the device
+    /// still takes the device's time, and without idling the heavy group's queue, sent dry
+    /// at each request by its part of the scheduler tags, lost its turn at every request.
     pub(super) fn asymmetric(&self, key: QueueKey, now_ns: u64) -> bool {
         let busy = || self.queues.values().filter(|q| q.busy);
         // Each group's busy queues' own weights per class, summed once (as busy_weight
@@ -64,14 +68,17 @@ impl Bfq {
         }
         let mut classes = [false; 3];
         let (mut lightest, mut heaviest) = (u64::MAX, 0);
-        let mut groups: Vec<u32> = Vec::new();
         for q in busy() {
             classes[q.class] = true;
             let sum = siblings.get(&(q.group, q.class)).copied().unwrap_or(0);
             let w = self.share(q, now_ns, sum);
             lightest = lightest.min(w);
             heaviest = heaviest.max(w);
-            if q.group != 0 && !groups.contains(&q.group) {
+        }
+        let mut groups: Vec<u32> = Vec::new();
+        let pending = self.queues.values().filter(|q| q.busy || q.inflight > 0);
+        for q in pending.filter(|q| q.group != 0) {
+            if !groups.contains(&q.group) {
                 groups.push(q.group);
             }
         }

@@ -82,3 +82,90 @@ fn under_the_groups_parts_the_group_furthest_under_its_part_is_injected_first() 
     let source = bfq.injection_source(QueueKey::Sync(3), 0, Some(&parts));
     assert_eq!(source, Some(QueueKey::Sync(1)), "3 of 8 against 1 of 2");
 }
+
+/// A queue that has sent 32 far, small reads: seeky by `BFQQ_SEEKY` on either device.
+fn seeky_queue(group: u32) -> Queue {
+    let mut queue = Queue {
+        group,
+        class: 1,
+        weight: 40,
+        sync: true,
+        budget: 2048,
+        ..Queue::default()
+    };
+    for i in 0..32u64 {
+        let start = Sector(i * 1_000_000);
+        queue
+            .habits
+            .arrived(0, (start, 8), SeekRule::FarAndSmall, 0);
+    }
+    assert!(idling::seeky(&queue), "the queue is seeky");
+    queue
+}
+
+#[test]
+fn a_heavy_groups_dry_queue_idles_while_a_light_groups_requests_are_all_on_the_device() {
+    let mut bfq = Bfq {
+        group_weights: [(1, 13), (2, 2)].into_iter().collect(),
+        slice_idle: 8 * MS,
+        ..Bfq::default()
+    };
+    // Group 1's queue is in service and dry; group 2's has nothing queued, three on the
+    // device.
+    let heavy = Queue {
+        busy: true,
+        inflight: 1,
+        ..seeky_queue(1)
+    };
+    bfq.queues.insert(QueueKey::Sync(1), heavy);
+    let light = Queue {
+        inflight: 3,
+        ..seeky_queue(2)
+    };
+    bfq.queues.insert(QueueKey::Sync(2), light);
+    bfq.in_driver = 4;
+    assert!(
+        bfq.better_to_idle(QueueKey::Sync(1), 0),
+        "two groups have requests pending: idling keeps the heavy group's share"
+    );
+    // Once the light group's requests complete, nothing asks for it.
+    if let Some(light) = bfq.queues.get_mut(&QueueKey::Sync(2)) {
+        light.inflight = 0;
+    }
+    bfq.in_driver = 1;
+    assert!(
+        !bfq.better_to_idle(QueueKey::Sync(1), 0),
+        "one group pending, one seeky queue on flash: no idling"
+    );
+}
+
+#[test]
+fn a_seeky_turn_too_short_to_measure_is_charged_an_idle_slice_on_a_disk_and_min_tt_on_flash() {
+    for (rotational, least_ns) in [(true, 8 * MS), (false, MIN_TT_NS)] {
+        let bfq = Bfq {
+            slice_idle: 8 * MS,
+            timeout: 125 * MS,
+            max_budget: 16_384,
+            rotational,
+            ..Bfq::default()
+        };
+        let queue = seeky_queue(0);
+        let service = InService {
+            key: QueueKey::Sync(0),
+            served: 8,
+            budget: 16_384,
+            charge_factor: 1,
+            started: 0,
+            until: 125 * MS,
+            idle_started: 0,
+            idle_until: None,
+        };
+        // Dry after 100 µs: the max budget's part of the timeout for `least_ns`.
+        let charged = bfq.charge(&queue, &service, 100_000, Expiry::NoMoreRequests);
+        assert_eq!(
+            u128::from(charged),
+            16_384 * u128::from(least_ns) / u128::from(125 * MS),
+            "rotational {rotational}"
+        );
+    }
+}

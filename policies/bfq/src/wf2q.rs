@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 
 use super::{
     ASYNC_CHARGE_FACTOR, Bfq, CLASS_IDLE_TIMEOUT_NS, DEFAULT_GROUP_WEIGHT, DEFAULT_MAX_BUDGET,
-    Expiry, IN_TIME_SLICES, InService, Queue, QueueKey, RATE_WINDOW_NS, SHORT_TURN_NS, VT_SCALE,
-    WEIGHT_SCALE, WR_COEFF,
+    Expiry, IN_TIME_SLICES, InService, MIN_TT_NS, Queue, QueueKey, RATE_WINDOW_NS, SHORT_TURN_NS,
+    VT_SCALE, WEIGHT_SCALE, WR_COEFF,
 };
 
 impl Bfq {
@@ -354,8 +354,14 @@ impl Bfq {
             return served;
         }
         let (slow, held) = if held < SHORT_TURN_NS {
-            // Too short to measure: charged at least one seek (an idle slice) if seeky.
-            (seeky(queue), self.slice_idle)
+            // Too short to measure: if seeky, charged at least one seek on a disk (an idle
+            // slice) and on flash what idling for a seeky queue would cost (`BFQ_MIN_TT`).
+            let least = if self.rotational {
+                self.slice_idle
+            } else {
+                MIN_TT_NS
+            };
+            (seeky(queue), least)
         } else if held > RATE_WINDOW_NS {
             (served < self.budget() / 2, held)
         } else {
