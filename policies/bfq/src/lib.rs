@@ -110,13 +110,14 @@ const ASYNC_CHARGE_FACTOR: u64 = 3;
 /// The idle class is served at least once in this long, however busy the others are
 /// (`BFQ_CL_IDLE_TIMEOUT`: HZ / 5).
 const CLASS_IDLE_TIMEOUT_NS: u64 = 200 * MS;
-/// The longest idle for a seeky queue in a symmetric scenario (`BFQ_MIN_TT`).
+/// The longest idle for a seeky queue in a symmetric scenario (`BFQ_MIN_TT`), and on flash
+/// the least time a seeky turn too short to measure is charged.
 const MIN_TT_NS: u64 = 2 * MS;
 /// Fewer requests than this, queued and on the device, prove nothing of the device's
 /// queueing (`BFQ_HW_QUEUE_THRESHOLD`).
 const HW_QUEUE_THRESHOLD: u32 = 3;
 /// A turn shorter than this is too short to measure a rate (`bfq_bfqq_is_slow`): charged
-/// as one idle slice if slow. One longer than `RATE_WINDOW_NS` is judged by its rate.
+/// as one idle slice (on flash `BFQ_MIN_TT`) if slow. One longer than `RATE_WINDOW_NS` is judged by its rate.
 const SHORT_TURN_NS: u64 = MS;
 const RATE_WINDOW_NS: u64 = 20 * MS;
 

@@ -17,11 +17,17 @@
 //! `none` does in the kernel, must not have them served by the pool), and the pool's job is
 //! only to give every group requests for the policy to choose among, in the proportion the
 //! policy serves. The legacy kernel kept a request list per blkcg for the same reason.
+//! The parts and the rule for a group at its part are `parts.rs`.
 
 use std::collections::VecDeque;
 
 use schedhost_sdk::Op;
-use schedhost_sdk::device_share::apportion_into;
+
+mod parts;
+#[cfg(test)]
+mod tests;
+
+use parts::{Division, PartsCache, may_take};
 
 use super::request::{RequestTable, TagKind};
 use super::{Core, CoreStats, DEFAULT_WEIGHT, Fault, PolicyBackend, State};
@@ -49,67 +55,6 @@ pub(super) struct Admission {
     joined: u32,
     /// Working space for a division asked by a group that holds and waits for nothing.
     scratch: Division,
-}
-
-/// One division of a pool between groups: who, by what weight, and the parts, with the
-/// sort's working space. Kept so that it allocates only while it grows.
-#[derive(Debug, Default)]
-struct Division {
-    ids: Vec<u32>,
-    weights: Vec<u64>,
-    parts: Vec<u32>,
-    order: Vec<usize>,
-}
-
-impl Division {
-    /// `nr_requests` divided between `others` and, last, `asker` (a tie in the remainders
-    /// goes to the earlier group, so never to the one asking: each group asks as if it were
-    /// the one a tie passes over, and equal groups see equal parts).
-    fn divide(
-        &mut self,
-        nr_requests: u32,
-        others: impl Iterator<Item = u32>,
-        asker: u32,
-        weights: Option<&Vec<u32>>,
-    ) {
-        self.ids.clear();
-        self.ids.extend(others.chain([asker]));
-        self.weights.clear();
-        self.weights
-            .extend(self.ids.iter().map(|&g| Admission::weight(weights, g)));
-        apportion_into(nr_requests, &self.weights, &mut self.parts, &mut self.order);
-    }
-
-    /// Group `g`'s part, at least one tag (1 for a group not in the division).
-    fn part(&self, g: u32) -> u32 {
-        self.ids
-            .iter()
-            .position(|&id| id == g)
-            .map_or(1, |i| self.parts[i].max(1))
-    }
-}
-
-/// The parts each active group sees when it asks, kept while the active groups and their
-/// weights stay the same: a saturated pool asks at every tag and changes its groups rarely.
-#[derive(Debug, Default)]
-struct PartsCache {
-    /// Whether `members` are the active groups now.
-    fresh: bool,
-    /// The active groups, by number.
-    members: Vec<u32>,
-    /// Whether row `i` of `parts` is divided yet.
-    divided: Vec<bool>,
-    /// Row `i` (`members.len()` parts, by member): the parts as `members[i]` asks them.
-    parts: Vec<u32>,
-    division: Division,
-}
-
-impl PartsCache {
-    /// `group`'s place among the members.
-    fn position(&self, group: u32) -> usize {
-        let found = self.members.iter().position(|&g| g == group);
-        found.unwrap_or_else(|| panic!("group {group} is not an active group of the pool"))
-    }
 }
 
 /// One group's use of one hardware queue's tags.
@@ -153,52 +98,13 @@ impl Tags {
         let was = tags.active();
         change(tags);
         if tags.active() != was {
-            self.parts.fresh = false;
+            self.parts.stale();
         }
     }
 
     /// One of `group`'s requests left a software queue (admitted, or absorbed by a merge).
     fn unstaged(&mut self, group: u32) {
         self.update_group(group, |g| g.staged = g.staged.saturating_sub(1));
-    }
-
-    /// Divides the pool as `asker`, one of its active groups, sees it, unless that row is
-    /// divided already for the groups active now.
-    fn divide_as_asked(&mut self, asker: u32, nr_requests: u32, weights: Option<&Vec<u32>>) {
-        let cache = &mut self.parts;
-        if !cache.fresh {
-            cache.members.clear();
-            cache.members.extend(
-                self.by_group
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, t)| t.active())
-                    .map(|(g, _)| g as u32),
-            );
-            let n = cache.members.len();
-            cache.divided.clear();
-            cache.divided.resize(n, false);
-            cache.parts.clear();
-            cache.parts.resize(n * n, 0);
-            cache.fresh = true;
-        }
-        let n = cache.members.len();
-        let i = cache.position(asker);
-        if !cache.divided[i] {
-            let others = cache.members.iter().copied().filter(|&g| g != asker);
-            cache.division.divide(nr_requests, others, asker, weights);
-            for (k, &g) in cache.members.iter().enumerate() {
-                cache.parts[i * n + k] = cache.division.part(g);
-            }
-            cache.divided[i] = true;
-        }
-    }
-
-    fn group(&self, group: u32) -> GroupTags {
-        self.by_group
-            .get(group as usize)
-            .copied()
-            .unwrap_or_default()
     }
 }
 
@@ -252,7 +158,7 @@ impl Admission {
     pub(super) fn weigh_groups(&mut self, weights: Option<Vec<u32>>) {
         self.weights = weights;
         for tags in &mut self.tags {
-            tags.parts.fresh = false;
+            tags.parts.stale();
         }
     }
 
@@ -288,28 +194,22 @@ impl Admission {
         // up to the pool (a floor held a group owed 1.9 tags to one, half its share
         // whatever the policy did: mclock on the sweep's cell 308, the weight-17 group of
         // six 11 % under its share, 0.4 % over with the parts whole).
-        if tags.group(group).active() {
-            tags.divide_as_asked(group, nr_requests, weights);
-            let tags = &self.tags[pool];
-            let cache = &tags.parts;
-            let n = cache.members.len();
-            let i = cache.position(group);
-            let row = &cache.parts[i * n..(i + 1) * n];
-            let parts = cache.members.iter().zip(row).map(|(&g, &part)| (g, part));
-            may_take(tags, group, nr_requests, parts)
+        let Tags {
+            by_group,
+            held_total,
+            parts,
+            ..
+        } = tags;
+        if by_group.get(group as usize).is_some_and(|t| t.active()) {
+            let parts = parts.as_asked(by_group, group, nr_requests, weights);
+            may_take(by_group, *held_total, group, nr_requests, parts)
         } else {
-            let scratch = &mut self.scratch;
-            let active = tags
-                .by_group
-                .iter()
-                .enumerate()
+            let active = (by_group.iter().enumerate())
                 .filter(|(_, t)| t.active())
                 .map(|(g, _)| g as u32);
+            let scratch = &mut self.scratch;
             scratch.divide(nr_requests, active, group, weights);
-            let tags = &self.tags[pool];
-            let parts =
-                (scratch.ids.iter().zip(&scratch.parts)).map(|(&g, &part)| (g, part.max(1)));
-            may_take(tags, group, nr_requests, parts)
+            may_take(by_group, *held_total, group, nr_requests, scratch.parts())
         }
     }
 
@@ -466,32 +366,6 @@ impl Admission {
     }
 }
 
-/// Whether `group` may take another of `tags` given every group's part (`parts`, the asker's
-/// own among them): under its part it may; at or over it, only if more stay free than the
-/// waiting groups under their parts are owed.
-fn may_take(
-    tags: &Tags,
-    group: u32,
-    nr_requests: u32,
-    parts: impl Iterator<Item = (u32, u32)> + Clone,
-) -> bool {
-    let own = parts
-        .clone()
-        .find(|&(g, _)| g == group)
-        .map_or(1, |(_, part)| part);
-    if tags.group(group).held < own {
-        return true;
-    }
-    let free = nr_requests.saturating_sub(tags.held_total);
-    let owed: u32 = parts
-        .filter(|&(g, _)| g != group)
-        .map(|(g, part)| (tags.group(g), part))
-        .filter(|(t, _)| t.staged > 0)
-        .map(|(t, part)| part.saturating_sub(t.held))
-        .fold(0, u32::saturating_add);
-    free > owed
-}
-
 impl Core {
     /// Gives request `id` a scheduler tag and queues it for the next insert batch.
     pub(super) fn admit(&mut self, id: u64) {
@@ -538,90 +412,4 @@ pub(super) fn depth_limits(
         }
     }
     Ok(limits)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// What a division made afresh for this asking says, without the kept parts.
-    fn afresh(admission: &Admission, group: u32) -> bool {
-        let tags = &admission.tags[0];
-        let active = (tags.by_group.iter().enumerate())
-            .filter(|&(g, t)| t.active() && g as u32 != group)
-            .map(|(g, _)| g as u32);
-        if active.clone().next().is_none() {
-            return true;
-        }
-        let mut division = Division::default();
-        let weights = admission.weights.as_ref();
-        division.divide(admission.nr_requests, active, group, weights);
-        let parts = (division.ids.iter().zip(&division.parts)).map(|(&g, &p)| (g, p.max(1)));
-        may_take(tags, group, admission.nr_requests, parts)
-    }
-
-    #[test]
-    fn kept_parts_answer_as_a_division_made_afresh_while_groups_turn_active_and_idle() {
-        let table = RequestTable::default();
-        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
-        let mut next = |below: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % below
-        };
-        for trial in 0..200 {
-            let groups = 2 + next(5) as u32;
-            let nr_requests = 1 + next(40) as u32;
-            let mut admission = Admission::new(1, nr_requests);
-            admission.share_between_groups();
-            if trial % 2 == 0 {
-                let weights = (0..groups).map(|_| 1 + next(9) as u32).collect();
-                admission.weigh_groups(Some(weights));
-            }
-            // What each group holds, and its requests waiting (as ids by ctx = group).
-            let mut held: Vec<Vec<TagKind>> = vec![Vec::new(); groups as usize];
-            let mut id = 0;
-            for _ in 0..300 {
-                let group = next(u64::from(groups)) as u32;
-                let kind = TagKind {
-                    op: Op::Read,
-                    sync: true,
-                    group,
-                };
-                let g = group as usize;
-                match next(4) {
-                    0 if admission.tags[0].held_total < nr_requests => {
-                        let asked = admission.group_may_take(0, group);
-                        assert_eq!(asked, afresh(&admission, group), "trial {trial}");
-                        admission.take_tag(0, kind);
-                        held[g].push(kind);
-                    }
-                    1 => {
-                        if let Some(kind) = held[g].pop() {
-                            let mut admitted = Vec::new();
-                            admission.release(0, kind, &table, &mut admitted);
-                        }
-                    }
-                    2 => {
-                        id += 1;
-                        admission.stage(group, 0, group, id);
-                    }
-                    _ => {
-                        if let Some(&first) = admission.software.get(g).and_then(|q| q.front()) {
-                            admission.unstage(group, 0, group, first);
-                        }
-                    }
-                }
-                for asker in 0..groups {
-                    assert_eq!(
-                        admission.group_may_take(0, asker),
-                        afresh(&admission, asker),
-                        "trial {trial}, group {asker} asking"
-                    );
-                }
-            }
-            admission.check_invariants();
-        }
-    }
 }
