@@ -11,8 +11,9 @@
 //! or idled `slice_idle` for its next request (2 ms for a seeky queue when nothing is
 //! asymmetric). Whether to idle is `bfq_better_to_idle`'s: when it boosts throughput
 //! (the device queues no commands, or the queue is sequential and thinks briefly, and no
-//! queue is weight-raised) or when service guarantees need it (asymmetric weights,
-//! classes or groups; a raised queue among unraised ones or behind a deep device). The
+//! queue is weight-raised) or when service guarantees need it (asymmetric weights or
+//! classes, two groups with requests queued or on the device; a raised queue among
+//! unraised ones or behind a deep device). The
 //! device's queueing is estimated as `bfq_update_hw_tag` does, from the requests on it.
 //! A slow queue (seeky, or served under half a budget in more than 20 ms) and one timed
 //! out with a third of its budget left are charged the time they held the device, as a
@@ -117,7 +118,8 @@ const MIN_TT_NS: u64 = 2 * MS;
 /// queueing (`BFQ_HW_QUEUE_THRESHOLD`).
 const HW_QUEUE_THRESHOLD: u32 = 3;
 /// A turn shorter than this is too short to measure a rate (`bfq_bfqq_is_slow`): charged
-/// as one idle slice (on flash `BFQ_MIN_TT`) if slow. One longer than `RATE_WINDOW_NS` is judged by its rate.
+/// as one idle slice (on flash `BFQ_MIN_TT`) if slow. One longer than `RATE_WINDOW_NS` is
+/// judged by its rate.
 const SHORT_TURN_NS: u64 = MS;
 const RATE_WINDOW_NS: u64 = 20 * MS;
 
