@@ -145,6 +145,10 @@ impl Admission {
         if idle && self.joined == 1 && queues > 1 {
             self.joined = queues;
             self.nr_requests = self.nr_requests.saturating_mul(queues);
+            // Parts kept for the old pool's size are not this pool's.
+            for tags in &mut self.tags {
+                tags.parts.stale();
+            }
         }
     }
 
