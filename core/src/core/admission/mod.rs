@@ -53,7 +53,8 @@ pub(super) struct Admission {
     weights: Option<Vec<u32>>,
     /// How many hardware queues' pools are one (`share_between_groups`): 1, or all.
     joined: u32,
-    /// Working space for a division asked by a group that holds and waits for nothing.
+    /// Working space for a division not kept: asked by a group that holds and waits for
+    /// nothing, or among more groups than the pool keeps rows for.
     scratch: Division,
 }
 
@@ -204,17 +205,17 @@ impl Admission {
             parts,
             ..
         } = tags;
-        if by_group.get(group as usize).is_some_and(|t| t.active()) {
-            let parts = parts.as_asked(by_group, group, nr_requests, weights);
-            may_take(by_group, *held_total, group, nr_requests, parts)
-        } else {
-            let active = (by_group.iter().enumerate())
-                .filter(|(_, t)| t.active())
-                .map(|(g, _)| g as u32);
-            let scratch = &mut self.scratch;
-            scratch.divide(nr_requests, active, group, weights);
-            may_take(by_group, *held_total, group, nr_requests, scratch.parts())
+        if by_group.get(group as usize).is_some_and(|t| t.active())
+            && let Some(parts) = parts.as_asked(by_group, group, nr_requests, weights)
+        {
+            return may_take(by_group, *held_total, group, nr_requests, parts);
         }
+        let others = (by_group.iter().enumerate())
+            .filter(|&(g, t)| t.active() && g as u32 != group)
+            .map(|(g, _)| g as u32);
+        let scratch = &mut self.scratch;
+        scratch.divide(nr_requests, others, group, weights);
+        may_take(by_group, *held_total, group, nr_requests, scratch.parts())
     }
 
     /// True iff a request of this kind may take a tag on `home` now.

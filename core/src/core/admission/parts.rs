@@ -48,6 +48,11 @@ impl Division {
     }
 }
 
+/// Rows are kept for at most this many active groups (a row per group, a part per group in
+/// each: 16 KiB at this bound). Past it each ask divides afresh, so that a job file of
+/// 65 536 groups, each with a request waiting, cannot make the rows take 16 GiB.
+const KEPT_GROUPS: usize = 64;
+
 /// The parts each active group sees when it asks, kept while the active groups and their
 /// weights stay the same: a saturated pool asks at every tag and changes its groups rarely.
 #[derive(Debug, Default)]
@@ -71,13 +76,14 @@ impl PartsCache {
 
     /// The active groups' parts (`by_group` says which are active) as `asker`, one of
     /// them, sees them: divided the first time it asks while the groups stay the same.
+    /// `None` past [`KEPT_GROUPS`] active groups: the caller divides afresh.
     pub(super) fn as_asked(
         &mut self,
         by_group: &[GroupTags],
         asker: u32,
         nr_requests: u32,
         weights: Option<&Vec<u32>>,
-    ) -> impl Iterator<Item = (u32, u32)> + Clone + '_ {
+    ) -> Option<impl Iterator<Item = (u32, u32)> + Clone + '_> {
         if !self.fresh {
             self.members.clear();
             self.members.extend(
@@ -86,13 +92,17 @@ impl PartsCache {
                     .map(|(g, _)| g as u32),
             );
             let n = self.members.len();
+            let kept = if n <= KEPT_GROUPS { n } else { 0 };
             self.divided.clear();
-            self.divided.resize(n, false);
+            self.divided.resize(kept, false);
             self.parts.clear();
-            self.parts.resize(n * n, 0);
+            self.parts.resize(kept * kept, 0);
             self.fresh = true;
         }
         let n = self.members.len();
+        if n > KEPT_GROUPS {
+            return None;
+        }
         let found = self.members.iter().position(|&g| g == asker);
         let i = found.unwrap_or_else(|| panic!("group {asker} asks but is not active"));
         if !self.divided[i] {
@@ -104,7 +114,13 @@ impl PartsCache {
             self.divided[i] = true;
         }
         let row = &self.parts[i * n..(i + 1) * n];
-        self.members.iter().copied().zip(row.iter().copied())
+        Some(self.members.iter().copied().zip(row.iter().copied()))
+    }
+
+    /// Parts kept, in all rows.
+    #[cfg(test)]
+    pub(super) fn kept(&self) -> usize {
+        self.parts.len()
     }
 }
 

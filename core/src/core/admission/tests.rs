@@ -82,3 +82,44 @@ fn kept_parts_answer_as_a_division_made_afresh_while_groups_turn_active_and_idle
         admission.check_invariants();
     }
 }
+
+#[test]
+fn past_sixty_four_active_groups_no_rows_are_kept_and_asks_answer_as_afresh() {
+    let table = RequestTable::default();
+    for groups in [64u32, 80] {
+        let mut admission = Admission::new(1, 256);
+        admission.share_between_groups();
+        let weights = (0..groups).map(|g| 1 + g % 7).collect();
+        admission.weigh_groups(Some(weights));
+        // Every group takes a tag, then waits for another.
+        for group in 0..groups {
+            let kind = TagKind {
+                op: Op::Read,
+                sync: true,
+                group,
+            };
+            admission.take_tag(0, kind);
+            admission.stage(group, 0, group, u64::from(group));
+        }
+        for asker in 0..groups {
+            assert_eq!(
+                admission.group_may_take(0, asker),
+                afresh(&admission, asker),
+                "{groups} groups, group {asker} asking"
+            );
+        }
+        let kept = admission.tags[0].parts.kept();
+        if groups > 64 {
+            assert_eq!(kept, 0, "{groups} groups: no rows kept");
+        } else {
+            assert_eq!(kept, 64 * 64, "{groups} groups: a row each");
+        }
+        let kind = TagKind {
+            op: Op::Read,
+            sync: true,
+            group: 0,
+        };
+        admission.release(0, kind, &table, &mut Vec::new());
+        admission.check_invariants();
+    }
+}
