@@ -54,7 +54,7 @@ pub(super) struct Admission {
     /// How many hardware queues' pools are one (`share_between_groups`): 1, or all.
     joined: u32,
     /// Working space for a division not kept: asked by a group that holds and waits for
-    /// nothing, or among more groups than the pool keeps rows for.
+    /// nothing.
     scratch: Division,
 }
 
@@ -83,7 +83,7 @@ struct Tags {
     waiting: VecDeque<u32>,
     /// By group number, when there are groups.
     by_group: Vec<GroupTags>,
-    /// The groups' parts of this pool, as each active group asks.
+    /// The active groups' parts of this pool.
     parts: PartsCache,
 }
 
@@ -205,16 +205,16 @@ impl Admission {
             parts,
             ..
         } = tags;
-        if by_group.get(group as usize).is_some_and(|t| t.active())
-            && let Some(parts) = parts.as_asked(by_group, group, nr_requests, weights)
-        {
+        if by_group.get(group as usize).is_some_and(|t| t.active()) {
+            let parts = parts.parts(by_group, nr_requests, weights);
             return may_take(by_group, *held_total, group, nr_requests, parts);
         }
-        let others = (by_group.iter().enumerate())
-            .filter(|&(g, t)| t.active() && g as u32 != group)
+        // A group that holds and waits for nothing asks as one of the groups it would join.
+        let active = (by_group.iter().enumerate())
+            .filter(|(_, t)| t.active())
             .map(|(g, _)| g as u32);
         let scratch = &mut self.scratch;
-        scratch.divide(nr_requests, others, group, weights);
+        scratch.divide(nr_requests, active.chain([group]), weights);
         may_take(by_group, *held_total, group, nr_requests, scratch.parts())
     }
 

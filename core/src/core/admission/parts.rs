@@ -1,126 +1,115 @@
-//! The groups' parts of a pool of scheduler tags: the pool divided among the active groups
-//! by weight in whole parts (`apportion`), kept per asking group while the groups stay the
-//! same, and whether a group at its part may take one more.
-
-use schedhost_sdk::device_share::apportion_into;
+//! The groups' parts of a pool of scheduler tags, and whether a group may take one more.
+//!
+//! A group's part is what it is sure of: its quota's floor (`nr_requests` × its weight / the
+//! active groups' weights), and one tag more if its remainder ranks among the tags the floors
+//! leave even when every tie in the remainders goes against it (Hamilton's largest
+//! remainders, read by each group as the one a tie passes over, so that equal groups have
+//! equal parts). The parts depend only on which groups share the pool, so every group reads
+//! every other's part as that group reads it; they add up to the pool or less, and a tag they
+//! leave (one whose tie no group wins) floats: a group at its part takes it while no waiting
+//! group is under its own. Read from the asker's side alone (ties going to whoever was not
+//! asking), each group saw another owed the floating tag and none took it: one tag per group
+//! but one could idle for good (six equal groups on a pool of 16 left 4 idle, and `noop`
+//! ran at 0.81 of its ungrouped IOPS).
 
 use super::{Admission, GroupTags};
 
-/// One division of a pool between groups: who, by what weight, and the parts, with the
-/// sort's working space. Kept so that it allocates only while it grows.
+/// The groups sharing a pool, their weights and their parts, with the working space of the
+/// division: kept so that it allocates only while it grows.
 #[derive(Debug, Default)]
 pub(super) struct Division {
     ids: Vec<u32>,
     weights: Vec<u64>,
     parts: Vec<u32>,
-    order: Vec<usize>,
+    remainders: Vec<u128>,
+    ranked: Vec<u128>,
 }
 
 impl Division {
-    /// `nr_requests` divided between `others` and, last, `asker` (a tie in the remainders
-    /// goes to the earlier group, so never to the one asking: each group asks as if it were
-    /// the one a tie passes over, and equal groups see equal parts).
+    /// `nr_requests` divided between `groups`.
     pub(super) fn divide(
         &mut self,
         nr_requests: u32,
-        others: impl Iterator<Item = u32>,
-        asker: u32,
+        groups: impl Iterator<Item = u32>,
         weights: Option<&Vec<u32>>,
     ) {
         self.ids.clear();
-        self.ids.extend(others.chain([asker]));
+        self.ids.extend(groups);
         self.weights.clear();
         self.weights
             .extend(self.ids.iter().map(|&g| Admission::weight(weights, g)));
-        apportion_into(nr_requests, &self.weights, &mut self.parts, &mut self.order);
+        self.sure_parts(nr_requests);
+    }
+
+    /// Each group's part (see the module): its quota's floor, and one more if fewer groups
+    /// than the floors leave tags have a remainder at least its own.
+    fn sure_parts(&mut self, total: u32) {
+        let sum: u128 = self
+            .weights
+            .iter()
+            .map(|&w| u128::from(w))
+            .sum::<u128>()
+            .max(1);
+        let pool = u128::from(total);
+        self.parts.clear();
+        self.remainders.clear();
+        for &w in &self.weights {
+            let share = pool * u128::from(w);
+            self.parts
+                .push(u32::try_from(share / sum).unwrap_or(u32::MAX));
+            self.remainders.push(share % sum);
+        }
+        let whole: u128 = self.parts.iter().map(|&p| u128::from(p)).sum();
+        let left = usize::try_from(pool.saturating_sub(whole)).unwrap_or(usize::MAX);
+        self.ranked.clear();
+        self.ranked.extend_from_slice(&self.remainders);
+        self.ranked.sort_unstable_by(|a, b| b.cmp(a));
+        for (part, &r) in self.parts.iter_mut().zip(&self.remainders) {
+            // The groups, itself among them, with a remainder at least its own.
+            let at_least = self.ranked.partition_point(|&x| x >= r);
+            if at_least <= left {
+                *part = part.saturating_add(1);
+            }
+        }
     }
 
     /// Each group's part, at least one tag.
     pub(super) fn parts(&self) -> impl Iterator<Item = (u32, u32)> + Clone + '_ {
         (self.ids.iter().zip(&self.parts)).map(|(&g, &part)| (g, part.max(1)))
     }
-
-    /// Group `g`'s part, at least one tag (1 for a group not in the division).
-    fn part(&self, g: u32) -> u32 {
-        self.parts()
-            .find(|&(id, _)| id == g)
-            .map_or(1, |(_, part)| part)
-    }
 }
 
-/// Rows are kept for at most this many active groups (a row per group, a part per group in
-/// each: 16 KiB at this bound). Past it each ask divides afresh, so that a job file of
-/// 65 536 groups, each with a request waiting, cannot make the rows take 16 GiB.
-const KEPT_GROUPS: usize = 64;
-
-/// The parts each active group sees when it asks, kept while the active groups and their
-/// weights stay the same: a saturated pool asks at every tag and changes its groups rarely.
+/// The active groups' parts, kept while the active groups and their weights stay the same:
+/// a saturated pool asks at every tag and changes its groups rarely.
 #[derive(Debug, Default)]
 pub(super) struct PartsCache {
-    /// Whether `members` are the active groups now.
+    /// Whether the division is of the groups active now.
     fresh: bool,
-    /// The active groups, by number.
-    members: Vec<u32>,
-    /// Whether row `i` of `parts` is divided yet.
-    divided: Vec<bool>,
-    /// Row `i` (`members.len()` parts, by member): the parts as `members[i]` asks them.
-    parts: Vec<u32>,
     division: Division,
 }
 
 impl PartsCache {
-    /// A group turned active or idle, or the weights changed: every row is divided again.
+    /// A group turned active or idle, or the weights or the pool changed.
     pub(super) fn stale(&mut self) {
         self.fresh = false;
     }
 
-    /// The active groups' parts (`by_group` says which are active) as `asker`, one of
-    /// them, sees them: divided the first time it asks while the groups stay the same.
-    /// `None` past [`KEPT_GROUPS`] active groups: the caller divides afresh.
-    pub(super) fn as_asked(
+    /// The active groups' parts (`by_group` says which are active), divided again only
+    /// after a change.
+    pub(super) fn parts(
         &mut self,
         by_group: &[GroupTags],
-        asker: u32,
         nr_requests: u32,
         weights: Option<&Vec<u32>>,
-    ) -> Option<impl Iterator<Item = (u32, u32)> + Clone + '_> {
+    ) -> impl Iterator<Item = (u32, u32)> + Clone + '_ {
         if !self.fresh {
-            self.members.clear();
-            self.members.extend(
-                (by_group.iter().enumerate())
-                    .filter(|(_, t)| t.active())
-                    .map(|(g, _)| g as u32),
-            );
-            let n = self.members.len();
-            let kept = if n <= KEPT_GROUPS { n } else { 0 };
-            self.divided.clear();
-            self.divided.resize(kept, false);
-            self.parts.clear();
-            self.parts.resize(kept * kept, 0);
+            let active = (by_group.iter().enumerate())
+                .filter(|(_, t)| t.active())
+                .map(|(g, _)| g as u32);
+            self.division.divide(nr_requests, active, weights);
             self.fresh = true;
         }
-        let n = self.members.len();
-        if n > KEPT_GROUPS {
-            return None;
-        }
-        let found = self.members.iter().position(|&g| g == asker);
-        let i = found.unwrap_or_else(|| panic!("group {asker} asks but is not active"));
-        if !self.divided[i] {
-            let others = self.members.iter().copied().filter(|&g| g != asker);
-            self.division.divide(nr_requests, others, asker, weights);
-            for (k, &g) in self.members.iter().enumerate() {
-                self.parts[i * n + k] = self.division.part(g);
-            }
-            self.divided[i] = true;
-        }
-        let row = &self.parts[i * n..(i + 1) * n];
-        Some(self.members.iter().copied().zip(row.iter().copied()))
-    }
-
-    /// Parts kept, in all rows.
-    #[cfg(test)]
-    pub(super) fn kept(&self) -> usize {
-        self.parts.len()
+        self.division.parts()
     }
 }
 
@@ -150,4 +139,68 @@ pub(super) fn may_take(
         .map(|(t, part)| part.saturating_sub(t.held))
         .fold(0, u32::saturating_add);
     free > owed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parts_of(total: u32, weights: &[u32]) -> Vec<u32> {
+        let mut division = Division::default();
+        let by_number = Some(weights.to_vec());
+        let groups = 0..u32::try_from(weights.len()).unwrap();
+        division.divide(total, groups, by_number.as_ref());
+        division.parts().map(|(_, part)| part).collect()
+    }
+
+    #[test]
+    fn a_part_is_the_floor_and_the_remainders_seat_only_where_every_tie_goes_against_it() {
+        // 64 among three equal groups: 21.33 each; the one seat left is tied three ways.
+        assert_eq!(parts_of(64, &[1, 1, 1]), [21, 21, 21]);
+        // 65: two seats, still a three-way tie, so no group is sure of one.
+        assert_eq!(parts_of(65, &[1, 1, 1]), [21, 21, 21]);
+        // 66: a whole 22 each.
+        assert_eq!(parts_of(66, &[1, 1, 1]), [22, 22, 22]);
+        // 114 among the sweep's cell 308's weights: the weight-17 group, owed 1.91, is sure
+        // of 2 (a floor alone held it to 1, half its share).
+        let cell = parts_of(114, &[41, 17, 835, 4, 76, 43]);
+        assert_eq!(cell[1], 2, "{cell:?}");
+        // 10 as 1:2: 3.33 and 6.67; the larger remainder takes the seat.
+        assert_eq!(parts_of(10, &[1, 2]), [3, 7]);
+    }
+
+    #[test]
+    fn the_parts_never_add_up_past_the_pool_and_each_is_within_one_of_its_quota() {
+        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+        let mut next = |below: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % below
+        };
+        for _ in 0..500 {
+            let n = 1 + next(12) as usize;
+            let total = 1 + next(4096) as u32;
+            let weights: Vec<u32> = (0..n).map(|_| 1 + next(1000) as u32).collect();
+            let parts = parts_of(total, &weights);
+            let sum: u64 = weights.iter().map(|&w| u64::from(w)).sum();
+            let given: u64 = parts.iter().map(|&p| u64::from(p)).sum();
+            // A part is at least one tag, so a group owed less than one can push the sum
+            // past a small pool; where every quota is a tag or more, it cannot.
+            let least = weights
+                .iter()
+                .min()
+                .map_or(0, |&w| u64::from(total) * u64::from(w));
+            if least >= sum {
+                assert!(given <= u64::from(total), "{total} {weights:?}: {parts:?}");
+            }
+            for (&p, &w) in parts.iter().zip(&weights) {
+                let quota = f64::from(total) * f64::from(w) / sum as f64;
+                assert!(
+                    (f64::from(p) - quota.max(1.0)).abs() < 1.0 + 1e-9,
+                    "{total} {weights:?}: part {p} for quota {quota:.3}"
+                );
+            }
+        }
+    }
 }
