@@ -171,13 +171,7 @@ mod tests {
 
     #[test]
     fn the_parts_never_add_up_past_the_pool_and_each_is_within_one_of_its_quota() {
-        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
-        let mut next = |below: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % below
-        };
+        let mut next = super::super::tests::generator(0x2545_f491_4f6c_dd1d);
         for _ in 0..500 {
             let n = 1 + next(12) as usize;
             let total = 1 + next(4096) as u32;

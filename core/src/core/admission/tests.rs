@@ -2,6 +2,16 @@
 
 use super::*;
 
+/// Numbers below the bound asked, from `seed` (xorshift: the same every run).
+pub(super) fn generator(mut seed: u64) -> impl FnMut(u64) -> u64 {
+    move |below| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % below
+    }
+}
+
 /// What a division made afresh for this asking says, without the kept parts.
 fn afresh(admission: &Admission, group: u32) -> bool {
     let tags = &admission.tags[0];
@@ -25,13 +35,7 @@ fn afresh(admission: &Admission, group: u32) -> bool {
 #[test]
 fn kept_parts_answer_as_a_division_made_afresh_while_groups_turn_active_and_idle() {
     let table = RequestTable::default();
-    let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
-    let mut next = |below: u64| {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed % below
-    };
+    let mut next = generator(0x9e37_79b9_7f4a_7c15);
     for trial in 0..200 {
         let groups = 2 + next(5) as u32;
         let nr_requests = 1 + next(40) as u32;
