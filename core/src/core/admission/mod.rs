@@ -7,11 +7,11 @@
 //!
 //! With groups, the tags are also shared between the groups, so that whichever group fills
 //! the pool first does not get the pool: while two or more groups hold tags or wait for them,
-//! a group holding its part (the pool divided among the active groups in whole parts that
-//! add up to it, at least one each) takes another only if more stay free than the waiting
-//! groups under their parts are owed. A group alone takes every tag, and a part one group
-//! leaves unused goes to the others, so no tag idles while a request waits for one nobody is
-//! owed. The parts are equal unless the policy asks for
+//! a group holding its part (what it is sure of when the pool is divided among the active
+//! groups in whole parts, at least one each) takes another only if more stay free than the
+//! waiting groups under their parts are owed. A group alone takes every tag, and a part one
+//! group leaves unused, or a tag no group is sure of, goes to the others, so no tag idles
+//! while a request waits for one nobody is owed. The parts are equal unless the policy asks for
 //! them weighted (`weighted-tags`, as bfq's `bfqq_request_over_limit` weighs each group's
 //! part of `nr_requests`): weights are the policy's to serve (a policy that ignores them, as
 //! `none` does in the kernel, must not have them served by the pool), and the pool's job is
