@@ -271,10 +271,16 @@ impl Admission {
         let before = queue.len();
         queue.retain(|&s| s != id);
         let removed = before - queue.len();
+        let emptied = removed > 0 && queue.is_empty();
         self.staged -= removed;
+        let pool = self.pool(home);
         if removed > 0 && self.shared {
-            let pool = self.pool(home);
             self.tags[pool].unstaged(group);
+        }
+        if emptied {
+            // Out of the round robin, or staging again would put it in twice and give it
+            // two turns for every other submitter's one.
+            self.tags[pool].waiting.retain(|&c| c != ctx);
         }
     }
 
@@ -344,10 +350,18 @@ impl Admission {
         self.staged
     }
 
-    /// The tags in use are what their per-kind counts say, within nr_requests.
+    /// The tags in use are what their per-kind counts say, within nr_requests, and no
+    /// submitter waits in a round robin more often than there are submitters with
+    /// requests waiting (each is in once, and only while it has one).
     pub(super) fn check_invariants(&self) {
         let in_queues: usize = self.software.iter().map(VecDeque::len).sum();
         assert_eq!(in_queues, self.staged, "requests in the software queues");
+        let with_requests = self.software.iter().filter(|q| !q.is_empty()).count();
+        let turns: usize = self.tags.iter().map(|t| t.waiting.len()).sum();
+        assert!(
+            turns <= with_requests,
+            "{turns} turns in the round robins for {with_requests} submitters with requests waiting"
+        );
         for (q, tags) in self.tags.iter().enumerate() {
             let by_kind: u32 = tags.held.iter().flatten().sum();
             assert_eq!(

@@ -133,3 +133,19 @@ fn a_pool_shared_by_equal_groups_is_taken_whole_while_every_group_waits() {
         );
     }
 }
+
+#[test]
+fn a_submitter_whose_waiting_requests_were_all_merged_away_waits_once_when_it_stages_again() {
+    let mut admission = Admission::new(1, 4);
+    for id in 1..=2 {
+        admission.stage(0, 0, 0, id);
+    }
+    admission.stage(1, 0, 0, 3);
+    // Merges absorb both of submitter 0's waiting requests.
+    admission.unstage(0, 0, 0, 1);
+    admission.unstage(0, 0, 0, 2);
+    admission.stage(0, 0, 0, 4);
+    let waiting: Vec<u32> = admission.tags[0].waiting.iter().copied().collect();
+    assert_eq!(waiting, [1, 0], "submitter 0 once, after submitter 1");
+    admission.check_invariants();
+}
