@@ -195,10 +195,10 @@ impl Admission {
         {
             return true;
         }
-        // The parts of the active groups and the asking one, at least one tag each, adding
-        // up to the pool (a floor held a group owed 1.9 tags to one, half its share
-        // whatever the policy did: mclock on the sweep's cell 308, the weight-17 group of
-        // six 11 % under its share, 0.4 % over with the parts whole).
+        // The parts of the active groups and the asking one, at least one tag each, and
+        // what the floors leave to a remainder that wins it (a floor alone held a group owed
+        // 1.9 tags to one, half its share whatever the policy did: mclock on the sweep's
+        // cell 308, the weight-17 group of six 11 % under its share).
         let Tags {
             by_group,
             held_total,

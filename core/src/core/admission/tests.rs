@@ -1,4 +1,5 @@
-//! The kept parts against a division made afresh.
+//! Admission's tags shared by groups: the kept parts against a division made afresh, a
+//! pool taken whole, and the submitters' round robin.
 
 use super::*;
 

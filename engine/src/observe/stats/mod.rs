@@ -80,7 +80,8 @@ impl OpStats {
         self.bytes += other.bytes;
         self.ios += other.ios;
         self.errors += other.errors;
-        // Same bounds on both sides: adding cannot fail.
+        // Both sides grow as they record, and adding grows this one to the other's largest
+        // value: it fails only if that growth does, leaving this one as it was.
         let _ = self.clat.add(&other.clat);
         let _ = self.sched.add(&other.sched);
     }
