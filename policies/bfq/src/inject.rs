@@ -10,6 +10,16 @@
 //! baseline and shrinks past it. It starts again every second, so it follows the workload.
 //! An injected request is charged to its own queue, against what is left of its budget, and
 //! counts in that queue's next turn.
+//!
+//! The kernel runs the hardware queue from a completion, so a queue in service whose request
+//! just completed is dry when bfq is next asked to dispatch, however soon its submitter sends
+//! the next one; that is where a limit of one injects, and so where the limit's learning
+//! starts. The host hears a completion and the submitter's next request in one turn, before
+//! one dispatch: a completion that leaves the queue in service dry, kept for guarantees, with
+//! room under its limit, is honoured at that dispatch with the injection the kernel would
+//! have made first. Without it a queue that always has its one request on the device never
+//! let anything beside it: a light group's turns at one or two tags kept the device nearly
+//! idle for milliseconds, and its limit stayed at one.
 
 use std::collections::BTreeMap;
 
@@ -39,6 +49,16 @@ pub(super) struct InjectLimit {
 }
 
 impl InjectLimit {
+    /// A limit already learned: `limit` from a baseline of `baseline_ns`.
+    #[cfg(test)]
+    pub(super) fn learned(limit: u32, baseline_ns: u64) -> Self {
+        Self {
+            limit,
+            baseline_ns,
+            changed_at: 0,
+        }
+    }
+
     /// A new queue's: nothing learned, and no sample for its first [`RESAMPLE_NS`]
     /// (`bfq_init_bfqq` sets `decrease_time_jif`).
     pub(super) fn new(now_ns: u64) -> Self {
@@ -207,6 +227,47 @@ impl Bfq {
             return 0;
         };
         u64::from(self.share.in_flight_of(group)) * 1_000_000 / u64::from(part.max(1))
+    }
+
+    /// After completions at `now_ns`: whether the queue in service is dry and kept for
+    /// guarantees with room under its limit, so that the kernel's run of the hardware queue
+    /// from the completion would inject now (`bfq_select_queue`).
+    pub(super) fn note_injection_due(&mut self, now_ns: u64) {
+        self.injection_due = None;
+        let Some(service) = self.in_service else {
+            return;
+        };
+        let dry = self
+            .queues
+            .get(&service.key)
+            .is_some_and(|q| q.requests.is_empty());
+        if dry
+            && service.served < service.budget
+            && now_ns < service.until
+            && self.better_to_idle(service.key, now_ns)
+            && self.may_inject_for(service.key, now_ns)
+            && self.injection_source(service.key, now_ns, None).is_some()
+        {
+            self.injection_due = Some(now_ns);
+        }
+    }
+
+    /// The injection a completion at this dispatch's time made due, if the queue in service
+    /// had a request arrive since (dry still, the dispatch injects as it always does).
+    pub(super) fn inject_due_at_completion(&mut self, now_ns: u64, out: &mut Dispatch) {
+        if self.injection_due.take() != Some(now_ns) {
+            return;
+        }
+        let Some(service) = self.in_service else {
+            return;
+        };
+        let refilled = self
+            .queues
+            .get(&service.key)
+            .is_some_and(|q| !q.requests.is_empty());
+        if refilled {
+            self.inject(service.key, now_ns, None, out);
+        }
     }
 
     /// Sends one request of another queue while `key` is in service and dry, if one may

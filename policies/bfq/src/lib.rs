@@ -261,6 +261,10 @@ pub struct Bfq {
     idle_class_last: u64,
     /// The total service time being measured for the in-service queue's inject limit.
     sampling: inject::Sampling,
+    /// A completion at this time left the queue in service dry and kept for guarantees,
+    /// with room under its inject limit: the kernel runs the hardware queue from the
+    /// completion and injects before the submitter's next request arrives (`inject.rs`).
+    injection_due: Option<u64>,
     /// Sync queues created together.
     burst: burst::Burst,
     /// Whether groups' shares bound what the device holds (`share.rs`).
@@ -395,6 +399,9 @@ impl Policy for Bfq {
         let budget = budget.min(bound.as_ref().map_or(u32::MAX, |b| b.room));
         let parts = bound.map(|b| b.parts);
         let counts_share = self.counts_share();
+        if budget > 0 {
+            self.inject_due_at_completion(now_ns, out);
+        }
         while out.ids.len() < budget as usize {
             let Some(service) = self.in_service else {
                 if !self.select(now_ns) {
@@ -559,6 +566,7 @@ impl Policy for Bfq {
                 }
             }
         }
+        self.note_injection_due(now_ns);
     }
 }
 

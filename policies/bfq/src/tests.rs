@@ -169,3 +169,84 @@ fn a_seeky_turn_too_short_to_measure_is_charged_an_idle_slice_on_a_disk_and_min_
         );
     }
 }
+
+/// A request of submitter `ctx` in group `ctx` for `test`s: 4 KiB at a sector of its own.
+fn read(id: u64, ctx: u32) -> Request {
+    Request {
+        id: RequestId(id),
+        ctx,
+        op: Op::Read,
+        sector: Sector(id * 1_000_000),
+        sectors: 8,
+        sync: true,
+        prio_class: PrioClass::Be,
+        prio_level: 4,
+        group: ctx,
+        arrival_ns: 0,
+    }
+}
+
+#[test]
+fn a_completion_that_leaves_the_queue_in_service_dry_injects_before_its_next_request() {
+    // A light group's queue in service, its one request on the device and a limit of one
+    // learned; a heavy group's queue waits with two requests.
+    let mut bfq = Bfq {
+        group_weights: [(1, 10), (2, 1000)].into_iter().collect(),
+        slice_idle: 8 * MS,
+        timeout: 125 * MS,
+        max_budget: 16_384,
+        ..Bfq::default()
+    };
+    let light = Queue {
+        busy: true,
+        inflight: 1,
+        inject: inject::InjectLimit::learned(1, 100_000),
+        ..seeky_queue(1)
+    };
+    bfq.queues.insert(QueueKey::Sync(1), light);
+    let mut heavy = Queue {
+        busy: true,
+        ..seeky_queue(2)
+    };
+    for id in [20, 21] {
+        heavy.requests.push(&read(id, 2), u64::MAX);
+        bfq.queued.insert(RequestId(id), QueueKey::Sync(2));
+    }
+    bfq.queues.insert(QueueKey::Sync(2), heavy);
+    bfq.on_device.insert(RequestId(1), QueueKey::Sync(1));
+    bfq.in_driver = 1;
+    bfq.in_service = Some(InService {
+        key: QueueKey::Sync(1),
+        served: 8,
+        budget: 2048,
+        charge_factor: 1,
+        started: 0,
+        until: 125 * MS,
+        idle_started: 0,
+        idle_until: None,
+    });
+    // Its request completes and its submitter sends the next at once: one host turn.
+    let now = 100_000;
+    let done = Completion {
+        id: RequestId(1),
+        ctx: 1,
+        op: Op::Read,
+        sectors: 8,
+        latency_ns: now,
+        service_ns: now,
+        status: 0,
+    };
+    bfq.completed(now, &[done]);
+    bfq.insert(now, &[read(2, 1)]);
+    let mut out = Dispatch::default();
+    bfq.dispatch(now, 0, 8, &mut out);
+    assert_eq!(
+        out.ids,
+        [RequestId(20), RequestId(2)],
+        "the heavy group's request goes as the kernel's run from the completion injects it, then the light one"
+    );
+    // Two on the device, the limit one: nothing more beside it.
+    let mut again = Dispatch::default();
+    bfq.dispatch(now, 0, 8, &mut again);
+    assert!(again.ids.is_empty(), "{:?}", again.ids);
+}
