@@ -250,3 +250,50 @@ fn a_completion_that_leaves_the_queue_in_service_dry_injects_before_its_next_req
     bfq.dispatch(now, 0, 8, &mut again);
     assert!(again.ids.is_empty(), "{:?}", again.ids);
 }
+
+#[test]
+fn with_groups_a_queue_more_than_one_turn_ahead_of_the_virtual_time_is_not_injected() {
+    let mut bfq = Bfq {
+        group_weights: [(1, 10), (2, 1000), (3, 1000)].into_iter().collect(),
+        ..Bfq::default()
+    };
+    bfq.vtime[1] = 1_000;
+    // Group 3's queue is in service and dry, with room under its limit; group 1's light
+    // queue has been injected so often that its turn starts 150 past the virtual time,
+    // its turns 100 long; group 2's starts 50 past, its turns 100 long.
+    let in_service = Queue {
+        busy: true,
+        inject: inject::InjectLimit::learned(4, 100_000),
+        ..seeky_queue(3)
+    };
+    bfq.queues.insert(QueueKey::Sync(3), in_service);
+    for (ctx, start) in [(1u32, 1_150u128), (2, 1_050)] {
+        let mut queue = Queue {
+            busy: true,
+            start,
+            finish: start + 100,
+            ..seeky_queue(ctx)
+        };
+        queue
+            .requests
+            .push(&read(u64::from(ctx) * 10, ctx), u64::MAX);
+        bfq.queues.insert(QueueKey::Sync(ctx), queue);
+    }
+    assert_eq!(
+        bfq.injection_source(QueueKey::Sync(3), 0, None),
+        Some(QueueKey::Sync(2)),
+        "the light queue, more than a turn ahead, waits; the one within a turn goes"
+    );
+    // Group 2's queue gone too far ahead as well: nothing is injected.
+    if let Some(queue) = bfq.queues.get_mut(&QueueKey::Sync(2)) {
+        queue.start = 1_101;
+        queue.finish = 1_201;
+    }
+    assert_eq!(bfq.injection_source(QueueKey::Sync(3), 0, None), None);
+    // Without groups the kernel's rule: any busy queue with a request, by key.
+    bfq.group_weights.clear();
+    assert_eq!(
+        bfq.injection_source(QueueKey::Sync(3), 0, None),
+        Some(QueueKey::Sync(1))
+    );
+}
