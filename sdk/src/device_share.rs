@@ -16,7 +16,10 @@
 //! and only while the device is saturated, seen as queueing inside it: the mean time from
 //! dispatch to completion over the last window at least twice the shortest ever seen (and,
 //! once bound, until it falls under 1.5 times; taken as saturated until the first window).
-//! Below saturation the bound is off, so a shallow load keeps every tag the device has.
+//! Before it lifts, one window at half the depth (where that is above the floor): if the
+//! device serves that a third faster, it queues after all and the shortest time was a
+//! loaded one, as a policy swapped in under load learns it. Below saturation the bound is
+//! off, so a shallow load keeps every tag the device has.
 //!
 //! Use: [`DeviceShare::room`] before dispatching, [`DeviceShare::sent`] for each request
 //! sent, [`DeviceShare::completed`] and [`DeviceShare::requeued`] as the host reports them.
@@ -34,6 +37,10 @@ const WINDOW: u32 = 32;
 /// just removed the queueing it was set for does not lift at once.
 const SATURATED_AT: u64 = 20;
 const CALM_UNDER: u64 = 15;
+/// Before the bound lifts, a window at half the depth must not be faster by this (in
+/// tenths: its mean at most two thirds of the deeper window's) for the device to be taken
+/// as not queueing.
+const FASTER_AT_HALF: u64 = 15;
 
 /// `total` divided in proportion to `weights` (not all zero), in whole parts that add up to
 /// `total`: each
@@ -87,8 +94,8 @@ pub struct DeviceShare {
     /// that gain. Without it, three groups at iodepth 2 on `sim:hdd` ran at 0.81 of noop's
     /// IOPS (the bound left 2 of 6 requests on the disk).
     floor: u32,
-    /// Requests sent and not completed, with their groups.
-    on_device: BTreeMap<RequestId, u32>,
+    /// Requests sent and not completed.
+    on_device: BTreeMap<RequestId, Sent>,
     /// By group.
     per_group: BTreeMap<u32, u32>,
     window_sum_ns: u64,
@@ -97,6 +104,28 @@ pub struct DeviceShare {
     /// of a run find it idle, so even a run that floods from the start sees it.
     least_ns: Option<u64>,
     saturated: bool,
+    /// A window at half the depth, asked before the bound lifts.
+    probe: Option<Probe>,
+}
+
+/// One request sent, and whether it went during a [`Probe`].
+#[derive(Debug, Clone, Copy)]
+struct Sent {
+    group: u32,
+    probed: bool,
+}
+
+/// Before the bound lifts, the device is held at half what it had for one window: if it
+/// serves a third faster or more at half the depth, it queues inside after all, and the
+/// shortest time it was judged by was a loaded one. A policy swapped in under load learns
+/// its shortest time from a device it never saw idle: the first window then looked calm
+/// and the bound lifted for good (seed 5's cell 326: mclock swapped for mclock, a group of
+/// weight 21 beside 485 got 2.7 times its share from the swap on).
+#[derive(Debug, Clone, Copy)]
+struct Probe {
+    depth: u32,
+    /// The deeper window's mean service time, in tenths of a ns.
+    deep_mean_tenths: u64,
 }
 
 impl DeviceShare {
@@ -163,13 +192,18 @@ impl DeviceShare {
             u32::try_from(bound)
                 .unwrap_or(u32::MAX)
                 .max(self.floor)
-                .max(1),
+                .max(1)
+                .min(self.probe.map_or(u32::MAX, |p| p.depth)),
         )
     }
 
     /// Request `id` of `group` went to the device.
     pub fn sent(&mut self, id: RequestId, group: u32) {
-        if self.on_device.insert(id, group).is_none() {
+        let sent = Sent {
+            group,
+            probed: self.probe.is_some(),
+        };
+        if self.on_device.insert(id, sent).is_none() {
             *self.per_group.entry(group).or_default() += 1;
         }
     }
@@ -183,41 +217,69 @@ impl DeviceShare {
     /// saturation test.
     pub fn completed(&mut self, done: &[Completion]) {
         for c in done {
-            if !self.forget(c.id) {
+            let Some(sent) = self.forget(c.id) else {
                 // Sent by a policy before a swap, or never counted: not this bound's.
                 continue;
-            }
+            };
             let service = c.service_ns.max(1);
-            self.window_sum_ns = self.window_sum_ns.saturating_add(service);
             let least = *self
                 .least_ns
                 .insert(self.least_ns.map_or(service, |l| l.min(service)));
+            if self.probe.is_some() && !sent.probed {
+                // Sent at the deeper depth: not the probe's.
+                continue;
+            }
+            self.window_sum_ns = self.window_sum_ns.saturating_add(service);
             self.window_count += 1;
             if self.window_count == WINDOW {
                 let mean_tenths = self.window_sum_ns.saturating_mul(10) / u64::from(WINDOW);
-                let threshold = if self.saturated {
-                    CALM_UNDER
-                } else {
-                    SATURATED_AT
-                };
-                self.saturated = mean_tenths >= least.saturating_mul(threshold);
                 self.window_sum_ns = 0;
                 self.window_count = 0;
+                self.judge_window(mean_tenths, least);
             }
         }
     }
 
-    fn forget(&mut self, id: RequestId) -> bool {
-        let Some(group) = self.on_device.remove(&id) else {
-            return false;
+    /// A window's mean service time (in tenths of a ns) against the shortest seen:
+    /// saturated from twice it, calm again under 1.5 times, and, before the bound lifts, a
+    /// window at half the depth.
+    fn judge_window(&mut self, mean_tenths: u64, least: u64) {
+        if let Some(probe) = self.probe.take() {
+            let faster = mean_tenths.saturating_mul(FASTER_AT_HALF)
+                <= probe.deep_mean_tenths.saturating_mul(10);
+            if faster {
+                // It queues: the time at half the depth is nearer its own.
+                self.least_ns = Some(least.min(mean_tenths / 10));
+            }
+            self.saturated = faster;
+            return;
+        }
+        let threshold = if self.saturated {
+            CALM_UNDER
+        } else {
+            SATURATED_AT
         };
-        if let Some(n) = self.per_group.get_mut(&group) {
+        let saturated = mean_tenths >= least.saturating_mul(threshold);
+        let half = self.in_flight() / 2;
+        if self.saturated && !saturated && half >= self.floor.max(1) {
+            self.probe = Some(Probe {
+                depth: half,
+                deep_mean_tenths: mean_tenths,
+            });
+            return;
+        }
+        self.saturated = saturated;
+    }
+
+    fn forget(&mut self, id: RequestId) -> Option<Sent> {
+        let sent = self.on_device.remove(&id)?;
+        if let Some(n) = self.per_group.get_mut(&sent.group) {
             *n -= 1;
             if *n == 0 {
-                self.per_group.remove(&group);
+                self.per_group.remove(&sent.group);
             }
         }
-        true
+        Some(sent)
     }
 }
 
@@ -399,6 +461,47 @@ mod tests {
             !window(&[100, 170, 230]),
             "and 1.67 × does not set it again"
         );
+    }
+
+    #[test]
+    fn a_bound_lifts_only_if_half_the_depth_is_not_a_third_faster() {
+        let send = |share: &mut DeviceShare, ids: std::ops::Range<u64>| {
+            for id in ids {
+                share.sent(RequestId(id), 1);
+            }
+        };
+        let complete = |share: &mut DeviceShare, ids: std::ops::Range<u64>, time: u64| {
+            let done: Vec<Completion> = ids.map(|id| done(id, time)).collect();
+            share.completed(&done);
+        };
+        for (half_depth_time, lifts) in [(230, false), (440, true)] {
+            // Swapped in under load, a policy's first samples are a loaded device's: 96 on
+            // it, every one at 460.
+            let mut share = DeviceShare::new(64);
+            send(&mut share, 0..96);
+            complete(&mut share, 0..32, 460);
+            assert!(
+                share.saturated(),
+                "calm against its own loaded time, but a probe first"
+            );
+            assert_eq!(
+                share.bound(two_groups()),
+                Some(32),
+                "half the 64 left on it"
+            );
+            // Requests sent at the deeper depth are not the probe's.
+            complete(&mut share, 32..64, 460);
+            send(&mut share, 96..128);
+            complete(&mut share, 64..96, 460);
+            assert!(share.probe.is_some(), "no window at half the depth yet");
+            complete(&mut share, 96..128, half_depth_time);
+            assert_eq!(
+                !share.saturated(),
+                lifts,
+                "at half the depth {half_depth_time}"
+            );
+            assert_eq!(share.least_ns, Some(half_depth_time), "the shortest seen");
+        }
     }
 
     #[test]
