@@ -103,6 +103,25 @@ fn backlogged_groups_share_by_weight() {
 }
 
 #[test]
+fn weights_adding_up_to_more_than_the_devices_iops_still_share_by_weight() {
+    // A disk at 200 IOPS and weights of 764 and 358: dmClock's `max(now, P' + 1/w)` lags
+    // the clock and becomes arrival order (0.50 / 0.50).
+    let mut rt = runtime(&[group(1, 764), group(2, 358)]);
+    let got = saturate(
+        &mut rt,
+        &[(1, 8), (2, 8)],
+        8,
+        5_000_000,
+        (0, 10_000_000_000),
+    );
+    let share = got[&1] as f64 / (got[&1] + got[&2]) as f64;
+    assert!(
+        (share - 764.0 / 1122.0).abs() < 0.005,
+        "{got:?}: {share:.4}"
+    );
+}
+
+#[test]
 fn three_groups_share_one_one_two() {
     let mut rt = runtime(&[group(1, 100), group(2, 100), group(3, 200)]);
     let got = saturate(
