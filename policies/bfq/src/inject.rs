@@ -10,8 +10,9 @@
 //! baseline and shrinks past it. It starts again every second, so it follows the workload.
 //! An injected request is charged to its own queue, against what is left of its budget, and
 //! counts in that queue's next turn. With groups named, a queue is injected only while its
-//! turn starts less than one turn ahead of the system's virtual time (B-WF2Q+'s eligibility,
-//! a turn's slack allowed; not the kernel's, which injects from any busy queue): injection
+//! turn starts less than one turn ahead of the virtual time B-WF2Q+ would serve at without
+//! the queue in service (the system's, or the earliest start among the others; eligibility
+//! with a turn's slack; not the kernel's, which injects from any busy queue): injection
 //! bypasses the timestamps, and a queue it empties comes back busy at the virtual time,
 //! so a light group could take every chance beside the heavy groups' turns.
 //!
@@ -205,17 +206,33 @@ impl Bfq {
         if self.in_driver >= limit && held.is_none() {
             return None;
         }
-        self.queues
-            .iter()
-            .filter(|&(k, q)| k != key && q.busy && !q.requests.is_empty())
+        let candidates = || {
+            self.queues
+                .iter()
+                .filter(move |&(k, q)| k != key && q.busy && !q.requests.is_empty())
+        };
+        // The virtual time B-WF2Q+ would serve at if the queue in service were not: the
+        // system's, or the earliest start among the others if none of them is eligible.
+        let mut clock = self.vtime;
+        if !self.group_weights.is_empty() {
+            for (class, v) in clock.iter_mut().enumerate() {
+                let earliest = candidates()
+                    .filter(|(_, q)| q.class == class)
+                    .map(|(_, q)| q.start)
+                    .min();
+                *v = (*v).max(earliest.unwrap_or(0));
+            }
+        }
+        candidates()
             .filter(|(_, q)| self.under_part(held, q.group))
-            // With groups, not a queue more than one of its turns ahead of the virtual time
-            // (not the kernel's): a light group's queue of one tag, emptied by each
-            // injection and busy again at the system's virtual time, was injected at every
-            // chance, two and a half times its share (seed 3's cell 290).
+            // With groups, not a queue more than one of its turns ahead of that time (not
+            // the kernel's): a light group's queue of one tag, emptied by each injection and
+            // busy again at the system's virtual time, was injected at every chance, two
+            // and a half times its share (seed 3's cell 290). Against the system's time
+            // alone, a group alone beside a throttled one was held back once ahead of it.
             .filter(|(_, q)| {
                 let turn = q.finish.saturating_sub(q.start);
-                self.group_weights.is_empty() || q.start <= self.vtime[q.class].saturating_add(turn)
+                self.group_weights.is_empty() || q.start <= clock[q.class].saturating_add(turn)
             })
             .filter(|(_, q)| always || now_ns < q.raised_until)
             .filter(|&(k, q)| {

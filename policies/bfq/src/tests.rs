@@ -259,7 +259,7 @@ fn with_groups_a_queue_more_than_one_turn_ahead_of_the_virtual_time_is_not_injec
     };
     bfq.vtime[1] = 1_000;
     // Group 3's queue is in service and dry, with room under its limit; group 1's light
-    // queue has been injected so often that its turn starts 150 past the virtual time,
+    // queue has been injected so often that its turn starts 250 past the virtual time,
     // its turns 100 long; group 2's starts 50 past, its turns 100 long.
     let in_service = Queue {
         busy: true,
@@ -267,7 +267,7 @@ fn with_groups_a_queue_more_than_one_turn_ahead_of_the_virtual_time_is_not_injec
         ..seeky_queue(3)
     };
     bfq.queues.insert(QueueKey::Sync(3), in_service);
-    for (ctx, start) in [(1u32, 1_150u128), (2, 1_050)] {
+    for (ctx, start) in [(1u32, 1_250u128), (2, 1_050)] {
         let mut queue = Queue {
             busy: true,
             start,
@@ -282,15 +282,24 @@ fn with_groups_a_queue_more_than_one_turn_ahead_of_the_virtual_time_is_not_injec
     assert_eq!(
         bfq.injection_source(QueueKey::Sync(3), 0, None),
         Some(QueueKey::Sync(2)),
-        "the light queue, more than a turn ahead, waits; the one within a turn goes"
+        "the light queue, more than a turn ahead of the earliest other, waits"
     );
-    // Group 2's queue gone too far ahead as well: nothing is injected.
-    if let Some(queue) = bfq.queues.get_mut(&QueueKey::Sync(2)) {
-        queue.start = 1_101;
-        queue.finish = 1_201;
-    }
-    assert_eq!(bfq.injection_source(QueueKey::Sync(3), 0, None), None);
+    // Alone beside the queue in service (as beside a group held by io.max), however far
+    // ahead: B-WF2Q+ would serve it next.
+    bfq.queues.remove(&QueueKey::Sync(2));
+    assert_eq!(
+        bfq.injection_source(QueueKey::Sync(3), 0, None),
+        Some(QueueKey::Sync(1))
+    );
     // Without groups the kernel's rule: any busy queue with a request, by key.
+    let mut heavy = Queue {
+        busy: true,
+        start: 1_050,
+        finish: 1_150,
+        ..seeky_queue(2)
+    };
+    heavy.requests.push(&read(20, 2), u64::MAX);
+    bfq.queues.insert(QueueKey::Sync(2), heavy);
     bfq.group_weights.clear();
     assert_eq!(
         bfq.injection_source(QueueKey::Sync(3), 0, None),
