@@ -20,9 +20,9 @@
 //! just completed is dry when bfq is next asked to dispatch, however soon its submitter sends
 //! the next one; that is where a limit of one injects, and so where the limit's learning
 //! starts. The host hears a completion and the submitter's next request in one turn, before
-//! one dispatch: a completion that leaves the queue in service dry, kept for guarantees, with
-//! room under its limit, is honoured at that dispatch with the injection the kernel would
-//! have made first. Without it a queue that always has its one request on the device never
+//! one dispatch: on flash, a completion that leaves the queue in service dry, kept for
+//! guarantees, with room under its limit, is honoured at that dispatch with the injection
+//! the kernel would have made first (not on a disk: see `note_injection_due`). Without it a queue that always has its one request on the device never
 //! let anything beside it: a light group's turns at one or two tags kept the device nearly
 //! idle for milliseconds, and its limit stayed at one.
 
@@ -263,7 +263,10 @@ impl Bfq {
     /// from the completion would inject now (`bfq_select_queue`).
     pub(super) fn note_injection_due(&mut self, now_ns: u64) {
         self.injection_due = None;
-        let Some(service) = self.in_service else {
+        // Flash only: a disk's simulated command queue serves the nearest request first and
+        // never ages one, and writes injected beside a reader's turn kept a read on the disk
+        // behind them for the whole run (seed 4's writer and readers: one read each in 20 s).
+        let Some(service) = self.in_service.filter(|_| !self.rotational) else {
             return;
         };
         let dry = self
