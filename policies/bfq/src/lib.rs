@@ -248,6 +248,8 @@ pub struct Bfq {
     strict: bool,
     /// Groups' io.weight, by id, as the host last told them.
     group_weights: BTreeMap<u32, u32>,
+    /// Groups with a latency target (io.latency): no injection at their completions.
+    latency_targets: std::collections::BTreeSet<u32>,
     /// Requests on the device (`rq_in_driver`).
     in_driver: u32,
     /// A queue that became busy and may take the device from the one in service, and
@@ -346,6 +348,10 @@ impl Policy for Bfq {
 
     fn groups(&mut self, _now_ns: u64, groups: &[Group]) {
         self.group_weights = groups.iter().map(|g| (g.id, g.weight)).collect();
+        self.latency_targets = (groups.iter())
+            .filter(|g| g.latency_target_ns.is_some())
+            .map(|g| g.id)
+            .collect();
     }
 
     fn insert(&mut self, now_ns: u64, requests: &[Request]) {

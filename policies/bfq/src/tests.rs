@@ -189,9 +189,10 @@ fn read(id: u64, ctx: u32) -> Request {
 /// A light group's queue in service, its one request on the device and a limit of one
 /// learned, a heavy group's queue waiting with two requests; the light request completes
 /// and its submitter sends the next at once (one host turn): what one dispatch sends.
-fn completion_then_next_request(rotational: bool) -> Vec<RequestId> {
+fn completion_then_next_request(rotational: bool, latency_target: bool) -> Vec<RequestId> {
     let mut bfq = Bfq {
         group_weights: [(1, 10), (2, 1000)].into_iter().collect(),
+        latency_targets: latency_target.then_some(1).into_iter().collect(),
         slice_idle: 8 * MS,
         timeout: 125 * MS,
         max_budget: 16_384,
@@ -250,12 +251,14 @@ fn completion_then_next_request(rotational: bool) -> Vec<RequestId> {
 #[test]
 fn a_completion_that_leaves_the_queue_in_service_dry_injects_before_its_next_request() {
     assert_eq!(
-        completion_then_next_request(false),
+        completion_then_next_request(false, false),
         [RequestId(20), RequestId(2)],
         "the heavy group's request goes as the kernel's run from the completion injects it, then the light one"
     );
-    // Not on a disk, whose simulated queue would keep a read behind injected writes.
-    assert_eq!(completion_then_next_request(true), [RequestId(2)]);
+    // Not on a disk, whose simulated queue would keep a read behind injected writes, nor
+    // for a group with a latency target, whose next request would wait behind it.
+    assert_eq!(completion_then_next_request(true, false), [RequestId(2)]);
+    assert_eq!(completion_then_next_request(false, true), [RequestId(2)]);
 }
 
 #[test]
