@@ -50,19 +50,7 @@ fn under_the_groups_parts_the_group_furthest_under_its_part_is_injected_first() 
             budget: 1024,
             ..Queue::default()
         };
-        let request = Request {
-            id: RequestId(u64::from(ctx)),
-            ctx,
-            op: Op::Read,
-            sector: Sector(u64::from(ctx) * 1000),
-            sectors: 8,
-            sync: true,
-            prio_class: PrioClass::Be,
-            prio_level: 4,
-            group: ctx,
-            arrival_ns: 0,
-        };
-        queue.requests.push(&request, u64::MAX);
+        queue.requests.push(&read(u64::from(ctx), ctx), u64::MAX);
         bfq.queues.insert(QueueKey::Sync(ctx), queue);
     }
     // Group 1 has 3 of its part of 4 on the device, group 2 none of its 4.
