@@ -22,9 +22,10 @@
 //! starts. The host hears a completion and the submitter's next request in one turn, before
 //! one dispatch: on flash, a completion that leaves the queue in service dry, kept for
 //! guarantees, with room under its limit, is honoured at that dispatch with the injection
-//! the kernel would have made first (not on a disk: see `note_injection_due`). Without it a queue that always has its one request on the device never
-//! let anything beside it: a light group's turns at one or two tags kept the device nearly
-//! idle for milliseconds, and its limit stayed at one.
+//! the kernel would have made first (not on a disk, nor for a group with a latency target:
+//! see `note_injection_due`). Without it a queue that always has its one request on the
+//! device never let anything beside it: a light group's turns at one or two tags kept the
+//! device nearly idle for milliseconds, and its limit stayed at one.
 
 use std::collections::BTreeMap;
 

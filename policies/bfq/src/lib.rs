@@ -36,11 +36,11 @@
 //! serve it next and it is of a higher class or weight (in the same group), or resumed its
 //! turn raised at least as much, or bfq would no longer idle for the queue in service
 //! (`bfq_bfqq_handle_idle_busy_switch`). While a dry queue is kept for guarantees, other
-//! queues' requests are injected up to its learned limit (`inject.rs`), also at a completion
-//! that leaves it dry, as the kernel's run of the hardware queue from the completion does
-//! before the submitter's next request; with groups, only from queues less than one turn
-//! ahead of the virtual time. A bio merges only
-//! into a request of the queue it would join (`bfq_allow_bio_merge`).
+//! queues' requests are injected up to its learned limit (`inject.rs`), also (on flash) at a
+//! completion that leaves it dry, as the kernel's run of the hardware queue from the
+//! completion does before the submitter's next request; with groups, only from queues less
+//! than one turn ahead of the virtual time. A bio merges only into a request of the queue it
+//! would join (`bfq_allow_bio_merge`).
 //!
 //! Sync queues created eight or more within 180 ms of each other in one group are a large
 //! burst and are not weight-raised (`burst.rs`, `bfq_handle_burst`).

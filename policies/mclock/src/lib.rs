@@ -17,8 +17,9 @@
 //! `R` tags back by its cost/r, as dmClock does, so reservation counts only what it served.
 //! A group that was idle (nothing waiting and nothing on the device) starts its `P` no
 //! earlier than the smallest `P` of the groups already waiting (with none waiting, the
-//! last `P` served), so an idle spell is not saved up as credit. Within a group requests go in arrival order. When every waiting group
-//! is over its limit the policy idles until the first `L` is due.
+//! last `P` served), so an idle spell is not saved up as credit. Within a group requests go
+//! in arrival order. When every waiting group is over its limit the policy idles until the
+//! first `L` is due.
 //!
 //! A device deeper than the load would serve its own queue in its own order and undo the
 //! tags, so while two or more groups have requests and the device queues, mclock keeps on
