@@ -75,11 +75,11 @@ fn max_read(o: &Outcome, figure: fn(&OpStats) -> u64) -> u64 {
 }
 
 fn max_read_latency(o: &Outcome) -> u64 {
-    max_read(o, |d| d.clat.max())
+    max_read(o, |d| d.clat.histogram().max())
 }
 
 fn max_read_sched(o: &Outcome) -> u64 {
-    max_read(o, |d| d.sched.max())
+    max_read(o, |d| d.sched.histogram().max())
 }
 
 /// deadline's bound: `read_expire` plus the service time of one batch, `fifo_batch` write

@@ -201,12 +201,13 @@ fn cdf(op: &OpStats) -> Vec<Value> {
     if op.clat.is_empty() {
         return Vec::new();
     }
+    let clat = op.clat.histogram();
     let body = (0..=90).map(|i| f64::from(i) / 100.0);
     let tail = [
         0.92, 0.94, 0.96, 0.98, 0.99, 0.995, 0.999, 0.9995, 0.9999, 1.0,
     ];
     body.chain(tail)
-        .map(|q| json!({ "ns": op.clat.value_at_quantile(q), "fraction": q }))
+        .map(|q| json!({ "ns": clat.value_at_quantile(q), "fraction": q }))
         .collect()
 }
 
@@ -253,6 +254,7 @@ fn direction(op: &OpStats, samples: (Running, Running), runtime_ns: u64, plus: b
     // A bio enters the host the moment its job issues it: no submission latency, so total
     // latency is completion latency; the time in the scheduler is `sched_ns`.
     let slat = json!({ "min": 0, "max": 0, "mean": 0.0, "stddev": 0.0, "N": op.ios });
+    let clat = op.clat.histogram();
     json!({
         "io_bytes": op.bytes,
         "io_kbytes": op.bytes / 1024,
@@ -265,8 +267,8 @@ fn direction(op: &OpStats, samples: (Running, Running), runtime_ns: u64, plus: b
         "drop_ios": 0,
         "errors": op.errors,
         "slat_ns": slat,
-        "clat_ns": latency(&op.clat, true, plus),
-        "lat_ns": latency(&op.clat, false, false),
+        "clat_ns": latency(&clat, true, plus),
+        "lat_ns": latency(&clat, false, false),
         "bw_min": (bw.min / 1024.0).round() as u64,
         "bw_max": (bw.max / 1024.0).round() as u64,
         "bw_agg": if bw.n > 0 { 100.0 } else { 0.0 },
@@ -278,7 +280,7 @@ fn direction(op: &OpStats, samples: (Running, Running), runtime_ns: u64, plus: b
         "iops_mean": iops.mean(),
         "iops_stddev": iops.stddev(),
         "iops_samples": iops.n,
-        "sched_ns": latency(&op.sched, true, false),
+        "sched_ns": latency(&op.sched.histogram(), true, false),
     })
 }
 

@@ -238,8 +238,8 @@ fn direction(out: &mut String, name: &str, op: &OpStats, runtime_ns: u64) {
     if op.clat.is_empty() {
         return;
     }
-    let h = &op.clat;
-    let (unit, div) = summary_line(out, "clat", h);
+    let h = op.clat.histogram();
+    let (unit, div) = summary_line(out, "clat", &h);
     let _ = writeln!(out, "    clat percentiles ({unit}):");
     for row in PERCENTILES.chunks(4) {
         let cells: Vec<String> = row
@@ -248,7 +248,7 @@ fn direction(out: &mut String, name: &str, op: &OpStats, runtime_ns: u64) {
             .collect();
         let _ = writeln!(out, "     | {}", cells.join(", "));
     }
-    summary_line(out, "sched", &op.sched);
+    summary_line(out, "sched", &op.sched.histogram());
 }
 
 /// `label (unit): min=…, max=…, avg=…, stdev=…` in the unit fio would pick; returns it.

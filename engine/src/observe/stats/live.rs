@@ -78,7 +78,12 @@ impl Live {
             .iter()
             .enumerate()
             .filter(|(_, c)| !c.recent.is_empty())
-            .map(|(ctx, c)| format!("ctx{ctx} {}", micros(c.recent.value_at_quantile(0.99))))
+            .map(|(ctx, c)| {
+                format!(
+                    "ctx{ctx} {}",
+                    micros(c.recent.histogram().value_at_quantile(0.99))
+                )
+            })
             .collect();
         if !p99.is_empty() {
             let _ = write!(out, " | p99 {}", p99.join(", "));

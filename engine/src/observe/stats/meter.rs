@@ -2,9 +2,9 @@
 //! bytes per direction, errors, completion latency in fixed buckets (for Prometheus), and a
 //! histogram the live view empties at every line (for its p99).
 
-use hdrhistogram::Histogram;
 use schedhost_sdk::Op;
 
+use super::Latencies;
 use crate::core::BioDone;
 
 /// Upper bounds of the latency buckets, ns: 25 µs to 2.5 s in 1-2.5-5 steps; one more bucket
@@ -29,7 +29,7 @@ pub const BUCKET_BOUNDS_NS: [u64; 16] = [
 ];
 
 /// One ctx's counters.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct CtxMeter {
     /// Bios completed without error: [read, write] (flush and discard count as writes).
     pub ios: [u64; 2],
@@ -43,22 +43,7 @@ pub struct CtxMeter {
     /// Sum of all latencies, ns, [read, write].
     pub latency_sum_ns: [u64; 2],
     /// Latencies since the live view last took them.
-    pub recent: Histogram<u64>,
-}
-
-impl Default for CtxMeter {
-    fn default() -> Self {
-        Self {
-            ios: [0; 2],
-            bytes: [0; 2],
-            errors: 0,
-            buckets: [[0; BUCKET_BOUNDS_NS.len() + 1]; 2],
-            latency_sum_ns: [0; 2],
-            // Three digits, as fio; 1 ns to an hour.
-            recent: Histogram::new_with_bounds(1, 3_600_000_000_000, 3)
-                .unwrap_or_else(|_| Histogram::new(3).unwrap_or_else(|_| unreachable!())),
-        }
-    }
+    pub recent: Latencies,
 }
 
 impl CtxMeter {
@@ -98,7 +83,7 @@ impl Meter {
         m.latency_sum_ns[dir] = m.latency_sum_ns[dir].saturating_add(latency_ns);
         let bucket = BUCKET_BOUNDS_NS.partition_point(|&b| b < latency_ns);
         m.buckets[dir][bucket] += 1;
-        m.recent.saturating_record(latency_ns.max(1));
+        m.recent.record(latency_ns.max(1));
         if status != 0 {
             m.errors += 1;
             return;
@@ -127,15 +112,14 @@ impl Meter {
                 mine.latency_sum_ns[d] =
                     mine.latency_sum_ns[d].saturating_add(theirs.latency_sum_ns[d]);
             }
-            // Same bounds on both sides: adding cannot fail.
-            let _ = mine.recent.add(&theirs.recent);
+            mine.recent.add(&theirs.recent);
         }
     }
 
     /// Empties every ctx's recent latencies (the live view took them).
     pub fn clear_recent(&mut self) {
         for c in &mut self.ctxs {
-            c.recent.reset();
+            c.recent = Latencies::default();
         }
     }
 }
@@ -158,6 +142,6 @@ mod tests {
         assert_eq!(c.buckets[1][BUCKET_BOUNDS_NS.len()], 1, "above every bound");
         assert_eq!(c.latency_sum_ns, [30_000, 3_000_025_000]);
         assert_eq!(c.completed(), 3);
-        assert_eq!(c.recent.len(), 3);
+        assert_eq!(c.recent.histogram().len(), 3);
     }
 }

@@ -1,63 +1,31 @@
 //! What each submitter saw: I/O counts, bytes, completion latency and time in the scheduler
-//! per direction, in HDR histograms (3 significant digits, like fio's own percentile
+//! per direction ([`Latencies`]: 3 significant digits, like fio's own percentile
 //! resolution).
 
+mod latencies;
 pub mod live;
 pub mod logs;
 pub mod meter;
 
-use hdrhistogram::Histogram;
+pub use latencies::Latencies;
 use schedhost_sdk::Op;
 
 /// Reads and writes apart; flush and discard count with writes, as fio's trim/sync do not.
 pub const DIRECTIONS: [&str; 2] = ["read", "write"];
 
 /// Latency and volume for one direction of one submitter.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct OpStats {
     /// Completion latency, ns.
-    pub clat: Histogram<u64>,
+    pub clat: Latencies,
     /// Submission to dispatch, ns: what the policy alone adds (blktrace's Q2D).
-    pub sched: Histogram<u64>,
+    pub sched: Latencies,
     /// Bytes completed.
     pub bytes: u64,
     /// Bios completed.
     pub ios: u64,
     /// Bios that completed with an error.
     pub errors: u64,
-}
-
-impl Default for OpStats {
-    fn default() -> Self {
-        Self {
-            clat: new_histogram(),
-            sched: new_histogram(),
-            bytes: 0,
-            ios: 0,
-            errors: 0,
-        }
-    }
-}
-
-/// The longest latency a histogram tells apart (an hour); longer ones count as an hour.
-const LONGEST_NS: u64 = 3_600_000_000_000;
-
-fn new_histogram() -> Histogram<u64> {
-    // Three digits, as fio, from 1 ns; sized to the longest value recorded so far, not to an
-    // hour from the start (256 KiB each: a clone's four histograms for reads and writes
-    // came to about 1.3 MB, and a job file may clone 65 536 submitters). The buckets a value
-    // falls in do not depend on the size, so percentiles are the same.
-    Histogram::new(3).unwrap_or_else(|_| unreachable!("three digits is a valid precision"))
-}
-
-/// Records `value_ns`, at most an hour, growing the histogram to it (`saturating_record`
-/// would clamp to the size it has).
-fn record(histogram: &mut Histogram<u64>, value_ns: u64) {
-    let value = value_ns.min(LONGEST_NS);
-    if histogram.record(value).is_err() {
-        // Only if growing failed: the value counts as the largest the histogram holds.
-        histogram.saturating_record(value);
-    }
 }
 
 impl OpStats {
@@ -71,8 +39,8 @@ impl OpStats {
         self.bytes += u64::from(sectors) * 512;
         // 0 is a value like any other (a bio dispatched as it arrived): the report says 0,
         // as the text does.
-        record(&mut self.clat, latency_ns);
-        record(&mut self.sched, sched_ns);
+        self.clat.record(latency_ns);
+        self.sched.record(sched_ns);
     }
 
     /// Adds another submitter's numbers (group summaries).
@@ -80,10 +48,8 @@ impl OpStats {
         self.bytes += other.bytes;
         self.ios += other.ios;
         self.errors += other.errors;
-        // Both sides grow as they record, and adding grows this one to the other's largest
-        // value: it fails only if that growth does, leaving this one as it was.
-        let _ = self.clat.add(&other.clat);
-        let _ = self.sched.add(&other.sched);
+        self.clat.add(&other.clat);
+        self.sched.add(&other.sched);
     }
 }
 
@@ -325,38 +291,6 @@ pub fn short_count(n: f64) -> String {
         format!("{:.1}k", n / 1e3)
     } else {
         format!("{n:.0}")
-    }
-}
-
-#[cfg(test)]
-mod histogram_tests {
-    use super::*;
-
-    #[test]
-    fn latency_histograms_grow_to_what_they_hold_and_read_as_ones_sized_for_an_hour() {
-        let mut sized = Histogram::<u64>::new_with_bounds(1, LONGEST_NS, 3).unwrap();
-        let mut stats = OpStats::default();
-        let empty = stats.clat.distinct_values();
-        assert!(
-            empty * 8 < sized.distinct_values(),
-            "an empty histogram holds {empty} counts, one sized for an hour {}",
-            sized.distinct_values()
-        );
-        // Past an hour counts as an hour, as the sized one's saturating record has it.
-        for ns in [1, 97_343, 2_240_512, 5_000_000_000, 7_200_000_000_000] {
-            stats.record(8, ns, ns / 2, 0);
-            sized.saturating_record(ns);
-        }
-        let grown = &stats.clat;
-        for q in [0.0, 0.01, 0.5, 0.9, 0.99, 0.999, 1.0] {
-            assert_eq!(
-                grown.value_at_quantile(q),
-                sized.value_at_quantile(q),
-                "q {q}"
-            );
-        }
-        assert_eq!((grown.min(), grown.max()), (sized.min(), sized.max()));
-        assert_eq!(grown.mean(), sized.mean());
     }
 }
 

@@ -22,7 +22,10 @@ pub use rng::{Permutation, Rng};
 pub use stream::{Pacing, ReplaySpec};
 pub use submitter::{Next, Placement, Submitter};
 
-pub use crate::core::MAX_SUBMITTERS;
+/// Clones the jobs may have in all: fio's own limit (`FIO_MAX_JOBS`). Each is a submitter
+/// with its own statistics (up to four latency histograms and a timeline), so a job file of
+/// a few lines cannot ask for more memory than the machine has.
+pub const MAX_CLONES: usize = 4096;
 
 /// Bios the jobs may keep in flight together (every clone's iodepth, summed): each one is
 /// host state (a request slot, a buffer on a real device), so a job file of a few lines
@@ -68,9 +71,9 @@ pub fn place(jobs: &[JobSpec], capacity_sectors: u64) -> Result<Vec<Placement>, 
         }
         let size = job.size.unwrap_or(u64::from(job.bs));
         for clone in 0..job.numjobs {
-            if placements.len() >= MAX_SUBMITTERS {
+            if placements.len() >= MAX_CLONES {
                 return Err(format!(
-                    "{}: job '{}': the jobs have more than {MAX_SUBMITTERS} clones in all",
+                    "{}: job '{}': the jobs have more than {MAX_CLONES} clones in all (numjobs summed over the jobs; fio's limit too)",
                     job.location, job.name
                 ));
             }
@@ -228,11 +231,15 @@ mod tests {
     }
 
     #[test]
-    fn more_clones_than_the_submitter_limit_are_refused() {
-        let text = "[a]\nsize=4k\nnumjobs=4096\n".repeat(17);
+    fn more_clones_than_fios_limit_of_4096_are_refused() {
+        let text = "[a]\nsize=4k\nnumjobs=2048\n".repeat(2);
+        let jobs = parse_job_file("many.fio", &text).unwrap();
+        assert_eq!(place(&jobs, u64::MAX).unwrap().len(), MAX_CLONES);
+        let text = format!("{text}[b]\nsize=4k\n");
         let jobs = parse_job_file("many.fio", &text).unwrap();
         let err = place(&jobs, u64::MAX).unwrap_err();
-        assert!(err.contains("more than 65536 clones"), "{err}");
+        assert!(err.contains("many.fio:7: job 'b'"), "{err}");
+        assert!(err.contains("more than 4096 clones"), "{err}");
     }
 
     #[test]

@@ -190,7 +190,7 @@ impl CalibrateArgs {
                 r.iops,
                 r.iops * block_bytes(bs) / 1e6
             );
-            let clat = &s.dirs[dir].clat;
+            let clat = s.dirs[dir].clat.histogram();
             if rw == "randread" && depth == 1 && !clat.is_empty() {
                 qd1_latency.set(Latency {
                     mean_ns: clat.mean(),

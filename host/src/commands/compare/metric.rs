@@ -150,15 +150,16 @@ impl Metric {
                 if all.clat.is_empty() {
                     return 0.0;
                 }
+                let (clat, sched) = (all.clat.histogram(), all.sched.histogram());
                 let ns = match self {
-                    Metric::ReadMinLat => all.clat.min() as f64,
-                    Metric::ReadMaxLat | Metric::WriteMaxLat => all.clat.max() as f64,
-                    Metric::ReadMaxSched | Metric::WriteMaxSched => all.sched.max() as f64,
-                    Metric::ReadMeanLat | Metric::WriteMeanLat => all.clat.mean(),
-                    Metric::ReadP50Lat => all.clat.value_at_percentile(50.0) as f64,
-                    Metric::ReadP999Lat => all.clat.value_at_percentile(99.9) as f64,
-                    Metric::ReadP99Sched => all.sched.value_at_percentile(99.0) as f64,
-                    _ => all.clat.value_at_percentile(99.0) as f64,
+                    Metric::ReadMinLat => clat.min() as f64,
+                    Metric::ReadMaxLat | Metric::WriteMaxLat => clat.max() as f64,
+                    Metric::ReadMaxSched | Metric::WriteMaxSched => sched.max() as f64,
+                    Metric::ReadMeanLat | Metric::WriteMeanLat => clat.mean(),
+                    Metric::ReadP50Lat => clat.value_at_percentile(50.0) as f64,
+                    Metric::ReadP999Lat => clat.value_at_percentile(99.9) as f64,
+                    Metric::ReadP99Sched => sched.value_at_percentile(99.0) as f64,
+                    _ => clat.value_at_percentile(99.0) as f64,
                 };
                 ns / 1e6
             }
