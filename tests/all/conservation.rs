@@ -197,3 +197,27 @@ fn stonewall_starts_a_job_after_the_previous_ones_finish() {
     assert!(a.finished_ns > 0);
     assert_eq!(b.started_ns, a.finished_ns);
 }
+
+/// A turn visits only the submitters something happened to; debug builds check each turn
+/// against a walk over all of them. Clones paced by a rate, by think time, by a count and by
+/// a verify pass after a stonewall each issue what their job asks, on time.
+#[test]
+fn paced_thinking_counted_and_verifying_clones_each_issue_on_time_when_only_due_ones_are_visited() {
+    let outcome = run_null(concat!(
+        "[paced]\nrw=randread\nsize=64m\nnumjobs=4\nrate_iops=500\nruntime=200ms\ntime_based\n",
+        "[thinking]\nrw=read\nsize=64m\nnumjobs=3\nthinktime=2ms\nruntime=200ms\ntime_based\n",
+        "[counted]\nrw=randread\nsize=64m\nnumjobs=2\niodepth=4\nnumber_ios=50\n",
+        "[after]\nstonewall\nrw=write\nsize=256k\nnumjobs=2\nverify=crc32c\n",
+    ));
+    let issued: Vec<u64> = outcome.submitters.iter().map(|s| s.issued).collect();
+    assert_eq!(&issued[..4], &[100; 4], "500 IOPS for 200 ms");
+    assert_eq!(&issued[4..7], &[100; 3], "one read per 2 ms of think time");
+    assert_eq!(&issued[7..9], &[50; 2], "number_ios");
+    assert_eq!(&issued[9..], &[128; 2], "64 writes, then a read of each");
+    let first_phase_end = outcome.submitters[..9].iter().map(|s| s.finished_ns).max();
+    assert!(
+        outcome.submitters[9..]
+            .iter()
+            .all(|s| Some(s.started_ns) == first_phase_end)
+    );
+}

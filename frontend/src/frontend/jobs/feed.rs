@@ -1,6 +1,13 @@
 //! Fio jobs and replayed traces as the engine's front-end: every submitter is a state
 //! machine on the engine's thread, as one fio job thread runs its own I/O, so a bio costs
 //! no hand-off. Phases (`stonewall`) run one after another.
+//!
+//! A turn visits only the submitters something happened to: a completion, their pacing
+//! time or runtime reached, their phase started. Each one's state changes only so, and
+//! they are visited in ctx order, so a turn issues what visiting every submitter would,
+//! in the same order, at a cost that does not grow with the clones that wait.
+
+use std::collections::BTreeSet;
 
 use super::{Next, Submitter};
 use crate::core::Bio;
@@ -45,6 +52,18 @@ pub struct Jobs<'p, W> {
     verified: u64,
     progress: Option<&'p mut dyn FnMut(u64)>,
     turns: u64,
+    /// Who the next turn visits: those that completed bios or whose phase started.
+    due: BTreeSet<usize>,
+    /// Who this turn visited: they may have run out of work.
+    visited: BTreeSet<usize>,
+    /// When each waiting submitter's pacing lets it issue next, and who: (time, ctx).
+    wakes: BTreeSet<(u64, usize)>,
+    /// Each submitter's entry in `wakes`, if it has one.
+    wake_of: Vec<Option<u64>>,
+    /// The runtime ends of the running phase's unfinished submitters: (time, ctx).
+    deadlines: BTreeSet<(u64, usize)>,
+    /// Submitters of the running phase not finished.
+    unfinished: usize,
 }
 
 /// What a job front-end hands back to its run's report.
@@ -77,12 +96,18 @@ impl<'p, W: BioWork> Jobs<'p, W> {
     ) -> Self {
         Self {
             stats: vec![CtxStats::default(); submitters.len()],
+            wake_of: vec![None; submitters.len()],
             submitters,
             phase: 0,
             work,
             verified: 0,
             progress,
             turns: 0,
+            due: BTreeSet::new(),
+            visited: BTreeSet::new(),
+            wakes: BTreeSet::new(),
+            deadlines: BTreeSet::new(),
+            unfinished: 0,
         }
     }
 
@@ -108,22 +133,15 @@ impl<'p, W: BioWork> Jobs<'p, W> {
         (ran, self.work)
     }
 
-    /// The submitters of the running phase.
-    fn running(&mut self) -> impl Iterator<Item = &mut Submitter> {
-        let phase = self.phase;
-        self.submitters
-            .iter_mut()
-            .filter(move |s| s.placement.phase == phase)
-    }
-
     /// Starts the submitters of `phase` at `now`; false iff there are none.
     fn start_phase(&mut self, phase: u32, now: u64) -> bool {
         self.phase = phase;
         let mut any = false;
-        for s in self
+        for (i, s) in self
             .submitters
             .iter_mut()
-            .filter(|s| s.placement.phase == phase)
+            .enumerate()
+            .filter(|(_, s)| s.placement.phase == phase)
         {
             s.start(now);
             let stats = &mut self.stats[s.ctx as usize];
@@ -131,9 +149,89 @@ impl<'p, W: BioWork> Jobs<'p, W> {
             stats.logs = s
                 .log_spec()
                 .map(|spec| Box::new(JobLogs::new(spec.clone(), stats.measure_from_ns)));
+            if let Some(end) = s.deadline() {
+                self.deadlines.insert((end, i));
+            }
+            self.due.insert(i);
+            self.unfinished += 1;
             any = true;
         }
         any
+    }
+
+    /// Submitter `i` has a new pacing time (or none), read after its visit.
+    fn set_wake(&mut self, i: usize, wake: Option<u64>) {
+        if let Some(old) = std::mem::replace(&mut self.wake_of[i], wake) {
+            self.wakes.remove(&(old, i));
+        }
+        if let Some(at) = wake {
+            self.wakes.insert((at, i));
+        }
+    }
+
+    /// Submitter `i` finished: it waits for nothing more.
+    fn finished(&mut self, i: usize) {
+        self.set_wake(i, None);
+        if let Some(end) = self.submitters[i].deadline() {
+            self.deadlines.remove(&(end, i));
+        }
+        self.unfinished -= 1;
+    }
+
+    /// Finishes submitter `i` of the running phase if its work is over and nothing of it
+    /// is in flight.
+    fn finish_if_idle(&mut self, i: usize, now: u64) {
+        let s = &mut self.submitters[i];
+        if s.placement.phase == self.phase && !s.is_finished() {
+            s.finish_if_idle(now);
+            if s.is_finished() {
+                self.finished(i);
+            }
+        }
+    }
+
+    /// Moves the submitters whose pacing time or runtime end has come to `due`.
+    fn wake_due(&mut self, now: u64) {
+        while let Some(&(at, i)) = self.wakes.first()
+            && at <= now
+        {
+            self.wakes.pop_first();
+            self.wake_of[i] = None;
+            self.due.insert(i);
+        }
+        while let Some(&(end, i)) = self.deadlines.first()
+            && end <= now
+        {
+            self.deadlines.pop_first();
+            self.due.insert(i);
+        }
+    }
+
+    /// What visiting every submitter would find: the same phase end and next wake-up
+    /// (debug builds check every turn against it).
+    fn check_visits(&self, now: u64) {
+        if cfg!(debug_assertions) {
+            let running = || {
+                self.submitters
+                    .iter()
+                    .filter(|s| s.placement.phase == self.phase && !s.is_finished())
+            };
+            debug_assert_eq!(running().count(), self.unfinished, "unfinished submitters");
+            let woken = running().filter_map(|s| s.wake_at(now)).min();
+            debug_assert_eq!(woken, self.pacing_wake(now), "the next pacing wake-up");
+        }
+    }
+
+    /// The earliest pacing time after `now`: the kept ones, and those of submitters that
+    /// completed bios since they were visited.
+    fn pacing_wake(&self, now: u64) -> Option<u64> {
+        let kept = self.wakes.first().map(|&(at, _)| at).filter(|&at| at > now);
+        let fresh = self
+            .due
+            .iter()
+            .filter(|&&i| !self.submitters[i].is_finished())
+            .filter_map(|&i| self.submitters[i].wake_at(now));
+        kept.into_iter().chain(fresh).min()
     }
 }
 
@@ -156,13 +254,23 @@ where
             let checked = self.work.complete(finished, &mut self.stats[ctx], now)?;
             self.verified += u64::from(checked);
             let bio = &finished.bio;
-            self.submitters[ctx].on_complete(now, bio.op, bio.status);
+            let s = &mut self.submitters[ctx];
+            let was_finished = s.is_finished();
+            s.on_complete(now, bio.op, bio.status);
+            if s.is_finished() && !was_finished {
+                self.finished(ctx);
+            }
+            // Its pacing time is read again at its visit.
+            self.set_wake(ctx, None);
+            self.due.insert(ctx);
         }
         Ok(())
     }
 
     fn issue(&mut self, now: u64, feed: &mut Feed<'_, B>) -> Result<(), W::Error> {
-        for i in 0..self.submitters.len() {
+        self.wake_due(now);
+        let visit = std::mem::take(&mut self.due);
+        for &i in &visit {
             let s = &self.submitters[i];
             if s.placement.phase != self.phase || s.is_finished() {
                 continue;
@@ -174,12 +282,24 @@ where
                 self.work.issued(&bio);
                 feed.submit(bio);
             }
+            let wake = self.submitters[i].wake_at(now);
+            self.set_wake(i, wake);
         }
+        self.visited = visit;
         Ok(())
     }
 
     fn end_turn(&mut self, now: u64, _feed: &mut Feed<'_, B>) -> Result<(), W::Error> {
-        self.running().for_each(|s| s.finish_if_idle(now));
+        // Only a visit or a completion changes what finishes a submitter here (completions
+        // after the visits are rare: dispatching finishes no bio).
+        let completed_since: Vec<usize> = self.due.iter().copied().collect();
+        while let Some(i) = self.visited.pop_first() {
+            self.finish_if_idle(i, now);
+        }
+        for i in completed_since {
+            self.finish_if_idle(i, now);
+        }
+        self.check_visits(now);
         self.turns += 1;
         if self.turns.is_multiple_of(4096)
             && let Some(progress) = &mut self.progress
@@ -190,12 +310,7 @@ where
     }
 
     fn flow(&mut self, engine: &Engine<B>) -> Flow {
-        let phase_over = self
-            .submitters
-            .iter()
-            .filter(|s| s.placement.phase == self.phase)
-            .all(Submitter::is_finished);
-        if !phase_over {
+        if self.unfinished > 0 {
             return Flow::Wait;
         }
         if self.start_phase(self.phase + 1, engine.now()) {
@@ -207,14 +322,11 @@ where
 
     /// A paced issue, or (with `deadlines`) the end of a runtime.
     fn next_wake(&self, now: u64, deadlines: bool) -> Option<u64> {
-        self.submitters
+        let end = self
+            .deadlines
             .iter()
-            .filter(|s| s.placement.phase == self.phase && !s.is_finished())
-            .flat_map(|s| {
-                let end = s.deadline().filter(|&d| deadlines && d > now);
-                [s.wake_at(now), end]
-            })
-            .flatten()
-            .min()
+            .map(|&(end, _)| end)
+            .find(|&end| deadlines && end > now);
+        self.pacing_wake(now).into_iter().chain(end).min()
     }
 }
