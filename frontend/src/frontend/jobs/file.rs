@@ -1,6 +1,7 @@
 //! fio job files and command-line options: sections and `[global]` inheritance, each job
 //! checked whole once every option is set.
 
+use super::MAX_CLONES;
 use super::job::{JobError, JobSpec, validate_job};
 use crate::input::Location;
 
@@ -119,6 +120,7 @@ struct Section {
 fn build(sections: Vec<Section>, whole: &Location) -> Result<Vec<JobSpec>, JobError> {
     let mut global: Vec<(String, String, Location)> = Vec::new();
     let mut jobs = Vec::new();
+    let mut clones = 0u64;
     for section in sections {
         if section.name == "global" {
             global.extend(section.options);
@@ -135,6 +137,16 @@ fn build(sections: Vec<Section>, whole: &Location) -> Result<Vec<JobSpec>, JobEr
             location: section.location.clone(),
             message,
         })?;
+        clones += u64::from(job.numjobs);
+        if clones > MAX_CLONES {
+            return Err(JobError {
+                location: section.location,
+                message: format!(
+                    "job '{}': the jobs have more than {MAX_CLONES} clones in all (numjobs summed over the jobs; fio's limit too)",
+                    job.name
+                ),
+            });
+        }
         jobs.push(job);
     }
     if jobs.is_empty() {

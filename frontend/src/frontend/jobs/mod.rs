@@ -22,10 +22,13 @@ pub use rng::{Permutation, Rng};
 pub use stream::{Pacing, ReplaySpec};
 pub use submitter::{Next, Placement, Submitter};
 
-/// Clones the jobs may have in all: fio's own limit (`FIO_MAX_JOBS`). Each is a submitter
-/// with its own statistics (up to four latency histograms and a timeline), so a job file of
-/// a few lines cannot ask for more memory than the machine has.
-pub const MAX_CLONES: usize = 4096;
+pub use crate::core::MAX_SUBMITTERS;
+
+/// Clones a job file (or command line) may have in all: fio's own limit (`FIO_MAX_JOBS`).
+/// Each is a submitter with its own statistics (up to four latency histograms and a
+/// timeline), so a job file of a few lines cannot ask for more memory than the machine has.
+/// A replay's streams are bounded by [`MAX_SUBMITTERS`] instead: each is a line of its trace.
+pub const MAX_CLONES: u64 = 4096;
 
 /// Bios the jobs may keep in flight together (every clone's iodepth, summed): each one is
 /// host state (a request slot, a buffer on a real device), so a job file of a few lines
@@ -71,9 +74,9 @@ pub fn place(jobs: &[JobSpec], capacity_sectors: u64) -> Result<Vec<Placement>, 
         }
         let size = job.size.unwrap_or(u64::from(job.bs));
         for clone in 0..job.numjobs {
-            if placements.len() >= MAX_CLONES {
+            if placements.len() >= MAX_SUBMITTERS {
                 return Err(format!(
-                    "{}: job '{}': the jobs have more than {MAX_CLONES} clones in all (numjobs summed over the jobs; fio's limit too)",
+                    "{}: job '{}': the jobs have more than {MAX_SUBMITTERS} clones in all",
                     job.location, job.name
                 ));
             }
@@ -231,15 +234,30 @@ mod tests {
     }
 
     #[test]
-    fn more_clones_than_fios_limit_of_4096_are_refused() {
+    fn more_clones_than_fios_limit_of_4096_are_refused_and_placing_more_than_the_submitter_limit_is_too()
+     {
         let text = "[a]\nsize=4k\nnumjobs=2048\n".repeat(2);
         let jobs = parse_job_file("many.fio", &text).unwrap();
-        assert_eq!(place(&jobs, u64::MAX).unwrap().len(), MAX_CLONES);
-        let text = format!("{text}[b]\nsize=4k\n");
-        let jobs = parse_job_file("many.fio", &text).unwrap();
-        let err = place(&jobs, u64::MAX).unwrap_err();
-        assert!(err.contains("many.fio:7: job 'b'"), "{err}");
-        assert!(err.contains("more than 4096 clones"), "{err}");
+        assert_eq!(place(&jobs, u64::MAX).unwrap().len() as u64, MAX_CLONES);
+        let err = parse_job_file("many.fio", &format!("{text}[b]\nsize=4k\n")).unwrap_err();
+        assert_eq!(err.location.to_string(), "many.fio:7");
+        assert!(
+            err.message.contains("job 'b'") && err.message.contains("more than 4096 clones"),
+            "{}",
+            err.message
+        );
+        let err = parse_cmdline(&[
+            "--size=4k".into(),
+            "--name=c".into(),
+            "--numjobs=4096".into(),
+            "--name=d".into(),
+        ])
+        .unwrap_err();
+        assert!(err.message.contains("job 'd'"), "{}", err.message);
+        // Jobs made otherwise (a replay's streams) are held to the submitter limit.
+        let many: Vec<JobSpec> = jobs.iter().cycle().take(33).cloned().collect();
+        let err = place(&many, u64::MAX).unwrap_err();
+        assert!(err.contains("more than 65536 clones"), "{err}");
     }
 
     #[test]
