@@ -350,3 +350,75 @@ fn cfq_ramps_async_depth_up_one_request_per_sync_slice_after_a_delayed_sync_read
         assert_eq!(later.ids.raw().len(), 1, "{build}: two out 210 ms after");
     }
 }
+
+fn grouped_read(id: u64, ctx: u32, group: u32, sector: u64, at_ms: u64) -> Request {
+    Request {
+        group,
+        ..read(id, ctx, sector, at_ms)
+    }
+}
+
+#[test]
+fn cfq_never_lets_a_request_of_another_group_preempt_even_near_the_head() {
+    // cfq_should_preempt: "for anybody else we disallow preemption to guarantee service
+    // fairness among cgroups"; within a group, the request near the head preempts as before.
+    for (group, preempts) in [(2, false), (1, true)] {
+        for (build, mut p) in builds(&[]) {
+            p.insert(0, &[grouped_read(1, 0, 1, 0, 0)]).unwrap();
+            assert_eq!(p.dispatch(0, 0, 8).unwrap().ids.raw(), vec![1], "{build}");
+            p.completed(2 * MS, &[done(1, 0)]).unwrap();
+            assert!(
+                p.dispatch(2 * MS, 0, 8).unwrap().ids.is_empty(),
+                "{build}: idling"
+            );
+            p.insert(3 * MS, &[grouped_read(2, 1, group, 16, 3)])
+                .unwrap();
+            let sent = p.dispatch(3 * MS, 0, 8).unwrap().ids.raw();
+            assert_eq!(
+                sent.is_empty(),
+                !preempts,
+                "{build}: group {group}: {sent:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn cfq_offsets_a_newly_busy_queue_by_the_busy_queues_of_its_own_group() {
+    // cfq_slice_offset: (cfqq->cfqg->nr_cfqq - 1) slices of difference. Three queues of
+    // group 1 are busy when a queue of group 2 turns busy: alone in its group, it waits no
+    // offset and goes before the third queue of group 1, which waited two. Without groups
+    // it would have waited three and gone after.
+    for (groups, third_before_fourth) in [(true, false), (false, true)] {
+        for (build, mut p) in builds(&[]) {
+            let g = |group: u32| if groups { group } else { 0 };
+            p.insert(0, &[grouped_read(1, 0, g(1), 0, 0)]).unwrap();
+            let mut served = p.dispatch(0, 0, 8).unwrap().ids.raw();
+            p.insert(
+                0,
+                &[
+                    grouped_read(2, 1, g(1), 1 << 20, 0),
+                    grouped_read(3, 2, g(1), 2 << 20, 0),
+                ],
+            )
+            .unwrap();
+            p.insert(MS, &[grouped_read(4, 3, g(2), 3 << 20, 1)])
+                .unwrap();
+            let mut out: Vec<u64> = served.clone();
+            for ms in 1..400 {
+                for id in served.drain(..) {
+                    p.completed(ms * MS, &[done(id, 0)]).unwrap();
+                }
+                served = p.dispatch(ms * MS, 0, 8).unwrap().ids.raw();
+                out.extend(&served);
+            }
+            assert_eq!(out.len(), 4, "{build}: {out:?}");
+            let at = |id: u64| out.iter().position(|&x| x == id).unwrap();
+            assert_eq!(
+                at(3) < at(4),
+                third_before_fourth,
+                "{build}: groups {groups}: {out:?}"
+            );
+        }
+    }
+}

@@ -20,7 +20,9 @@
 //! sync over async but never non-RT over RT, RT over a lower class, anything over an idle
 //! class queue or one whose slice is used, the other queue of an empty sync-noidle tree,
 //! anything over an empty queue cfq would not idle for, and, while cfq idles, a request
-//! within 8 MiB of the head).
+//! within 8 MiB of the head; never a queue of another group). Of cfq's group scheduling
+//! only that and the slice offset's count of the busy queues of the queue's own group
+//! (`cfqq->cfqg->nr_cfqq`) are kept: groups have no service tree or weights here.
 
 #![forbid(unsafe_code)]
 
@@ -148,7 +150,7 @@ const TUNABLES: &[TunableSpec<Cfq>] = &[
         8,
         1_000,
         "ms",
-        "accepted for compatibility; schedhost has no cgroups",
+        "accepted for compatibility; cfq here has no group scheduling",
         |p| &mut p.knobs.group_idle,
     ),
     tunable(
@@ -208,6 +210,9 @@ struct Queue {
     class: u8,
     level: u8,
     sync: bool,
+    /// Its submitter's group (0: none; async queues are shared by every group, so theirs
+    /// is 0): cfq's `cfqq->cfqg`.
+    group: u32,
     /// How its submitter behaves, for its idle window (sync queues).
     window: Window,
     /// Its place on its service tree while it waits (`rb_key`, ns): when it was added plus
@@ -299,6 +304,8 @@ pub struct Cfq {
     rotational: bool,
     /// Whether it queues commands (`hw_tag`).
     hw_tag: HwTag,
+    /// A sync queue of a group has been seen.
+    grouped: bool,
     knobs: Knobs,
     t: Tunables,
 }
@@ -315,7 +322,7 @@ struct Knobs {
     slice_async: i64,
     slice_async_rq: i64,
     slice_idle: i64,
-    /// Kept only to read back: schedhost has no cgroups.
+    /// Kept only to read back: cfq here has no group scheduling.
     group_idle: i64,
     low_latency: i64,
     target_latency: i64,
@@ -398,6 +405,10 @@ impl Policy for Cfq {
                 sync: r.sync,
                 ..Queue::default()
             });
+            if r.sync {
+                queue.group = r.group;
+                self.grouped |= r.group != 0;
+            }
             let was_idle = queue.requests.is_empty();
             queue.requests.push(r, expires);
             if queue.sync {

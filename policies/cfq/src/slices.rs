@@ -257,12 +257,24 @@ impl Cfq {
 
     /// Queue `key` waits for a slice, placed after those waiting by its slice offset
     /// (`cfq_service_tree_add`, `cfq_slice_offset`: lower priorities further back the more
-    /// queues are busy).
+    /// queues of its group are busy).
     fn enqueue(&mut self, key: QueueKey, now_ns: u64) {
-        let busy = self.waiting.iter().map(VecDeque::len).sum::<usize>()
-            + usize::from(self.active.is_some());
         let Some(queue) = self.queues.get(&key) else {
             return;
+        };
+        // Without groups every queue is in one: counted without a lookup each.
+        let busy = if self.grouped {
+            let group = queue.group;
+            let in_group = |k: &QueueKey| self.queues.get(k).is_some_and(|q| q.group == group);
+            self.waiting
+                .iter()
+                .flatten()
+                .filter(|k| in_group(k))
+                .count()
+                + usize::from(self.active.is_some_and(|a| in_group(&a.key)))
+        } else {
+            self.waiting.iter().map(VecDeque::len).sum::<usize>()
+                + usize::from(self.active.is_some())
         };
         let class = usize::from(queue.class);
         let longest = prio_slice(&self.t, true, 0);
@@ -448,6 +460,11 @@ impl Cfq {
         }
         if r.sync && !current.sync {
             return true;
+        }
+        // "For anybody else we disallow preemption to guarantee service fairness among
+        // cgroups."
+        if new.group != current.group {
+            return false;
         }
         if now_ns >= active.slice_end {
             return true;
