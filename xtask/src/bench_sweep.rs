@@ -23,8 +23,9 @@
 //! - no group starved: on flash every group completes I/O in every 100 ms window in which
 //!   its weight's part of the device is at least 4 I/Os (a group of weight 1 beside groups
 //!   of 1000 is owed one I/O in seconds on a disk: weights are its promise, not a window);
-//!   on a disk every group completes I/O over the run, and the windows are counted apart (a
-//!   policy sorting by sector leaves a far region for up to a sweep or a read expiry).
+//!   on a disk every group owed 4 I/Os or more over the run completes I/O in it (before its
+//!   run time ends, not in the drain after it), and the windows are counted apart (a policy sorting by sector leaves a
+//!   far region for up to a sweep or a read expiry).
 //!
 //! Printed: how many cells each invariant was checked on and held, and the worst cells with
 //! the command that reruns them.
@@ -257,6 +258,14 @@ impl Cell {
         }
     }
 
+    /// Whether starvation is judged window by window: on flash, under policies that give
+    /// no queue the device for a slice; elsewhere over the run.
+    fn windows_judged(&self) -> bool {
+        let slicing =
+            SLICING.contains(&self.policy) || self.swap.is_some_and(|to| SLICING.contains(&to));
+        self.device == FLASH && !slicing
+    }
+
     /// Whether the policy that serves the groups for the whole run serves weights.
     fn serves_weights(&self) -> bool {
         WEIGHT_SERVING.contains(&self.policy)
@@ -449,7 +458,7 @@ fn judge_cells(root: &Path, schedhost: &Path, cells: &[Cell]) -> Result<Sweep> {
             "a bio or request not accounted for (bios, merges, coalesces, dispatches, completions)".into()
         });
         throughput(&mut sweep, i, cell, &ours, &noop);
-        starvation(&mut sweep, i, cell, &ours, &logged.windows);
+        starvation(&mut sweep, i, cell, &ours, &logged);
         shares(&mut sweep, i, cell, &logged.ios, &noop, peak);
         limit(&mut sweep, i, cell, &ours, &logged, riops);
         // Every invariant this cell missed, with what it measured: the summary prints only

@@ -103,16 +103,12 @@ pub(super) fn throughput(sweep: &mut Sweep, i: usize, cell: &Cell, ours: &Ran, n
 /// sorts by sector may leave a group's region a full sweep or a read expiry (deadline's
 /// 500 ms) without service, and a slicing policy gives each queue in turn up to its slice
 /// (cfq's 100 ms, bfq's 125 ms budget timeout), so a group waits for the others' slices.
-pub(super) fn starvation(
-    sweep: &mut Sweep,
-    i: usize,
-    cell: &Cell,
-    ours: &Ran,
-    windows: &[Vec<bool>],
-) {
+/// Over the run means before its run time ended (the drain after it completes everything a
+/// group had outstanding), where the group was owed [`OWED_PER_WINDOW`] I/Os or more.
+pub(super) fn starvation(sweep: &mut Sweep, i: usize, cell: &Cell, ours: &Ran, logged: &Logged) {
     let per_window = ours.iops * WINDOW_MS as f64 / 1000.0;
     let mut starved = Vec::new();
-    for (g, seen) in windows.iter().enumerate() {
+    for (g, seen) in logged.windows.iter().enumerate() {
         let rate = sweep.rates[i].filter(|_| cell.limit.is_some_and(|(l, _)| l == g));
         for (w, _) in seen.iter().enumerate().filter(|&(_, &io)| !io) {
             // Owed by the policy that ran the window, from its start.
@@ -126,20 +122,34 @@ pub(super) fn starvation(
             }
         }
     }
-    let slicing =
-        SLICING.contains(&cell.policy) || cell.swap.is_some_and(|to| SLICING.contains(&to));
-    if cell.device == FLASH && !slicing {
+    if cell.windows_judged() {
         sweep.judge(2, i, starved.len() as f64, || starved.join(", "));
         return;
     }
     sweep.disk_windows[0] += 1;
     sweep.disk_windows[1] += usize::from(starved.is_empty());
-    let idle: Vec<String> = ours
-        .ios
+    // Before the run time ended: what drains after it is every request a group still had
+    // outstanding, so counted with it every group would pass. Owed as a window is: its
+    // part of what the run completed, at most its limit.
+    let done: f64 = logged.in_run.iter().sum();
+    let runtime = cell.runtime_ms as f64 / 1000.0;
+    let idle: Vec<String> = logged
+        .in_run
         .iter()
         .enumerate()
-        .filter(|&(_, &n)| n == 0.0)
-        .map(|(g, _)| format!("g{g} completed nothing"))
+        .filter(|&(g, &n)| {
+            let rate = sweep.rates[i].filter(|_| cell.limit.is_some_and(|(l, _)| l == g));
+            let owed = rate.map_or(f64::INFINITY, |r| r as f64 * runtime);
+            n == 0.0 && (cell.part(g) * done).min(owed) >= OWED_PER_WINDOW
+        })
+        .map(|(g, _)| {
+            format!(
+                "g{g} completed nothing in the {} ms run ({} I/Os after it; {:.0} owed)",
+                cell.runtime_ms,
+                ours.ios[g],
+                cell.part(g) * done
+            )
+        })
         .collect();
     sweep.judge(2, i, idle.len() as f64, || idle.join(", "));
 }

@@ -41,10 +41,12 @@ fn shares_count_io_after_the_ramp_and_before_the_run_time_ends_a_limit_the_ramp_
 }
 
 /// The sweep's lean version, in the test command: a few cells of a fixed seed under the
-/// debug host the workspace's tests built. What the host guarantees whatever the policy
-/// is asserted: nothing lost, no limit exceeded, no group starved; throughput, shares
-/// and reaching a limit are the policies' and printed (the full sweep measures where they stop holding:
-/// BENCHMARKS.md).
+/// debug host the workspace's tests built. What holds whatever the policy is asserted:
+/// nothing lost, no limit exceeded, and on flash under policies that do not slice, no
+/// group starved in any owed window; throughput, shares, reaching a limit and starvation
+/// over the run elsewhere are the policies' and printed (a disk's queue served in arrival
+/// or sector order can leave a group's first request behind more than a run's worth of
+/// others; the full sweep measures where each stops holding: BENCHMARKS.md).
 #[test]
 fn a_lean_sweep_loses_nothing_exceeds_no_limit_and_starves_no_group() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
@@ -58,10 +60,11 @@ fn a_lean_sweep_loses_nothing_exceeds_no_limit_and_starves_no_group() {
     );
     let cells = cells(LEAN_SEED, LEAN_CELLS, LEAN_RUNTIME_MS);
     let sweep = judge_cells(root, &schedhost, &cells).unwrap();
-    let (guaranteed, measured): (Vec<&Finding>, Vec<&Finding>) = sweep
-        .findings
-        .iter()
-        .partition(|f| [INVARIANTS[0], INVARIANTS[2], INVARIANTS[4]].contains(&f.invariant));
+    let (guaranteed, measured): (Vec<&Finding>, Vec<&Finding>) =
+        sweep.findings.iter().partition(|f| {
+            [INVARIANTS[0], INVARIANTS[4]].contains(&f.invariant)
+                || (f.invariant == INVARIANTS[2] && cells[f.cell].windows_judged())
+        });
     let show = |f: &&Finding| {
         format!(
             "{} on cell {}: {}\n  {}",
