@@ -42,6 +42,9 @@ const FREE: Slot = Slot {
 
 static REGISTERED: [Slot; SLOTS] = [FREE; SLOTS];
 
+/// The signals the handler answers.
+const SIGNALS: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
+
 /// Set once the command stops gracefully: a signal then sets [`STOP`] and nothing else.
 static GRACEFUL: AtomicBool = AtomicBool::new(false);
 
@@ -120,6 +123,68 @@ impl RemovedOnSignal {
     }
 }
 
+/// Creates a new file at `path` with `create` (which must refuse one that is there) and
+/// registers it for removal on a signal before any signal can end the command: the signals
+/// are blocked in this thread from before the file exists until it is registered, so one
+/// that comes in between is answered once it is (the file removed), not before (the file
+/// left behind; a signal a test sent as soon as the file appeared found it so). A signal
+/// another thread takes in that moment is not covered: commands make these files on the
+/// thread that takes signals, before their runs start threads of their own.
+///
+/// # Errors
+/// `create`'s (`AlreadyExists` for a file that is there, left alone), or the registration's
+/// (the file just made is removed again).
+pub fn create_removed_on_signal(
+    path: &Path,
+    create: impl FnOnce(&Path) -> io::Result<std::fs::File>,
+) -> io::Result<(std::fs::File, RemovedOnSignal)> {
+    install()?;
+    let _blocked = Blocked::new()?;
+    let file = create(path)?;
+    let registered = file
+        .metadata()
+        .and_then(|meta| RemovedOnSignal::with_identity(path, meta.dev(), meta.ino()));
+    match registered {
+        Ok(guard) => Ok((file, guard)),
+        Err(e) => {
+            let _ = std::fs::remove_file(path);
+            Err(e)
+        }
+    }
+}
+
+/// The handler's signals blocked in this thread until dropped (the mask before restored).
+struct Blocked(libc::sigset_t);
+
+impl Blocked {
+    fn new() -> io::Result<Self> {
+        // SAFETY: both sets are this frame's own, zeroed and then filled by sigemptyset and
+        // sigaddset before pthread_sigmask reads one and writes the other.
+        unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            for signal in SIGNALS {
+                libc::sigaddset(&mut set, signal);
+            }
+            let mut old: libc::sigset_t = std::mem::zeroed();
+            match libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old) {
+                0 => Ok(Self(old)),
+                errno => Err(io::Error::from_raw_os_error(errno)),
+            }
+        }
+    }
+}
+
+impl Drop for Blocked {
+    fn drop(&mut self) {
+        // SAFETY: restores the mask pthread_sigmask wrote into `self.0`; a signal that came
+        // while it was blocked is delivered now.
+        unsafe {
+            libc::pthread_sigmask(libc::SIG_SETMASK, &self.0, std::ptr::null_mut());
+        }
+    }
+}
+
 impl Drop for RemovedOnSignal {
     fn drop(&mut self) {
         REGISTERED[self.slot]
@@ -138,7 +203,7 @@ fn claim_marker() -> *mut libc::c_char {
 fn install() -> io::Result<()> {
     let mut result = Ok(());
     INSTALLED.call_once(|| {
-        for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        for signal in SIGNALS {
             // SAFETY: the handler is async-signal-safe (see `on_signal`); the sigaction
             // struct is zeroed and filled before the call, which copies it.
             let failed = unsafe {
@@ -188,5 +253,61 @@ extern "C" fn on_signal(signal: libc::c_int) {
     unsafe {
         libc::signal(signal, libc::SIG_DFL);
         libc::raise(signal);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Whether `signal` is blocked in this thread now.
+    fn blocked(signal: libc::c_int) -> bool {
+        // SAFETY: a query (no set given) of this thread's mask into a set of this frame.
+        unsafe {
+            let mut now: libc::sigset_t = std::mem::zeroed();
+            libc::pthread_sigmask(libc::SIG_BLOCK, std::ptr::null(), &mut now);
+            libc::sigismember(&now, signal) == 1
+        }
+    }
+
+    #[test]
+    fn a_new_file_is_made_with_the_signals_blocked_registered_and_the_mask_restored() {
+        let dir = std::env::temp_dir().join(format!("signal-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("made.dat");
+        let _ = std::fs::remove_file(&path);
+        let mut during = Vec::new();
+        let (_file, guard) = create_removed_on_signal(&path, |p| {
+            during = SIGNALS.iter().map(|&s| blocked(s)).collect();
+            std::fs::File::options()
+                .write(true)
+                .create_new(true)
+                .open(p)
+        })
+        .unwrap();
+        assert_eq!(during, vec![true; 3], "blocked while the file is made");
+        assert!(SIGNALS.iter().all(|&s| !blocked(s)), "restored after");
+        let slot = &REGISTERED[guard.slot];
+        let meta = std::fs::metadata(&path).unwrap();
+        assert_eq!(
+            (
+                slot.dev.load(Ordering::Acquire),
+                slot.ino.load(Ordering::Acquire)
+            ),
+            (meta.dev(), meta.ino()),
+            "registered as the file made"
+        );
+        drop(guard);
+        // A file that is there is left alone, and the mask restored all the same.
+        let err = create_removed_on_signal(&path, |p| {
+            std::fs::File::options()
+                .write(true)
+                .create_new(true)
+                .open(p)
+        })
+        .unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::AlreadyExists);
+        assert!(path.exists() && SIGNALS.iter().all(|&s| !blocked(s)));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -107,25 +107,18 @@ impl CalibrateArgs {
             bail!("{} exists; give a new file name", out.display());
         }
         // A device that is not there is created here, exclusively, so that "created" means
-        // this run made it: a file someone else puts there later is never written over.
-        let created = match schedhost::output::create_new(&self.device) {
-            Ok(_) => true,
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => false,
+        // this run made it: a file someone else puts there later is never written over. A
+        // file this run made is removed if the probes fail or a signal stops them (from the
+        // moment it exists); once they succeed it is the user's, as the help says.
+        let on_signal = match schedhost::signal::create_removed_on_signal(
+            &self.device,
+            schedhost::output::create_new,
+        ) {
+            Ok((_, guard)) => Some(guard),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => None,
             Err(e) => bail!("creating {}: {e}", self.device.display()),
         };
-        // A file this run made is removed if the probes fail or a signal stops them; once
-        // they succeed it is the user's, as the help says.
-        let on_signal = match created.then(|| schedhost::signal::RemovedOnSignal::new(&self.device))
-        {
-            Some(Err(e)) => {
-                let _ = std::fs::remove_file(&self.device);
-                bail!(
-                    "registering {} for removal on a signal: {e}",
-                    self.device.display()
-                );
-            }
-            guard => guard.and_then(Result::ok),
-        };
+        let created = on_signal.is_some();
         let probed = self.probe_and_fit(created);
         if created && probed.is_err() {
             let _ = std::fs::remove_file(&self.device);

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
-use schedhost::signal::RemovedOnSignal;
+use schedhost::signal::{RemovedOnSignal, create_removed_on_signal};
 
 /// The scratch file the real-file runs use: created by this command under a name of its
 /// own (never a file that was there before), and removed when the command ends.
@@ -64,16 +64,15 @@ impl Scratch {
                 .with_context(|| format!("removing {}", self.path.display()))?;
         }
         *on_signal = None;
-        let file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&self.path)
-            .with_context(|| format!("creating {}", self.path.display()))?;
+        let (file, guard) = create_removed_on_signal(&self.path, |path| {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(path)
+        })
+        .with_context(|| format!("creating {}", self.path.display()))?;
         self.made.store(true, std::sync::atomic::Ordering::Relaxed);
-        *on_signal = Some(
-            RemovedOnSignal::new(&self.path)
-                .with_context(|| format!("registering {}", self.path.display()))?,
-        );
+        *on_signal = Some(guard);
         file.set_len(bytes)
             .with_context(|| format!("sizing {}", self.path.display()))?;
         schedhost::backend::ring::lay_out(&file, bytes, 0x9e37_79b9_7f4a_7c15)
