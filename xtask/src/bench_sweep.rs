@@ -24,8 +24,8 @@
 //!   its weight's part of the device is at least 4 I/Os (a group of weight 1 beside groups
 //!   of 1000 is owed one I/O in seconds on a disk: weights are its promise, not a window);
 //!   on a disk every group owed 4 I/Os or more over the run completes I/O in it (before its
-//!   run time ends, not in the drain after it), and the windows are counted apart (a policy sorting by sector leaves a
-//!   far region for up to a sweep or a read expiry).
+//!   run time ends, not in the drain after it), and the windows are counted apart (a
+//!   policy sorting by sector leaves a far region for up to a sweep or a read expiry).
 //!
 //! Printed: how many cells each invariant was checked on and held, and the worst cells with
 //! the command that reruns them.

@@ -133,21 +133,22 @@ pub(super) fn starvation(sweep: &mut Sweep, i: usize, cell: &Cell, ours: &Ran, l
     // part of what the run completed, at most its limit.
     let done: f64 = logged.in_run.iter().sum();
     let runtime = cell.runtime_ms as f64 / 1000.0;
+    let owed = |g: usize| {
+        let rate = sweep.rates[i].filter(|_| cell.limit.is_some_and(|(l, _)| l == g));
+        let limit = rate.map_or(f64::INFINITY, |r| r as f64 * runtime);
+        (cell.part(g) * done).min(limit)
+    };
     let idle: Vec<String> = logged
         .in_run
         .iter()
         .enumerate()
-        .filter(|&(g, &n)| {
-            let rate = sweep.rates[i].filter(|_| cell.limit.is_some_and(|(l, _)| l == g));
-            let owed = rate.map_or(f64::INFINITY, |r| r as f64 * runtime);
-            n == 0.0 && (cell.part(g) * done).min(owed) >= OWED_PER_WINDOW
-        })
+        .filter(|&(g, &n)| n == 0.0 && owed(g) >= OWED_PER_WINDOW)
         .map(|(g, _)| {
             format!(
                 "g{g} completed nothing in the {} ms run ({} I/Os after it; {:.0} owed)",
                 cell.runtime_ms,
                 ours.ios[g],
-                cell.part(g) * done
+                owed(g)
             )
         })
         .collect();
