@@ -1,8 +1,9 @@
 //! A submitter's latencies: each distinct value with its count while there are few, an HDR
 //! histogram (three significant digits from 1 ns, as fio) past that. A clone of a short job or
 //! a replayed stream of a few bios keeps a few hundred bytes instead of a histogram's tens of
-//! kilobytes, so the 65 536 submitters a run may have cannot ask for gigabytes; what is read
-//! out is the histogram either way, so every figure is the same.
+//! kilobytes, so a run's many submitters cost memory in proportion to the I/O they did, not
+//! to their number; what is read out is the histogram either way, so every figure is the
+//! same.
 
 use std::borrow::Cow;
 
