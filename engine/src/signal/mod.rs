@@ -8,7 +8,7 @@
 //! never replace a command's graceful stop with a death.
 //!
 //! The handler calls only async-signal-safe functions (lstat, unlink, signal, raise) and
-//! reads only atomics. A file is removed only if it is still the very file registered (its
+//! reads only atomics (waiting on one while another thread registers a file it is making). A file is removed only if it is still the very file registered (its
 //! device and inode), never one put at its path since.
 
 use std::ffi::CString;
@@ -17,7 +17,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::Once;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 
 /// Files one process may have registered at once: a command has a control socket and a
 /// file or two of its own; a test process runs many servers at once.
@@ -50,6 +50,10 @@ static GRACEFUL: AtomicBool = AtomicBool::new(false);
 
 /// Set by a signal under a graceful command.
 static STOP: AtomicBool = AtomicBool::new(false);
+
+/// Files being made by [`create_removed_on_signal`] and not yet registered: a handler on
+/// another thread waits for them before it looks for files to remove.
+static CREATING: AtomicUsize = AtomicUsize::new(0);
 
 static INSTALLED: Once = Once::new();
 
@@ -126,10 +130,10 @@ impl RemovedOnSignal {
 /// Creates a new file at `path` with `create` (which must refuse one that is there) and
 /// registers it for removal on a signal before any signal can end the command: the signals
 /// are blocked in this thread from before the file exists until it is registered, so one
-/// that comes in between is answered once it is (the file removed), not before (the file
-/// left behind; a signal a test sent as soon as the file appeared found it so). A signal
-/// another thread takes in that moment is not covered: commands make these files on the
-/// thread that takes signals, before their runs start threads of their own.
+/// that comes to it in between is answered once it is, and a handler running on another
+/// thread meanwhile waits for the registration ([`CREATING`]) before it looks; either way
+/// the file is removed, not left behind (a signal a test sent as soon as the file appeared
+/// found it so, the process having other threads by then).
 ///
 /// # Errors
 /// `create`'s (`AlreadyExists` for a file that is there, left alone), or the registration's
@@ -140,17 +144,16 @@ pub fn create_removed_on_signal(
 ) -> io::Result<(std::fs::File, RemovedOnSignal)> {
     install()?;
     let _blocked = Blocked::new()?;
-    let file = create(path)?;
-    let registered = file
-        .metadata()
-        .and_then(|meta| RemovedOnSignal::with_identity(path, meta.dev(), meta.ino()));
-    match registered {
-        Ok(guard) => Ok((file, guard)),
-        Err(e) => {
+    CREATING.fetch_add(1, Ordering::AcqRel);
+    let registered = create(path).and_then(|file| {
+        let meta = file.metadata();
+        let guard = meta.and_then(|m| RemovedOnSignal::with_identity(path, m.dev(), m.ino()));
+        guard.map(|g| (file, g)).inspect_err(|_| {
             let _ = std::fs::remove_file(path);
-            Err(e)
-        }
-    }
+        })
+    });
+    CREATING.fetch_sub(1, Ordering::AcqRel);
+    registered
 }
 
 /// The handler's signals blocked in this thread until dropped (the mask before restored).
@@ -230,6 +233,11 @@ extern "C" fn on_signal(signal: libc::c_int) {
         STOP.store(true, Ordering::Release);
         return;
     }
+    // A file another thread is making is registered within a few system calls; that
+    // thread has these signals blocked, so this is never it.
+    while CREATING.load(Ordering::Acquire) > 0 {
+        std::hint::spin_loop();
+    }
     for slot in &REGISTERED {
         let path = slot.path.load(Ordering::Acquire);
         if path.is_null() || path == claim_marker() {
@@ -279,13 +287,23 @@ mod tests {
         let mut during = Vec::new();
         let (_file, guard) = create_removed_on_signal(&path, |p| {
             during = SIGNALS.iter().map(|&s| blocked(s)).collect();
+            during.push(CREATING.load(Ordering::Acquire) == 1);
             std::fs::File::options()
                 .write(true)
                 .create_new(true)
                 .open(p)
         })
         .unwrap();
-        assert_eq!(during, vec![true; 3], "blocked while the file is made");
+        assert_eq!(
+            during,
+            vec![true; 4],
+            "blocked, and counted as being made, while made"
+        );
+        assert_eq!(
+            CREATING.load(Ordering::Acquire),
+            0,
+            "counted out once registered"
+        );
         assert!(SIGNALS.iter().all(|&s| !blocked(s)), "restored after");
         let slot = &REGISTERED[guard.slot];
         let meta = std::fs::metadata(&path).unwrap();
