@@ -1225,8 +1225,10 @@ fn nbd_an_exports_group_limit_holds_every_client_and_ctl_changes_it_while_they_r
     let control = dir.join("ctl.sock");
     let mut opts = options(&dir);
     opts.metrics = Some("127.0.0.1:0".into());
+    // 20 writes at 20 IOPS: a client slowed by a loaded machine still writes faster than
+    // the limit (at 200 IOPS, one taking 5 ms a write was never held, and the suite failed).
     opts.groups =
-        vec![schedhost::value::parse_group("tenant:wiops=200,riops_burst=2,riops=100").unwrap()];
+        vec![schedhost::value::parse_group("tenant:wiops=20,riops_burst=2,riops=100").unwrap()];
     opts.exports[0].group = Some("tenant".into());
     let server = start(opts, native_policy("noop").unwrap(), Some(control.clone()));
     let address = server.metrics.expect("metrics address");
@@ -1263,7 +1265,7 @@ fn nbd_an_exports_group_limit_holds_every_client_and_ctl_changes_it_while_they_r
             "schedhost_group_limit",
             &[("group", "tenant"), ("key", "wiops")]
         ),
-        200.0
+        20.0
     );
     let reply = schedhost::control::request(&control, "group tenant:wiops=5000").unwrap();
     assert_eq!(reply["ok"], true, "{reply}");
