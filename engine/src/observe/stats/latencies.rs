@@ -55,7 +55,11 @@ impl Latencies {
                 }
             }
             Some(theirs) => {
-                let mut many = self.histogram().into_owned();
+                // This side's own histogram, not a copy of it (group summaries add many).
+                let mut many = match self.many.take() {
+                    Some(mine) => mine,
+                    None => self.histogram().into_owned(),
+                };
                 // Adding grows this one to the other's largest value: it fails only if
                 // that growth does, leaving this one as it was.
                 let _ = many.add(theirs);
