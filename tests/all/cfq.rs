@@ -359,10 +359,11 @@ fn grouped_read(id: u64, ctx: u32, group: u32, sector: u64, at_ms: u64) -> Reque
 }
 
 #[test]
-fn cfq_never_lets_a_request_of_another_group_preempt_even_near_the_head() {
+fn cfq_never_lets_a_request_of_another_group_but_the_roots_preempt_even_near_the_head() {
     // cfq_should_preempt: "for anybody else we disallow preemption to guarantee service
     // fairness among cgroups"; within a group, the request near the head preempts as before.
-    for (group, preempts) in [(2, false), (1, true)] {
+    // The root group is every group's ancestor, and its queues may preempt any.
+    for (group, preempts) in [(2, false), (1, true), (0, true)] {
         for (build, mut p) in builds(&[]) {
             p.insert(0, &[grouped_read(1, 0, 1, 0, 0)]).unwrap();
             assert_eq!(p.dispatch(0, 0, 8).unwrap().ids.raw(), vec![1], "{build}");
@@ -418,6 +419,85 @@ fn cfq_offsets_a_newly_busy_queue_by_the_busy_queues_of_its_own_group() {
                 at(3) < at(4),
                 third_before_fourth,
                 "{build}: groups {groups}: {out:?}"
+            );
+        }
+    }
+}
+
+/// A group of `weight`, with nothing else set.
+fn group(id: u32, weight: u32) -> schedhost_sdk::Group {
+    schedhost_sdk::Group {
+        id,
+        weight,
+        reserve_iops: None,
+        limit_iops: [None; 2],
+        limit_bps: [None; 2],
+        latency_target_ns: None,
+    }
+}
+
+#[test]
+fn cfq_gives_busy_groups_the_device_in_proportion_to_their_weights_however_many_queues_each_has() {
+    // cfq_group_served: a group's vdisktime grows by the time its queue held the device over
+    // its part of the weights, and the group with the least goes next. ctx 0 and 1 are in
+    // group 1, ctx 2 alone in group 2; every queue backlogged; one request a millisecond.
+    for (weights, want) in [(Some((300, 100)), 3.0), (None, 1.0)] {
+        for (build, mut p) in builds(&[]) {
+            if let Some((a, b)) = weights {
+                p.groups(0, &[group(1, a), group(2, b)]).unwrap();
+            }
+            let group_of = |ctx: u32| if ctx < 2 { 1 } else { 2 };
+            let mut requests = Vec::new();
+            for ctx in 0..3u32 {
+                for i in 0..4000u64 {
+                    let id = u64::from(ctx) * 4000 + i;
+                    requests.push(grouped_read(id, ctx, group_of(ctx), id * 8, 0));
+                }
+            }
+            p.insert(0, &requests).unwrap();
+            let mut served = [0u64; 3];
+            for ms in 0..6000u64 {
+                for id in p.dispatch(ms * MS, 0, 1).unwrap().ids.raw() {
+                    let ctx = (id / 4000) as u32;
+                    served[ctx as usize] += 1;
+                    p.completed(ms * MS, &[done(id, ctx)]).unwrap();
+                }
+            }
+            let ratio = (served[0] + served[1]) as f64 / served[2] as f64;
+            assert!(
+                (want * 0.85..=want * 1.15).contains(&ratio),
+                "{build}: weights {weights:?}: served {served:?}, groups {ratio:.2}, {want} wanted"
+            );
+        }
+    }
+}
+
+#[test]
+fn cfq_idles_group_idle_for_a_groups_only_queue_even_without_slice_idle() {
+    // cfq_arm_slice_timer: with slice_idle 0 cfq idles for no queue, but a group's only
+    // busy queue keeps the device group_idle for the group's next request; with group_idle
+    // 0 the other group's request goes first.
+    for (group_idle, own_first) in [(8, true), (0, false)] {
+        for (build, mut p) in builds(&[("slice_idle", 0), ("group_idle", group_idle)]) {
+            p.insert(
+                0,
+                &[
+                    grouped_read(1, 0, 1, 0, 0),
+                    grouped_read(2, 1, 2, 1 << 30, 0),
+                ],
+            )
+            .unwrap();
+            let mut sent = p.dispatch(0, 0, 8).unwrap().ids.raw();
+            p.completed(2 * MS, &[done(1, 0)]).unwrap();
+            sent.extend(p.dispatch(2 * MS, 0, 8).unwrap().ids.raw());
+            p.insert(3 * MS, &[grouped_read(3, 0, 1, 8, 3)]).unwrap();
+            sent.extend(p.dispatch(3 * MS, 0, 8).unwrap().ids.raw());
+            let at = |id: u64| sent.iter().position(|&x| x == id).unwrap_or(usize::MAX);
+            assert_eq!(sent.first(), Some(&1), "{build}: {sent:?}");
+            assert_eq!(
+                at(3) < at(2),
+                own_first,
+                "{build}: group_idle {group_idle}: {sent:?}"
             );
         }
     }

@@ -20,15 +20,23 @@
 //! sync over async but never non-RT over RT, RT over a lower class, anything over an idle
 //! class queue or one whose slice is used, the other queue of an empty sync-noidle tree,
 //! anything over an empty queue cfq would not idle for, and, while cfq idles, a request
-//! within 8 MiB of the head; never a queue of another group). Of cfq's group scheduling
-//! only that and the slice offset's count of the busy queues of the queue's own group
-//! (`cfqq->cfqg->nr_cfqq`) are kept: groups have no service tree or weights here.
+//! within 8 MiB of the head; never a queue of another group but the root's).
+//!
+//! Groups (io.weight) take turns by weighted virtual disk time, each with its own service
+//! trees and async queues, as `CFQ_GROUP_IOSCHED` does (`groups.rs`); while every
+//! submitter is in the root group cfq behaves as a kernel built without it (no
+//! `group_idle`, no `wait_busy`).
 
 #![forbid(unsafe_code)]
 
 use std::collections::VecDeque;
 
+mod groups;
 mod slices;
+
+use std::collections::BTreeMap;
+
+use groups::{Cfqg, GroupTree};
 
 use slices::Step;
 
@@ -45,6 +53,8 @@ const MS: u64 = 1_000_000;
 const CLOSE_THRESHOLD: u64 = 8 * 1024;
 /// The shortest workload slice (`CFQ_MIN_TT`: two jiffies at HZ=1000).
 const MIN_TT_NS: u64 = 2 * MS;
+/// A jiffy at HZ=1000.
+const JIFFY_NS: u64 = MS;
 
 const fn tunable(
     name: &'static str,
@@ -150,7 +160,7 @@ const TUNABLES: &[TunableSpec<Cfq>] = &[
         8,
         1_000,
         "ms",
-        "accepted for compatibility; cfq here has no group scheduling",
+        "how long a group's only queue keeps the device once dry, for the group's next request",
         |p| &mut p.knobs.group_idle,
     ),
     tunable(
@@ -171,12 +181,13 @@ const TUNABLES: &[TunableSpec<Cfq>] = &[
     ),
 ];
 
-/// Which queue a request belongs to: its submitter's for sync I/O, a shared one per class and
-/// level for async I/O.
+/// Which queue a request belongs to: its submitter's for sync I/O, its group's one per
+/// class and level for async I/O.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum QueueKey {
     Sync(u32),
-    Async(u8, u8),
+    /// Group, class, level.
+    Async(u32, u8, u8),
 }
 
 /// One word per key, for a [`WordMap`]: a lookup hashes one `u64`. Any lookup is dear in a
@@ -186,7 +197,9 @@ impl Word for QueueKey {
     fn word(self) -> u64 {
         match self {
             QueueKey::Sync(ctx) => u64::from(ctx),
-            QueueKey::Async(class, level) => 1 << 32 | u64::from(class) << 8 | u64::from(level),
+            QueueKey::Async(group, class, level) => {
+                1 << 63 | u64::from(group) << 16 | u64::from(class) << 8 | u64::from(level)
+            }
         }
     }
 }
@@ -210,8 +223,7 @@ struct Queue {
     class: u8,
     level: u8,
     sync: bool,
-    /// Its submitter's group (0: none; async queues are shared by every group, so theirs
-    /// is 0): cfq's `cfqq->cfqg`.
+    /// Its group (0: the root, every submitter in none): cfq's `cfqq->cfqg`.
     group: u32,
     /// How its submitter behaves, for its idle window (sync queues).
     window: Window,
@@ -268,6 +280,11 @@ impl Window {
 #[derive(Debug, Clone, Copy)]
 struct Active {
     key: QueueKey,
+    /// Its group, whose turn this is.
+    group: u32,
+    /// When it was chosen, and the slice it was given (`allocated_slice`).
+    start: u64,
+    allocated: u64,
     slice_end: u64,
     dispatched: u32,
     fifo_checked: bool,
@@ -277,6 +294,11 @@ struct Active {
     preempt: bool,
     /// One of its requests completed in this slice (`!cfq_cfqq_slice_new`).
     completed_one: bool,
+    /// A request of its completed after its slice ended: end it at the next decision.
+    used_up: bool,
+    /// Its slice was stretched to wait for its next request, as its group's only queue
+    /// (`wait_busy`): the request ends the slice with the group still busy.
+    wait_busy: bool,
 }
 
 /// The CFQ policy.
@@ -289,11 +311,16 @@ pub struct Cfq {
     on_device: IdMap<QueueKey>,
     /// Requests on the device, [async, sync] (`rq_in_flight`).
     in_flight: [u32; 2],
-    /// Busy queues waiting for a slice, per class (RT, BE, IDLE), served by their `rb_key`.
-    waiting: [VecDeque<QueueKey>; 3],
+    /// The groups, by id, each with its busy queues waiting for a slice; iterated in id
+    /// order.
+    groups: BTreeMap<u32, Cfqg>,
+    /// Their order (`grp_service_tree`).
+    tree: GroupTree,
+    /// Groups' io.weight, by id, as the host last told them.
+    weights: BTreeMap<u32, u32>,
     active: Option<Active>,
-    /// The class and service tree being served, and when its workload slice ends
-    /// (`serving_wl_class`, `serving_wl_type`, `workload_expires`).
+    /// The class and service tree being served in the serving group, and when its
+    /// workload slice ends (`serving_wl_class`, `serving_wl_type`, `workload_expires`).
     serving: Option<(u8, Workload, u64)>,
     /// When a sync request last completed later than `fifo_expire_sync` after it arrived
     /// (`last_delayed_sync`; none yet counts as a second before the start).
@@ -304,7 +331,8 @@ pub struct Cfq {
     rotational: bool,
     /// Whether it queues commands (`hw_tag`).
     hw_tag: HwTag,
-    /// A sync queue of a group has been seen.
+    /// A request of a group other than the root has been seen: `group_idle` and
+    /// `wait_busy` apply.
     grouped: bool,
     knobs: Knobs,
     t: Tunables,
@@ -322,7 +350,6 @@ struct Knobs {
     slice_async: i64,
     slice_async_rq: i64,
     slice_idle: i64,
-    /// Kept only to read back: cfq here has no group scheduling.
     group_idle: i64,
     low_latency: i64,
     target_latency: i64,
@@ -338,6 +365,7 @@ struct Tunables {
     slice_async: u64,
     slice_async_rq: u32,
     slice_idle: u64,
+    group_idle: u64,
     low_latency: bool,
     target_latency: u64,
 }
@@ -354,7 +382,7 @@ fn key_of(r: &Request) -> QueueKey {
     if r.sync {
         QueueKey::Sync(r.ctx)
     } else {
-        QueueKey::Async(class_index(r.prio_class), r.prio_level.min(7))
+        QueueKey::Async(r.group, class_index(r.prio_class), r.prio_level.min(7))
     }
 }
 
@@ -389,6 +417,7 @@ impl Policy for Cfq {
             slice_async: v(k.slice_async) * MS,
             slice_async_rq: v(k.slice_async_rq) as u32,
             slice_idle: v(k.slice_idle) * MS,
+            group_idle: v(k.group_idle) * MS,
             low_latency: k.low_latency != 0,
             target_latency: v(k.target_latency) * MS,
         };
@@ -403,13 +432,26 @@ impl Policy for Cfq {
                 class: class_index(r.prio_class),
                 level: r.prio_level.min(7),
                 sync: r.sync,
+                group: r.group,
                 ..Queue::default()
             });
-            if r.sync {
-                queue.group = r.group;
-                self.grouped |= r.group != 0;
-            }
             let was_idle = queue.requests.is_empty();
+            if was_idle && queue.inflight == 0 && queue.group != r.group {
+                // A submitter moved to another group: its queue follows while idle.
+                let from = queue.group;
+                let parked = self.active.is_some_and(|a| a.key == key)
+                    || self
+                        .groups
+                        .get(&from)
+                        .is_some_and(|g| g.waiting.iter().flatten().any(|&k| k == key));
+                if let Some(queue) = self.queues.get_mut(&key).filter(|_| !parked) {
+                    queue.group = r.group;
+                }
+            }
+            self.grouped |= r.group != 0;
+            let Some(queue) = self.queues.get_mut(&key) else {
+                continue;
+            };
             queue.requests.push(r, expires);
             if queue.sync {
                 let queued = (queue.requests.len(), rule);
@@ -431,7 +473,15 @@ impl Policy for Cfq {
                 }
                 continue;
             };
-            if active.preempt || now_ns >= active.slice_end {
+            if active.preempt || active.used_up {
+                self.expire(now_ns);
+                continue;
+            }
+            if now_ns >= active.slice_end {
+                if self.keeps_used_slice(active) {
+                    // Until one of its requests completes.
+                    break;
+                }
                 self.expire(now_ns);
                 continue;
             }
@@ -444,6 +494,10 @@ impl Policy for Cfq {
                 }
             }
         }
+    }
+
+    fn groups(&mut self, _now_ns: u64, groups: &[schedhost_sdk::Group]) {
+        self.set_weights(groups);
     }
 
     fn allow_merge(&mut self, query: &MergeQuery) -> bool {
@@ -476,11 +530,7 @@ impl Policy for Cfq {
     fn requeue(&mut self, now_ns: u64, requests: &[Request]) {
         for r in requests {
             if let Some(key) = self.on_device.remove(&r.id) {
-                let kind = usize::from(matches!(key, QueueKey::Sync(_)));
-                self.in_flight[kind] = self.in_flight[kind].saturating_sub(1);
-                if let Some(queue) = self.queues.get_mut(&key) {
-                    queue.inflight = queue.inflight.saturating_sub(1);
-                }
+                self.left_device(key);
             }
         }
         self.insert(now_ns, requests);
@@ -493,16 +543,34 @@ impl Policy for Cfq {
                 if let Some(a) = self.active.as_mut().filter(|a| a.key == key) {
                     a.completed_one = true;
                 }
-                let kind = usize::from(matches!(key, QueueKey::Sync(_)));
-                if kind == 1 && c.latency_ns >= self.t.fifo_expire[1] {
+                let sync = matches!(key, QueueKey::Sync(_));
+                if sync && c.latency_ns >= self.t.fifo_expire[1] {
                     self.last_delayed_sync = Some(now_ns);
                 }
-                self.in_flight[kind] = self.in_flight[kind].saturating_sub(1);
+                self.left_device(key);
                 if let Some(queue) = self.queues.get_mut(&key) {
-                    queue.inflight = queue.inflight.saturating_sub(1);
                     queue.window.habits.completed(now_ns);
                 }
+                if self.active.is_some_and(|a| a.key == key) {
+                    self.active_completed(now_ns);
+                }
             }
+        }
+    }
+}
+
+impl Cfq {
+    /// A request of queue `key` left the device, completed or sent back.
+    fn left_device(&mut self, key: QueueKey) {
+        let kind = usize::from(matches!(key, QueueKey::Sync(_)));
+        self.in_flight[kind] = self.in_flight[kind].saturating_sub(1);
+        let Some(queue) = self.queues.get_mut(&key) else {
+            return;
+        };
+        queue.inflight = queue.inflight.saturating_sub(1);
+        let group = queue.group;
+        if let Some(g) = self.groups.get_mut(&group) {
+            g.dispatched = g.dispatched.saturating_sub(1);
         }
     }
 }

@@ -1,7 +1,7 @@
 //! The active queue's turn: whether it may dispatch and how much (`cfq_may_dispatch`), what
-//! it does when it runs dry (idle or expire), which queue goes next and for how long
-//! (service trees, workload slices, prio-scaled slices), and when an arriving request
-//! preempts it.
+//! it does when it runs dry (idle or expire), which queue of the serving group goes next
+//! and for how long (service trees, workload slices, prio-scaled slices), and when an
+//! arriving request preempts it.
 
 use super::*;
 
@@ -52,6 +52,15 @@ impl Cfq {
     pub(crate) fn step(&mut self, active: Active, now_ns: u64) -> Step {
         let t = self.t;
         let queue_sync = matches!(active.key, QueueKey::Sync(_));
+        if active.wait_busy
+            && self
+                .queues
+                .get(&active.key)
+                .is_some_and(|q| !q.requests.is_empty())
+        {
+            // The request it waited for came: the slice ends with the group busy.
+            return Step::Expire;
+        }
         // cfq_may_dispatch's first rules: an async queue waits while sync requests are on
         // the device, and a sync queue cfq would idle for waits while async ones are.
         let [async_out, sync_out] = self.in_flight;
@@ -93,6 +102,10 @@ impl Cfq {
             return Step::Sent(id);
         };
         queue.inflight += 1;
+        let group = queue.group;
+        if let Some(g) = self.groups.get_mut(&group) {
+            g.dispatched += 1;
+        }
         self.queued.remove(&id);
         self.on_device.insert(id, active.key);
         self.in_flight[usize::from(queue_sync)] += 1;
@@ -130,7 +143,7 @@ impl Cfq {
             if idle_class {
                 return Err(active.slice_end);
             }
-            let sole = self.waiting.iter().all(VecDeque::is_empty);
+            let sole = self.none_waiting();
             let promote = sync && self.sole_busy(active.key);
             let used_soon = !active.completed_one
                 || now_ns.saturating_add(t.slice_idle.saturating_mul(u64::from(inflight)))
@@ -173,45 +186,153 @@ impl Cfq {
     /// async queue, limiting the sync queue doesn't make sense"). The scan stops at the
     /// first sync key, after at most the 24 async queues.
     fn sole_busy(&self, key: QueueKey) -> bool {
-        let others_sync = || {
-            self.waiting
-                .iter()
-                .flatten()
-                .any(|k| matches!(k, QueueKey::Sync(_)))
-        };
-        self.waiting.iter().all(VecDeque::is_empty)
-            || (matches!(key, QueueKey::Sync(_)) && !others_sync())
+        let others_sync = || self.all_waiting().any(|k| matches!(k, QueueKey::Sync(_)));
+        self.none_waiting() || (matches!(key, QueueKey::Sync(_)) && !others_sync())
     }
 
-    /// The active queue has nothing queued: wait for its requests on the device, then idle
-    /// for `slice_idle` (sync queues only) before giving up the slice.
+    /// Every waiting queue, of every group (the device's busy queues but the active one).
+    fn all_waiting(&self) -> impl Iterator<Item = &QueueKey> {
+        self.groups
+            .values()
+            .flat_map(|g| g.waiting.iter().flatten())
+    }
+
+    fn none_waiting(&self) -> bool {
+        self.all_waiting().next().is_none()
+    }
+
+    /// The active queue has nothing queued (`cfq_select_queue`): it keeps the device while
+    /// idling, for its requests on the device if cfq would idle for it, or, as its group's
+    /// only busy queue, for its group's requests on the device (`group_idle`); once none is
+    /// out it idles `slice_idle` for its next request, or `group_idle` for its group's
+    /// (`cfq_arm_slice_timer`); else its slice ends.
     fn when_dry(&mut self, active: Active, sync: bool, inflight: u32, now_ns: u64) -> Step {
-        if !sync || self.t.slice_idle == 0 || !self.should_idle(active.key) {
-            // cfq_select_queue: an empty queue keeps the device for its requests in flight
-            // only if cfq would idle for it.
+        if let Some(until) = active.idle_until {
+            return if now_ns < until {
+                Step::WaitUntil(until)
+            } else {
+                Step::Expire
+            };
+        }
+        if !sync {
             return Step::Expire;
         }
-        if inflight > 0 {
+        if inflight > 0 && self.should_idle(active.key) {
             return Step::WaitUntil(active.slice_end);
         }
-        if self.flash_queueing() {
+        if self.group_idles(active) {
+            return Step::WaitUntil(active.slice_end);
+        }
+        if inflight > 0 {
             return Step::Expire;
         }
-        let until = match active.idle_until {
-            Some(until) => until,
-            None => {
-                let until = (now_ns + self.t.slice_idle).min(active.slice_end);
-                if let Some(a) = &mut self.active {
-                    a.idle_until = Some(until);
-                }
-                until
-            }
+        let Some(idle) = self.idle_for(active) else {
+            return Step::Expire;
         };
+        let until = (now_ns + idle).min(active.slice_end);
+        if let Some(a) = &mut self.active {
+            a.idle_until = Some(until);
+        }
         if now_ns < until {
             Step::WaitUntil(until)
         } else {
             Step::Expire
         }
+    }
+
+    /// `group_idle` in force: some group other than the root has been seen.
+    fn group_idle_ns(&self) -> u64 {
+        if self.grouped { self.t.group_idle } else { 0 }
+    }
+
+    /// Whether the active queue, its group's only busy one, keeps the device while its
+    /// group has requests out (`cfq_select_queue`'s `check_group_idle`).
+    fn group_idles(&self, active: Active) -> bool {
+        let group_idle = self.group_idle_ns();
+        group_idle > 0
+            && self.busy_in(active.group) == 1
+            && self
+                .groups
+                .get(&active.group)
+                .is_some_and(|g| g.dispatched > 0)
+            && !self.thinks_long(active.key, group_idle)
+    }
+
+    /// How long the dry active queue, with nothing on the device, idles
+    /// (`cfq_arm_slice_timer`): `slice_idle` if cfq idles for it, else `group_idle` if it is
+    /// its group's only busy queue and quick to think; never on flash that queues without
+    /// `group_idle`.
+    fn idle_for(&self, active: Active) -> Option<u64> {
+        let group_idle = self.group_idle_ns();
+        if self.flash_queueing() && group_idle == 0 {
+            return None;
+        }
+        if self.should_idle(active.key) {
+            return Some(self.t.slice_idle);
+        }
+        let alone = self.busy_in(active.group) == 1;
+        (group_idle > 0 && alone && !self.thinks_long(active.key, group_idle)).then_some(group_idle)
+    }
+
+    /// Queue `key`'s think time is known and longer than `limit` (`cfq_io_thinktime_big`;
+    /// a group's, sampled while it has one queue, is that queue's).
+    fn thinks_long(&self, key: QueueKey, limit: u64) -> bool {
+        self.queues
+            .get(&key)
+            .is_some_and(|q| q.window.habits.thinks_longer_than(limit))
+    }
+
+    /// Whether the active queue, its slice used, keeps the device (`cfq_select_queue`): as
+    /// its group's only busy queue, dry with requests out that cfq would idle for, or while
+    /// its group has requests out (`group_idle`). Only with groups.
+    pub(crate) fn keeps_used_slice(&self, active: Active) -> bool {
+        if !self.grouped {
+            return false;
+        }
+        let dry_and_out = self
+            .queues
+            .get(&active.key)
+            .is_some_and(|q| q.sync && q.requests.is_empty() && q.inflight > 0);
+        (dry_and_out && self.busy_in(active.group) == 1 && self.should_idle(active.key))
+            || self.group_idles(active)
+    }
+
+    /// A request of the active queue completed (`cfq_completed_request`): a dry queue that
+    /// is its group's only busy one waits for its next request past its slice's end
+    /// (`cfq_should_wait_busy`: slice used, or less of it left than the queue thinks, or a
+    /// jiffy), so its group stays on the tree; a slice used ends.
+    pub(crate) fn active_completed(&mut self, now_ns: u64) {
+        let Some(active) = self.active else {
+            return;
+        };
+        let mut updated = active;
+        if self.grouped && self.should_wait_busy(active, now_ns) {
+            let extend = if self.t.slice_idle > 0 {
+                self.t.slice_idle
+            } else {
+                self.t.group_idle
+            };
+            updated.slice_end = now_ns.saturating_add(extend);
+            updated.wait_busy = true;
+        }
+        if now_ns >= updated.slice_end {
+            updated.used_up = true;
+        }
+        self.active = Some(updated);
+    }
+
+    fn should_wait_busy(&self, active: Active, now_ns: u64) -> bool {
+        let Some(queue) = self.queues.get(&active.key) else {
+            return false;
+        };
+        if !queue.requests.is_empty()
+            || self.busy_in(active.group) > 1
+            || self.thinks_long(active.key, self.t.group_idle)
+        {
+            return false;
+        }
+        let left = active.slice_end.saturating_sub(now_ns);
+        left == 0 || queue.window.habits.thinks_longer_than(left) || left <= JIFFY_NS
     }
 
     /// Whether cfq idles for sync queue `key` when it runs dry (`cfq_should_idle`): it has
@@ -222,14 +343,17 @@ impl Cfq {
         let Some(queue) = self.queues.get(&key) else {
             return false;
         };
-        if queue.class == 2 {
+        if queue.class == 2 || self.t.slice_idle == 0 {
             return false;
         }
         let window = queue.window.idle_window;
         if window && !self.flash_queueing() {
             return true;
         }
-        let others_on_tree = self.waiting[queue.class as usize].iter().any(|k| {
+        let Some(group) = self.groups.get(&queue.group) else {
+            return false;
+        };
+        let others_on_tree = group.waiting[queue.class as usize].iter().any(|k| {
             *k != key
                 && matches!(k, QueueKey::Sync(_))
                 && self
@@ -241,17 +365,23 @@ impl Cfq {
         !others_on_tree && !slow
     }
 
-    /// Ends the active slice; the queue waits for another turn if it still has requests.
+    /// Ends the active slice (`__cfq_slice_expired`): its group is charged for it, and the
+    /// queue waits for another turn if it still has requests; a group left with no busy
+    /// queue leaves the tree.
     pub(crate) fn expire(&mut self, now_ns: u64) {
-        let Some(active) = self.active.take() else {
+        let Some(active) = self.active else {
             return;
         };
-        if self
+        let (sync, busy) = self
             .queues
             .get(&active.key)
-            .is_some_and(|q| !q.requests.is_empty())
-        {
+            .map_or((false, false), |q| (q.sync, !q.requests.is_empty()));
+        self.group_served(&active, sync, now_ns);
+        self.active = None;
+        if busy {
             self.enqueue(active.key, now_ns);
+        } else {
+            self.group_idle(active.group);
         }
     }
 
@@ -262,20 +392,8 @@ impl Cfq {
         let Some(queue) = self.queues.get(&key) else {
             return;
         };
-        // Without groups every queue is in one: counted without a lookup each.
-        let busy = if self.grouped {
-            let group = queue.group;
-            let in_group = |k: &QueueKey| self.queues.get(k).is_some_and(|q| q.group == group);
-            self.waiting
-                .iter()
-                .flatten()
-                .filter(|k| in_group(k))
-                .count()
-                + usize::from(self.active.is_some_and(|a| in_group(&a.key)))
-        } else {
-            self.waiting.iter().map(VecDeque::len).sum::<usize>()
-                + usize::from(self.active.is_some())
-        };
+        let group = queue.group;
+        let busy = self.busy_in(group);
         let class = usize::from(queue.class);
         let longest = prio_slice(&self.t, true, 0);
         let offset = (busy.max(1) as u64 - 1).saturating_mul(longest.saturating_sub(prio_slice(
@@ -287,20 +405,35 @@ impl Cfq {
         if let Some(queue) = self.queues.get_mut(&key) {
             queue.rb_key = rb_key;
         }
-        if !self.waiting[class].contains(&key) {
-            self.waiting[class].push_back(key);
+        self.wait_in(group, class, key);
+    }
+
+    /// Queue `key` of `group` waits on the group's tree of `class`; a group that had no
+    /// busy queue goes on the group tree.
+    fn wait_in(&mut self, group: u32, class: usize, key: QueueKey) {
+        if self.busy_in(group) == 0 {
+            self.group_busy(group);
+        }
+        let waiting = &mut self.cfqg(group).waiting[class];
+        if !waiting.contains(&key) {
+            waiting.push_back(key);
         }
     }
 
     /// Queue `key` preempts: it goes a second ahead of its tree's first
     /// (`cfq_service_tree_add` with `add_front`), so it is served next.
     fn enqueue_front(&mut self, key: QueueKey, now_ns: u64) {
-        let Some(class) = self.queues.get(&key).map(|q| usize::from(q.class)) else {
+        let Some((class, group)) = self
+            .queues
+            .get(&key)
+            .map(|q| (usize::from(q.class), q.group))
+        else {
             return;
         };
         let tree = self.workload_of(key);
-        let first = self.waiting[class]
-            .iter()
+        let first = (self.groups.get(&group))
+            .into_iter()
+            .flat_map(|g| g.waiting[class].iter())
             .filter(|&&k| k != key && self.workload_of(k) == tree)
             .filter_map(|k| self.queues.get(k).map(|q| q.rb_key))
             .min()
@@ -308,15 +441,18 @@ impl Cfq {
         if let Some(queue) = self.queues.get_mut(&key) {
             queue.rb_key = first.saturating_sub(1_000 * MS as i64);
         }
-        if !self.waiting[class].contains(&key) {
-            self.waiting[class].push_back(key);
-        }
+        self.wait_in(group, class, key);
     }
 
-    /// The waiting queue of `class` on tree `wl` (any tree if `None`) with the lowest
-    /// `rb_key` (ties to the lower key), and where it is in line.
-    fn first_waiting(&self, class: usize, wl: Option<Workload>) -> Option<(usize, QueueKey)> {
-        self.waiting[class]
+    /// The waiting queue of `group` and `class` on tree `wl` (any tree if `None`) with the
+    /// lowest `rb_key` (ties to the lower key), and where it is in line.
+    fn first_waiting(
+        &self,
+        group: &Cfqg,
+        class: usize,
+        wl: Option<Workload>,
+    ) -> Option<(usize, QueueKey)> {
+        group.waiting[class]
             .iter()
             .enumerate()
             .filter(|&(_, &k)| wl.is_none() || self.workload_of(k) == wl)
@@ -325,45 +461,74 @@ impl Cfq {
             .map(|((_, k), at)| (at, k))
     }
 
-    /// Gives the next waiting queue a slice: the first by `rb_key` of the highest class
-    /// with one, on the service tree being served while its workload slice lasts and it has
-    /// a queue, else on the tree whose first queue's key is lowest, for a new workload slice
+    /// Gives the next waiting queue a slice: in the group whose turn is next
+    /// (`cfq_choose_cfqg`), the first by `rb_key` of the highest class with one, on the
+    /// service tree being served while its workload slice lasts and it has a queue, else on
+    /// the tree whose first queue's key is lowest, for a new workload slice
     /// (`cfq_choose_wl_class_and_type`, `cfq_choose_wl_type`). False iff none waits.
     pub(crate) fn activate_next(&mut self, now_ns: u64) -> bool {
-        // A waiting queue may have been emptied by merges since it queued up: drop it.
-        let queues = &self.queues;
-        let Some(class) = self.waiting.iter_mut().position(|w| {
-            w.retain(|k| queues.get(k).is_some_and(|q| !q.requests.is_empty()));
-            !w.is_empty()
-        }) else {
+        self.drop_emptied();
+        let Some(id) = self.choose_group(now_ns) else {
+            return false;
+        };
+        let Some(group) = self.groups.get(&id) else {
+            return false;
+        };
+        let Some(class) = (0..3).find(|&c| group.waiting_in(c) > 0) else {
             return false;
         };
         let kept = self
             .serving
             .filter(|&(c, _, expires)| usize::from(c) == class && now_ns < expires)
-            .and_then(|(_, wl, _)| self.first_waiting(class, Some(wl)));
-        let chosen = kept.or_else(|| {
-            let (at, key) = self.first_waiting(class, None)?;
-            let wl = self.workload_of(key).unwrap_or(Workload::Sync);
-            let expires = now_ns + self.workload_slice(class, wl);
-            self.serving = Some((class as u8, wl, expires));
-            Some((at, key))
-        });
+            .and_then(|(_, wl, _)| self.first_waiting(group, class, Some(wl)));
+        let chosen = match kept {
+            Some(kept) => Some(kept),
+            None => self.first_waiting(group, class, None).map(|(at, key)| {
+                let wl = self.workload_of(key).unwrap_or(Workload::Sync);
+                let expires = now_ns + self.workload_slice(id, class, wl);
+                self.serving = Some((class as u8, wl, expires));
+                (at, key)
+            }),
+        };
         let Some((at, key)) = chosen else {
             return false;
         };
-        self.waiting[class].remove(at);
-        let slice = self.slice_for(key);
+        self.cfqg(id).waiting[class].remove(at);
+        let slice = self.slice_for(key, id);
         self.active = Some(Active {
             key,
+            group: id,
+            start: now_ns,
+            allocated: slice,
             slice_end: now_ns + slice,
             dispatched: 0,
             fifo_checked: false,
             idle_until: None,
             preempt: false,
             completed_one: false,
+            used_up: false,
+            wait_busy: false,
         });
         true
+    }
+
+    /// A waiting queue may have been emptied by merges since it queued up: it leaves, and
+    /// a group left with no busy queue leaves the tree.
+    fn drop_emptied(&mut self) {
+        let queues = &self.queues;
+        let mut emptied = Vec::new();
+        for (&id, group) in &mut self.groups {
+            let before: usize = group.waiting.iter().map(VecDeque::len).sum();
+            for w in &mut group.waiting {
+                w.retain(|k| queues.get(k).is_some_and(|q| !q.requests.is_empty()));
+            }
+            if group.waiting.iter().map(VecDeque::len).sum::<usize>() < before {
+                emptied.push(id);
+            }
+        }
+        for id in emptied {
+            self.group_idle(id);
+        }
     }
 
     /// The service tree queue `key` is on.
@@ -380,28 +545,32 @@ impl Cfq {
     /// latency shared by the class's busy queues, this tree's part by its queues; an async
     /// tree's part of all busy queues at most, scaled by `slice_async / slice_sync`; a
     /// sync tree's at least two idle slices; every one at least `CFQ_MIN_TT`.
-    fn workload_slice(&self, class: usize, wl: Workload) -> u64 {
+    fn workload_slice(&self, group: u32, class: usize, wl: Workload) -> u64 {
         let t = self.t;
         let active = self.active.map(|a| a.key);
+        let waiting = self.groups.get(&group).map(|g| &g.waiting);
         let busy = |c: usize| {
-            self.waiting[c].iter().copied().chain(active.filter(|k| {
-                self.queues
-                    .get(k)
-                    .is_some_and(|q| usize::from(q.class) == c)
-            }))
+            (waiting.into_iter().flat_map(move |w| w[c].iter().copied())).chain(active.filter(
+                |k| {
+                    self.queues
+                        .get(k)
+                        .is_some_and(|q| usize::from(q.class) == c && q.group == group)
+                },
+            ))
         };
         let in_class = busy(class).count().max(1) as u64;
         let count = busy(class)
             .filter(|k| self.workload_of(*k) == Some(wl))
             .count() as u64;
-        let slice = t.target_latency * count / in_class;
+        let slice = self.group_slice(group) * count / in_class;
         let slice = if wl == Workload::Async {
-            let all = (0..3).map(|c| busy(c).count()).sum::<usize>().max(1) as u64;
+            // The group's async queues of the device's busy queues.
+            let all = self.all_waiting().count() + usize::from(active.is_some());
             let asyncs = (0..3)
                 .flat_map(busy)
                 .filter(|k| matches!(k, QueueKey::Async(..)))
                 .count() as u64;
-            let share = slice.min(t.target_latency * asyncs / all);
+            let share = slice.min(t.target_latency * asyncs / all.max(1) as u64);
             share * t.slice_async / t.slice_sync.max(1)
         } else {
             slice.max(2 * t.slice_idle)
@@ -429,9 +598,15 @@ impl Cfq {
             a.preempt = true;
         }
         // A queue of another tree ends the workload slice, so the preempting queue, now the
-        // longest waiting, is served next.
+        // longest waiting, is served next (the root's queue preempting one of another
+        // group's drops what the root saved, `cfq_preempt_queue`).
         if self.serving.map(|(_, wl, _)| wl) != self.workload_of(key) {
-            self.serving = None;
+            let group = self.queues.get(&key).map_or(0, |q| q.group);
+            if self.active.is_some_and(|a| a.group == group) {
+                self.serving = None;
+            } else {
+                self.cfqg(group).saved = None;
+            }
         }
     }
 
@@ -461,9 +636,10 @@ impl Cfq {
         if r.sync && !current.sync {
             return true;
         }
-        // "For anybody else we disallow preemption to guarantee service fairness among
-        // cgroups."
-        if new.group != current.group {
+        // "Treat ancestors of current cgroup the same way as current cgroup. For anybody
+        // else we disallow preemption to guarantee service fairness among cgroups." The
+        // root is every group's ancestor.
+        if new.group != current.group && new.group != 0 {
             return false;
         }
         if now_ns >= active.slice_end {
@@ -475,8 +651,8 @@ impl Cfq {
             .is_some_and(|(_, wl, _)| wl == Workload::SyncNoIdle);
         // The scan of the waiting queues comes last: this runs for every arriving request.
         let tree_of_two = || {
-            !self.waiting[usize::from(new.class)]
-                .iter()
+            !(self.groups.get(&new.group).into_iter())
+                .flat_map(|g| g.waiting[usize::from(new.class)].iter())
                 .any(|&k| k != key && noidle(k))
         };
         if serving_noidle && current.requests.is_empty() && noidle(key) && tree_of_two() {
@@ -491,26 +667,27 @@ impl Cfq {
         active.idle_until.is_some() && self.head.distance(r.sector) <= CLOSE_THRESHOLD
     }
 
-    /// Slice length for queue `key` (cfq_prio_slice, then low_latency scaling).
-    fn slice_for(&self, key: QueueKey) -> u64 {
+    /// Slice length for queue `key` of `group` (cfq_prio_slice, then low_latency scaling
+    /// to the group's part of `target_latency` by its busy sync queues).
+    fn slice_for(&self, key: QueueKey, group: u32) -> u64 {
         let t = self.t;
         let queue = &self.queues[&key];
         let slice = prio_slice(&t, queue.sync, queue.level);
         if !(t.low_latency && queue.sync) {
             return slice;
         }
-        let busy = 1 + self
-            .waiting
-            .iter()
-            .flatten()
-            .filter(|k| matches!(k, QueueKey::Sync(_)))
-            .count() as u64;
+        let busy = 1
+            + (self.groups.get(&group).into_iter())
+                .flat_map(|g| g.waiting.iter().flatten())
+                .filter(|k| matches!(k, QueueKey::Sync(_)))
+                .count() as u64;
         let expected = t.slice_sync * busy;
-        if expected <= t.target_latency || expected == 0 {
+        let group_slice = self.group_slice(group);
+        if expected <= group_slice || expected == 0 {
             return slice;
         }
         let low = slice.min((slice * t.slice_idle / t.slice_sync.max(1)).max(2 * t.slice_idle));
-        (slice * t.target_latency / expected).max(low)
+        (slice * group_slice / expected).max(low)
     }
 }
 
