@@ -9,7 +9,7 @@
 //! - total IOPS at least 0.9 × noop's on the same cell, on `sim:ssd` (every policy; one that
 //!   idles on purpose and held requests from free tags for at least what it lost is named
 //!   with the cell instead; disks are counted apart);
-//! - for the weight-serving policies (mclock, bfq, not swapped away), each group's share of
+//! - for mclock and bfq (not swapped away), each group's share of
 //!   the I/Os within ±3 % of its weight's share, when every group is backlogged and the
 //!   device saturated: noop's cell ran at 0.97 or more of the device's peak (noop at iodepth
 //!   512) and every group has more requests outstanding than the device has tags, divided
@@ -19,7 +19,8 @@
 //! - a limit is never exceeded (by more than one I/O over the run, the drain's time at the
 //!   rate), and is reached within 1 % over the run time (the I/Os completed before it ended,
 //!   against the rate times the run time) where the group had twice the limit to take (its
-//!   weight's part of the run's I/O, or an equal part under a policy that serves no weights);
+//!   weight's part of the run's I/O under a policy that serves weights, mclock, bfq and
+//!   cfq, or an equal part under one that does not);
 //! - no group starved: on flash every group completes I/O in every 100 ms window in which
 //!   its weight's part of the device is at least 4 I/Os (a group of weight 1 beside groups
 //!   of 1000 is owed one I/O in seconds on a disk: weights are its promise, not a window);
@@ -49,7 +50,12 @@ const POLICIES: &[&str] = &[
     "time-slice",
     "anticipatory",
 ];
-const WEIGHT_SERVING: &[&str] = &["mclock", "bfq"];
+/// Policies that serve io.weight: a group is owed its weight's part of the device.
+const WEIGHT_SERVING: &[&str] = &["mclock", "bfq", "cfq"];
+/// Policies whose shares are judged to ±3 %: cfq's are by time, and a cell's run is too
+/// short for them (on flash its first round of turns, one per group and at least two
+/// `slice_idle`s each whatever the weight, is most of a 500 ms run).
+const SHARES_JUDGED: &[&str] = &["mclock", "bfq"];
 /// Policies that give a queue the device for a slice of time (or a budget with a timeout).
 const SLICING: &[&str] = &["bfq", "cfq", "time-slice", "anticipatory"];
 /// The devices; the DiskSim drive's path is the repository's. Their driver tags are read
@@ -266,10 +272,11 @@ impl Cell {
         self.device == FLASH && !slicing
     }
 
-    /// Whether the policy that serves the groups for the whole run serves weights.
-    fn serves_weights(&self) -> bool {
-        WEIGHT_SERVING.contains(&self.policy)
-            && self.swap.is_none_or(|to| WEIGHT_SERVING.contains(&to))
+    /// Whether the shares are judged: the policies that serve the groups for the whole run
+    /// are judged on them.
+    fn shares_judged(&self) -> bool {
+        SHARES_JUDGED.contains(&self.policy)
+            && self.swap.is_none_or(|to| SHARES_JUDGED.contains(&to))
     }
 }
 
