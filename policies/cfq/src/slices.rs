@@ -468,13 +468,22 @@ impl Cfq {
     /// (`cfq_choose_wl_class_and_type`, `cfq_choose_wl_type`). False iff none waits.
     pub(crate) fn activate_next(&mut self, now_ns: u64) -> bool {
         self.drop_emptied();
-        let Some(id) = self.choose_group(now_ns) else {
-            return false;
+        // Every group on the tree has a queue waiting, none being in service; were one
+        // without, it leaves rather than stall the others.
+        let (id, class) = loop {
+            let Some(id) = self.choose_group(now_ns) else {
+                return false;
+            };
+            let waiting = self
+                .groups
+                .get(&id)
+                .map(|g| (0..3).find(|&c| g.waiting_in(c) > 0));
+            match waiting.flatten() {
+                Some(class) => break (id, class),
+                None => self.group_idle(id),
+            }
         };
         let Some(group) = self.groups.get(&id) else {
-            return false;
-        };
-        let Some(class) = (0..3).find(|&c| group.waiting_in(c) > 0) else {
             return false;
         };
         let kept = self
