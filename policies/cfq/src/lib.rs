@@ -392,6 +392,7 @@ impl Policy for Cfq {
     const TUNABLES: &'static [TunableSpec<Self>] = TUNABLES;
     const MERGE_VETO: bool = true;
     const HANDLES_ABSORBED: bool = true;
+    const WEIGHTED_TAGS: bool = true;
 
     fn new(setup: &Setup) -> Self {
         // Its one queued map and one in-flight map may hold any of the device's requests;
