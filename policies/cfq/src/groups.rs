@@ -18,6 +18,8 @@ const SHIFT: u32 = 12;
 /// (`HZ / 5`, 200 at HZ=1000) to a time scaled by 2^24, so either puts it just behind.
 const SLICE_MODE_DELAY: u64 = 200 * MS;
 const IOPS_MODE_DELAY: u64 = 200;
+/// The most one turn is charged, in ns or requests.
+const MAX_CHARGE: u64 = 1 << 36;
 /// The root group's weight (submitters in no group): cgroup v2's default doubled, as
 /// `cfq_cpd_init` gives the root blkcg.
 const ROOT_WEIGHT: u32 = 200;
@@ -55,6 +57,51 @@ impl Cfqg {
     }
 }
 
+/// The groups by id, in id order: a vector searched by id, since most runs have a few
+/// groups (none but the root without groups) and a component's map lookup is dear.
+#[derive(Debug, Default)]
+pub(crate) struct Groups(Vec<(u32, Cfqg)>);
+
+impl Groups {
+    pub(crate) fn get(&self, id: &u32) -> Option<&Cfqg> {
+        let at = self.0.binary_search_by_key(id, |(g, _)| *g).ok()?;
+        Some(&self.0[at].1)
+    }
+
+    pub(crate) fn get_mut(&mut self, id: &u32) -> Option<&mut Cfqg> {
+        let at = self.0.binary_search_by_key(id, |(g, _)| *g).ok()?;
+        Some(&mut self.0[at].1)
+    }
+
+    /// Group `id`, made by `make` if it is new.
+    fn get_or_insert_with(&mut self, id: u32, make: impl FnOnce() -> Cfqg) -> &mut Cfqg {
+        let at = match self.0.binary_search_by_key(&id, |(g, _)| *g) {
+            Ok(at) => at,
+            Err(at) => {
+                self.0.insert(at, (id, make()));
+                at
+            }
+        };
+        &mut self.0[at].1
+    }
+
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&u32, &Cfqg)> {
+        self.0.iter().map(|(id, g)| (id, g))
+    }
+
+    pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = (&u32, &mut Cfqg)> {
+        self.0.iter_mut().map(|(id, g)| (&*id, g))
+    }
+
+    pub(crate) fn values(&self) -> impl Iterator<Item = &Cfqg> {
+        self.0.iter().map(|(_, g)| g)
+    }
+
+    fn keys(&self) -> impl Iterator<Item = &u32> {
+        self.0.iter().map(|(id, _)| id)
+    }
+}
+
 /// The group service tree (`grp_service_tree`): groups by `vdisktime`, relative to
 /// `min_vdisktime`, which only moves forward.
 #[derive(Debug, Default)]
@@ -66,22 +113,11 @@ pub(crate) struct GroupTree {
 impl Cfq {
     /// Group `id`'s state, made on first use with the weight the host gave it.
     pub(crate) fn cfqg(&mut self, id: u32) -> &mut Cfqg {
-        let weight = self.weight_of(id);
-        self.groups.entry(id).or_insert_with(|| Cfqg {
-            weight,
+        let weights = &self.weights;
+        self.groups.get_or_insert_with(id, || Cfqg {
+            weight: weight_of(weights, id),
             ..Cfqg::default()
         })
-    }
-
-    fn weight_of(&self, id: u32) -> u32 {
-        if id == 0 {
-            return ROOT_WEIGHT;
-        }
-        self.weights
-            .get(&id)
-            .copied()
-            .unwrap_or(DEFAULT_WEIGHT)
-            .max(1)
     }
 
     /// The host described its groups: their weights count from their next turn, as a
@@ -90,7 +126,7 @@ impl Cfq {
         self.weights = groups.iter().map(|g| (g.id, g.weight)).collect();
         let ids: Vec<u32> = self.groups.keys().copied().collect();
         for id in ids {
-            let weight = self.weight_of(id);
+            let weight = weight_of(&self.weights, id);
             self.cfqg(id).weight = weight;
         }
     }
@@ -179,6 +215,14 @@ impl Cfq {
     /// its `vdisktime` grows by the charge over its part, it goes back on the tree, and
     /// what is left of the workload slice being served is kept for its next turn.
     pub(crate) fn group_served(&mut self, active: &Active, sync: bool, now_ns: u64) {
+        let serving = self.serving;
+        self.cfqg(active.group).saved = serving
+            .filter(|&(_, _, expires)| expires > now_ns)
+            .map(|(class, wl, expires)| (class, wl, expires - now_ns));
+        if !self.grouped {
+            // The root alone: it is the tree, whatever its vdisktime, and holds all of it.
+            return;
+        }
         let used = if active.completed_one {
             now_ns.saturating_sub(active.start).min(active.allocated)
         } else {
@@ -193,16 +237,13 @@ impl Cfq {
         } else {
             used
         };
-        let serving = self.serving;
         let group = self.cfqg(active.group);
         let vfraction = u64::from(group.vfraction.max(1));
-        let scaled = (u128::from(charge) << (2 * SHIFT)) / u128::from(vfraction);
-        group.vdisktime = group
-            .vdisktime
-            .wrapping_add(u64::try_from(scaled).unwrap_or(u64::MAX));
-        group.saved = serving
-            .filter(|&(_, _, expires)| expires > now_ns)
-            .map(|(class, wl, expires)| (class, wl, expires - now_ns));
+        // At most 2^36 (a minute's slice and more), so that the scaled charge stays under
+        // 2^61, in u64 (a u128 division is a call in a component), and keys a signed
+        // difference.
+        let scaled = (charge.min(MAX_CHARGE) << (2 * SHIFT)) / vfraction;
+        group.vdisktime = group.vdisktime.wrapping_add(scaled);
         self.tree_add(active.group);
     }
 
@@ -233,6 +274,14 @@ impl Cfq {
             .map(|(class, wl, left)| (class, wl, now_ns.saturating_add(left)));
         Some(id)
     }
+}
+
+/// Group `id`'s weight: the host's, the default if it named none, the root's for 0.
+fn weight_of(weights: &BTreeMap<u32, u32>, id: u32) -> u32 {
+    if id == 0 {
+        return ROOT_WEIGHT;
+    }
+    weights.get(&id).copied().unwrap_or(DEFAULT_WEIGHT).max(1)
 }
 
 /// A group's place on the tree (`cfqg_key`): its `vdisktime` past the tree's minimum, as

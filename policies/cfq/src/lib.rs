@@ -36,7 +36,7 @@ mod slices;
 
 use std::collections::BTreeMap;
 
-use groups::{Cfqg, GroupTree};
+use groups::{Cfqg, GroupTree, Groups};
 
 use slices::Step;
 
@@ -313,7 +313,7 @@ pub struct Cfq {
     in_flight: [u32; 2],
     /// The groups, by id, each with its busy queues waiting for a slice; iterated in id
     /// order.
-    groups: BTreeMap<u32, Cfqg>,
+    groups: Groups,
     /// Their order (`grp_service_tree`).
     tree: GroupTree,
     /// Groups' io.weight, by id, as the host last told them.
@@ -439,20 +439,14 @@ impl Policy for Cfq {
             let was_idle = queue.requests.is_empty();
             if was_idle && queue.inflight == 0 && queue.group != r.group {
                 // A submitter moved to another group: its queue follows while idle.
-                let from = queue.group;
                 let parked = self.active.is_some_and(|a| a.key == key)
-                    || self
-                        .groups
-                        .get(&from)
+                    || (self.groups.get(&queue.group))
                         .is_some_and(|g| g.waiting.iter().flatten().any(|&k| k == key));
-                if let Some(queue) = self.queues.get_mut(&key).filter(|_| !parked) {
+                if !parked {
                     queue.group = r.group;
                 }
             }
             self.grouped |= r.group != 0;
-            let Some(queue) = self.queues.get_mut(&key) else {
-                continue;
-            };
             queue.requests.push(r, expires);
             if queue.sync {
                 let queued = (queue.requests.len(), rule);
@@ -531,7 +525,7 @@ impl Policy for Cfq {
     fn requeue(&mut self, now_ns: u64, requests: &[Request]) {
         for r in requests {
             if let Some(key) = self.on_device.remove(&r.id) {
-                self.left_device(key);
+                self.left_device(key, None);
             }
         }
         self.insert(now_ns, requests);
@@ -548,10 +542,7 @@ impl Policy for Cfq {
                 if sync && c.latency_ns >= self.t.fifo_expire[1] {
                     self.last_delayed_sync = Some(now_ns);
                 }
-                self.left_device(key);
-                if let Some(queue) = self.queues.get_mut(&key) {
-                    queue.window.habits.completed(now_ns);
-                }
+                self.left_device(key, Some(now_ns));
                 if self.active.is_some_and(|a| a.key == key) {
                     self.active_completed(now_ns);
                 }
@@ -561,14 +552,17 @@ impl Policy for Cfq {
 }
 
 impl Cfq {
-    /// A request of queue `key` left the device, completed or sent back.
-    fn left_device(&mut self, key: QueueKey) {
+    /// A request of queue `key` left the device, completed at `completed` or sent back.
+    fn left_device(&mut self, key: QueueKey, completed: Option<u64>) {
         let kind = usize::from(matches!(key, QueueKey::Sync(_)));
         self.in_flight[kind] = self.in_flight[kind].saturating_sub(1);
         let Some(queue) = self.queues.get_mut(&key) else {
             return;
         };
         queue.inflight = queue.inflight.saturating_sub(1);
+        if let Some(now_ns) = completed {
+            queue.window.habits.completed(now_ns);
+        }
         let group = queue.group;
         if let Some(g) = self.groups.get_mut(&group) {
             g.dispatched = g.dispatched.saturating_sub(1);

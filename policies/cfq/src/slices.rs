@@ -526,7 +526,7 @@ impl Cfq {
     fn drop_emptied(&mut self) {
         let queues = &self.queues;
         let mut emptied = Vec::new();
-        for (&id, group) in &mut self.groups {
+        for (&id, group) in self.groups.iter_mut() {
             let before: usize = group.waiting.iter().map(VecDeque::len).sum();
             for w in &mut group.waiting {
                 w.retain(|k| queues.get(k).is_some_and(|q| !q.requests.is_empty()));
