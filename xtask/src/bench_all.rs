@@ -309,7 +309,8 @@ fn qos_rows(text: &str, command: &'static str) -> Vec<Row> {
             continue;
         }
         let policy = trimmed.split_whitespace().next().unwrap_or_default();
-        if section.starts_with("weights 3:1") && matches!(policy, "mclock" | "bfq" | "noop") {
+        if section.starts_with("weights 3:1") && matches!(policy, "mclock" | "bfq" | "cfq" | "noop")
+        {
             let n = numbers(trimmed);
             if let Some(share) = n.first() {
                 rows.push(row(
