@@ -6,7 +6,7 @@ use schedhost_policy_bfq::Bfq;
 use schedhost_sdk::{Op, PrioClass, Request, Setup};
 use schedhost_sdk::{RequestId, Sector};
 
-use crate::helpers::{assert_merges_only_into_the_bios_own_queue, both_builds, done};
+use crate::helpers::{assert_merges_only_into_the_bios_own_queue, both_builds, done, group};
 
 const MS: u64 = 1_000_000;
 
@@ -35,18 +35,6 @@ fn read(id: u64, ctx: u32, level: u8, sector: u64) -> Request {
         prio_level: level,
         group: 0,
         arrival_ns: 0,
-    }
-}
-
-/// A group of `weight`, with nothing else set.
-fn group(id: u32, weight: u32) -> schedhost_sdk::Group {
-    schedhost_sdk::Group {
-        id,
-        weight,
-        reserve_iops: None,
-        limit_iops: [None; 2],
-        limit_bps: [None; 2],
-        latency_target_ns: None,
     }
 }
 

@@ -6,7 +6,7 @@ use schedhost_policy_cfq::Cfq;
 use schedhost_sdk::{Op, PrioClass, Request, Setup};
 use schedhost_sdk::{RequestId, Sector};
 
-use crate::helpers::{assert_merges_only_into_the_bios_own_queue, both_builds, done};
+use crate::helpers::{assert_merges_only_into_the_bios_own_queue, both_builds, done, group};
 
 const MS: u64 = 1_000_000;
 
@@ -421,18 +421,6 @@ fn cfq_offsets_a_newly_busy_queue_by_the_busy_queues_of_its_own_group() {
                 "{build}: groups {groups}: {out:?}"
             );
         }
-    }
-}
-
-/// A group of `weight`, with nothing else set.
-fn group(id: u32, weight: u32) -> schedhost_sdk::Group {
-    schedhost_sdk::Group {
-        id,
-        weight,
-        reserve_iops: None,
-        limit_iops: [None; 2],
-        limit_bps: [None; 2],
-        latency_target_ns: None,
     }
 }
 

@@ -127,6 +127,18 @@ pub fn component_maker(name: &str) -> Option<schedhost::contract::Maker> {
     }))
 }
 
+/// A group of `weight`, with nothing else set.
+pub fn group(id: u32, weight: u32) -> schedhost_sdk::Group {
+    schedhost_sdk::Group {
+        id,
+        weight,
+        reserve_iops: None,
+        limit_iops: [None; 2],
+        limit_bps: [None; 2],
+        latency_target_ns: None,
+    }
+}
+
 /// A 4 KiB read's completion for `ctx`, waited and served 1 ms.
 pub fn done(id: u64, ctx: u32) -> schedhost_sdk::Completion {
     schedhost_sdk::Completion {
