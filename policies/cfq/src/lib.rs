@@ -32,6 +32,7 @@
 use std::collections::VecDeque;
 
 mod groups;
+mod idling;
 mod slices;
 
 use std::collections::BTreeMap;
