@@ -18,9 +18,10 @@
 //!   after the run's first fifth (a ramp) and before its run time ends (not the drain);
 //! - a limit is never exceeded (by more than one I/O over the run, the drain's time at the
 //!   rate), and is reached within 1 % over the run time (the I/Os completed before it ended,
-//!   against the rate times the run time) where the group had twice the limit to take (its
-//!   weight's part of the run's I/O under a policy that serves weights, mclock, bfq and
-//!   cfq, or an equal part under one that does not);
+//!   against the rate times the run time) where the group had twice the limit to take (in
+//!   each 100 ms window its part of what the window completed under the policy that ran
+//!   it: its weight's under a policy that serves weights, mclock, bfq and cfq, an equal
+//!   part under one that does not), judged over each side of a swap on its own;
 //! - no group starved: on flash every group completes I/O in every 100 ms window in which
 //!   its weight's part of the device is at least 4 I/Os (a group of weight 1 beside groups
 //!   of 1000 is owed one I/O in seconds on a disk: weights are its promise, not a window);

@@ -19,6 +19,10 @@ pub(super) struct Logged {
     /// Per group, the I/Os it completed before the end of its run time, the first fifth
     /// included: what a limit is judged reached on.
     pub(super) in_run: Vec<f64>,
+    /// Per 100 ms window, the I/Os every group together completed in it.
+    pub(super) window_ios: Vec<f64>,
+    /// Per group, per window, the I/Os it completed in it.
+    pub(super) group_window_ios: Vec<Vec<f64>>,
 }
 
 pub(super) fn read_logs(logs: &Path, groups: usize, runtime_ms: u64) -> Result<Logged> {
@@ -27,6 +31,7 @@ pub(super) fn read_logs(logs: &Path, groups: usize, runtime_ms: u64) -> Result<L
     let per_group = (0..groups)
         .map(|g| {
             let mut seen = vec![false; count];
+            let mut per_window = vec![0.0; count];
             let (mut ios, mut in_run) = (0.0, 0.0);
             // fio numbers each job's log by its place among the jobs, from 1.
             let path = logs.join(format!("g{g}_iops.{}.log", g + 1));
@@ -44,21 +49,34 @@ pub(super) fn read_logs(logs: &Path, groups: usize, runtime_ms: u64) -> Result<L
                 if let Some(slot) = seen.get_mut(w) {
                     *slot = true;
                     let done = iops * WINDOW_MS as f64 / 1000.0;
+                    per_window[w] += done;
                     in_run += done;
                     if w >= ramp {
                         ios += done;
                     }
                 }
             }
-            Ok((seen, (ios, in_run)))
+            Ok((seen, (ios, in_run, per_window)))
         })
         .collect::<Result<Vec<_>>>()?;
-    let (windows, counts): (Vec<_>, Vec<_>) = per_group.into_iter().unzip();
-    let (ios, in_run) = counts.into_iter().unzip();
+    let mut window_ios = vec![0.0; count];
+    let (mut windows, mut ios, mut in_run) = (Vec::new(), Vec::new(), Vec::new());
+    let mut group_window_ios = Vec::new();
+    for (seen, (group_ios, group_in_run, per_window)) in per_group {
+        for (total, done) in window_ios.iter_mut().zip(&per_window) {
+            *total += done;
+        }
+        windows.push(seen);
+        ios.push(group_ios);
+        in_run.push(group_in_run);
+        group_window_ios.push(per_window);
+    }
     Ok(Logged {
         windows,
         ios,
         in_run,
+        window_ios,
+        group_window_ios,
     })
 }
 
@@ -215,15 +233,35 @@ pub(super) fn limit(
     });
     // Reached over the run time: after it the group issues nothing new, so the drain's
     // time (its report's seconds run past the run time while its last requests complete)
-    // is no time it could use.
-    let runtime = cell.runtime_ms as f64 / 1000.0;
-    let promised = rate as f64 * runtime;
-    let done = logged.in_run[g];
-    // What the group could have had: its part of everything the run completed.
-    let could = cell.part(g) * ours.ios.iter().sum::<f64>();
-    if could < 2.0 * promised {
+    // is no time it could use. Judged over each policy's part of the run (the whole run,
+    // or either side of a swap) where the group could have had twice its rate: in each
+    // window its part, under the policy that ran it, of everything completed in it. A
+    // policy's part of its own half, not of the run's whole: cfq on flash completes a
+    // fraction of what deadline does, and a light group's part of deadline's half is not
+    // cfq's to give.
+    let window_s = WINDOW_MS as f64 / 1000.0;
+    let (mut promised, mut done, mut could) = (0.0, 0.0, 0.0);
+    let windows = logged.window_ios.len();
+    // A window the swap falls inside (250 ms into a 500 ms run) is either policy's: in
+    // neither span.
+    let swap_ms = cell.swap.map_or(cell.runtime_ms, |_| cell.runtime_ms / 2);
+    let before = ((swap_ms / WINDOW_MS) as usize).min(windows);
+    let after = (swap_ms.div_ceil(WINDOW_MS) as usize).min(windows);
+    for span in [0..before, after..windows] {
+        let policy = cell.policy_at(span.start as u64 * WINDOW_MS);
+        let part: f64 =
+            logged.window_ios[span.clone()].iter().sum::<f64>() * cell.part_under(g, policy);
+        let owed = rate as f64 * window_s * span.len() as f64;
+        could += part;
+        if !span.is_empty() && part >= 2.0 * owed {
+            promised += owed;
+            done += logged.group_window_ios[g][span].iter().sum::<f64>();
+        }
+    }
+    if promised == 0.0 {
         return;
     }
+    let runtime = promised / rate as f64;
     let short = (promised * (1.0 - LIMIT_TOLERANCE) - done).max(0.0) / promised;
     sweep.judge(5, i, short, || {
         format!(

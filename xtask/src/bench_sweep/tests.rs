@@ -40,6 +40,28 @@ fn shares_count_io_after_the_ramp_and_before_the_run_time_ends_a_limit_the_ramp_
     assert_eq!(seen, vec![0, 2, 9]);
 }
 
+#[test]
+fn each_window_counts_what_every_group_completed_in_it_so_a_limit_is_owed_by_the_policy_that_ran_it()
+ {
+    let dir = std::env::temp_dir().join(format!("sweep-window-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("g0_iops.1.log"),
+        "100, 5000, 0, 0, 0\n600, 100, 0, 0, 0\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("g1_iops.2.log"),
+        "100, 1000, 0, 0, 0\n1000, 300, 0, 0, 0\n",
+    )
+    .unwrap();
+    let logged = read_logs(&dir, 2, 1000).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut expected = vec![0.0; 10];
+    (expected[0], expected[5], expected[9]) = (600.0, 10.0, 30.0);
+    assert_eq!(logged.window_ios, expected);
+}
+
 /// The sweep's lean version, in the test command: a few cells of a fixed seed under the
 /// debug host the workspace's tests built. What holds whatever the policy is asserted:
 /// nothing lost, no limit exceeded, and on flash under policies that do not slice, no
