@@ -29,13 +29,11 @@
 
 #![forbid(unsafe_code)]
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 
 mod groups;
 mod idling;
 mod slices;
-
-use std::collections::BTreeMap;
 
 use groups::{Cfqg, GroupTree, Groups};
 
