@@ -174,8 +174,8 @@ pub(super) fn starvation(sweep: &mut Sweep, i: usize, cell: &Cell, ours: &Ran, l
 }
 
 /// Shares within ±3 % of the weights, where every group is backlogged, the device
-/// saturated, the policies judged on shares serve throughout, no limit holds a group back and every
-/// group is owed enough I/Os to resolve ±3 %.
+/// saturated, the policies judged on shares serve throughout, no limit holds a group back
+/// and every group is owed enough I/Os to resolve ±3 %.
 pub(super) fn shares(sweep: &mut Sweep, i: usize, cell: &Cell, ios: &[f64], noop: &Ran, peak: f64) {
     let groups = cell.weights.len() as u32;
     let backlogged = cell.iodepth > noop.tags.div_ceil(groups);
