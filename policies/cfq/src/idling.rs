@@ -59,13 +59,13 @@ impl Cfq {
     }
 
     /// `group_idle` in force: some group other than the root has been seen.
-    pub(crate) fn group_idle_ns(&self) -> u64 {
+    fn group_idle_ns(&self) -> u64 {
         if self.grouped { self.t.group_idle } else { 0 }
     }
 
     /// Whether the active queue, its group's only busy one, keeps the device while its
     /// group has requests out (`cfq_select_queue`'s `check_group_idle`).
-    pub(crate) fn group_idles(&self, active: Active) -> bool {
+    fn group_idles(&self, active: Active) -> bool {
         let group_idle = self.group_idle_ns();
         group_idle > 0
             && self.busy_in(active.group) == 1
@@ -80,7 +80,7 @@ impl Cfq {
     /// (`cfq_arm_slice_timer`): `slice_idle` if cfq idles for it, else `group_idle` if it is
     /// its group's only busy queue and quick to think; never on flash that queues without
     /// `group_idle`.
-    pub(crate) fn idle_for(&self, active: Active) -> Option<u64> {
+    fn idle_for(&self, active: Active) -> Option<u64> {
         let group_idle = self.group_idle_ns();
         if self.flash_queueing() && group_idle == 0 {
             return None;
@@ -94,7 +94,7 @@ impl Cfq {
 
     /// Queue `key`'s think time is known and longer than `limit` (`cfq_io_thinktime_big`;
     /// a group's, sampled while it has one queue, is that queue's).
-    pub(crate) fn thinks_long(&self, key: QueueKey, limit: u64) -> bool {
+    fn thinks_long(&self, key: QueueKey, limit: u64) -> bool {
         self.queues
             .get(&key)
             .is_some_and(|q| q.window.habits.thinks_longer_than(limit))
@@ -139,7 +139,9 @@ impl Cfq {
         self.active = Some(updated);
     }
 
-    pub(crate) fn should_wait_busy(&self, active: Active, now_ns: u64) -> bool {
+    /// `cfq_should_wait_busy`: the active queue is dry and its group's only busy one,
+    /// quick to think, and its slice is used or about to be.
+    fn should_wait_busy(&self, active: Active, now_ns: u64) -> bool {
         let Some(queue) = self.queues.get(&active.key) else {
             return false;
         };
