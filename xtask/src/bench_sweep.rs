@@ -21,7 +21,9 @@
 //!   against the rate times the run time) where the group had twice the limit to take (in
 //!   each 100 ms window its part of what the window completed under the policy that ran
 //!   it: its weight's under a policy that serves weights, mclock, bfq and cfq, an equal
-//!   part under one that does not), judged over each side of a swap on its own;
+//!   part under one that does not), judged over each side of a swap on its own and after
+//!   the run's first fifth (a group completes its rate once its first requests' time in
+//!   the queue is paid);
 //! - no group starved: on flash every group completes I/O in every 100 ms window in which
 //!   its weight's part of the device is at least 4 I/Os (a group of weight 1 beside groups
 //!   of 1000 is owed one I/O in seconds on a disk: weights are its promise, not a window);

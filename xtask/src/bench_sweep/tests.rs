@@ -21,7 +21,7 @@ fn cells_are_a_function_of_the_seed_and_stay_in_their_ranges() {
 }
 
 #[test]
-fn shares_count_io_after_the_ramp_and_before_the_run_time_ends_a_limit_the_ramp_too_and_windows_see_it_all()
+fn shares_count_io_after_the_ramp_and_before_the_run_time_ends_starvation_over_the_run_the_ramp_too_and_windows_see_it_all()
  {
     let dir = std::env::temp_dir().join(format!("sweep-logs-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -34,7 +34,7 @@ fn shares_count_io_after_the_ramp_and_before_the_run_time_ends_a_limit_the_ramp_
     let logged = read_logs(&dir, 1, 1000).unwrap();
     let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(logged.ios, vec![30.0]);
-    // A limit is judged reached on everything within the run time, not the drain.
+    // Starvation over the run is judged on everything within the run time, not the drain.
     assert_eq!(logged.in_run, vec![530.0]);
     let seen: Vec<usize> = (0..10).filter(|&w| logged.windows[0][w]).collect();
     assert_eq!(seen, vec![0, 2, 9]);
