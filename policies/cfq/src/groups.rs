@@ -157,8 +157,8 @@ impl Cfq {
         self.t.target_latency.saturating_mul(u64::from(vfraction)) >> SHIFT
     }
 
-    /// Group `id` got a busy queue while it had none: it goes on the tree behind the last
-    /// group, or at `min_vdisktime` if none is there.
+    /// Group `id` got a busy queue: unless it is on the tree already, it goes on it behind
+    /// the last group, or at `min_vdisktime` if none is there.
     pub(crate) fn group_busy(&mut self, id: u32) {
         if self.groups.get(&id).is_some_and(Cfqg::on_tree) {
             return;

@@ -239,11 +239,9 @@ impl Cfq {
     }
 
     /// Queue `key` of `group` waits on the group's tree of `class`; a group that had no
-    /// busy queue goes on the group tree.
+    /// busy queue goes on the group tree (one with a busy queue is on it already).
     fn wait_in(&mut self, group: u32, class: usize, key: QueueKey) {
-        if self.busy_in(group) == 0 {
-            self.group_busy(group);
-        }
+        self.group_busy(group);
         let waiting = &mut self.cfqg(group).waiting[class];
         if !waiting.contains(&key) {
             waiting.push_back(key);
