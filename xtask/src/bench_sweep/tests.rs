@@ -20,19 +20,27 @@ fn cells_are_a_function_of_the_seed_and_stay_in_their_ranges() {
     assert!(DEVICES.iter().all(|d| a.iter().any(|c| c.device == *d)));
 }
 
+/// `logs`, one per group, written as fio names them into a directory of their own and read
+/// back as a 1 s run's.
+fn logs_read_back(name: &str, logs: &[&str]) -> Logged {
+    let dir = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (g, log) in logs.iter().enumerate() {
+        std::fs::write(dir.join(format!("g{g}_iops.{}.log", g + 1)), log).unwrap();
+    }
+    let logged = read_logs(&dir, logs.len(), 1000).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    logged
+}
+
 #[test]
 fn shares_count_io_after_the_ramp_and_before_the_run_time_ends_starvation_over_the_run_the_ramp_too_and_windows_see_it_all()
  {
-    let dir = std::env::temp_dir().join(format!("sweep-logs-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
     // 1 s run: ten windows, the first two the ramp; the last entry is the drain.
-    std::fs::write(
-        dir.join("g0_iops.1.log"),
-        "100, 5000, 0, 0, 0\n300, 100, 0, 0, 0\n1000, 200, 0, 0, 0\n1500, 9000, 0, 0, 0\n",
-    )
-    .unwrap();
-    let logged = read_logs(&dir, 1, 1000).unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
+    let logged = logs_read_back(
+        "sweep-logs-test",
+        &["100, 5000, 0, 0, 0\n300, 100, 0, 0, 0\n1000, 200, 0, 0, 0\n1500, 9000, 0, 0, 0\n"],
+    );
     assert_eq!(logged.ios, vec![30.0]);
     // Starvation over the run is judged on everything within the run time, not the drain.
     assert_eq!(logged.in_run, vec![530.0]);
@@ -43,20 +51,13 @@ fn shares_count_io_after_the_ramp_and_before_the_run_time_ends_starvation_over_t
 #[test]
 fn each_window_counts_what_every_group_completed_in_it_so_a_limit_is_owed_by_the_policy_that_ran_it()
  {
-    let dir = std::env::temp_dir().join(format!("sweep-window-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(
-        dir.join("g0_iops.1.log"),
-        "100, 5000, 0, 0, 0\n600, 100, 0, 0, 0\n",
-    )
-    .unwrap();
-    std::fs::write(
-        dir.join("g1_iops.2.log"),
-        "100, 1000, 0, 0, 0\n1000, 300, 0, 0, 0\n",
-    )
-    .unwrap();
-    let logged = read_logs(&dir, 2, 1000).unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
+    let logged = logs_read_back(
+        "sweep-window-test",
+        &[
+            "100, 5000, 0, 0, 0\n600, 100, 0, 0, 0\n",
+            "100, 1000, 0, 0, 0\n1000, 300, 0, 0, 0\n",
+        ],
+    );
     let mut expected = vec![0.0; 10];
     (expected[0], expected[5], expected[9]) = (600.0, 10.0, 30.0);
     assert_eq!(logged.window_ios, expected);
