@@ -2538,6 +2538,50 @@ fn groups_weighted_three_to_one_get_three_to_one_under_mclock_and_bfq_components
 }
 
 #[test]
+fn bfq_serves_light_groups_busy_before_heavy_ones_within_the_run_on_a_disk() {
+    // Six groups at iodepth 1 on the Atlas 10K; the three light ones are busy first. A turn
+    // stamped at a light weight with the whole budget finished a hundred heavy turns out,
+    // and they completed nothing in the run (1, 1 and 1 reads, each in the drain after it);
+    // cut to a budget in proportion when the heavy groups arrive, each is served its turn.
+    let device =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/validation/atlas10k.parv");
+    let mut args = vec![
+        "--policy".to_owned(),
+        "native:bfq".to_owned(),
+        "--device".to_owned(),
+        device.display().to_string(),
+        "--seed".to_owned(),
+        "295730".to_owned(),
+        "--output-format=json".to_owned(),
+    ];
+    let weights = [3, 13, 42, 875, 444, 7];
+    for (g, weight) in weights.iter().enumerate() {
+        args.extend([
+            format!("--name=g{g}"),
+            format!("--cgroup=g{g}"),
+            format!("--cgroup_weight={weight}"),
+            "--rw=randread".into(),
+            "--bs=4k".into(),
+            "--size=1g".into(),
+            "--iodepth=1".into(),
+            "--runtime=2000ms".into(),
+            "--time_based".into(),
+        ]);
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = schedhost(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ios: Vec<u64> = (0..weights.len())
+        .map(|job| report["jobs"][job]["read"]["total_ios"].as_u64().unwrap())
+        .collect();
+    assert!(
+        ios.iter().all(|&n| n >= 4),
+        "reads by group {ios:?} (weights {weights:?})"
+    );
+}
+
+#[test]
 fn a_hot_swap_from_mclock_to_bfq_and_back_keeps_the_groups_and_every_request() {
     let Some(mclock) = built_component("mclock") else {
         return;
