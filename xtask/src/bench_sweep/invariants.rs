@@ -140,8 +140,9 @@ pub(super) fn starvation(sweep: &mut Sweep, i: usize, cell: &Cell, ours: &Ran, l
             }
         }
     }
+    let invariant = if cell.serves_groups() { 2 } else { 6 };
     if cell.windows_judged() {
-        sweep.judge(2, i, starved.len() as f64, || starved.join(", "));
+        sweep.judge(invariant, i, starved.len() as f64, || starved.join(", "));
         return;
     }
     sweep.disk_windows[0] += 1;
@@ -170,7 +171,7 @@ pub(super) fn starvation(sweep: &mut Sweep, i: usize, cell: &Cell, ours: &Ran, l
             )
         })
         .collect();
-    sweep.judge(2, i, idle.len() as f64, || idle.join(", "));
+    sweep.judge(invariant, i, idle.len() as f64, || idle.join(", "));
 }
 
 /// Shares within ±3 % of the weights, where every group is backlogged, the device

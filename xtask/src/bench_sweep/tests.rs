@@ -86,7 +86,8 @@ fn a_lean_sweep_loses_nothing_exceeds_no_limit_and_starves_no_group() {
     let (guaranteed, measured): (Vec<&Finding>, Vec<&Finding>) =
         sweep.findings.iter().partition(|f| {
             [INVARIANTS[0], INVARIANTS[4]].contains(&f.invariant)
-                || (f.invariant == INVARIANTS[2] && cells[f.cell].windows_judged())
+                || ([INVARIANTS[2], INVARIANTS[6]].contains(&f.invariant)
+                    && cells[f.cell].windows_judged())
         });
     let show = |f: &&Finding| {
         format!(
