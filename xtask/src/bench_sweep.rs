@@ -392,7 +392,7 @@ const INVARIANTS: [&str; 7] = [
 /// queued at once and each job's blocks in a region of its own, serves its batches in the
 /// first groups' regions while the last group's requests wait in the FIFO behind them, as
 /// mq-deadline's would.
-const UNSERVED_PROGRESS: &str = "every group progressed (serves no groups; measured)";
+const UNSERVED_PROGRESS: &str = "starved, serving no groups";
 
 /// What a sweep found: per invariant, cells checked and held; per policy, (throughput
 /// checked, held, shares checked, held); the findings; the worst figures.
@@ -536,7 +536,11 @@ pub fn sweep(root: &Path, seed: u64, count: usize) -> Result<()> {
         RUNTIME_MS * DISK_RUNTIME_FACTOR
     );
     for (name, (c, h)) in INVARIANTS.iter().zip(sweep.checked.iter().zip(&sweep.held)) {
-        println!("{name:<26} held on {h} of {c} cells checked");
+        if *name == UNSERVED_PROGRESS {
+            println!("{name:<26} none on {h} of {c} cells (measured, not judged)");
+        } else {
+            println!("{name:<26} held on {h} of {c} cells checked");
+        }
     }
     println!(
         "worst share error {:.1} %; worst throughput ratio judged {:.3}; worst limit excess {:.2} %",
