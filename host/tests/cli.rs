@@ -2541,8 +2541,9 @@ fn groups_weighted_three_to_one_get_three_to_one_under_mclock_and_bfq_components
 fn bfq_serves_light_groups_busy_before_heavy_ones_within_the_run_on_a_disk() {
     // Six groups at iodepth 1 on the Atlas 10K; the three light ones are busy first. A turn
     // stamped at a light weight with the whole budget finished a hundred heavy turns out,
-    // and they completed nothing in the run (1, 1 and 1 reads, each in the drain after it);
-    // cut to a budget in proportion when the heavy groups arrive, each is served its turn.
+    // and they completed nothing in the run (1, 1 and 1 reads, each the one outstanding at
+    // its end, completed in the drain after it); cut to a budget in proportion when the
+    // heavy groups arrive, each is served its turns (owed 0.7, 2.9 and 9 reads by weight).
     let device =
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/validation/atlas10k.parv");
     let mut args = vec![
@@ -2575,9 +2576,10 @@ fn bfq_serves_light_groups_busy_before_heavy_ones_within_the_run_on_a_disk() {
     let ios: Vec<u64> = (0..weights.len())
         .map(|job| report["jobs"][job]["read"]["total_ios"].as_u64().unwrap())
         .collect();
+    // At iodepth 1 one read is outstanding when the run ends: it completes in the drain.
     assert!(
-        ios.iter().all(|&n| n >= 4),
-        "reads by group {ios:?} (weights {weights:?})"
+        ios.iter().all(|&n| n >= 2),
+        "reads by group {ios:?} (weights {weights:?}): each completes one in the run"
     );
 }
 

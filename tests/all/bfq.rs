@@ -126,6 +126,39 @@ fn bfq_serves_a_light_group_in_turns_scaled_to_its_weight_not_a_whole_budget_at_
 }
 
 #[test]
+fn bfq_times_out_a_light_groups_turn_after_its_part_of_timeout_sync_as_its_budget_is_cut() {
+    // A slow device: one request every 5 ms, so a turn ends by its 125 ms timeout long
+    // before its budget. Groups of weights 100 (busy first) and 400: the light turn's
+    // budget is a quarter of a whole one, and so is its timeout, 31.25 ms (seven requests),
+    // where a whole timeout gave it 25 requests before the heavy group's first.
+    for (build, mut p) in builds(&[("low_latency", 0), ("slice_idle", 0)]) {
+        p.groups(0, &[group(1, 100), group(2, 400)]).unwrap();
+        for ctx in 0..2u32 {
+            let requests: Vec<Request> = (0..100u64)
+                .map(|i| {
+                    let id = u64::from(ctx) * 100 + i;
+                    let mut r = read(id, ctx, 4, id * 8);
+                    r.group = ctx + 1;
+                    r
+                })
+                .collect();
+            p.insert(0, &requests).unwrap();
+        }
+        let mut first_turn = 0;
+        for step in 0..40u64 {
+            let ids = p.dispatch(step * 5 * MS, 0, 1).unwrap().ids.raw();
+            let Some(&id) = ids.first() else { continue };
+            if id >= 100 {
+                break;
+            }
+            first_turn += 1;
+            p.completed(step * 5 * MS, &[done(id, 0)]).unwrap();
+        }
+        assert_eq!(first_turn, 7, "{build}: the light group's first turn");
+    }
+}
+
+#[test]
 fn bfq_shares_sectors_in_proportion_to_weight() {
     for (build, mut p) in builds(&[("max_budget", 64), ("low_latency", 0), ("slice_idle", 0)]) {
         // ctx 0 at level 0 (weight 80) and ctx 1 at level 6 (weight 20), both always backlogged.

@@ -56,9 +56,10 @@
 //! busy queues`, so the busy queues of a group together weigh what the group does. That is
 //! BFQ's two-level hierarchy flattened into one B-WF2Q+ level: while queues stay busy it
 //! gives each group and each queue the share the hierarchy would. With groups named, a
-//! turn's budget follows its weight (`group_budgets`, not the kernel's: `turn_budget`), so
-//! a light group is served a little at a time, not a whole budget every few hundred; a
-//! heavier queue that becomes busy cuts the turns already waiting to their new budgets.
+//! turn's budget follows its weight (`group_budgets`, not the kernel's: `turn_budget`), and
+//! its timeout with it (`turn_timeout`: on a disk turns end by their timeout), so a light
+//! group is served a little at a time, not a whole budget every few hundred; a heavier
+//! queue that becomes busy cuts the turns already waiting to their new budgets.
 //! Submitters in no group (group 0) compete with the groups by their own weights, as
 //! root-level processes do.
 //!

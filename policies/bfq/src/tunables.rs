@@ -65,7 +65,7 @@ pub(super) const TUNABLES: &[TunableSpec<Bfq>] = &[
         min: 0,
         max: 1,
         unit: "",
-        help: "where groups are named, scale each turn's budget by its weight over the heaviest busy queue's, so light groups get their share in small turns (not the kernel's)",
+        help: "where groups are named, scale each turn's budget and timeout by its weight over the heaviest busy queue's, so light groups get their share in small turns (not the kernel's)",
         field: |p| &mut p.knobs.group_budgets,
     },
 ];
