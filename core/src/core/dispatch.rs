@@ -61,6 +61,10 @@ impl Core {
     /// they arrived.
     fn release_throttled(&mut self, now_ns: u64) {
         while let Some((bio, arrived_ns)) = self.throttle.as_mut().and_then(|t| t.release(now_ns)) {
+            if let Some(throttle) = &self.throttle {
+                let group = throttle.group_number(bio.ctx);
+                self.admission.limited(group, throttle.holds(group));
+            }
             self.place_bio(now_ns, arrived_ns, bio);
             if bio.sync {
                 self.unplug_for(now_ns, bio.ctx);

@@ -271,7 +271,11 @@ impl Core {
             // Held by its group's limits: it comes back at `run` once it may go.
             Some(throttle) => match throttle.admit(now_ns, bio) {
                 Some(bio) => bio,
-                None => return Ok(()),
+                None => {
+                    let group = throttle.group_number(bio.ctx);
+                    self.admission.limited(group, true);
+                    return Ok(());
+                }
             },
             None => bio,
         };
@@ -350,6 +354,10 @@ impl Core {
             return 0;
         };
         let held = throttle.take_waiting();
+        for &(bio, _) in &held {
+            self.admission
+                .limited(throttle.group_number(bio.ctx), false);
+        }
         for &(bio, arrived_ns) in &held {
             let home = bio.ctx % self.config.hw_queues;
             self.actions.push_back(Action::Complete(BioDone {

@@ -9,7 +9,8 @@
 //! the pool first does not get the pool: while two or more groups hold tags or wait for them,
 //! a group holding its part (what it is sure of when the pool is divided among the active
 //! groups in whole parts, at least one each) takes another only if more stay free than the
-//! waiting groups under their parts are owed. A group alone takes every tag, and a part one
+//! waiting groups under their parts are owed (a group whose own limits hold bios back is
+//! owed one: `GroupTags::kept`). A group alone takes every tag, and a part one
 //! group leaves unused, or a tag no group is sure of, goes to the others, so no tag idles
 //! while a request waits for one nobody is owed. The parts are equal unless the policy asks for
 //! them weighted (`weighted-tags`, as bfq's `bfqq_request_over_limit` weighs each group's
@@ -64,11 +65,34 @@ struct GroupTags {
     held: u32,
     /// Its requests in software queues waiting for a tag here.
     staged: u32,
+    /// Its bios wait for its own limits (io.max, io.latency's depth): each comes for a tag
+    /// as its limit lets it go.
+    limited: bool,
 }
 
 impl GroupTags {
     fn active(self) -> bool {
-        self.held > 0 || self.staged > 0
+        self.held > 0 || self.staged > 0 || self.limited
+    }
+
+    /// How many of the tags it is owed under `part` are kept free for it: all it lacks while
+    /// it waits for tags, and one while its limit holds bios that will come for one (the
+    /// next such bio finds it; the one after, a tag its predecessor's completion freed). A
+    /// group let through by its limit a bio at a time otherwise found every tag lent to
+    /// groups past their parts, their requests held in the policy while it idled for the
+    /// limited group's next one (bfq, the sweep's seed 4 cell 7: a group at riops=5127
+    /// completed 1 982 of the 2 051 its rate gave the 400 ms judged; 2 051 with a tag kept,
+    /// as with 4 096 tags). Its whole part kept for it cost a group beside a heavy limited
+    /// one its throughput (mclock, seed 4 cell 198: 0.24 of noop's).
+    fn kept(self, part: u32) -> u32 {
+        let lacks = part.saturating_sub(self.held);
+        if self.staged > 0 {
+            lacks
+        } else if self.limited {
+            lacks.min(1)
+        } else {
+            0
+        }
     }
 }
 
@@ -216,6 +240,16 @@ impl Admission {
         let scratch = &mut self.scratch;
         scratch.divide(nr_requests, active.chain([group]), weights);
         may_take(by_group, *held_total, group, nr_requests, scratch.parts())
+    }
+
+    /// Whether `group`'s limits hold bios back (see [`GroupTags::waits`]), on every pool.
+    pub(super) fn limited(&mut self, group: u32, limited: bool) {
+        if !self.shared || group == 0 {
+            return;
+        }
+        for tags in &mut self.tags {
+            tags.update_group(group, |g| g.limited = limited);
+        }
     }
 
     /// True iff a request of this kind may take a tag on `home` now.

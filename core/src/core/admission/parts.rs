@@ -115,7 +115,8 @@ impl PartsCache {
 
 /// Whether `group` may take another tag of a pool with `held_total` held, given every
 /// group's part (`parts`, the asker's own among them): under its part it may; at or over
-/// it, only if more stay free than the waiting groups under their parts are owed.
+/// it, only if more stay free than the other groups under their parts keep
+/// (`GroupTags::kept`: what a waiting group lacks, one for a group its limits hold back).
 pub(super) fn may_take(
     by_group: &[GroupTags],
     held_total: u32,
@@ -134,9 +135,7 @@ pub(super) fn may_take(
     let free = nr_requests.saturating_sub(held_total);
     let owed: u32 = parts
         .filter(|&(g, _)| g != group)
-        .map(|(g, part)| (tags_of(g), part))
-        .filter(|(t, _)| t.staged > 0)
-        .map(|(t, part)| part.saturating_sub(t.held))
+        .map(|(g, part)| tags_of(g).kept(part))
         .fold(0, u32::saturating_add);
     free > owed
 }

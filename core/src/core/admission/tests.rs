@@ -136,6 +136,32 @@ fn a_pool_shared_by_equal_groups_is_taken_whole_while_every_group_waits() {
 }
 
 #[test]
+fn a_group_whose_limit_holds_its_bios_keeps_a_tag_of_its_part_free_for_the_next() {
+    // Groups 1 and 2 on 8 tags; group 2 floods. While group 1's limit holds its bios, one
+    // tag of its part stays free for the next of them; with nothing held, group 2 takes all 8.
+    for (limited, taken) in [(true, 7u32), (false, 8)] {
+        let mut admission = Admission::new(1, 8);
+        admission.share_between_groups();
+        admission.limited(1, limited);
+        for i in 0..20 {
+            admission.stage(2, 0, 2, i);
+        }
+        let kind = TagKind {
+            op: Op::Read,
+            sync: true,
+            group: 2,
+        };
+        while admission.tag_free(0, kind) {
+            admission.take_tag(0, kind);
+        }
+        assert_eq!(
+            admission.tags[0].held_total, taken,
+            "group 1's bios held by its limit: {limited}"
+        );
+    }
+}
+
+#[test]
 fn a_submitter_whose_waiting_requests_were_all_merged_away_waits_once_when_it_stages_again() {
     let mut admission = Admission::new(1, 4);
     for id in 1..=2 {

@@ -358,6 +358,17 @@ impl Throttle {
             .collect()
     }
 
+    /// Whether group `group` (numbered from 1, as [`Self::group_number`] gives it) has bios
+    /// waiting for its limits.
+    pub fn holds(&self, group: u32) -> bool {
+        let Some(index) = (group as usize).checked_sub(1) else {
+            return false;
+        };
+        self.lanes
+            .get(index)
+            .is_some_and(|lanes| lanes.iter().any(|l| !l.waiting.is_empty()))
+    }
+
     /// Bios waiting for their group's limits.
     pub fn waiting(&self) -> usize {
         self.lanes
