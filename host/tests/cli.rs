@@ -2487,6 +2487,22 @@ fn compare_holds_every_cell_to_a_groups_limit() {
     assert!(cells.iter().all(|&c| (c - 500.0).abs() <= 10.0), "{table}");
 }
 
+/// A job of 4 KiB random reads at `iodepth` for `runtime`, alone in group `name` of
+/// `weight`.
+fn group_reader(name: &str, weight: u32, iodepth: u32, runtime: &str) -> [String; 9] {
+    [
+        format!("--name={name}"),
+        format!("--cgroup={name}"),
+        format!("--cgroup_weight={weight}"),
+        "--rw=randread".into(),
+        "--bs=4k".into(),
+        "--size=1g".into(),
+        format!("--iodepth={iodepth}"),
+        format!("--runtime={runtime}"),
+        "--time_based".into(),
+    ]
+}
+
 /// Two groups flooding `examples/devices/shared-ssd.spec` (32 device tags, so they contend
 /// in the scheduler) under `policy` and `extra` options; their I/Os and the report.
 fn weighted(policy: &str, extra: &[&str]) -> (u64, u64, serde_json::Value) {
@@ -2501,17 +2517,7 @@ fn weighted(policy: &str, extra: &[&str]) -> (u64, u64, serde_json::Value) {
     ];
     args.extend(extra.iter().map(|s| (*s).to_owned()));
     for (name, weight) in [("a", 300), ("b", 100)] {
-        args.extend([
-            format!("--name={name}"),
-            format!("--cgroup={name}"),
-            format!("--cgroup_weight={weight}"),
-            "--rw=randread".into(),
-            "--bs=4k".into(),
-            "--size=1g".into(),
-            "--iodepth=64".into(),
-            "--runtime=300ms".into(),
-            "--time_based".into(),
-        ]);
+        args.extend(group_reader(name, weight, 64, "300ms"));
     }
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let out = schedhost(&args);
@@ -2556,18 +2562,8 @@ fn bfq_serves_light_groups_busy_before_heavy_ones_within_the_run_on_a_disk() {
         "--output-format=json".to_owned(),
     ];
     let weights = [3, 13, 42, 875, 444, 7];
-    for (g, weight) in weights.iter().enumerate() {
-        args.extend([
-            format!("--name=g{g}"),
-            format!("--cgroup=g{g}"),
-            format!("--cgroup_weight={weight}"),
-            "--rw=randread".into(),
-            "--bs=4k".into(),
-            "--size=1g".into(),
-            "--iodepth=1".into(),
-            "--runtime=2000ms".into(),
-            "--time_based".into(),
-        ]);
+    for (g, &weight) in weights.iter().enumerate() {
+        args.extend(group_reader(&format!("g{g}"), weight, 1, "2000ms"));
     }
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let out = schedhost(&args);

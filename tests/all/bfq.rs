@@ -75,14 +75,13 @@ fn bfq_shares_between_groups_by_their_weight_however_many_queues_each_has() {
     }
 }
 
-/// Groups 1 (weight 1, busy first) and 2 (weight 200), both backlogged, one request per
-/// dispatch: how many requests of the first 2 010 each group got.
-fn light_and_heavy_group_served(p: &mut Box<dyn PolicyBackend>) -> [u64; 2] {
-    p.groups(0, &[group(1, 1), group(2, 200)]).unwrap();
-    for ctx in 0..2u32 {
-        let requests: Vec<Request> = (0..3000u64)
+/// `each` reads at once from each of submitters 0 to `groups − 1`, submitter `c` alone in
+/// group `c + 1` (busy in that order), its reads numbered from `c × each`.
+fn insert_a_submitter_per_group(p: &mut Box<dyn PolicyBackend>, groups: u32, each: u64) {
+    for ctx in 0..groups {
+        let requests: Vec<Request> = (0..each)
             .map(|i| {
-                let id = u64::from(ctx) * 3000 + i;
+                let id = u64::from(ctx) * each + i;
                 let mut r = read(id, ctx, 4, id * 8);
                 r.group = ctx + 1;
                 r
@@ -90,6 +89,13 @@ fn light_and_heavy_group_served(p: &mut Box<dyn PolicyBackend>) -> [u64; 2] {
             .collect();
         p.insert(0, &requests).unwrap();
     }
+}
+
+/// Groups 1 (weight 1, busy first) and 2 (weight 200), both backlogged, one request per
+/// dispatch: how many requests of the first 2 010 each group got.
+fn light_and_heavy_group_served(p: &mut Box<dyn PolicyBackend>) -> [u64; 2] {
+    p.groups(0, &[group(1, 1), group(2, 200)]).unwrap();
+    insert_a_submitter_per_group(p, 2, 3000);
     let mut served = [0u64; 2];
     for step in 0..2010u64 {
         for id in p.dispatch(step * MS, 0, 1).unwrap().ids.raw() {
@@ -133,17 +139,7 @@ fn bfq_times_out_a_light_groups_turn_after_its_part_of_timeout_sync_as_its_budge
     // where a whole timeout gave it 25 requests before the heavy group's first.
     for (build, mut p) in builds(&[("low_latency", 0), ("slice_idle", 0)]) {
         p.groups(0, &[group(1, 100), group(2, 400)]).unwrap();
-        for ctx in 0..2u32 {
-            let requests: Vec<Request> = (0..100u64)
-                .map(|i| {
-                    let id = u64::from(ctx) * 100 + i;
-                    let mut r = read(id, ctx, 4, id * 8);
-                    r.group = ctx + 1;
-                    r
-                })
-                .collect();
-            p.insert(0, &requests).unwrap();
-        }
+        insert_a_submitter_per_group(&mut p, 2, 100);
         let mut first_turn = 0;
         for step in 0..40u64 {
             let ids = p.dispatch(step * 5 * MS, 0, 1).unwrap().ids.raw();
