@@ -51,7 +51,8 @@ impl Bfq {
             return self.timeout;
         }
         let scaled = u128::from(self.timeout) * u128::from(turn_budget) / u128::from(full);
-        u64::try_from(scaled).unwrap_or(self.timeout)
+        // At least a nanosecond, so the turn sends a request before it times out.
+        u64::try_from(scaled).unwrap_or(self.timeout).max(1)
     }
 
     /// The largest weight among class `class`'s busy queues, each as [`Self::weight`]

@@ -242,7 +242,7 @@ impl Admission {
         may_take(by_group, *held_total, group, nr_requests, scratch.parts())
     }
 
-    /// Whether `group`'s limits hold bios back (see [`GroupTags::waits`]), on every pool.
+    /// Whether `group`'s limits hold bios back (see [`GroupTags::kept`]), on every pool.
     pub(super) fn limited(&mut self, group: u32, limited: bool) {
         if !self.shared || group == 0 {
             return;
