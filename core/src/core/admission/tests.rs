@@ -34,7 +34,8 @@ fn afresh(admission: &Admission, group: u32) -> bool {
 }
 
 #[test]
-fn kept_parts_answer_as_a_division_made_afresh_while_groups_turn_active_and_idle() {
+fn kept_parts_answer_as_a_division_made_afresh_while_groups_turn_active_and_idle_or_are_held_by_their_limits()
+ {
     let table = RequestTable::default();
     let mut next = generator(0x9e37_79b9_7f4a_7c15);
     for trial in 0..200 {
@@ -57,7 +58,7 @@ fn kept_parts_answer_as_a_division_made_afresh_while_groups_turn_active_and_idle
                 group,
             };
             let g = group as usize;
-            match next(4) {
+            match next(5) {
                 0 if admission.tags[0].held_total < nr_requests => {
                     let asked = admission.group_may_take(0, group);
                     assert_eq!(asked, afresh(&admission, group), "trial {trial}");
@@ -73,6 +74,11 @@ fn kept_parts_answer_as_a_division_made_afresh_while_groups_turn_active_and_idle
                 2 => {
                     id += 1;
                     admission.stage(group, 0, group, id);
+                }
+                3 => {
+                    // Its limits start or stop holding bios back.
+                    let was = (admission.tags[0].by_group.get(g)).is_some_and(|t| t.limited);
+                    admission.limited(group, !was);
                 }
                 _ => {
                     if let Some(&first) = admission.software.get(g).and_then(|q| q.front()) {
