@@ -6,7 +6,9 @@ use schedhost_policy_bfq::Bfq;
 use schedhost_sdk::{Op, PrioClass, Request, Setup};
 use schedhost_sdk::{RequestId, Sector};
 
-use crate::helpers::{assert_merges_only_into_the_bios_own_queue, both_builds, done, group};
+use crate::helpers::{
+    assert_merges_only_into_the_bios_own_queue, both_builds, done, generator, group,
+};
 
 const MS: u64 = 1_000_000;
 
@@ -162,13 +164,7 @@ fn bfq_shares_follow_generated_weights_among_backlogged_groups_busy_in_any_order
     // tolerance; observed within 0.8 %, and up to 16 % before waiting turns were cut and
     // timeouts scaled), on a device that takes one request a millisecond and on one that
     // takes one every 5 ms (turns there end by their timeouts, not their budgets).
-    let mut state = 0x2545_f491_4f6c_dd1d_u64;
-    let mut next = |bound: u64| {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state % bound
-    };
+    let mut next = generator(0x2545_f491_4f6c_dd1d);
     for shape in 0..16 {
         let groups = 2 + next(5) as u32;
         let weights: Vec<u32> = (0..groups).map(|_| 1 + next(1000) as u32).collect();

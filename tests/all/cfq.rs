@@ -6,7 +6,9 @@ use schedhost_policy_cfq::Cfq;
 use schedhost_sdk::{Op, PrioClass, Request, Setup};
 use schedhost_sdk::{RequestId, Sector};
 
-use crate::helpers::{assert_merges_only_into_the_bios_own_queue, both_builds, done, group};
+use crate::helpers::{
+    assert_merges_only_into_the_bios_own_queue, both_builds, done, generator, group,
+};
 
 const MS: u64 = 1_000_000;
 
@@ -498,13 +500,7 @@ fn cfq_shares_follow_generated_weights_among_backlogged_groups_within_a_point() 
     // over 20 s is its weight's part within 0.01: its turns, charged their time over its part
     // of the weights, come in proportion. The first round gives every group a turn of at least
     // two `slice_idle`s whatever its weight, which 20 s makes small.
-    let mut state = 0x9e37_79b9_7f4a_7c15_u64;
-    let mut next = |bound: u64| {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state % bound
-    };
+    let mut next = generator(0x9e37_79b9_7f4a_7c15);
     for shape in 0..16 {
         let groups = 2 + next(3) as u32;
         let weights: Vec<u32> = (0..groups).map(|_| 1 + next(1000) as u32).collect();

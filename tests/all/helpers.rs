@@ -234,3 +234,14 @@ pub fn assert_merges_only_into_the_bios_own_queue(
     };
     assert!(!p.allow_merge(&async_bio).unwrap(), "{build}: an async bio");
 }
+
+/// Numbers below the bound asked, from `seed` (xorshift: the same every run), for tests
+/// that generate their shapes.
+pub fn generator(mut seed: u64) -> impl FnMut(u64) -> u64 {
+    move |bound| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % bound
+    }
+}
