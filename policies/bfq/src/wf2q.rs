@@ -160,8 +160,14 @@ impl Bfq {
                 (class, self.heaviest_busy(class, now_ns))
             });
             self.begin_turn(key, now_ns, false);
+            // A queue turning busy lowers its siblings' shares and leaves other groups' as
+            // they were, so the heaviest grew only if it is the new heaviest: its own weight
+            // says so without another pass over the busy queues.
+            let grew = |before: u64| {
+                (self.queues.get(&key)).is_some_and(|q| self.weight(q, now_ns) > before)
+            };
             if let Some((class, before)) = heaviest_before
-                && self.heaviest_busy(class, now_ns) > before
+                && grew(before)
             {
                 self.rescale_waiting_budgets(class, now_ns);
             }
