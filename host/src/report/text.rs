@@ -372,7 +372,7 @@ fn unbound_weights(groups: &[crate::core::GroupReport]) -> Option<String> {
             })
             .collect();
         format!(
-            "the weights did not bind ({}): a weight shares the device only while the groups keep it busy together, and only under a policy that serves weights (bfq, mclock)",
+            "the weights did not bind ({}): a weight shares the device only while the groups keep it busy together, and only under a policy that serves weights (bfq, cfq, mclock)",
             split.join(", ")
         )
     })
