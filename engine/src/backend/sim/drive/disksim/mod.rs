@@ -255,7 +255,9 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
         ));
     }
     let by_reqsize = specs.take_opt_f64("Set watermark by reqsize", 0.0, 1.0)? != 0.0;
-    let hold_bus = specs.take_opt_f64("Hold bus entire read xfer", 0.0, 1.0)? != 0.0;
+    // Held or given up between transfers, a read's bus follows the media once it has
+    // reconnected (below): the same transfer in the model.
+    let _ = specs.take_opt_f64("Hold bus entire read xfer", 0.0, 1.0)?;
     let read_water = specs.take_opt_f64("High (read) water mark", 0.0, 1.0)?;
     // A drive that never disconnects takes the bus with the command and keeps it: a read
     // goes READY_TO_TRANSFER at once whatever its water mark (`disk_read_arrive`), and its
@@ -286,18 +288,13 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
     }
     // Otherwise DiskSim reconnects for a read once its water mark of sectors is buffered:
     // max(1, mark × the request) by the request's size, else the mark × the segment
-    // (`disk_read_arrive`). Holding the bus for the whole read, the rest then crosses as the
-    // media delivers it; without, the disk disconnects and reconnects at each mark.
-    let after_media = !never_disconnect && by_reqsize && (read_water >= 1.0 || !hold_bus);
-    if !never_disconnect && by_reqsize && !hold_bus && read_water < 1.0 {
-        // Transferring from the first sector, as the model's overlapped transfer does, moved
-        // the Atlas 10K from 0.152 to 0.182 ms RMS and the Cheetah 4LP from 0.289 to 0.378
-        // (past DiskSim's 0.318): the model has no bus disconnect and reconnect, which is
-        // what DiskSim's transfer pays between the mark and the end (BENCHMARKS.md).
-        notes.push(format!(
-            "High (read) water mark = {read_water} with Set watermark by reqsize: a read's bus transfer starts after its last sector, as at 1"
-        ));
-    } else if !never_disconnect && !after_media && read_water > 0.0 {
+    // (`disk_read_arrive`). It then sends what is buffered and, not holding the bus, gives
+    // it up when the transfer catches the media and reconnects as the next sector arrives
+    // (`disk_reconnection_or_transfer_complete`); with no reselect overhead that is the
+    // model's transfer overlapping the media from the first sector. Only a mark of the
+    // whole request waits for the last sector.
+    let after_media = !never_disconnect && by_reqsize && read_water >= 1.0;
+    if !never_disconnect && !after_media && read_water > 0.0 {
         // The model's transfer overlaps the media from the first sector, as a mark of 0.
         let of = if by_reqsize {
             "the request"
