@@ -446,11 +446,13 @@ fn bfq_injects_other_queues_requests_while_idling_for_a_heavier_queue_up_to_its_
     // throughput, so while bfq waits for its next request the lighter queue's requests go
     // beside it (bfq_choose_bfqq_for_injection), as many as ctx 0's limit allows. The limit
     // is learned from ctx 0's requests: one served alone gives the baseline and a limit of
-    // one; one served beside an injected request no slower gives two.
+    // one; one served beside an injected request no slower gives two. (Scheduler tags for
+    // every request here: with the light queue's 100 holding all of them, bfq would not idle
+    // for a request that could not come.)
     let setup = Setup {
         hw_queues: 1,
         queue_depth: 32,
-        nr_requests: 64,
+        nr_requests: 128,
         rotational: false,
     };
     let settings = [("low_latency", 0)];

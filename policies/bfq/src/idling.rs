@@ -33,6 +33,14 @@ impl Bfq {
         boosts || protects_raised || self.asymmetric(key, now_ns)
     }
 
+    /// Whether every scheduler tag is held by a request waiting in bfq: no submitter can
+    /// send another request until bfq dispatches one (nothing is on the device to complete
+    /// and free a tag), so idling with nothing to inject waits for nothing but its timer.
+    pub(super) fn holds_every_tag(&self) -> bool {
+        let pool = u64::from(self.nr_requests) * u64::from(self.hw_queues.max(1));
+        pool > 0 && self.queued.len() as u64 >= pool
+    }
+
     /// Whether idling for dry queue `key` pays in throughput
     /// (`idling_boosts_thr_without_issues`): on a disk that queues no commands, and for a
     /// sequential queue quick to send its next request on a disk or on flash that queues

@@ -304,3 +304,69 @@ fn with_groups_a_queue_more_than_one_turn_ahead_of_the_virtual_time_is_not_injec
         Some(QueueKey::Sync(1))
     );
 }
+
+/// Group 1's queue in service and dry, nothing on the device; group 2's, 350 times lighter,
+/// with `held` requests waiting in bfq and its budget spent on injected ones, so none can be
+/// injected. Two hardware queues of 4 scheduler tags. What bfq dispatches, and whether it
+/// arms a timer.
+fn dry_heavy_queue_beside_held_requests(held: u64) -> Dispatch {
+    let mut bfq = Bfq {
+        group_weights: [(1, 700), (2, 2)].into_iter().collect(),
+        slice_idle: 8 * MS,
+        timeout: 125 * MS,
+        max_budget: 16_384,
+        nr_requests: 4,
+        hw_queues: 2,
+        ..Bfq::default()
+    };
+    let heavy = Queue {
+        busy: true,
+        ..seeky_queue(1)
+    };
+    bfq.queues.insert(QueueKey::Sync(1), heavy);
+    let mut light = Queue {
+        busy: true,
+        budget: 16,
+        injected: 16,
+        ..seeky_queue(2)
+    };
+    for id in 100..100 + held {
+        light.requests.push(&read(id, 2), u64::MAX);
+        bfq.queued.insert(RequestId(id), QueueKey::Sync(2));
+    }
+    bfq.queues.insert(QueueKey::Sync(2), light);
+    bfq.in_service = Some(InService {
+        key: QueueKey::Sync(1),
+        served: 8,
+        budget: 2048,
+        charge_factor: 1,
+        started: 0,
+        until: 125 * MS,
+        idle_started: 0,
+        idle_until: None,
+    });
+    assert!(
+        bfq.better_to_idle(QueueKey::Sync(1), MS),
+        "the weights differ"
+    );
+    let mut out = Dispatch::default();
+    bfq.dispatch(MS, 0, 8, &mut out);
+    out
+}
+
+#[test]
+fn a_dry_queue_is_not_idled_for_once_the_requests_bfq_holds_fill_every_scheduler_tag() {
+    let free_tag = dry_heavy_queue_beside_held_requests(7);
+    assert!(
+        free_tag.ids.is_empty() && free_tag.wake_at_ns.is_some(),
+        "a tag is free, so group 1's next request can come: idled for ({:?}, {:?})",
+        free_tag.ids,
+        free_tag.wake_at_ns
+    );
+    let every_tag = dry_heavy_queue_beside_held_requests(8);
+    assert_eq!(
+        every_tag.ids.first(),
+        Some(&RequestId(100)),
+        "every tag held here: the turn ends and group 2's requests go"
+    );
+}
