@@ -205,16 +205,7 @@ fn completion_then_next_request(rotational: bool, latency_target: bool) -> Vec<R
     bfq.queues.insert(QueueKey::Sync(2), heavy);
     bfq.on_device.insert(RequestId(1), QueueKey::Sync(1));
     bfq.in_driver = 1;
-    bfq.in_service = Some(InService {
-        key: QueueKey::Sync(1),
-        served: 8,
-        budget: 2048,
-        charge_factor: 1,
-        started: 0,
-        until: 125 * MS,
-        idle_started: 0,
-        idle_until: None,
-    });
+    bfq.in_service = Some(sync_1_in_service());
     let now = 100_000;
     let done = Completion {
         id: RequestId(1),
@@ -305,6 +296,20 @@ fn with_groups_a_queue_more_than_one_turn_ahead_of_the_virtual_time_is_not_injec
     );
 }
 
+/// Queue `Sync(1)`'s turn from time 0: a request served of a 2 048-sector budget, not idling.
+fn sync_1_in_service() -> InService {
+    InService {
+        key: QueueKey::Sync(1),
+        served: 8,
+        budget: 2048,
+        charge_factor: 1,
+        started: 0,
+        until: 125 * MS,
+        idle_started: 0,
+        idle_until: None,
+    }
+}
+
 /// Group 1's queue in service and dry, nothing on the device; group 2's, 350 times lighter,
 /// with `held` requests waiting in bfq and its budget spent on injected ones, so none can be
 /// injected. Two hardware queues of 4 scheduler tags. What bfq dispatches, and whether it
@@ -335,16 +340,7 @@ fn dry_heavy_queue_beside_held_requests(held: u64) -> Dispatch {
         bfq.queued.insert(RequestId(id), QueueKey::Sync(2));
     }
     bfq.queues.insert(QueueKey::Sync(2), light);
-    bfq.in_service = Some(InService {
-        key: QueueKey::Sync(1),
-        served: 8,
-        budget: 2048,
-        charge_factor: 1,
-        started: 0,
-        until: 125 * MS,
-        idle_started: 0,
-        idle_until: None,
-    });
+    bfq.in_service = Some(sync_1_in_service());
     assert!(
         bfq.better_to_idle(QueueKey::Sync(1), MS),
         "the weights differ"
