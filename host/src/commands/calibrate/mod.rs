@@ -7,7 +7,10 @@
 //! 1. writes, only with `--allow-overwrite` or on a file this command creates (which is
 //!    written once first): 1 MiB sequential at depth 1, then 4 KiB random at depth 1;
 //! 2. 4 KiB random reads at depth 1: the latency of one request and its spread;
-//! 3. 4 KiB random reads at depths 4, 16 and 64: how latency grows with the queue;
+//! 3. 4 KiB random reads at depths 4, 16 and 64: how latency grows with the queue (2 and 3
+//!    in turn `--rounds` times, each figure the median of its rounds: this machine's disk
+//!    drifts by 10–20 % over minutes, and one slow probe once fitted a depth-1 read twice
+//!    as slow and a tail twice as long as every run after it measured);
 //! 4. 1 MiB sequential reads at depth 1: for telling a disk from flash.
 //!
 //! Flash-like devices (a random read under 1.5 ms) become an `ssd` spec (`fit.rs`): the
@@ -51,6 +54,11 @@ pub struct CalibrateArgs {
     /// Seconds per probe.
     #[arg(long, value_name = "SECS", default_value_t = 2.0)]
     pub seconds: f64,
+    /// The 4 KiB random-read probes run this many times, their depths in turn each time, and
+    /// each depth's median is fitted: a disk that drifts over the probes moves one round,
+    /// not the spec.
+    #[arg(long, value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=20))]
+    pub rounds: u32,
     /// The run flags, as `run`'s, for every probe; --allow-overwrite lets the write probes
     /// (1 MiB sequential, then 4 KiB random) write over an existing file or block device
     /// (within the first --size bytes).
@@ -144,8 +152,8 @@ impl CalibrateArgs {
         let (_, noop) = load(&runtime, "noop")?;
         // The queue attribute the device reports, as the probes' runs read it.
         let rotational = std::cell::Cell::new(None);
-        // The depth-1 read's latencies: their spread is the device's own.
-        let qd1_latency = std::cell::Cell::new(Latency::default());
+        // The depth-1 reads' latencies, a round each: their spread is the device's own.
+        let qd1_latency = std::cell::RefCell::new(Vec::new());
         let probe = |rw: &str, bs: &str, depth: u32| -> Result<f64> {
             let options: Vec<String> = [
                 "--name=probe".to_owned(),
@@ -185,7 +193,7 @@ impl CalibrateArgs {
             );
             let clat = s.dirs[dir].clat.histogram();
             if rw == "randread" && depth == 1 && !clat.is_empty() {
-                qd1_latency.set(Latency {
+                qd1_latency.borrow_mut().push(Latency {
                     mean_ns: clat.mean(),
                     p99_ns: clat.value_at_quantile(0.99) as f64,
                 });
@@ -207,17 +215,31 @@ impl CalibrateArgs {
             );
             (None, None)
         };
-        let qd1_iops = probe("randread", "4k", 1)?;
-        let mut deeper_iops = [0.0; DEEPER.len()];
-        for (iops, depth) in deeper_iops.iter_mut().zip(DEEPER) {
-            *iops = probe("randread", "4k", depth)?;
+        // Depth by depth in turn, round after round, so that a drift lands in every depth.
+        let depths = [1].into_iter().chain(DEEPER);
+        let mut by_depth = vec![Vec::new(); 1 + DEEPER.len()];
+        for _ in 0..self.rounds {
+            for (seen, depth) in by_depth.iter_mut().zip(depths.clone()) {
+                seen.push(probe("randread", "4k", depth)?);
+            }
         }
         let read_bps = probe("read", "1m", 1)? * 1_048_576.0;
+        let mut medians = by_depth.into_iter().map(median);
+        let qd1_iops = medians.next().unwrap_or(0.0);
+        let mut deeper_iops = [0.0; DEEPER.len()];
+        for (iops, m) in deeper_iops.iter_mut().zip(medians) {
+            *iops = m;
+        }
+        let latencies = qd1_latency.take();
+        let qd1_latency = Latency {
+            mean_ns: median(latencies.iter().map(|l| l.mean_ns).collect()),
+            p99_ns: median(latencies.iter().map(|l| l.p99_ns).collect()),
+        };
         let probes = Probes {
             write_bps,
             write_4k_iops,
             qd1_iops,
-            qd1_latency: qd1_latency.get(),
+            qd1_latency,
             deeper_iops,
             read_bps,
         };
@@ -236,7 +258,18 @@ impl CalibrateArgs {
                 u8::from(rotational)
             );
         }
-        Ok(format!("{}{spec}", header(&self.device, &probes)))
+        Ok(format!("{}{spec}", header(&self.device, &probes, self.rounds)))
+    }
+}
+
+/// The middle of `values` (the mean of the two middle ones for an even count; 0 for none).
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    match n {
+        0 => 0.0,
+        _ if n % 2 == 1 => values[n / 2],
+        _ => (values[n / 2 - 1] + values[n / 2]) / 2.0,
     }
 }
 
@@ -254,7 +287,7 @@ fn device_sectors(path: &std::path::Path) -> Result<u64> {
     Ok((bytes / 512).max(1))
 }
 
-fn header(device: &std::path::Path, p: &Probes) -> String {
+fn header(device: &std::path::Path, p: &Probes, rounds: u32) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -268,9 +301,11 @@ fn header(device: &std::path::Path, p: &Probes) -> String {
         .collect();
     let _ = writeln!(
         s,
-        "#   4 KiB random read: {:.0} IOPS at depth 1, {}",
+        "#   4 KiB random read: {:.0} IOPS at depth 1, {} (the median of {} round{})",
         p.qd1_iops,
-        deeper.join(", ")
+        deeper.join(", "),
+        rounds,
+        if rounds == 1 { "" } else { "s" }
     );
     let _ = writeln!(
         s,

@@ -108,3 +108,13 @@ fn the_fitted_program_time_gives_a_4k_random_write_at_depth_1_its_probed_latency
     let done = device.next_event().expect("a completion");
     assert!((47_000..=49_000).contains(&done), "{done} ns\n{spec}");
 }
+
+#[test]
+fn a_probes_rounds_give_their_median_whatever_their_order() {
+    assert_eq!(super::median(vec![]), 0.0);
+    assert_eq!(super::median(vec![7.0]), 7.0);
+    assert_eq!(super::median(vec![30.0, 10.0, 20.0]), 20.0);
+    // One slow round of three moves nothing.
+    assert_eq!(super::median(vec![100.0, 9.0, 101.0]), 100.0);
+    assert_eq!(super::median(vec![4.0, 1.0, 3.0, 2.0]), 2.5);
+}
