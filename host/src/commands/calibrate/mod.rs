@@ -258,7 +258,10 @@ impl CalibrateArgs {
                 u8::from(rotational)
             );
         }
-        Ok(format!("{}{spec}", header(&self.device, &probes, self.rounds)))
+        Ok(format!(
+            "{}{spec}",
+            header(&self.device, &probes, self.rounds)
+        ))
     }
 }
 
