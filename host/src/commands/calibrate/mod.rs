@@ -9,8 +9,9 @@
 //! 2. 4 KiB random reads at depth 1: the latency of one request and its spread;
 //! 3. 4 KiB random reads at depths 4, 16 and 64: how latency grows with the queue (2 and 3
 //!    in turn `--rounds` times, each figure the median of its rounds: this machine's disk
-//!    drifts by 10–20 % over minutes, and one slow probe once fitted a depth-1 read twice
-//!    as slow and a tail twice as long as every run after it measured);
+//!    drifts over minutes, three depth-1 probes of one run reading 10 867, 14 343 and
+//!    12 452 IOPS, and one slow probe once fitted every QD1 p99 at 0.30 ms where the same
+//!    run measured 0.17);
 //! 4. 1 MiB sequential reads at depth 1: for telling a disk from flash.
 //!
 //! Flash-like devices (a random read under 1.5 ms) become an `ssd` spec (`fit.rs`): the
