@@ -20,7 +20,10 @@ fn run(policy: Box<dyn PolicyBackend>, settings: &[(String, i64)]) -> String {
     .unwrap();
     // A disk that serves in the order it is sent, so the order is the policy's: `sim:hdd`
     // reorders up to 31 commands itself, and C-SCAN ahead of that gains nothing to measure.
-    let disk = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/devices/in-order-disk.spec");
+    let disk = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../examples/devices/in-order-disk.spec"
+    );
     let device = DeviceSpec::parse(disk).unwrap();
     let outcome = sim::run(
         &jobs,

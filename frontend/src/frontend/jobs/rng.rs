@@ -119,6 +119,9 @@ mod tests {
             distinct += hit.iter().filter(|&&h| h).count();
         }
         let mean = distinct as f64 / f64::from(runs);
-        assert!((19.5..21.5).contains(&mean), "{mean} distinct units in 32 draws");
+        assert!(
+            (19.5..21.5).contains(&mean),
+            "{mean} distinct units in 32 draws"
+        );
     }
 }
