@@ -21,6 +21,17 @@
 //! loaded one, as a policy swapped in under load learns it. Below saturation the bound is
 //! off, so a shallow load keeps every tag the device has.
 //!
+//! The floor is what the device needs for its throughput, learnt. It starts at half of one
+//! hardware queue's tags; while the device runs at it, a trial now and then lets it hold
+//! twice that, and if the device completes 5 % more there (its rate by Little's law, the
+//! mean number on it over the mean service time), the floor rises halfway to what it held.
+//! A device that serves in parallel units (flash's dies) keeps gaining from depth long after
+//! its service time has doubled: `sim:ssd` completes 0.85 of its peak with 64 random reads
+//! on it and 0.97 with 92, and a floor of 64 cost mclock 13 % of noop's throughput where a
+//! group's weight asked for less (a group of weight 540 beside five of 1–12, each at
+//! iodepth 24). Where a group cannot keep its weight's part in flight at the floor, its
+//! share is not what the bound can give without losing throughput, and throughput wins.
+//!
 //! Use: [`DeviceShare::room`] before dispatching, [`DeviceShare::sent`] for each request
 //! sent, [`DeviceShare::completed`] and [`DeviceShare::requeued`] as the host reports them.
 //! The policy must see completions (`COMPLETIONS`) and keep absorbed requests out of its
@@ -41,6 +52,15 @@ const CALM_UNDER: u64 = 15;
 /// tenths: its mean at most two thirds of the deeper window's) for the device to be taken
 /// as not queueing.
 const FASTER_AT_HALF: u64 = 15;
+/// Windows each side of a floor trial is measured over: a window's rate is a few percent
+/// off from one to the next, about the gain the trial looks for.
+const TRIAL_WINDOWS: u32 = 4;
+/// The floor rises where twice it completes this many twentieths more (5 %).
+const GAIN_AT_DEPTH: u64 = 21;
+/// Windows between floor trials, at first and at most: a trial that finds no gain doubles
+/// the wait, so a floor that is right costs a trial's windows ever more rarely.
+const TRIAL_WAIT: u32 = 8;
+const TRIAL_WAIT_MAX: u32 = 1024;
 
 /// `total` divided in proportion to `weights` (not all zero), in whole parts that add up to
 /// `total`: each
@@ -94,12 +114,18 @@ pub struct DeviceShare {
     /// that gain. Without it, three groups at iodepth 2 on `sim:hdd` ran at 0.81 of noop's
     /// IOPS (the bound left 2 of 6 requests on the disk).
     floor: u32,
+    /// All the device's driver tags: the floor goes no higher.
+    tags: u32,
+    /// The floor's trials (module doc).
+    knee: Knee,
     /// Requests sent and not completed.
     on_device: BTreeMap<RequestId, Sent>,
     /// By group.
     per_group: BTreeMap<u32, u32>,
     window_sum_ns: u64,
     window_count: u32,
+    /// The requests on the device each of the window's requests found when sent.
+    window_depth_sum: u64,
     /// The shortest service time seen: the device without a queue. The first requests
     /// of a run find it idle, so even a run that floods from the start sees it.
     least_ns: Option<u64>,
@@ -113,6 +139,76 @@ pub struct DeviceShare {
 struct Sent {
     group: u32,
     probed: bool,
+    /// Sent during a floor trial.
+    tried: bool,
+    /// The requests on the device once it was sent, itself included.
+    depth: u32,
+}
+
+/// What the device completes at a depth, summed over windows: by Little's law its rate is
+/// the mean number on it over the mean service time, `depth_sum / service_sum_ns` (the
+/// windows' counts cancel). The number is what each request found on the device when it
+/// was sent, itself included: counted at completions instead, the requests sent while a
+/// trial filled the device to its depth, each served behind fewer than that, made a device
+/// that serves one at a time look a third faster at twice the floor.
+#[derive(Debug, Clone, Copy, Default)]
+struct Rate {
+    depth_sum: u64,
+    service_sum_ns: u64,
+    windows: u32,
+}
+
+impl Rate {
+    fn add(&mut self, depth_sum: u64, service_sum_ns: u64) {
+        self.depth_sum = self.depth_sum.saturating_add(depth_sum);
+        self.service_sum_ns = self.service_sum_ns.saturating_add(service_sum_ns);
+        self.windows += 1;
+    }
+
+    /// Whether `self` completes [`GAIN_AT_DEPTH`] twentieths of `other`'s rate or more.
+    fn gains_over(&self, other: &Rate) -> bool {
+        let (a, b) = (u128::from(self.depth_sum), u128::from(self.service_sum_ns));
+        let (c, d) = (
+            u128::from(other.depth_sum),
+            u128::from(other.service_sum_ns),
+        );
+        // a / b ≥ 21/20 × c / d, cross-multiplied.
+        a * d * 20 >= c * b * u128::from(GAIN_AT_DEPTH)
+    }
+
+    /// The mean number on the device.
+    fn mean_depth(&self) -> u32 {
+        let completions = u64::from(self.windows) * u64::from(WINDOW);
+        u32::try_from(self.depth_sum / completions.max(1)).unwrap_or(u32::MAX)
+    }
+}
+
+/// The floor's trials: windows at the floor are measured, and now and then the device may
+/// hold twice the floor for [`TRIAL_WINDOWS`] windows.
+#[derive(Debug, Clone, Copy)]
+struct Knee {
+    /// Windows at about the floor since the last trial (the last [`TRIAL_WINDOWS`] kept).
+    at_floor: Rate,
+    /// Windows to go before the next trial, and the wait after a trial that found nothing.
+    wait: u32,
+    backoff: u32,
+    /// The trial under way: the depth it allows and what it measured so far.
+    trial: Option<(u32, Rate)>,
+    /// A trial's first completions not measured: the requests sent while the device
+    /// filled to its depth, each served behind fewer than that.
+    ramp: u32,
+}
+
+impl Default for Knee {
+    fn default() -> Self {
+        Self {
+            at_floor: Rate::default(),
+            wait: TRIAL_WAIT,
+            backoff: TRIAL_WAIT,
+            trial: None,
+            ramp: 0,
+        }
+    }
 }
 
 /// Before the bound lifts, the device is held at half what it had for one window: if it
@@ -129,10 +225,11 @@ struct Probe {
 }
 
 impl DeviceShare {
-    /// A bound for a device of `queue_depth` driver tags per hardware queue.
-    pub fn new(queue_depth: u32) -> Self {
+    /// A bound for a device of `hw_queues` hardware queues of `queue_depth` driver tags each.
+    pub fn new(queue_depth: u32, hw_queues: u32) -> Self {
         Self {
             floor: (queue_depth / 2).max(1),
+            tags: queue_depth.saturating_mul(hw_queues.max(1)).max(1),
             // Taken as saturated until a window says otherwise: a policy swapped in under
             // load never sees the device idle, so its shortest service time would be the
             // loaded one and no window could look twice as slow. Bound from the start, the
@@ -191,7 +288,7 @@ impl DeviceShare {
         Some(
             u32::try_from(bound)
                 .unwrap_or(u32::MAX)
-                .max(self.floor)
+                .max(self.floor())
                 .max(1)
                 .min(self.probe.map_or(u32::MAX, |p| p.depth)),
         )
@@ -202,6 +299,8 @@ impl DeviceShare {
         let sent = Sent {
             group,
             probed: self.probe.is_some(),
+            tried: self.knee.trial.is_some(),
+            depth: self.in_flight().saturating_add(1),
         };
         if self.on_device.insert(id, sent).is_none() {
             *self.per_group.entry(group).or_default() += 1;
@@ -225,17 +324,28 @@ impl DeviceShare {
             let least = *self
                 .least_ns
                 .insert(self.least_ns.map_or(service, |l| l.min(service)));
-            if self.probe.is_some() && !sent.probed {
-                // Sent at the deeper depth: not the probe's.
+            if (self.probe.is_some() && !sent.probed) || (self.knee.trial.is_some() && !sent.tried)
+            {
+                // Sent at the depth before the probe or the trial: not theirs.
+                continue;
+            }
+            if self.knee.trial.is_some() && self.knee.ramp > 0 {
+                self.knee.ramp -= 1;
                 continue;
             }
             self.window_sum_ns = self.window_sum_ns.saturating_add(service);
+            self.window_depth_sum = self.window_depth_sum.saturating_add(u64::from(sent.depth));
             self.window_count += 1;
             if self.window_count == WINDOW {
-                let mean_tenths = self.window_sum_ns.saturating_mul(10) / u64::from(WINDOW);
+                let (sum_ns, depth_sum) = (self.window_sum_ns, self.window_depth_sum);
                 self.window_sum_ns = 0;
+                self.window_depth_sum = 0;
                 self.window_count = 0;
-                self.judge_window(mean_tenths, least);
+                if self.judge_trial(depth_sum, sum_ns) {
+                    continue;
+                }
+                self.judge_window(sum_ns.saturating_mul(10) / u64::from(WINDOW), least);
+                self.watch_floor(depth_sum, sum_ns);
             }
         }
     }
@@ -269,6 +379,62 @@ impl DeviceShare {
             return;
         }
         self.saturated = saturated;
+    }
+
+    /// The floor in force: a trial's depth while one runs.
+    fn floor(&self) -> u32 {
+        self.knee.trial.map_or(self.floor, |(depth, _)| depth)
+    }
+
+    /// A window of a floor trial: counted, and once it has [`TRIAL_WINDOWS`], judged
+    /// against the windows at the floor before it. Whether a trial took the window.
+    fn judge_trial(&mut self, depth_sum: u64, sum_ns: u64) -> bool {
+        let Some((depth, mut deep)) = self.knee.trial else {
+            return false;
+        };
+        deep.add(depth_sum, sum_ns);
+        if deep.windows < TRIAL_WINDOWS {
+            self.knee.trial = Some((depth, deep));
+            return true;
+        }
+        let knee = &mut self.knee;
+        knee.trial = None;
+        if deep.gains_over(&knee.at_floor) {
+            // Halfway to what the device held: a step short of a depth that may not be
+            // needed whole, and the next trial goes on from there.
+            let held = deep.mean_depth().clamp(self.floor, depth);
+            self.floor = (self.floor + held).div_ceil(2).min(self.tags);
+            knee.backoff = TRIAL_WAIT;
+        } else {
+            knee.backoff = knee.backoff.saturating_mul(2).min(TRIAL_WAIT_MAX);
+        }
+        knee.wait = knee.backoff;
+        knee.at_floor = Rate::default();
+        true
+    }
+
+    /// A window while the bound holds: if the device ran at about the floor (a tenth
+    /// either side), it is measured, and a trial of twice the floor starts when its wait is
+    /// over.
+    fn watch_floor(&mut self, depth_sum: u64, sum_ns: u64) {
+        let mean_depth = depth_sum / u64::from(WINDOW);
+        let floor = u64::from(self.floor);
+        let at_floor = mean_depth * 10 >= floor * 9 && mean_depth * 10 <= floor * 11;
+        let contended = self.per_group.len() >= 2;
+        if !(self.saturated && self.probe.is_none() && at_floor && contended) {
+            return;
+        }
+        let knee = &mut self.knee;
+        if knee.at_floor.windows == TRIAL_WINDOWS {
+            knee.at_floor = Rate::default();
+        }
+        knee.at_floor.add(depth_sum, sum_ns);
+        knee.wait = knee.wait.saturating_sub(1);
+        let deeper = self.floor.saturating_mul(2).min(self.tags);
+        if knee.wait == 0 && knee.at_floor.windows == TRIAL_WINDOWS && deeper > self.floor {
+            knee.trial = Some((deeper, Rate::default()));
+            knee.ramp = deeper - self.floor;
+        }
     }
 
     fn forget(&mut self, id: RequestId) -> Option<Sent> {
@@ -324,7 +490,7 @@ mod tests {
     #[test]
     fn a_bound_applies_from_the_start_until_a_window_shows_no_queueing() {
         // Swapped in under load, a policy never sees the device idle: it bounds first.
-        let mut share = DeviceShare::new(64);
+        let mut share = DeviceShare::new(64, 1);
         let two = two_groups();
         assert!(share.saturated() && share.bound(two).is_some());
         for i in 0..u64::from(WINDOW) {
@@ -427,7 +593,7 @@ mod tests {
     #[test]
     fn the_bound_keeps_half_a_hardware_queue_on_the_device() {
         let mut busy = after_window(&[100, 400, 700]);
-        busy.floor = DeviceShare::new(31).floor;
+        busy.floor = DeviceShare::new(31, 1).floor;
         let groups = [1, 2, 5].map(|weight| Backlog {
             weight,
             outstanding: 2,
@@ -477,7 +643,7 @@ mod tests {
         for (half_depth_time, lifts) in [(230, false), (440, true)] {
             // Swapped in under load, a policy's first samples are a loaded device's: 96 on
             // it, every one at 460.
-            let mut share = DeviceShare::new(64);
+            let mut share = DeviceShare::new(64, 1);
             send(&mut share, 0..96);
             complete(&mut share, 0..32, 460);
             assert!(
@@ -502,6 +668,86 @@ mod tests {
             );
             assert_eq!(share.least_ns, Some(half_depth_time), "the shortest seen");
         }
+    }
+
+    /// Runs `completions` completions on a device kept full to the bound that `groups`
+    /// ask for, after one request alone teaches it the device's shortest time. The device
+    /// takes `service(depth)` ns for a request sent with `depth` others on it. Returns the
+    /// deepest bound it met.
+    fn run_at_the_bound(
+        share: &mut DeviceShare,
+        groups: [Backlog; 2],
+        completions: u64,
+        service: impl Fn(u32) -> u64,
+    ) -> u32 {
+        let mut on_device = std::collections::VecDeque::new();
+        let (mut next, mut deepest) = (1_000_000, 0);
+        share.sent(RequestId(next), 1);
+        share.completed(&[done(next, service(1))]);
+        for _ in 0..completions {
+            let bound = share.bound(groups).expect("a saturated device, two groups");
+            deepest = deepest.max(bound);
+            while share.in_flight() < bound {
+                next += 1;
+                share.sent(RequestId(next), 1 + next as u32 % 2);
+                on_device.push_back((next, service(share.in_flight())));
+            }
+            let (id, time) = on_device.pop_front().expect("a request on the device");
+            share.completed(&[done(id, time)]);
+        }
+        deepest
+    }
+
+    /// Weights 1 and 5 with `outstanding` each: the heavier group's part of the device
+    /// asks for at most `0.9 × outstanding × 6 / 5` on it.
+    fn light_and_heavy(outstanding: u32) -> [Backlog; 2] {
+        [1, 5].map(|weight| Backlog {
+            weight,
+            outstanding,
+        })
+    }
+
+    #[test]
+    fn the_floor_rises_while_a_device_completes_5_percent_more_at_twice_it() {
+        // A request waits for an eighth of those ahead of it: the rate at a depth d goes
+        // as d / (8 + d), 5 % more at twice d until d is about 76. The groups ask for 43.
+        let parallel = |depth: u32| 1_000 + 125 * u64::from(depth);
+        let mut share = DeviceShare::new(128, 2);
+        assert_eq!(share.floor, 64);
+        run_at_the_bound(&mut share, light_and_heavy(40), 20_000, parallel);
+        assert!(
+            (76..=128).contains(&share.floor),
+            "the floor at {}: past where doubling gains 5 %, not far past it",
+            share.floor
+        );
+        let floor = share.floor;
+        run_at_the_bound(&mut share, light_and_heavy(40), 20_000, parallel);
+        assert_eq!(share.floor, floor, "and there it stays");
+    }
+
+    #[test]
+    fn the_floor_stays_where_a_device_completes_no_more_at_twice_it() {
+        // One unit serving in turn: twice the depth, twice the time, the same rate.
+        let mut share = DeviceShare::new(128, 2);
+        run_at_the_bound(&mut share, light_and_heavy(40), 20_000, |depth| {
+            1_000 * u64::from(depth)
+        });
+        assert_eq!(share.floor, 64);
+        assert!(
+            share.knee.backoff > TRIAL_WAIT,
+            "each trial that found nothing waits longer for the next"
+        );
+    }
+
+    #[test]
+    fn a_floor_trial_never_asks_for_more_than_the_device_has_tags() {
+        // 16 tags in one queue: the floor starts at 8, its trials at 16, never 16 × 2.
+        let mut share = DeviceShare::new(16, 1);
+        let deepest = run_at_the_bound(&mut share, light_and_heavy(6), 5_000, |depth| {
+            1_000 + 300 * u64::from(depth)
+        });
+        assert_eq!(deepest, 16, "tried at its tags");
+        assert!((9..=16).contains(&share.floor), "risen to {}", share.floor);
     }
 
     #[test]

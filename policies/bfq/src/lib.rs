@@ -322,7 +322,7 @@ impl Policy for Bfq {
             rotational: setup.rotational,
             nr_requests: setup.nr_requests,
             hw_queues: setup.hw_queues,
-            share: DeviceShare::new(setup.queue_depth),
+            share: DeviceShare::new(setup.queue_depth, setup.hw_queues),
             ..Self::default()
         }
     }

@@ -36,7 +36,7 @@ fn the_busy_weight_sum_is_each_busy_queues_weight_summed() {
 fn under_the_groups_parts_the_group_furthest_under_its_part_is_injected_first() {
     let mut bfq = Bfq {
         group_weights: [(1, 100), (2, 100), (3, 100)].into_iter().collect(),
-        share: DeviceShare::new(64),
+        share: DeviceShare::new(64, 1),
         ..Bfq::default()
     };
     // Group 3's queue is in service; groups 1 and 2 each have a busy queue with a request.

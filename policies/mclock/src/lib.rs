@@ -330,7 +330,7 @@ impl Policy for Mclock {
 
     fn new(setup: &Setup) -> Self {
         Self {
-            on_device: DeviceShare::new(setup.queue_depth),
+            on_device: DeviceShare::new(setup.queue_depth, setup.hw_queues),
             ..Self::default()
         }
     }
