@@ -8,7 +8,9 @@
 //! - nothing lost or duplicated: every request dispatched completed, and no more;
 //! - total IOPS at least 0.9 × noop's on the same cell, on `sim:ssd` (every policy; one that
 //!   idles on purpose and held requests from free tags for at least what it lost is named
-//!   with the cell instead; disks are counted apart);
+//!   with the cell instead, and so is mclock's or bfq's cell where the shares cap the device
+//!   under noop's depth and the policy ran at 0.9 or more of what noop does at that depth;
+//!   disks are counted apart);
 //! - for mclock and bfq (not swapped away), each group's share of
 //!   the I/Os within ±3 % of its weight's share, when every group is backlogged and the
 //!   device saturated: noop's cell ran at 0.97 or more of the device's peak (noop at iodepth
@@ -286,6 +288,21 @@ impl Cell {
         self.device == FLASH && !slicing
     }
 
+    /// The most a device may hold while the heaviest group keeps its weight's part of it
+    /// with requests of its own waiting in the policy: `iodepth × Σ weights / heaviest`.
+    /// Under a policy that bounds the device for shares (mclock and bfq, either side of a
+    /// swap), where that is under what noop keeps on the device (its iodepths together, at
+    /// most `tags`); else `None`.
+    fn shares_depth(&self, tags: u32) -> Option<u32> {
+        let bounds = SHARES_JUDGED.contains(&self.policy)
+            || self.swap.is_some_and(|to| SHARES_JUDGED.contains(&to));
+        let total: u64 = self.weights.iter().map(|&w| u64::from(w)).sum();
+        let heaviest = u64::from(self.weights.iter().copied().max()?.max(1));
+        let depth = u32::try_from(u64::from(self.iodepth) * total / heaviest).ok()?;
+        let noop_depth = (self.iodepth * self.weights.len() as u32).min(tags);
+        (bounds && depth < noop_depth).then_some(depth)
+    }
+
     /// Whether the shares are judged: the policies that serve the groups for the whole run
     /// are judged on them.
     fn shares_judged(&self) -> bool {
@@ -414,6 +431,10 @@ struct Sweep {
     /// held requests from free tags for at least the part of the run it lost: (cell, ratio,
     /// held).
     idled: Vec<(usize, f64, f64)>,
+    /// On flash, cells under 0.9 × noop's throughput where the shares capped the device
+    /// (`Cell::shares_depth`) and the policy ran at 0.9 or more of noop's IOPS at that
+    /// depth: (cell, ratio to noop, the shares' depth, ratio to noop at that depth).
+    capped: Vec<(usize, f64, u32, f64)>,
     /// Cells that met the shares' conditions but where a group was owed fewer than
     /// [`SHARE_RESOLUTION_IOS`] I/Os.
     unresolved_shares: usize,
@@ -486,7 +507,19 @@ fn judge_cells(root: &Path, schedhost: &Path, cells: &[Cell]) -> Result<Sweep> {
         sweep.judge(0, i, f64::from(u8::from(!conserved)), || {
             "a bio or request not accounted for (bios, merges, coalesces, dispatches, completions)".into()
         });
-        throughput(&mut sweep, i, cell, &ours, &noop);
+        // Noop with the device held to the shares' depth, where a bound for shares may
+        // have cost the throughput: what the device gives there.
+        let capped = match cell.shares_depth(noop.tags) {
+            Some(depth) if ours.iops < THROUGHPUT_FLOOR * noop.iops => {
+                let per_group = depth.div_ceil(cell.weights.len() as u32).max(1);
+                let args = cell.args("noop", per_group, riops, false, None);
+                let ran = run(root, schedhost, &args)
+                    .with_context(|| format!("cell {i}, noop at the shares' depth"))?;
+                Some((depth, ran.iops))
+            }
+            _ => None,
+        };
+        throughput(&mut sweep, i, cell, &ours, &noop, capped);
         starvation(&mut sweep, i, cell, &ours, &logged);
         shares(&mut sweep, i, cell, &logged.ios, &noop, peak);
         limit(&mut sweep, i, cell, &ours, &logged, riops);
@@ -573,6 +606,20 @@ pub fn sweep(root: &Path, seed: u64, count: usize) -> Result<()> {
         println!(
             "  cell {c:>3} {policy:<26} {ratio:.3} of noop, held {:>3.0} % ({} groups, iodepth {}, nr_requests {})",
             held * 100.0,
+            cell.weights.len(),
+            cell.iodepth,
+            cell.nr_requests
+        );
+    }
+    println!(
+        "throughput on flash under 0.9 × noop where the shares cap the device (the heaviest group keeps its part waiting only while the device holds at most iodepth × Σ weights / its weight, under noop's depth), at 0.9 or more of noop's IOPS at that depth, {} cells:",
+        sweep.capped.len()
+    );
+    for &(c, ratio, depth, at_depth) in &sweep.capped {
+        let cell = &cells[c];
+        println!(
+            "  cell {c:>3} {:<26} {ratio:.3} of noop, {at_depth:.3} of noop at {depth} on the device ({} groups, iodepth {}, nr_requests {})",
+            cell.policy,
             cell.weights.len(),
             cell.iodepth,
             cell.nr_requests

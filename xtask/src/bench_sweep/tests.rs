@@ -111,3 +111,31 @@ fn a_lean_sweep_loses_nothing_exceeds_no_limit_and_starves_no_group() {
         );
     }
 }
+
+#[test]
+fn the_shares_cap_the_device_where_the_heaviest_groups_iodepth_over_its_part_is_under_noops_depth()
+{
+    let cell = |policy, weights: Vec<u32>, iodepth| Cell {
+        policy,
+        device: FLASH,
+        weights,
+        iodepth,
+        nr_requests: 4096,
+        seed: 1,
+        limit: None,
+        swap: None,
+        runtime_ms: RUNTIME_MS,
+    };
+    // Weight 312 of 316 at iodepth 84: 85 on the device, of noop's 168.
+    assert_eq!(cell("mclock", vec![4, 312], 84).shares_depth(256), Some(85));
+    // noop holds at most the device's tags: 202 of 256.
+    assert_eq!(cell("bfq", vec![4, 312], 200).shares_depth(256), Some(202));
+    // Equal weights ask for all noop holds; a policy without the bound asks for nothing.
+    assert_eq!(cell("mclock", vec![7, 7], 84).shares_depth(256), None);
+    assert_eq!(cell("deadline", vec![4, 312], 84).shares_depth(256), None);
+    let swapped = Cell {
+        swap: Some("mclock"),
+        ..cell("kyber", vec![4, 312], 84)
+    };
+    assert_eq!(swapped.shares_depth(256), Some(85));
+}
