@@ -8,7 +8,8 @@
 //! With groups, the tags are also shared between the groups, so that whichever group fills
 //! the pool first does not get the pool: while two or more groups hold tags or wait for them,
 //! a group holding its part (what it is sure of when the pool is divided among the active
-//! groups in whole parts, at least one each) takes another only if more stay free than the
+//! groups in whole parts, at least two each where the pool holds two for every group, else
+//! one) takes another only if more stay free than the
 //! waiting groups under their parts are owed (a group whose own limits hold bios back is
 //! owed one: `GroupTags::kept`). A group alone takes every tag, and a part one
 //! group leaves unused, or a tag no group is sure of, goes to the others, so no tag idles
@@ -219,7 +220,8 @@ impl Admission {
         {
             return true;
         }
-        // The parts of the active groups and the asking one, at least one tag each, and
+        // The parts of the active groups and the asking one, at least one tag each (two
+        // where the pool holds two for every group), and
         // what the floors leave to a remainder that wins it (a floor alone held a group owed
         // 1.9 tags to one, half its share whatever the policy did: mclock on the sweep's
         // cell 308, the weight-17 group of six 11 % under its share).
