@@ -299,7 +299,7 @@ impl Cell {
         let total: u64 = self.weights.iter().map(|&w| u64::from(w)).sum();
         let heaviest = u64::from(self.weights.iter().copied().max()?.max(1));
         let depth = u32::try_from(u64::from(self.iodepth) * total / heaviest).ok()?;
-        let noop_depth = (self.iodepth * self.weights.len() as u32).min(tags);
+        let noop_depth = (self.iodepth.saturating_mul(self.weights.len() as u32)).min(tags);
         (bounds && depth < noop_depth).then_some(depth)
     }
 

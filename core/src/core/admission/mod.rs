@@ -6,18 +6,18 @@
 //! queues wait for its scheduler tags.
 //!
 //! With groups, the tags are also shared between the groups, so that whichever group fills
-//! the pool first does not get the pool: while two or more groups hold tags or wait for them,
-//! a group holding its part (what it is sure of when the pool is divided among the active
-//! groups in whole parts, at least two each where the pool holds two for every group, else
-//! one) takes another only if more stay free than the
-//! waiting groups under their parts are owed (a group whose own limits hold bios back is
-//! owed one: `GroupTags::kept`). A group alone takes every tag, and a part one
-//! group leaves unused, or a tag no group is sure of, goes to the others, so no tag idles
-//! while a request waits for one nobody is owed. The parts are equal unless the policy asks for
-//! them weighted (`weighted-tags`, as bfq's `bfqq_request_over_limit` weighs each group's
-//! part of `nr_requests`): weights are the policy's to serve (a policy that ignores them, as
-//! `none` does in the kernel, must not have them served by the pool), and the pool's job is
-//! only to give every group requests for the policy to choose among, in the proportion the
+//! the pool first does not get the pool: while two or more groups hold tags or wait for
+//! them, a group holding its part (what it is sure of when the pool is divided among the
+//! active groups in whole parts, at least two each where the pool holds two for every
+//! group, else one) takes another only if more stay free than the waiting groups under
+//! their parts are owed (a group whose own limits hold bios back is owed one:
+//! `GroupTags::kept`). A group alone takes every tag, and a part one group leaves unused,
+//! or a tag no group is sure of, goes to the others, so no tag idles while a request waits
+//! for one nobody is owed. The parts are equal unless the policy asks for them weighted
+//! (`weighted-tags`, as bfq's `bfqq_request_over_limit` weighs each group's part of
+//! `nr_requests`): weights are the policy's to serve (a policy that ignores them, as `none`
+//! does in the kernel, must not have them served by the pool), and the pool's job is only
+//! to give every group requests for the policy to choose among, in the proportion the
 //! policy serves. The legacy kernel kept a request list per blkcg for the same reason.
 //! The parts and the rule for a group at its part are `parts.rs`.
 

@@ -1,17 +1,18 @@
 //! The groups' parts of a pool of scheduler tags, and whether a group may take one more.
 //!
-//! A group's part is what it is sure of: its quota's floor (`nr_requests` × its weight / the
-//! active groups' weights), at least two tags where the pool holds two for every group (one
-//! waiting in the policy while one is served; else one), and one tag more if its remainder ranks among the tags the floors
-//! leave even when every tie in the remainders goes against it (Hamilton's largest
-//! remainders, read by each group as the one a tie passes over, so that equal groups have
-//! equal parts). The parts depend only on which groups share the pool, so every group reads
-//! every other's part as that group reads it; they add up to the pool or less, and a tag they
-//! leave (one whose tie no group wins) floats: a group at its part takes it while no waiting
-//! group is under its own. Read from the asker's side alone (ties going to whoever was not
-//! asking), each group saw another owed the floating tag and none took it: one tag per group
-//! but one could idle for good (six equal groups on a pool of 16 left 4 idle, and `noop`
-//! ran at 0.81 of its ungrouped IOPS).
+//! A group's part is what it is sure of: its quota's floor (`nr_requests` × its weight /
+//! the active groups' weights), at least two tags where the pool holds two for every group
+//! (one waiting in the policy while one is served; else one), and one tag more if its
+//! remainder ranks among the tags the floors leave even when every tie in the remainders
+//! goes against it (Hamilton's largest remainders, read by each group as the one a tie
+//! passes over, so that equal groups have equal parts). The parts depend only on which
+//! groups share the pool, so every group reads every other's part as that group reads it;
+//! they add up to the pool or less, and a tag they leave (one whose tie no group wins)
+//! floats: a group at its part takes it while no waiting group is under its own. Read from
+//! the asker's side alone (ties going to whoever was not asking), each group saw another
+//! owed the floating tag and none took it: one tag per group but one could idle for good
+//! (six equal groups on a pool of 16 left 4 idle, and `noop` ran at 0.81 of its ungrouped
+//! IOPS).
 
 use super::{Admission, GroupTags};
 
