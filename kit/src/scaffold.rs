@@ -41,8 +41,16 @@ const SDK_SOURCES: &[(&str, &str)] = &[
     ),
     ("guest.rs", include_str!("../../sdk/src/guest.rs")),
     (
-        "device_share.rs",
-        include_str!("../../sdk/src/device_share.rs"),
+        "device_share/mod.rs",
+        include_str!("../../sdk/src/device_share/mod.rs"),
+    ),
+    (
+        "device_share/knee.rs",
+        include_str!("../../sdk/src/device_share/knee.rs"),
+    ),
+    (
+        "device_share/tests.rs",
+        include_str!("../../sdk/src/device_share/tests.rs"),
     ),
     ("habits.rs", include_str!("../../sdk/src/habits.rs")),
     ("hw_tag.rs", include_str!("../../sdk/src/hw_tag.rs")),

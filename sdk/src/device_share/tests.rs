@@ -1,0 +1,311 @@
+use super::*;
+use crate::Op;
+
+fn done(id: u64, service_ns: u64) -> Completion {
+    Completion {
+        id: RequestId(id),
+        ctx: 0,
+        op: Op::Read,
+        sectors: 8,
+        latency_ns: service_ns,
+        service_ns,
+        status: 0,
+    }
+}
+
+/// Groups of weights 1 and 5, each with 64 requests outstanding.
+fn two_groups() -> [Backlog; 2] {
+    [1, 5].map(|weight| Backlog {
+        weight,
+        outstanding: 64,
+    })
+}
+
+/// A share that saw one window with service times `times` (cycled).
+fn after_window(times: &[u64]) -> DeviceShare {
+    let mut share = DeviceShare::default();
+    for i in 0..u64::from(WINDOW) {
+        share.sent(RequestId(i), 1);
+    }
+    let done: Vec<Completion> = (0..u64::from(WINDOW))
+        .map(|i| done(i, times[i as usize % times.len()]))
+        .collect();
+    share.completed(&done);
+    share
+}
+
+#[test]
+fn a_bound_applies_from_the_start_until_a_window_shows_no_queueing() {
+    // Swapped in under load, a policy never sees the device idle: it bounds first.
+    let mut share = DeviceShare::new(64, 1);
+    let two = two_groups();
+    assert!(share.saturated() && share.bound(two).is_some());
+    for i in 0..u64::from(WINDOW) {
+        share.sent(RequestId(i), 1);
+    }
+    let calm: Vec<Completion> = (0..u64::from(WINDOW))
+        .map(|i| done(i, 100 + i % 3 * 10))
+        .collect();
+    share.completed(&calm);
+    assert!(
+        !share.saturated(),
+        "a window within 1.5 × the least lifts it"
+    );
+    assert_eq!(share.room(two), u32::MAX);
+}
+
+#[test]
+fn apportioned_parts_add_up_and_the_largest_remainders_take_what_the_floors_leave() {
+    // Quotas 4.60, 1.91, 93.69, 0.45, 8.53, 4.83: floors 110, four more by remainder.
+    assert_eq!(
+        apportion(114, &[41, 17, 835, 4, 76, 43]),
+        vec![5, 2, 94, 0, 8, 5]
+    );
+    assert_eq!(
+        apportion(2, &[1, 1, 1]),
+        vec![1, 1, 0],
+        "ties to the earlier"
+    );
+    assert!(apportion(7, &[]).is_empty());
+    // Generated pools and weights: the parts add up, each within one of its quota.
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut next = |n: u64| {
+        x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+        (x >> 33) % n
+    };
+    for _ in 0..500 {
+        let total = u32::try_from(next(5000)).unwrap();
+        let weights: Vec<u64> = (0..1 + next(8)).map(|_| 1 + next(10_000)).collect();
+        let parts = apportion(total, &weights);
+        assert_eq!(
+            parts.iter().map(|&p| u64::from(p)).sum::<u64>(),
+            u64::from(total)
+        );
+        let sum: u64 = weights.iter().sum();
+        for (&p, &w) in parts.iter().zip(&weights) {
+            let quota = f64::from(total) * w as f64 / sum as f64;
+            assert!(
+                (f64::from(p) - quota).abs() < 1.0,
+                "{p} for a quota of {quota}"
+            );
+        }
+    }
+}
+
+#[test]
+fn no_bound_below_saturation_or_with_one_group() {
+    let calm = after_window(&[100, 110, 120]);
+    assert!(!calm.saturated());
+    let two = two_groups();
+    assert_eq!(calm.room(two), u32::MAX);
+    let busy = after_window(&[100, 400, 700]);
+    assert!(busy.saturated());
+    assert_eq!(
+        busy.bound([Backlog {
+            weight: 5,
+            outstanding: 64
+        }]),
+        None
+    );
+}
+
+#[test]
+fn a_saturated_device_holds_what_lets_the_heaviest_group_keep_its_part() {
+    let busy = after_window(&[100, 400, 700]);
+    // 1:2:5 at 64 each: the weight-5 group may have 5/8 of B in flight with a request
+    // to spare, so B = 0.9 × 64 × 8 / 5.
+    let groups = [1, 2, 5].map(|weight| Backlog {
+        weight,
+        outstanding: 64,
+    });
+    assert_eq!(busy.bound(groups), Some(92));
+    // An idle group does not count.
+    let groups = [
+        Backlog {
+            weight: 1,
+            outstanding: 0,
+        },
+        Backlog {
+            weight: 1,
+            outstanding: 10,
+        },
+        Backlog {
+            weight: 1,
+            outstanding: 40,
+        },
+    ];
+    assert_eq!(busy.bound(groups), Some(18));
+}
+
+#[test]
+fn the_bound_keeps_half_a_hardware_queue_on_the_device() {
+    let mut busy = after_window(&[100, 400, 700]);
+    busy.floor = DeviceShare::new(31, 1).floor;
+    let groups = [1, 2, 5].map(|weight| Backlog {
+        weight,
+        outstanding: 2,
+    });
+    assert_eq!(
+        busy.bound(groups),
+        Some(15),
+        "2 × 8 / 5 × 0.9 would leave 2"
+    );
+}
+
+#[test]
+fn a_bound_lifts_only_once_the_queueing_falls_well_under_where_it_began() {
+    let mut share = after_window(&[100, 400, 700]);
+    let mut window = |times: &[u64]| {
+        for i in 0..u64::from(WINDOW) {
+            share.sent(RequestId(1000 + i), 1);
+        }
+        let done: Vec<Completion> = (0..u64::from(WINDOW))
+            .map(|i| done(1000 + i, times[i as usize % times.len()]))
+            .collect();
+        share.completed(&done);
+        share.saturated()
+    };
+    assert!(
+        window(&[100, 170, 230]),
+        "a mean of 1.67 × the least keeps it"
+    );
+    assert!(!window(&[100, 130, 160]), "1.3 × lifts it");
+    assert!(
+        !window(&[100, 170, 230]),
+        "and 1.67 × does not set it again"
+    );
+}
+
+#[test]
+fn a_bound_lifts_only_if_half_the_depth_is_not_a_third_faster() {
+    let send = |share: &mut DeviceShare, ids: std::ops::Range<u64>| {
+        for id in ids {
+            share.sent(RequestId(id), 1);
+        }
+    };
+    let complete = |share: &mut DeviceShare, ids: std::ops::Range<u64>, time: u64| {
+        let done: Vec<Completion> = ids.map(|id| done(id, time)).collect();
+        share.completed(&done);
+    };
+    for (half_depth_time, lifts) in [(230, false), (440, true)] {
+        // Swapped in under load, a policy's first samples are a loaded device's: 96 on
+        // it, every one at 460.
+        let mut share = DeviceShare::new(64, 1);
+        send(&mut share, 0..96);
+        complete(&mut share, 0..32, 460);
+        assert!(
+            share.saturated(),
+            "calm against its own loaded time, but a probe first"
+        );
+        assert_eq!(
+            share.bound(two_groups()),
+            Some(32),
+            "half the 64 left on it"
+        );
+        // Requests sent at the deeper depth are not the probe's.
+        complete(&mut share, 32..64, 460);
+        send(&mut share, 96..128);
+        complete(&mut share, 64..96, 460);
+        assert!(share.probe.is_some(), "no window at half the depth yet");
+        complete(&mut share, 96..128, half_depth_time);
+        assert_eq!(
+            !share.saturated(),
+            lifts,
+            "at half the depth {half_depth_time}"
+        );
+        assert_eq!(share.least_ns, Some(half_depth_time), "the shortest seen");
+    }
+}
+
+/// Runs `completions` completions on a device kept full to the bound that `groups`
+/// ask for, after one request alone teaches it the device's shortest time. The device
+/// takes `service(depth)` ns for a request sent when `depth` are on it, itself included.
+/// Returns the deepest bound it met.
+fn run_at_the_bound(
+    share: &mut DeviceShare,
+    groups: [Backlog; 2],
+    completions: u64,
+    service: impl Fn(u32) -> u64,
+) -> u32 {
+    let mut on_device = std::collections::VecDeque::new();
+    let (mut next, mut deepest) = (1_000_000, 0);
+    share.sent(RequestId(next), 1);
+    share.completed(&[done(next, service(1))]);
+    for _ in 0..completions {
+        let bound = share.bound(groups).expect("a saturated device, two groups");
+        deepest = deepest.max(bound);
+        while share.in_flight() < bound {
+            next += 1;
+            share.sent(RequestId(next), 1 + next as u32 % 2);
+            on_device.push_back((next, service(share.in_flight())));
+        }
+        let (id, time) = on_device.pop_front().expect("a request on the device");
+        share.completed(&[done(id, time)]);
+    }
+    deepest
+}
+
+/// Weights 1 and 5 with `outstanding` each: the heavier group's part of the device
+/// asks for at most `0.9 × outstanding × 6 / 5` on it.
+fn light_and_heavy(outstanding: u32) -> [Backlog; 2] {
+    [1, 5].map(|weight| Backlog {
+        weight,
+        outstanding,
+    })
+}
+
+#[test]
+fn the_floor_rises_while_a_device_completes_5_percent_more_at_twice_it() {
+    // A request waits for an eighth of those ahead of it: the rate at a depth d goes
+    // as d / (8 + d), 5 % more at twice d until d is about 76. The groups ask for 43.
+    let parallel = |depth: u32| 1_000 + 125 * u64::from(depth);
+    let mut share = DeviceShare::new(128, 2);
+    assert_eq!(share.floor, 64);
+    run_at_the_bound(&mut share, light_and_heavy(40), 20_000, parallel);
+    assert!(
+        (76..=128).contains(&share.floor),
+        "the floor at {}: past where doubling gains 5 %, not far past it",
+        share.floor
+    );
+    let floor = share.floor;
+    run_at_the_bound(&mut share, light_and_heavy(40), 20_000, parallel);
+    assert_eq!(share.floor, floor, "and there it stays");
+}
+
+#[test]
+fn the_floor_stays_where_a_device_completes_no_more_at_twice_it() {
+    // One unit serving in turn: twice the depth, twice the time, the same rate.
+    let mut share = DeviceShare::new(128, 2);
+    run_at_the_bound(&mut share, light_and_heavy(40), 20_000, |depth| {
+        1_000 * u64::from(depth)
+    });
+    assert_eq!(share.floor, 64);
+    assert!(
+        share.knee.backed_off(),
+        "each trial that found nothing waits longer for the next"
+    );
+}
+
+#[test]
+fn a_floor_trial_never_asks_for_more_than_the_device_has_tags() {
+    // 16 tags in one queue: the floor starts at 8, its trials at 16, never 16 × 2.
+    let mut share = DeviceShare::new(16, 1);
+    let deepest = run_at_the_bound(&mut share, light_and_heavy(6), 5_000, |depth| {
+        1_000 + 300 * u64::from(depth)
+    });
+    assert_eq!(deepest, 16, "tried at its tags");
+    assert!((9..=16).contains(&share.floor), "risen to {}", share.floor);
+}
+
+#[test]
+fn completions_and_requeues_leave_the_device_and_strangers_are_ignored() {
+    let mut share = DeviceShare::default();
+    share.sent(RequestId(1), 7);
+    share.sent(RequestId(2), 7);
+    share.sent(RequestId(2), 7);
+    assert_eq!((share.in_flight(), share.in_flight_of(7)), (2, 2));
+    share.requeued(RequestId(1));
+    share.completed(&[done(2, 50), done(99, 50)]);
+    assert_eq!((share.in_flight(), share.in_flight_of(7)), (0, 0));
+    assert_eq!(share.window_count, 1, "only its own completion counted");
+}
