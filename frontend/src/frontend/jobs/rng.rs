@@ -43,6 +43,7 @@ pub struct Permutation {
     mask: u64,
     /// Half the permutation's bits: the xor-shifts' distance.
     shift: u32,
+    /// Xored into each state first: a seed's own bijection.
     key: u64,
     a: u64,
     c: u64,
@@ -75,9 +76,7 @@ impl Permutation {
             }
         }
     }
-}
 
-impl Permutation {
     /// A bijection of the permutation's bits: a key xored in, then xor-shifts and odd
     /// multiplications modulo 2^k, each invertible, so every bit of the result depends on
     /// the state's high bits, whose period is long.
