@@ -103,10 +103,11 @@ pub struct Backlog {
 /// The device-queue bound and the bookkeeping behind it.
 #[derive(Debug, Clone, Default)]
 pub struct DeviceShare {
-    /// The bound never goes under this: half of one hardware queue's driver tags, so a
-    /// device that gains from its own queue (a disk reordering its commands) keeps most of
-    /// that gain. Without it, three groups at iodepth 2 on `sim:hdd` ran at 0.81 of noop's
-    /// IOPS (the bound left 2 of 6 requests on the disk).
+    /// The bound never goes under this: at first half of one hardware queue's driver tags,
+    /// so a device that gains from its own queue (a disk reordering its commands) keeps most
+    /// of that gain (without it, three groups at iodepth 2 on `sim:hdd` ran at 0.81 of
+    /// noop's IOPS, the bound leaving 2 of 6 requests on the disk); raised by the trials of
+    /// `knee.rs` while the device completes more at twice it, never lowered.
     floor: u32,
     /// All the device's driver tags: the floor goes no higher.
     tags: u32,
