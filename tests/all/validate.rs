@@ -514,6 +514,40 @@ fn a_cylinder_switch_costs_the_cylinder_skew_and_a_track_switch_the_track_skew()
     );
 }
 
+/// The Seagate Cheetah 4LP, as [`imported_replay`].
+fn cheetah_replay(
+    trace: &str,
+    change: impl Fn(&mut schedhost::backend::sim::drive::DriveParams),
+) -> Vec<f64> {
+    imported_replay("cheetah4LP.parv", trace, change)
+}
+
+#[test]
+fn read_ahead_past_a_segments_size_replaces_the_data_the_read_returned() {
+    // The Cheetah's segments hold 282 sectors and it reads ahead 282 past a read, over the
+    // data the read returned (`Read-ahead over requested = 1`). Reading 4 sectors, then
+    // the next 4 (a hit), then the first 4 again, each 40 ms apart (the read-ahead long
+    // done): the first 4 have left the segment, as on the drive, where such a re-read is
+    // a miss. Where the read-ahead stops at the segment's end, they stay.
+    let trace = "R Hit 1000000 4 1 40000\nR Hit 1000004 4 1 40000\nR Hit 1000000 4 1 0\n";
+    let declared = import_parv(&data("cheetah4LP.parv")).unwrap().params;
+    assert!(
+        declared.read_ahead_over_requested,
+        "the Cheetah declares it"
+    );
+    let over = cheetah_replay(trace, |_| {});
+    let kept = cheetah_replay(trace, |p| p.read_ahead_over_requested = false);
+    // A hit: the read-hit overhead and 4 sectors over the bus (0.068 + 4 × 0.106 ms).
+    let hit_us = 68.0 + 4.0 * 106.0 + 1.0;
+    assert!(over[1] <= hit_us && kept[1] <= hit_us, "{over:?} {kept:?}");
+    assert!(kept[2] <= hit_us, "kept: the re-read hits ({} µs)", kept[2]);
+    assert!(
+        over[2] > 607.0 + 4.0 * 106.0,
+        "replaced: the re-read pays the miss overhead and the media ({} µs)",
+        over[2]
+    );
+}
+
 #[test]
 fn read_ahead_on_idle_hit_keeps_a_segment_reading_past_each_hit() {
     // Sequential 100-sector reads 40 ms apart: the first reads ahead 256 sectors (to 356);

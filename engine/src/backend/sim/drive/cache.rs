@@ -28,6 +28,15 @@ impl Segment {
         let read = (at_ps - self.since_ps) / self.per_sector_ps.max(1);
         self.end.saturating_add(read).min(self.stream_to)
     }
+
+    /// The first sector the segment still holds at `at_ps`, where it holds `size`: read-ahead
+    /// running past that replaces its oldest data, as DiskSim's `disk_buffer_segment_wrap`
+    /// moves a segment's start (read-ahead runs that far only where it may replace the data
+    /// the read returned, [`super::DriveParams::read_ahead_over_requested`]).
+    pub(super) fn start_at(&self, at_ps: u64, size: u64) -> u64 {
+        self.start
+            .max(self.end_at(at_ps).saturating_sub(size.max(1)))
+    }
 }
 
 impl Drive {
@@ -38,7 +47,7 @@ impl Drive {
             return None;
         }
         self.segments.iter().enumerate().find_map(|(i, s)| {
-            if s.start > sector {
+            if s.start_at(at_ps, self.params.segment_sectors) > sector {
                 return None;
             }
             if s.end_at(at_ps) >= end {
@@ -143,6 +152,7 @@ impl Drive {
     /// been read.
     pub(super) fn stop_streaming(&mut self, at_ps: u64) -> u64 {
         let in_sector = self.params.stop_prefetch_in_sector;
+        let size = self.params.segment_sectors.max(1);
         let mut free = at_ps;
         for s in &mut self.segments {
             if !s.streaming {
@@ -156,6 +166,7 @@ impl Drive {
                 s.end += 1;
                 free = free.max(s.since_ps + (into / per + 1) * per);
             }
+            s.start = s.start.max(s.end.saturating_sub(size));
         }
         free
     }

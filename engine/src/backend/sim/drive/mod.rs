@@ -368,7 +368,10 @@ impl Drive {
             // its segment (DiskSim's BUFFER_APPEND, with `Combine seq writes`). Data the
             // buffer held for the range is stale from now on.
             let appends = self.appends(arrived_ps, &request);
-            let overlaps = |s: &Segment| s.end_at(free) > request.sector && s.start < request.end();
+            let size = self.params.segment_sectors;
+            let overlaps = |s: &Segment| {
+                s.end_at(free) > request.sector && s.start_at(free, size) < request.end()
+            };
             self.segments.retain(|s| !overlaps(s));
             // DiskSim charges a write the write-hit command overhead whenever fast writes
             // are on and the write-miss one when they are off (`disk_write_arrive`): "hit"
