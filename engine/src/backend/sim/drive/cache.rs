@@ -1,6 +1,8 @@
 //! The drive's buffer: segments held and streaming read-ahead, looked up by each command,
 //! replaced least recently used, as DiskSim's `disksim_diskcache.c` keeps them.
 
+use schedhost_sdk::Op;
+
 use super::{ContinuousRead, DeviceRequest, Drive};
 
 /// A buffer segment: sectors `[start, end)` held, and the read-ahead still streaming into it.
@@ -84,16 +86,51 @@ impl Drive {
             })
     }
 
-    /// Segment `i`, if it is still reading ahead, reads on to the read-ahead amount past
-    /// `end`, but no further than the segment holds from its start (DiskSim's continuous
-    /// read to the segment's end).
-    pub(super) fn read_ahead_past(&mut self, i: usize, end: u64) {
-        if !self.segments[i].streaming {
-            return;
+    /// Segment `i`, if it is still reading ahead at `at_ps`, reads on to the read-ahead
+    /// amount past `end`, but no further than the segment holds (DiskSim's continuous read
+    /// to the segment's end). False where it was idle: stopped, or done reading ahead.
+    pub(super) fn read_ahead_past(&mut self, i: usize, at_ps: u64, end: u64) -> bool {
+        let s = &mut self.segments[i];
+        if s.streaming && s.end_at(at_ps) >= s.stream_to {
+            // Done: the mechanism read ahead as far as it aimed and went idle.
+            s.end = s.stream_to;
+            s.streaming = false;
+        }
+        if !s.streaming {
+            return false;
         }
         let target = self.read_ahead_to(self.segments[i].start, end);
         let s = &mut self.segments[i];
         s.stream_to = s.stream_to.max(target);
+        true
+    }
+
+    /// Idle segment `i` reads ahead again, from where it ends to the read-ahead amount past
+    /// `end`: the mechanism, free at `at_ps` (once the hit's command overhead is done, as
+    /// DiskSim's `disk_check_hda` starts the seek after `overhead_done`), positions at the
+    /// segment's end and streams from there (DiskSim's `Read-ahead on idle hit`).
+    pub(super) fn resume_read_ahead(&mut self, i: usize, at_ps: u64, end: u64) {
+        let (from, start) = (self.segments[i].end, self.segments[i].start);
+        let target = self.read_ahead_to(start, end);
+        if from >= target || from >= self.params.capacity_sectors {
+            return;
+        }
+        let next = DeviceRequest {
+            id: 0,
+            op: Op::Read,
+            sector: from,
+            sectors: 1,
+        };
+        let at_ps = at_ps.max(self.mech_free_ps);
+        let (first_under_head, _, _) = self.access(at_ps, &next, false, (0, 0));
+        let place = self.place(from);
+        // A seek under way is not cut short: the next command waits for it.
+        self.mech_free_ps = self.mech_free_ps.max(first_under_head);
+        let s = &mut self.segments[i];
+        s.since_ps = first_under_head;
+        s.per_sector_ps = (self.rev_ps / place.sectors_per_track).max(1);
+        s.stream_to = target;
+        s.streaming = true;
     }
 
     /// Sectors before `sector` on its track that passed wholly under the head in the

@@ -420,8 +420,13 @@ impl Drive {
         if let Some((i, ready)) = self.lookup(arrived_ps, request.sector, request.end()) {
             let overhead = self.overhead_ps(false, true);
             self.segments[i].used = self.seq;
-            if self.params.read_ahead_on_hit {
-                self.read_ahead_past(i, request.end());
+            // A hit takes the segment over, and its read-ahead aims past the hit as far as
+            // past a miss (DiskSim's `disk_buffer_attempt_seg_ownership` raises the
+            // segment's `maxreadaheadblkno` for every read it serves); an idle segment
+            // reads on only where the drive declares it.
+            if !self.read_ahead_past(i, arrived_ps, request.end()) && self.params.read_ahead_on_hit
+            {
+                self.resume_read_ahead(i, arrived_ps + overhead, request.end());
             }
             let done = (arrived_ps + overhead).max(ready)
                 + self.bus_ps(request.sectors)

@@ -126,9 +126,9 @@ pub struct DriveParams {
     /// Written data stays in the buffer for later reads and writes to hit (DiskSim's
     /// `Allow read hits on write data`).
     pub read_hits_on_writes: bool,
-    /// A read that hits a segment still reading ahead keeps it reading ahead, past the hit
-    /// by the read-ahead amount (DiskSim's `Read-ahead on idle hit`); otherwise the segment
-    /// stops where its read-ahead was first aimed.
+    /// A read that hits a segment done reading ahead sends the mechanism back to read ahead
+    /// past the hit (DiskSim's `Read-ahead on idle hit`). A hit on a segment still reading
+    /// ahead moves its read-ahead past the hit either way.
     pub read_ahead_on_hit: bool,
     /// A write that starts where the write still being written to the media ended joins it
     /// at once (DiskSim's `Combine seq writes`); without it, it waits for the mechanism.
