@@ -122,7 +122,7 @@ impl Drive {
             sectors: 1,
         };
         let at_ps = at_ps.max(self.mech_free_ps);
-        let (first_under_head, _, _) = self.access(at_ps, &next, false, (0, 0));
+        let first_under_head = self.access(at_ps, &next, false, (0, 0)).start;
         let place = self.place(from);
         // A seek under way is not cut short: the next command waits for it.
         self.mech_free_ps = self.mech_free_ps.max(first_under_head);

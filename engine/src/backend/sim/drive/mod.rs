@@ -47,6 +47,18 @@ struct Place {
     zone: usize,
 }
 
+/// One access to the media: when reading or writing started and when the request's last
+/// sector had passed, how long the head waited, and which of the request's sectors came
+/// first (0 but under zero-latency access, which starts at the sector under the head and
+/// comes round to the request's first sectors last).
+#[derive(Debug, Clone, Copy)]
+struct Access {
+    start: u64,
+    end: u64,
+    wait: u64,
+    first_read: u64,
+}
+
 /// The write segment being written to the media: where it starts and ends, and until when.
 #[derive(Debug, Clone, Copy)]
 struct Writing {
@@ -202,7 +214,7 @@ impl Drive {
         request: &DeviceRequest,
         write: bool,
         (data_from_ps, bus_ps): (u64, u64),
-    ) -> (u64, u64, u64) {
+    ) -> Access {
         let place = self.place(request.sector);
         let distance = place.cylinder.abs_diff(self.cylinder);
         let mut position = ms_ps(self.seek_ms(distance));
@@ -239,22 +251,34 @@ impl Drive {
         let zero_latency = data_in
             .then(|| self.zero_latency(write, place, sectors, arrive, target))
             .flatten();
-        let (start, end, wait) = match zero_latency {
+        let (start, end, wait, first_read) = match zero_latency {
             Some(to_boundary) => {
                 // From the next sector boundary round to it again: the sectors under the head
                 // first, then those before them (DiskSim's `g1_access_block` with `immed`).
                 let start = arrive.saturating_add(to_boundary);
-                (start, start.saturating_add(self.rev_ps), to_boundary)
+                let into = (arrive % self.rev_ps + self.rev_ps - target) % self.rev_ps;
+                let first_read = (into + to_boundary) / per_sector.max(1);
+                (
+                    start,
+                    start.saturating_add(self.rev_ps),
+                    to_boundary,
+                    first_read,
+                )
             }
             None => {
                 let start = arrive + wait;
-                (start, start.saturating_add(media), wait)
+                (start, start.saturating_add(media), wait, 0)
             }
         };
         let last = self.place(request.end().saturating_sub(1).max(request.sector));
         self.cylinder = last.cylinder;
         self.surface = last.surface;
-        (start, end, wait)
+        Access {
+            start,
+            end,
+            wait,
+            first_read,
+        }
     }
 
     /// Where zero-latency access applies (the drive declares it for this operation, the
@@ -340,6 +364,49 @@ impl Drive {
         ready
     }
 
+    /// When the last sector of a read has crossed the bus, sent in the request's order a
+    /// sector at a time as each is buffered (DiskSim reconnects at a water mark of one
+    /// sector, and gives the bus up and reconnects whenever the transfer catches the media):
+    /// sector `j`, read by `t(j)`, goes no sooner, and the `n - j` sectors from it take
+    /// `n - j` bus times after it. In order, `t(j)` is `start + (j + 1 + skews) *
+    /// per_sector`, the same step from sector to sector within a track, so the binding
+    /// sectors are each track's first and last of the request. Under zero-latency access
+    /// (one track) from sector `k`, sectors `k..n` come first and `0..k` a revolution's
+    /// remainder later: sector 0 and sector `k - 1` bind.
+    fn read_sent(&self, request: &DeviceRequest, media: &Access) -> u64 {
+        let first = self.place(request.sector);
+        let spt = first.sectors_per_track.max(1);
+        let per_sector = self.rev_ps / spt;
+        let sectors = u64::from(request.sectors).max(1);
+        let bus_one = self.bus_ps(1);
+        let from = |read_as: u64, j: u64| {
+            let read = media
+                .start
+                .saturating_add((read_as + 1).saturating_mul(per_sector));
+            read.saturating_add(bus_one.saturating_mul(sectors - j))
+        };
+        let k = media.first_read.min(sectors);
+        if k > 0 {
+            // Sector j < k is the (spt - k + j)th read from the start.
+            return from(spt - k, 0).max(from(spt - 1, k - 1));
+        }
+        let mut sent = 0;
+        for i in 0..=Self::crossings(first, sectors) {
+            let (head, tail) = if i == 0 {
+                (0, first.left_on_track - 1)
+            } else {
+                let head = first.left_on_track + (i - 1) * spt;
+                (head, head + spt - 1)
+            };
+            let skews = self.skew_before(first, i);
+            let tail = tail.min(sectors - 1);
+            sent = sent
+                .max(from(head.saturating_add(skews), head))
+                .max(from(tail.saturating_add(skews), tail));
+        }
+        sent
+    }
+
     /// Reading or writing `sectors` from `lbn` once the first is under the head: media time,
     /// with each track and cylinder boundary costing its skew.
     fn media_ps(&self, lbn: u64, sectors: u64, per_sector: u64) -> u64 {
@@ -382,7 +449,7 @@ impl Drive {
             // The mechanism positions while the data crosses the bus.
             let mech_start = stopped.max(accepted);
             let data = (accepted, self.bus_ps(1));
-            let (_, media_end, _) = self.access(mech_start, &request, true, data);
+            let media_end = self.access(mech_start, &request, true, data).end;
             self.mech_free_ps = media_end;
             let segment_start = match self.writing {
                 Some(w) if appends => w.start,
@@ -451,8 +518,8 @@ impl Drive {
             },
             None => request,
         };
-        let (start, media_end, waited) =
-            self.access((free + overhead).max(stopped), &from_media, false, (0, 0));
+        let media = self.access((free + overhead).max(stopped), &from_media, false, (0, 0));
+        let (media_end, waited) = (media.end, media.wait);
         let bus = self.bus_ps(request.sectors);
         let sent = if self.params.immediate_partial_hit && from_media.sector > request.sector {
             // The held sectors go as soon as the command is taken, the rest as the media
@@ -467,7 +534,7 @@ impl Drive {
         } else if self.params.transfer_after_media {
             media_end + bus
         } else {
-            media_end.max(start + bus)
+            self.read_sent(&from_media, &media)
         };
         let done = sent + ms_ps(self.params.overheads.completion[0]);
         let place = self.place(request.end().saturating_sub(1));

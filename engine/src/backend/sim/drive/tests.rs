@@ -81,3 +81,34 @@ fn alternate_surface_orders_reverse_the_heads_of_odd_cylinders_and_keep_every_an
     assert_eq!((in_zone.cylinder, in_zone.surface), (11, 0));
     assert_eq!((on_disk.cylinder, on_disk.surface), (11, 3));
 }
+
+#[test]
+fn a_zero_latency_read_sends_its_sectors_in_order_once_its_first_is_read() {
+    // 7200 rpm, 400 sectors a track (20.8 µs a sector), a bus of 100 µs a sector. An
+    // 8-sector read at LBN 100 with the head arriving halfway through its fifth sector:
+    // zero-latency access starts at the next boundary and reads sectors 5..8 first, coming
+    // round to 0..5 most of a revolution later; the bus sends in order, so it waits for
+    // sector 0 (the 396th read from the start) and then sends all 8.
+    let mut drive = Drive::new(DriveParams {
+        immediate_read: true,
+        bus_sector_ms: 0.1,
+        ..DriveParams::default()
+    });
+    let per_sector = drive.rev_ps / 400;
+    let request = DeviceRequest {
+        id: 1,
+        op: Op::Read,
+        sector: 100,
+        sectors: 8,
+    };
+    let at = 104 * drive.rev_ps / 400 + per_sector / 2;
+    let media = drive.access(at, &request, false, (0, 0));
+    assert_eq!(media.first_read, 5);
+    assert!(media.start.abs_diff(105 * drive.rev_ps / 400) < 1_000);
+    let sent = drive.read_sent(&request, &media);
+    let expected = media.start + 396 * per_sector + 8 * drive.bus_ps(1);
+    assert!(
+        sent.abs_diff(expected) < 1_000,
+        "{sent} against {expected} ps"
+    );
+}
