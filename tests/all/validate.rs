@@ -501,6 +501,22 @@ fn a_read_sends_each_sector_once_it_is_read_and_a_track_switch_holds_the_rest_ba
 }
 
 #[test]
+fn a_hit_on_sectors_still_being_read_ahead_sends_each_as_it_arrives() {
+    // The generic drive's bus (5 µs a sector) is faster than its media (20.8 µs). A read
+    // of 0..8 from the head's position ends when its last sector is read and sent (8 × 20.8
+    // + 5 µs); 8..16 asked for at once is a hit on the read-ahead, whose sectors arrive one
+    // a sector time from then: the last is read 8 sector times later and sent 5 µs after,
+    // not 8 bus times after it.
+    let per_sector_us = 60_000.0 / 7200.0 / 400.0 * 1000.0;
+    let times = generic_replay("R Miss 0 8 1 0\nR Miss 8 8 1 0\n", |_| {});
+    assert!(
+        (times[0] - (8.0 * per_sector_us + 5.0)).abs() < 1.0,
+        "{times:?}"
+    );
+    assert!((times[1] - 8.0 * per_sector_us).abs() < 1.0, "{times:?}");
+}
+
+#[test]
 fn no_sector_before_a_track_switch_overtakes_the_bus_either() {
     // Bus 30 µs a sector, media 20.8 µs (8.33 ms over 400 sectors). A 220-sector write
     // with 200 sectors left on its first track: the 200th arrives at 6 000 µs and is written

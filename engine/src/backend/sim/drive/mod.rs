@@ -487,6 +487,18 @@ impl Drive {
         if let Some((i, ready)) = self.lookup(arrived_ps, request.sector, request.end()) {
             let overhead = self.overhead_ps(false, true);
             self.segments[i].used = self.seq;
+            // Sectors the read-ahead is still bringing in go over the bus as they arrive,
+            // the first once it is read and the last after it (as a miss's, `read_sent`).
+            let s = self.segments[i];
+            let first_ready = if request.sector < s.end_at(arrived_ps) {
+                arrived_ps
+            } else {
+                let ahead = (request.sector + 1).saturating_sub(s.end);
+                s.since_ps
+                    .saturating_add(ahead.saturating_mul(s.per_sector_ps))
+            };
+            let sent = (arrived_ps + overhead).max(first_ready) + self.bus_ps(request.sectors);
+            let sent = sent.max(ready + self.bus_ps(1));
             // A hit takes the segment over, and its read-ahead aims past the hit as far as
             // past a miss (DiskSim's `disk_buffer_attempt_seg_ownership` raises the
             // segment's `maxreadaheadblkno` for every read it serves); an idle segment
@@ -495,9 +507,7 @@ impl Drive {
             {
                 self.resume_read_ahead(i, arrived_ps + overhead, request.end());
             }
-            let done = (arrived_ps + overhead).max(ready)
-                + self.bus_ps(request.sectors)
-                + ms_ps(self.params.overheads.completion[0]);
+            let done = sent + ms_ps(self.params.overheads.completion[0]);
             if self.params.drop_returned_data {
                 let s = &mut self.segments[i];
                 s.start = s.start.max(request.end());
