@@ -38,6 +38,23 @@ fn the_three_recorded_drives_import_and_validate_within_their_measured_demerit()
 }
 
 #[test]
+fn the_cheetah_model_gives_disksims_own_times_for_random_reads() {
+    // DiskSim's simulated response times for 56 random 8-block reads on the Cheetah 4LP,
+    // from its per-request log (examples/validation/README.md): overhead, seek, rotation,
+    // the first sector's read and 8 blocks over a bus slower than the media. Replayed with
+    // the same arrivals, the model gives the same times to the µs.
+    let device = DeviceSpec::parse(data("cheetah4LP.parv").to_str().unwrap()).unwrap();
+    let text = std::fs::read_to_string(data("cheetah4LP.disksim-reads.trace")).unwrap();
+    let v = validate(&parse_trace(&text).unwrap(), &device).unwrap();
+    assert_eq!(v.requests, 56);
+    assert!(
+        v.demerit_us < 1.0,
+        "{:.2} µs RMS from DiskSim",
+        v.demerit_us
+    );
+}
+
+#[test]
 fn an_imported_spec_file_is_the_same_drive_as_the_disksim_files() {
     let imported = import_parv(&data("hp_c3323a.parv")).unwrap();
     let text = to_spec_text(&imported, Path::new("hp_c3323a.parv"));

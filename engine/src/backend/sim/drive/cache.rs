@@ -90,9 +90,12 @@ impl Drive {
     /// amount past `end`, but no further than the segment holds (DiskSim's continuous read
     /// to the segment's end). False where it was idle: stopped, or done reading ahead.
     pub(super) fn read_ahead_past(&mut self, i: usize, at_ps: u64, end: u64) -> bool {
+        let size = self.params.segment_sectors;
         let s = &mut self.segments[i];
         if s.streaming && s.end_at(at_ps) >= s.stream_to {
-            // Done: the mechanism read ahead as far as it aimed and went idle.
+            // Done: the mechanism read ahead as far as it aimed and went idle, the segment
+            // holding its size up to there.
+            s.start = s.start_at(at_ps, size);
             s.end = s.stream_to;
             s.streaming = false;
         }

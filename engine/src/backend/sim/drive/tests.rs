@@ -112,3 +112,33 @@ fn a_zero_latency_read_sends_its_sectors_in_order_once_its_first_is_read() {
         "{sent} against {expected} ps"
     );
 }
+
+#[test]
+fn a_segment_found_done_reading_ahead_holds_only_its_size_from_then_on() {
+    // A 282-sector segment that read 4 sectors and then 282 ahead (read-ahead over the
+    // requested data): found done by a hit, its first 4 sectors are gone for every later
+    // lookup, not only for one timed while it streamed.
+    let mut drive = Drive::new(DriveParams {
+        segment_sectors: 282,
+        read_ahead_over_requested: true,
+        ..DriveParams::default()
+    });
+    drive.segments.push(Segment {
+        start: 1000,
+        end: 1004,
+        since_ps: 0,
+        per_sector_ps: 1,
+        stream_to: 1004 + 282,
+        streaming: true,
+        used: 0,
+        written: false,
+    });
+    assert!(!drive.read_ahead_past(0, 1_000_000, 1008), "done: idle");
+    let s = drive.segments[0];
+    assert_eq!((s.start, s.end, s.streaming), (1004, 1286, false));
+    assert_eq!(
+        drive.held_from(1000, 1300),
+        None,
+        "1000..1004 were replaced"
+    );
+}
