@@ -29,7 +29,8 @@ fn the_three_recorded_drives_import_and_validate_within_their_measured_demerit()
     // request size, a read sent as the media delivers it, moved the Cheetah from 5.45 % to
     // 7.10 % and the Atlas from 2.90 % to 2.77 %; a segment that holds only its size, the
     // Cheetah to 6.74 %; a read's bus waiting for each sector to be read, the Atlas to
-    // 2.46 % and the Cheetah to 6.32 %.
+    // 2.46 % and the Cheetah to 6.32 %; read-ahead aimed as DiskSim aims it, the Atlas to
+    // 2.50 % and the HP to 1.89 %.
     for (drive, bound) in [("atlas10k", 3.0), ("cheetah4LP", 7.0), ("hp_c3323a", 2.0)] {
         let device = DeviceSpec::parse(data(&format!("{drive}.parv")).to_str().unwrap()).unwrap();
         let d = demerit(&format!("{drive}.trace"), &device);
@@ -589,19 +590,17 @@ fn cheetah_replay(
 
 #[test]
 fn read_ahead_past_a_segments_size_replaces_the_data_the_read_returned() {
-    // The Cheetah's segments hold 282 sectors and it reads ahead 282 past a read, over the
-    // data the read returned (`Read-ahead over requested = 1`). Reading 4 sectors, then
-    // the next 4 (a hit), then the first 4 again, each 40 ms apart (the read-ahead long
-    // done): the first 4 have left the segment, as on the drive, where such a re-read is
-    // a miss. Where the read-ahead stops at the segment's end, they stay.
+    // The Cheetah's segments hold 282 sectors and it reads ahead 282 past a read. Reading
+    // 4 sectors, then the next 4 (a hit), then the first 4 again, each 40 ms apart (the
+    // read-ahead long done): the first 4 have left the segment, as on the drive, where
+    // such a re-read is a miss. Where the read-ahead stops at the segment's end (no
+    // maximum read-ahead, and the data returned kept), they stay.
     let trace = "R Hit 1000000 4 1 40000\nR Hit 1000004 4 1 40000\nR Hit 1000000 4 1 0\n";
-    let declared = import_parv(&data("cheetah4LP.parv")).unwrap().params;
-    assert!(
-        declared.read_ahead_over_requested,
-        "the Cheetah declares it"
-    );
     let over = cheetah_replay(trace, |_| {});
-    let kept = cheetah_replay(trace, |p| p.read_ahead_over_requested = false);
+    let kept = cheetah_replay(trace, |p| {
+        p.read_ahead_over_requested = false;
+        p.max_read_ahead_sectors = 0;
+    });
     // A hit: the read-hit overhead and 4 sectors over the bus (0.068 + 4 × 0.106 ms).
     let hit_us = 68.0 + 4.0 * 106.0 + 1.0;
     assert!(over[1] <= hit_us && kept[1] <= hit_us, "{over:?} {kept:?}");
@@ -880,9 +879,11 @@ fn read_ahead_over_requested_runs_a_segment_past_the_read_and_a_prefetch_may_fin
         stop_prefetch_in_sector: in_sector,
         ..Default::default()
     };
-    // The default drive: 512-sector segments, 512 sectors of read-ahead. A 200-sector read,
-    // time to stream, then a read 600 sectors on: past the segment from the read's start,
-    // within it from its end.
+    // The default drive: 512-sector segments. A 200-sector read, time to stream, then a
+    // read 600 sectors on. Without a maximum read-ahead, DiskSim's
+    // `disk_buffer_get_max_readahead` reads a segment from the read's start (to 512: a
+    // miss), or a segment past its end where read-ahead may replace the data returned (to
+    // 712: a hit); with one (512 here), that far past the end either way.
     let second = |p, trace: &str| {
         replay(
             &parse_trace(trace).unwrap(),
@@ -891,11 +892,18 @@ fn read_ahead_over_requested_runs_a_segment_past_the_read_and_a_prefetch_may_fin
         .unwrap()[1]
     };
     let far = "R Miss 0 200 1000 40000\nR Miss 600 8 1000 0\n";
-    let (kept, replaced) = (
-        second(params(false, true), far),
-        second(params(true, true), far),
-    );
+    let no_maximum = |over| {
+        let mut p = params(over, true);
+        p.max_read_ahead_sectors = 0;
+        second(p, far)
+    };
+    let (kept, replaced) = (no_maximum(false), no_maximum(true));
     assert!(kept > 2.0 * replaced, "{replaced} µs hit, {kept} µs miss");
+    let with_maximum = second(params(false, true), far);
+    assert!(
+        (with_maximum - replaced).abs() < 1.0,
+        "with a maximum read-ahead: {with_maximum} µs"
+    );
     // A miss elsewhere a few µs after the read: the read-ahead under way stops mid-sector, or
     // finishes its sector first (20.8 µs at 7200 rpm and 400 sectors a track). The head then
     // reaches the target later, which costs nothing where it waits for the target's sector

@@ -86,10 +86,15 @@ impl Drive {
             })
     }
 
-    /// Segment `i`, if it is still reading ahead at `at_ps`, reads on to the read-ahead
-    /// amount past `end`, but no further than the segment holds (DiskSim's continuous read
-    /// to the segment's end). False where it was idle: stopped, or done reading ahead.
-    pub(super) fn read_ahead_past(&mut self, i: usize, at_ps: u64, end: u64) -> bool {
+    /// Segment `i`, if it is still reading ahead at `at_ps`, reads on to where a read of
+    /// `sector..end` aims read-ahead ([`Self::read_ahead_to`]). False where it was idle:
+    /// stopped, or done reading ahead.
+    pub(super) fn read_ahead_past(
+        &mut self,
+        i: usize,
+        at_ps: u64,
+        (sector, end): (u64, u64),
+    ) -> bool {
         let size = self.params.segment_sectors;
         let s = &mut self.segments[i];
         if s.streaming && s.end_at(at_ps) >= s.stream_to {
@@ -102,19 +107,19 @@ impl Drive {
         if !s.streaming {
             return false;
         }
-        let target = self.read_ahead_to(self.segments[i].start, end);
+        let target = self.read_ahead_to(self.segments[i].start, sector, end);
         let s = &mut self.segments[i];
         s.stream_to = s.stream_to.max(target);
         true
     }
 
-    /// Idle segment `i` reads ahead again, from where it ends to the read-ahead amount past
-    /// `end`: the mechanism, free at `at_ps` (once the hit's command overhead is done, as
+    /// Idle segment `i` reads ahead again, from where it ends to where a read of
+    /// `sector..end` aims read-ahead: the mechanism, free at `at_ps` (once the hit's command overhead is done, as
     /// DiskSim's `disk_check_hda` starts the seek after `overhead_done`), positions at the
     /// segment's end and streams from there (DiskSim's `Read-ahead on idle hit`).
-    pub(super) fn resume_read_ahead(&mut self, i: usize, at_ps: u64, end: u64) {
+    pub(super) fn resume_read_ahead(&mut self, i: usize, at_ps: u64, (sector, end): (u64, u64)) {
         let (from, start) = (self.segments[i].end, self.segments[i].start);
-        let target = self.read_ahead_to(start, end);
+        let target = self.read_ahead_to(start, sector, end);
         if from >= target || from >= self.params.capacity_sectors {
             return;
         }
@@ -148,11 +153,22 @@ impl Drive {
         (waited / per_sector).min(on_track_before).min(sector)
     }
 
-    /// Where read-ahead after a read ending at `end`, into a segment from `start`, stops:
-    /// by [`DriveParams::continuous_read`], within the segment and the disk.
-    pub(super) fn read_ahead_to(&self, start: u64, end: u64) -> u64 {
+    /// Where read-ahead after a read of `sector..end`, into a segment from `start`, stops,
+    /// as DiskSim's `disk_buffer_get_max_readahead` aims it: the maximum read-ahead past
+    /// the read; without one, a segment's size from the read's start, or past its end where
+    /// read-ahead may replace the data returned; then by [`DriveParams::continuous_read`]
+    /// and within the disk. The segment keeps its size up to there (`Segment::start_at`).
+    pub(super) fn read_ahead_to(&self, start: u64, sector: u64, end: u64) -> u64 {
         let p = &self.params;
-        let most = end.saturating_add(p.max_read_ahead_sectors);
+        let size = p.segment_sectors.max(1);
+        let most = if p.max_read_ahead_sectors > 0 {
+            end.saturating_add(p.max_read_ahead_sectors)
+        } else if p.read_ahead_over_requested || p.drop_returned_data {
+            end.saturating_add(size)
+        } else {
+            // A read as long as the segment reads nothing ahead.
+            sector.saturating_add(size).max(end)
+        };
         let to = match p.continuous_read {
             ContinuousRead::None => end,
             ContinuousRead::SegmentEnd => most,
@@ -176,15 +192,7 @@ impl Drive {
                 }
             }
         };
-        // The segment holds `segment_sectors` from its start, or, where read-ahead may
-        // replace the data returned, from the read's end.
-        let from = if p.read_ahead_over_requested {
-            end
-        } else {
-            start
-        };
-        let segment = from.saturating_add(p.segment_sectors.max(1));
-        to.min(segment).min(p.capacity_sectors).max(end)
+        to.min(p.capacity_sectors).max(end)
     }
 
     /// Stops every read-ahead at `at_ps`; returns when the mechanism is free: at once, or,

@@ -503,9 +503,9 @@ impl Drive {
             // past a miss (DiskSim's `disk_buffer_attempt_seg_ownership` raises the
             // segment's `maxreadaheadblkno` for every read it serves); an idle segment
             // reads on only where the drive declares it.
-            if !self.read_ahead_past(i, arrived_ps, request.end()) && self.params.read_ahead_on_hit
-            {
-                self.resume_read_ahead(i, arrived_ps + overhead, request.end());
+            let read = (request.sector, request.end());
+            if !self.read_ahead_past(i, arrived_ps, read) && self.params.read_ahead_on_hit {
+                self.resume_read_ahead(i, arrived_ps + overhead, read);
             }
             let done = sent + ms_ps(self.params.overheads.completion[0]);
             if self.params.drop_returned_data {
@@ -553,7 +553,7 @@ impl Drive {
         let first = request
             .sector
             .min(from_media.sector - self.free_blocks_before(from_media.sector, waited));
-        let stream_to = self.read_ahead_to(first, request.end());
+        let stream_to = self.read_ahead_to(first, request.sector, request.end());
         // Only the read-ahead stays once the read completes, where the drive drops the data
         // it returned; no other command comes before that completion (the drive queues one).
         let kept_from = if self.params.drop_returned_data {

@@ -108,9 +108,10 @@ pub struct DriveParams {
     /// A read miss also keeps the sectors before it on its track that pass under the head
     /// while it waits for its first (DiskSim's `Read any free blocks`).
     pub read_free_blocks: bool,
-    /// Read-ahead may replace the data the read returned in its segment, so it runs a whole
-    /// segment past the read's end, not past its start (DiskSim's `Read-ahead over
-    /// requested`).
+    /// Read-ahead may replace the data the read returned in its segment (DiskSim's
+    /// `Read-ahead over requested`): where no maximum read-ahead is declared it runs a whole
+    /// segment past the read's end, not a segment from its start. A declared maximum runs
+    /// that far past the end either way, and the segment keeps its size's last sectors.
     pub read_ahead_over_requested: bool,
     /// A read's segment no longer holds the data the read returned once it completes: its
     /// start moves to the read's end, so reading the same sectors again misses (DiskSim's

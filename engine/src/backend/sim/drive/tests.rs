@@ -133,7 +133,10 @@ fn a_segment_found_done_reading_ahead_holds_only_its_size_from_then_on() {
         used: 0,
         written: false,
     });
-    assert!(!drive.read_ahead_past(0, 1_000_000, 1008), "done: idle");
+    assert!(
+        !drive.read_ahead_past(0, 1_000_000, (1004, 1008)),
+        "done: idle"
+    );
     let s = drive.segments[0];
     assert_eq!((s.start, s.end, s.streaming), (1004, 1286, false));
     assert_eq!(
