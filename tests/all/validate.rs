@@ -132,6 +132,66 @@ fn cheetah_declaring(from: &str, to: &str) -> schedhost::backend::sim::drive::di
 }
 
 #[test]
+fn a_minimum_read_ahead_imports_and_disksims_postpass_rules_apply() {
+    // The three drives declare 0. A minimum imports as itself and is not listed; where
+    // nothing is read ahead DiskSim takes it as 0, and a maximum under it as the minimum.
+    let min = cheetah_declaring(
+        "Minimum read-ahead (blks) = 0,",
+        "Minimum read-ahead (blks) = 64,",
+    );
+    assert_eq!(min.params.min_read_ahead_sectors, 64);
+    assert_eq!(min.params.max_read_ahead_sectors, 282);
+    assert!(
+        !min.not_represented
+            .iter()
+            .any(|n| n.contains("Minimum read-ahead")),
+        "{:?}",
+        min.not_represented
+    );
+    let spec = to_spec_text(&min, Path::new("cheetah4LP.diskspecs"));
+    assert!(spec.contains("min_read_ahead_sectors = 64"), "{spec}");
+    let edited = |changes: &[(&str, &str, &str)]| {
+        let files = [
+            "cheetah4LP.diskspecs",
+            "cheetah4LP.model",
+            "cheetah4LP.seek",
+        ];
+        let dir = edited_copy(&files, changes);
+        import(&dir.join("cheetah4LP.diskspecs")).unwrap().params
+    };
+    let min_line = "Minimum read-ahead (blks) = 0,";
+    let over_max = edited(&[
+        (
+            "cheetah4LP.diskspecs",
+            min_line,
+            "Minimum read-ahead (blks) = 64,",
+        ),
+        (
+            "cheetah4LP.diskspecs",
+            "Maximum read-ahead (blks) = 282,",
+            "Maximum read-ahead (blks) = 16,",
+        ),
+    ]);
+    assert_eq!(over_max.max_read_ahead_sectors, 64);
+    let none = edited(&[
+        (
+            "cheetah4LP.diskspecs",
+            min_line,
+            "Minimum read-ahead (blks) = 64,",
+        ),
+        (
+            "cheetah4LP.diskspecs",
+            "Buffer continuous read = 3,",
+            "Buffer continuous read = 0,",
+        ),
+    ]);
+    assert_eq!(
+        (none.min_read_ahead_sectors, none.max_read_ahead_sectors),
+        (0, 0)
+    );
+}
+
+#[test]
 fn the_drives_fcfs_queue_is_not_listed_but_another_policy_or_a_timeout_scheme_on_is() {
     // DiskSim's FCFS (1) is the model's arrival order.
     let atlas = import(&data("atlas10k.diskspecs")).unwrap();

@@ -15,6 +15,8 @@ pub(super) struct Segment {
     pub(super) since_ps: u64,
     pub(super) per_sector_ps: u64,
     pub(super) stream_to: u64,
+    /// Where the read-ahead must reach before a command other than a hit may stop it.
+    pub(super) min_to: u64,
     pub(super) streaming: bool,
     pub(super) used: u64,
     /// It holds a write's data.
@@ -108,8 +110,10 @@ impl Drive {
             return false;
         }
         let target = self.read_ahead_to(self.segments[i].start, sector, end);
+        let least = self.min_read_ahead_to(end);
         let s = &mut self.segments[i];
         s.stream_to = s.stream_to.max(target);
+        s.min_to = s.min_to.max(least);
         true
     }
 
@@ -134,10 +138,13 @@ impl Drive {
         let place = self.place(from);
         // A seek under way is not cut short: the next command waits for it.
         self.mech_free_ps = self.mech_free_ps.max(first_under_head);
+        let per_sector_ps = (self.rev_ps / place.sectors_per_track).max(1);
+        let least = self.min_read_ahead_to(end);
         let s = &mut self.segments[i];
         s.since_ps = first_under_head;
-        s.per_sector_ps = (self.rev_ps / place.sectors_per_track).max(1);
+        s.per_sector_ps = per_sector_ps;
         s.stream_to = target;
+        s.min_to = least;
         s.streaming = true;
     }
 
@@ -195,6 +202,13 @@ impl Drive {
         to.min(p.capacity_sectors).max(end)
     }
 
+    /// Where read-ahead after a read ending at `end` must reach before a command other than
+    /// a hit may stop it ([`DriveParams::min_read_ahead_sectors`]).
+    pub(super) fn min_read_ahead_to(&self, end: u64) -> u64 {
+        end.saturating_add(self.params.min_read_ahead_sectors)
+            .min(self.params.capacity_sectors)
+    }
+
     /// Stops every read-ahead at `at_ps`; returns when the mechanism is free: at once, or,
     /// without [`DriveParams::stop_prefetch_in_sector`], once the sector under the head has
     /// been read.
@@ -206,9 +220,19 @@ impl Drive {
             if !s.streaming {
                 continue;
             }
-            s.end = s.end_at(at_ps);
+            let reached = s.end_at(at_ps);
             s.streaming = false;
             let per = s.per_sector_ps.max(1);
+            // Short of its minimum, the read-ahead goes on to it and the command waits.
+            let least = s.min_to.min(s.stream_to);
+            if reached < least {
+                let left = least.saturating_sub(s.end);
+                free = free.max(s.since_ps.saturating_add(left.saturating_mul(per)));
+                s.end = least;
+                s.start = s.start.max(s.end.saturating_sub(size));
+                continue;
+            }
+            s.end = reached;
             let into = at_ps.saturating_sub(s.since_ps);
             if !in_sector && at_ps > s.since_ps && s.end < s.stream_to && into % per != 0 {
                 s.end += 1;

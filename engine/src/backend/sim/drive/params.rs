@@ -100,6 +100,10 @@ pub struct DriveParams {
     pub segment_sectors: u64,
     /// How far a read is followed by read-ahead, in sectors past its end.
     pub max_read_ahead_sectors: u64,
+    /// How far read-ahead goes past a read's end before a command other than a hit on its
+    /// segment may stop it: such a command waits for it (DiskSim's `Minimum read-ahead`,
+    /// `disk_buffer_stopable_access`).
+    pub min_read_ahead_sectors: u64,
     /// Where read-ahead stops (DiskSim's `Buffer continuous read`).
     pub continuous_read: ContinuousRead,
     /// The buffer holds data for later commands to hit (DiskSim's `Enable caching in
@@ -185,6 +189,7 @@ impl Default for DriveParams {
             cache_segments: 4,
             segment_sectors: 512,
             max_read_ahead_sectors: 512,
+            min_read_ahead_sectors: 0,
             continuous_read: ContinuousRead::SegmentEnd,
             buffer_cache: true,
             read_free_blocks: false,

@@ -9,6 +9,7 @@ fn a_read_starting_in_a_segment_and_running_past_it_is_a_partial_hit_from_the_se
         since_ps: 0,
         per_sector_ps: 1,
         stream_to: 8,
+        min_to: 8,
         streaming: false,
         used: 0,
         written: false,
@@ -129,6 +130,7 @@ fn a_segment_found_done_reading_ahead_holds_only_its_size_from_then_on() {
         since_ps: 0,
         per_sector_ps: 1,
         stream_to: 1004 + 282,
+        min_to: 1004,
         streaming: true,
         used: 0,
         written: false,
@@ -144,4 +146,31 @@ fn a_segment_found_done_reading_ahead_holds_only_its_size_from_then_on() {
         None,
         "1000..1004 were replaced"
     );
+}
+
+#[test]
+fn a_command_waits_for_the_read_ahead_to_reach_its_minimum_and_no_longer() {
+    // A segment reading ahead from sector 8 at 1 ns a sector since time 0, aimed at 520,
+    // that must reach 108 before a command other than a hit may stop it. At 5 ns it has
+    // read 5: the command waits until 108 is read (100 ns), and the read-ahead stops there.
+    // With no minimum it stops at once (`stop_prefetch_in_sector`, the default).
+    let stopped = |min_to| {
+        let mut drive = Drive::new(DriveParams::default());
+        drive.segments.push(Segment {
+            start: 0,
+            end: 8,
+            since_ps: 0,
+            per_sector_ps: 1_000,
+            stream_to: 520,
+            min_to,
+            streaming: true,
+            used: 0,
+            written: false,
+        });
+        let free = drive.stop_streaming(5_000);
+        (free, drive.segments[0].end, drive.segments[0].streaming)
+    };
+    assert_eq!(stopped(108), (100_000, 108, false));
+    assert_eq!(stopped(8), (5_000, 13, false));
+    assert_eq!(stopped(10), (5_000, 13, false), "past its minimum already");
 }

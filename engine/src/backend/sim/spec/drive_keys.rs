@@ -3,7 +3,7 @@
 
 use super::*;
 
-const DRIVE_KEYS: &str = "rpm surfaces surface_order capacity_sectors zone slips remap sparing_scheme seek full_seek_ms head_switch_ms write_settle_ms bus_sector_ms read_hit_after_read_ms read_hit_after_write_ms read_miss_after_read_ms read_miss_after_write_ms write_hit_after_read_ms write_hit_after_write_ms write_miss_after_read_ms write_miss_after_write_ms read_completion_ms write_completion_ms cache_segments segment_sectors max_read_ahead_sectors continuous_read buffer_cache read_free_blocks read_ahead_over_requested drop_returned_data stop_prefetch_in_sector write_back transfer_after_media immediate_partial_hit immediate_read immediate_write read_hits_on_writes read_ahead_on_hit separate_write_segment combine_seq_writes";
+const DRIVE_KEYS: &str = "rpm surfaces surface_order capacity_sectors zone slips remap sparing_scheme seek full_seek_ms head_switch_ms write_settle_ms bus_sector_ms read_hit_after_read_ms read_hit_after_write_ms read_miss_after_read_ms read_miss_after_write_ms write_hit_after_read_ms write_hit_after_write_ms write_miss_after_read_ms write_miss_after_write_ms read_completion_ms write_completion_ms cache_segments segment_sectors max_read_ahead_sectors min_read_ahead_sectors continuous_read buffer_cache read_free_blocks read_ahead_over_requested drop_returned_data stop_prefetch_in_sector write_back transfer_after_media immediate_partial_hit immediate_read immediate_write read_hits_on_writes read_ahead_on_hit separate_write_segment combine_seq_writes";
 
 pub(super) fn set_drive(p: &mut DriveParams, key: &str, value: &str) -> Result<(), String> {
     let o = &mut p.overheads;
@@ -40,6 +40,7 @@ pub(super) fn set_drive(p: &mut DriveParams, key: &str, value: &str) -> Result<(
         "cache_segments" => p.cache_segments = positive(key, value)?,
         "segment_sectors" => p.segment_sectors = positive(key, value)?,
         "max_read_ahead_sectors" => p.max_read_ahead_sectors = num(key, value)?,
+        "min_read_ahead_sectors" => p.min_read_ahead_sectors = num(key, value)?,
         "continuous_read" => {
             p.continuous_read = ContinuousRead::from_scheme(num(key, value)?).ok_or_else(|| {
                 format!(

@@ -196,10 +196,21 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
     let bus_sector_ms = specs.take_ms("Bulk sector transfer time")?;
     let cache_segments = specs.take_u64("Number of buffer segments", 1, 65_536)? as u32;
     let segment_sectors = specs.take_u64("Segment size (in blks)", 1, 1 << 24)?;
-    let max_read_ahead_sectors = specs.take_u64("Maximum read-ahead (blks)", 0, 1 << 24)?;
+    let declared_max = specs.take_u64("Maximum read-ahead (blks)", 0, 1 << 24)?;
+    let declared_min = specs
+        .take_opt_u64("Minimum read-ahead (blks)", 0, 1 << 24)?
+        .unwrap_or(0);
     let continuous = specs
         .take_opt_u64("Buffer continuous read", 0, 4)?
         .unwrap_or(3);
+    // DiskSim's `disk_postpass_perdisk`: no minimum where nothing is read ahead, and a
+    // maximum under the minimum (or any, where nothing is read ahead) taken as the minimum.
+    let min_read_ahead_sectors = if continuous == 0 { 0 } else { declared_min };
+    let max_read_ahead_sectors = if declared_max < min_read_ahead_sectors || continuous == 0 {
+        min_read_ahead_sectors
+    } else {
+        declared_max
+    };
     // Every scheme DiskSim has (0 to 4) is the model's.
     let continuous_read =
         ContinuousRead::from_scheme(continuous).unwrap_or(ContinuousRead::SegmentEnd);
@@ -364,6 +375,7 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
             cache_segments,
             segment_sectors,
             max_read_ahead_sectors,
+            min_read_ahead_sectors,
             continuous_read,
             buffer_cache,
             read_free_blocks,

@@ -46,6 +46,7 @@ pub fn to_spec_text(imported: &Imported, source: &Path) -> String {
     let _ = writeln!(s, "cache_segments = {}", p.cache_segments);
     let _ = writeln!(s, "segment_sectors = {}", p.segment_sectors);
     let _ = writeln!(s, "max_read_ahead_sectors = {}", p.max_read_ahead_sectors);
+    let _ = writeln!(s, "min_read_ahead_sectors = {}", p.min_read_ahead_sectors);
     let _ = writeln!(
         s,
         "continuous_read = {} # DiskSim's Buffer continuous read",
