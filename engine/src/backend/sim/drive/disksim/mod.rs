@@ -235,7 +235,10 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
     let read_ahead_over_requested = over_requested > 0.0 || drop_returned_data;
     // The model stops read-ahead for every write, hit or not, which is DiskSim's 1.
     if specs.take_opt_u64("Write hit stop prefetch", 0, 1)? == Some(0) {
-        notes.push("Write hit stop prefetch = 0: every write stops read-ahead".into());
+        // DiskSim stops a read-ahead for any command once past its minimum
+        // (`disk_buffer_stopable_access`); the flag also lowers the read-ahead end of a
+        // segment a write overlaps, so that it is not read on later.
+        notes.push("Write hit stop prefetch = 0: every write stops read-ahead, as DiskSim stops it for any command; a segment the write overlaps is dropped, where DiskSim keeps its read-ahead end for a later read-ahead on an idle hit".into());
     }
     let stop_prefetch_in_sector = specs
         .take_opt_u64("Stop prefetch in sector", 0, 1)?
