@@ -35,8 +35,7 @@ impl Segment {
 
     /// The first sector the segment still holds at `at_ps`, where it holds `size`: read-ahead
     /// running past that replaces its oldest data, as DiskSim's `disk_buffer_segment_wrap`
-    /// moves a segment's start (read-ahead runs that far only where it may replace the data
-    /// the read returned, [`super::DriveParams::read_ahead_over_requested`]).
+    /// moves a segment's start (how far read-ahead runs: `Drive::read_ahead_to`).
     pub(super) fn start_at(&self, at_ps: u64, size: u64) -> u64 {
         self.start
             .max(self.end_at(at_ps).saturating_sub(size.max(1)))
@@ -118,9 +117,10 @@ impl Drive {
     }
 
     /// Idle segment `i` reads ahead again, from where it ends to where a read of
-    /// `sector..end` aims read-ahead: the mechanism, free at `at_ps` (once the hit's command overhead is done, as
-    /// DiskSim's `disk_check_hda` starts the seek after `overhead_done`), positions at the
-    /// segment's end and streams from there (DiskSim's `Read-ahead on idle hit`).
+    /// `sector..end` aims read-ahead: the mechanism, free at `at_ps` (once the hit's command
+    /// overhead is done, as DiskSim's `disk_check_hda` starts the seek after
+    /// `overhead_done`), positions at the segment's end and streams from there (DiskSim's
+    /// `Read-ahead on idle hit`).
     pub(super) fn resume_read_ahead(&mut self, i: usize, at_ps: u64, (sector, end): (u64, u64)) {
         let (from, start) = (self.segments[i].end, self.segments[i].start);
         let target = self.read_ahead_to(start, sector, end);
