@@ -42,6 +42,15 @@ impl Segment {
     }
 }
 
+/// What stopping read-ahead costs a command ([`Drive::stop_streaming`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Stop {
+    /// When the mechanism is free, a read-ahead short of its minimum having reached it.
+    pub(super) after_minimum: u64,
+    /// Then the rest of the sector under the head, added to the command's overhead.
+    pub(super) settling: u64,
+}
+
 impl Drive {
     /// The segment holding `[sector, end)` by `at_ps`, or streaming towards it, and when the
     /// last sector is (or will be) there.
@@ -134,10 +143,12 @@ impl Drive {
             sectors: 1,
         };
         let at_ps = at_ps.max(self.mech_free_ps);
-        let first_under_head = self.access(at_ps, &next, false, (0, 0)).start;
+        let media = self.access(at_ps, &next, false, (0, 0));
+        let first_under_head = media.start;
         let place = self.place(from);
-        // A seek under way is not cut short: the next command waits for it.
-        self.mech_free_ps = self.mech_free_ps.max(first_under_head);
+        // A seek under way is not cut short: the next command waits for it to end
+        // (DiskSim's `disk_buffer_stopable_access` stops a read-ahead's seek at its end).
+        self.mech_free_ps = self.mech_free_ps.max(media.positioned);
         let per_sector_ps = (self.rev_ps / place.sectors_per_track).max(1);
         let least = self.min_read_ahead_to(end);
         let s = &mut self.segments[i];
@@ -209,13 +220,17 @@ impl Drive {
             .min(self.params.capacity_sectors)
     }
 
-    /// Stops every read-ahead at `at_ps`; returns when the mechanism is free: at once, or,
-    /// without [`DriveParams::stop_prefetch_in_sector`], once the sector under the head has
-    /// been read.
-    pub(super) fn stop_streaming(&mut self, at_ps: u64) -> u64 {
+    /// Stops every read-ahead at `at_ps` for a command other than a hit on it: the
+    /// mechanism is free at once, or once a read-ahead short of its minimum has reached it;
+    /// without [`DriveParams::stop_prefetch_in_sector`] it then finishes the sector under
+    /// the head, which DiskSim adds to the command's overhead (`disk_check_hda`).
+    pub(super) fn stop_streaming(&mut self, at_ps: u64) -> Stop {
         let in_sector = self.params.stop_prefetch_in_sector;
         let size = self.params.segment_sectors.max(1);
-        let mut free = at_ps;
+        let mut stop = Stop {
+            after_minimum: at_ps,
+            settling: 0,
+        };
         for s in &mut self.segments {
             if !s.streaming {
                 continue;
@@ -227,7 +242,8 @@ impl Drive {
             let least = s.min_to.min(s.stream_to);
             if reached < least {
                 let left = least.saturating_sub(s.end);
-                free = free.max(s.since_ps.saturating_add(left.saturating_mul(per)));
+                let at_least = s.since_ps.saturating_add(left.saturating_mul(per));
+                stop.after_minimum = stop.after_minimum.max(at_least);
                 s.end = least;
                 s.start = s.start.max(s.end.saturating_sub(size));
                 continue;
@@ -236,11 +252,11 @@ impl Drive {
             let into = at_ps.saturating_sub(s.since_ps);
             if !in_sector && at_ps > s.since_ps && s.end < s.stream_to && into % per != 0 {
                 s.end += 1;
-                free = free.max(s.since_ps + (into / per + 1) * per);
+                stop.settling = stop.settling.max(per - into % per);
             }
             s.start = s.start.max(s.end.saturating_sub(size));
         }
-        free
+        stop
     }
 
     /// Keeps `segment`, in place of the least recently used one when the buffer is full. With

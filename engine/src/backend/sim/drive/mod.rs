@@ -47,12 +47,13 @@ struct Place {
     zone: usize,
 }
 
-/// One access to the media: when reading or writing started and when the request's last
-/// sector had passed, how long the head waited, and which of the request's sectors came
-/// first (0 but under zero-latency access, which starts at the sector under the head and
-/// comes round to the request's first sectors last).
+/// One access to the media: when the head was positioned, when reading or writing started
+/// and when the request's last sector had passed, how long the head waited, and which of
+/// the request's sectors came first (0 but under zero-latency access, which starts at the
+/// sector under the head and comes round to the request's first sectors last).
 #[derive(Debug, Clone, Copy)]
 struct Access {
+    positioned: u64,
     start: u64,
     end: u64,
     wait: u64,
@@ -274,6 +275,7 @@ impl Drive {
         self.cylinder = last.cylinder;
         self.surface = last.surface;
         Access {
+            positioned: arrive,
             start,
             end,
             wait,
@@ -445,9 +447,9 @@ impl Drive {
             // there means the buffer takes the write, not that it held the data.
             let accepted = arrived_ps + self.overhead_ps(true, self.params.write_back);
             let received = accepted + self.bus_ps(request.sectors);
-            let stopped = self.stop_streaming(free);
+            let stop = self.stop_streaming(free);
             // The mechanism positions while the data crosses the bus.
-            let mech_start = stopped.max(accepted);
+            let mech_start = stop.after_minimum.max(accepted) + stop.settling;
             let data = (accepted, self.bus_ps(1));
             let media_end = self.access(mech_start, &request, true, data).end;
             self.mech_free_ps = media_end;
@@ -518,7 +520,7 @@ impl Drive {
             return;
         }
         let overhead = self.overhead_ps(false, false);
-        let stopped = self.stop_streaming(free);
+        let stop = self.stop_streaming(free);
         // A read that starts in a segment and runs past what it holds reads only the rest
         // from the media (DiskSim's partial hit, `BUFFER_PARTIAL`).
         let from_media = match self.held_from(request.sector, request.end()) {
@@ -529,7 +531,8 @@ impl Drive {
             },
             None => request,
         };
-        let media = self.access((free + overhead).max(stopped), &from_media, false, (0, 0));
+        let positioning_from = (free + overhead).max(stop.after_minimum) + stop.settling;
+        let media = self.access(positioning_from, &from_media, false, (0, 0));
         let (media_end, waited) = (media.end, media.wait);
         let bus = self.bus_ps(request.sectors);
         let sent = if self.params.immediate_partial_hit && from_media.sector > request.sector {

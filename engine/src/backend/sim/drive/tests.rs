@@ -1,3 +1,4 @@
+use super::cache::Stop;
 use super::*;
 
 #[test]
@@ -167,10 +168,42 @@ fn a_command_waits_for_the_read_ahead_to_reach_its_minimum_and_no_longer() {
             used: 0,
             written: false,
         });
-        let free = drive.stop_streaming(5_000);
-        (free, drive.segments[0].end, drive.segments[0].streaming)
+        let stop = drive.stop_streaming(5_000);
+        assert_eq!(stop.settling, 0, "stopped in the sector");
+        (stop.after_minimum, drive.segments[0].end, drive.segments[0].streaming)
     };
     assert_eq!(stopped(108), (100_000, 108, false));
     assert_eq!(stopped(8), (5_000, 13, false));
     assert_eq!(stopped(10), (5_000, 13, false), "past its minimum already");
+}
+
+#[test]
+fn a_read_ahead_stopped_mid_sector_finishes_it_after_the_commands_overhead() {
+    // Without `Stop prefetch in sector`, a command arriving 5.5 sectors into a read-ahead
+    // (1 ns a sector) lets the sixth sector finish: half a sector more, which DiskSim adds
+    // to the command's overhead (`disk_check_hda`) rather than overlapping it.
+    let mut drive = Drive::new(DriveParams {
+        stop_prefetch_in_sector: false,
+        ..DriveParams::default()
+    });
+    drive.segments.push(Segment {
+        start: 0,
+        end: 8,
+        since_ps: 0,
+        per_sector_ps: 1_000,
+        stream_to: 520,
+        min_to: 8,
+        streaming: true,
+        used: 0,
+        written: false,
+    });
+    let stop = drive.stop_streaming(5_500);
+    assert_eq!(
+        stop,
+        Stop {
+            after_minimum: 5_500,
+            settling: 500
+        }
+    );
+    assert_eq!(drive.segments[0].end, 14, "the sixth sector read whole");
 }
