@@ -170,7 +170,11 @@ fn a_command_waits_for_the_read_ahead_to_reach_its_minimum_and_no_longer() {
         });
         let stop = drive.stop_streaming(5_000);
         assert_eq!(stop.settling, 0, "stopped in the sector");
-        (stop.after_minimum, drive.segments[0].end, drive.segments[0].streaming)
+        (
+            stop.after_minimum,
+            drive.segments[0].end,
+            drive.segments[0].streaming,
+        )
     };
     assert_eq!(stopped(108), (100_000, 108, false));
     assert_eq!(stopped(8), (5_000, 13, false));
