@@ -1,6 +1,27 @@
 use super::cache::Stop;
 use super::*;
 
+/// A segment holding `start..end` and reading ahead from time 0, a sector every
+/// `per_sector_ps`, towards `stream_to`, not to be stopped short of `min_to`.
+fn reading_ahead(
+    start: u64,
+    end: u64,
+    per_sector_ps: u64,
+    (stream_to, min_to): (u64, u64),
+) -> Segment {
+    Segment {
+        start,
+        end,
+        since_ps: 0,
+        per_sector_ps,
+        stream_to,
+        min_to,
+        streaming: true,
+        used: 0,
+        written: false,
+    }
+}
+
 #[test]
 fn a_read_starting_in_a_segment_and_running_past_it_is_a_partial_hit_from_the_segments_end() {
     let mut drive = Drive::new(DriveParams::default());
@@ -125,17 +146,9 @@ fn a_segment_found_done_reading_ahead_holds_only_its_size_from_then_on() {
         read_ahead_over_requested: true,
         ..DriveParams::default()
     });
-    drive.segments.push(Segment {
-        start: 1000,
-        end: 1004,
-        since_ps: 0,
-        per_sector_ps: 1,
-        stream_to: 1004 + 282,
-        min_to: 1004,
-        streaming: true,
-        used: 0,
-        written: false,
-    });
+    drive
+        .segments
+        .push(reading_ahead(1000, 1004, 1, (1004 + 282, 1004)));
     assert!(
         !drive.read_ahead_past(0, 1_000_000, (1004, 1008)),
         "done: idle"
@@ -157,17 +170,9 @@ fn a_command_waits_for_the_read_ahead_to_reach_its_minimum_and_no_longer() {
     // With no minimum it stops at once (`stop_prefetch_in_sector`, the default).
     let stopped = |min_to| {
         let mut drive = Drive::new(DriveParams::default());
-        drive.segments.push(Segment {
-            start: 0,
-            end: 8,
-            since_ps: 0,
-            per_sector_ps: 1_000,
-            stream_to: 520,
-            min_to,
-            streaming: true,
-            used: 0,
-            written: false,
-        });
+        drive
+            .segments
+            .push(reading_ahead(0, 8, 1_000, (520, min_to)));
         let stop = drive.stop_streaming(5_000);
         assert_eq!(stop.settling, 0, "stopped in the sector");
         (
@@ -190,17 +195,7 @@ fn a_read_ahead_stopped_mid_sector_finishes_it_after_the_commands_overhead() {
         stop_prefetch_in_sector: false,
         ..DriveParams::default()
     });
-    drive.segments.push(Segment {
-        start: 0,
-        end: 8,
-        since_ps: 0,
-        per_sector_ps: 1_000,
-        stream_to: 520,
-        min_to: 8,
-        streaming: true,
-        used: 0,
-        written: false,
-    });
+    drive.segments.push(reading_ahead(0, 8, 1_000, (520, 8)));
     let stop = drive.stop_streaming(5_500);
     assert_eq!(
         stop,
