@@ -355,15 +355,24 @@ impl Drive {
             let j = first.left_on_track - 1 + i * first.sectors_per_track;
             need(j, self.skew_before(first, i))
         };
-        let period = self.params.surfaces.max(1);
-        if crossings <= 2 * period {
-            (0..crossings).for_each(|i| ready = ready.max(track_end(i)));
-        } else {
-            (0..period)
-                .chain(crossings - period..crossings)
-                .for_each(|i| ready = ready.max(track_end(i)));
+        for i in self.binding_tracks(crossings) {
+            ready = ready.max(track_end(i));
         }
         ready
+    }
+
+    /// The tracks, of the `tracks` a transfer runs over (0 its first), whose sectors can
+    /// bind a bound that steps by the same amounts every cylinder: all of them, or, over
+    /// more than two cylinders, the first cylinder's and the last's (a hostile trace's
+    /// request may cross a million tracks).
+    fn binding_tracks(&self, tracks: u64) -> impl Iterator<Item = u64> {
+        let period = self.params.surfaces.max(1);
+        let (head, tail) = if tracks <= 2 * period {
+            (0..tracks, tracks..tracks)
+        } else {
+            (0..period, tracks - period..tracks)
+        };
+        head.chain(tail)
     }
 
     /// When the last sector of a read has crossed the bus, sent in the request's order a
@@ -372,7 +381,8 @@ impl Drive {
     /// sector `j`, read by `t(j)`, goes no sooner, and the `n - j` sectors from it take
     /// `n - j` bus times after it. In order, `t(j)` is `start + (j + 1 + skews) *
     /// per_sector`, the same step from sector to sector within a track, so the binding
-    /// sectors are each track's first and last of the request. Under zero-latency access
+    /// sectors are each track's first and last of the request, and from cylinder to cylinder
+    /// they step alike ([`Self::binding_tracks`]). Under zero-latency access
     /// (one track) from sector `k`, sectors `k..n` come first and `0..k` a revolution's
     /// remainder later: sector 0 and sector `k - 1` bind.
     fn read_sent(&self, request: &DeviceRequest, media: &Access) -> u64 {
@@ -393,7 +403,7 @@ impl Drive {
             return from(spt - k, 0).max(from(spt - 1, k - 1));
         }
         let mut sent = 0;
-        for i in 0..=Self::crossings(first, sectors) {
+        for i in self.binding_tracks(Self::crossings(first, sectors) + 1) {
             let (head, tail) = if i == 0 {
                 (0, first.left_on_track - 1)
             } else {
