@@ -393,6 +393,40 @@ fn a_drive_with_disksims_hplplus10_seek_type_imports_with_its_first_ten_seeks() 
 }
 
 #[test]
+fn seek_values_the_seek_type_does_not_use_are_ignored_and_an_unknown_list_is_noted_as_written() {
+    // DiskSim's DEC RZ26 declares `Seek type = extracted` and still carries an HPL equation;
+    // only the hpl types use it.
+    let imported = atlas_edited(
+        "atlas10k.model",
+        "Seek type = extracted,",
+        "Seek type = extracted,\n      HPL seek equation values = [ 300, 3.75, 0.33, 7.69, 0.0059, -1 ],\n      First ten seek times = [ 1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 1.7, 1.8, 1.9, 2.0 ],",
+    )
+    .unwrap();
+    assert!(
+        !imported
+            .not_represented
+            .iter()
+            .any(|n| n.contains("HPL") || n.contains("First ten")),
+        "{:?}",
+        imported.not_represented
+    );
+    let imported = atlas_edited(
+        "atlas10k.model",
+        "Seek type = extracted,",
+        "Seek type = extracted,\n      Servo wedge times = [ 0.5, 1.5 ],",
+    )
+    .unwrap();
+    assert!(
+        imported
+            .not_represented
+            .iter()
+            .any(|n| n.ends_with("Servo wedge times = [ 0.5, 1.5 ]")),
+        "{:?}",
+        imported.not_represented
+    );
+}
+
+#[test]
 fn negative_overheads_add_to_the_per_request_one_and_a_negative_sum_takes_no_time() {
     let adjusted = atlas_edited(
         "atlas10k.diskspecs",

@@ -208,9 +208,23 @@ impl<'a> Fields<'a> {
         for (key, value) in self.fields {
             match value {
                 Node::Scalar(v) if v.parse::<f64>().is_ok_and(|x| x == 0.0) => {}
-                Node::Scalar(v) => notes.push(format!("{within}: {key} = {v}")),
-                other => notes.push(format!("{within}: {key} = {other:?}")),
+                other => notes.push(format!("{within}: {key} = {}", other.as_written())),
             }
+        }
+    }
+}
+
+impl Node {
+    /// The value as a parameter file writes it, for a note: a list as `[ a, b ]`, a block
+    /// by its type.
+    fn as_written(&self) -> String {
+        match self {
+            Node::Scalar(v) => v.clone(),
+            Node::List(items) => {
+                let items: Vec<String> = items.iter().map(Node::as_written).collect();
+                format!("[ {} ]", items.join(", "))
+            }
+            Node::Block { kind, .. } => format!("{kind} {{ … }}"),
         }
     }
 }

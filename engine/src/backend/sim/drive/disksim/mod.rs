@@ -106,8 +106,16 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
             ));
         }
     };
-    // Only the types that name it take the table file; the others may still carry it.
-    let _ = mech.take_opt("Full seek curve");
+    // Only the types that name them use the table file, the HPL equation and the first ten
+    // seeks (`dm_mech_g1`'s seek functions switch on the type); a drive may carry the
+    // others, and DiskSim ignores them.
+    for unused in [
+        "Full seek curve",
+        "HPL seek equation values",
+        "First ten seek times",
+    ] {
+        let _ = mech.take_opt(unused);
+    }
     if seek.first().is_none_or(|&(d, _)| d != 1) {
         seek.insert(0, (1, single));
     }
