@@ -356,12 +356,15 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
             notes.push(format!("{key} = 2: taken as 1 (zero-latency access)"));
         }
     }
-    // DiskSim asks this only where a read reaches a remapped sector in mid-transfer and goes
-    // to its spare (`disk_get_remapped_sector`); the model places a request by its first
-    // sector and never leaves for a spare in mid-transfer, so it has nothing to act on.
+    // DiskSim reads it in two places (`disk_buffer_sector_done`, `disk_get_remapped_sector`):
+    // whether a read sector's room in its segment is checked as the head reaches the sector
+    // or once it has been read, and whether a read leaves for a remapped sector's spare in
+    // mid-transfer. The model never leaves for a spare, and never makes a read wait for room:
+    // a read runs out of room only where it is longer than its segment and the bus slower
+    // than the media, which it then does in both of DiskSim's settings.
     if let Some(on) = specs.take_opt_u64("Read directly to buffer", 0, 1)? {
         notes.push(format!(
-            "Read directly to buffer = {on}: DiskSim asks it only where a read goes to a remapped sector's spare in mid-transfer, which the model never does (it places a request by its first sector)"
+            "Read directly to buffer = {on}: when DiskSim checks a read sector's room in its segment (as the head reaches it, or once read) and whether a read goes to a remapped sector's spare in mid-transfer; the model does neither: its reads never wait for room in a segment (only a read longer than its segment, sent to the host slower than the media reads it, runs out of room) and never go to a spare in mid-transfer"
         ));
     }
     specs.rest(&mut notes, "the disk");
