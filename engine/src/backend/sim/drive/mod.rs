@@ -60,6 +60,31 @@ struct Access {
     first_read: u64,
 }
 
+/// When a command reached the drive and when the drive could act on it: later where the
+/// mechanism was still busy (a buffered write going to the media). DiskSim runs a command's
+/// overhead from its arrival whatever the mechanism does, and acts once both are done
+/// (`disk_read_arrive` and `disk_write_arrive` set `overhead_done` at arrival;
+/// `disk_check_hda` waits for it and for the mechanism).
+#[derive(Debug, Clone, Copy)]
+struct Taken {
+    arrived_ps: u64,
+    start_ps: u64,
+}
+
+impl Taken {
+    /// When a command overhead of `overhead_ps` from arrival is done and the drive is free.
+    fn overhead_done(self, overhead_ps: u64) -> u64 {
+        self.arrived_ps
+            .saturating_add(overhead_ps)
+            .max(self.start_ps)
+    }
+
+    /// Whether the command waited for the mechanism.
+    fn waited(self) -> bool {
+        self.start_ps > self.arrived_ps
+    }
+}
+
 /// The write segment being written to the media: where it starts and ends, and until when.
 #[derive(Debug, Clone, Copy)]
 struct Writing {
@@ -433,20 +458,22 @@ impl Drive {
             .push(Reverse((at_ps.div_ceil(PS_PER_NS), self.seq, id, status)));
     }
 
-    fn serve(&mut self, arrived_ps: u64, request: DeviceRequest) {
+    /// Serves `request`, taken at `taken.arrived_ps` and acted on from `taken.start_ps`.
+    fn serve(&mut self, taken: Taken, request: DeviceRequest) {
         self.seq += 1;
         let write = request.op == Op::Write;
+        let start_ps = taken.start_ps;
         if !matches!(request.op, Op::Read | Op::Write) {
-            let at = arrived_ps.max(self.mech_free_ps);
+            let at = start_ps.max(self.mech_free_ps);
             self.complete_at(at, request.id, 0);
             return;
         }
-        let free = arrived_ps.max(self.mech_free_ps);
+        let free = start_ps.max(self.mech_free_ps);
         if write {
             // A write appending to the write the buffer is still writing to the media joins
             // its segment (DiskSim's BUFFER_APPEND, with `Combine seq writes`). Data the
             // buffer held for the range is stale from now on.
-            let appends = self.appends(arrived_ps, &request);
+            let appends = self.appends(start_ps, &request);
             let size = self.params.segment_sectors;
             let overlaps = |s: &Segment| {
                 s.end_at(free) > request.sector && s.start_at(free, size) < request.end()
@@ -455,7 +482,7 @@ impl Drive {
             // DiskSim charges a write the write-hit command overhead whenever fast writes
             // are on and the write-miss one when they are off (`disk_write_arrive`): "hit"
             // there means the buffer takes the write, not that it held the data.
-            let accepted = arrived_ps + self.overhead_ps(true, self.params.write_back);
+            let accepted = taken.overhead_done(self.overhead_ps(true, self.params.write_back));
             let received = accepted + self.bus_ps(request.sectors);
             let stop = self.stop_streaming(free);
             // The mechanism positions while the data crosses the bus.
@@ -497,28 +524,31 @@ impl Drive {
             self.complete_at(done, request.id, 0);
             return;
         }
-        if let Some((i, ready)) = self.lookup(arrived_ps, request.sector, request.end()) {
-            let overhead = self.overhead_ps(false, true);
+        if let Some((i, ready)) = self.lookup(start_ps, request.sector, request.end()) {
+            // A hit that waited for the mechanism was taken as DiskSim takes any read it
+            // cannot serve at once: with the miss overhead, disconnecting (`disk_read_arrive`).
+            let overhead = self.overhead_ps(false, !taken.waited());
+            let taken_done = taken.overhead_done(overhead);
             self.segments[i].used = self.seq;
             // Sectors the read-ahead is still bringing in go over the bus as they arrive,
             // the first once it is read and the last after it (as a miss's, `read_sent`).
             let s = self.segments[i];
-            let first_ready = if request.sector < s.end_at(arrived_ps) {
-                arrived_ps
+            let first_ready = if request.sector < s.end_at(start_ps) {
+                start_ps
             } else {
                 let ahead = (request.sector + 1).saturating_sub(s.end);
                 s.since_ps
                     .saturating_add(ahead.saturating_mul(s.per_sector_ps))
             };
-            let sent = (arrived_ps + overhead).max(first_ready) + self.bus_ps(request.sectors);
+            let sent = taken_done.max(first_ready) + self.bus_ps(request.sectors);
             let sent = sent.max(ready + self.bus_ps(1));
             // A hit takes the segment over, and its read-ahead aims past the hit as far as
             // past a miss (DiskSim's `disk_buffer_attempt_seg_ownership` raises the
             // segment's `maxreadaheadblkno` for every read it serves); an idle segment
             // reads on only where the drive declares it.
             let read = (request.sector, request.end());
-            if !self.read_ahead_past(i, arrived_ps, read) && self.params.read_ahead_on_hit {
-                self.resume_read_ahead(i, arrived_ps + overhead, read);
+            if !self.read_ahead_past(i, start_ps, read) && self.params.read_ahead_on_hit {
+                self.resume_read_ahead(i, taken_done, read);
             }
             let done = sent + ms_ps(self.params.overheads.completion[0]);
             if self.params.drop_returned_data {
@@ -529,7 +559,7 @@ impl Drive {
             self.complete_at(done, request.id, 0);
             return;
         }
-        let overhead = self.overhead_ps(false, false);
+        let taken_done = taken.overhead_done(self.overhead_ps(false, false));
         let stop = self.stop_streaming(free);
         // A read that starts in a segment and runs past what it holds reads only the rest
         // from the media (DiskSim's partial hit, `BUFFER_PARTIAL`).
@@ -541,7 +571,7 @@ impl Drive {
             },
             None => request,
         };
-        let positioning_from = (free + overhead).max(stop.after_minimum) + stop.settling;
+        let positioning_from = taken_done.max(free).max(stop.after_minimum) + stop.settling;
         let media = self.access(positioning_from, &from_media, false, (0, 0));
         let (media_end, waited) = (media.end, media.wait);
         let bus = self.bus_ps(request.sectors);
@@ -549,11 +579,11 @@ impl Drive {
             // The held sectors go as soon as the command is taken, the rest as the media
             // delivers them: after the last, or while they stream.
             let held = self.bus_ps(u32::try_from(from_media.sector - request.sector).unwrap_or(0));
-            let held_sent = arrived_ps + overhead + held;
+            let held_sent = taken_done + held;
             if self.params.transfer_after_media {
                 held_sent.max(media_end) + self.bus_ps(from_media.sectors)
             } else {
-                media_end.max(arrived_ps + overhead + bus)
+                media_end.max(taken_done + bus)
             }
         } else if self.params.transfer_after_media {
             media_end + bus
@@ -607,7 +637,13 @@ impl Drive {
             } else {
                 arrived.max(self.mech_free_ps)
             };
-            self.serve(start, request);
+            self.serve(
+                Taken {
+                    arrived_ps: arrived,
+                    start_ps: start,
+                },
+                request,
+            );
         }
     }
 }

@@ -206,3 +206,86 @@ fn a_read_ahead_stopped_mid_sector_finishes_it_after_the_commands_overhead() {
     );
     assert_eq!(drive.segments[0].end, 14, "the sixth sector read whole");
 }
+
+/// Submits `request` at `at_ns` and runs the drive until it completes: when, in ns.
+fn completion_of(drive: &mut Drive, at_ns: u64, request: DeviceRequest) -> u64 {
+    drive.submit(at_ns, request);
+    let mut now = at_ns;
+    loop {
+        now = now.max(drive.next_event().expect("an event is due"));
+        if let Some((id, 0)) = drive.poll(now)
+            && id == request.id
+        {
+            return now;
+        }
+    }
+}
+
+fn write_back_drive() -> Drive {
+    Drive::new(DriveParams {
+        overheads: Overheads {
+            read_hit: [0.1, 0.1],
+            read_miss: [1.0, 1.0],
+            write_hit: [1.0, 1.0],
+            write_miss: [1.0, 1.0],
+            completion: [0.0, 0.0],
+        },
+        ..DriveParams::default()
+    })
+}
+
+fn request(id: u64, op: Op, sector: u64) -> DeviceRequest {
+    DeviceRequest {
+        id,
+        op,
+        sector,
+        sectors: 8,
+    }
+}
+
+#[test]
+fn a_command_behind_a_buffered_write_going_to_the_media_overlaps_its_overhead_with_it() {
+    // A buffered write is reported once its data has crossed the bus, and goes on to the
+    // media. A write taken at that report waits for the mechanism, but its 1 ms command
+    // overhead runs from its arrival (DiskSim sets `overhead_done` at arrival): its data
+    // crosses once the first write is on the media, not 1 ms after.
+    let mut drive = write_back_drive();
+    let first_done = completion_of(&mut drive, 0, request(1, Op::Write, 0));
+    let on_media_ps = drive.mech_free_ps;
+    assert!(
+        on_media_ps > (first_done + 1_000_000) * PS_PER_NS,
+        "still going to the media 1 ms after its report"
+    );
+    let second_done = completion_of(&mut drive, first_done, request(2, Op::Write, 8_000_000));
+    let bus_ps = drive.bus_ps(8);
+    assert_eq!(second_done, (on_media_ps + bus_ps).div_ceil(PS_PER_NS));
+    // Taken with the mechanism free, the overhead comes first, as before.
+    let mut idle = write_back_drive();
+    let alone = completion_of(&mut idle, 0, request(3, Op::Write, 8_000_000));
+    assert_eq!(alone, (1_000_000_000 + bus_ps).div_ceil(PS_PER_NS));
+}
+
+#[test]
+fn a_read_hit_waiting_for_the_mechanism_pays_the_read_miss_overhead() {
+    // DiskSim takes a read it cannot serve at once by disconnecting, with the read-miss
+    // overhead (`disk_read_arrive`), whether or not the buffer holds its data: a hit on the
+    // data of a write still going to the media is sent once the mechanism is free, or 1 ms
+    // (the miss overhead, not the 0.1 ms hit one) after arrival, whichever is later.
+    let mut drive = write_back_drive();
+    let written = completion_of(&mut drive, 0, request(1, Op::Write, 8_000_000));
+    let on_media_ps = drive.mech_free_ps;
+    let hit = completion_of(&mut drive, written, request(2, Op::Read, 8_000_000));
+    let bus_ps = drive.bus_ps(8);
+    let miss_overhead_done = (written * PS_PER_NS + 1_000_000_000).max(on_media_ps);
+    assert_eq!(hit, (miss_overhead_done + bus_ps).div_ceil(PS_PER_NS));
+    // The same hit with the mechanism free pays the hit overhead.
+    let idle_hit = completion_of(
+        &mut drive,
+        hit + 50_000_000,
+        request(3, Op::Read, 8_000_000),
+    );
+    assert_eq!(
+        idle_hit - (hit + 50_000_000),
+        (100_000_000 + bus_ps).div_ceil(PS_PER_NS)
+    );
+}
