@@ -106,13 +106,16 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
             ));
         }
     };
-    // Only the types that name them use the table file, the HPL equation and the first ten
-    // seeks (`dm_mech_g1`'s seek functions switch on the type); a drive may carry the
+    // Only the types that name them use the table file, the HPL equation, the first ten
+    // seeks and the average and constant seek times (`dm_mech_g1`'s seek functions switch on
+    // the type; the average serves its `linear` and `curve` types); a drive may carry the
     // others, and DiskSim ignores them.
     for unused in [
         "Full seek curve",
         "HPL seek equation values",
         "First ten seek times",
+        "Average seek time",
+        "Constant seek time",
     ] {
         let _ = mech.take_opt(unused);
     }
