@@ -98,18 +98,18 @@ fn a_read_water_mark_of_zero_by_request_size_sends_reads_as_the_media_delivers_t
         let notes = imported.not_represented.join("\n");
         assert!(!notes.contains("water mark"), "{drive}: {notes}");
     }
-    // A mark between 0 and the whole request reconnects later than the model's transfer
-    // starts: listed.
+    // A mark between 0 and the whole request reconnects once that share is buffered.
     let halfway = cheetah_declaring(
         "High (read) water mark = 0.000000,",
         "High (read) water mark = 0.5,",
     );
     assert!(!halfway.params.transfer_after_media);
+    assert_eq!(halfway.params.read_water_mark, 0.5);
     assert!(
         halfway
             .not_represented
             .iter()
-            .any(|n| n.starts_with("High (read) water mark = 0.5 of the request")),
+            .all(|n| !n.contains("High (read) water mark")),
         "{:?}",
         halfway.not_represented
     );
@@ -1426,5 +1426,73 @@ fn a_bus_slower_than_the_drive_sets_the_transfer_as_disksim_takes_it_and_only_un
             .any(|n| n.contains("0.1455 ms per block reading and 0.2 ms writing")),
         "{:?}",
         unequal.not_represented
+    );
+}
+
+#[test]
+fn the_controllers_reselect_preparation_and_disconnect_overheads_import_and_survive_the_spec_file()
+{
+    // DiskSim's HP C2247A declares them all; the HP C3323A with its values.
+    let imported = hp_declaring(&[
+        (
+            "Data preparation overhead = 0.000000",
+            "Data preparation overhead = 0.025190",
+        ),
+        (
+            "First reselect overhead = 0.000000",
+            "First reselect overhead = 0.162490",
+        ),
+        (
+            "Other reselect overhead = 0.000000",
+            "Other reselect overhead = 0.128830",
+        ),
+        (
+            "Read disconnect afterread = 0.000000",
+            "Read disconnect afterread = 0.022660",
+        ),
+        (
+            "Read disconnect afterwrite = 0.000000",
+            "Read disconnect afterwrite = 0.045510",
+        ),
+        (
+            "Write disconnect overhead = 0.000000",
+            "Write disconnect overhead = 0.165650",
+        ),
+        (
+            "High (read) water mark = 1.000000",
+            "High (read) water mark = 0.750000",
+        ),
+    ]);
+    let o = &imported.params.overheads;
+    assert_eq!(
+        (o.data_prep, o.reselect, o.disconnect),
+        (0.02519, 0.16249, [0.02266, 0.04551, 0.16565])
+    );
+    assert_eq!(imported.params.read_water_mark, 0.75);
+    assert!(!imported.params.transfer_after_media);
+    // Charged to no request of DiskSim's (its extra write disconnect is never flagged).
+    assert!(
+        imported
+            .not_represented
+            .iter()
+            .all(|n| !n.contains("reselect") && !n.contains("High (read) water mark")),
+        "{:?}",
+        imported.not_represented
+    );
+    let text = to_spec_text(&imported, Path::new("hp_c3323a.parv"));
+    let from_text = DeviceSpec::parse_file(Path::new("hp.spec"), &text).unwrap();
+    let DeviceSpec::Drive(params) = &from_text else {
+        panic!("not a drive: {from_text:?}")
+    };
+    assert_eq!(**params, imported.params);
+    let err = DeviceSpec::parse_file(
+        Path::new("d.spec"),
+        "model = drive\nread_water_mark = 1.5\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("read_water_mark") && err.contains("0 to 1"),
+        "{err}"
     );
 }

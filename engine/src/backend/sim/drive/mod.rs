@@ -400,6 +400,94 @@ impl Drive {
         head.chain(tail)
     }
 
+    /// When a write's data starts to cross the bus: after its command overhead and the data
+    /// preparation (DiskSim's READY_TO_TRANSFER path), or, where it waited for the
+    /// mechanism, having given the bus up (with the write disconnect overhead where writes
+    /// are buffered), once the mechanism is free and the drive has reselected
+    /// (`disk_write_arrive`, `disk_check_bus`).
+    fn write_data_from(&self, taken: Taken, overhead: u64) -> u64 {
+        let o = &self.params.overheads;
+        let prep = ms_ps(o.data_prep);
+        if taken.waited() && !self.params.never_disconnect {
+            let disconnect = if self.params.write_back {
+                ms_ps(o.disconnect[2])
+            } else {
+                0
+            };
+            taken.overhead_done(overhead + disconnect) + ms_ps(o.reselect) + prep
+        } else {
+            taken.overhead_done(overhead) + prep
+        }
+    }
+
+    /// When a read miss's data may start across the bus, the drive having given the bus up
+    /// after the command (its overhead and the read disconnect overhead from arrival):
+    /// once its water mark of sectors is in the buffer (`held` of them were already), the
+    /// drive reselects and prepares the data (DiskSim's `disk_request_needs_bus`,
+    /// `disk_check_bus`).
+    fn read_reconnects(
+        &self,
+        taken: Taken,
+        overhead: u64,
+        (media_request, media): (&DeviceRequest, &Access),
+        held: u64,
+    ) -> u64 {
+        let o = &self.params.overheads;
+        let disconnected =
+            taken.arrived_ps + overhead + ms_ps(o.disconnect[usize::from(self.last_was_write)]);
+        let sectors = u64::from(media_request.sectors).max(1) + held;
+        let mark = self.read_mark(sectors);
+        let buffered = if mark <= held {
+            0
+        } else {
+            // Sectors 0..n are read in order, or, under zero-latency access from sector f,
+            // f.. first: the mark's sectors are all in once the last of them read is.
+            let from_media = mark - held;
+            let f = media.first_read.min(from_media);
+            let last = if f > 0 { f } else { from_media } - 1;
+            self.read_at(media_request, media, last)
+        };
+        buffered.max(disconnected) + ms_ps(o.reselect) + ms_ps(o.data_prep)
+    }
+
+    /// How many of a read's `sectors` must be in the buffer before the drive reconnects:
+    /// DiskSim's read water mark, max(1, mark × min(segment, request)) by the request's
+    /// size or the mark × the segment rounded up, at most the request; all of them where
+    /// the transfer waits for the last (`disk_read_arrive`).
+    fn read_mark(&self, sectors: u64) -> u64 {
+        let p = &self.params;
+        let mark = if p.transfer_after_media {
+            sectors
+        } else if p.read_water_of_segment {
+            (p.segment_sectors as f64 * p.read_water_mark + 0.999_999_999_9) as u64
+        } else {
+            (sectors.min(p.segment_sectors) as f64 * p.read_water_mark) as u64
+        };
+        mark.clamp(1, sectors)
+    }
+
+    /// When sector `j` of `request`, read by `media`, has passed under the head: in order
+    /// from the start, each track switch costing its skew, or under zero-latency access
+    /// (one track, from sector `media.first_read`) those from it first.
+    fn read_at(&self, request: &DeviceRequest, media: &Access, j: u64) -> u64 {
+        let first = self.place(request.sector);
+        let spt = first.sectors_per_track.max(1);
+        let per_sector = self.rev_ps / spt;
+        let f = media.first_read;
+        let read_as = if f > 0 {
+            if j < f { spt - f + j } else { j - f }
+        } else {
+            let track = match j.checked_sub(first.left_on_track) {
+                Some(past) => 1 + past / spt,
+                None => 0,
+            };
+            j.saturating_add(self.skew_before(first, track))
+        };
+        media
+            .start
+            .saturating_add((read_as + 1).saturating_mul(per_sector))
+    }
+
     /// When the last sector of a read has crossed the bus, sent in the request's order a
     /// sector at a time as each is buffered (DiskSim reconnects at a water mark of one
     /// sector, and gives the bus up and reconnects whenever the transfer catches the media):
@@ -482,12 +570,14 @@ impl Drive {
             // DiskSim charges a write the write-hit command overhead whenever fast writes
             // are on and the write-miss one when they are off (`disk_write_arrive`): "hit"
             // there means the buffer takes the write, not that it held the data.
-            let accepted = taken.overhead_done(self.overhead_ps(true, self.params.write_back));
-            let received = accepted + self.bus_ps(request.sectors);
+            let overhead = self.overhead_ps(true, self.params.write_back);
+            let accepted = taken.overhead_done(overhead);
+            let data_from = self.write_data_from(taken, overhead);
+            let received = data_from + self.bus_ps(request.sectors);
             let stop = self.stop_streaming(free);
             // The mechanism positions while the data crosses the bus.
             let mech_start = stop.after_minimum.max(accepted) + stop.settling;
-            let data = (accepted, self.bus_ps(1));
+            let data = (data_from, self.bus_ps(1));
             let media_end = self.access(mech_start, &request, true, data).end;
             self.mech_free_ps = media_end;
             let segment_start = match self.writing {
@@ -499,11 +589,14 @@ impl Drive {
                 end: request.end(),
                 until_ps: media_end,
             });
-            // Write-back reports once the data is in the buffer; otherwise once on the media.
+            // Write-back reports once the data is in the buffer; otherwise once on the media,
+            // taking the bus again, given up after the data (DiskSim's write with no fast
+            // writes asks to disconnect once its data is in, `disk_buffer_transfer_size`).
             let stored = if self.params.write_back {
                 received
             } else {
-                media_end.max(received)
+                let o = &self.params.overheads;
+                media_end.max(received + ms_ps(o.disconnect[2])) + ms_ps(o.reselect)
             };
             let done = stored + ms_ps(self.params.overheads.completion[1]);
             if self.params.read_hits_on_writes {
@@ -527,8 +620,16 @@ impl Drive {
         if let Some((i, ready)) = self.lookup(start_ps, request.sector, request.end()) {
             // A hit that waited for the mechanism was taken as DiskSim takes any read it
             // cannot serve at once: with the miss overhead, disconnecting (`disk_read_arrive`).
-            let overhead = self.overhead_ps(false, !taken.waited());
-            let taken_done = taken.overhead_done(overhead);
+            let disconnected = taken.waited() && !self.params.never_disconnect;
+            let overhead = self.overhead_ps(false, !disconnected);
+            let taken_done = if disconnected {
+                let o = &self.params.overheads;
+                let disconnect = ms_ps(o.disconnect[usize::from(self.last_was_write)]);
+                taken.overhead_done(overhead + disconnect) + ms_ps(o.reselect)
+            } else {
+                taken.overhead_done(overhead)
+            };
+            let data_from = taken_done + ms_ps(self.params.overheads.data_prep);
             self.segments[i].used = self.seq;
             // Sectors the read-ahead is still bringing in go over the bus as they arrive,
             // the first once it is read and the last after it (as a miss's, `read_sent`).
@@ -540,7 +641,7 @@ impl Drive {
                 s.since_ps
                     .saturating_add(ahead.saturating_mul(s.per_sector_ps))
             };
-            let sent = taken_done.max(first_ready) + self.bus_ps(request.sectors);
+            let sent = data_from.max(first_ready) + self.bus_ps(request.sectors);
             let sent = sent.max(ready + self.bus_ps(1));
             // A hit takes the segment over, and its read-ahead aims past the hit as far as
             // past a miss (DiskSim's `disk_buffer_attempt_seg_ownership` raises the
@@ -559,7 +660,8 @@ impl Drive {
             self.complete_at(done, request.id, 0);
             return;
         }
-        let taken_done = taken.overhead_done(self.overhead_ps(false, false));
+        let miss_overhead = self.overhead_ps(false, false);
+        let taken_done = taken.overhead_done(miss_overhead);
         let stop = self.stop_streaming(free);
         // A read that starts in a segment and runs past what it holds reads only the rest
         // from the media (DiskSim's partial hit, `BUFFER_PARTIAL`).
@@ -575,20 +677,28 @@ impl Drive {
         let media = self.access(positioning_from, &from_media, false, (0, 0));
         let (media_end, waited) = (media.end, media.wait);
         let bus = self.bus_ps(request.sectors);
-        let sent = if self.params.immediate_partial_hit && from_media.sector > request.sector {
+        let held_sectors = from_media.sector - request.sector;
+        let ready_at_once =
+            self.params.never_disconnect || (self.params.immediate_partial_hit && held_sectors > 0);
+        let data_from = if ready_at_once {
+            taken_done + ms_ps(self.params.overheads.data_prep)
+        } else {
+            self.read_reconnects(taken, miss_overhead, (&from_media, &media), held_sectors)
+        };
+        let sent = if self.params.immediate_partial_hit && held_sectors > 0 {
             // The held sectors go as soon as the command is taken, the rest as the media
             // delivers them: after the last, or while they stream.
-            let held = self.bus_ps(u32::try_from(from_media.sector - request.sector).unwrap_or(0));
-            let held_sent = taken_done + held;
+            let held = self.bus_ps(u32::try_from(held_sectors).unwrap_or(0));
+            let held_sent = data_from + held;
             if self.params.transfer_after_media {
                 held_sent.max(media_end) + self.bus_ps(from_media.sectors)
             } else {
-                media_end.max(taken_done + bus)
+                media_end.max(data_from + bus)
             }
         } else if self.params.transfer_after_media {
-            media_end + bus
+            media_end.max(data_from) + bus
         } else {
-            self.read_sent(&from_media, &media)
+            self.read_sent(&from_media, &media).max(data_from + bus)
         };
         let done = sent + ms_ps(self.params.overheads.completion[0]);
         let place = self.place(request.end().saturating_sub(1));

@@ -16,6 +16,16 @@ pub struct Overheads {
     pub write_miss: [f64; 2],
     /// After the data of a read, and of a write, before the completion is reported.
     pub completion: [f64; 2],
+    /// Before data crosses the bus, each time the drive starts sending or taking it
+    /// (DiskSim's `Data preparation overhead`).
+    pub data_prep: f64,
+    /// Taking the bus again after giving it up (DiskSim's `First reselect overhead`): a
+    /// read's data after its media access, a write's completion after its media write.
+    pub reselect: f64,
+    /// Giving the bus up: after a read's command (after a read, after a write) and after a
+    /// write's data. The drive cannot reselect before (DiskSim's `Read disconnect
+    /// afterread`, `afterwrite` and `Write disconnect overhead`).
+    pub disconnect: [f64; 3],
 }
 
 /// Where a read's read-ahead stops, besides the segment's end (DiskSim's `Buffer continuous
@@ -144,6 +154,17 @@ pub struct DriveParams {
     /// A read's data crosses the bus only once all of it is in the buffer (DiskSim's
     /// `Set watermark by reqsize` or `Hold bus entire read xfer`), not while it streams.
     pub transfer_after_media: bool,
+    /// A read that gave the bus up reconnects once this share of its sectors is in the
+    /// buffer (DiskSim's `High (read) water mark`): of the request, or with
+    /// [`Self::read_water_of_segment`] of the segment; at least one sector.
+    pub read_water_mark: f64,
+    /// The read water mark is a share of the segment, not of the request (DiskSim's `Set
+    /// watermark by reqsize = 0`).
+    pub read_water_of_segment: bool,
+    /// The drive keeps the bus from a read's command to its last sector: it never
+    /// disconnects, so no water mark or reselection applies to a read (DiskSim's `Never
+    /// disconnect`).
+    pub never_disconnect: bool,
     /// A read that finds its first sectors in the buffer sends them at once, the rest as
     /// the media delivers them; otherwise such a partial hit waits as a miss does (DiskSim's
     /// `Immed transfer partial hit`, which skips the read water mark for it).
@@ -198,6 +219,9 @@ impl Default for DriveParams {
             stop_prefetch_in_sector: true,
             write_back: true,
             transfer_after_media: false,
+            read_water_mark: 0.0,
+            read_water_of_segment: false,
+            never_disconnect: false,
             immediate_partial_hit: false,
             immediate_read: false,
             immediate_write: false,

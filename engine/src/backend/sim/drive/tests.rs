@@ -229,6 +229,7 @@ fn write_back_drive() -> Drive {
             write_hit: [1.0, 1.0],
             write_miss: [1.0, 1.0],
             completion: [0.0, 0.0],
+            ..Overheads::default()
         },
         ..DriveParams::default()
     })
@@ -288,4 +289,83 @@ fn a_read_hit_waiting_for_the_mechanism_pays_the_read_miss_overhead() {
         idle_hit - (hit + 50_000_000),
         (100_000_000 + bus_ps).div_ceil(PS_PER_NS)
     );
+}
+
+/// The default drive with `overheads` and its other parameters changed by `with`.
+fn drive_with(overheads: Overheads, with: impl FnOnce(&mut DriveParams)) -> Drive {
+    let mut params = DriveParams {
+        overheads,
+        ..DriveParams::default()
+    };
+    with(&mut params);
+    Drive::new(params)
+}
+
+#[test]
+fn a_read_miss_reconnects_at_its_water_mark_and_pays_reselection_and_preparation() {
+    // 8 sectors at a track's start, the bus 0.1 ms a sector (slower than the media's
+    // 0.021): reconnecting at the first sector, the last crosses 8 bus times after it; at
+    // a mark of half the request, after the fourth, 3 sectors later, plus the 0.2 ms
+    // reselection and 0.1 ms data preparation DiskSim's `disk_check_bus` charges.
+    let misses = Overheads {
+        read_miss: [1.0, 1.0],
+        ..Overheads::default()
+    };
+    let slow_bus = |p: &mut DriveParams| p.bus_sector_ms = 0.1;
+    let mut at_first = drive_with(misses, slow_bus);
+    let mut at_half = drive_with(
+        Overheads {
+            reselect: 0.2,
+            data_prep: 0.1,
+            disconnect: [0.05, 0.05, 0.0],
+            ..misses
+        },
+        |p| {
+            slow_bus(p);
+            p.read_water_mark = 0.5;
+        },
+    );
+    let read = request(1, Op::Read, 8_000_000);
+    let first = completion_of(&mut at_first, 0, read);
+    let half = completion_of(&mut at_half, 0, read);
+    let per_sector_ps = at_half.rev_ps / 400;
+    let later_ps = 3 * per_sector_ps + 300_000_000;
+    assert!(
+        (half - first).abs_diff(later_ps / PS_PER_NS) <= 1,
+        "{half} - {first} ns against {later_ps} ps"
+    );
+    assert_eq!(at_half.read_mark(8), 4);
+    assert_eq!(at_half.read_mark(1), 1, "at least one sector");
+}
+
+#[test]
+fn a_write_through_write_reselects_for_its_completion_and_a_hit_pays_the_data_preparation() {
+    let overheads = Overheads {
+        read_hit: [0.1, 0.1],
+        write_miss: [1.0, 1.0],
+        ..Overheads::default()
+    };
+    let through = |p: &mut DriveParams| p.write_back = false;
+    let mut plain = drive_with(overheads, through);
+    let mut reselecting = drive_with(
+        Overheads {
+            reselect: 0.2,
+            data_prep: 0.1,
+            disconnect: [0.0, 0.0, 0.3],
+            ..overheads
+        },
+        through,
+    );
+    // The data is in long before the far seek ends, so the preparation delays nothing and
+    // the disconnect is over: the completion waits for the reselection alone.
+    let write = request(1, Op::Write, 8_000_000);
+    let a = completion_of(&mut plain, 0, write);
+    let b = completion_of(&mut reselecting, 0, write);
+    assert_eq!(b - a, 200_000);
+    // A hit on the written data, 50 ms on: its data crosses after the hit overhead and the
+    // preparation.
+    let hit = request(2, Op::Read, 8_000_000);
+    let a_hit = completion_of(&mut plain, a + 50_000_000, hit) - (a + 50_000_000);
+    let b_hit = completion_of(&mut reselecting, b + 50_000_000, hit) - (b + 50_000_000);
+    assert_eq!(b_hit - a_hit, 100_000);
 }

@@ -187,6 +187,9 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
         write_hit: pair("Write hit over.")?,
         write_miss: pair("Write miss over.")?,
         completion: [0.0; 2],
+        data_prep: 0.0,
+        reselect: 0.0,
+        disconnect: [0.0; 3],
     };
     for (i, key) in ["Read completion overhead", "Write completion overhead"]
         .into_iter()
@@ -197,6 +200,34 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
             clamped.push(key.to_owned());
         }
         overheads.completion[i] = ms.max(0.0);
+    }
+    // Where DiskSim's controller charges these (`disk_read_arrive`, `disk_write_arrive`,
+    // `disk_check_bus`, `disk_reconnection_or_transfer_complete`): before each data
+    // transfer; on taking the bus again; on giving it up after a read's command or a
+    // write's data.
+    let mut controller = |key: &str| -> Result<f64, ImportError> {
+        Ok(specs.take_opt_f64(key, 0.0, 3_600_000.0)? * scale)
+    };
+    overheads.data_prep = controller("Data preparation overhead")?;
+    overheads.reselect = controller("First reselect overhead")?;
+    overheads.disconnect = [
+        controller("Read disconnect afterread")?,
+        controller("Read disconnect afterwrite")?,
+        controller("Write disconnect overhead")?,
+    ];
+    // DiskSim charges these only to a write its controller flags for an extra disconnect,
+    // and the code that would flag one is commented out of its `disk_buffer_select_segment`:
+    // no request of DiskSim's pays them. (`Extra write disconnect` itself also holds a
+    // write's media access back; below.)
+    for unused in [
+        "Other reselect overhead",
+        "Extradisc command overhead",
+        "Extradisc disconnect overhead",
+        "Extradisc inter-disconnect delay",
+        "Extradisc 2nd disconnect overhead",
+        "Extradisc seek delta",
+    ] {
+        let _ = specs.take_opt(unused);
     }
     if !clamped.is_empty() {
         notes.push(format!(
@@ -280,9 +311,9 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
         ));
     }
     let by_reqsize = specs.take_opt_f64("Set watermark by reqsize", 0.0, 1.0)? != 0.0;
-    // Held or given up between transfers, a read's bus follows the media once it has
-    // reconnected (below): the same transfer in the model.
-    let _ = specs.take_opt_f64("Hold bus entire read xfer", 0.0, 1.0)?;
+    // Held, the bus follows the media from a read's reconnection to its last sector; given
+    // up, it is taken again as sectors arrive (below).
+    let hold_read = specs.take_opt_f64("Hold bus entire read xfer", 0.0, 1.0)? != 0.0;
     let read_water = specs.take_opt_f64("High (read) water mark", 0.0, 1.0)?;
     // A drive that never disconnects takes the bus with the command and keeps it: a read
     // goes READY_TO_TRANSFER at once whatever its water mark (`disk_read_arrive`), and its
@@ -313,21 +344,18 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
     }
     // Otherwise DiskSim reconnects for a read once its water mark of sectors is buffered:
     // max(1, mark × the request) by the request's size, else the mark × the segment
-    // (`disk_read_arrive`). It then sends what is buffered and, not holding the bus, gives
-    // it up when the transfer catches the media and reconnects as the next sector arrives
-    // (`disk_reconnection_or_transfer_complete`); with no reselect overhead that is the
-    // model's transfer overlapping the media from the first sector. Only a mark of the
-    // whole request waits for the last sector.
+    // (`disk_read_arrive`), paying the reselect and data preparation overheads
+    // (`disk_check_bus`). It then sends what is buffered and follows the media; not holding
+    // the bus, it gives the bus up whenever the transfer catches the media and reconnects
+    // at the mark again (`disk_reconnection_or_transfer_complete`). The model charges the
+    // first reconnection: the later ones cost nothing where the drive declares no reselect
+    // or preparation overhead, and are listed where it does.
     let after_media = !never_disconnect && by_reqsize && read_water >= 1.0;
-    if !never_disconnect && !after_media && read_water > 0.0 {
-        // The model's transfer overlaps the media from the first sector, as a mark of 0.
-        let of = if by_reqsize {
-            "the request"
-        } else {
-            "the segment"
-        };
+    let read_water_mark = if never_disconnect { 0.0 } else { read_water };
+    let reconnect_ms = overheads.reselect + overheads.data_prep;
+    if !never_disconnect && !hold_read && read_water_mark < 1.0 && reconnect_ms > 0.0 {
         notes.push(format!(
-            "High (read) water mark = {read_water} of {of}: a read's bus transfer overlaps the media from its first sector, as at 0"
+            "Hold bus entire read xfer = 0 with {reconnect_ms} ms to reselect and prepare data: a read that catches up with the media gives the bus up and reselects at its water mark again, paying that each time; the model charges it once, at the first reselection"
         ));
     }
     let read_hits_on_writes = specs.take_opt_f64("Allow read hits on write data", 0.0, 1.0)? != 0.0;
@@ -401,6 +429,9 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
             stop_prefetch_in_sector,
             write_back: fast_write > 0,
             transfer_after_media: after_media,
+            read_water_mark,
+            read_water_of_segment: !by_reqsize,
+            never_disconnect,
             immediate_partial_hit,
             immediate_read: immediate[0],
             immediate_write: immediate[1],

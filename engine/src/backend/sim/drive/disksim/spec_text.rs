@@ -43,6 +43,12 @@ pub fn to_spec_text(imported: &Imported, source: &Path) -> String {
     }
     let _ = writeln!(s, "read_completion_ms = {}", o.completion[0]);
     let _ = writeln!(s, "write_completion_ms = {}", o.completion[1]);
+    let _ = writeln!(s, "data_prep_ms = {}", o.data_prep);
+    let _ = writeln!(s, "reselect_ms = {}", o.reselect);
+    let _ = writeln!(s, "read_disconnect_after_read_ms = {}", o.disconnect[0]);
+    let _ = writeln!(s, "read_disconnect_after_write_ms = {}", o.disconnect[1]);
+    let _ = writeln!(s, "write_disconnect_ms = {}", o.disconnect[2]);
+    let _ = writeln!(s, "read_water_mark = {}", p.read_water_mark);
     let _ = writeln!(s, "cache_segments = {}", p.cache_segments);
     let _ = writeln!(s, "segment_sectors = {}", p.segment_sectors);
     let _ = writeln!(s, "max_read_ahead_sectors = {}", p.max_read_ahead_sectors);
@@ -61,6 +67,8 @@ pub fn to_spec_text(imported: &Imported, source: &Path) -> String {
         ("stop_prefetch_in_sector", p.stop_prefetch_in_sector),
         ("write_back", p.write_back),
         ("transfer_after_media", p.transfer_after_media),
+        ("read_water_of_segment", p.read_water_of_segment),
+        ("never_disconnect", p.never_disconnect),
         ("immediate_partial_hit", p.immediate_partial_hit),
         ("immediate_read", p.immediate_read),
         ("immediate_write", p.immediate_write),
