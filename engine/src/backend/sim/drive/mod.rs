@@ -247,9 +247,11 @@ impl Drive {
         if distance == 0 && place.surface != self.surface {
             position = ms_ps(self.params.head_switch_ms);
         }
-        if write {
-            // DiskSim's "Add. write settling delay" adjusts a write's positioning either way;
-            // drives of its suite declare it negative. Positioning never goes below zero.
+        if write && position > 0 {
+            // DiskSim's "Add. write settling delay" adjusts a write's positioning either way,
+            // where there is one: a seek or a head switch (`dm_seek_time_g1` adds it to a
+            // nonzero positioning only); drives of its suite declare it negative.
+            // Positioning never goes below zero.
             let settle = self.params.write_settle_ms;
             position = if settle >= 0.0 {
                 position + ms_ps(settle)

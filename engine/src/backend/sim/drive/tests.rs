@@ -369,3 +369,27 @@ fn a_write_through_write_reselects_for_its_completion_and_a_hit_pays_the_data_pr
     let b_hit = completion_of(&mut reselecting, b + 50_000_000, hit) - (b + 50_000_000);
     assert_eq!(b_hit - a_hit, 100_000);
 }
+
+#[test]
+fn the_write_settling_delay_applies_to_a_seek_or_head_switch_and_not_to_a_write_in_place() {
+    // DiskSim adds it to a nonzero positioning only (`dm_seek_time_g1`): a write on the
+    // track the head is on, with no switch, takes none.
+    let mut drive = drive_with(Overheads::default(), |p| p.write_settle_ms = 0.5);
+    let far = request(1, Op::Write, 8_000_000);
+    let seek_ps = ms_ps(drive.seek_ms(drive.place(far.sector).cylinder));
+    let positioned = drive.access(0, &far, true, (0, 0)).positioned;
+    assert_eq!(
+        positioned,
+        seek_ps + 500_000_000,
+        "a seek, then the settling"
+    );
+    let in_place = request(2, Op::Write, 8_000_100);
+    let at = 50_000_000_000;
+    assert_eq!(
+        drive.access(at, &in_place, true, (0, 0)).positioned,
+        at,
+        "the head is there"
+    );
+    let read = request(3, Op::Read, 8_000_200);
+    assert_eq!(drive.access(at, &read, false, (0, 0)).positioned, at);
+}
