@@ -1430,8 +1430,8 @@ fn a_bus_slower_than_the_drive_sets_the_transfer_as_disksim_takes_it_and_only_un
 }
 
 #[test]
-fn the_controllers_reselect_preparation_and_disconnect_overheads_import_and_survive_the_spec_file()
-{
+fn the_controllers_reselect_preparation_disconnect_and_minimum_seek_delays_import_and_survive_the_spec_file()
+ {
     // DiskSim's HP C2247A declares them all; the HP C3323A with its values.
     let imported = hp_declaring(&[
         (
@@ -1462,7 +1462,12 @@ fn the_controllers_reselect_preparation_and_disconnect_overheads_import_and_surv
             "High (read) water mark = 1.000000",
             "High (read) water mark = 0.750000",
         ),
+        (
+            "Minimum seek delay = 0.000000",
+            "Minimum seek delay = 0.600000",
+        ),
     ]);
+    assert_eq!(imported.params.min_write_seek_ms, 0.6);
     let o = &imported.params.overheads;
     assert_eq!(
         (o.data_prep, o.reselect, o.disconnect),

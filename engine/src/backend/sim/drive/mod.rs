@@ -240,6 +240,7 @@ impl Drive {
         request: &DeviceRequest,
         write: bool,
         (data_from_ps, bus_ps): (u64, u64),
+        min_position_ps: u64,
     ) -> Access {
         let place = self.place(request.sector);
         let distance = place.cylinder.abs_diff(self.cylinder);
@@ -259,6 +260,7 @@ impl Drive {
                 position.saturating_sub(ms_ps(-settle))
             };
         }
+        let position = position.max(min_position_ps);
         let spt = place.sectors_per_track;
         let per_sector = self.rev_ps / spt;
         let sectors = u64::from(request.sectors);
@@ -580,7 +582,14 @@ impl Drive {
             // The mechanism positions while the data crosses the bus.
             let mech_start = stop.after_minimum.max(accepted) + stop.settling;
             let data = (data_from, self.bus_ps(1));
-            let media_end = self.access(mech_start, &request, true, data).end;
+            let min_position = if appends {
+                0
+            } else {
+                ms_ps(self.params.min_write_seek_ms)
+            };
+            let media_end = self
+                .access(mech_start, &request, true, data, min_position)
+                .end;
             self.mech_free_ps = media_end;
             let segment_start = match self.writing {
                 Some(w) if appends => w.start,
@@ -676,7 +685,7 @@ impl Drive {
             None => request,
         };
         let positioning_from = taken_done.max(free).max(stop.after_minimum) + stop.settling;
-        let media = self.access(positioning_from, &from_media, false, (0, 0));
+        let media = self.access(positioning_from, &from_media, false, (0, 0), 0);
         let (media_end, waited) = (media.end, media.wait);
         let bus = self.bus_ps(request.sectors);
         let held_sectors = from_media.sector - request.sector;

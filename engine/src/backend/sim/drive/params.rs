@@ -100,6 +100,9 @@ pub struct DriveParams {
     pub head_switch_ms: f64,
     /// Extra settling before a write.
     pub write_settle_ms: f64,
+    /// The least a write's positioning takes, settling included, unless it continues the
+    /// write still going to the media (DiskSim's `Minimum seek delay`, `disk_check_hda`).
+    pub min_write_seek_ms: f64,
     /// Bus time per sector between the drive's buffer and the host.
     pub bus_sector_ms: f64,
     /// Controller overheads.
@@ -205,6 +208,7 @@ impl Default for DriveParams {
             full_seek_ms: 16.0,
             head_switch_ms: 0.8,
             write_settle_ms: 0.0,
+            min_write_seek_ms: 0.0,
             bus_sector_ms: 0.005,
             overheads: Overheads::default(),
             cache_segments: 4,

@@ -125,7 +125,7 @@ fn a_zero_latency_read_sends_its_sectors_in_order_once_its_first_is_read() {
         sectors: 8,
     };
     let at = 104 * drive.rev_ps / 400 + per_sector / 2;
-    let media = drive.access(at, &request, false, (0, 0));
+    let media = drive.access(at, &request, false, (0, 0), 0);
     assert_eq!(media.first_read, 5);
     assert!(media.start.abs_diff(105 * drive.rev_ps / 400) < 1_000);
     let sent = drive.read_sent(&request, &media);
@@ -377,7 +377,7 @@ fn the_write_settling_delay_applies_to_a_seek_or_head_switch_and_not_to_a_write_
     let mut drive = drive_with(Overheads::default(), |p| p.write_settle_ms = 0.5);
     let far = request(1, Op::Write, 8_000_000);
     let seek_ps = ms_ps(drive.seek_ms(drive.place(far.sector).cylinder));
-    let positioned = drive.access(0, &far, true, (0, 0)).positioned;
+    let positioned = drive.access(0, &far, true, (0, 0), 0).positioned;
     assert_eq!(
         positioned,
         seek_ps + 500_000_000,
@@ -386,10 +386,33 @@ fn the_write_settling_delay_applies_to_a_seek_or_head_switch_and_not_to_a_write_
     let in_place = request(2, Op::Write, 8_000_100);
     let at = 50_000_000_000;
     assert_eq!(
-        drive.access(at, &in_place, true, (0, 0)).positioned,
+        drive.access(at, &in_place, true, (0, 0), 0).positioned,
         at,
         "the head is there"
     );
     let read = request(3, Op::Read, 8_000_200);
-    assert_eq!(drive.access(at, &read, false, (0, 0)).positioned, at);
+    assert_eq!(drive.access(at, &read, false, (0, 0), 0).positioned, at);
+}
+
+#[test]
+fn a_write_positions_for_at_least_the_minimum_seek_delay() {
+    // DiskSim's `Minimum seek delay`: 0.6 ms for the HP C2247A, even on the track the head
+    // is on (`serve` passes no minimum for a write joining the one still going to the
+    // media, which does not position).
+    let mut drive = drive_with(Overheads::default(), |p| p.min_write_seek_ms = 0.6);
+    let far = request(1, Op::Write, 8_000_000);
+    let seek_ps = ms_ps(drive.seek_ms(drive.place(far.sector).cylinder));
+    assert_eq!(
+        drive.access(0, &far, true, (0, 0), 600_000_000).positioned,
+        seek_ps,
+        "a longer seek"
+    );
+    let in_place = request(2, Op::Write, 8_000_100);
+    let at = 50_000_000_000;
+    assert_eq!(
+        drive
+            .access(at, &in_place, true, (0, 0), 600_000_000)
+            .positioned,
+        at + 600_000_000
+    );
 }

@@ -236,6 +236,9 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
         ));
     }
     let bus_sector_ms = specs.take_ms("Bulk sector transfer time")?;
+    // A write's positioning takes at least this, unless it continues a sequential write
+    // stream (`disk_check_hda_pending` sets it as `disk_initiate_seek`'s minimum).
+    let min_write_seek_ms = specs.take_opt_f64("Minimum seek delay", 0.0, MAX_SEEK_MS)?;
     let cache_segments = specs.take_u64("Number of buffer segments", 1, 65_536)? as u32;
     let segment_sectors = specs.take_u64("Segment size (in blks)", 1, 1 << 24)?;
     let declared_max = specs.take_u64("Maximum read-ahead (blks)", 0, 1 << 24)?;
@@ -415,6 +418,7 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
             full_seek_ms,
             head_switch_ms,
             write_settle_ms,
+            min_write_seek_ms,
             bus_sector_ms,
             overheads,
             cache_segments,

@@ -31,6 +31,7 @@ pub fn to_spec_text(imported: &Imported, source: &Path) -> String {
     let _ = writeln!(s, "full_seek_ms = {}", p.full_seek_ms);
     let _ = writeln!(s, "head_switch_ms = {}", p.head_switch_ms);
     let _ = writeln!(s, "write_settle_ms = {}", p.write_settle_ms);
+    let _ = writeln!(s, "min_write_seek_ms = {}", p.min_write_seek_ms);
     let _ = writeln!(s, "bus_sector_ms = {}", p.bus_sector_ms);
     for (name, pair) in [
         ("read_hit", o.read_hit),
