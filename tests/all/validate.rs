@@ -1402,8 +1402,7 @@ fn zones_that_end_past_or_short_of_the_declared_cylinders_are_mapped_as_their_zo
 }
 
 #[test]
-fn a_bus_slower_than_the_drive_sets_the_transfer_as_disksim_takes_it_and_only_unequal_directions_are_listed()
- {
+fn a_bus_slower_than_the_drive_sets_the_transfer_as_disksim_takes_it_in_each_direction() {
     // DiskSim's `disk_get_blktranstime`: a block crosses at the slower of the disk's bus and
     // the disk itself. The HP's bus is 0.1455 ms a block either way, its disk 0.
     let declared = import_parv(&data("hp_c3323a.parv")).unwrap();
@@ -1418,15 +1417,25 @@ fn a_bus_slower_than_the_drive_sets_the_transfer_as_disksim_takes_it_and_only_un
         "Write block transfer time = 0.14550,",
         "Write block transfer time = 0.2,",
     )]);
-    assert_eq!(unequal.params.bus_sector_ms, 0.2, "the slower direction");
+    assert_eq!(
+        (
+            unequal.params.bus_sector_ms,
+            unequal.params.write_bus_sector_ms
+        ),
+        (0.1455, Some(0.2)),
+        "each direction its own"
+    );
     assert!(
-        unequal
-            .not_represented
-            .iter()
-            .any(|n| n.contains("0.1455 ms per block reading and 0.2 ms writing")),
+        unequal.not_represented.iter().all(|n| !n.contains("bus")),
         "{:?}",
         unequal.not_represented
     );
+    let text = to_spec_text(&unequal, Path::new("hp_c3323a.parv"));
+    let from_text = DeviceSpec::parse_file(Path::new("hp.spec"), &text).unwrap();
+    let DeviceSpec::Drive(params) = &from_text else {
+        panic!("not a drive: {from_text:?}")
+    };
+    assert_eq!(**params, unequal.params);
 }
 
 #[test]

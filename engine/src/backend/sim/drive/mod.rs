@@ -225,8 +225,18 @@ impl Drive {
         ms_ps(table[usize::from(self.last_was_write)])
     }
 
+    /// A read's `sectors` across the bus.
     fn bus_ps(&self, sectors: u32) -> u64 {
         ms_ps(self.params.bus_sector_ms * f64::from(sectors))
+    }
+
+    /// A write's `sectors` across the bus.
+    fn write_bus_ps(&self, sectors: u32) -> u64 {
+        let ms = self
+            .params
+            .write_bus_sector_ms
+            .unwrap_or(self.params.bus_sector_ms);
+        ms_ps(ms * f64::from(sectors))
     }
 
     /// The mechanism positions for `request` starting at `at_ps` and transfers it; returns
@@ -577,11 +587,11 @@ impl Drive {
             let overhead = self.overhead_ps(true, self.params.write_back);
             let accepted = taken.overhead_done(overhead);
             let data_from = self.write_data_from(taken, overhead);
-            let received = data_from + self.bus_ps(request.sectors);
+            let received = data_from + self.write_bus_ps(request.sectors);
             let stop = self.stop_streaming(free);
             // The mechanism positions while the data crosses the bus.
             let mech_start = stop.after_minimum.max(accepted) + stop.settling;
-            let data = (data_from, self.bus_ps(1));
+            let data = (data_from, self.write_bus_ps(1));
             let min_position = if appends {
                 0
             } else {

@@ -103,8 +103,12 @@ pub struct DriveParams {
     /// The least a write's positioning takes, settling included, unless it continues the
     /// write still going to the media (DiskSim's `Minimum seek delay`, `disk_check_hda`).
     pub min_write_seek_ms: f64,
-    /// Bus time per sector between the drive's buffer and the host.
+    /// Bus time per sector between the drive's buffer and the host: a read's, and a
+    /// write's where [`Self::write_bus_sector_ms`] does not say otherwise.
     pub bus_sector_ms: f64,
+    /// A write's bus time per sector, where it differs from a read's (DiskSim's buses
+    /// declare each direction).
+    pub write_bus_sector_ms: Option<f64>,
     /// Controller overheads.
     pub overheads: Overheads,
     /// Buffer segments.
@@ -210,6 +214,7 @@ impl Default for DriveParams {
             write_settle_ms: 0.0,
             min_write_seek_ms: 0.0,
             bus_sector_ms: 0.005,
+            write_bus_sector_ms: None,
             overheads: Overheads::default(),
             cache_segments: 4,
             segment_sectors: 512,

@@ -416,3 +416,19 @@ fn a_write_positions_for_at_least_the_minimum_seek_delay() {
         at + 600_000_000
     );
 }
+
+#[test]
+fn a_write_crosses_the_bus_at_the_write_time_and_a_read_at_the_read_time() {
+    // DiskSim's HP C2247A: 0.1701 ms a block reading, 0.18686 writing.
+    let mut drive = drive_with(Overheads::default(), |p| {
+        p.bus_sector_ms = 0.1;
+        p.write_bus_sector_ms = Some(0.2);
+    });
+    // Buffered, a write completes once its 8 blocks have crossed: 1.6 ms.
+    let written = completion_of(&mut drive, 0, request(1, Op::Write, 8_000_000));
+    assert_eq!(written, 1_600_000);
+    // A hit on them, the mechanism idle long after: 8 blocks at 0.1 ms.
+    let at = 100_000_000;
+    let hit = completion_of(&mut drive, at, request(2, Op::Read, 8_000_000));
+    assert_eq!(hit - at, 800_000);
+}

@@ -420,6 +420,7 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
             write_settle_ms,
             min_write_seek_ms,
             bus_sector_ms,
+            write_bus_sector_ms: None,
             overheads,
             cache_segments,
             segment_sectors,
@@ -496,18 +497,12 @@ pub fn import_parv(parv: &Path) -> Result<Imported, ImportError> {
             *slowest = slowest.max(bus.take_opt_f64(key, 0.0, 3_600_000.0)?);
         }
     }
-    // A block crosses at the slower of the disk's bus and the disk itself, as DiskSim's
-    // `disk_get_blktranstime` takes it; the model has one time for both directions.
-    let [read_ms, write_ms] = bus_ms;
-    let slowest = read_ms.max(write_ms);
-    if slowest > imported.params.bus_sector_ms {
-        if read_ms != write_ms {
-            imported.not_represented.push(format!(
-                "the bus takes {read_ms} ms per block reading and {write_ms} ms writing: both at {slowest}"
-            ));
-        }
-        imported.params.bus_sector_ms = slowest;
-    }
+    // A block crosses at the slower of the disk's bus, in the transfer's direction, and the
+    // disk itself, as DiskSim's `disk_get_blktranstime` takes it.
+    let disk_ms = imported.params.bus_sector_ms;
+    let [read_ms, write_ms] = bus_ms.map(|ms| ms.max(disk_ms));
+    imported.params.bus_sector_ms = read_ms;
+    imported.params.write_bus_sector_ms = (write_ms != read_ms).then_some(write_ms);
     Ok(imported)
 }
 

@@ -33,6 +33,9 @@ pub fn to_spec_text(imported: &Imported, source: &Path) -> String {
     let _ = writeln!(s, "write_settle_ms = {}", p.write_settle_ms);
     let _ = writeln!(s, "min_write_seek_ms = {}", p.min_write_seek_ms);
     let _ = writeln!(s, "bus_sector_ms = {}", p.bus_sector_ms);
+    if let Some(ms) = p.write_bus_sector_ms {
+        let _ = writeln!(s, "write_bus_sector_ms = {ms}");
+    }
     for (name, pair) in [
         ("read_hit", o.read_hit),
         ("read_miss", o.read_miss),
