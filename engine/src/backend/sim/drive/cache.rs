@@ -143,7 +143,7 @@ impl Drive {
             sectors: 1,
         };
         let at_ps = at_ps.max(self.mech_free_ps);
-        let media = self.access(at_ps, &next, false, (0, 0), 0);
+        let media = self.access(at_ps, &next, false, (0, 0, 0), 0);
         let first_under_head = media.start;
         let place = self.place(from);
         // A seek under way is not cut short: the next command waits for it to end

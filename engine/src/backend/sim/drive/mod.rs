@@ -225,6 +225,18 @@ impl Drive {
         ms_ps(table[usize::from(self.last_was_write)])
     }
 
+    /// How many of a write's `sectors` must be in the buffer before its first goes on the
+    /// media: DiskSim's rule for a drive with `Extra write disconnect` (the HP C2247A's
+    /// firmware, `disk_buffer_block_available`), ten (or the whole write, if shorter) under
+    /// 45 sectors and fifteen from there; otherwise one.
+    fn write_gate(&self, sectors: u32) -> u32 {
+        match (self.params.extra_write_disconnect, sectors) {
+            (false, _) => 1,
+            (true, n) if n < 45 => n.min(10),
+            (true, _) => 15,
+        }
+    }
+
     /// A read's `sectors` across the bus.
     fn bus_ps(&self, sectors: u32) -> u64 {
         ms_ps(self.params.bus_sector_ms * f64::from(sectors))
@@ -249,7 +261,7 @@ impl Drive {
         at_ps: u64,
         request: &DeviceRequest,
         write: bool,
-        (data_from_ps, bus_ps): (u64, u64),
+        (data_from_ps, bus_ps, first_from_ps): (u64, u64, u64),
         min_position_ps: u64,
     ) -> Access {
         let place = self.place(request.sector);
@@ -277,6 +289,7 @@ impl Drive {
         let media = self.media_ps(request.sector, sectors, per_sector);
         let ready = if write {
             self.write_ready(place, sectors, per_sector, (data_from_ps, bus_ps))
+                .max(first_from_ps)
         } else {
             0
         };
@@ -591,12 +604,15 @@ impl Drive {
             let stop = self.stop_streaming(free);
             // The mechanism positions while the data crosses the bus.
             let mech_start = stop.after_minimum.max(accepted) + stop.settling;
-            let data = (data_from, self.write_bus_ps(1));
-            let min_position = if appends {
-                0
+            let (min_position, first_from) = if appends {
+                (0, 0)
             } else {
-                ms_ps(self.params.min_write_seek_ms)
+                (
+                    ms_ps(self.params.min_write_seek_ms),
+                    data_from + self.write_bus_ps(self.write_gate(request.sectors)),
+                )
             };
+            let data = (data_from, self.write_bus_ps(1), first_from);
             let media_end = self
                 .access(mech_start, &request, true, data, min_position)
                 .end;
@@ -695,7 +711,7 @@ impl Drive {
             None => request,
         };
         let positioning_from = taken_done.max(free).max(stop.after_minimum) + stop.settling;
-        let media = self.access(positioning_from, &from_media, false, (0, 0), 0);
+        let media = self.access(positioning_from, &from_media, false, (0, 0, 0), 0);
         let (media_end, waited) = (media.end, media.wait);
         let bus = self.bus_ps(request.sectors);
         let held_sectors = from_media.sector - request.sector;

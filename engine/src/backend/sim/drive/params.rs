@@ -142,6 +142,10 @@ pub struct DriveParams {
     /// A command stops read-ahead at once, mid-sector; otherwise the sector under the head
     /// is read first (DiskSim's `Stop prefetch in sector`).
     pub stop_prefetch_in_sector: bool,
+    /// A write goes to the media only once ten of its sectors (fifteen from 45 on, all of a
+    /// shorter one) are in the buffer (DiskSim's `Extra write disconnect`, whose other
+    /// overheads DiskSim charges to no request).
+    pub extra_write_disconnect: bool,
     /// Writes complete once buffered and pay the write-hit command overhead (DiskSim's
     /// `Fast write level` > 0); otherwise they complete on the media and pay the miss one.
     pub write_back: bool,
@@ -226,6 +230,7 @@ impl Default for DriveParams {
             read_ahead_over_requested: false,
             drop_returned_data: false,
             stop_prefetch_in_sector: true,
+            extra_write_disconnect: false,
             write_back: true,
             transfer_after_media: false,
             read_water_mark: 0.0,

@@ -125,7 +125,7 @@ fn a_zero_latency_read_sends_its_sectors_in_order_once_its_first_is_read() {
         sectors: 8,
     };
     let at = 104 * drive.rev_ps / 400 + per_sector / 2;
-    let media = drive.access(at, &request, false, (0, 0), 0);
+    let media = drive.access(at, &request, false, (0, 0, 0), 0);
     assert_eq!(media.first_read, 5);
     assert!(media.start.abs_diff(105 * drive.rev_ps / 400) < 1_000);
     let sent = drive.read_sent(&request, &media);
@@ -377,7 +377,7 @@ fn the_write_settling_delay_applies_to_a_seek_or_head_switch_and_not_to_a_write_
     let mut drive = drive_with(Overheads::default(), |p| p.write_settle_ms = 0.5);
     let far = request(1, Op::Write, 8_000_000);
     let seek_ps = ms_ps(drive.seek_ms(drive.place(far.sector).cylinder));
-    let positioned = drive.access(0, &far, true, (0, 0), 0).positioned;
+    let positioned = drive.access(0, &far, true, (0, 0, 0), 0).positioned;
     assert_eq!(
         positioned,
         seek_ps + 500_000_000,
@@ -386,12 +386,12 @@ fn the_write_settling_delay_applies_to_a_seek_or_head_switch_and_not_to_a_write_
     let in_place = request(2, Op::Write, 8_000_100);
     let at = 50_000_000_000;
     assert_eq!(
-        drive.access(at, &in_place, true, (0, 0), 0).positioned,
+        drive.access(at, &in_place, true, (0, 0, 0), 0).positioned,
         at,
         "the head is there"
     );
     let read = request(3, Op::Read, 8_000_200);
-    assert_eq!(drive.access(at, &read, false, (0, 0), 0).positioned, at);
+    assert_eq!(drive.access(at, &read, false, (0, 0, 0), 0).positioned, at);
 }
 
 #[test]
@@ -403,7 +403,9 @@ fn a_write_positions_for_at_least_the_minimum_seek_delay() {
     let far = request(1, Op::Write, 8_000_000);
     let seek_ps = ms_ps(drive.seek_ms(drive.place(far.sector).cylinder));
     assert_eq!(
-        drive.access(0, &far, true, (0, 0), 600_000_000).positioned,
+        drive
+            .access(0, &far, true, (0, 0, 0), 600_000_000)
+            .positioned,
         seek_ps,
         "a longer seek"
     );
@@ -411,7 +413,7 @@ fn a_write_positions_for_at_least_the_minimum_seek_delay() {
     let at = 50_000_000_000;
     assert_eq!(
         drive
-            .access(at, &in_place, true, (0, 0), 600_000_000)
+            .access(at, &in_place, true, (0, 0, 0), 600_000_000)
             .positioned,
         at + 600_000_000
     );
@@ -431,4 +433,44 @@ fn a_write_crosses_the_bus_at_the_write_time_and_a_read_at_the_read_time() {
     let at = 100_000_000;
     let hit = completion_of(&mut drive, at, request(2, Op::Read, 8_000_000));
     assert_eq!(hit - at, 800_000);
+}
+
+#[test]
+fn with_extra_write_disconnects_a_write_waits_for_ten_sectors_of_its_data_before_the_media() {
+    // DiskSim's `disk_buffer_block_available` for the HP C2247A's firmware: a write under
+    // 45 sectors goes to the media once min(10, its length) are in the buffer, a longer one
+    // once 15 are.
+    let drive = drive_with(Overheads::default(), |p| p.extra_write_disconnect = true);
+    assert_eq!(
+        [1, 8, 10, 30, 44, 45, 200].map(|n| drive.write_gate(n)),
+        [1, 8, 10, 10, 10, 15, 15]
+    );
+    // A 30-sector write in place, its data crossing at 1 µs a sector from time 0 (faster
+    // than the media's 21): without the rule its first sector could go once it is in,
+    // with it once the tenth is.
+    let bus = |p: &mut DriveParams| p.write_bus_sector_ms = Some(0.001);
+    let write = DeviceRequest {
+        sectors: 30,
+        ..request(1, Op::Write, 0)
+    };
+    let mut gated = drive_with(Overheads::default(), |p| {
+        bus(p);
+        p.extra_write_disconnect = true;
+    });
+    let gate_ps = gated.write_bus_ps(gated.write_gate(write.sectors));
+    let one_ps = gated.write_bus_ps(1);
+    assert_eq!(
+        gated
+            .access(0, &write, true, (0, one_ps, gate_ps), 0)
+            .positioned,
+        10 * one_ps
+    );
+    let mut plain = drive_with(Overheads::default(), bus);
+    assert_eq!(plain.write_gate(write.sectors), 1);
+    assert_eq!(
+        plain
+            .access(0, &write, true, (0, one_ps, one_ps), 0)
+            .positioned,
+        one_ps
+    );
 }

@@ -215,10 +215,12 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
         controller("Read disconnect afterwrite")?,
         controller("Write disconnect overhead")?,
     ];
-    // DiskSim charges these only to a write its controller flags for an extra disconnect,
-    // and the code that would flag one is commented out of its `disk_buffer_select_segment`:
-    // no request of DiskSim's pays them. (`Extra write disconnect` itself also holds a
-    // write's media access back; below.)
+    // `Extra write disconnect` holds a write's media access back until enough of its data
+    // is in (`disk_buffer_block_available`). The overheads after it DiskSim charges only to
+    // a write its controller flags for an extra disconnect, and the code that would flag
+    // one is commented out of its `disk_buffer_select_segment`: no request of DiskSim's
+    // pays them.
+    let extra_write_disconnect = specs.take_opt_f64("Extra write disconnect", 0.0, 1.0)? != 0.0;
     for unused in [
         "Other reselect overhead",
         "Extradisc command overhead",
@@ -432,6 +434,7 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
             read_ahead_over_requested,
             drop_returned_data,
             stop_prefetch_in_sector,
+            extra_write_disconnect,
             write_back: fast_write > 0,
             transfer_after_media: after_media,
             read_water_mark,

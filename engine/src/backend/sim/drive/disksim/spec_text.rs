@@ -70,6 +70,7 @@ pub fn to_spec_text(imported: &Imported, source: &Path) -> String {
         ("drop_returned_data", p.drop_returned_data),
         ("stop_prefetch_in_sector", p.stop_prefetch_in_sector),
         ("write_back", p.write_back),
+        ("extra_write_disconnect", p.extra_write_disconnect),
         ("transfer_after_media", p.transfer_after_media),
         ("read_water_of_segment", p.read_water_of_segment),
         ("never_disconnect", p.never_disconnect),
