@@ -301,6 +301,17 @@ fn drive_with(overheads: Overheads, with: impl FnOnce(&mut DriveParams)) -> Driv
     Drive::new(params)
 }
 
+/// `base` with a 0.2 ms reselection, 0.1 ms data preparation and the `disconnect`
+/// overheads (after a read's command, after a read and after a write; after a write's data).
+fn bus_protocol(base: Overheads, disconnect: [f64; 3]) -> Overheads {
+    Overheads {
+        reselect: 0.2,
+        data_prep: 0.1,
+        disconnect,
+        ..base
+    }
+}
+
 #[test]
 fn a_read_miss_reconnects_at_its_water_mark_and_pays_reselection_and_preparation() {
     // 8 sectors at a track's start, the bus 0.1 ms a sector (slower than the media's
@@ -313,18 +324,10 @@ fn a_read_miss_reconnects_at_its_water_mark_and_pays_reselection_and_preparation
     };
     let slow_bus = |p: &mut DriveParams| p.bus_sector_ms = 0.1;
     let mut at_first = drive_with(misses, slow_bus);
-    let mut at_half = drive_with(
-        Overheads {
-            reselect: 0.2,
-            data_prep: 0.1,
-            disconnect: [0.05, 0.05, 0.0],
-            ..misses
-        },
-        |p| {
-            slow_bus(p);
-            p.read_water_mark = 0.5;
-        },
-    );
+    let mut at_half = drive_with(bus_protocol(misses, [0.05, 0.05, 0.0]), |p| {
+        slow_bus(p);
+        p.read_water_mark = 0.5;
+    });
     let read = request(1, Op::Read, 8_000_000);
     let first = completion_of(&mut at_first, 0, read);
     let half = completion_of(&mut at_half, 0, read);
@@ -347,15 +350,7 @@ fn a_write_through_write_reselects_for_its_completion_and_a_hit_pays_the_data_pr
     };
     let through = |p: &mut DriveParams| p.write_back = false;
     let mut plain = drive_with(overheads, through);
-    let mut reselecting = drive_with(
-        Overheads {
-            reselect: 0.2,
-            data_prep: 0.1,
-            disconnect: [0.0, 0.0, 0.3],
-            ..overheads
-        },
-        through,
-    );
+    let mut reselecting = drive_with(bus_protocol(overheads, [0.0, 0.0, 0.3]), through);
     // The data is in long before the far seek ends, so the preparation delays nothing and
     // the disconnect is over: the completion waits for the reselection alone.
     let write = request(1, Op::Write, 8_000_000);
