@@ -299,15 +299,20 @@ fn broken_disksim_files_and_specs_are_refused_with_file_and_reason() {
 fn an_extreme_drive_spec_serves_its_requests_without_overflow() {
     // One revolution a minute, a million sectors a track and the longest seek allowed:
     // products of the two pass u64.
-    let spec = DeviceSpec::parse_file(
-        Path::new("slow.spec"),
-        "model = drive\nrpm = 1\nsurfaces = 1\nzone = 0 3 1048576 1048575 1048575 0\nseek = 1 1000\ncapacity_sectors = 4194304\n",
-    )
-    .unwrap();
+    let slow = "model = drive\nrpm = 1\nsurfaces = 1\nzone = 0 3 1048576 1048575 1048575 0\nseek = 1 1000\ncapacity_sectors = 4194304\n";
+    let spec = DeviceSpec::parse_file(Path::new("slow.spec"), slow).unwrap();
     let trace = parse_trace("R Hit 4194000 200 1 0\nW Hit 0 1048576 1 0\nR Hit 8 8 1 0\n").unwrap();
     let v = validate(&trace, &spec).unwrap();
     assert_eq!(v.requests, 3);
     assert!(v.simulated.max_us.is_finite() && v.simulated.max_us > 0.0);
+    // The same with an hour for every controller step and a write's bus an hour a sector:
+    // the replay runs past its bound and says so, where an addition would have overflowed.
+    let hours = format!(
+        "{slow}data_prep_ms = 3600000\nreselect_ms = 3600000\nwrite_disconnect_ms = 3600000\nread_disconnect_after_read_ms = 3600000\nmin_write_seek_ms = 3600000\nwrite_bus_sector_ms = 3600000\nread_water_mark = 1\nwrite_back = 0\nextra_write_disconnect = 1\n"
+    );
+    let spec = DeviceSpec::parse_file(Path::new("hours.spec"), &hours).unwrap();
+    let err = validate(&trace, &spec).unwrap_err();
+    assert!(err.contains("100 days"), "{err}");
 }
 
 /// atlas10k's drive copied into a folder of its own, `from` replaced by `to` in its `file`

@@ -277,7 +277,7 @@ impl Drive {
             // Positioning never goes below zero.
             let settle = self.params.write_settle_ms;
             position = if settle >= 0.0 {
-                position + ms_ps(settle)
+                position.saturating_add(ms_ps(settle))
             } else {
                 position.saturating_sub(ms_ps(-settle))
             };
@@ -294,7 +294,7 @@ impl Drive {
             0
         };
         // Positioned, the head waits for the sector to come round once the data is there.
-        let arrive = (at_ps + position).max(ready);
+        let arrive = at_ps.saturating_add(position).max(ready);
         // In u128: a slow spindle's revolution times a long track passes u64.
         let target = (u128::from(place.angle) * u128::from(self.rev_ps) / u128::from(spt)) as u64;
         let wait = (target + self.rev_ps - arrive % self.rev_ps) % self.rev_ps;
@@ -319,7 +319,7 @@ impl Drive {
                 )
             }
             None => {
-                let start = arrive + wait;
+                let start = arrive.saturating_add(wait);
                 (start, start.saturating_add(media), wait, 0)
             }
         };
@@ -441,9 +441,12 @@ impl Drive {
             } else {
                 0
             };
-            taken.overhead_done(overhead + disconnect) + ms_ps(o.reselect) + prep
+            taken
+                .overhead_done(overhead.saturating_add(disconnect))
+                .saturating_add(ms_ps(o.reselect))
+                .saturating_add(prep)
         } else {
-            taken.overhead_done(overhead) + prep
+            taken.overhead_done(overhead).saturating_add(prep)
         }
     }
 
@@ -460,8 +463,10 @@ impl Drive {
         held: u64,
     ) -> u64 {
         let o = &self.params.overheads;
-        let disconnected =
-            taken.arrived_ps + overhead + ms_ps(o.disconnect[usize::from(self.last_was_write)]);
+        let disconnected = taken
+            .arrived_ps
+            .saturating_add(overhead)
+            .saturating_add(ms_ps(o.disconnect[usize::from(self.last_was_write)]));
         let sectors = u64::from(media_request.sectors).max(1) + held;
         let mark = self.read_mark(sectors);
         let buffered = if mark <= held {
@@ -474,7 +479,10 @@ impl Drive {
             let last = if f > 0 { f } else { from_media } - 1;
             self.read_at(media_request, media, last)
         };
-        buffered.max(disconnected) + ms_ps(o.reselect) + ms_ps(o.data_prep)
+        buffered
+            .max(disconnected)
+            .saturating_add(ms_ps(o.reselect))
+            .saturating_add(ms_ps(o.data_prep))
     }
 
     /// How many of a read's `sectors` must be in the buffer before the drive reconnects:
@@ -600,16 +608,19 @@ impl Drive {
             let overhead = self.overhead_ps(true, self.params.write_back);
             let accepted = taken.overhead_done(overhead);
             let data_from = self.write_data_from(taken, overhead);
-            let received = data_from + self.write_bus_ps(request.sectors);
+            let received = data_from.saturating_add(self.write_bus_ps(request.sectors));
             let stop = self.stop_streaming(free);
             // The mechanism positions while the data crosses the bus.
-            let mech_start = stop.after_minimum.max(accepted) + stop.settling;
+            let mech_start = stop
+                .after_minimum
+                .max(accepted)
+                .saturating_add(stop.settling);
             let (min_position, first_from) = if appends {
                 (0, 0)
             } else {
                 (
                     ms_ps(self.params.min_write_seek_ms),
-                    data_from + self.write_bus_ps(self.write_gate(request.sectors)),
+                    data_from.saturating_add(self.write_bus_ps(self.write_gate(request.sectors))),
                 )
             };
             let data = (data_from, self.write_bus_ps(1), first_from);
@@ -633,9 +644,11 @@ impl Drive {
                 received
             } else {
                 let o = &self.params.overheads;
-                media_end.max(received + ms_ps(o.disconnect[2])) + ms_ps(o.reselect)
+                media_end
+                    .max(received.saturating_add(ms_ps(o.disconnect[2])))
+                    .saturating_add(ms_ps(o.reselect))
             };
-            let done = stored + ms_ps(self.params.overheads.completion[1]);
+            let done = stored.saturating_add(ms_ps(self.params.overheads.completion[1]));
             if self.params.read_hits_on_writes {
                 // The written data stays in the buffer, where later commands hit it.
                 self.add_segment(Segment {
@@ -662,11 +675,13 @@ impl Drive {
             let taken_done = if disconnected {
                 let o = &self.params.overheads;
                 let disconnect = ms_ps(o.disconnect[usize::from(self.last_was_write)]);
-                taken.overhead_done(overhead + disconnect) + ms_ps(o.reselect)
+                taken
+                    .overhead_done(overhead.saturating_add(disconnect))
+                    .saturating_add(ms_ps(o.reselect))
             } else {
                 taken.overhead_done(overhead)
             };
-            let data_from = taken_done + ms_ps(self.params.overheads.data_prep);
+            let data_from = taken_done.saturating_add(ms_ps(self.params.overheads.data_prep));
             self.segments[i].used = self.seq;
             // Sectors the read-ahead is still bringing in go over the bus as they arrive,
             // the first once it is read and the last after it (as a miss's, `read_sent`).
@@ -678,8 +693,10 @@ impl Drive {
                 s.since_ps
                     .saturating_add(ahead.saturating_mul(s.per_sector_ps))
             };
-            let sent = data_from.max(first_ready) + self.bus_ps(request.sectors);
-            let sent = sent.max(ready + self.bus_ps(1));
+            let sent = data_from
+                .max(first_ready)
+                .saturating_add(self.bus_ps(request.sectors));
+            let sent = sent.max(ready.saturating_add(self.bus_ps(1)));
             // A hit takes the segment over, and its read-ahead aims past the hit as far as
             // past a miss (DiskSim's `disk_buffer_attempt_seg_ownership` raises the
             // segment's `maxreadaheadblkno` for every read it serves); an idle segment
@@ -688,7 +705,7 @@ impl Drive {
             if !self.read_ahead_past(i, start_ps, read) && self.params.read_ahead_on_hit {
                 self.resume_read_ahead(i, taken_done, read);
             }
-            let done = sent + ms_ps(self.params.overheads.completion[0]);
+            let done = sent.saturating_add(ms_ps(self.params.overheads.completion[0]));
             if self.params.drop_returned_data {
                 let s = &mut self.segments[i];
                 s.start = s.start.max(request.end());
@@ -710,7 +727,10 @@ impl Drive {
             },
             None => request,
         };
-        let positioning_from = taken_done.max(free).max(stop.after_minimum) + stop.settling;
+        let positioning_from = taken_done
+            .max(free)
+            .max(stop.after_minimum)
+            .saturating_add(stop.settling);
         let media = self.access(positioning_from, &from_media, false, (0, 0, 0), 0);
         let (media_end, waited) = (media.end, media.wait);
         let bus = self.bus_ps(request.sectors);
@@ -718,7 +738,7 @@ impl Drive {
         let ready_at_once =
             self.params.never_disconnect || (self.params.immediate_partial_hit && held_sectors > 0);
         let data_from = if ready_at_once {
-            taken_done + ms_ps(self.params.overheads.data_prep)
+            taken_done.saturating_add(ms_ps(self.params.overheads.data_prep))
         } else {
             self.read_reconnects(taken, miss_overhead, (&from_media, &media), held_sectors)
         };
@@ -726,18 +746,21 @@ impl Drive {
             // The held sectors go as soon as the command is taken, the rest as the media
             // delivers them: after the last, or while they stream.
             let held = self.bus_ps(u32::try_from(held_sectors).unwrap_or(0));
-            let held_sent = data_from + held;
+            let held_sent = data_from.saturating_add(held);
             if self.params.transfer_after_media {
-                held_sent.max(media_end) + self.bus_ps(from_media.sectors)
+                held_sent
+                    .max(media_end)
+                    .saturating_add(self.bus_ps(from_media.sectors))
             } else {
-                media_end.max(data_from + bus)
+                media_end.max(data_from.saturating_add(bus))
             }
         } else if self.params.transfer_after_media {
-            media_end.max(data_from) + bus
+            media_end.max(data_from).saturating_add(bus)
         } else {
-            self.read_sent(&from_media, &media).max(data_from + bus)
+            self.read_sent(&from_media, &media)
+                .max(data_from.saturating_add(bus))
         };
-        let done = sent + ms_ps(self.params.overheads.completion[0]);
+        let done = sent.saturating_add(ms_ps(self.params.overheads.completion[0]));
         let place = self.place(request.end().saturating_sub(1));
         // At least 1 ps: a spec may give a fast spindle more sectors than picoseconds.
         let per_sector = (self.rev_ps / place.sectors_per_track).max(1);
