@@ -948,6 +948,15 @@ fn without_the_buffer_cache_every_read_goes_to_the_media_and_disksims_refusals_h
         !notes.contains("Enable caching") && !notes.contains("Calc sector"),
         "{notes}"
     );
+    // DiskSim reads 2 only as on, as the HP C2490A of its suite declares it.
+    let two = atlas_edited(
+        "atlas10k.diskspecs",
+        "Enable caching in buffer = 1",
+        "Enable caching in buffer = 2",
+    )
+    .unwrap();
+    assert!(two.params.buffer_cache);
+    assert_eq!(two.not_represented, atlas.not_represented);
 }
 
 #[test]

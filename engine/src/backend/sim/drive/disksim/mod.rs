@@ -261,13 +261,12 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
     // Every scheme DiskSim has (0 to 4) is the model's.
     let continuous_read =
         ContinuousRead::from_scheme(continuous).unwrap_or(ContinuousRead::SegmentEnd);
-    // 1 caches as the model does; DiskSim's 2 is taken as 1.
+    // DiskSim accepts 0 to 2 and reads it only as on or off (`currdisk->enablecache` in
+    // `disk_release_hda`, `disk_buffer_check_read_segments`, `disk_postpass_perdisk`): 2
+    // caches as 1 does, as the HP C2490A of its suite declares.
     let caching = specs
         .take_opt_u64("Enable caching in buffer", 0, 2)?
         .unwrap_or(1);
-    if caching == 2 {
-        notes.push("Enable caching in buffer = 2: cached as at 1".into());
-    }
     let buffer_cache = caching != 0;
     // The model times every transfer a sector at a time (each sector, track and cylinder
     // switch), which is DiskSim's `Calc sector by sector = 1`.
