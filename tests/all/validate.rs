@@ -329,6 +329,17 @@ fn atlas_edited(
     imported.map_err(|e| e.to_string())
 }
 
+/// `imported` written as a spec file and read back: the drive the file describes.
+fn through_spec_file(
+    imported: &schedhost::backend::sim::drive::disksim::Imported,
+) -> schedhost::backend::sim::DriveParams {
+    let text = to_spec_text(imported, Path::new("drive.parv"));
+    match DeviceSpec::parse_file(Path::new("drive.spec"), &text).unwrap() {
+        DeviceSpec::Drive(params) => *params,
+        other => panic!("not a drive: {other:?}"),
+    }
+}
+
 /// `files` of `examples/validation` copied into a folder of their own (one per call: the
 /// tests run on threads of one process), with lines replaced (`file`, `from`, `to` each).
 fn edited_copy(files: &[&str], changes: &[(&str, &str, &str)]) -> PathBuf {
@@ -1201,12 +1212,7 @@ fn the_cheetahs_spares_sit_in_its_ranges_and_its_spec_file_says_so() {
             .iter()
             .all(|z| z.range_cylinders == 12)
     );
-    let text = to_spec_text(&imported, Path::new("cheetah4LP.parv"));
-    let from_text = DeviceSpec::parse_file(Path::new("c.spec"), &text).unwrap();
-    let DeviceSpec::Drive(params) = &from_text else {
-        panic!("not a drive: {from_text:?}")
-    };
-    assert_eq!(**params, imported.params);
+    assert_eq!(through_spec_file(&imported), imported.params);
     let long = DeviceSpec::parse_file(
         Path::new("l.spec"),
         "model = drive\nsurfaces = 2\nzone = 0 9 100 0 0 10 0 0 11\n",
@@ -1444,12 +1450,7 @@ fn a_bus_slower_than_the_drive_sets_the_transfer_as_disksim_takes_it_in_each_dir
         "{:?}",
         unequal.not_represented
     );
-    let text = to_spec_text(&unequal, Path::new("hp_c3323a.parv"));
-    let from_text = DeviceSpec::parse_file(Path::new("hp.spec"), &text).unwrap();
-    let DeviceSpec::Drive(params) = &from_text else {
-        panic!("not a drive: {from_text:?}")
-    };
-    assert_eq!(**params, unequal.params);
+    assert_eq!(through_spec_file(&unequal), unequal.params);
 }
 
 #[test]
@@ -1507,12 +1508,7 @@ fn the_controllers_reselect_preparation_disconnect_and_minimum_seek_delays_impor
         "{:?}",
         imported.not_represented
     );
-    let text = to_spec_text(&imported, Path::new("hp_c3323a.parv"));
-    let from_text = DeviceSpec::parse_file(Path::new("hp.spec"), &text).unwrap();
-    let DeviceSpec::Drive(params) = &from_text else {
-        panic!("not a drive: {from_text:?}")
-    };
-    assert_eq!(**params, imported.params);
+    assert_eq!(through_spec_file(&imported), imported.params);
     let err = DeviceSpec::parse_file(
         Path::new("d.spec"),
         "model = drive\nread_water_mark = 1.5\n",
