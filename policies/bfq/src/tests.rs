@@ -366,3 +366,74 @@ fn a_dry_queue_is_not_idled_for_once_the_requests_bfq_holds_fill_every_scheduler
         "every tag held here: the turn ends and group 2's requests go"
     );
 }
+
+/// Group 1's queue in service and dry, its inject limit learned down to nothing at time 0
+/// from a baseline of 100 µs; group 2's queue waiting with three requests.
+fn limit_learned_down_to_nothing() -> Bfq {
+    let mut bfq = Bfq {
+        group_weights: [(1, 232), (2, 135)].into_iter().collect(),
+        slice_idle: 8 * MS,
+        timeout: 125 * MS,
+        max_budget: 16_384,
+        ..Bfq::default()
+    };
+    let in_service = Queue {
+        busy: true,
+        inject: inject::InjectLimit::learned(0, 100_000),
+        ..seeky_queue(1)
+    };
+    bfq.queues.insert(QueueKey::Sync(1), in_service);
+    let mut other = Queue {
+        busy: true,
+        ..seeky_queue(2)
+    };
+    for id in [20, 21, 22] {
+        other.requests.push(&read(id, 2), u64::MAX);
+        bfq.queued.insert(RequestId(id), QueueKey::Sync(2));
+    }
+    bfq.queues.insert(QueueKey::Sync(2), other);
+    bfq.in_service = Some(sync_1_in_service());
+    bfq
+}
+
+#[test]
+fn an_inject_limit_learned_down_to_nothing_is_probed_with_one_request_ten_ms_after_it_fell() {
+    let mut bfq = limit_learned_down_to_nothing();
+    let (key, other) = (QueueKey::Sync(1), Some(QueueKey::Sync(2)));
+    // The kernel keeps such a limit until it is learned again a second later: a queue at
+    // iodepth 1 then kept the device 125 ms with nothing beside it, and a group held by
+    // io.max beside it fell 24 % short of its rate (the sweep's seed 8 cell 164).
+    assert_eq!(bfq.injection_source(key, 9 * MS, None), None);
+    assert_eq!(bfq.injection_source(key, 10 * MS, None), other);
+    // One request at most: the probe goes only onto an empty device.
+    bfq.in_driver = 1;
+    assert_eq!(bfq.injection_source(key, 10 * MS, None), None);
+    bfq.in_driver = 0;
+    // The probe: injected, then the queue's own request arrives and goes beside it, and
+    // takes 200 µs, twice its time alone: the limit stays at nothing, and the next probe
+    // waits another 10 ms from that completion.
+    let mut out = Dispatch::default();
+    assert!(bfq.inject(key, 10 * MS, None, &mut out));
+    bfq.sample_arrival(key, 10 * MS);
+    bfq.sample_dispatch(RequestId(1));
+    bfq.in_driver = 2;
+    let done = 10 * MS + 200_000;
+    bfq.sample_completion(RequestId(1), key, done);
+    bfq.in_driver = 0;
+    assert_eq!(bfq.injection_source(key, done + 9 * MS, None), None);
+    assert_eq!(bfq.injection_source(key, done + 10 * MS, None), other);
+    // A probe beside which the queue's request took no longer than alone raises the limit.
+    let mut out = Dispatch::default();
+    let at = done + 10 * MS;
+    assert!(bfq.inject(key, at, None, &mut out));
+    bfq.sample_arrival(key, at);
+    bfq.sample_dispatch(RequestId(2));
+    bfq.in_driver = 2;
+    bfq.sample_completion(RequestId(2), key, at + 100_000);
+    bfq.in_driver = 0;
+    assert_eq!(
+        bfq.injection_source(key, at + MS, None),
+        other,
+        "a limit of one, learned: no probe is due, and one request may go onto an empty device"
+    );
+}
