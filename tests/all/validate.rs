@@ -971,6 +971,29 @@ fn without_the_buffer_cache_every_read_goes_to_the_media_and_disksims_refusals_h
 }
 
 #[test]
+fn any_count_of_write_segments_up_to_the_segments_imports_alike_and_more_is_refused() {
+    // DiskSim reads the count only to recycle a read's segment for a write that found none
+    // free, which one command at a time never leaves; the Cheetah 9LP of its suite declares
+    // 3 of its 3 segments. The Atlas 10K declares 1 of 10.
+    let atlas = import(&data("atlas10k.diskspecs")).unwrap();
+    let edit = |n: &str| {
+        atlas_edited(
+            "atlas10k.diskspecs",
+            "Maximum number of write segments = 1",
+            &format!("Maximum number of write segments = {n}"),
+        )
+    };
+    let ten = edit("10").unwrap();
+    assert_eq!(ten.not_represented, atlas.not_represented);
+    assert_eq!(through_spec_file(&ten), through_spec_file(&atlas));
+    // As DiskSim refuses more write segments than segments, or none.
+    for n in ["11", "0"] {
+        let err = edit(n).unwrap_err();
+        assert!(err.contains("Maximum number of write segments"), "{err}");
+    }
+}
+
+#[test]
 fn read_any_free_blocks_keeps_the_sectors_the_head_passed_while_waiting_for_a_miss() {
     use schedhost::fidelity::replay;
     // A miss three cylinders on, then a read just before it on its track: in the buffer

@@ -306,14 +306,18 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
         // level 1 only lets appending writes go first among queued bus transfers.
         notes.push("Fast write level = 1: appending writes' priority among queued bus transfers (the drive serves in arrival order); writes are reported once buffered, as at level 2".into());
     }
-    // The model has one write on its way to the media at a time (the segment being
-    // written), which is DiskSim's `Maximum number of write segments = 1`.
-    let write_segments = specs.take_opt_u64("Maximum number of write segments", 1, 65_536)?;
-    if let Some(n) = write_segments.filter(|&n| n > 1) {
-        notes.push(format!(
-            "Maximum number of write segments = {n}: one write segment goes to the media at a time"
-        ));
-    }
+    // DiskSim takes 1 to the number of segments (`disk_postpass_perdisk`) and reads the
+    // count only where `disk_check_hda` finds no segment for the next request and recycles
+    // a read's for a write (`disk_buffer_recyclable_segment_check`); its choice of a
+    // segment for a write leaves the count out (`disk_buffer_select_write_segment`). With
+    // one command on the drive at a time (the model's queue depth) the mechanism takes the
+    // next one with at most the read-ahead's segment busy, so any count serves alike, as
+    // the Cheetah 9LP of its suite declares 3.
+    specs.take_opt_u64(
+        "Maximum number of write segments",
+        1,
+        u64::from(cache_segments),
+    )?;
     let by_reqsize = specs.take_opt_f64("Set watermark by reqsize", 0.0, 1.0)? != 0.0;
     // Held, the bus follows the media from a read's reconnection to its last sector; given
     // up, it is taken again as sectors arrive (below).
