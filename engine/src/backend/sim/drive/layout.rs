@@ -59,6 +59,26 @@ impl DriveZone {
         }
     }
 
+    /// Sectors the zone's slips push the skew of track `(cylinder, surface)` on by
+    /// (`cylinder` counted in the zone), as DiskSim's `g1_map_pbn_skew` assumes slips do
+    /// under spares per cylinder (schemes 2, 4, 5, 6: every slip before the cylinder's
+    /// first sector) and per track (3: every slip before the track's first sector, the
+    /// track counted by its head); under the other schemes none.
+    pub fn slips_pushing_skew(
+        &self,
+        scheme: u8,
+        (cylinder, surface): (u64, u64),
+        surfaces: u64,
+    ) -> u64 {
+        let tracks = match scheme {
+            2 | 4 | 5 | 6 => cylinder.saturating_mul(surfaces),
+            3 => cylinder.saturating_mul(surfaces).saturating_add(surface),
+            _ => return 0,
+        };
+        let cutoff = tracks.saturating_mul(self.sectors_per_track);
+        self.slips.iter().filter(|&&s| s < cutoff).count() as u64
+    }
+
     /// Spares at the end of every range of `range_cylinders` (`g1_ltop_sectperrangespare`:
     /// slips and remaps stay in their range), or at the zone's end
     /// (`g1_ltop_sectperzonespare`).

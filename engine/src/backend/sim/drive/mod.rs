@@ -156,7 +156,9 @@ impl Drive {
             .params
             .surface_order
             .surface(track, (cylinder, cyl_in_zone), surfaces);
-        let skew = switches * z.track_skew + cyl_in_zone * z.cylinder_skew;
+        let skew = switches * z.track_skew
+            + cyl_in_zone * z.cylinder_skew
+            + z.slips_pushing_skew(self.params.sparing_scheme, (cyl_in_zone, surface), surfaces);
         let in_track = offset % spt;
         Place {
             cylinder,

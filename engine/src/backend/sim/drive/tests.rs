@@ -469,3 +469,56 @@ fn with_extra_write_disconnects_a_write_waits_for_ten_sectors_of_its_data_before
         one_ps
     );
 }
+
+#[test]
+fn slips_push_the_skew_of_later_tracks_under_spares_per_cylinder_or_track_as_disksim_assumes() {
+    // The default drive: 4 surfaces of 400 sectors, one zone of 10 cylinders here.
+    let (spt, surfaces) = (400, 4);
+    let cylinder = spt * surfaces;
+    let drive = |scheme: u8, slips: Vec<u64>| {
+        let zone = DriveZone {
+            last_cylinder: 9,
+            spares: 10 * surfaces,
+            slips,
+            ..DriveParams::default().zones[0].clone()
+        };
+        Drive::new(DriveParams {
+            sparing_scheme: scheme,
+            zones: vec![zone],
+            capacity_sectors: 10 * (cylinder - surfaces),
+            ..DriveParams::default()
+        })
+    };
+    // One slip, five sectors into the zone's first track.
+    let angle = |scheme, slips, lbn| {
+        let p = drive(scheme, slips).place(lbn);
+        (p.cylinder, p.track, p.angle)
+    };
+    for scheme in [2u8, 4, 5, 6] {
+        // A spare per track's worth a cylinder: cylinder 1 starts at its first sector with
+        // or without the slip, one sector further round with it (`g1_map_pbn_skew`).
+        let lbn = cylinder - surfaces;
+        let (c, t, plain) = angle(scheme, vec![], lbn);
+        assert_eq!((c, t), (1, 0), "scheme {scheme}");
+        assert_eq!(angle(scheme, vec![5], lbn), (1, 0, (plain + 1) % spt));
+        // Within the slip's own cylinder only the map moves: an LBN lands one sector on,
+        // where the next LBN lands without the slip, at that sector's angle.
+        let in_first = 2 * spt;
+        assert_eq!(
+            angle(scheme, vec![5], in_first - 1),
+            angle(scheme, vec![], in_first),
+            "scheme {scheme}"
+        );
+    }
+    // Spares per track: every track after the slip's.
+    let (c, t, plain) = angle(3, vec![], spt - 1);
+    assert_eq!((c, t), (0, 1));
+    assert_eq!(angle(3, vec![5], spt - 1), (0, 1, (plain + 1) % spt));
+    // Spares per zone or range: the slip moves the map, not the skew.
+    for scheme in [8u8, 9, 10] {
+        let lbn = 2 * cylinder;
+        let with = drive(scheme, vec![5]).place(lbn);
+        let without = drive(scheme, vec![]).place(lbn + 1);
+        assert_eq!(with.angle, without.angle, "scheme {scheme}");
+    }
+}
