@@ -1543,3 +1543,45 @@ fn the_controllers_reselect_preparation_disconnect_and_minimum_seek_delays_impor
         "{err}"
     );
 }
+
+#[test]
+fn spares_at_the_zones_end_step_over_every_slip_before_an_lbn_as_disksims_per_cylinder_map_does() {
+    use schedhost::backend::sim::drive::DriveZone;
+    // Scheme 7: 5 cylinders of 2 tracks of 10 sectors, slips at 3 and 25; the zone withholds
+    // the two slips (`dm_layout_g1_compute_blksinband`) and DiskSim maps it as per cylinder
+    // with no spares, slipping to the end (`issliptoend`).
+    let zone = DriveZone {
+        first_cylinder: 0,
+        last_cylinder: 4,
+        sectors_per_track: 10,
+        spares: 2,
+        slips: vec![3, 25],
+        ..DriveZone::default()
+    };
+    assert_eq!(
+        [2, 3, 18, 19, 23, 24, 97].map(|lbn| zone.physical(lbn, 2, 7)),
+        [2, 4, 19, 20, 24, 26, 99]
+    );
+    // Imported: the slips stay in the map, and a spare count declared under the scheme,
+    // which DiskSim's map holds back in each cylinder but its zone does not, is listed.
+    let atlas = import(&data("atlas10k.diskspecs")).unwrap();
+    let at_end = atlas_edited(
+        "atlas10k.model",
+        "Sparing scheme used = 9",
+        "Sparing scheme used = 7",
+    )
+    .unwrap();
+    assert_eq!(at_end.params.sparing_scheme, 7);
+    let slips = |p: &schedhost::backend::sim::DriveParams| {
+        p.zones.iter().map(|z| z.slips.len()).sum::<usize>()
+    };
+    assert!(slips(&at_end.params) > 0);
+    assert_eq!(slips(&at_end.params), slips(&atlas.params));
+    let notes = at_end.not_represented.join("\n");
+    assert!(!notes.contains("does not step over"), "{notes}");
+    assert!(
+        notes.contains("zone 0: Number of spares = 89 under sparing scheme 7"),
+        "{notes}"
+    );
+    assert_eq!(through_spec_file(&at_end), at_end.params);
+}

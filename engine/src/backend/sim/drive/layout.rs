@@ -53,7 +53,7 @@ impl DriveZone {
                 let track = self.slipped(0, lbn / spt, |track, _| track);
                 track * spt + lbn % spt
             }
-            2 | 4 | 5 | 6 => self.per_cylinder(lbn, surfaces, matches!(scheme, 4 | 6)),
+            2 | 4 | 5 | 6 | 7 => self.per_cylinder(lbn, surfaces, matches!(scheme, 4 | 6 | 7)),
             3 => self.per_track(lbn, surfaces),
             _ => self.per_range_or_zone(lbn, surfaces),
         }
@@ -100,8 +100,9 @@ impl DriveZone {
     }
 
     /// Spares at the end of every cylinder (`g1_ltop_sectpercylspare`, schemes 2, 4, 5
-    /// and 6): slips in the LBN's cylinder push it on, and with `slip_to_end` every slip
-    /// in an earlier cylinder too; pushed past its cylinder's LBNs it goes on into the
+    /// and 6, and 7 with none per cylinder, the zone withholding its slips): slips in the
+    /// LBN's cylinder push it on, and with `slip_to_end` every slip in an earlier cylinder
+    /// too; pushed past its cylinder's LBNs it goes on into the
     /// next cylinder's, as DiskSim's map positions it (its map back from sectors would
     /// put it in a spare). A remapped defect's spare is a position in the zone.
     fn per_cylinder(&self, lbn: u64, surfaces: u64, slip_to_end: bool) -> u64 {

@@ -29,11 +29,11 @@ impl Sparing {
     }
 
     /// Whether the drive model steps over slips and remaps under this scheme, as DiskSim's
-    /// `g1_ltop_*` do: every scheme but none (0), whose map ignores them, and spares at
-    /// the end (7), whose map DiskSim shares with the per-cylinder schemes with a spare
-    /// count it never sets.
+    /// `g1_ltop_*` do: every scheme but none (0), whose map ignores them. Spares at the
+    /// end (7) share the per-cylinder schemes' map, slipping to the end
+    /// (`issliptoend`): every slip before an LBN pushes it on.
     pub(super) fn maps_slips(self) -> bool {
-        !matches!(self.scheme, 0 | 7)
+        self.scheme != 0
     }
 
     /// Sectors zone withholds: `spares` its count, over `cylinders` cylinders of
@@ -89,6 +89,14 @@ pub(super) fn import_zones(
         let track_skew = z.take_f64("Skew for track switch", 0.0, 1e6)?.round() as u64 % spt;
         let cylinder_skew = z.take_f64("Skew for cylinder switch", 0.0, 1e6)?.round() as u64 % spt;
         let spare_count = z.take_u64("Number of spares", 0, u64::MAX >> 8)?;
+        if sparing.scheme == 7 && spare_count > 0 {
+            // `g1_ltop_sectpercylspare` leaves that many sectors of every cylinder out of
+            // the map, while the zone's LBNs (`dm_layout_g1_compute_blksinband`) withhold
+            // only the slips: DiskSim's own map then runs past its zone.
+            notes.push(format!(
+                "zone {i}: Number of spares = {spare_count} under sparing scheme 7: the map holds none back in each cylinder (DiskSim's withholds them there but not from the zone's LBNs)"
+            ));
+        }
         // Positions within the zone: tracks under track sparing, else sectors.
         let positions = (last - first + 1) * surfaces * if sparing.scheme == 1 { 1 } else { spt };
         let zone_slips = z.take_positions("slips", positions)?;
@@ -157,7 +165,7 @@ pub(super) fn import_zones(
     }
     if slips + defects > 0 && !sparing.maps_slips() {
         notes.push(format!(
-            "{slips} slipped and {defects} remapped defects under sparing scheme {}: the LBN map does not step over them (it does under every scheme but 0 and 7)",
+            "{slips} slipped and {defects} remapped defects under sparing scheme {}: the LBN map does not step over them (it does under every scheme but 0)",
             sparing.scheme
         ));
     }
