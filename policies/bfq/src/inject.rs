@@ -60,7 +60,7 @@ pub(super) struct InjectLimit {
 }
 
 impl InjectLimit {
-    /// Whether a limit learnt down to nothing lets one request through to sample again:
+    /// Whether a limit learned down to nothing lets one request through to sample again:
     /// [`RESAMPLE_NS`] after it fell (not the kernel's, which waits for [`RELEARN_NS`]).
     fn probes(&self, now_ns: u64) -> bool {
         self.limit == 0
@@ -215,7 +215,7 @@ impl Bfq {
         if limit == 0 && in_service.inject.baseline_ns == 0 && idling_long {
             limit = 1;
         }
-        // A limit learnt down to nothing is tried again at one request (not the kernel's).
+        // A limit learned down to nothing is tried again at one request (not the kernel's).
         if limit == 0 && in_service.inject.probes(now_ns) {
             limit = 1;
         }

@@ -64,7 +64,7 @@ impl DriveZone {
     /// under spares per cylinder (schemes 2, 4, 5, 6: every slip before the cylinder's
     /// first sector) and per track (3: every slip before the track's first sector, the
     /// track counted by its head); under the other schemes none.
-    pub fn slips_pushing_skew(
+    pub(super) fn slips_pushing_skew(
         &self,
         scheme: u8,
         (cylinder, surface): (u64, u64),

@@ -495,8 +495,9 @@ fn slips_push_the_skew_of_later_tracks_under_spares_per_cylinder_or_track_as_dis
         (p.cylinder, p.track, p.angle)
     };
     for scheme in [2u8, 4, 5, 6] {
-        // A spare per track's worth a cylinder: cylinder 1 starts at its first sector with
-        // or without the slip, one sector further round with it (`g1_map_pbn_skew`).
+        // Cylinder 1's first LBN lies on its first sector with or without the slip (a
+        // spare of cylinder 0 takes it up), one sector further round with it
+        // (`g1_map_pbn_skew`).
         let lbn = cylinder - surfaces;
         let (c, t, plain) = angle(scheme, vec![], lbn);
         assert_eq!((c, t), (1, 0), "scheme {scheme}");
