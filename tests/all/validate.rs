@@ -288,9 +288,7 @@ fn broken_disksim_files_and_specs_are_refused_with_file_and_reason() {
             "more than the zones hold",
         ),
     ] {
-        let err = DeviceSpec::parse_file(Path::new("d.spec"), text)
-            .unwrap_err()
-            .to_string();
+        let err = spec_refusal(text);
         assert!(err.contains(want), "{text:?}: {err}");
     }
 }
@@ -313,6 +311,13 @@ fn an_extreme_drive_spec_serves_its_requests_without_overflow() {
     let spec = DeviceSpec::parse_file(Path::new("hours.spec"), &hours).unwrap();
     let err = validate(&trace, &spec).unwrap_err();
     assert!(err.contains("100 days"), "{err}");
+}
+
+/// What a spec file of `text` is refused with.
+fn spec_refusal(text: &str) -> String {
+    DeviceSpec::parse_file(Path::new("s.spec"), text)
+        .unwrap_err()
+        .to_string()
 }
 
 /// atlas10k's drive copied into a folder of its own, `from` replaced by `to` in its `file`
@@ -380,9 +385,7 @@ fn disksims_lbn_to_pbn_mapping_scheme_is_the_drives_surface_order_and_a_bad_one_
         "{:?}",
         atlas.not_represented
     );
-    let err = DeviceSpec::parse_file(Path::new("s.spec"), "model = drive\nsurface_order = 3\n")
-        .unwrap_err()
-        .to_string();
+    let err = spec_refusal("model = drive\nsurface_order = 3\n");
     assert!(err.contains("surface_order = 3"), "{err}");
 }
 
@@ -478,12 +481,7 @@ fn a_negative_write_settling_delay_imports_with_disksims_meaning_and_shortens_wr
     let negative = atlas_with_settle("-0.48").unwrap();
     assert_eq!(negative.write_settle_ms, -0.48);
     // A spec file takes it within a second either way.
-    let err = DeviceSpec::parse_file(
-        Path::new("s.spec"),
-        "model = drive\nwrite_settle_ms = -5000\n",
-    )
-    .unwrap_err()
-    .to_string();
+    let err = spec_refusal("model = drive\nwrite_settle_ms = -5000\n");
     assert!(err.contains("from -1000 to 1000"), "{err}");
     let zero = atlas_with_settle("0").unwrap();
     // Writes far apart: each seeks, and the settle adjusts every one of them.
@@ -855,9 +853,7 @@ fn an_imported_drives_slips_survive_its_spec_file_and_bad_slip_lines_are_refused
             "past the zone's 10 tracks",
         ),
     ] {
-        let err = DeviceSpec::parse_file(Path::new("s.spec"), &format!("{zone}{line}\n"))
-            .unwrap_err()
-            .to_string();
+        let err = spec_refusal(&format!("{zone}{line}\n"));
         assert!(err.contains(named), "{line}: {err}");
     }
 }
@@ -926,9 +922,7 @@ fn read_ahead_stops_where_the_drives_continuous_read_says_at_the_track_or_cylind
         "DEC: a read into the next track reads the track after it too"
     );
     assert!(across(1200) > 2.0 * hit, "DEC: and no further");
-    let err = DeviceSpec::parse_file(Path::new("s.spec"), "model = drive\ncontinuous_read = 5\n")
-        .unwrap_err()
-        .to_string();
+    let err = spec_refusal("model = drive\ncontinuous_read = 5\n");
     assert!(err.contains("continuous_read = 5"), "{err}");
 }
 
@@ -1080,9 +1074,7 @@ fn a_spec_may_give_the_rotational_attribute_its_device_reports() {
     assert!(told("model = ssd\nrotational = 1\n"));
     assert!(told("model = hdd\n"));
     assert!(!told("model = hdd\nrotational = 0\n"));
-    let err = DeviceSpec::parse_file(Path::new("s.spec"), "model = ssd\nrotational = yes\n")
-        .unwrap_err()
-        .to_string();
+    let err = spec_refusal("model = ssd\nrotational = yes\n");
     assert!(err.contains("0 or 1"), "{err}");
 }
 
@@ -1236,12 +1228,7 @@ fn the_cheetahs_spares_sit_in_its_ranges_and_its_spec_file_says_so() {
             .all(|z| z.range_cylinders == 12)
     );
     assert_eq!(through_spec_file(&imported), imported.params);
-    let long = DeviceSpec::parse_file(
-        Path::new("l.spec"),
-        "model = drive\nsurfaces = 2\nzone = 0 9 100 0 0 10 0 0 11\n",
-    )
-    .unwrap_err()
-    .to_string();
+    let long = spec_refusal("model = drive\nsurfaces = 2\nzone = 0 9 100 0 0 10 0 0 11\n");
     assert!(long.contains("longer than the zone"), "{long}");
 }
 
@@ -1532,12 +1519,7 @@ fn the_controllers_reselect_preparation_disconnect_and_minimum_seek_delays_impor
         imported.not_represented
     );
     assert_eq!(through_spec_file(&imported), imported.params);
-    let err = DeviceSpec::parse_file(
-        Path::new("d.spec"),
-        "model = drive\nread_water_mark = 1.5\n",
-    )
-    .unwrap_err()
-    .to_string();
+    let err = spec_refusal("model = drive\nread_water_mark = 1.5\n");
     assert!(
         err.contains("read_water_mark") && err.contains("0 to 1"),
         "{err}"
