@@ -248,6 +248,7 @@ impl DeviceSpec {
                 "overhead_ns" => p.overhead_ns = num(key, value)?,
                 "contention_ns" => p.contention_ns = num(key, value)?,
                 "jitter_ns" => p.jitter_ns = num(key, value)?,
+                "jitter_permille" => p.jitter_permille = num(key, value)?,
                 "capacity_sectors" => p.capacity_sectors = positive(key, value)?,
                 "hw_queues" => p.hw_queues = positive(key, value)?,
                 "queue_depth" => p.queue_depth = positive(key, value)?,
@@ -257,7 +258,7 @@ impl DeviceSpec {
                     return Err(unknown(
                         key,
                         "ssd",
-                        "channels dies_per_channel page_bytes read_ns program_ns channel_bytes_per_s overhead_ns contention_ns jitter_ns capacity_sectors hw_queues queue_depth max_sectors rotational",
+                        "channels dies_per_channel page_bytes read_ns program_ns channel_bytes_per_s overhead_ns contention_ns jitter_ns jitter_permille capacity_sectors hw_queues queue_depth max_sectors rotational",
                     ));
                 }
             },
@@ -316,6 +317,7 @@ fn unknown(key: &str, model: &str, known: &str) -> String {
 /// The largest value each parameter takes. Counts size the model's tables and times are
 /// added to the virtual clock, so a spec file may not ask for more than these.
 const LIMITS: &[(&str, u64)] = &[
+    ("jitter_permille", 1_000_000),
     ("capacity_sectors", crate::core::MAX_SECTOR),
     ("hw_queues", 1024),
     ("queue_depth", 65_536),

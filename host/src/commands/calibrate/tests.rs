@@ -2,6 +2,8 @@
 
 use schedhost::backend::sim::DeviceModel as _;
 
+use schedhost::backend::sim::SsdParams;
+
 use super::fit::*;
 
 #[test]
@@ -25,6 +27,7 @@ fn linear_device(base_ns: f64, per_ahead_ns: f64) -> Probes {
         qd1_iops: iops(1),
         qd1_latency: Latency::default(),
         deeper_iops: DEEPER.map(iops),
+        deeper_p99_ns: [0.0; DEEPER.len()],
         write_bps: Some(1.0e9),
         write_4k_iops: Some(1e9 / 48_000.0),
         read_bps: 1.0e9,
@@ -37,15 +40,72 @@ fn fitted(spec: &str, key: &str) -> u64 {
         .unwrap_or_else(|| panic!("no {key} in\n{spec}"))
 }
 
-/// Reads the spec back as `compare --device` would, and runs it.
-fn spec_iops(spec: &str, depth: u32) -> f64 {
+/// Reads the spec back as `compare --device` would.
+fn spec_params(spec: &str) -> SsdParams {
     let parsed =
         schedhost::backend::sim::DeviceSpec::parse_file(std::path::Path::new("fitted.spec"), spec)
             .expect("the spec parses");
     let schedhost::backend::sim::DeviceSpec::Ssd(params) = parsed else {
         panic!("an ssd spec:\n{spec}");
     };
-    closed_loop_iops(params, depth, 200_000_000)
+    params
+}
+
+/// Reads the spec back as `compare --device` would, and runs it.
+fn spec_iops(spec: &str, depth: u32) -> f64 {
+    closed_loop_iops(spec_params(spec), depth, 200_000_000)
+}
+
+/// Probes of the flash model itself with `params`: rates and tails as the model gives them.
+fn probes_of(params: SsdParams) -> Probes {
+    let run = |depth| closed_loop(params, depth, 200_000_000);
+    let qd1 = run(1);
+    Probes {
+        qd1_iops: qd1.iops,
+        qd1_latency: Latency {
+            mean_ns: 1e9 / qd1.iops,
+            p99_ns: qd1.p99_ns,
+        },
+        deeper_iops: DEEPER.map(|d| run(d).iops),
+        deeper_p99_ns: DEEPER.map(|d| run(d).p99_ns),
+        write_bps: None,
+        write_4k_iops: None,
+        read_bps: 1.0e9,
+    }
+}
+
+#[test]
+fn a_tail_in_proportion_to_the_latency_is_fitted_at_depth_1_and_holds_at_every_depth() {
+    // A device whose jitter is 400 ‰ of each request's time on it: its p99 stays about
+    // twice its mean however deep the queue, as this machine's virtual disk's does.
+    let device = SsdParams {
+        channels: 6,
+        dies_per_channel: 1,
+        read_ns: 40_000,
+        overhead_ns: 5_000,
+        contention_ns: 5_000,
+        jitter_permille: 400,
+        channel_bytes_per_s: 10_000_000_000,
+        capacity_sectors: 1 << 21,
+        ..SsdParams::default()
+    };
+    let probes = probes_of(device);
+    let spec = ssd_spec(&probes, 1 << 21);
+    let permille = fitted(&spec, "jitter_permille");
+    assert!((300..=500).contains(&permille), "{spec}");
+    let fitted = spec_params(&spec);
+    for ((depth, p99), iops) in DEEPER
+        .into_iter()
+        .zip(probes.deeper_p99_ns)
+        .zip(probes.deeper_iops)
+    {
+        let run = closed_loop(fitted, depth, 200_000_000);
+        let (tail, rate) = (run.p99_ns / p99, run.iops / iops);
+        assert!(
+            (0.8..=1.25).contains(&tail) && (0.9..=1.1).contains(&rate),
+            "depth {depth}: p99 {tail:.2}, IOPS {rate:.2} of the probed\n{spec}"
+        );
+    }
 }
 
 #[test]
@@ -75,6 +135,7 @@ fn a_device_that_scales_with_its_queue_is_fitted_with_dies_and_no_contention() {
         qd1_iops: iops(1),
         qd1_latency: Latency::default(),
         deeper_iops: DEEPER.map(iops),
+        deeper_p99_ns: [0.0; DEEPER.len()],
         write_bps: None,
         write_4k_iops: None,
         read_bps: 1.0e9,
