@@ -249,6 +249,7 @@ impl DeviceSpec {
                 "contention_ns" => p.contention_ns = num(key, value)?,
                 "jitter_ns" => p.jitter_ns = num(key, value)?,
                 "jitter_permille" => p.jitter_permille = num(key, value)?,
+                "complete_together" => p.complete_together = flag(key, value)?,
                 "capacity_sectors" => p.capacity_sectors = positive(key, value)?,
                 "hw_queues" => p.hw_queues = positive(key, value)?,
                 "queue_depth" => p.queue_depth = positive(key, value)?,
@@ -258,7 +259,7 @@ impl DeviceSpec {
                     return Err(unknown(
                         key,
                         "ssd",
-                        "channels dies_per_channel page_bytes read_ns program_ns channel_bytes_per_s overhead_ns contention_ns jitter_ns jitter_permille capacity_sectors hw_queues queue_depth max_sectors rotational",
+                        "channels dies_per_channel page_bytes read_ns program_ns channel_bytes_per_s overhead_ns contention_ns jitter_ns jitter_permille complete_together capacity_sectors hw_queues queue_depth max_sectors rotational",
                     ));
                 }
             },

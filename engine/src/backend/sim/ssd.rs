@@ -46,6 +46,13 @@ pub struct SsdParams {
     /// leaves a deep queue's p99 near its mean (1.4 of it at depth 32). `calibrate` fits it
     /// to the depth-1 tail in place of `jitter_ns`.
     pub jitter_permille: u64,
+    /// Requests sent at one instant complete together, when the slowest of them is done
+    /// (default off): a virtual disk whose host takes the requests of one notification as
+    /// a batch and signals their completions at once. This machine's runs every read in
+    /// lockstep: four jobs at QD1 got every completion in a group of 4, at QD8 under noop
+    /// in a group of 32, each group the reads sent in one step of the host. `calibrate`
+    /// tries the model both ways and keeps the one closer to its probes.
+    pub complete_together: bool,
     /// Capacity (default 512 GiB).
     pub capacity_sectors: u64,
     /// Hardware queues (NVMe submission queues; default 2, one per core of the test machine).
@@ -73,6 +80,7 @@ impl Default for SsdParams {
             contention_ns: 0,
             jitter_ns: 0,
             jitter_permille: 0,
+            complete_together: false,
             capacity_sectors: 1 << 30,
             hw_queues: 2,
             queue_depth: 128,
@@ -91,6 +99,18 @@ pub struct Ssd {
     /// Completions by time, then submission order.
     due: BinaryHeap<Reverse<(u64, u64, u64, i32)>>,
     seq: u64,
+    /// The requests sent at the last instant, held until the slowest is done, under
+    /// `complete_together`.
+    group: Group,
+}
+
+/// Requests sent at one instant (`at`), and when the slowest of them is done.
+#[derive(Debug, Default)]
+struct Group {
+    at: u64,
+    end: u64,
+    /// (submission order, id) of each.
+    members: Vec<(u64, u64)>,
 }
 
 impl Ssd {
@@ -103,6 +123,29 @@ impl Ssd {
             channel_free: vec![0; params.channels.max(1) as usize],
             due: BinaryHeap::new(),
             seq: 0,
+            group: Group::default(),
+        }
+    }
+
+    /// The jitter of a request (or a group) `own_ns` on the device, from draw `n`.
+    fn jitter(&self, own_ns: u64, n: u64) -> u64 {
+        let own = own_ns.saturating_mul(self.params.jitter_permille) / 1000;
+        match own.saturating_add(self.params.jitter_ns) {
+            0 => 0,
+            mean => exponential_ns(mean, n),
+        }
+    }
+
+    /// The group's requests go to the completions, all at its slowest one's time and one
+    /// jitter drawn for the group: the host signals them at once.
+    fn close_group(&mut self) {
+        let Some(&(first, _)) = self.group.members.first() else {
+            return;
+        };
+        let own = self.group.end - self.group.at;
+        let end = self.group.end.saturating_add(self.jitter(own, first - 1));
+        for (seq, id) in self.group.members.drain(..) {
+            self.due.push(Reverse((end, seq, id, 0)));
         }
     }
 
@@ -112,10 +155,17 @@ impl Ssd {
         if self.params.contention_ns == 0 {
             return 0;
         }
-        self.due
+        let grouped = if self.group.end > now_ns {
+            self.group.members.len()
+        } else {
+            0
+        };
+        (self
+            .due
             .iter()
             .filter(|Reverse((at, ..))| *at > now_ns)
-            .count() as u64
+            .count()
+            + grouped) as u64
     }
 
     /// When the last page of `request` is done, occupying dies and channels from `now_ns`.
@@ -179,26 +229,41 @@ impl DeviceModel for Ssd {
     }
 
     fn submit(&mut self, now_ns: u64, request: DeviceRequest) {
-        let (at, status) = if in_range(&request, self.params.capacity_sectors) {
-            let done = self.service(now_ns, &request);
-            let own = (done - now_ns).saturating_mul(self.params.jitter_permille) / 1000;
-            let jitter = match own.saturating_add(self.params.jitter_ns) {
-                0 => 0,
-                mean => exponential_ns(mean, self.seq),
-            };
-            (done.saturating_add(jitter), 0)
-        } else {
-            (now_ns, EIO)
-        };
+        if !in_range(&request, self.params.capacity_sectors) {
+            self.seq += 1;
+            self.due.push(Reverse((now_ns, self.seq, request.id, EIO)));
+            return;
+        }
+        let done = self.service(now_ns, &request);
+        if self.params.complete_together {
+            if !self.group.members.is_empty() && self.group.at != now_ns {
+                self.close_group();
+            }
+            if self.group.members.is_empty() {
+                (self.group.at, self.group.end) = (now_ns, done);
+            }
+            self.seq += 1;
+            self.group.end = self.group.end.max(done);
+            self.group.members.push((self.seq, request.id));
+            return;
+        }
+        let at = done.saturating_add(self.jitter(done - now_ns, self.seq));
         self.seq += 1;
-        self.due.push(Reverse((at, self.seq, request.id, status)));
+        self.due.push(Reverse((at, self.seq, request.id, 0)));
     }
 
     fn next_event(&self) -> Option<u64> {
-        self.due.peek().map(|Reverse((at, ..))| *at)
+        let due = self.due.peek().map(|Reverse((at, ..))| *at);
+        if self.group.members.is_empty() {
+            return due;
+        }
+        Some(due.map_or(self.group.end, |d| d.min(self.group.end)))
     }
 
     fn poll(&mut self, now_ns: u64) -> Option<(u64, i32)> {
+        if !self.group.members.is_empty() && self.group.end <= now_ns {
+            self.close_group();
+        }
         match self.due.peek() {
             Some(Reverse((at, ..))) if *at <= now_ns => self
                 .due
@@ -306,6 +371,40 @@ mod tests {
             let own = (id as u64 + 1) * 20_000 + 1;
             assert_eq!(at, own + exponential_ns(own / 2, id as u64), "read {id}");
         }
+    }
+
+    #[test]
+    fn reads_sent_at_one_instant_complete_together_when_the_slowest_is_done() {
+        // Two reads on die 0 and one on die 1 sent at 0 (20, 40 and 20 µs on their own),
+        // then one on die 2 sent at 10 µs, once the first three are on the device.
+        let mut ssd = Ssd::new(SsdParams {
+            channels: 8,
+            dies_per_channel: 1,
+            read_ns: 20_000,
+            overhead_ns: 0,
+            channel_bytes_per_s: 4096 * 1_000_000_000,
+            complete_together: true,
+            ..SsdParams::default()
+        });
+        let read = |id: u64, page: u64| DeviceRequest {
+            id,
+            op: Op::Read,
+            sector: page * 8,
+            sectors: 8,
+        };
+        for (id, page) in [(0, 0), (1, 8), (2, 1)] {
+            ssd.submit(0, read(id, page));
+        }
+        assert_eq!(ssd.next_event(), Some(40_001));
+        ssd.submit(10_000, read(3, 2));
+        let mut done = Vec::new();
+        while let Some(t) = ssd.next_event() {
+            while let Some((id, _)) = ssd.poll(t) {
+                done.push((id, t));
+            }
+        }
+        // The first three at the slowest's time, in the order sent; the fourth on its own.
+        assert_eq!(done, [(3, 30_001), (0, 40_001), (1, 40_001), (2, 40_001)]);
     }
 
     #[test]

@@ -69,7 +69,18 @@ pub(super) fn ssd_spec(p: &Probes, capacity: u64) -> String {
     let own_ns = overhead_ns + read_ns + transfer_ns;
     params.jitter_permille = (jitter_ns * 1000.0 / own_ns).round() as u64;
     let with_jitter = 1.0 + params.jitter_permille as f64 / 1000.0;
-    (params.channels, params.contention_ns) = fit_queueing(params, p);
+    params = [false, true]
+        .map(|together| {
+            let mut candidate = SsdParams {
+                complete_together: together,
+                ..params
+            };
+            (candidate.channels, candidate.contention_ns) = fit_queueing(candidate, p);
+            (probe_error(candidate, p), candidate)
+        })
+        .into_iter()
+        .min_by(|a, b| a.0.total_cmp(&b.0))
+        .map_or(params, |(_, best)| best);
     if let Some(iops) = p.write_4k_iops {
         // A page crosses the channel and is programmed, alone on the device at depth 1,
         // and the jitter adds its part of that.
@@ -101,6 +112,11 @@ pub(super) fn ssd_spec(p: &Probes, capacity: u64) -> String {
     let _ = writeln!(s, "overhead_ns = {}", params.overhead_ns);
     let _ = writeln!(s, "contention_ns = {}", params.contention_ns);
     let _ = writeln!(s, "jitter_permille = {}", params.jitter_permille);
+    let _ = writeln!(
+        s,
+        "complete_together = {}",
+        u8::from(params.complete_together)
+    );
     let _ = writeln!(s, "capacity_sectors = {capacity}");
     let _ = writeln!(s, "hw_queues = 1");
     let _ = writeln!(s, "queue_depth = 128");
@@ -116,6 +132,30 @@ pub(super) fn jitter_ns(qd1: Latency) -> f64 {
 
 /// Virtual time the fitted spec's own tail is simulated at each depth, for its header.
 const TAIL_CHECK_NS: u64 = 200_000_000;
+
+/// How far `params` simulates from the probes: the squared log ratios of the IOPS and of
+/// the p99 (where probed) at depth 1 and each of [`DEEPER`].
+fn probe_error(params: SsdParams, p: &Probes) -> f64 {
+    std::iter::once((1, p.qd1_iops, p.qd1_latency.p99_ns))
+        .chain(
+            DEEPER
+                .into_iter()
+                .zip(p.deeper_iops)
+                .zip(p.deeper_p99_ns)
+                .map(|((d, iops), p99)| (d, iops, p99)),
+        )
+        .map(|(depth, iops, p99)| {
+            let run = closed_loop(params, depth, TAIL_CHECK_NS);
+            let rate = (run.iops.max(1.0) / iops.max(1.0)).ln().powi(2);
+            let tail = if p99 > 0.0 {
+                (run.p99_ns.max(1.0) / p99).ln().powi(2)
+            } else {
+                0.0
+            };
+            rate + tail
+        })
+        .sum()
+}
 
 /// Dies (one per channel) tried by [`fit_queueing`].
 const DIES: [u32; 14] = [1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 24, 32, 48, 64];

@@ -19,7 +19,9 @@
 //! mean to 99th percentile as an exponential time added to each request, its mean in
 //! proportion to the request's time on the device (`jitter_permille`: this machine's disk
 //! keeps its p99 near twice its mean at every depth to 32, where a constant jitter left the
-//! simulated QD8 × 4 p99 at 0.6 of the measured); the
+//! simulated QD8 × 4 p99 near half the measured); whether the reads sent at one instant
+//! complete together (`complete_together`: this machine's disk runs in lockstep), the model
+//! both ways and the one closer to the probes' IOPS and p99 kept; the
 //! dies and the time each request on the device adds to a new one's (`contention_ns`)
 //! whose simulated reads come closest to the probed IOPS at every depth (a device whose
 //! latency grows with its queue from the first request on, as a virtual disk's host thread

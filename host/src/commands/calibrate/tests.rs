@@ -109,6 +109,44 @@ fn a_tail_in_proportion_to_the_latency_is_fitted_at_depth_1_and_holds_at_every_d
 }
 
 #[test]
+fn a_device_that_completes_what_was_sent_together_is_fitted_so_and_one_that_does_not_is_not() {
+    let device = |together| SsdParams {
+        channels: 16,
+        dies_per_channel: 1,
+        read_ns: 40_000,
+        overhead_ns: 5_000,
+        contention_ns: 3_000,
+        jitter_permille: 300,
+        complete_together: together,
+        channel_bytes_per_s: 10_000_000_000,
+        capacity_sectors: 1 << 21,
+        ..SsdParams::default()
+    };
+    for together in [false, true] {
+        let probes = probes_of(device(together));
+        let spec = ssd_spec(&probes, 1 << 21);
+        assert_eq!(
+            fitted(&spec, "complete_together"),
+            u64::from(together),
+            "{spec}"
+        );
+        let fitted = spec_params(&spec);
+        for ((depth, p99), iops) in DEEPER
+            .into_iter()
+            .zip(probes.deeper_p99_ns)
+            .zip(probes.deeper_iops)
+        {
+            let run = closed_loop(fitted, depth, 200_000_000);
+            let (tail, rate) = (run.p99_ns / p99, run.iops / iops);
+            assert!(
+                (0.8..=1.25).contains(&tail) && (0.9..=1.1).contains(&rate),
+                "together {together}, depth {depth}: p99 {tail:.2}, IOPS {rate:.2} of the probed\n{spec}"
+            );
+        }
+    }
+}
+
+#[test]
 fn a_device_whose_latency_grows_with_its_queue_is_fitted_with_contention() {
     // Like this machine's virtual disk: 33 µs alone, 6 µs more per request ahead.
     let probes = linear_device(33_000.0, 6_000.0);
