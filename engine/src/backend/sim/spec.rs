@@ -250,6 +250,7 @@ impl DeviceSpec {
                 "jitter_ns" => p.jitter_ns = num(key, value)?,
                 "jitter_permille" => p.jitter_permille = num(key, value)?,
                 "complete_together" => p.complete_together = flag(key, value)?,
+                "write_contention_ns" => p.write_contention_ns = num(key, value)?,
                 "capacity_sectors" => p.capacity_sectors = positive(key, value)?,
                 "hw_queues" => p.hw_queues = positive(key, value)?,
                 "queue_depth" => p.queue_depth = positive(key, value)?,
@@ -259,7 +260,7 @@ impl DeviceSpec {
                     return Err(unknown(
                         key,
                         "ssd",
-                        "channels dies_per_channel page_bytes read_ns program_ns channel_bytes_per_s overhead_ns contention_ns jitter_ns jitter_permille complete_together capacity_sectors hw_queues queue_depth max_sectors rotational",
+                        "channels dies_per_channel page_bytes read_ns program_ns channel_bytes_per_s overhead_ns contention_ns jitter_ns jitter_permille complete_together write_contention_ns capacity_sectors hw_queues queue_depth max_sectors rotational",
                     ));
                 }
             },
@@ -342,6 +343,7 @@ const TIME_LIMITS: &[(&str, u64)] = &[
     ("program_ns", 3_600_000_000_000),
     ("overhead_ns", 3_600_000_000_000),
     ("contention_ns", 1_000_000_000),
+    ("write_contention_ns", 1_000_000_000),
     ("jitter_ns", 1_000_000_000),
     ("overhead_us", 3_600_000_000),
     ("max_command_age_ms", 3_600_000),

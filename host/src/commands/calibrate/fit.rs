@@ -16,6 +16,9 @@ pub(super) struct Probes {
     pub(super) deeper_iops: [f64; DEEPER.len()],
     /// The reads' 99th percentile latency at each of [`DEEPER`], in ns (0: not probed).
     pub(super) deeper_p99_ns: [f64; DEEPER.len()],
+    /// 4 KiB random reads and writes at even odds, [`MIXED_DEPTH`] deep: both directions'
+    /// IOPS (None where writes are not allowed).
+    pub(super) mixed_iops: Option<f64>,
     /// 1 MiB sequential writes and reads, bytes per second at depth 1 (writes: None when not
     /// allowed).
     pub(super) write_bps: Option<f64>,
@@ -89,6 +92,7 @@ pub(super) fn ssd_spec(p: &Probes, capacity: u64) -> String {
             .max(1000.0)
             .round() as u64;
     }
+    params.write_contention_ns = fit_write_contention(params, p);
     let mut s = String::new();
     let simulated: Vec<String> = std::iter::once(1)
         .chain(DEEPER)
@@ -117,6 +121,7 @@ pub(super) fn ssd_spec(p: &Probes, capacity: u64) -> String {
         "complete_together = {}",
         u8::from(params.complete_together)
     );
+    let _ = writeln!(s, "write_contention_ns = {}", params.write_contention_ns);
     let _ = writeln!(s, "capacity_sectors = {capacity}");
     let _ = writeln!(s, "hw_queues = 1");
     let _ = writeln!(s, "queue_depth = 128");
@@ -193,7 +198,7 @@ fn fit_queueing(base: SsdParams, p: &Probes) -> (u32, u64) {
     };
     let mut best = (f64::INFINITY, base.channels, 0);
     for dies in DIES {
-        let (step, e) = least_step(|step| error(dies, step));
+        let (step, e) = least_step(CONTENTION_STEPS, |step| error(dies, step));
         if e < best.0 {
             best = (e, dies, step);
         }
@@ -204,11 +209,11 @@ fn fit_queueing(base: SsdParams, p: &Probes) -> (u32, u64) {
     )
 }
 
-/// The step in `0..=CONTENTION_STEPS` where `error` is least, and that error, by ternary
-/// search: more contention only slows the deeper depths down, so the error falls to one
-/// least step and rises past it (the last few steps are tried one by one).
-fn least_step(error: impl Fn(u32) -> f64) -> (u32, f64) {
-    let (mut lo, mut hi) = (0, CONTENTION_STEPS);
+/// The step in `0..=steps` where `error` is least, and that error, by ternary search: more
+/// contention only slows the deeper depths down (or the mixed load), so the error falls to
+/// one least step and rises past it (the last few steps are tried one by one).
+fn least_step(steps: u32, error: impl Fn(u32) -> f64) -> (u32, f64) {
+    let (mut lo, mut hi) = (0, steps);
     while hi - lo > 3 {
         let (a, b) = (lo + (hi - lo) / 3, hi - (hi - lo) / 3);
         if error(a) <= error(b) {
@@ -240,35 +245,50 @@ pub(super) fn closed_loop_iops(params: SsdParams, depth: u32, window_ns: u64) ->
 /// Random 4 KiB reads kept `depth` deep on the flash model for `window_ns` of virtual time
 /// (a fixed sequence of pages).
 pub(super) fn closed_loop(params: SsdParams, depth: u32, window_ns: u64) -> ClosedLoop {
+    closed_loop_of(params, depth, window_ns, false)
+}
+
+/// [`closed_loop`] with every request a read, or (`mixed`) each a read or a write at even
+/// odds, as fio's randrw; the IOPS of both.
+pub(super) fn closed_loop_of(
+    params: SsdParams,
+    depth: u32,
+    window_ns: u64,
+    mixed: bool,
+) -> ClosedLoop {
     let mut device = Ssd::new(params);
     let pages = (params.capacity_sectors / 8).max(1);
     let mut next = 1u64;
-    let mut page = || {
+    let mut request = |id| {
         next = next
             .wrapping_mul(6_364_136_223_846_793_005)
             .wrapping_add(1_442_695_040_888_963_407);
-        (next >> 33) % pages * 8
+        let op = if mixed && (next >> 20) & 1 == 1 {
+            Op::Write
+        } else {
+            Op::Read
+        };
+        DeviceRequest {
+            id,
+            op,
+            sector: (next >> 33) % pages * 8,
+            sectors: 8,
+        }
     };
-    let read = |id, sector| DeviceRequest {
-        id,
-        op: Op::Read,
-        sector,
-        sectors: 8,
-    };
-    // When each read on the device was sent, by id: ids are taken in order and each slot
-    // is free again once its read completes.
+    // When each request on the device was sent, by id: ids are taken in order and each
+    // slot is free again once its request completes.
     let mut sent = vec![0u64; depth.max(1) as usize];
     let slot = |id: u64| (id % u64::from(depth.max(1))) as usize;
     for id in 0..u64::from(depth) {
-        device.submit(0, read(id, page()));
+        device.submit(0, request(id));
     }
     let mut latencies = Vec::new();
     while let Some(now) = device.next_event().filter(|&t| t < window_ns) {
         while let Some((done, _)) = device.poll(now) {
             latencies.push(now - sent[slot(done)]);
             sent[slot(done)] = now;
-            // The next read takes the slot of the one done.
-            device.submit(now, read(done + u64::from(depth), page()));
+            // The next request takes the slot of the one done.
+            device.submit(now, request(done + u64::from(depth)));
         }
     }
     latencies.sort_unstable();
@@ -279,6 +299,32 @@ pub(super) fn closed_loop(params: SsdParams, depth: u32, window_ns: u64) -> Clos
         iops: latencies.len() as f64 * 1e9 / window_ns as f64,
         p99_ns,
     }
+}
+
+/// The depth of the mixed probe: four requests, as four jobs at QD1 keep.
+pub(super) const MIXED_DEPTH: u32 = 4;
+
+/// Steps of write contention tried by [`fit_write_contention`], each a fortieth of the
+/// depth-1 latency per write on the device: up to twice it.
+const WRITE_STEPS: u32 = 80;
+
+/// The time each write on the device adds to a new request whose simulated randrw at
+/// [`MIXED_DEPTH`] comes closest to the mixed probe's IOPS (none without one).
+fn fit_write_contention(base: SsdParams, p: &Probes) -> u64 {
+    let Some(mixed) = p.mixed_iops else {
+        return 0;
+    };
+    let unit = 1e9 / p.qd1_iops.max(1.0) / 40.0;
+    let contention = |step: u32| (unit * f64::from(step)).round() as u64;
+    let error = |step: u32| {
+        let params = SsdParams {
+            write_contention_ns: contention(step),
+            ..base
+        };
+        let iops = closed_loop_of(params, MIXED_DEPTH, TAIL_CHECK_NS, true).iops;
+        (iops.max(1.0) / mixed.max(1.0)).ln().powi(2)
+    };
+    contention(least_step(WRITE_STEPS, error).0)
 }
 
 /// A disk: the random read is a seek and half a turn at 7200 rpm; the gain from depth 1 to

@@ -12,6 +12,8 @@
 //!    drifts over minutes, three depth-1 probes of one run reading 10 867, 14 343 and
 //!    12 452 IOPS, and one slow probe once fitted every QD1 p99 at 0.30 ms where the same
 //!    run measured 0.17);
+//!    Where it may write, each round also runs 4 KiB random reads and writes at even odds
+//!    four deep: how writes slow what runs beside them;
 //! 4. 1 MiB sequential reads at depth 1: for telling a disk from flash.
 //!
 //! Flash-like devices (a random read under 1.5 ms) become an `ssd` spec (`fit.rs`): the
@@ -27,7 +29,10 @@
 //! latency grows with its queue from the first request on, as a virtual disk's host thread
 //! makes it, serves four random readers at about 2.5 times one reader's IOPS, not four
 //! times, and a policy's ratio to noop depends on that); the program time so that a 4 KiB
-//! random write at depth 1 takes what it took. Slower devices become an `hdd` spec fitted
+//! random write at depth 1 takes what it took; the time each write on the device adds to a
+//! new request (`write_contention_ns`) so that the mixed probe completes what it did (this
+//! machine's disk: a write alone as fast as a read, four mixed about a sixth slower than
+//! four reads). Slower devices become an `hdd` spec fitted
 //! from the depth-1 and depth-64 figures.
 
 use std::fmt::Write as _;
@@ -46,7 +51,7 @@ use schedhost::policy::load;
 use schedhost::report::rates;
 
 use super::flags::{Devices, RunFlags, Scope, parse_device};
-use fit::{DEEPER, Latency, Probes, hdd_spec, ssd_spec};
+use fit::{DEEPER, Latency, MIXED_DEPTH, Probes, hdd_spec, ssd_spec};
 
 #[derive(Debug, clap::Args)]
 pub struct CalibrateArgs {
@@ -193,11 +198,16 @@ impl CalibrateArgs {
             let o = &done.outcome;
             let dir = usize::from(rw.contains("write"));
             let (s, sub) = (&o.stats[0], &o.submitters[0]);
-            let r = rates(&s.dirs[dir], sub.finished_ns.saturating_sub(sub.started_ns));
+            let elapsed = sub.finished_ns.saturating_sub(sub.started_ns);
+            // A mixed probe counts both directions.
+            let iops = if rw == "randrw" {
+                s.dirs.iter().map(|d| rates(d, elapsed).iops).sum()
+            } else {
+                rates(&s.dirs[dir], elapsed).iops
+            };
             eprintln!(
-                "schedhost: calibrate: {rw} {bs} depth {depth}: {:.0} IOPS, {:.1} MB/s",
-                r.iops,
-                r.iops * block_bytes(bs) / 1e6
+                "schedhost: calibrate: {rw} {bs} depth {depth}: {iops:.0} IOPS, {:.1} MB/s",
+                iops * block_bytes(bs) / 1e6
             );
             let clat = s.dirs[dir].clat.histogram();
             if rw == "randread" && !clat.is_empty() {
@@ -210,7 +220,7 @@ impl CalibrateArgs {
                         p99_ns: clat.value_at_quantile(0.99) as f64,
                     });
             }
-            Ok(r.iops)
+            Ok(iops)
         };
         // The write comes first: it also fills a new file, so the reads meet real data. A
         // file's first write also allocates it, so a created file is written twice and the
@@ -230,11 +240,16 @@ impl CalibrateArgs {
         // Depth by depth in turn, round after round, so that a drift lands in every depth.
         let depths = [1].into_iter().chain(DEEPER);
         let mut by_depth = vec![Vec::new(); 1 + DEEPER.len()];
+        let mut mixed = Vec::new();
         for _ in 0..self.rounds {
             for (seen, depth) in by_depth.iter_mut().zip(depths.clone()) {
                 seen.push(probe("randread", "4k", depth)?);
             }
+            if plan.ring.allow_overwrite {
+                mixed.push(probe("randrw", "4k", MIXED_DEPTH)?);
+            }
         }
+        let mixed_iops = (!mixed.is_empty()).then(|| median(mixed));
         let read_bps = probe("read", "1m", 1)? * 1_048_576.0;
         let mut medians = by_depth.into_iter().map(median);
         let qd1_iops = medians.next().unwrap_or(0.0);
@@ -259,6 +274,7 @@ impl CalibrateArgs {
             qd1_latency,
             deeper_iops,
             deeper_p99_ns,
+            mixed_iops,
             read_bps,
         };
         let capacity = device_sectors(&self.device)?;
@@ -333,6 +349,12 @@ fn header(device: &std::path::Path, p: &Probes, rounds: u32) -> String {
         .map(|(d, p99)| format!("{:.0} µs at {d}", p99 / 1e3))
         .collect();
     let _ = writeln!(s, "#   its 99th percentile: {}", tails.join(", "));
+    if let Some(mixed) = p.mixed_iops {
+        let _ = writeln!(
+            s,
+            "#   4 KiB random reads and writes at depth {MIXED_DEPTH}: {mixed:.0} IOPS (both)"
+        );
+    }
     let _ = writeln!(
         s,
         "#   1 MiB sequential read at depth 1: {:.1} MB/s",

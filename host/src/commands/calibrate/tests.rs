@@ -28,6 +28,7 @@ fn linear_device(base_ns: f64, per_ahead_ns: f64) -> Probes {
         qd1_latency: Latency::default(),
         deeper_iops: DEEPER.map(iops),
         deeper_p99_ns: [0.0; DEEPER.len()],
+        mixed_iops: None,
         write_bps: Some(1.0e9),
         write_4k_iops: Some(1e9 / 48_000.0),
         read_bps: 1.0e9,
@@ -56,7 +57,8 @@ fn spec_iops(spec: &str, depth: u32) -> f64 {
     closed_loop_iops(spec_params(spec), depth, 200_000_000)
 }
 
-/// Probes of the flash model itself with `params`: rates and tails as the model gives them.
+/// Probes of the flash model itself with `params`: rates and tails as the model gives them
+/// (no mixed probe: see [`with_mixed_probe`]).
 fn probes_of(params: SsdParams) -> Probes {
     let run = |depth| closed_loop(params, depth, 200_000_000);
     let qd1 = run(1);
@@ -68,6 +70,7 @@ fn probes_of(params: SsdParams) -> Probes {
         },
         deeper_iops: DEEPER.map(|d| run(d).iops),
         deeper_p99_ns: DEEPER.map(|d| run(d).p99_ns),
+        mixed_iops: None,
         write_bps: None,
         write_4k_iops: None,
         read_bps: 1.0e9,
@@ -146,6 +149,42 @@ fn a_device_that_completes_what_was_sent_together_is_fitted_so_and_one_that_does
     }
 }
 
+/// `probes` with the mixed probe of the flash model with `params`.
+fn with_mixed_probe(probes: Probes, params: SsdParams) -> Probes {
+    Probes {
+        mixed_iops: Some(closed_loop_of(params, MIXED_DEPTH, 200_000_000, true).iops),
+        ..probes
+    }
+}
+
+#[test]
+fn writes_that_slow_what_runs_beside_them_are_fitted_from_the_mixed_probe_and_only_from_it() {
+    // Writes alone as fast as reads, but each on the device adds 15 µs to a new request.
+    let device = SsdParams {
+        channels: 16,
+        dies_per_channel: 1,
+        read_ns: 40_000,
+        program_ns: 40_000,
+        overhead_ns: 5_000,
+        write_contention_ns: 15_000,
+        channel_bytes_per_s: 10_000_000_000,
+        capacity_sectors: 1 << 21,
+        ..SsdParams::default()
+    };
+    let probes = with_mixed_probe(probes_of(device), device);
+    let spec = ssd_spec(&probes, 1 << 21);
+    assert!(
+        (10_000..=20_000).contains(&fitted(&spec, "write_contention_ns")),
+        "{spec}"
+    );
+    let mixed = closed_loop_of(spec_params(&spec), MIXED_DEPTH, 200_000_000, true).iops;
+    let ratio = mixed / probes.mixed_iops.unwrap_or_default();
+    assert!((0.95..=1.05).contains(&ratio), "{ratio:.3}\n{spec}");
+    // Without a mixed probe (no writes allowed) there is nothing to fit it from.
+    let spec = ssd_spec(&probes_of(device), 1 << 21);
+    assert_eq!(fitted(&spec, "write_contention_ns"), 0, "{spec}");
+}
+
 #[test]
 fn a_device_whose_latency_grows_with_its_queue_is_fitted_with_contention() {
     // Like this machine's virtual disk: 33 µs alone, 6 µs more per request ahead.
@@ -174,6 +213,7 @@ fn a_device_that_scales_with_its_queue_is_fitted_with_dies_and_no_contention() {
         qd1_latency: Latency::default(),
         deeper_iops: DEEPER.map(iops),
         deeper_p99_ns: [0.0; DEEPER.len()],
+        mixed_iops: None,
         write_bps: None,
         write_4k_iops: None,
         read_bps: 1.0e9,
