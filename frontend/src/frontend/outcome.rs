@@ -95,4 +95,8 @@ pub struct RealDetails {
     pub targets: Vec<TargetSummary>,
     /// The buffer arena was registered with the ring.
     pub fixed_buffers: bool,
+    /// How many times the ring found I/O finished (see [`RealOutcome`]).
+    ///
+    /// [`RealOutcome`]: crate::frontend::jobs::real::RealOutcome
+    pub completion_instants: u64,
 }

@@ -151,6 +151,7 @@ pub fn run(
                 real: Some(RealDetails {
                     targets: done.targets,
                     fixed_buffers: done.fixed_buffers,
+                    completion_instants: done.completion_instants,
                 }),
             })
         }

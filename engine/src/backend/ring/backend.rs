@@ -47,6 +47,9 @@ pub struct RingBackend {
     clock: Instant,
     /// Faults injected as the setup's plan says, by (lane, request).
     faults: Option<FaultState<(u32, u64)>>,
+    /// Reaps that found something finished: with the completions' count, how many the
+    /// device returns at once.
+    completion_instants: u64,
 }
 
 impl std::fmt::Debug for RingBackend {
@@ -128,7 +131,13 @@ impl RingBackend {
             clock: Instant::now(),
             // The kernel works in the arena's slots until its CQE: a reset's EIO waits for it.
             faults: (!setup.faults.is_empty()).then(|| FaultState::over_lent_buffers(setup.faults)),
+            completion_instants: 0,
         })
+    }
+
+    /// How many reaps found something finished so far.
+    pub fn completion_instants(&self) -> u64 {
+        self.completion_instants
     }
 
     /// Starts the run's clock again (after setup).
@@ -265,6 +274,7 @@ impl Backend for RingBackend {
                     action: "resubmitting a short transfer",
                     source,
                 })?;
+            self.completion_instants += u64::from(any);
             return Ok(any.then(|| self.now()));
         };
         let now = self.clock.elapsed().as_nanos() as u64;
@@ -278,6 +288,7 @@ impl Backend for RingBackend {
             any = true;
             each(lane, id, status);
         }
+        self.completion_instants += u64::from(any);
         Ok(any.then_some(now))
     }
 

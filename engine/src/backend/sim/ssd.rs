@@ -151,6 +151,14 @@ impl Ssd {
         }
     }
 
+    /// When the group completes: its slowest request's time and the group's jitter, drawn
+    /// as its first request's would be (None without a group).
+    fn group_due(&self) -> Option<u64> {
+        let first = self.group.members.first()?.seq;
+        let own = self.group.end - self.group.at;
+        Some(self.group.end.saturating_add(self.jitter(own, first - 1)))
+    }
+
     /// The jitter of a request (or a group) `own_ns` on the device, from draw `n`.
     fn jitter(&self, own_ns: u64, n: u64) -> u64 {
         let own = own_ns.saturating_mul(self.params.jitter_permille) / 1000;
@@ -163,11 +171,9 @@ impl Ssd {
     /// The group's requests go to the completions, all at its slowest one's time and one
     /// jitter drawn for the group: the host signals them at once.
     fn close_group(&mut self) {
-        let Some(first) = self.group.members.first().map(|d| d.seq) else {
+        let Some(at) = self.group_due() else {
             return;
         };
-        let own = self.group.end - self.group.at;
-        let at = self.group.end.saturating_add(self.jitter(own, first - 1));
         for due in self.group.members.drain(..) {
             self.due.push(Reverse(Due { at, ..due }));
         }
@@ -180,7 +186,7 @@ impl Ssd {
         if p.contention_ns == 0 && p.write_contention_ns == 0 {
             return Ahead::default();
         }
-        let grouped: &[Due] = if self.group.end > now_ns {
+        let grouped: &[Due] = if self.group_due().is_some_and(|at| at > now_ns) {
             &self.group.members
         } else {
             &[]
@@ -310,14 +316,14 @@ impl DeviceModel for Ssd {
 
     fn next_event(&self) -> Option<u64> {
         let due = self.due.peek().map(|Reverse(d)| d.at);
-        if self.group.members.is_empty() {
-            return due;
+        match (due, self.group_due()) {
+            (Some(d), Some(g)) => Some(d.min(g)),
+            (d, g) => d.or(g),
         }
-        Some(due.map_or(self.group.end, |d| d.min(self.group.end)))
     }
 
     fn poll(&mut self, now_ns: u64) -> Option<(u64, i32)> {
-        if !self.group.members.is_empty() && self.group.end <= now_ns {
+        if self.group_due().is_some_and(|at| at <= now_ns) {
             self.close_group();
         }
         match self.due.peek() {

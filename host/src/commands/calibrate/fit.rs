@@ -19,6 +19,9 @@ pub(super) struct Probes {
     /// 4 KiB random reads and writes at even odds, [`MIXED_DEPTH`] deep: both directions'
     /// IOPS (None where writes are not allowed).
     pub(super) mixed_iops: Option<f64>,
+    /// In the reads four deep, the part of the requests on the device that completed at
+    /// one instant, on average (1: all four at once, in lockstep; None: not seen).
+    pub(super) together: Option<f64>,
     /// 1 MiB sequential writes and reads, bytes per second at depth 1 (writes: None when not
     /// allowed).
     pub(super) write_bps: Option<f64>,
@@ -72,18 +75,11 @@ pub(super) fn ssd_spec(p: &Probes, capacity: u64) -> String {
     let own_ns = overhead_ns + read_ns + transfer_ns;
     params.jitter_permille = (jitter_ns * 1000.0 / own_ns).round() as u64;
     let with_jitter = 1.0 + params.jitter_permille as f64 / 1000.0;
-    params = [false, true]
-        .map(|together| {
-            let mut candidate = SsdParams {
-                complete_together: together,
-                ..params
-            };
-            (candidate.channels, candidate.contention_ns) = fit_queueing(candidate, p);
-            (probe_error(candidate, p), candidate)
-        })
-        .into_iter()
-        .min_by(|a, b| a.0.total_cmp(&b.0))
-        .map_or(params, |(_, best)| best);
+    // A device that returns most of what it holds at once runs in lockstep: what was sent
+    // together completes together (four reads alone on free-running flash complete at
+    // four instants, a lockstep device's at one).
+    params.complete_together = p.together.is_some_and(|part| part >= LOCKSTEP_PART);
+    (params.channels, params.contention_ns) = fit_queueing(params, p);
     if let Some(iops) = p.write_4k_iops {
         // A page crosses the channel and is programmed, alone on the device at depth 1,
         // and the jitter adds its part of that.
@@ -101,10 +97,12 @@ pub(super) fn ssd_spec(p: &Probes, capacity: u64) -> String {
             format!("{:.0} µs at {d}", p99 / 1e3)
         })
         .collect();
+    let together = closed_loop(params, TOGETHER_DEPTH, TAIL_CHECK_NS).per_instant;
     let _ = writeln!(
         s,
-        "# this spec's own 99th percentile there: {}",
-        simulated.join(", ")
+        "# this spec's own 99th percentile there: {}; reads {TOGETHER_DEPTH} deep: {:.0} % at each instant",
+        simulated.join(", "),
+        together * 100.0 / f64::from(TOGETHER_DEPTH)
     );
     let _ = writeln!(s, "model = ssd");
     let _ = writeln!(s, "channels = {}", params.channels);
@@ -137,30 +135,6 @@ pub(super) fn jitter_ns(qd1: Latency) -> f64 {
 
 /// Virtual time the fitted spec's own tail is simulated at each depth, for its header.
 const TAIL_CHECK_NS: u64 = 200_000_000;
-
-/// How far `params` simulates from the probes: the squared log ratios of the IOPS and of
-/// the p99 (where probed) at depth 1 and each of [`DEEPER`].
-fn probe_error(params: SsdParams, p: &Probes) -> f64 {
-    std::iter::once((1, p.qd1_iops, p.qd1_latency.p99_ns))
-        .chain(
-            DEEPER
-                .into_iter()
-                .zip(p.deeper_iops)
-                .zip(p.deeper_p99_ns)
-                .map(|((d, iops), p99)| (d, iops, p99)),
-        )
-        .map(|(depth, iops, p99)| {
-            let run = closed_loop(params, depth, TAIL_CHECK_NS);
-            let rate = (run.iops.max(1.0) / iops.max(1.0)).ln().powi(2);
-            let tail = if p99 > 0.0 {
-                (run.p99_ns.max(1.0) / p99).ln().powi(2)
-            } else {
-                0.0
-            };
-            rate + tail
-        })
-        .sum()
-}
 
 /// Dies (one per channel) tried by [`fit_queueing`].
 const DIES: [u32; 14] = [1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 24, 32, 48, 64];
@@ -230,11 +204,20 @@ fn least_step(steps: u32, error: impl Fn(u32) -> f64) -> (u32, f64) {
         )
 }
 
-/// What a closed loop of random reads did: its rate and its reads' 99th percentile.
+/// What a closed loop of random reads did: its rate, its reads' 99th percentile, and how
+/// many completed at each instant anything did, on average.
 pub(super) struct ClosedLoop {
     pub(super) iops: f64,
     pub(super) p99_ns: f64,
+    pub(super) per_instant: f64,
 }
+
+/// The part of the requests on the device that must complete at one instant, on average,
+/// for the device to be taken as completing together.
+const LOCKSTEP_PART: f64 = 0.5;
+
+/// The read probe whose completions tell whether the device completes together.
+pub(super) const TOGETHER_DEPTH: u32 = DEEPER[0];
 
 /// Random 4 KiB reads kept `depth` deep on the flash model for `window_ns` of virtual time
 /// (a fixed sequence of pages): IOPS.
@@ -282,14 +265,16 @@ pub(super) fn closed_loop_of(
     for id in 0..u64::from(depth) {
         device.submit(0, request(id));
     }
-    let mut latencies = Vec::new();
+    let (mut latencies, mut instants) = (Vec::new(), 0u64);
     while let Some(now) = device.next_event().filter(|&t| t < window_ns) {
+        let before = latencies.len();
         while let Some((done, _)) = device.poll(now) {
             latencies.push(now - sent[slot(done)]);
             sent[slot(done)] = now;
             // The next request takes the slot of the one done.
             device.submit(now, request(done + u64::from(depth)));
         }
+        instants += u64::from(latencies.len() > before);
     }
     latencies.sort_unstable();
     let p99_ns = latencies
@@ -298,6 +283,7 @@ pub(super) fn closed_loop_of(
     ClosedLoop {
         iops: latencies.len() as f64 * 1e9 / window_ns as f64,
         p99_ns,
+        per_instant: latencies.len() as f64 / instants.max(1) as f64,
     }
 }
 

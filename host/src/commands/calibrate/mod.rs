@@ -51,7 +51,7 @@ use schedhost::policy::load;
 use schedhost::report::rates;
 
 use super::flags::{Devices, RunFlags, Scope, parse_device};
-use fit::{DEEPER, Latency, MIXED_DEPTH, Probes, hdd_spec, ssd_spec};
+use fit::{DEEPER, Latency, MIXED_DEPTH, Probes, TOGETHER_DEPTH, hdd_spec, ssd_spec};
 
 #[derive(Debug, clap::Args)]
 pub struct CalibrateArgs {
@@ -165,6 +165,8 @@ impl CalibrateArgs {
         let rotational = std::cell::Cell::new(None);
         // The random reads' latencies by depth, a round each: their spread at depth 1 is the
         // device's own, its growth with depth the queue's.
+        // At depth 4, the part of the reads on the device that completed at each instant.
+        let together = std::cell::RefCell::new(Vec::new());
         let latencies =
             std::cell::RefCell::new(std::collections::BTreeMap::<u32, Vec<Latency>>::new());
         let probe = |rw: &str, bs: &str, depth: u32| -> Result<f64> {
@@ -209,6 +211,13 @@ impl CalibrateArgs {
                 "schedhost: calibrate: {rw} {bs} depth {depth}: {iops:.0} IOPS, {:.1} MB/s",
                 iops * block_bytes(bs) / 1e6
             );
+            if rw == "randread" && depth == TOGETHER_DEPTH {
+                let instants = done.real.as_ref().map_or(0, |r| r.completion_instants);
+                if instants > 0 {
+                    let per_instant = o.core.completed as f64 / instants as f64;
+                    together.borrow_mut().push(per_instant / f64::from(depth));
+                }
+            }
             let clat = s.dirs[dir].clat.histogram();
             if rw == "randread" && !clat.is_empty() {
                 latencies
@@ -250,6 +259,7 @@ impl CalibrateArgs {
             }
         }
         let mixed_iops = (!mixed.is_empty()).then(|| median(mixed));
+        let together = Some(together.take()).filter(|t| !t.is_empty()).map(median);
         let read_bps = probe("read", "1m", 1)? * 1_048_576.0;
         let mut medians = by_depth.into_iter().map(median);
         let qd1_iops = medians.next().unwrap_or(0.0);
@@ -275,6 +285,7 @@ impl CalibrateArgs {
             deeper_iops,
             deeper_p99_ns,
             mixed_iops,
+            together,
             read_bps,
         };
         let capacity = device_sectors(&self.device)?;
@@ -349,6 +360,13 @@ fn header(device: &std::path::Path, p: &Probes, rounds: u32) -> String {
         .map(|(d, p99)| format!("{:.0} µs at {d}", p99 / 1e3))
         .collect();
     let _ = writeln!(s, "#   its 99th percentile: {}", tails.join(", "));
+    if let Some(part) = p.together {
+        let _ = writeln!(
+            s,
+            "#   reads {TOGETHER_DEPTH} deep: {:.0} % of those on the device completed at each instant anything did",
+            part * 100.0
+        );
+    }
     if let Some(mixed) = p.mixed_iops {
         let _ = writeln!(
             s,

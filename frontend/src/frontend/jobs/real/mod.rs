@@ -40,6 +40,9 @@ pub struct RealOutcome {
     pub targets: Vec<TargetSummary>,
     /// The kernel accepted the buffer arena as fixed buffers.
     pub fixed_buffers: bool,
+    /// How many times the ring found I/O finished: the completions over it are how many
+    /// the device returns at once.
+    pub completion_instants: u64,
 }
 
 /// Before jobs that read: a file this run created is written whole first, as fio lays out
@@ -345,6 +348,7 @@ fn outcome(
         },
         targets: summaries,
         fixed_buffers,
+        completion_instants: engine.backend().completion_instants(),
     }
 }
 
