@@ -74,12 +74,22 @@ pub(super) fn ssd_spec(p: &Probes, capacity: u64) -> String {
     // one leaves a deep queue's p99 near its mean.
     let own_ns = overhead_ns + read_ns + transfer_ns;
     params.jitter_permille = (jitter_ns * 1000.0 / own_ns).round() as u64;
-    let with_jitter = 1.0 + params.jitter_permille as f64 / 1000.0;
     // A device that returns most of what it holds at once runs in lockstep: what was sent
     // together completes together (four reads alone on free-running flash complete at
     // four instants, a lockstep device's at one).
     params.complete_together = p.together.is_some_and(|part| part >= LOCKSTEP_PART);
     (params.channels, params.contention_ns) = fit_queueing(params, p);
+    if let Some(permille) = fit_jitter(params, p, latency_ns, transfer_ns) {
+        // The tail at every depth probed, not the depth-1 spread alone: at depth 1 this
+        // machine's disk idles between reads, and one slow round of three once gave depth 1
+        // a p99 of 278 µs where four jobs at QD1 then measured 210.
+        let with = 1.0 + permille as f64 / 1000.0;
+        params.jitter_permille = permille;
+        params.read_ns =
+            ((latency_ns / with - overhead_ns - transfer_ns).max(1000.0)).round() as u64;
+        (params.channels, params.contention_ns) = fit_queueing(params, p);
+    }
+    let with_jitter = 1.0 + params.jitter_permille as f64 / 1000.0;
     if let Some(iops) = p.write_4k_iops {
         // A page crosses the channel and is programmed, alone on the device at depth 1,
         // and the jitter adds its part of that.
@@ -289,6 +299,41 @@ pub(super) fn closed_loop_of(
 
 /// The depth of the mixed probe: four requests, as four jobs at QD1 keep.
 pub(super) const MIXED_DEPTH: u32 = 4;
+
+/// Steps of the jitter tried by [`fit_jitter`], each 25 ‰: up to the whole of a request's
+/// own time.
+const JITTER_STEPS: u32 = 40;
+
+/// The jitter (in thousandths of a request's own time) whose simulated reads' p99 comes
+/// closest to the probed p99 at depth 1 and each of [`DEEPER`] (least squares of the log
+/// ratios), the depth-1 latency (`qd1_ns`, `transfer_ns` of it on the channel) kept, the
+/// read time giving the jitter its share; None where no p99 was probed.
+fn fit_jitter(base: SsdParams, p: &Probes, qd1_ns: f64, transfer_ns: f64) -> Option<u64> {
+    let probed: Vec<(u32, f64)> = std::iter::once((1, p.qd1_latency.p99_ns))
+        .chain(DEEPER.into_iter().zip(p.deeper_p99_ns))
+        .filter(|&(_, p99)| p99 > 0.0)
+        .collect();
+    if probed.is_empty() {
+        return None;
+    }
+    let permille = |step: u32| u64::from(step) * 1000 / u64::from(JITTER_STEPS);
+    let error = |step: u32| -> f64 {
+        let with = 1.0 + permille(step) as f64 / 1000.0;
+        let params = SsdParams {
+            jitter_permille: permille(step),
+            read_ns: (qd1_ns / with - base.overhead_ns as f64 - transfer_ns).max(1000.0) as u64,
+            ..base
+        };
+        probed
+            .iter()
+            .map(|&(depth, p99)| {
+                let run = closed_loop(params, depth, TAIL_CHECK_NS);
+                (run.p99_ns.max(1.0) / p99).ln().powi(2)
+            })
+            .sum()
+    };
+    Some(permille(least_step(JITTER_STEPS, error).0))
+}
 
 /// Steps of write contention tried by [`fit_write_contention`], each a fortieth of the
 /// depth-1 latency per write on the device: up to twice it.
