@@ -467,6 +467,36 @@ mod tests {
     }
 
     #[test]
+    fn a_groups_completion_is_announced_at_the_time_it_happens_its_jitter_included() {
+        let mut ssd = Ssd::new(SsdParams {
+            channels: 8,
+            dies_per_channel: 1,
+            read_ns: 20_000,
+            overhead_ns: 0,
+            channel_bytes_per_s: 4096 * 1_000_000_000,
+            jitter_permille: 500,
+            complete_together: true,
+            ..SsdParams::default()
+        });
+        for id in 0..3 {
+            let request = DeviceRequest {
+                id,
+                op: Op::Read,
+                sector: id * 8,
+                sectors: 8,
+            };
+            ssd.submit(0, request);
+        }
+        let at = ssd.next_event().expect("the group is due");
+        // One draw for the group, as its first read's: past the slowest's 20 µs.
+        assert_eq!(at, 20_001 + exponential_ns(10_000, 0));
+        assert!(ssd.poll(at - 1).is_none());
+        let done: Vec<u64> = std::iter::from_fn(|| ssd.poll(at).map(|(id, _)| id)).collect();
+        assert_eq!(done, [0, 1, 2]);
+        assert_eq!(ssd.next_event(), None);
+    }
+
+    #[test]
     fn each_write_on_the_device_adds_its_contention_to_a_new_requests_service() {
         // A write on die 0, then two reads on dies 1 and 2, all sent at 0: each read pays
         // 7 µs for the write ahead of it, and nothing for the read.
