@@ -43,15 +43,15 @@ pub struct SsdParams {
     /// (its waits for dies and channels and its contention included; default 0): a device
     /// whose latency varies in proportion to itself. This machine's virtual disk keeps 4 KiB
     /// random reads' p99 about twice their mean from depth 1 to 32, where a constant jitter
-    /// leaves a deep queue's p99 near its mean (1.4 of it at depth 32). `calibrate` fits it
-    /// to the depth-1 tail in place of `jitter_ns`.
+    /// leaves a deep queue's p99 near its mean (1.4 of it at depth 32). `calibrate` fits it,
+    /// in place of `jitter_ns`, to the p99 it probes at every depth.
     pub jitter_permille: u64,
     /// Requests sent at one instant complete together, when the slowest of them is done
     /// (default off): a virtual disk whose host takes the requests of one notification as
     /// a batch and signals their completions at once. This machine's runs every read in
     /// lockstep: four jobs at QD1 got every completion in a group of 4, at QD8 under noop
     /// in a group of 32, each group the reads sent in one step of the host. `calibrate`
-    /// tries the model both ways and keeps the one closer to its probes.
+    /// sets it where its reads four deep came back at least half at once.
     pub complete_together: bool,
     /// Time each write on the device adds to a new request's service, beyond
     /// `contention_ns` (default 0): a device whose writes slow what runs beside them. This

@@ -17,13 +17,13 @@
 //! 4. 1 MiB sequential reads at depth 1: for telling a disk from flash.
 //!
 //! Flash-like devices (a random read under 1.5 ms) become an `ssd` spec (`fit.rs`): the
-//! read time so that depth 1 gives the measured latency; the depth-1 reads' spread from
-//! mean to 99th percentile as an exponential time added to each request, its mean in
-//! proportion to the request's time on the device (`jitter_permille`: this machine's disk
-//! keeps its p99 near twice its mean at every depth to 32, where a constant jitter left the
-//! simulated QD8 × 4 p99 near half the measured); whether the reads sent at one instant
-//! complete together (`complete_together`: this machine's disk runs in lockstep), the model
-//! both ways and the one closer to the probes' IOPS and p99 kept; the
+//! read time so that depth 1 gives the measured latency; an exponential time added to each
+//! request, its mean in proportion to the request's time on the device (`jitter_permille`:
+//! this machine's disk keeps its p99 near twice its mean at every depth to 32, where a
+//! constant jitter left the simulated QD8 × 4 p99 near half the measured), fitted to the p99
+//! probed at every depth; whether the reads sent at one instant complete together
+//! (`complete_together`), as the reads four deep showed (this machine's disk returns them all
+//! at once: it runs in lockstep); the
 //! dies and the time each request on the device adds to a new one's (`contention_ns`)
 //! whose simulated reads come closest to the probed IOPS at every depth (a device whose
 //! latency grows with its queue from the first request on, as a virtual disk's host thread
