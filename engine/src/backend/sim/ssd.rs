@@ -159,6 +159,33 @@ impl Ssd {
         Some(self.group.end.saturating_add(self.jitter(own, first - 1)))
     }
 
+    /// The next request sent, to complete at `at`: it takes the next place in the order sent.
+    fn next_due(&mut self, at: u64, id: u64, status: i32, write: bool) -> Due {
+        self.seq += 1;
+        let seq = self.seq;
+        Due {
+            at,
+            seq,
+            id,
+            status,
+            write,
+        }
+    }
+
+    /// A request sent at `now_ns` and done at `done` joins the group sent at that instant,
+    /// closing the last one if it was sent before.
+    fn join_group(&mut self, now_ns: u64, done: u64, id: u64, write: bool) {
+        if !self.group.members.is_empty() && self.group.at != now_ns {
+            self.close_group();
+        }
+        if self.group.members.is_empty() {
+            (self.group.at, self.group.end) = (now_ns, done);
+        }
+        self.group.end = self.group.end.max(done);
+        let due = self.next_due(done, id, 0, write);
+        self.group.members.push(due);
+    }
+
     /// The jitter of a request (or a group) `own_ns` on the device, from draw `n`.
     fn jitter(&self, own_ns: u64, n: u64) -> u64 {
         let own = own_ns.saturating_mul(self.params.jitter_permille) / 1000;
@@ -271,47 +298,18 @@ impl DeviceModel for Ssd {
     fn submit(&mut self, now_ns: u64, request: DeviceRequest) {
         let (id, write) = (request.id, request.op == Op::Write);
         if !in_range(&request, self.params.capacity_sectors) {
-            self.seq += 1;
-            let (at, seq, status) = (now_ns, self.seq, EIO);
-            self.due.push(Reverse(Due {
-                at,
-                seq,
-                id,
-                status,
-                write,
-            }));
+            let due = self.next_due(now_ns, id, EIO, write);
+            self.due.push(Reverse(due));
             return;
         }
         let done = self.service(now_ns, &request);
         if self.params.complete_together {
-            if !self.group.members.is_empty() && self.group.at != now_ns {
-                self.close_group();
-            }
-            if self.group.members.is_empty() {
-                (self.group.at, self.group.end) = (now_ns, done);
-            }
-            self.seq += 1;
-            self.group.end = self.group.end.max(done);
-            let (at, seq, status) = (done, self.seq, 0);
-            self.group.members.push(Due {
-                at,
-                seq,
-                id,
-                status,
-                write,
-            });
+            self.join_group(now_ns, done, id, write);
             return;
         }
         let at = done.saturating_add(self.jitter(done - now_ns, self.seq));
-        self.seq += 1;
-        let (seq, status) = (self.seq, 0);
-        self.due.push(Reverse(Due {
-            at,
-            seq,
-            id,
-            status,
-            write,
-        }));
+        let due = self.next_due(at, id, 0, write);
+        self.due.push(Reverse(due));
     }
 
     fn next_event(&self) -> Option<u64> {
@@ -397,38 +395,66 @@ mod tests {
         );
     }
 
+    /// Dies of 20 µs reads and programs, one per channel, no overhead, a channel that sends
+    /// a page in 1 ns.
+    fn plain(channels: u32) -> SsdParams {
+        SsdParams {
+            channels,
+            dies_per_channel: 1,
+            read_ns: 20_000,
+            program_ns: 20_000,
+            overhead_ns: 0,
+            channel_bytes_per_s: 4096 * 1_000_000_000,
+            ..SsdParams::default()
+        }
+    }
+
+    /// Reads 0, 1 and 2 of pages 0, 1 and 2 (dies 0, 1 and 2 where there are three).
+    const THREE_READS: [(u64, Op, u64); 3] = [(0, Op::Read, 0), (1, Op::Read, 1), (2, Op::Read, 2)];
+
+    /// Sends each (id, op, page) at `at_ns`.
+    fn send(ssd: &mut Ssd, at_ns: u64, requests: &[(u64, Op, u64)]) {
+        for &(id, op, page) in requests {
+            let sector = page * 8;
+            let sectors = 8;
+            ssd.submit(
+                at_ns,
+                DeviceRequest {
+                    id,
+                    op,
+                    sector,
+                    sectors,
+                },
+            );
+        }
+    }
+
+    /// Every completion left, as (id, time), in the order they come.
+    fn drain(ssd: &mut Ssd) -> Vec<(u64, u64)> {
+        let mut done = Vec::new();
+        while let Some(t) = ssd.next_event() {
+            while let Some((id, _)) = ssd.poll(t) {
+                done.push((id, t));
+            }
+        }
+        done
+    }
+
     #[test]
     fn a_jitter_in_thousandths_grows_with_the_requests_own_time_on_the_device() {
         // Three reads of one die sent together: 20, 40 and 60 µs on the device (each waits
         // for the one before), so their jitters' means are 10, 20 and 30 µs at 500 ‰.
         let mut ssd = Ssd::new(SsdParams {
-            channels: 1,
-            dies_per_channel: 1,
-            read_ns: 20_000,
-            overhead_ns: 0,
-            channel_bytes_per_s: 4096 * 1_000_000_000,
             jitter_permille: 500,
-            ..SsdParams::default()
+            ..plain(1)
         });
-        for id in 0..3 {
-            let request = DeviceRequest {
-                id,
-                op: Op::Read,
-                sector: id * 8,
-                sectors: 8,
-            };
-            ssd.submit(0, request);
-        }
-        let mut done = vec![0; 3];
-        while let Some(t) = ssd.next_event() {
-            while let Some((id, _)) = ssd.poll(t) {
-                done[id as usize] = t;
-            }
-        }
+        send(&mut ssd, 0, &THREE_READS);
+        let mut done = drain(&mut ssd);
+        done.sort_unstable();
         // The channel sends each page 1 ns after its die reads it.
-        for (id, at) in done.into_iter().enumerate() {
-            let own = (id as u64 + 1) * 20_000 + 1;
-            assert_eq!(at, own + exponential_ns(own / 2, id as u64), "read {id}");
+        for (id, at) in done {
+            let own = (id + 1) * 20_000 + 1;
+            assert_eq!(at, own + exponential_ns(own / 2, id), "read {id}");
         }
     }
 
@@ -437,63 +463,36 @@ mod tests {
         // Two reads on die 0 and one on die 1 sent at 0 (20, 40 and 20 µs on their own),
         // then one on die 2 sent at 10 µs, once the first three are on the device.
         let mut ssd = Ssd::new(SsdParams {
-            channels: 8,
-            dies_per_channel: 1,
-            read_ns: 20_000,
-            overhead_ns: 0,
-            channel_bytes_per_s: 4096 * 1_000_000_000,
             complete_together: true,
-            ..SsdParams::default()
+            ..plain(8)
         });
-        let read = |id: u64, page: u64| DeviceRequest {
-            id,
-            op: Op::Read,
-            sector: page * 8,
-            sectors: 8,
-        };
-        for (id, page) in [(0, 0), (1, 8), (2, 1)] {
-            ssd.submit(0, read(id, page));
-        }
+        send(
+            &mut ssd,
+            0,
+            &[(0, Op::Read, 0), (1, Op::Read, 8), (2, Op::Read, 1)],
+        );
         assert_eq!(ssd.next_event(), Some(40_001));
-        ssd.submit(10_000, read(3, 2));
-        let mut done = Vec::new();
-        while let Some(t) = ssd.next_event() {
-            while let Some((id, _)) = ssd.poll(t) {
-                done.push((id, t));
-            }
-        }
+        send(&mut ssd, 10_000, &[(3, Op::Read, 2)]);
         // The first three at the slowest's time, in the order sent; the fourth on its own.
-        assert_eq!(done, [(3, 30_001), (0, 40_001), (1, 40_001), (2, 40_001)]);
+        assert_eq!(
+            drain(&mut ssd),
+            [(3, 30_001), (0, 40_001), (1, 40_001), (2, 40_001)]
+        );
     }
 
     #[test]
     fn a_groups_completion_is_announced_at_the_time_it_happens_its_jitter_included() {
         let mut ssd = Ssd::new(SsdParams {
-            channels: 8,
-            dies_per_channel: 1,
-            read_ns: 20_000,
-            overhead_ns: 0,
-            channel_bytes_per_s: 4096 * 1_000_000_000,
             jitter_permille: 500,
             complete_together: true,
-            ..SsdParams::default()
+            ..plain(8)
         });
-        for id in 0..3 {
-            let request = DeviceRequest {
-                id,
-                op: Op::Read,
-                sector: id * 8,
-                sectors: 8,
-            };
-            ssd.submit(0, request);
-        }
+        send(&mut ssd, 0, &THREE_READS);
         let at = ssd.next_event().expect("the group is due");
         // One draw for the group, as its first read's: past the slowest's 20 µs.
         assert_eq!(at, 20_001 + exponential_ns(10_000, 0));
         assert!(ssd.poll(at - 1).is_none());
-        let done: Vec<u64> = std::iter::from_fn(|| ssd.poll(at).map(|(id, _)| id)).collect();
-        assert_eq!(done, [0, 1, 2]);
-        assert_eq!(ssd.next_event(), None);
+        assert_eq!(drain(&mut ssd), [(0, at), (1, at), (2, at)]);
     }
 
     #[test]
@@ -501,31 +500,15 @@ mod tests {
         // A write on die 0, then two reads on dies 1 and 2, all sent at 0: each read pays
         // 7 µs for the write ahead of it, and nothing for the read.
         let mut ssd = Ssd::new(SsdParams {
-            channels: 8,
-            dies_per_channel: 1,
-            read_ns: 20_000,
-            program_ns: 20_000,
-            overhead_ns: 0,
-            channel_bytes_per_s: 4096 * 1_000_000_000,
             write_contention_ns: 7_000,
-            ..SsdParams::default()
+            ..plain(8)
         });
-        for (id, op) in [(0, Op::Write), (1, Op::Read), (2, Op::Read)] {
-            let request = DeviceRequest {
-                id,
-                op,
-                sector: id * 8,
-                sectors: 8,
-            };
-            ssd.submit(0, request);
-        }
-        let mut done = vec![0; 3];
-        while let Some(t) = ssd.next_event() {
-            while let Some((id, _)) = ssd.poll(t) {
-                done[id as usize] = t;
-            }
-        }
-        assert_eq!(done, [20_001, 27_001, 27_001]);
+        send(
+            &mut ssd,
+            0,
+            &[(0, Op::Write, 0), (1, Op::Read, 1), (2, Op::Read, 2)],
+        );
+        assert_eq!(drain(&mut ssd), [(0, 20_001), (1, 27_001), (2, 27_001)]);
     }
 
     #[test]

@@ -98,7 +98,13 @@ fn a_tail_in_proportion_to_the_latency_is_fitted_at_depth_1_and_holds_at_every_d
     let spec = ssd_spec(&probes, 1 << 21);
     let permille = fitted(&spec, "jitter_permille");
     assert!((300..=500).contains(&permille), "{spec}");
-    let fitted = spec_params(&spec);
+    assert_the_spec_gives_the_probes_back(&spec, &probes);
+}
+
+/// At every depth past 1, `spec` simulates the probed p99 within −20 % and +25 % and the
+/// probed IOPS within ±10 %.
+fn assert_the_spec_gives_the_probes_back(spec: &str, probes: &Probes) {
+    let fitted = spec_params(spec);
     for ((depth, p99), iops) in DEEPER
         .into_iter()
         .zip(probes.deeper_p99_ns)
@@ -135,19 +141,7 @@ fn a_device_that_completes_what_was_sent_together_is_fitted_so_and_one_that_does
             u64::from(together),
             "{spec}"
         );
-        let fitted = spec_params(&spec);
-        for ((depth, p99), iops) in DEEPER
-            .into_iter()
-            .zip(probes.deeper_p99_ns)
-            .zip(probes.deeper_iops)
-        {
-            let run = closed_loop(fitted, depth, 200_000_000);
-            let (tail, rate) = (run.p99_ns / p99, run.iops / iops);
-            assert!(
-                (0.8..=1.25).contains(&tail) && (0.9..=1.1).contains(&rate),
-                "together {together}, depth {depth}: p99 {tail:.2}, IOPS {rate:.2} of the probed\n{spec}"
-            );
-        }
+        assert_the_spec_gives_the_probes_back(&spec, &probes);
     }
 }
 
