@@ -36,8 +36,8 @@ pub struct SsdParams {
     /// (default 0): a device whose latency varies from request to request (a virtual
     /// disk's host scheduling, a flash device's own background work), so its tail is not
     /// its mean. The draws come from the model's own generator, seeded by the requests'
-    /// order, so a run stays a function of its inputs. `calibrate` fits it to a real
-    /// device's depth-1 tail.
+    /// order, so a run stays a function of its inputs. `calibrate` writes
+    /// `jitter_permille` instead.
     pub jitter_ns: u64,
     /// Added to the jitter's mean, in thousandths of the request's own time on the device
     /// (its waits for dies and channels and its contention included; default 0): a device

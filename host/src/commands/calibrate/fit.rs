@@ -44,9 +44,11 @@ pub(super) const DEEPER: [u32; 3] = [4, 16, 64];
 const PAGE: f64 = 4096.0;
 
 /// Flash: QD1 latency = overhead + read time (+ a page on a fast channel) + a jitter in
-/// proportion to the rest, whose spread gives depth 1 its p99; the dies and the contention
-/// are those whose simulated random reads come closest to the probed IOPS at every depth
-/// ([`fit_queueing`]); a 4 KiB write at depth 1 is a page programmed.
+/// proportion to the rest ([`fit_jitter`]: the p99 at every depth); completing together
+/// where the probes saw it; the dies and the contention are those whose simulated random
+/// reads come closest to the probed IOPS at every depth ([`fit_queueing`]); a 4 KiB write at
+/// depth 1 is a page programmed, and each write on the device costs others what the mixed
+/// probe shows ([`fit_write_contention`]).
 pub(super) fn ssd_spec(p: &Probes, capacity: u64) -> String {
     let latency_ns = 1e9 / p.qd1_iops.max(1.0);
     let channel_bytes_per_s = (p.read_bps.max(p.write_bps.unwrap_or(0.0)) * 4.0).max(1e9);
@@ -308,8 +310,9 @@ const JITTER_STEPS: u32 = 40;
 /// closest to the probed p99 at depth 1 and each of [`DEEPER`] (the least sum of the log
 /// ratios' sizes, not their squares: this machine's disk puts its p99 at 64 deep at 2–5
 /// times its mean where the other depths keep it near twice, and squares let that one
-/// depth pull every other's tail up), the depth-1 latency (`qd1_ns`, `transfer_ns` of it on the channel) kept, the
-/// read time giving the jitter its share; None where no p99 was probed.
+/// depth pull every other's tail up), the depth-1 latency (`qd1_ns`, `transfer_ns` of it
+/// on the channel) kept, the read time giving the jitter its share; None where no p99 was
+/// probed.
 fn fit_jitter(base: SsdParams, p: &Probes, qd1_ns: f64, transfer_ns: f64) -> Option<u64> {
     let probed: Vec<(u32, f64)> = std::iter::once((1, p.qd1_latency.p99_ns))
         .chain(DEEPER.into_iter().zip(p.deeper_p99_ns))

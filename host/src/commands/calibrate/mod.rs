@@ -11,9 +11,8 @@
 //!    in turn `--rounds` times, each figure the median of its rounds: this machine's disk
 //!    drifts over minutes, three depth-1 probes of one run reading 10 867, 14 343 and
 //!    12 452 IOPS, and one slow probe once fitted every QD1 p99 at 0.30 ms where the same
-//!    run measured 0.17);
-//!    Where it may write, each round also runs 4 KiB random reads and writes at even odds
-//!    four deep: how writes slow what runs beside them;
+//!    run measured 0.17); where it may write, each round also runs 4 KiB random reads and
+//!    writes at even odds four deep: how writes slow what runs beside them;
 //! 4. 1 MiB sequential reads at depth 1: for telling a disk from flash.
 //!
 //! Flash-like devices (a random read under 1.5 ms) become an `ssd` spec (`fit.rs`): the
@@ -163,10 +162,10 @@ impl CalibrateArgs {
         let (_, noop) = load(&runtime, "noop")?;
         // The queue attribute the device reports, as the probes' runs read it.
         let rotational = std::cell::Cell::new(None);
-        // The random reads' latencies by depth, a round each: their spread at depth 1 is the
-        // device's own, its growth with depth the queue's.
         // At depth 4, the part of the reads on the device that completed at each instant.
         let together = std::cell::RefCell::new(Vec::new());
+        // The random reads' latencies by depth, a round each: their spread at depth 1 is the
+        // device's own, its growth with depth the queue's.
         let latencies =
             std::cell::RefCell::new(std::collections::BTreeMap::<u32, Vec<Latency>>::new());
         let probe = |rw: &str, bs: &str, depth: u32| -> Result<f64> {
