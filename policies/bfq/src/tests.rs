@@ -437,3 +437,50 @@ fn an_inject_limit_learned_down_to_nothing_is_probed_with_one_request_ten_ms_aft
         "a limit of one, learned: no probe is due, and one request may go onto an empty device"
     );
 }
+
+#[test]
+fn a_queue_keeping_two_requests_on_the_device_learns_its_limit_beside_its_own_and_lets_one_in() {
+    // Group 1's queue in service at iodepth 2, nothing learned yet; group 2's queue waiting.
+    let mut bfq = limit_learned_down_to_nothing();
+    let (key, other) = (QueueKey::Sync(1), Some(QueueKey::Sync(2)));
+    let queue = bfq.queues.get_mut(&key).expect("in service");
+    queue.inject = inject::InjectLimit::new(0);
+    queue.inflight = 1;
+    bfq.on_device.insert(RequestId(1), key);
+    bfq.in_driver = 1;
+    // The kernel samples only onto an empty device, which such a queue never leaves: its
+    // limit stays at nothing and nothing goes beside it for its whole turn.
+    assert_eq!(bfq.injection_source(key, 20 * MS, None), None);
+    // Its next request arrives with only its own on the device, goes, and both complete
+    // in 100 µs: the baseline, and a limit of its own two.
+    let at = 20 * MS;
+    bfq.sample_arrival(key, at);
+    bfq.sample_dispatch(RequestId(2));
+    bfq.queues.get_mut(&key).expect("in service").inflight = 2;
+    bfq.in_driver = 2;
+    assert_eq!(
+        bfq.injection_source(key, at, None),
+        None,
+        "two on the device"
+    );
+    bfq.sample_completion(RequestId(2), key, at + 100_000);
+    bfq.queues.get_mut(&key).expect("in service").inflight = 1;
+    bfq.in_driver = 1;
+    assert_eq!(
+        bfq.injection_source(key, at + 100_000, None),
+        other,
+        "one of its two done: one request may go beside the other"
+    );
+    // Another queue's request on the device as well: the sample is not one alone.
+    let mut crowded = limit_learned_down_to_nothing();
+    let queue = crowded.queues.get_mut(&key).expect("in service");
+    queue.inject = inject::InjectLimit::new(0);
+    queue.inflight = 1;
+    crowded.in_driver = 2;
+    crowded.sample_arrival(key, at);
+    crowded.sample_dispatch(RequestId(2));
+    crowded.in_driver = 3;
+    crowded.sample_completion(RequestId(2), key, at + 100_000);
+    crowded.in_driver = 1;
+    assert_eq!(crowded.injection_source(key, at + 100_000, None), None);
+}
