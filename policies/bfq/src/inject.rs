@@ -21,7 +21,11 @@
 //! cell 406), and at 0.88 with the baseline taken beside the queue's own requests and its
 //! first limit their number; a group held by io.max beside such turns completed 2 331 of
 //! the 3 009 its rate gave, and 2 656 (seed 10 cell 356). A queue at iodepth 1 learns as in
-//! the kernel.
+//! the kernel. Nor does a request arriving beside the queue's own restart a sample whose
+//! request is still on the device (the kernel restarts at every qualifying arrival, which
+//! onto an empty device comes at most once per request): a queue whose next request
+//! arrives before its last completes would otherwise never finish one; with it the group
+//! of cell 356 completes its 3 009.
 //! An injected request is charged to its own queue, against what is left of its budget, and
 //! counts in that queue's next turn. With groups named, a queue is injected only while its
 //! turn starts less than one turn ahead of the virtual time B-WF2Q+ would serve at without
@@ -133,7 +137,15 @@ impl Bfq {
         // at all, which a queue keeping two or more requests in flight never sees).
         let alone = in_driver == queue.inflight;
         let worth = alone || (inject.baseline_ns > 0 && injected);
-        if in_service && worth && now_ns >= inject.changed_at.saturating_add(RESAMPLE_NS) {
+        // Beside requests of its own a sampled one may still be on the device: the sample
+        // goes on (restarted at each arrival, a queue whose next request arrives before its
+        // last completes would never finish one). Onto an empty device, as the kernel.
+        let sampling = in_driver > 0 && self.sampling.waited.is_some();
+        if in_service
+            && worth
+            && !sampling
+            && now_ns >= inject.changed_at.saturating_add(RESAMPLE_NS)
+        {
             self.sampling.arrived_at = now_ns;
             self.sampling.wait_dispatch = true;
             if alone {

@@ -484,3 +484,35 @@ fn a_queue_keeping_two_requests_on_the_device_learns_its_limit_beside_its_own_an
     crowded.in_driver = 1;
     assert_eq!(crowded.injection_source(key, at + 100_000, None), None);
 }
+
+#[test]
+fn a_sample_beside_the_queues_own_requests_is_not_restarted_by_its_next_arrival() {
+    // Group 1's queue in service at iodepth 2, nothing learned; each of its requests
+    // arrives while its last is still on the device.
+    let mut bfq = limit_learned_down_to_nothing();
+    let (key, other) = (QueueKey::Sync(1), Some(QueueKey::Sync(2)));
+    let queue = bfq.queues.get_mut(&key).expect("in service");
+    queue.inject = inject::InjectLimit::new(0);
+    queue.inflight = 1;
+    bfq.in_driver = 1;
+    let at = 20 * MS;
+    bfq.sample_arrival(key, at);
+    bfq.sample_dispatch(RequestId(2));
+    bfq.queues.get_mut(&key).expect("in service").inflight = 2;
+    bfq.in_driver = 2;
+    // Request 1 completes, request 3 arrives and goes: the sample is still request 2's.
+    bfq.queues.get_mut(&key).expect("in service").inflight = 1;
+    bfq.in_driver = 1;
+    bfq.sample_arrival(key, at + 50_000);
+    bfq.sample_dispatch(RequestId(3));
+    bfq.queues.get_mut(&key).expect("in service").inflight = 2;
+    bfq.in_driver = 2;
+    bfq.sample_completion(RequestId(2), key, at + 100_000);
+    bfq.queues.get_mut(&key).expect("in service").inflight = 1;
+    bfq.in_driver = 1;
+    assert_eq!(
+        bfq.injection_source(key, at + 100_000, None),
+        other,
+        "request 2's sample finished: a baseline and a limit of two"
+    );
+}
