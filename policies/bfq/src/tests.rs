@@ -438,81 +438,81 @@ fn an_inject_limit_learned_down_to_nothing_is_probed_with_one_request_ten_ms_aft
     );
 }
 
+/// Group 1's queue in service with nothing learned and `own` of its requests on the device,
+/// nothing else there; group 2's queue waiting with three requests.
+fn unlearned_with_own_on_the_device(own: u32) -> Bfq {
+    let mut bfq = limit_learned_down_to_nothing();
+    let queue = bfq.queues.get_mut(&QueueKey::Sync(1)).expect("in service");
+    queue.inject = inject::InjectLimit::new(0);
+    queue.inflight = own;
+    bfq.in_driver = own;
+    bfq
+}
+
+/// `own` of group 1's requests on the device, and `others` of other queues'.
+fn on_the_device(bfq: &mut Bfq, own: u32, others: u32) {
+    bfq.queues
+        .get_mut(&QueueKey::Sync(1))
+        .expect("in service")
+        .inflight = own;
+    bfq.in_driver = own + others;
+}
+
+/// Group 1's request `id` arrives at `at` and goes beside `own` of its own, `others` of
+/// other queues' on the device.
+fn arrives_and_goes(bfq: &mut Bfq, id: u64, at: u64, own: u32, others: u32) {
+    bfq.sample_arrival(QueueKey::Sync(1), at);
+    bfq.sample_dispatch(RequestId(id));
+    on_the_device(bfq, own + 1, others);
+}
+
+/// Group 1's request `id` completes at `at`, one of its own left on the device: what may
+/// be injected beside it then.
+fn completes_one_left(bfq: &mut Bfq, id: u64, at: u64) -> Option<QueueKey> {
+    bfq.sample_completion(RequestId(id), QueueKey::Sync(1), at);
+    on_the_device(bfq, 1, 0);
+    bfq.injection_source(QueueKey::Sync(1), at, None)
+}
+
 #[test]
 fn a_queue_keeping_two_requests_on_the_device_learns_its_limit_beside_its_own_and_lets_one_in() {
-    // Group 1's queue in service at iodepth 2, nothing learned yet; group 2's queue waiting.
-    let mut bfq = limit_learned_down_to_nothing();
     let (key, other) = (QueueKey::Sync(1), Some(QueueKey::Sync(2)));
-    let queue = bfq.queues.get_mut(&key).expect("in service");
-    queue.inject = inject::InjectLimit::new(0);
-    queue.inflight = 1;
-    bfq.on_device.insert(RequestId(1), key);
-    bfq.in_driver = 1;
+    let mut bfq = unlearned_with_own_on_the_device(1);
     // The kernel samples only onto an empty device, which such a queue never leaves: its
     // limit stays at nothing and nothing goes beside it for its whole turn.
     assert_eq!(bfq.injection_source(key, 20 * MS, None), None);
     // Its next request arrives with only its own on the device, goes, and both complete
     // in 100 µs: the baseline, and a limit of its own two.
     let at = 20 * MS;
-    bfq.sample_arrival(key, at);
-    bfq.sample_dispatch(RequestId(2));
-    bfq.queues.get_mut(&key).expect("in service").inflight = 2;
-    bfq.in_driver = 2;
+    arrives_and_goes(&mut bfq, 2, at, 1, 0);
     assert_eq!(
         bfq.injection_source(key, at, None),
         None,
         "two on the device"
     );
-    bfq.sample_completion(RequestId(2), key, at + 100_000);
-    bfq.queues.get_mut(&key).expect("in service").inflight = 1;
-    bfq.in_driver = 1;
     assert_eq!(
-        bfq.injection_source(key, at + 100_000, None),
+        completes_one_left(&mut bfq, 2, at + 100_000),
         other,
         "one of its two done: one request may go beside the other"
     );
     // Another queue's request on the device as well: the sample is not one alone.
-    let mut crowded = limit_learned_down_to_nothing();
-    let queue = crowded.queues.get_mut(&key).expect("in service");
-    queue.inject = inject::InjectLimit::new(0);
-    queue.inflight = 1;
-    crowded.in_driver = 2;
-    crowded.sample_arrival(key, at);
-    crowded.sample_dispatch(RequestId(2));
-    crowded.in_driver = 3;
-    crowded.sample_completion(RequestId(2), key, at + 100_000);
-    crowded.in_driver = 1;
-    assert_eq!(crowded.injection_source(key, at + 100_000, None), None);
+    let mut crowded = unlearned_with_own_on_the_device(1);
+    on_the_device(&mut crowded, 1, 1);
+    arrives_and_goes(&mut crowded, 2, at, 1, 1);
+    assert_eq!(completes_one_left(&mut crowded, 2, at + 100_000), None);
 }
 
 #[test]
 fn a_sample_beside_the_queues_own_requests_is_not_restarted_by_its_next_arrival() {
-    // Group 1's queue in service at iodepth 2, nothing learned; each of its requests
-    // arrives while its last is still on the device.
-    let mut bfq = limit_learned_down_to_nothing();
-    let (key, other) = (QueueKey::Sync(1), Some(QueueKey::Sync(2)));
-    let queue = bfq.queues.get_mut(&key).expect("in service");
-    queue.inject = inject::InjectLimit::new(0);
-    queue.inflight = 1;
-    bfq.in_driver = 1;
+    // Each of its requests arrives while its last is still on the device.
+    let mut bfq = unlearned_with_own_on_the_device(1);
     let at = 20 * MS;
-    bfq.sample_arrival(key, at);
-    bfq.sample_dispatch(RequestId(2));
-    bfq.queues.get_mut(&key).expect("in service").inflight = 2;
-    bfq.in_driver = 2;
+    arrives_and_goes(&mut bfq, 2, at, 1, 0);
     // Request 1 completes, request 3 arrives and goes: the sample is still request 2's.
-    bfq.queues.get_mut(&key).expect("in service").inflight = 1;
-    bfq.in_driver = 1;
-    bfq.sample_arrival(key, at + 50_000);
-    bfq.sample_dispatch(RequestId(3));
-    bfq.queues.get_mut(&key).expect("in service").inflight = 2;
-    bfq.in_driver = 2;
-    bfq.sample_completion(RequestId(2), key, at + 100_000);
-    bfq.queues.get_mut(&key).expect("in service").inflight = 1;
-    bfq.in_driver = 1;
+    arrives_and_goes(&mut bfq, 3, at + 50_000, 1, 0);
     assert_eq!(
-        bfq.injection_source(key, at + 100_000, None),
-        other,
+        completes_one_left(&mut bfq, 2, at + 100_000),
+        Some(QueueKey::Sync(2)),
         "request 2's sample finished: a baseline and a limit of two"
     );
 }
