@@ -4,9 +4,9 @@
 //! figures; every policy runs on the spec and on the file in one `compare` per workload
 //! shape, and the predicted ratio to noop (read IOPS) and p99 read latency are printed
 //! against the measured ones, with the least and most p99 of the file's own repeats (its
-//! spread in that run, which the judged count does not use). A researcher ranks policies on the simulator before a real
-//! disk, so these ratios are what must carry over (issue 52: ±15 % for the IOPS ratio,
-//! ±25 % for p99, on the three shapes below).
+//! spread in that run, which the judged count does not use). A researcher ranks policies
+//! on the simulator before a real disk, so these ratios are what must carry over (issue
+//! 52: ±15 % for the IOPS ratio, ±25 % for p99, on the three shapes below).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
