@@ -50,8 +50,8 @@ pub struct SsdParams {
     /// (default off): a virtual disk whose host takes the requests of one notification as
     /// a batch and signals their completions at once. This machine's runs its reads in
     /// lockstep: four jobs at QD1 got 99.8 % of their completions in groups of 4, at QD8
-    /// under noop 99.1 % in groups of 32, each group the reads sent in one step of the host. `calibrate`
-    /// sets it where its reads four deep came back at least half at once.
+    /// under noop 99.1 % in groups of 32, each group the reads sent in one step of the
+    /// host. `calibrate` sets it where its reads four deep came back at least half at once.
     pub complete_together: bool,
     /// Time each write on the device adds to a new request's service, beyond
     /// `contention_ns` (default 0): a device whose writes slow what runs beside them. This
@@ -155,11 +155,6 @@ impl Ssd {
         }
     }
 
-    /// When the group completes (None without a group).
-    fn group_due(&self) -> Option<u64> {
-        self.group.due
-    }
-
     /// The next request sent, to complete at `at`: it takes the next place in the order sent.
     fn next_due(&mut self, at: u64, id: u64, status: i32, write: bool) -> Due {
         self.seq += 1;
@@ -217,7 +212,7 @@ impl Ssd {
         if p.contention_ns == 0 && p.write_contention_ns == 0 {
             return Ahead::default();
         }
-        let grouped: &[Due] = if self.group_due().is_some_and(|at| at > now_ns) {
+        let grouped: &[Due] = if self.group.due.is_some_and(|at| at > now_ns) {
             &self.group.members
         } else {
             &[]
@@ -318,14 +313,14 @@ impl DeviceModel for Ssd {
 
     fn next_event(&self) -> Option<u64> {
         let due = self.due.peek().map(|Reverse(d)| d.at);
-        match (due, self.group_due()) {
+        match (due, self.group.due) {
             (Some(d), Some(g)) => Some(d.min(g)),
             (d, g) => d.or(g),
         }
     }
 
     fn poll(&mut self, now_ns: u64) -> Option<(u64, i32)> {
-        if self.group_due().is_some_and(|at| at <= now_ns) {
+        if self.group.due.is_some_and(|at| at <= now_ns) {
             self.close_group();
         }
         match self.due.peek() {
