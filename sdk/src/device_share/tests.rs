@@ -140,7 +140,8 @@ fn a_saturated_device_holds_what_lets_the_heaviest_group_keep_its_part() {
 #[test]
 fn the_bound_keeps_half_a_hardware_queue_on_the_device() {
     let mut busy = after_window(&[100, 400, 700]);
-    busy.floor = DeviceShare::new(31, 1).floor;
+    let fresh = DeviceShare::new(31, 1);
+    (busy.floor, busy.tags) = (fresh.floor, fresh.tags);
     let groups = [1, 2, 5].map(|weight| Backlog {
         weight,
         outstanding: 2,
@@ -150,6 +151,18 @@ fn the_bound_keeps_half_a_hardware_queue_on_the_device() {
         Some(15),
         "2 × 8 / 5 × 0.9 would leave 2"
     );
+}
+
+#[test]
+fn groups_each_beyond_an_equal_split_of_the_tags_are_bounded_at_their_parts_under_the_floor() {
+    // 256 tags, a floor learnt up to 200: groups 1:5 at 150 each contend for the tags
+    // (300 outstanding), and the weight-5 group keeps its part only at 0.9 × 150 × 6 / 5.
+    let mut busy = after_window(&[100, 400, 700]);
+    (busy.floor, busy.tags) = (200, 256);
+    assert_eq!(busy.bound(light_and_heavy(150)), Some(162));
+    // At 100 each the device holds them all with tags to spare: the floor keeps its
+    // throughput.
+    assert_eq!(busy.bound(light_and_heavy(100)), Some(200));
 }
 
 #[test]
