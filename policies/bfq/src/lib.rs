@@ -22,7 +22,8 @@
 //! sectors. With `low_latency`, a submitter's queue is weight-raised ×30 for its first
 //! 3 s, as bfq raises new interactive queues, or until it has been served 120 000 sectors
 //! (`max_service_from_wr`); raised queues are never charged time. With
-//! `strict_guarantees`, bfq always idles, for async queues too.
+//! `strict_guarantees`, bfq always idles, for async queues too, and keeps one request on
+//! the device at a time.
 //!
 //! On flash (`rotational` 0) only a far request that is also small counts as a seek, and
 //! idling boosts throughput only for a sequential queue on a device that queues no commands.
@@ -411,6 +412,13 @@ impl Policy for Bfq {
         // (`share.rs`).
         let bound = self.group_bound();
         let budget = budget.min(bound.as_ref().map_or(u32::MAX, |b| b.room));
+        // strict_guarantees: one request on the device at a time (`__bfq_dispatch_request`),
+        // the only way to hold a device that queues commands to bfq's order.
+        let budget = if self.strict {
+            budget.min(u32::from(self.in_driver == 0))
+        } else {
+            budget
+        };
         let parts = bound.map(|b| b.parts);
         let counts_share = self.counts_share();
         if budget > 0 {

@@ -516,3 +516,48 @@ fn a_sample_beside_the_queues_own_requests_is_not_restarted_by_its_next_arrival(
         "request 2's sample finished: a baseline and a limit of two"
     );
 }
+
+/// What three dispatch calls send for one queue with four reads queued, on a disk: the
+/// first, a second at once, and a third after the first sent request completed.
+fn sends_with_strict_guarantees(strict: bool) -> [usize; 3] {
+    let mut bfq = Bfq {
+        strict,
+        slice_idle: 8 * MS,
+        timeout: 125 * MS,
+        max_budget: 16_384,
+        rotational: true,
+        ..Bfq::default()
+    };
+    bfq.insert(0, &[1, 2, 3, 4].map(|id| read(id, 1)));
+    let mut first = Dispatch::default();
+    bfq.dispatch(0, 0, 8, &mut first);
+    let mut second = Dispatch::default();
+    bfq.dispatch(0, 0, 8, &mut second);
+    let done = Completion {
+        id: first.ids[0],
+        ctx: 1,
+        op: Op::Read,
+        sectors: 8,
+        latency_ns: 1_000,
+        service_ns: 1_000,
+        status: 0,
+    };
+    bfq.completed(1_000, &[done]);
+    let mut after = Dispatch::default();
+    bfq.dispatch(1_000, 0, 8, &mut after);
+    [first.ids.len(), second.ids.len(), after.ids.len()]
+}
+
+#[test]
+fn under_strict_guarantees_the_device_holds_one_request_at_a_time() {
+    assert_eq!(
+        sends_with_strict_guarantees(true),
+        [1, 0, 1],
+        "one, none beside it, the next once it completed"
+    );
+    assert_eq!(
+        sends_with_strict_guarantees(false),
+        [4, 0, 0],
+        "without it the queue's four go at once"
+    );
+}

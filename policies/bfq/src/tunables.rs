@@ -47,7 +47,7 @@ pub(super) const TUNABLES: &[TunableSpec<Bfq>] = &[
         min: 0,
         max: 1,
         unit: "",
-        help: "idle for async queues too, trading throughput for fairness",
+        help: "idle for async queues too and keep one request on the device at a time, trading throughput for fairness",
         field: |p| &mut p.knobs.strict_guarantees,
     },
     TunableSpec {
