@@ -281,6 +281,8 @@ pub struct Bfq {
     device_share: bool,
     /// What is on the device by group, and the bound.
     share: DeviceShare,
+    /// On a disk, the groups' parts as their completions correct them (`share.rs`).
+    disk_parts: share::DiskParts,
     /// Whether grouped turns' budgets follow their weights (`turn_budget`).
     group_budgets: bool,
 }
@@ -595,6 +597,8 @@ impl Policy for Bfq {
                 if let Some(queue) = self.queues.get_mut(&key) {
                     queue.inflight = queue.inflight.saturating_sub(1);
                     queue.habits.completed(now_ns);
+                    let group = queue.group;
+                    self.served_on_disk(group);
                 }
             }
         }

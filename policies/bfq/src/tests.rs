@@ -561,3 +561,52 @@ fn under_strict_guarantees_the_device_holds_one_request_at_a_time() {
         "without it the queue's four go at once"
     );
 }
+
+/// Two groups of equal weight with 20 reads queued each under a bound, after a window in
+/// which the device completed three of group 1's requests for each of group 2's: their
+/// parts of the bound.
+fn parts_after_a_lopsided_window(rotational: bool) -> BTreeMap<u32, u32> {
+    let mut bfq = Bfq {
+        group_weights: [(1, 100), (2, 100)].into_iter().collect(),
+        share: DeviceShare::new(31, 1),
+        device_share: true,
+        rotational,
+        ..Bfq::default()
+    };
+    for ctx in 1..=2u32 {
+        let mut queue = Queue {
+            group: ctx,
+            class: 1,
+            weight: 40,
+            sync: true,
+            busy: true,
+            ..Queue::default()
+        };
+        for i in 0..20 {
+            queue
+                .requests
+                .push(&read(u64::from(ctx) * 100 + i, ctx), u64::MAX);
+        }
+        bfq.queues.insert(QueueKey::Sync(ctx), queue);
+    }
+    let even = bfq.group_bound().expect("a bound").parts;
+    assert_eq!(
+        even.values().collect::<Vec<_>>(),
+        [&18, &18],
+        "0.9 × 20 × 2, halved"
+    );
+    for served in [1, 1, 1, 2].repeat(16) {
+        bfq.served_on_disk(served);
+    }
+    bfq.group_bound().expect("a bound").parts
+}
+
+#[test]
+fn on_a_disk_a_group_served_under_its_part_gets_more_of_the_bound_the_next_window() {
+    let parts = parts_after_a_lopsided_window(true);
+    assert!(parts[&2] > parts[&1], "{parts:?}");
+    assert_eq!(parts.values().sum::<u32>(), 36, "{parts:?}");
+    // Flash serves each request in its turn whatever its place: its parts stay by weight.
+    let parts = parts_after_a_lopsided_window(false);
+    assert_eq!(parts[&1], parts[&2], "{parts:?}");
+}
