@@ -32,6 +32,18 @@ fn the_busy_weight_sum_is_each_busy_queues_weight_summed() {
     }
 }
 
+/// A busy sync queue of the best-effort class in group `group`, with nothing queued.
+fn busy_queue_of(group: u32) -> Queue {
+    Queue {
+        group,
+        class: 1,
+        weight: 40,
+        sync: true,
+        busy: true,
+        ..Queue::default()
+    }
+}
+
 #[test]
 fn under_the_groups_parts_the_group_furthest_under_its_part_is_injected_first() {
     let mut bfq = Bfq {
@@ -42,13 +54,8 @@ fn under_the_groups_parts_the_group_furthest_under_its_part_is_injected_first() 
     // Group 3's queue is in service; groups 1 and 2 each have a busy queue with a request.
     for ctx in 1..=3u32 {
         let mut queue = Queue {
-            group: ctx,
-            class: 1,
-            weight: 40,
-            sync: true,
-            busy: true,
             budget: 1024,
-            ..Queue::default()
+            ..busy_queue_of(ctx)
         };
         queue.requests.push(&read(u64::from(ctx), ctx), u64::MAX);
         bfq.queues.insert(QueueKey::Sync(ctx), queue);
@@ -574,14 +581,7 @@ fn parts_after_a_lopsided_window(rotational: bool) -> BTreeMap<u32, u32> {
         ..Bfq::default()
     };
     for ctx in 1..=2u32 {
-        let mut queue = Queue {
-            group: ctx,
-            class: 1,
-            weight: 40,
-            sync: true,
-            busy: true,
-            ..Queue::default()
-        };
+        let mut queue = busy_queue_of(ctx);
         for i in 0..20 {
             queue
                 .requests
