@@ -37,7 +37,9 @@ const UNIT: u64 = 1024;
 /// weight's part of them, and the weight its part of the bound is cut by moves an eighth
 /// of the relative shortfall or excess (a quarter at most, within a sixteenth and sixteen
 /// times its own): slowly, since a window holds about one round of turns and its count
-/// depends on where the round stands. The bound itself stays the weights'.
+/// depends on where the round stands. The bound is taken with the corrected weights too,
+/// so that a group that cannot send more than it has (its scheduler tags) gains by the
+/// others holding fewer.
 #[derive(Debug, Default)]
 pub(super) struct DiskParts {
     /// Completions of each group in the window, and of all.
@@ -106,14 +108,15 @@ impl Bfq {
         if !self.bound_may_apply() {
             return None;
         }
-        let backlogs = self.backlogs();
+        let mut backlogs = self.backlogs();
+        for (&g, b) in &mut backlogs {
+            b.weight = b.weight.max(1) * self.disk_parts.correction(g);
+        }
         let bound = self.share.bound(backlogs.values().copied())?;
         // Whole parts adding up to the bound (a ceiling gave a group owed 1.07 requests two,
         // and injection kept them on the device), at least one each.
-        let (groups, weights): (Vec<u32>, Vec<u64>) = backlogs
-            .iter()
-            .map(|(&g, b)| (g, b.weight.max(1) * self.disk_parts.correction(g)))
-            .unzip();
+        let (groups, weights): (Vec<u32>, Vec<u64>) =
+            backlogs.iter().map(|(&g, b)| (g, b.weight)).unzip();
         let parts = groups
             .into_iter()
             .zip(apportion(bound, &weights).into_iter().map(|p| p.max(1)))
