@@ -598,7 +598,7 @@ impl Policy for Bfq {
                     queue.inflight = queue.inflight.saturating_sub(1);
                     queue.habits.completed(now_ns);
                     let group = queue.group;
-                    self.served_on_disk(group);
+                    self.served_on_disk(group, c.sectors);
                 }
             }
         }

@@ -569,10 +569,10 @@ fn under_strict_guarantees_the_device_holds_one_request_at_a_time() {
     );
 }
 
-/// Two groups of equal weight with 20 reads queued each under a bound, after a window in
-/// which the device completed three of group 1's requests for each of group 2's: their
-/// parts of the bound.
-fn parts_after_a_lopsided_window(rotational: bool) -> BTreeMap<u32, u32> {
+/// Two groups of equal weight with 20 reads queued each under a bound, group 1's queue
+/// seeky and group 2's seeky or not, after a window in which the device completed three of
+/// group 1's 4 KiB requests for each of group 2's: their parts of the bound.
+fn parts_after_a_lopsided_window(rotational: bool, second_seeky: bool) -> BTreeMap<u32, u32> {
     let mut bfq = Bfq {
         group_weights: [(1, 100), (2, 100)].into_iter().collect(),
         share: DeviceShare::new(31, 1),
@@ -581,7 +581,14 @@ fn parts_after_a_lopsided_window(rotational: bool) -> BTreeMap<u32, u32> {
         ..Bfq::default()
     };
     for ctx in 1..=2u32 {
-        let mut queue = busy_queue_of(ctx);
+        let mut queue = if ctx == 1 || second_seeky {
+            Queue {
+                busy: true,
+                ..seeky_queue(ctx)
+            }
+        } else {
+            busy_queue_of(ctx)
+        };
         for i in 0..20 {
             queue
                 .requests
@@ -596,19 +603,26 @@ fn parts_after_a_lopsided_window(rotational: bool) -> BTreeMap<u32, u32> {
         "0.9 × 20 × 2, halved"
     );
     for served in [1, 1, 1, 2].repeat(16) {
-        bfq.served_on_disk(served);
+        bfq.served_on_disk(served, 8);
     }
     bfq.group_bound().expect("a bound").parts
 }
 
 #[test]
 fn on_a_disk_a_group_served_under_its_part_gets_more_of_the_bound_the_next_window() {
-    let parts = parts_after_a_lopsided_window(true);
+    let parts = parts_after_a_lopsided_window(true, true);
     assert!(parts[&2] > parts[&1], "{parts:?}");
     // Corrected by an eighth of the half each was off, to 960 and 1088 (1024 is one), and
     // the bound where group 2 keeps its part: 0.9 × 20 × 2048 / 1088.
     assert_eq!(parts.values().sum::<u32>(), 33, "{parts:?}");
     // Flash serves each request in its turn whatever its place: its parts stay by weight.
-    let parts = parts_after_a_lopsided_window(false);
+    let parts = parts_after_a_lopsided_window(false, true);
     assert_eq!(parts[&1], parts[&2], "{parts:?}");
+}
+
+#[test]
+fn on_a_disk_a_sequential_group_beside_a_random_one_is_not_corrected_by_counts() {
+    // Its requests cost a fraction of the random group's: a count says nothing of its part.
+    let parts = parts_after_a_lopsided_window(true, false);
+    assert_eq!((parts[&1], parts[&2]), (18, 18), "{parts:?}");
 }
