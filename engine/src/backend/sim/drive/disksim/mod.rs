@@ -60,6 +60,23 @@ fn fail(path: &Path, message: impl Into<String>) -> ImportError {
 /// A file is unreadable or malformed, or a parameter the model needs is missing or out of
 /// range; the message names the file and the parameter.
 pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
+    let (mut imported, room) = import_specs(diskspecs)?;
+    imported.note_segment_room(room);
+    Ok(imported)
+}
+
+/// What decides whether a segment's room can time a transfer apart from the model, judged
+/// once the bus's speed is final (a `.parv` may slow it).
+#[derive(Debug, Clone, Copy)]
+struct Room {
+    /// The low water mark in blocks, for a write longer than its segment.
+    write_mark: u64,
+    /// `Read directly to buffer`, where declared.
+    read_direct: Option<u64>,
+}
+
+/// [`import`] before the segment's room is judged.
+fn import_specs(diskspecs: &Path) -> Result<(Imported, Room), ImportError> {
     let text = read(diskspecs)?;
     let (kind, name, fields) = first_block(diskspecs, &text)?;
     if kind != "disksim_disk" {
@@ -330,26 +347,20 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
     let never_disconnect = specs.take_opt_f64("Never disconnect", 0.0, 1.0)? != 0.0;
     // A write's data crosses the bus in one piece in the model, which is DiskSim's holding
     // the bus for the whole write transfer; 0 differs only where a write outgrows its
-    // segment and reconnects at the low water mark (listed with the disk's other fields
-    // when a mark is declared).
+    // segment and reconnects at the low water mark (judged with the mark, below).
     let _ = specs.take_opt_f64("Hold bus entire write xfer", 0.0, 1.0)?;
-    // A write's data fills its segment and, once full, DiskSim reconnects for more when
-    // the segment has its low water mark of room (`disk_buffer_set_segment`: max(1, mark ×
-    // min(segment, request)) by the request's size, else the mark × the segment). A write
-    // that fits its segment never refills, so the mark matters only past a segment; at a
-    // mark of one block the refills follow the media as the model's streaming does.
+    // A write's first transfer fills at most its segment; DiskSim reconnects for more once
+    // the data still to go to the media has drained to the low water mark, and sends what
+    // room there is then (`disk_request_needs_bus`; the mark in blocks from
+    // `disk_select_bus_request`: max(1, mark × min(segment, request)) by the request's
+    // size, else the mark × the segment rounded up). Whether that times a write apart from
+    // the model's unlimited room is judged once the bus is known ([`Imported::note_segment_room`]).
     let write_water = specs.take_opt_f64("Low (write) water mark", 0.0, 1.0)?;
-    let refill = if by_reqsize {
-        write_water * segment_sectors as f64
+    let write_mark = if by_reqsize {
+        ((segment_sectors as f64 * write_water) as u64).max(1)
     } else {
-        (write_water * segment_sectors as f64).ceil()
+        (segment_sectors as f64 * write_water + 0.999_999_999_9) as u64
     };
-    if refill > 1.0 {
-        notes.push(format!(
-            "Low (write) water mark = {write_water}: a write longer than its segment ({segment_sectors} blocks) streams its data as the media takes it, where DiskSim refills the segment only once {} blocks are free and the media waits for each refill (writes of up to {segment_sectors} blocks are not affected)",
-            refill.floor()
-        ));
-    }
     // Otherwise DiskSim reconnects for a read once its water mark of sectors is buffered:
     // max(1, mark × the request) by the request's size, else the mark × the segment
     // (`disk_read_arrive`), paying the reselect and data preparation overheads
@@ -398,14 +409,8 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
     // DiskSim reads it in two places (`disk_buffer_sector_done`, `disk_get_remapped_sector`):
     // whether a read sector's room in its segment is checked as the head reaches the sector
     // or once it has been read, and whether a read leaves for a remapped sector's spare in
-    // mid-transfer. The model never leaves for a spare, and never makes a read wait for room:
-    // a read runs out of room only where it is longer than its segment and the bus slower
-    // than the media, which it then does in both of DiskSim's settings.
-    if let Some(on) = specs.take_opt_u64("Read directly to buffer", 0, 1)? {
-        notes.push(format!(
-            "Read directly to buffer = {on}: when DiskSim checks a read sector's room in its segment (as the head reaches it, or once read) and whether a read goes to a remapped sector's spare in mid-transfer; the model does neither: its reads never wait for room in a segment (only a read longer than its segment, sent to the host slower than the media reads it, runs out of room) and never go to a spare in mid-transfer"
-        ));
-    }
+    // mid-transfer. Judged with the bus ([`Imported::note_segment_room`]).
+    let read_direct = specs.take_opt_u64("Read directly to buffer", 0, 1)?;
     specs.rest(&mut notes, "the disk");
     // `Number of cylinders` bounds nothing beyond the seek table: DiskSim's layout counts
     // each zone's blocks from the zone's own cylinders (`dm_layout_g1_compute_blksinband`),
@@ -457,7 +462,98 @@ pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
     // DiskSim takes the zones' own total over `Block count` (`checknumblocks` in
     // `dm_layout_g1`, `disk_check_numblocks` before it), warning at most.
     imported.params.capacity_sectors = imported.params.zoned_sectors();
-    Ok(imported)
+    Ok((
+        imported,
+        Room {
+            write_mark,
+            read_direct,
+        },
+    ))
+}
+
+impl Imported {
+    /// Lists the segment's room where it could time a transfer longer than the segment apart
+    /// from the model, which never makes one wait for room: DiskSim holds back what the
+    /// segment has no room for, a read's sectors from the media and a write's from the bus.
+    fn note_segment_room(&mut self, room: Room) {
+        let notes = [
+            room.read_direct.and_then(|on| self.read_room(on)),
+            self.write_room(room.write_mark),
+        ];
+        self.not_represented.extend(notes.into_iter().flatten());
+    }
+
+    /// A revolution and each zone's time a sector on the media, in ms.
+    fn media_ms(&self) -> (f64, impl Iterator<Item = f64> + Clone + '_) {
+        let rev_ms = 60_000.0 / self.params.rpm.max(1.0);
+        let zones = self.params.zones.iter();
+        (
+            rev_ms,
+            zones.map(move |z| rev_ms / z.sectors_per_track.max(1) as f64),
+        )
+    }
+
+    /// A read runs out of room where the media outruns the bus: DiskSim stops the head and
+    /// takes the read up again once room frees and the sector comes round, in both settings
+    /// of `Read directly to buffer` (`on`), which chooses only when a sector's room is
+    /// checked and whether a read goes to a remapped sector's spare in mid-transfer (the
+    /// model never does). Where the bus keeps up with the media in every zone, no read
+    /// waits for room and the flag is not listed.
+    fn read_room(&self, on: u64) -> Option<String> {
+        let (_, mut media) = self.media_ms();
+        let segment = self.params.segment_sectors;
+        media.any(|m| m < self.params.bus_sector_ms).then(|| format!(
+            "Read directly to buffer = {on}: a read longer than its segment ({segment} blocks) runs out of room here, the media outrunning the bus; DiskSim then stops the head until room frees and the sector comes round again (checking a sector's room as the head reaches it, or once read, by this flag) and may go to a remapped sector's spare in mid-transfer; the model's reads never wait for room and never go to a spare in mid-transfer"
+        ))
+    }
+
+    /// A write's first transfer fills at most its segment, and DiskSim refills once what is
+    /// left to write has drained to the low water mark (`mark` blocks), sending the room
+    /// there is then (`disk_request_needs_bus`); the model lets all of a write's data in at
+    /// the bus's pace. That changes nothing while the media keeps up with the bus and the bus
+    /// cannot fill the segment before the head is on the track. Beyond it, a buffered write
+    /// is reported only once its last data is in (later than in the model); a write-through
+    /// one's media waits where the refill comes after the mark's blocks are written, or
+    /// behind data the full segment held back; and every refill pays the disconnect and
+    /// reselect overheads the model charges once.
+    fn write_room(&self, mark: u64) -> Option<String> {
+        let p = &self.params;
+        let segment = p.segment_sectors;
+        let bus_ms = p.write_bus_sector_ms.unwrap_or(p.bus_sector_ms);
+        let (rev_ms, media) = self.media_ms();
+        let longest_seek = p.seek.last().map_or(0.0, |&(_, ms)| ms).max(p.full_seek_ms);
+        let positioning_ms = longest_seek + p.write_settle_ms.max(0.0) + rev_ms;
+        let fill_ms = segment as f64 * bus_ms;
+        let fills_first = fill_ms < positioning_ms;
+        let refill_ms = p.overheads.reselect + p.overheads.disconnect[2];
+        let outruns = media.clone().any(|m| bus_ms < m);
+        let falls_behind = media.clone().any(|m| bus_ms >= m);
+        // Where the bus outruns the media and the segment is full, the media writes the
+        // mark's blocks while the refill reconnects and sends its first.
+        let starves = media
+            .filter(|&m| bus_ms < m)
+            .any(|m| mark as f64 * m < refill_ms + bus_ms);
+        let why = if refill_ms > 0.0 {
+            format!(
+                "each refill pays {refill_ms} ms to give the bus up and take it again, charged once in the model"
+            )
+        } else if p.write_back && (outruns || fills_first) {
+            "a buffered write is reported once its last data is in, which the segment's room holds back; the model reports it once the bus has sent it all".into()
+        } else if starves {
+            format!(
+                "once the segment is full, the media has {mark} blocks left when DiskSim reconnects and waits for the refill; the model's media never waits"
+            )
+        } else if fills_first && falls_behind {
+            format!(
+                "the bus fills the segment in {fill_ms:.1} ms, before the head may be on the track ({positioning_ms:.1} ms), and DiskSim holds the rest back until the media frees room; the model does not"
+            )
+        } else {
+            return None;
+        };
+        Some(format!(
+            "Low (write) water mark ({mark} blocks) and the segment's room: a write longer than its segment ({segment} blocks) gets all the room it needs in the model; in DiskSim {why} (writes of up to {segment} blocks are not affected)"
+        ))
+    }
 }
 
 /// Reads a `.parv`: the drive its `source X.diskspecs` line names, with the slowest bus's
@@ -474,7 +570,7 @@ pub fn import_parv(parv: &Path) -> Result<Imported, ImportError> {
         .map(str::trim)
         .find(|name| name.ends_with(".diskspecs"))
         .ok_or_else(|| fail(parv, "no `source X.diskspecs` line"))?;
-    let mut imported = import(&parv.parent().unwrap_or(Path::new(".")).join(specs))?;
+    let (mut imported, room) = import_specs(&parv.parent().unwrap_or(Path::new(".")).join(specs))?;
     // The slowest bus's per-block time, reading and writing.
     let mut bus_ms = [0f64; 2];
     let mut from = 0;
@@ -509,6 +605,7 @@ pub fn import_parv(parv: &Path) -> Result<Imported, ImportError> {
     let [read_ms, write_ms] = bus_ms.map(|ms| ms.max(disk_ms));
     imported.params.bus_sector_ms = read_ms;
     imported.params.write_bus_sector_ms = (write_ms != read_ms).then_some(write_ms);
+    imported.note_segment_room(room);
     Ok(imported)
 }
 
