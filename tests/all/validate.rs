@@ -285,30 +285,59 @@ fn a_write_low_water_mark_is_listed_only_where_the_segments_room_can_time_a_long
 }
 
 #[test]
-fn read_directly_to_buffer_is_listed_only_where_the_media_outruns_the_bus() {
-    let listed = |imported: &schedhost::backend::sim::drive::disksim::Imported| {
-        imported
-            .not_represented
-            .iter()
-            .any(|n| n.starts_with("Read directly to buffer"))
+fn a_remapped_defect_is_listed_as_timed_in_place_and_one_that_is_its_own_spare_is_not() {
+    let remapped = |to: &str| {
+        let files = [
+            "cheetah4LP.diskspecs",
+            "cheetah4LP.model",
+            "cheetah4LP.seek",
+        ];
+        let change = format!("233375,\n               {to}\n");
+        let dir = edited_copy(
+            &files,
+            &[(
+                "cheetah4LP.model",
+                "233375,\n               233375\n",
+                change.as_str(),
+            )],
+        );
+        let imported = import(&dir.join("cheetah4LP.diskspecs")).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        imported.not_represented.join("\n")
     };
-    // Its disk alone declares no bus time: no read outruns it, nor waits for room.
-    assert!(!listed(
-        &import(&data("hp_c3323a_validate.diskspecs")).unwrap()
-    ));
-    // Its .parv's bus (0.1455 ms a block) is slower than its outer zones' media.
-    assert!(listed(&hp_declaring(&[])));
-    // The Atlas's 0.099 ms a block is slower than any of its zones (0.018 to 0.021 ms).
-    let atlas = |ms: &str| {
-        atlas_edited(
+    // The Cheetah's one defect names itself as its spare: DiskSim does not move it.
+    assert!(!remapped("233375").contains("remapped defects"));
+    let notes = remapped("233400");
+    assert!(
+        notes.contains("1 remapped defects: the LBN map sends each to its spare"),
+        "{notes}"
+    );
+}
+
+#[test]
+fn read_directly_to_buffer_imports_as_when_a_read_sectors_room_is_checked_and_survives_the_spec_file()
+ {
+    // DiskSim checks a read sector's room as the head reaches it (1) or once it is read
+    // (0, `disk_buffer_sector_done`); either way the model represents it, with nothing
+    // listed.
+    for (declared, at_head) in [("1", true), ("0", false)] {
+        let imported = atlas_edited(
             "atlas10k.diskspecs",
-            "Bulk sector transfer time = 0.099000",
-            &format!("Bulk sector transfer time = {ms}"),
+            "Read directly to buffer = 1",
+            &format!("Read directly to buffer = {declared}"),
         )
-        .unwrap()
-    };
-    assert!(listed(&atlas("0.099")));
-    assert!(!listed(&atlas("0.015")));
+        .unwrap();
+        assert_eq!(imported.params.read_direct_to_buffer, at_head);
+        assert!(
+            imported
+                .not_represented
+                .iter()
+                .all(|n| !n.contains("Read directly to buffer")),
+            "{:?}",
+            imported.not_represented
+        );
+        assert_eq!(through_spec_file(&imported), imported.params);
+    }
 }
 
 #[test]
@@ -1497,13 +1526,8 @@ fn a_bus_slower_than_the_drive_sets_the_transfer_as_disksim_takes_it_in_each_dir
     // the disk itself. The HP's bus is 0.1455 ms a block either way, its disk 0.
     let declared = import_parv(&data("hp_c3323a.parv")).unwrap();
     assert_eq!(declared.params.bus_sector_ms, 0.1455);
-    // (A read longer than its segment runs out of room behind that bus: listed apart.)
     assert!(
-        declared
-            .not_represented
-            .iter()
-            .filter(|n| !n.starts_with("Read directly to buffer"))
-            .all(|n| !n.contains("bus")),
+        declared.not_represented.iter().all(|n| !n.contains("bus")),
         "{:?}",
         declared.not_represented
     );
@@ -1521,11 +1545,7 @@ fn a_bus_slower_than_the_drive_sets_the_transfer_as_disksim_takes_it_in_each_dir
         "each direction its own"
     );
     assert!(
-        unequal
-            .not_represented
-            .iter()
-            .filter(|n| !n.starts_with("Read directly to buffer"))
-            .all(|n| !n.contains("bus")),
+        unequal.not_represented.iter().all(|n| !n.contains("bus")),
         "{:?}",
         unequal.not_represented
     );

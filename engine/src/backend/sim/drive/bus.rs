@@ -116,12 +116,13 @@ impl Drive {
 
     /// How many of a read's `sectors` must be in the buffer before the drive reconnects:
     /// DiskSim's read water mark, max(1, mark × min(segment, request)) by the request's
-    /// size or the mark × the segment rounded up, at most the request; all of them where
-    /// the transfer waits for the last (`disk_read_arrive`).
+    /// size or the mark × the segment rounded up, at most the request; all of them, up to a
+    /// segment's worth, where the transfer waits for the last (`disk_read_arrive`).
     pub(super) fn read_mark(&self, sectors: u64) -> u64 {
         let p = &self.params;
         let mark = if p.transfer_after_media {
-            sectors
+            // The mark of the whole request, by the request's size: of at most a segment.
+            sectors.min(p.segment_sectors)
         } else if p.read_water_of_segment {
             (p.segment_sectors as f64 * p.read_water_mark + 0.999_999_999_9) as u64
         } else {

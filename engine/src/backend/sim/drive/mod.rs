@@ -19,6 +19,7 @@ mod cache;
 pub mod disksim;
 mod layout;
 mod params;
+mod room;
 
 pub use layout::{DriveZone, MAX_SLIPS, SurfaceOrder};
 pub use params::{ContinuousRead, DriveParams, Overheads};
@@ -555,7 +556,13 @@ impl Drive {
         } else {
             self.read_reconnects(taken, miss_overhead, (&from_media, &media), held_sectors)
         };
-        let sent = if self.params.immediate_partial_hit && held_sectors > 0 {
+        // A read longer than its segment waits for room, the head for the bus (`room.rs`).
+        let through = (held_sectors == 0 && self.reads_through_room(&from_media, &media))
+            .then(|| self.read_through_room(&from_media, &media, data_from));
+        let media_end = through.map_or(media_end, |t| t.media_end);
+        let sent = if let Some(t) = through {
+            t.sent
+        } else if self.params.immediate_partial_hit && held_sectors > 0 {
             // The held sectors go as soon as the command is taken, the rest as the media
             // delivers them: after the last, or while they stream.
             let held = self.bus_ps(u32::try_from(held_sectors).unwrap_or(0));
@@ -577,6 +584,9 @@ impl Drive {
         let place = self.place(request.end().saturating_sub(1));
         // At least 1 ps: a spec may give a fast spindle more sectors than picoseconds.
         let per_sector = (self.rev_ps / place.sectors_per_track).max(1);
+        let (ahead_since, ahead_per_sector) = through.map_or((media_end, per_sector), |t| {
+            (t.ahead_since, t.ahead_per_sector.max(1))
+        });
         let first = request
             .sector
             .min(from_media.sector - self.free_blocks_before(from_media.sector, waited));
@@ -591,8 +601,8 @@ impl Drive {
         self.add_segment(Segment {
             start: kept_from,
             end: request.end(),
-            since_ps: media_end,
-            per_sector_ps: per_sector,
+            since_ps: ahead_since,
+            per_sector_ps: ahead_per_sector,
             stream_to,
             min_to: self.min_read_ahead_to(request.end()),
             streaming: stream_to > request.end(),

@@ -142,6 +142,12 @@ pub struct DriveParams {
     /// A command stops read-ahead at once, mid-sector; otherwise the sector under the head
     /// is read first (DiskSim's `Stop prefetch in sector`).
     pub stop_prefetch_in_sector: bool,
+    /// A read sector's room in its segment is checked as the head reaches the sector, so
+    /// that one without room is not read; otherwise once it has been read, and then
+    /// dropped (DiskSim's `Read directly to buffer`, `disk_buffer_sector_done`). Either way
+    /// a read longer than its segment waits for the bus to free room, the sector coming
+    /// round again.
+    pub read_direct_to_buffer: bool,
     /// A write goes to the media only once ten of its sectors (fifteen from 45 on, all of a
     /// shorter one) are in the buffer (DiskSim's `Extra write disconnect`, whose other
     /// overheads DiskSim charges to no request).
@@ -230,6 +236,7 @@ impl Default for DriveParams {
             read_ahead_over_requested: false,
             drop_returned_data: false,
             stop_prefetch_in_sector: true,
+            read_direct_to_buffer: true,
             extra_write_disconnect: false,
             write_back: true,
             transfer_after_media: false,

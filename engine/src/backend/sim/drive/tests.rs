@@ -523,3 +523,56 @@ fn slips_push_the_skew_of_later_tracks_under_spares_per_cylinder_or_track_as_dis
         assert_eq!(with.angle, without.angle, "scheme {scheme}");
     }
 }
+
+/// A drive whose media outruns its bus: 100 sectors a track at 6 000 rpm (0.1 ms a sector,
+/// 10 ms a revolution), 0.25 ms a sector across the bus, segments of `segment` sectors, no
+/// overheads, the head on sector 0 of cylinder 0.
+fn slow_bus_drive(segment: u64, read_direct_to_buffer: bool) -> Drive {
+    Drive::new(DriveParams {
+        rpm: 6000.0,
+        zones: vec![DriveZone {
+            first_cylinder: 0,
+            last_cylinder: 999,
+            sectors_per_track: 100,
+            ..DriveParams::default().zones[0].clone()
+        }],
+        bus_sector_ms: 0.25,
+        overheads: Overheads::default(),
+        segment_sectors: segment,
+        max_read_ahead_sectors: segment,
+        read_direct_to_buffer,
+        ..DriveParams::default()
+    })
+}
+
+#[test]
+fn a_read_longer_than_its_segment_waits_for_the_bus_to_free_room_as_disksim_reads_it() {
+    let read = DeviceRequest {
+        id: 1,
+        op: Op::Read,
+        sector: 0,
+        sectors: 30,
+    };
+    // With room for all of it the head reads sectors 0..30 by 3 ms, and the bus sends each
+    // from the first's read (0.1 ms) on: 0.1 + 30 × 0.25 = 7.6 ms.
+    let mut roomy = slow_bus_drive(64, true);
+    assert_eq!(completion_of(&mut roomy, 0, read), 7_600_000);
+    assert_eq!(roomy.mech_free_ps, 3_000_000_000);
+    // With 10 sectors of room, sector j needs sector j - 10 sent (at 0.1 + (j - 9) × 0.25
+    // ms), checked as the head reaches it (j × 0.1 ms): sectors 0..15 go in the first pass,
+    // sector 15 waits a revolution (to 11.6 ms), and in that one the rest all find room,
+    // the last read at 13.0 ms; the bus, idle from 3.85 ms, sends 15..30 from 11.6 ms:
+    // 11.6 + 15 × 0.25 = 15.35 ms.
+    let mut held = slow_bus_drive(10, true);
+    assert_eq!(completion_of(&mut held, 0, read), 15_350_000);
+    assert_eq!(
+        held.mech_free_ps, 13_000_000_000,
+        "the head busy to the last"
+    );
+    // Checked once the sector is read (`Read directly to buffer = 0`), each has a sector's
+    // time more: sector 16 waits the revolution instead, read at 11.7 ms, and the bus
+    // sends 16..30 from there: 11.7 + 14 × 0.25 = 15.2 ms.
+    let mut after = slow_bus_drive(10, false);
+    assert_eq!(completion_of(&mut after, 0, read), 15_200_000);
+    assert_eq!(after.mech_free_ps, 13_000_000_000);
+}

@@ -163,6 +163,11 @@ pub(super) fn import_zones(
             },
         });
     }
+    if defects > 0 && sparing.maps_slips() {
+        notes.push(format!(
+            "{defects} remapped defects: the LBN map sends each to its spare, but a transfer over one is timed as if it lay in place, where DiskSim leaves for the spare and comes back in mid-transfer (`disk_get_remapped_sector`; under `Read directly to buffer` a read checks its room first)"
+        ));
+    }
     if slips + defects > 0 && !sparing.maps_slips() {
         notes.push(format!(
             "{slips} slipped and {defects} remapped defects under sparing scheme {}: the LBN map does not step over them (it does under every scheme but 0)",

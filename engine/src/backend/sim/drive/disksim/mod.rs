@@ -60,23 +60,14 @@ fn fail(path: &Path, message: impl Into<String>) -> ImportError {
 /// A file is unreadable or malformed, or a parameter the model needs is missing or out of
 /// range; the message names the file and the parameter.
 pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
-    let (mut imported, room) = import_specs(diskspecs)?;
-    imported.note_segment_room(room);
+    let (mut imported, write_mark) = import_specs(diskspecs)?;
+    imported.note_write_room(write_mark);
     Ok(imported)
 }
 
-/// What decides whether a segment's room can time a transfer apart from the model, judged
-/// once the bus's speed is final (a `.parv` may slow it).
-#[derive(Debug, Clone, Copy)]
-struct Room {
-    /// The low water mark in blocks, for a write longer than its segment.
-    write_mark: u64,
-    /// `Read directly to buffer`, where declared.
-    read_direct: Option<u64>,
-}
-
-/// [`import`] before the segment's room is judged.
-fn import_specs(diskspecs: &Path) -> Result<(Imported, Room), ImportError> {
+/// [`import`] before a write's room in its segment is judged, which needs the bus's final
+/// speed (a `.parv` may slow it), with the low water mark in blocks that judgement takes.
+fn import_specs(diskspecs: &Path) -> Result<(Imported, u64), ImportError> {
     let text = read(diskspecs)?;
     let (kind, name, fields) = first_block(diskspecs, &text)?;
     if kind != "disksim_disk" {
@@ -354,7 +345,7 @@ fn import_specs(diskspecs: &Path) -> Result<(Imported, Room), ImportError> {
     // room there is then (`disk_request_needs_bus`; the mark in blocks from
     // `disk_select_bus_request`: max(1, mark × min(segment, request)) by the request's
     // size, else the mark × the segment rounded up). Whether that times a write apart from
-    // the model's unlimited room is judged once the bus is known ([`Imported::note_segment_room`]).
+    // the model's unlimited room is judged once the bus is known ([`Imported::note_write_room`]).
     let write_water = specs.take_opt_f64("Low (write) water mark", 0.0, 1.0)?;
     let write_mark = if by_reqsize {
         ((segment_sectors as f64 * write_water) as u64).max(1)
@@ -406,10 +397,11 @@ fn import_specs(diskspecs: &Path) -> Result<(Imported, Room), ImportError> {
             notes.push(format!("{key} = 2: taken as 1 (zero-latency access)"));
         }
     }
-    // DiskSim reads it in two places (`disk_buffer_sector_done`, `disk_get_remapped_sector`):
-    // whether a read sector's room in its segment is checked as the head reaches the sector
-    // or once it has been read, and whether a read leaves for a remapped sector's spare in
-    // mid-transfer. Judged with the bus ([`Imported::note_segment_room`]).
+    // DiskSim reads it in two places: whether a read sector's room in its segment is checked
+    // as the head reaches the sector or once it has been read (`disk_buffer_sector_done`),
+    // and whether a read checks its room before it leaves for a remapped sector's spare in
+    // mid-transfer (`disk_get_remapped_sector`), which the model never does (listed with the
+    // remaps, where a drive declares any).
     let read_direct = specs.take_opt_u64("Read directly to buffer", 0, 1)?;
     specs.rest(&mut notes, "the disk");
     // `Number of cylinders` bounds nothing beyond the seek table: DiskSim's layout counts
@@ -442,6 +434,7 @@ fn import_specs(diskspecs: &Path) -> Result<(Imported, Room), ImportError> {
             read_ahead_over_requested,
             drop_returned_data,
             stop_prefetch_in_sector,
+            read_direct_to_buffer: read_direct != Some(0),
             extra_write_disconnect,
             write_back: fast_write > 0,
             transfer_after_media: after_media,
@@ -462,25 +455,16 @@ fn import_specs(diskspecs: &Path) -> Result<(Imported, Room), ImportError> {
     // DiskSim takes the zones' own total over `Block count` (`checknumblocks` in
     // `dm_layout_g1`, `disk_check_numblocks` before it), warning at most.
     imported.params.capacity_sectors = imported.params.zoned_sectors();
-    Ok((
-        imported,
-        Room {
-            write_mark,
-            read_direct,
-        },
-    ))
+    Ok((imported, write_mark))
 }
 
 impl Imported {
-    /// Lists the segment's room where it could time a transfer longer than the segment apart
-    /// from the model, which never makes one wait for room: DiskSim holds back what the
-    /// segment has no room for, a read's sectors from the media and a write's from the bus.
-    fn note_segment_room(&mut self, room: Room) {
-        let notes = [
-            room.read_direct.and_then(|on| self.read_room(on)),
-            self.write_room(room.write_mark),
-        ];
-        self.not_represented.extend(notes.into_iter().flatten());
+    /// Lists a write's room in its segment where it could time a write longer than the
+    /// segment apart from the model ([`Self::write_room`]).
+    fn note_write_room(&mut self, write_mark: u64) {
+        if let Some(note) = self.write_room(write_mark) {
+            self.not_represented.push(note);
+        }
     }
 
     /// A revolution and each zone's time a sector on the media, in ms.
@@ -491,20 +475,6 @@ impl Imported {
             rev_ms,
             zones.map(move |z| rev_ms / z.sectors_per_track.max(1) as f64),
         )
-    }
-
-    /// A read runs out of room where the media outruns the bus: DiskSim stops the head and
-    /// takes the read up again once room frees and the sector comes round, in both settings
-    /// of `Read directly to buffer` (`on`), which chooses only when a sector's room is
-    /// checked and whether a read goes to a remapped sector's spare in mid-transfer (the
-    /// model never does). Where the bus keeps up with the media in every zone, no read
-    /// waits for room and the flag is not listed.
-    fn read_room(&self, on: u64) -> Option<String> {
-        let (_, mut media) = self.media_ms();
-        let segment = self.params.segment_sectors;
-        media.any(|m| m < self.params.bus_sector_ms).then(|| format!(
-            "Read directly to buffer = {on}: a read longer than its segment ({segment} blocks) runs out of room here, the media outrunning the bus; DiskSim then stops the head until room frees and the sector comes round again (checking a sector's room as the head reaches it, or once read, by this flag) and may go to a remapped sector's spare in mid-transfer; the model's reads never wait for room and never go to a spare in mid-transfer"
-        ))
     }
 
     /// A write's first transfer fills at most its segment, and DiskSim refills once what is
@@ -570,7 +540,8 @@ pub fn import_parv(parv: &Path) -> Result<Imported, ImportError> {
         .map(str::trim)
         .find(|name| name.ends_with(".diskspecs"))
         .ok_or_else(|| fail(parv, "no `source X.diskspecs` line"))?;
-    let (mut imported, room) = import_specs(&parv.parent().unwrap_or(Path::new(".")).join(specs))?;
+    let (mut imported, write_mark) =
+        import_specs(&parv.parent().unwrap_or(Path::new(".")).join(specs))?;
     // The slowest bus's per-block time, reading and writing.
     let mut bus_ms = [0f64; 2];
     let mut from = 0;
@@ -605,7 +576,7 @@ pub fn import_parv(parv: &Path) -> Result<Imported, ImportError> {
     let [read_ms, write_ms] = bus_ms.map(|ms| ms.max(disk_ms));
     imported.params.bus_sector_ms = read_ms;
     imported.params.write_bus_sector_ms = (write_ms != read_ms).then_some(write_ms);
-    imported.note_segment_room(room);
+    imported.note_write_room(write_mark);
     Ok(imported)
 }
 

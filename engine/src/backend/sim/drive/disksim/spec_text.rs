@@ -69,6 +69,7 @@ pub fn to_spec_text(imported: &Imported, source: &Path) -> String {
         ("read_ahead_over_requested", p.read_ahead_over_requested),
         ("drop_returned_data", p.drop_returned_data),
         ("stop_prefetch_in_sector", p.stop_prefetch_in_sector),
+        ("read_direct_to_buffer", p.read_direct_to_buffer),
         ("write_back", p.write_back),
         ("extra_write_disconnect", p.extra_write_disconnect),
         ("transfer_after_media", p.transfer_after_media),
