@@ -2,7 +2,7 @@
 //! what the controller charges to give the bus up and take it again, as DiskSim's
 //! `disksim_diskctlr.c` runs that protocol.
 
-use super::{Access, DeviceRequest, Drive, ms_ps};
+use super::{Access, DeviceRequest, Drive, Place, ms_ps};
 
 /// When a command reached the drive and when the drive could act on it: later where the
 /// mechanism was still busy (a buffered write going to the media). DiskSim runs a command's
@@ -135,7 +135,11 @@ impl Drive {
     /// from the start, each track switch costing its skew, or under zero-latency access
     /// (one track, from sector `media.first_read`) those from it first.
     pub(super) fn read_at(&self, request: &DeviceRequest, media: &Access, j: u64) -> u64 {
-        let first = self.place(request.sector);
+        self.read_from(self.place(request.sector), media, j)
+    }
+
+    /// [`Self::read_at`] for a request whose first sector lies at `first`.
+    pub(super) fn read_from(&self, first: Place, media: &Access, j: u64) -> u64 {
         let spt = first.sectors_per_track.max(1);
         let per_sector = self.rev_ps / spt;
         let f = media.first_read;

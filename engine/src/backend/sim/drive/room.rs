@@ -65,7 +65,7 @@ impl Drive {
         let mut crossed = vec![0u64; usize::try_from(segment).unwrap_or(usize::MAX)];
         let (mut sent, mut read, mut turns) = (data_from, 0u64, 0u64);
         for j in 0..n {
-            let pass = self.read_at(request, media, j);
+            let pass = self.read_from(first, media, j);
             let slot = (j % segment) as usize;
             if j >= segment {
                 // Room once sector j - segment has crossed: the pass's end at the check.
