@@ -25,7 +25,10 @@
 //!   it: its weight's under a policy that serves weights, mclock, bfq and cfq, an equal
 //!   part under one that does not), judged over each side of a swap on its own and after
 //!   the run's first fifth (a group completes its rate once its first requests' time in
-//!   the queue is paid);
+//!   the queue is paid), and where the group asked its rate: under noop, which holds
+//!   nothing back, it reached 0.99 of it (a group keeping `iodepth` requests out sends no
+//!   more than `iodepth` a latency; where it asked less, the limit never bound, and the
+//!   cell is named);
 //! - no group starved, under policies that serve the groups (mclock, bfq and cfq, both
 //!   sides of a swap; the others are measured the same way and printed apart, as their
 //!   order is all they promise): on flash every group completes I/O in every 100 ms
@@ -438,6 +441,9 @@ struct Sweep {
     /// Cells that met the shares' conditions but where a group was owed fewer than
     /// [`SHARE_RESOLUTION_IOS`] I/Os.
     unresolved_shares: usize,
+    /// Cells whose limited group noop did not bring to its rate, its iodepth at the
+    /// device's latency asking less: (cell, its IOPS under noop, the rate).
+    unbound: Vec<(usize, f64, u64)>,
     /// The limit's rate per cell, for the commands that rerun them.
     rates: Vec<Option<u64>>,
     /// Per cell: what it ran and measured, written beside the summary for analysis.
@@ -522,7 +528,7 @@ fn judge_cells(root: &Path, schedhost: &Path, cells: &[Cell]) -> Result<Sweep> {
         throughput(&mut sweep, i, cell, &ours, &noop, capped);
         starvation(&mut sweep, i, cell, &ours, &logged);
         shares(&mut sweep, i, cell, &logged.ios, &noop, peak);
-        limit(&mut sweep, i, cell, &ours, &logged, riops);
+        limit(&mut sweep, i, cell, (&ours, &noop), &logged, riops);
         // Every invariant this cell missed, with what it measured: the summary prints only
         // the worst few of each.
         let missed: Vec<Value> = sweep
@@ -620,6 +626,23 @@ pub fn sweep(root: &Path, seed: u64, count: usize) -> Result<()> {
         println!(
             "  cell {c:>3} {:<26} {ratio:.3} of noop, {at_depth:.3} of noop at {depth} on the device ({} groups, iodepth {}, nr_requests {})",
             cell.policy,
+            cell.weights.len(),
+            cell.iodepth,
+            cell.nr_requests
+        );
+    }
+    println!(
+        "limit reached not judged where the group had twice its rate to take but asked less (under noop, which holds nothing back, under 0.99 of its rate: its iodepth at the device's latency), {} cells:",
+        sweep.unbound.len()
+    );
+    for &(c, under_noop, rate) in &sweep.unbound {
+        let cell = &cells[c];
+        let policy = match cell.swap {
+            Some(to) => format!("{} then {to}", cell.policy),
+            None => cell.policy.to_owned(),
+        };
+        println!(
+            "  cell {c:>3} {policy:<26} {under_noop:.0} IOPS under noop of riops={rate} ({} groups, iodepth {}, nr_requests {})",
             cell.weights.len(),
             cell.iodepth,
             cell.nr_requests

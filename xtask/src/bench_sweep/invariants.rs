@@ -230,12 +230,15 @@ pub(super) fn shares(sweep: &mut Sweep, i: usize, cell: &Cell, ios: &[f64], noop
 
 /// A limited group never over its rate (one I/O of rounding over the run), and at it
 /// within 1 % where it had twice the rate to take. The first is the host's (io.max holds
-/// before any policy); the second needs the policy to offer the group that much.
+/// before any policy); the second needs the policy to offer the group that much, and the
+/// group to ask it: a group that keeps `iodepth` requests out sends no more than `iodepth`
+/// a latency, so where noop, which holds nothing back, did not bring it to its rate, the
+/// limit does not bind and is not judged for reaching (the cell is named).
 pub(super) fn limit(
     sweep: &mut Sweep,
     i: usize,
     cell: &Cell,
-    ours: &Ran,
+    (ours, noop): (&Ran, &Ran),
     logged: &Logged,
     riops: Option<u64>,
 ) {
@@ -287,6 +290,11 @@ pub(super) fn limit(
         }
     }
     if promised == 0.0 {
+        return;
+    }
+    let under_noop = noop.ios[g] / noop.seconds[g].max(f64::MIN_POSITIVE);
+    if under_noop < (1.0 - LIMIT_TOLERANCE) * rate as f64 {
+        sweep.unbound.push((i, under_noop, rate));
         return;
     }
     let runtime = promised / rate as f64;

@@ -139,3 +139,54 @@ fn the_shares_cap_the_device_where_the_heaviest_groups_iodepth_over_its_part_is_
     };
     assert_eq!(swapped.shares_depth(256), Some(85));
 }
+
+#[test]
+fn a_limit_is_judged_for_reaching_only_where_noop_brought_the_group_to_its_rate() {
+    // Two groups of equal weight under mclock, 1 s, g0 held to 1 000 IOPS; every window
+    // completes 10 000 I/Os, so g0's part (5 000 a window) is twice its rate many times
+    // over, and it completed 80 a window past the ramp: 80 % of its rate.
+    let cell = Cell {
+        policy: "mclock",
+        device: FLASH,
+        weights: vec![1, 1],
+        iodepth: 1,
+        nr_requests: 64,
+        seed: 1,
+        limit: Some((0, 0.1)),
+        swap: None,
+        runtime_ms: 1000,
+    };
+    let logged = Logged {
+        windows: vec![vec![true; 10]; 2],
+        ios: vec![640.0, 8_000.0],
+        in_run: vec![800.0, 9_000.0],
+        window_ios: vec![10_000.0; 10],
+        group_window_ios: vec![vec![80.0; 10], vec![9_920.0; 10]],
+    };
+    let ran = |g0: f64| Ran {
+        ios: vec![g0, 90_000.0],
+        seconds: vec![1.0, 1.0],
+        iops: g0 + 90_000.0,
+        conserved: true,
+        held: 0.0,
+        tags: 64,
+    };
+    let judged = |noop_g0: f64| {
+        let mut sweep = Sweep::default();
+        sweep.rates.push(Some(1000));
+        limit(
+            &mut sweep,
+            0,
+            &cell,
+            (&ran(800.0), &ran(noop_g0)),
+            &logged,
+            Some(1000),
+        );
+        (sweep.checked[5], sweep.held[5], sweep.unbound.len())
+    };
+    // Noop brought it to its rate: the policy left it short, a miss.
+    assert_eq!(judged(1000.0), (1, 0, 0));
+    // Noop too left it at 800 (one request at a time at the device's latency): the limit
+    // never bound, and the cell is named, not judged.
+    assert_eq!(judged(800.0), (0, 0, 1));
+}
