@@ -27,9 +27,10 @@ pub(super) struct Through {
 
 impl Drive {
     /// Whether `request`, read from the media by `media`, is timed through its segment's
-    /// room: longer than the segment, read in order from its first sector (zero-latency
-    /// access reads one track, shorter than any segment the drives declare), and not so long
-    /// that timing it a sector at a time would hold the simulation up.
+    /// room: longer than the segment, read in order from its first sector, and not so long
+    /// that timing it a sector at a time would hold the simulation up. A zero-latency read
+    /// lies on one track, which only the DEC RZ26 of DiskSim's suite makes longer than its
+    /// segment (58 sectors against 57); it is timed as if its segment held it all.
     pub(super) fn reads_through_room(&self, request: &DeviceRequest, media: &Access) -> bool {
         u64::from(request.sectors) > self.params.segment_sectors
             && request.sectors <= MAX_ROOM_SECTORS
