@@ -267,6 +267,14 @@ impl Cell {
         }
     }
 
+    /// The policy the cell runs, and the one swapped in halfway if any.
+    fn policies(&self) -> String {
+        match self.swap {
+            Some(to) => format!("{} then {to}", self.policy),
+            None => self.policy.to_owned(),
+        }
+    }
+
     /// The policy that runs at `ms` into the run.
     fn policy_at(&self, ms: u64) -> &'static str {
         match self.swap {
@@ -605,10 +613,7 @@ pub fn sweep(root: &Path, seed: u64, count: usize) -> Result<()> {
     );
     for &(c, ratio, held) in &sweep.idled {
         let cell = &cells[c];
-        let policy = match cell.swap {
-            Some(to) => format!("{} then {to}", cell.policy),
-            None => cell.policy.to_owned(),
-        };
+        let policy = cell.policies();
         println!(
             "  cell {c:>3} {policy:<26} {ratio:.3} of noop, held {:>3.0} % ({} groups, iodepth {}, nr_requests {})",
             held * 100.0,
@@ -637,10 +642,7 @@ pub fn sweep(root: &Path, seed: u64, count: usize) -> Result<()> {
     );
     for &(c, under_noop, rate) in &sweep.unbound {
         let cell = &cells[c];
-        let policy = match cell.swap {
-            Some(to) => format!("{} then {to}", cell.policy),
-            None => cell.policy.to_owned(),
-        };
+        let policy = cell.policies();
         println!(
             "  cell {c:>3} {policy:<26} {under_noop:.0} IOPS under noop of riops={rate} ({} groups, iodepth {}, nr_requests {})",
             cell.weights.len(),
