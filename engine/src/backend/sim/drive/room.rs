@@ -7,8 +7,9 @@
 use super::{Access, DeviceRequest, Drive};
 
 /// Most sectors one read is timed through its segment's room, a sector at a time: 512 MiB
-/// in one command, past what a drive takes in one (a `validate` trace may ask more); a
-/// longer read is timed as if its segment held it all.
+/// in one command, the most a `validate` trace may ask (a run's requests are split at the
+/// drive's 2 048); a longer one, which only a caller of the model could send, is timed as
+/// if its segment held it all.
 pub(super) const MAX_ROOM_SECTORS: u32 = 1 << 20;
 
 /// When a read through its segment's room ends, and how the read-ahead after it comes in.

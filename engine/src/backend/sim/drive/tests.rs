@@ -525,15 +525,17 @@ fn slips_push_the_skew_of_later_tracks_under_spares_per_cylinder_or_track_as_dis
 }
 
 /// A drive whose media outruns its bus: 100 sectors a track at 6 000 rpm (0.1 ms a sector,
-/// 10 ms a revolution), 0.25 ms a sector across the bus, segments of `segment` sectors, no
-/// overheads, the head on sector 0 of cylinder 0.
+/// 10 ms a revolution), no skews, 0.25 ms a sector across the bus, segments of `segment`
+/// sectors, no overheads, the head on sector 0 of cylinder 0.
 fn slow_bus_drive(segment: u64, read_direct_to_buffer: bool) -> Drive {
     Drive::new(DriveParams {
         rpm: 6000.0,
         zones: vec![DriveZone {
             first_cylinder: 0,
-            last_cylinder: 999,
+            last_cylinder: 9999,
             sectors_per_track: 100,
+            track_skew: 0,
+            cylinder_skew: 0,
             ..DriveParams::default().zones[0].clone()
         }],
         bus_sector_ms: 0.25,
@@ -575,4 +577,22 @@ fn a_read_longer_than_its_segment_waits_for_the_bus_to_free_room_as_disksim_read
     let mut after = slow_bus_drive(10, false);
     assert_eq!(completion_of(&mut after, 0, read), 15_200_000);
     assert_eq!(after.mech_free_ps, 13_000_000_000);
+}
+
+#[test]
+fn a_read_through_a_one_sector_segment_reads_a_sector_a_revolution_up_to_the_longest_read() {
+    // Sector j waits for sector j - 1 to cross the bus, 0.25 ms after it was read, by which
+    // time its own pass has begun: one revolution each. Read at 0.1 (j + 1) + 10 j ms, the
+    // last sent 0.25 ms after it: for the 2^20 sectors a validation trace may ask in one
+    // read, 0.1 × 2^20 + 10 × (2^20 - 1) + 0.25 ms.
+    let mut one = slow_bus_drive(1, true);
+    let read = DeviceRequest {
+        id: 1,
+        op: Op::Read,
+        sector: 0,
+        sectors: room::MAX_ROOM_SECTORS,
+    };
+    let n = u64::from(room::MAX_ROOM_SECTORS);
+    let expected_ps = n * 100_000_000 + (n - 1) * 10_000_000_000 + 250_000_000;
+    assert_eq!(completion_of(&mut one, 0, read), expected_ps / PS_PER_NS);
 }
