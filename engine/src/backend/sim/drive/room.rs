@@ -2,7 +2,8 @@
 //! room, what the bus has not yet sent taking the rest (`disk_buffer_sector_done`); a sector
 //! without room is passed over and read when it comes round again. Where the media outruns
 //! the bus, the head then reads in bursts a revolution apart, as the bus frees room, and is
-//! busy until the read's last sector is in; the bus, never short of data, sets the read's end.
+//! busy until the read's last sector is in; the bus sets the read's end, unless a segment's
+//! worth crosses it in less than a revolution: then it waits for the head as well.
 
 use super::{Access, DeviceRequest, Drive};
 
@@ -70,7 +71,8 @@ impl Drive {
             let pass = self.read_from(first, media, j);
             let slot = (j % segment) as usize;
             if j >= segment {
-                // Room once sector j - segment has crossed: the pass's end at the check.
+                // Room once sector j - segment has crossed, checked a sector before the
+                // pass ends (as the head reaches the sector) or as it ends (once read).
                 let room_at = crossed[slot].saturating_add(check);
                 if room_at > pass {
                     turns = turns.max((room_at - pass).div_ceil(rev));
