@@ -108,11 +108,16 @@ impl Drive {
         let size = self.params.segment_sectors;
         let s = &mut self.segments[i];
         if s.streaming && s.end_at(at_ps) >= s.stream_to {
-            // Done: the mechanism read ahead as far as it aimed and went idle, the segment
-            // holding its size up to there.
+            // Done: the mechanism read ahead as far as it aimed and went idle over the last
+            // sector, the segment holding its size up to there.
+            let head_over = (s.stream_to > s.end).then(|| s.stream_to - 1);
             s.start = s.start_at(at_ps, size);
             s.end = s.stream_to;
             s.streaming = false;
+            if let Some(last) = head_over {
+                self.head_to(last);
+            }
+            return false;
         }
         if !s.streaming {
             return false;
@@ -231,11 +236,14 @@ impl Drive {
             after_minimum: at_ps,
             settling: 0,
         };
+        // The last sector the read-ahead took off the media: the head is over its track.
+        let mut head_over = None;
         for s in &mut self.segments {
             if !s.streaming {
                 continue;
             }
             let reached = s.end_at(at_ps);
+            let before = s.end;
             s.streaming = false;
             let per = s.per_sector_ps.max(1);
             // Short of its minimum, the read-ahead goes on to it and the command waits.
@@ -246,6 +254,7 @@ impl Drive {
                 stop.after_minimum = stop.after_minimum.max(at_least);
                 s.end = least;
                 s.start = s.start.max(s.end.saturating_sub(size));
+                head_over = Some(least - 1);
                 continue;
             }
             s.end = reached;
@@ -255,6 +264,12 @@ impl Drive {
                 stop.settling = stop.settling.max(per - into % per);
             }
             s.start = s.start.max(s.end.saturating_sub(size));
+            if s.end > before {
+                head_over = Some(s.end - 1);
+            }
+        }
+        if let Some(last) = head_over {
+            self.head_to(last);
         }
         stop
     }

@@ -277,9 +277,7 @@ impl Drive {
                 (start, start.saturating_add(media), wait, 0)
             }
         };
-        let last = self.place(request.end().saturating_sub(1).max(request.sector));
-        self.cylinder = last.cylinder;
-        self.surface = last.surface;
+        self.head_to(request.end().saturating_sub(1).max(request.sector));
         Access {
             positioned: arrive,
             start,
@@ -287,6 +285,13 @@ impl Drive {
             wait,
             first_read,
         }
+    }
+
+    /// The head is over `lbn`'s track: where the next positioning starts.
+    pub(super) fn head_to(&mut self, lbn: u64) {
+        let place = self.place(lbn);
+        self.cylinder = place.cylinder;
+        self.surface = place.surface;
     }
 
     /// Where zero-latency access applies (the drive declares it for this operation, the

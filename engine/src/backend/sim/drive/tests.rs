@@ -156,6 +156,11 @@ fn a_segment_found_done_reading_ahead_holds_only_its_size_from_then_on() {
     let s = drive.segments[0];
     assert_eq!((s.start, s.end, s.streaming), (1004, 1286, false));
     assert_eq!(
+        (drive.cylinder, drive.surface),
+        (0, 3),
+        "the head went idle over sector 1285"
+    );
+    assert_eq!(
         drive.held_from(1000, 1300),
         None,
         "1000..1004 were replaced"
@@ -205,6 +210,35 @@ fn a_read_ahead_stopped_mid_sector_finishes_it_after_the_commands_overhead() {
         }
     );
     assert_eq!(drive.segments[0].end, 14, "the sixth sector read whole");
+}
+
+#[test]
+fn a_stopped_read_ahead_leaves_the_head_over_the_last_track_it_read() {
+    // The default drive: 400 sectors a track, 4 surfaces. A read-ahead from sector 390
+    // at 1 ns a sector, aimed at 900: stopped at 5 ns it has read 390..395, still on the
+    // first track; at 20 ns 390..410, past the switch to the second surface; stopped
+    // before reading a sector it leaves the head where the last command put it. The next
+    // command positions from there (DiskSim's read-ahead moves the mechanism as it reads;
+    // a read back on the first track pays the head switch).
+    let stopped_at = |at_ps| {
+        let mut drive = Drive::new(DriveParams::default());
+        (drive.cylinder, drive.surface) = (7, 3);
+        drive
+            .segments
+            .push(reading_ahead(380, 390, 1_000, (900, 390)));
+        drive.stop_streaming(at_ps);
+        (drive.segments[0].end, drive.cylinder, drive.surface)
+    };
+    assert_eq!(stopped_at(5_000), (395, 0, 0));
+    assert_eq!(stopped_at(20_000), (410, 0, 1));
+    assert_eq!(stopped_at(0), (390, 7, 3), "nothing read ahead yet");
+    // Short of its minimum, the read-ahead goes on to it, and the head with it.
+    let mut drive = Drive::new(DriveParams::default());
+    drive
+        .segments
+        .push(reading_ahead(380, 390, 1_000, (900, 810)));
+    drive.stop_streaming(5_000);
+    assert_eq!((drive.cylinder, drive.surface), (0, 2), "sector 809");
 }
 
 /// Submits `request` at `at_ns` and runs the drive until it completes: when, in ns.
