@@ -30,8 +30,9 @@ fn the_three_recorded_drives_import_and_validate_within_their_measured_demerit()
     // 7.10 % and the Atlas from 2.90 % to 2.77 %; a segment that holds only its size, the
     // Cheetah to 6.74 %; a read's bus waiting for each sector to be read, the Atlas to
     // 2.46 % and the Cheetah to 6.32 %; read-ahead aimed as DiskSim aims it, the Atlas to
-    // 2.50 % and the HP to 1.89 %.
-    for (drive, bound) in [("atlas10k", 3.0), ("cheetah4LP", 7.0), ("hp_c3323a", 2.0)] {
+    // 2.50 % and the HP to 1.89 %; the head left where read-ahead took it, the Cheetah to
+    // 5.97 % and the HP to 1.88 %.
+    for (drive, bound) in [("atlas10k", 3.0), ("cheetah4LP", 6.5), ("hp_c3323a", 2.0)] {
         let device = DeviceSpec::parse(data(&format!("{drive}.parv")).to_str().unwrap()).unwrap();
         let d = demerit(&format!("{drive}.trace"), &device);
         assert!(d <= bound, "{drive}: demerit {d:.2} % (bound {bound} %)");
@@ -53,6 +54,60 @@ fn the_cheetah_model_gives_disksims_own_times_for_random_reads() {
         "{:.2} µs RMS from DiskSim",
         v.demerit_us
     );
+}
+
+#[test]
+fn the_cheetah_replay_is_disksims_own_simulation_of_its_trace_bucket_by_bucket() {
+    // DiskSim's own output for the Cheetah 4LP's validation trace (its distribution of
+    // simulated times, bucket by bucket, and its totals: `cheetah4LP.disksim-cdf`). The
+    // model was 124 ms short of DiskSim's summed 50 704 ms while read-ahead left the head
+    // over the request's track; now the two agree to a request or two in every bucket.
+    let text = std::fs::read_to_string(data("cheetah4LP.disksim-cdf")).unwrap();
+    let mut totals = std::collections::BTreeMap::new();
+    let mut cdf = Vec::new();
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let (key, value) = line.split_once(' ').unwrap();
+        let value: f64 = value.parse().unwrap();
+        match key.parse::<f64>() {
+            Ok(edge_ms) => cdf.push((edge_ms, value)),
+            Err(_) => {
+                totals.insert(key, value);
+            }
+        }
+    }
+    let device = DeviceSpec::parse(data("cheetah4LP.parv").to_str().unwrap()).unwrap();
+    let trace_text = std::fs::read_to_string(data("cheetah4LP.trace")).unwrap();
+    let trace = parse_trace(&trace_text).unwrap();
+    let times = schedhost::fidelity::replay(&trace, &device).unwrap();
+    assert_eq!(times.len() as f64, totals["requests"]);
+    let n = times.len() as f64;
+    // DiskSim's doubles put its 1 294 four-block read hits (0.068 + 4 × 0.106 ms) either
+    // side of the 0.492 ms edge (655 under, 639 on it), where the model's picoseconds land
+    // every one on it: that edge alone is not compared.
+    for &(edge_ms, disksim) in cdf.iter().filter(|&&(edge, _)| edge != 0.492) {
+        let under = times.iter().filter(|&&us| us < edge_ms * 1000.0).count();
+        let ours = under as f64 / n;
+        assert!(
+            (ours - disksim).abs() <= 5e-4,
+            "under {edge_ms} ms: {ours:.4} of the requests, DiskSim {disksim:.4}"
+        );
+    }
+    let sum_ms: f64 = times.iter().sum::<f64>() / 1000.0;
+    assert!(
+        (sum_ms - totals["sum_ms"]).abs() < 1.0,
+        "summed {sum_ms:.3} ms, DiskSim {}",
+        totals["sum_ms"]
+    );
+    let writes: Vec<f64> = trace
+        .iter()
+        .zip(&times)
+        .filter(|(r, _)| r.op == schedhost_sdk::Op::Write)
+        .map(|(_, &us)| us)
+        .collect();
+    let write_mean_ms = writes.iter().sum::<f64>() / writes.len() as f64 / 1000.0;
+    assert!((write_mean_ms - totals["write_mean_ms"]).abs() < 1e-5);
+    let max_ms = times.iter().copied().fold(0.0, f64::max) / 1000.0;
+    assert!((max_ms - totals["max_ms"]).abs() < 1e-3, "longest {max_ms} ms");
 }
 
 #[test]
