@@ -107,7 +107,10 @@ fn the_cheetah_replay_is_disksims_own_simulation_of_its_trace_bucket_by_bucket()
     let write_mean_ms = writes.iter().sum::<f64>() / writes.len() as f64 / 1000.0;
     assert!((write_mean_ms - totals["write_mean_ms"]).abs() < 1e-5);
     let max_ms = times.iter().copied().fold(0.0, f64::max) / 1000.0;
-    assert!((max_ms - totals["max_ms"]).abs() < 1e-3, "longest {max_ms} ms");
+    assert!(
+        (max_ms - totals["max_ms"]).abs() < 1e-3,
+        "longest {max_ms} ms"
+    );
 }
 
 #[test]
