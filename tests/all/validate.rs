@@ -65,8 +65,13 @@ fn the_cheetah_replay_is_disksims_own_simulation_of_its_trace_bucket_by_bucket()
     let text = std::fs::read_to_string(data("cheetah4LP.disksim-cdf")).unwrap();
     let mut totals = std::collections::BTreeMap::new();
     let mut cdf = Vec::new();
+    let mut diff_counts: Vec<u32> = Vec::new();
     for line in text.lines().filter(|l| !l.starts_with('#')) {
         let (key, value) = line.split_once(' ').unwrap();
+        if key == "diff_counts" {
+            diff_counts = value.split(' ').map(|n| n.parse().unwrap()).collect();
+            continue;
+        }
         let value: f64 = value.parse().unwrap();
         match key.parse::<f64>() {
             Ok(edge_ms) => cdf.push((edge_ms, value)),
@@ -106,6 +111,21 @@ fn the_cheetah_replay_is_disksims_own_simulation_of_its_trace_bucket_by_bucket()
         .collect();
     let write_mean_ms = writes.iter().sum::<f64>() / writes.len() as f64 / 1000.0;
     assert!((write_mean_ms - totals["write_mean_ms"]).abs() < 1e-5);
+    // Request by request: the recorded time less the model's, truncated to whole ms as
+    // DiskSim's `stat_update` buckets it, falls where DiskSim's own did, to a request or two
+    // a bucket (so the match above is not two different orders of the same times).
+    let edges = [-5, -1, 0, 1, 2, 5, 10, 11, 12];
+    let mut ours = [0u32; 10];
+    for (r, &us) in trace.iter().zip(&times) {
+        let whole_ms = ((r.service_us - us) / 1000.0).trunc() as i64;
+        ours[edges.iter().take_while(|&&e| whole_ms >= e).count()] += 1;
+    }
+    for (bucket, (&o, &d)) in ours.iter().zip(&diff_counts).enumerate() {
+        assert!(
+            o.abs_diff(d) <= 3,
+            "diff bucket {bucket}: {ours:?} against {diff_counts:?}"
+        );
+    }
     let max_ms = times.iter().copied().fold(0.0, f64::max) / 1000.0;
     assert!(
         (max_ms - totals["max_ms"]).abs() < 1e-3,
