@@ -3,7 +3,7 @@
 
 use schedhost_sdk::Op;
 
-use super::{ContinuousRead, DeviceRequest, Drive};
+use super::{ContinuousRead, DeviceRequest, Drive, Place};
 
 /// A buffer segment: sectors `[start, end)` held, and the read-ahead still streaming into it.
 #[derive(Debug, Clone, Copy)]
@@ -21,16 +21,77 @@ pub(super) struct Segment {
     pub(super) used: u64,
     /// It holds a write's data.
     pub(super) written: bool,
+    /// Where the read-ahead from `end` meets track boundaries.
+    pub(super) boundaries: Boundaries,
+}
+
+/// The track boundaries a read-ahead streaming from a segment's end meets: crossing one
+/// costs its skew in sectors' time, as a media read's does (`Drive::media_ps`). DiskSim's
+/// read-ahead is a media access sector by sector, so it pays them too; a stream timed at
+/// one sector after another ran ahead of it by the skew at every track (17 of the HP
+/// C3323A's 120 sectors). Taken within the zone the stream starts in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Boundaries {
+    /// Sectors the stream reads before its first crossing.
+    pub(super) first_cross: u64,
+    pub(super) sectors_per_track: u64,
+    pub(super) track_skew: u64,
+    pub(super) cylinder_skew: u64,
+    /// The surface the stream starts on, of `surfaces`: which crossings change cylinder.
+    pub(super) surface: u64,
+    pub(super) surfaces: u64,
+}
+
+impl Boundaries {
+    /// A stream that meets none (a segment not streaming, or one the bus paces).
+    pub(super) const NONE: Self = Self {
+        first_cross: u64::MAX,
+        sectors_per_track: u64::MAX,
+        track_skew: 0,
+        cylinder_skew: 0,
+        surface: 0,
+        surfaces: 1,
+    };
+
+    /// Sectors' time the first `k` sectors of the stream take: the sectors and the skew of
+    /// every boundary crossed before the last of them.
+    fn sectors_time(&self, k: u64) -> u64 {
+        let crossings = match k.checked_sub(self.first_cross) {
+            Some(past) if past > 0 => 1 + (past - 1) / self.sectors_per_track.max(1),
+            _ => 0,
+        };
+        let cylinders = self.surface.saturating_add(crossings) / self.surfaces.max(1);
+        let tracks = crossings - cylinders.min(crossings);
+        k.saturating_add(tracks.saturating_mul(self.track_skew))
+            .saturating_add(cylinders.saturating_mul(self.cylinder_skew))
+    }
 }
 
 impl Segment {
+    /// How long after `since_ps` the read-ahead has read `k` sectors past `end`.
+    pub(super) fn read_after(&self, k: u64) -> u64 {
+        self.boundaries
+            .sectors_time(k)
+            .saturating_mul(self.per_sector_ps)
+    }
+
     /// The end of what the segment holds at `at_ps`.
     pub(super) fn end_at(&self, at_ps: u64) -> u64 {
         if !self.streaming || at_ps <= self.since_ps {
             return self.end;
         }
-        let read = (at_ps - self.since_ps) / self.per_sector_ps.max(1);
-        self.end.saturating_add(read).min(self.stream_to)
+        let elapsed = at_ps - self.since_ps;
+        // The most sectors read by then: `read_after` grows with every sector.
+        let (mut lo, mut hi) = (0, self.stream_to.saturating_sub(self.end));
+        while lo < hi {
+            let mid = lo + (hi - lo).div_ceil(2);
+            if self.read_after(mid) <= elapsed {
+                lo = mid;
+            } else {
+                hi = mid - 1;
+            }
+        }
+        self.end.saturating_add(lo)
     }
 
     /// The first sector the segment still holds at `at_ps`, where it holds `size`: read-ahead
@@ -65,10 +126,8 @@ impl Drive {
             if s.end_at(at_ps) >= end {
                 return Some((i, at_ps));
             }
-            (s.streaming && end <= s.stream_to && sector < s.end_at(at_ps) + 1).then(|| {
-                let streamed = (end - s.end).saturating_mul(s.per_sector_ps);
-                (i, s.since_ps.saturating_add(streamed))
-            })
+            (s.streaming && end <= s.stream_to && sector < s.end_at(at_ps) + 1)
+                .then(|| (i, s.since_ps.saturating_add(s.read_after(end - s.end))))
         })
     }
 
@@ -156,12 +215,30 @@ impl Drive {
         self.mech_free_ps = self.mech_free_ps.max(media.positioned);
         let per_sector_ps = (self.rev_ps / place.sectors_per_track).max(1);
         let least = self.min_read_ahead_to(end);
+        // Its first sector is under the head at `first_under_head`: the stream reads
+        // the rest of that track before it crosses.
+        let boundaries = self.boundaries(place, place.left_on_track);
         let s = &mut self.segments[i];
         s.since_ps = first_under_head;
         s.per_sector_ps = per_sector_ps;
+        s.boundaries = boundaries;
         s.stream_to = target;
         s.min_to = least;
         s.streaming = true;
+    }
+
+    /// The boundaries a stream meets that reads `first_cross` sectors of `place`'s track
+    /// before it crosses to the next.
+    pub(super) fn boundaries(&self, place: Place, first_cross: u64) -> Boundaries {
+        let zone = &self.params.zones[place.zone];
+        Boundaries {
+            first_cross,
+            sectors_per_track: place.sectors_per_track,
+            track_skew: zone.track_skew,
+            cylinder_skew: zone.cylinder_skew,
+            surface: place.track,
+            surfaces: self.params.surfaces,
+        }
     }
 
     /// Sectors before `sector` on its track that passed wholly under the head in the
@@ -249,8 +326,7 @@ impl Drive {
             // Short of its minimum, the read-ahead goes on to it and the command waits.
             let least = s.min_to.min(s.stream_to);
             if reached < least {
-                let left = least.saturating_sub(s.end);
-                let at_least = s.since_ps.saturating_add(left.saturating_mul(per));
+                let at_least = s.since_ps.saturating_add(s.read_after(least - s.end));
                 stop.after_minimum = stop.after_minimum.max(at_least);
                 s.end = least;
                 s.start = s.start.max(s.end.saturating_sub(size));
@@ -258,10 +334,15 @@ impl Drive {
                 continue;
             }
             s.end = reached;
-            let into = at_ps.saturating_sub(s.since_ps);
-            if !in_sector && at_ps > s.since_ps && s.end < s.stream_to && into % per != 0 {
+            // The sector under the head, if the head is over one rather than a skew:
+            // read whole where the drive does not stop in mid-sector.
+            let next_done = s
+                .since_ps
+                .saturating_add(s.read_after(reached - before + 1));
+            let in_next = at_ps > next_done.saturating_sub(per) && at_ps > s.since_ps;
+            if !in_sector && in_next && s.end < s.stream_to {
                 s.end += 1;
-                stop.settling = stop.settling.max(per - into % per);
+                stop.settling = stop.settling.max(next_done.saturating_sub(at_ps));
             }
             s.start = s.start.max(s.end.saturating_sub(size));
             if s.end > before {

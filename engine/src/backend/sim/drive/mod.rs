@@ -25,7 +25,7 @@ pub use layout::{DriveZone, MAX_SLIPS, SurfaceOrder};
 pub use params::{ContinuousRead, DriveParams, Overheads};
 
 use bus::Taken;
-use cache::Segment;
+use cache::{Boundaries, Segment};
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -480,6 +480,7 @@ impl Drive {
                     streaming: false,
                     used: self.seq,
                     written: true,
+                    boundaries: Boundaries::NONE,
                 });
             }
             self.last_was_write = true;
@@ -589,9 +590,16 @@ impl Drive {
         let place = self.place(request.end().saturating_sub(1));
         // At least 1 ps: a spec may give a fast spindle more sectors than picoseconds.
         let per_sector = (self.rev_ps / place.sectors_per_track).max(1);
-        let (ahead_since, ahead_per_sector) = through.map_or((media_end, per_sector), |t| {
-            (t.ahead_since, t.ahead_per_sector.max(1))
-        });
+        // Read-ahead goes on from the sector after the read's last, paying each track
+        // boundary's skew; behind a read through its room, the bus paces it instead.
+        let (ahead_since, ahead_per_sector, boundaries) = through.map_or(
+            (
+                media_end,
+                per_sector,
+                self.boundaries(place, place.left_on_track - 1),
+            ),
+            |t| (t.ahead_since, t.ahead_per_sector.max(1), Boundaries::NONE),
+        );
         let first = request
             .sector
             .min(from_media.sector - self.free_blocks_before(from_media.sector, waited));
@@ -613,6 +621,7 @@ impl Drive {
             streaming: stream_to > request.end(),
             used: self.seq,
             written: false,
+            boundaries,
         });
         // Read-ahead never holds the mechanism: the next command stops it.
         self.mech_free_ps = media_end;

@@ -19,6 +19,7 @@ fn reading_ahead(
         streaming: true,
         used: 0,
         written: false,
+        boundaries: Boundaries::NONE,
     }
 }
 
@@ -35,6 +36,7 @@ fn a_read_starting_in_a_segment_and_running_past_it_is_a_partial_hit_from_the_se
         streaming: false,
         used: 0,
         written: false,
+        boundaries: Boundaries::NONE,
     });
     assert_eq!(
         drive.held_from(4, 12),
@@ -239,6 +241,53 @@ fn a_stopped_read_ahead_leaves_the_head_over_the_last_track_it_read() {
         .push(reading_ahead(380, 390, 1_000, (900, 810)));
     drive.stop_streaming(5_000);
     assert_eq!((drive.cylinder, drive.surface), (0, 2), "sector 809");
+}
+
+#[test]
+fn read_ahead_pays_each_track_boundarys_skew_and_stops_whole_only_over_a_sector() {
+    // Read-ahead from sector 398 of a 400-sector track, 1 ns a sector, 40 sectors of track
+    // skew and 60 of cylinder skew: 398 and 399 are read by 2 ns, then the head crosses
+    // and the next track's first sector comes round 40 sectors later (43 ns). Starting on
+    // the cylinder's last surface the crossing is a cylinder switch (63 ns).
+    let mut s = reading_ahead(390, 398, 1_000, (900, 398));
+    s.boundaries = Boundaries {
+        first_cross: 2,
+        sectors_per_track: 400,
+        track_skew: 40,
+        cylinder_skew: 60,
+        surface: 0,
+        surfaces: 4,
+    };
+    let ends: Vec<u64> = [1_000, 2_500, 42_999, 43_000, 44_000]
+        .iter()
+        .map(|&at| s.end_at(at))
+        .collect();
+    assert_eq!(ends, [399, 400, 400, 401, 402]);
+    assert_eq!(s.read_after(3), 43_000);
+    s.boundaries.surface = 3;
+    assert_eq!(s.read_after(3), 63_000, "a cylinder switch");
+    // Stopped over the skew, nothing is under the head to finish; stopped inside the next
+    // track's first sector, that sector is read whole first (no `Stop prefetch in sector`).
+    let stop = |at_ps| {
+        let mut drive = Drive::new(DriveParams {
+            stop_prefetch_in_sector: false,
+            ..DriveParams::default()
+        });
+        let mut s = reading_ahead(390, 398, 1_000, (900, 398));
+        s.boundaries = Boundaries {
+            first_cross: 2,
+            sectors_per_track: 400,
+            track_skew: 40,
+            cylinder_skew: 60,
+            surface: 0,
+            surfaces: 4,
+        };
+        drive.segments.push(s);
+        let stop = drive.stop_streaming(at_ps);
+        (drive.segments[0].end, stop.settling)
+    };
+    assert_eq!(stop(20_000), (400, 0));
+    assert_eq!(stop(42_500), (401, 500));
 }
 
 /// Submits `request` at `at_ns` and runs the drive until it completes: when, in ns.
