@@ -243,29 +243,34 @@ fn a_stopped_read_ahead_leaves_the_head_over_the_last_track_it_read() {
     assert_eq!((drive.cylinder, drive.surface), (0, 2), "sector 809");
 }
 
-#[test]
-fn read_ahead_pays_each_track_boundarys_skew_and_stops_whole_only_over_a_sector() {
-    // Read-ahead from sector 398 of a 400-sector track, 1 ns a sector, 40 sectors of track
-    // skew and 60 of cylinder skew: 398 and 399 are read by 2 ns, then the head crosses
-    // and the next track's first sector comes round 40 sectors later (43 ns). Starting on
-    // the cylinder's last surface the crossing is a cylinder switch (63 ns).
+/// Read-ahead from sector 398 of a 400-sector track on a drive of 4 surfaces, 1 ns a
+/// sector, 40 sectors of track skew and 60 of cylinder skew, starting on `surface`.
+fn across_a_track(surface: u64) -> Segment {
     let mut s = reading_ahead(390, 398, 1_000, (900, 398));
     s.boundaries = Boundaries {
         first_cross: 2,
         sectors_per_track: 400,
         track_skew: 40,
         cylinder_skew: 60,
-        surface: 0,
+        surface,
         surfaces: 4,
     };
+    s
+}
+
+#[test]
+fn read_ahead_pays_each_track_boundarys_skew_and_stops_whole_only_over_a_sector() {
+    // 398 and 399 are read by 2 ns, then the head crosses and the next track's first
+    // sector comes round 40 sectors later (43 ns). Starting on the cylinder's last surface
+    // the crossing is a cylinder switch (63 ns).
+    let s = across_a_track(0);
     let ends: Vec<u64> = [1_000, 2_500, 42_999, 43_000, 44_000]
         .iter()
         .map(|&at| s.end_at(at))
         .collect();
     assert_eq!(ends, [399, 400, 400, 401, 402]);
     assert_eq!(s.read_after(3), 43_000);
-    s.boundaries.surface = 3;
-    assert_eq!(s.read_after(3), 63_000, "a cylinder switch");
+    assert_eq!(across_a_track(3).read_after(3), 63_000, "a cylinder switch");
     // Stopped over the skew, nothing is under the head to finish; stopped inside the next
     // track's first sector, that sector is read whole first (no `Stop prefetch in sector`).
     let stop = |at_ps| {
@@ -273,16 +278,7 @@ fn read_ahead_pays_each_track_boundarys_skew_and_stops_whole_only_over_a_sector(
             stop_prefetch_in_sector: false,
             ..DriveParams::default()
         });
-        let mut s = reading_ahead(390, 398, 1_000, (900, 398));
-        s.boundaries = Boundaries {
-            first_cross: 2,
-            sectors_per_track: 400,
-            track_skew: 40,
-            cylinder_skew: 60,
-            surface: 0,
-            surfaces: 4,
-        };
-        drive.segments.push(s);
+        drive.segments.push(across_a_track(0));
         let stop = drive.stop_streaming(at_ps);
         (drive.segments[0].end, stop.settling)
     };
