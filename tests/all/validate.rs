@@ -56,79 +56,159 @@ fn the_cheetah_model_gives_disksims_own_times_for_random_reads() {
     );
 }
 
+/// What DiskSim's own validation run printed for a drive, transcribed (`NAME.disksim-*` in
+/// examples/validation): its totals by name, its distribution's bucket edges (ms) with the
+/// fraction of requests under each, and its per-request differences counted by bucket.
+struct DiskSimOutput {
+    totals: std::collections::BTreeMap<String, f64>,
+    cdf: Vec<(f64, f64)>,
+    diff_counts: Vec<u32>,
+}
+
+fn disksim_output(name: &str) -> DiskSimOutput {
+    let text = std::fs::read_to_string(data(name)).unwrap();
+    let mut out = DiskSimOutput {
+        totals: std::collections::BTreeMap::new(),
+        cdf: Vec::new(),
+        diff_counts: Vec::new(),
+    };
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let (key, value) = line.split_once(' ').unwrap();
+        if key == "diff_counts" {
+            out.diff_counts = value.split(' ').map(|n| n.parse().unwrap()).collect();
+            continue;
+        }
+        let value: f64 = value.parse().unwrap();
+        match key.parse::<f64>() {
+            Ok(edge_ms) => out.cdf.push((edge_ms, value)),
+            Err(_) => {
+                out.totals.insert(key.to_owned(), value);
+            }
+        }
+    }
+    out
+}
+
+/// Request by request, the recorded time less the model's, truncated to whole ms as
+/// DiskSim's `stat_update` buckets it, counted under -5, -1, 0, 1, 2, 5, 10, 11, 12 ms and
+/// at 12 or more: DiskSim's "Trace access diff time distribution".
+fn diff_counts(trace: &[schedhost::fidelity::RecordedRequest], times: &[f64]) -> [u32; 10] {
+    let edges = [-5, -1, 0, 1, 2, 5, 10, 11, 12];
+    let mut counts = [0u32; 10];
+    for (r, &us) in trace.iter().zip(times) {
+        let whole_ms = ((r.service_us - us) / 1000.0).trunc() as i64;
+        counts[edges.iter().take_while(|&&e| whole_ms >= e).count()] += 1;
+    }
+    counts
+}
+
+/// The mean of the model's times, in ms, over the requests of direction `op`.
+fn mean_ms(
+    trace: &[schedhost::fidelity::RecordedRequest],
+    times: &[f64],
+    op: schedhost_sdk::Op,
+) -> f64 {
+    let of_op: Vec<f64> = trace
+        .iter()
+        .zip(times)
+        .filter(|(r, _)| r.op == op)
+        .map(|(_, &us)| us)
+        .collect();
+    of_op.iter().sum::<f64>() / of_op.len() as f64 / 1000.0
+}
+
+/// `drive`'s validation trace replayed on its `.parv`: the trace and each request's time.
+fn replayed(drive: &str) -> (Vec<schedhost::fidelity::RecordedRequest>, Vec<f64>) {
+    let device = DeviceSpec::parse(data(&format!("{drive}.parv")).to_str().unwrap()).unwrap();
+    let text = std::fs::read_to_string(data(&format!("{drive}.trace"))).unwrap();
+    let trace = parse_trace(&text).unwrap();
+    let times = schedhost::fidelity::replay(&trace, &device).unwrap();
+    (trace, times)
+}
+
 #[test]
 fn the_cheetah_replay_is_disksims_own_simulation_of_its_trace_bucket_by_bucket() {
     // DiskSim's own output for the Cheetah 4LP's validation trace (its distribution of
     // simulated times, bucket by bucket, and its totals: `cheetah4LP.disksim-cdf`). The
     // model was 124 ms short of DiskSim's summed 50 704 ms while read-ahead left the head
     // over the request's track; now the two agree to a request or two in every bucket.
-    let text = std::fs::read_to_string(data("cheetah4LP.disksim-cdf")).unwrap();
-    let mut totals = std::collections::BTreeMap::new();
-    let mut cdf = Vec::new();
-    let mut diff_counts: Vec<u32> = Vec::new();
-    for line in text.lines().filter(|l| !l.starts_with('#')) {
-        let (key, value) = line.split_once(' ').unwrap();
-        if key == "diff_counts" {
-            diff_counts = value.split(' ').map(|n| n.parse().unwrap()).collect();
-            continue;
-        }
-        let value: f64 = value.parse().unwrap();
-        match key.parse::<f64>() {
-            Ok(edge_ms) => cdf.push((edge_ms, value)),
-            Err(_) => {
-                totals.insert(key, value);
-            }
-        }
-    }
-    let device = DeviceSpec::parse(data("cheetah4LP.parv").to_str().unwrap()).unwrap();
-    let trace_text = std::fs::read_to_string(data("cheetah4LP.trace")).unwrap();
-    let trace = parse_trace(&trace_text).unwrap();
-    let times = schedhost::fidelity::replay(&trace, &device).unwrap();
-    assert_eq!(times.len() as f64, totals["requests"]);
+    let disksim = disksim_output("cheetah4LP.disksim-cdf");
+    let (trace, times) = replayed("cheetah4LP");
+    assert_eq!(times.len() as f64, disksim.totals["requests"]);
     let n = times.len() as f64;
     // DiskSim's doubles put its 1 294 four-block read hits (0.068 + 4 × 0.106 ms) either
     // side of the 0.492 ms edge (655 under, 639 on it), where the model's picoseconds land
     // every one on it: that edge alone is not compared.
-    for &(edge_ms, disksim) in cdf.iter().filter(|&&(edge, _)| edge != 0.492) {
+    for &(edge_ms, fraction) in disksim.cdf.iter().filter(|&&(edge, _)| edge != 0.492) {
         let under = times.iter().filter(|&&us| us < edge_ms * 1000.0).count();
         let ours = under as f64 / n;
         assert!(
-            (ours - disksim).abs() <= 5e-4,
-            "under {edge_ms} ms: {ours:.4} of the requests, DiskSim {disksim:.4}"
+            (ours - fraction).abs() <= 5e-4,
+            "under {edge_ms} ms: {ours:.4} of the requests, DiskSim {fraction:.4}"
         );
     }
     let sum_ms: f64 = times.iter().sum::<f64>() / 1000.0;
     assert!(
-        (sum_ms - totals["sum_ms"]).abs() < 1.0,
+        (sum_ms - disksim.totals["sum_ms"]).abs() < 1.0,
         "summed {sum_ms:.3} ms, DiskSim {}",
-        totals["sum_ms"]
+        disksim.totals["sum_ms"]
     );
-    let writes: Vec<f64> = trace
-        .iter()
-        .zip(&times)
-        .filter(|(r, _)| r.op == schedhost_sdk::Op::Write)
-        .map(|(_, &us)| us)
-        .collect();
-    let write_mean_ms = writes.iter().sum::<f64>() / writes.len() as f64 / 1000.0;
-    assert!((write_mean_ms - totals["write_mean_ms"]).abs() < 1e-5);
-    // Request by request: the recorded time less the model's, truncated to whole ms as
-    // DiskSim's `stat_update` buckets it, falls where DiskSim's own did, to a request or two
-    // a bucket (so the match above is not two different orders of the same times).
-    let edges = [-5, -1, 0, 1, 2, 5, 10, 11, 12];
-    let mut ours = [0u32; 10];
-    for (r, &us) in trace.iter().zip(&times) {
-        let whole_ms = ((r.service_us - us) / 1000.0).trunc() as i64;
-        ours[edges.iter().take_while(|&&e| whole_ms >= e).count()] += 1;
-    }
-    for (bucket, (&o, &d)) in ours.iter().zip(&diff_counts).enumerate() {
+    let write_mean_ms = mean_ms(&trace, &times, schedhost_sdk::Op::Write);
+    assert!((write_mean_ms - disksim.totals["write_mean_ms"]).abs() < 1e-5);
+    // Request by request, the differences fall where DiskSim's own did, to a request or
+    // two a bucket (so the match above is not two different orders of the same times).
+    let ours = diff_counts(&trace, &times);
+    for (bucket, (&o, &d)) in ours.iter().zip(&disksim.diff_counts).enumerate() {
         assert!(
             o.abs_diff(d) <= 3,
-            "diff bucket {bucket}: {ours:?} against {diff_counts:?}"
+            "diff bucket {bucket}: {ours:?} against {:?}",
+            disksim.diff_counts
         );
     }
     let max_ms = times.iter().copied().fold(0.0, f64::max) / 1000.0;
     assert!(
-        (max_ms - totals["max_ms"]).abs() < 1e-3,
+        (max_ms - disksim.totals["max_ms"]).abs() < 1e-3,
+        "longest {max_ms} ms"
+    );
+}
+
+#[test]
+fn the_hp_replay_stays_within_a_few_revolutions_of_disksims_own_simulation_of_its_trace() {
+    // DiskSim's output for the HP C3323A's trace (`hp_c3323a.disksim-totals`): the model
+    // sums 112 ms under DiskSim's 141 325 ms (about nine requests a revolution of 11.1 ms
+    // apart, not found) and its per-request differences fall in DiskSim's buckets to five
+    // requests a bucket; the longest request is DiskSim's to the µs.
+    let disksim = disksim_output("hp_c3323a.disksim-totals");
+    let (trace, times) = replayed("hp_c3323a");
+    assert_eq!(times.len() as f64, disksim.totals["requests"]);
+    let sum_ms: f64 = times.iter().sum::<f64>() / 1000.0;
+    assert!(
+        (sum_ms - disksim.totals["sum_ms"]).abs() < 150.0,
+        "summed {sum_ms:.3} ms, DiskSim {}",
+        disksim.totals["sum_ms"]
+    );
+    for (op, key) in [
+        (schedhost_sdk::Op::Read, "read_mean_ms"),
+        (schedhost_sdk::Op::Write, "write_mean_ms"),
+    ] {
+        let mean = mean_ms(&trace, &times, op);
+        assert!(
+            (mean - disksim.totals[key]).abs() < 0.02,
+            "{key}: {mean:.6} against {}",
+            disksim.totals[key]
+        );
+    }
+    let ours = diff_counts(&trace, &times);
+    for (bucket, (&o, &d)) in ours.iter().zip(&disksim.diff_counts).enumerate() {
+        assert!(
+            o.abs_diff(d) <= 6,
+            "diff bucket {bucket}: {ours:?} against {:?}",
+            disksim.diff_counts
+        );
+    }
+    let max_ms = times.iter().copied().fold(0.0, f64::max) / 1000.0;
+    assert!(
+        (max_ms - disksim.totals["max_ms"]).abs() < 1e-3,
         "longest {max_ms} ms"
     );
 }
