@@ -380,25 +380,27 @@ fn the_drives_fcfs_queue_is_not_listed_but_another_policy_or_a_timeout_scheme_on
 }
 
 #[test]
-fn a_write_low_water_mark_is_listed_only_where_the_segments_room_can_time_a_long_write_apart() {
-    let listed = |imported: &schedhost::backend::sim::drive::disksim::Imported| {
-        imported
-            .not_represented
-            .iter()
-            .find(|n| n.contains("Low (write) water mark"))
-            .cloned()
+fn a_writes_low_water_mark_and_a_held_write_bus_import_as_disksim_reads_them() {
+    // The mark in blocks as `disk_select_bus_request` takes it: by the request's size,
+    // max(1, mark × the segment) for a write longer than its segment; else the mark × the
+    // segment rounded up. A write's room is represented: nothing about it is listed.
+    let room = |imported: &schedhost::backend::sim::drive::disksim::Imported| {
+        assert!(
+            !imported
+                .not_represented
+                .iter()
+                .any(|n| n.contains("water mark") || n.contains("room")),
+            "{:?}",
+            imported.not_represented
+        );
+        (
+            imported.params.write_water_mark,
+            imported.params.write_holds_bus,
+        )
     };
-    // The HP writes through, refills at a mark of its whole segment (whenever room frees)
-    // and its bus fills the segment only after any positioning: its media never waits, as
-    // with the model's unlimited room, whether the bus is its disk's or the .parv's.
-    assert_eq!(
-        listed(&import(&data("hp_c3323a_validate.diskspecs")).unwrap()),
-        None
-    );
-    assert_eq!(listed(&hp_declaring(&[])), None);
-    // Refilling only once the segment has drained, the media runs dry at each refill where
-    // the bus outruns it (its 72-block zone).
-    let dry = hp_declaring(&[
+    // The HP: a mark of its whole 512-block segment, by request size.
+    assert_eq!(room(&hp_declaring(&[])), (512, false));
+    let by_segment = hp_declaring(&[
         (
             "Set watermark by reqsize = 1",
             "Set watermark by reqsize = 0",
@@ -408,38 +410,24 @@ fn a_write_low_water_mark_is_listed_only_where_the_segments_room_can_time_a_long
             "Low (write) water mark = 0.0",
         ),
     ]);
-    let note = listed(&dry).expect("listed");
-    assert!(note.contains("the media has 0 blocks left"), "{note}");
-    // A refill that costs time to reconnect costs it every time.
-    let costly = hp_declaring(&[(
-        "Write disconnect overhead = 0.000000",
-        "Write disconnect overhead = 0.2",
+    assert_eq!(room(&by_segment), (0, false));
+    let held = hp_declaring(&[(
+        "Hold bus entire write xfer = 0",
+        "Hold bus entire write xfer = 1",
     )]);
-    let note = listed(&costly).expect("listed");
-    assert!(note.contains("each refill pays 0.2 ms"), "{note}");
-    // The Atlas buffers its writes, but its bus is slower than its media and fills its 374
-    // blocks in 37 ms, after any positioning: no mark of its changes a write's time.
+    assert_eq!(room(&held), (512, true));
+    // The Atlas: 0 by request size is one block; half of its 374, 187.
     let atlas = |from: &str, to: &str| atlas_edited("atlas10k.diskspecs", from, to).unwrap();
+    let zero = atlas(
+        "Low (write) water mark = 0.000000",
+        "Low (write) water mark = 0.0",
+    );
+    assert_eq!(room(&zero), (1, false));
     let half = atlas(
         "Low (write) water mark = 0.000000",
         "Low (write) water mark = 0.5",
     );
-    assert_eq!(listed(&half), None);
-    // With a bus that outruns its media, a long buffered write is reported only once its
-    // last data is in, which the room holds back.
-    let fast = atlas(
-        "Bulk sector transfer time = 0.099000",
-        "Bulk sector transfer time = 0.005",
-    );
-    let note = listed(&fast).expect("listed");
-    assert!(
-        note.contains("a buffered write is reported once its last data is in"),
-        "{note}"
-    );
-    assert!(
-        note.contains("longer than its segment (374 blocks)"),
-        "{note}"
-    );
+    assert_eq!(room(&half), (187, false));
 }
 
 #[test]

@@ -287,6 +287,38 @@ impl Drive {
         }
     }
 
+    /// `request`, a write positioned from `at_ps` with its `data` as [`Self::access`] takes
+    /// it, timed through its segment's room where it is longer than the segment
+    /// ([`Self::write_through_room`]): positioned for its first segment's worth, which is
+    /// what the first transfer brings. None where it is not (the caller times it whole),
+    /// or where that first part would be written with zero latency on one track, which
+    /// is timed as if the segment held the write.
+    fn write_in_room(
+        &mut self,
+        at_ps: u64,
+        request: &DeviceRequest,
+        data: (u64, u64, u64),
+        min_position_ps: u64,
+    ) -> Option<room::WrittenThrough> {
+        if !self.writes_through_room(request) {
+            return None;
+        }
+        // Under the request's sectors, as `writes_through_room` checked.
+        let first_part = DeviceRequest {
+            sectors: u32::try_from(self.params.segment_sectors).unwrap_or(request.sectors),
+            ..*request
+        };
+        let head = (self.cylinder, self.surface);
+        let media = self.access(at_ps, &first_part, true, data, min_position_ps);
+        if media.first_read != 0 {
+            // The caller positions for the whole write from where the head was.
+            (self.cylinder, self.surface) = head;
+            return None;
+        }
+        self.head_to(request.end() - 1);
+        Some(self.write_through_room(request, &media, (data.0, data.1)))
+    }
+
     /// The head is over `lbn`'s track: where the next positioning starts.
     pub(super) fn head_to(&mut self, lbn: u64) {
         let place = self.place(lbn);
@@ -443,9 +475,21 @@ impl Drive {
                 )
             };
             let data = (data_from, self.write_bus_ps(1), first_from);
-            let media_end = self
-                .access(mech_start, &request, true, data, min_position)
-                .end;
+            // A write longer than its segment, not joining the one in the buffer, is timed
+            // through the segment's room.
+            let through = if appends {
+                None
+            } else {
+                self.write_in_room(mech_start, &request, data, min_position)
+            };
+            let (media_end, received) = match through {
+                Some(t) => (t.media_end, t.received),
+                None => (
+                    self.access(mech_start, &request, true, data, min_position)
+                        .end,
+                    received,
+                ),
+            };
             self.mech_free_ps = media_end;
             let segment_start = match self.writing {
                 Some(w) if appends => w.start,

@@ -178,6 +178,14 @@ pub struct DriveParams {
     /// The read water mark is a share of the segment, not of the request (DiskSim's `Set
     /// watermark by reqsize = 0`).
     pub read_water_of_segment: bool,
+    /// A write longer than its segment fills the segment first and refills it once what is
+    /// left of it to write has drained to this many sectors, reselecting each time (DiskSim's
+    /// `Low (write) water mark`, `disk_buffer_request_complete`).
+    pub write_water_mark: u64,
+    /// The drive keeps the bus through a write's whole transfer (DiskSim's `Hold bus entire
+    /// write xfer`): a write longer than its segment takes more data as soon as room frees,
+    /// with no reselection, whatever the water mark.
+    pub write_holds_bus: bool,
     /// The drive keeps the bus from a read's command to its last sector: it never
     /// disconnects, so no water mark or reselection applies to a read (DiskSim's `Never
     /// disconnect`).
@@ -241,6 +249,8 @@ impl Default for DriveParams {
             write_back: true,
             transfer_after_media: false,
             read_water_mark: 0.0,
+            write_water_mark: 1,
+            write_holds_bus: false,
             read_water_of_segment: false,
             never_disconnect: false,
             immediate_partial_hit: false,

@@ -1,11 +1,15 @@
-//! A read longer than its segment. DiskSim reads a sector into the segment only where it has
-//! room, what the bus has not yet sent taking the rest (`disk_buffer_sector_done`); a sector
-//! without room is passed over and read when it comes round again. Where the media outruns
-//! the bus, the head then reads in bursts a revolution apart, as the bus frees room, and is
-//! busy until the read's last sector is in; the bus sets the read's end, unless a segment's
-//! worth crosses it in less than a revolution: then it waits for the head as well.
+//! A transfer longer than its segment. DiskSim reads a sector into the segment only where it
+//! has room, what the bus has not yet sent taking the rest (`disk_buffer_sector_done`); a
+//! sector without room is passed over and read when it comes round again. Where the media
+//! outruns the bus, the head then reads in bursts a revolution apart, as the bus frees room,
+//! and is busy until the read's last sector is in; the bus sets the read's end, unless a
+//! segment's worth crosses it in less than a revolution: then it waits for the head as well.
+//! A write's first transfer fills at most its segment, and the drive takes the bus again for
+//! more once what is left of it to write has drained to the low water mark, sending the room
+//! there is then (`disk_buffer_request_complete`, `disk_request_needs_bus`); a sector whose
+//! data is not in when the head reaches it is written a revolution later.
 
-use super::{Access, DeviceRequest, Drive};
+use super::{Access, DeviceRequest, Drive, ms_ps};
 
 /// Most sectors one read is timed through its segment's room, a sector at a time: 512 MiB
 /// in one command, the most a `validate` trace may ask (a run's requests are split at the
@@ -97,4 +101,93 @@ impl Drive {
             ahead_per_sector,
         }
     }
+
+    /// Whether `request`, a write, is timed through its segment's room: longer than the
+    /// segment and not so long that timing it a sector at a time would hold the simulation
+    /// up (as [`Self::reads_through_room`]).
+    pub(super) fn writes_through_room(&self, request: &DeviceRequest) -> bool {
+        u64::from(request.sectors) > self.params.segment_sectors
+            && request.sectors <= MAX_ROOM_SECTORS
+    }
+
+    /// Times `request` (see [`Self::writes_through_room`]), its first segment's worth
+    /// positioned by `media`, its data crossing the bus a sector every `bus` from
+    /// `data_from`: the first transfer fills the segment; each time a sector reaches the
+    /// media with no more than the low water mark of the write left in the segment, the
+    /// drive reselects (once the bus is free) and sends what room there is; sector `j`
+    /// goes on the media as the head passes it if its data is in as the head reaches it,
+    /// else a whole number of revolutions later, and every sector after it as many.
+    pub(super) fn write_through_room(
+        &self,
+        request: &DeviceRequest,
+        media: &Access,
+        (data_from, bus): (u64, u64),
+    ) -> WrittenThrough {
+        let n = u64::from(request.sectors);
+        let segment = self.params.segment_sectors.max(1);
+        debug_assert!(n > segment && request.sectors <= MAX_ROOM_SECTORS);
+        let first = self.place(request.sector);
+        let per_sector = self.rev_ps / first.sectors_per_track.max(1);
+        let rev = self.rev_ps.max(1);
+        let o = &self.params.overheads;
+        // Holding the bus, the drive takes data whenever room frees and never reselects.
+        let (mark, reselect, disconnect) = if self.params.write_holds_bus {
+            (segment, 0, 0)
+        } else {
+            (
+                self.params.write_water_mark.min(segment),
+                ms_ps(o.reselect),
+                ms_ps(o.disconnect[2]),
+            )
+        };
+        // When each sector's data is in, by index mod `segment`: a sector's slot is taken
+        // only once the sector `segment` before it is on the media, which bounds the ring.
+        let mut arrives = vec![0u64; usize::try_from(segment).unwrap_or(usize::MAX)];
+        for (j, slot) in arrives.iter_mut().enumerate() {
+            *slot = data_from.saturating_add(bus.saturating_mul(j as u64 + 1));
+        }
+        let mut sent = segment;
+        let mut last_in = data_from.saturating_add(bus.saturating_mul(segment));
+        let mut bus_free = last_in.saturating_add(disconnect);
+        let (mut written, mut turns) = (0u64, 0u64);
+        for j in 0..n {
+            debug_assert!(sent > j, "sector {j}'s data was sent");
+            let data_in = arrives[(j % segment) as usize];
+            let reaches = self
+                .read_from(first, media, j)
+                .saturating_add(turns.saturating_mul(rev))
+                .saturating_sub(per_sector);
+            if data_in > reaches {
+                turns = turns.saturating_add((data_in - reaches).div_ceil(rev));
+            }
+            written = self
+                .read_from(first, media, j)
+                .saturating_add(turns.saturating_mul(rev));
+            let on_media = j + 1;
+            if sent < n && sent - on_media <= mark {
+                let start = written.max(bus_free).saturating_add(reselect);
+                let room = (segment - (sent - on_media)).min(n - sent);
+                for i in 0..room {
+                    let at = start.saturating_add(bus.saturating_mul(i + 1));
+                    arrives[((sent + i) % segment) as usize] = at;
+                    last_in = at;
+                }
+                sent += room;
+                bus_free = last_in.saturating_add(disconnect);
+            }
+        }
+        WrittenThrough {
+            received: last_in,
+            media_end: written,
+        }
+    }
+}
+
+/// When a write through its segment's room ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct WrittenThrough {
+    /// Its last data is in the buffer.
+    pub(super) received: u64,
+    /// Its last sector is on the media.
+    pub(super) media_end: u64,
 }

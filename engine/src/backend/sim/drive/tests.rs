@@ -675,3 +675,53 @@ fn a_read_through_a_one_sector_segment_reads_a_sector_a_revolution_up_to_the_lon
     let expected_ps = n * 100_000_000 + (n - 1) * 10_000_000_000 + 250_000_000;
     assert_eq!(completion_of(&mut one, 0, read), expected_ps / PS_PER_NS);
 }
+
+/// A buffered write of 30 sectors from sector 10 of a 100-sector track (1 ms a sector, a
+/// 100 ms revolution) through a 10-sector segment, its data crossing at 0.25 ms a sector
+/// with no overheads but a 0.5 ms reselection: when it is reported, and when its last
+/// sector is on the media, in ms.
+fn write_through_a_small_segment(mark: u64, holds_bus: bool) -> (f64, f64) {
+    let mut drive = drive_with(
+        Overheads {
+            reselect: 0.5,
+            ..Overheads::default()
+        },
+        |p| {
+            p.rpm = 600.0;
+            p.zones[0].sectors_per_track = 100;
+            p.segment_sectors = 10;
+            p.write_water_mark = mark;
+            p.write_holds_bus = holds_bus;
+            p.bus_sector_ms = 0.25;
+        },
+    );
+    let write = DeviceRequest {
+        id: 1,
+        op: Op::Write,
+        sector: 10,
+        sectors: 30,
+    };
+    let reported = completion_of(&mut drive, 0, write);
+    (reported as f64 / 1e6, drive.mech_free_ps as f64 / 1e9)
+}
+
+#[test]
+fn a_write_longer_than_its_segment_refills_it_at_the_low_water_mark_as_disksim_writes_it() {
+    // The first 10 sectors' data is in by 2.5 ms; the head, positioned at once, waits for
+    // sector 10 (10 ms) and writes a sector a millisecond from there. With a mark of 2 the
+    // drive reselects as the 8th sector is written (18 ms, 2 of the segment left) and sends
+    // the 8 sectors of room (18.75–20.5 ms), again at 26 ms (26.75–28.5) and at 34 ms for
+    // the last 4 (34.75–35.5): every sector's data is in before the head reaches it, the
+    // write is on the media at 40 ms and reported once its last data is in, 35.5 ms.
+    assert_eq!(write_through_a_small_segment(2, false), (35.5, 40.0));
+    // With a mark of 0 the drive waits for the segment to drain: the 10th sector is
+    // written at 20 ms, the refill's first data is in at 20.75, the head has passed the
+    // 11th sector and writes it a revolution later (121 ms); the same again from the 21st
+    // (the refill at 130.5 ms, its first data at 130.75, the sector under the head at 130):
+    // on the media at 240 ms, reported at 133 ms.
+    assert_eq!(write_through_a_small_segment(0, false), (133.0, 240.0));
+    // Holding the bus, the drive takes each sector's data as soon as its room frees, no
+    // reselection: the 11th sector's data comes in as the 1st is written (11.25 ms), and
+    // the last as the 20th is (30.25 ms), all before the head.
+    assert_eq!(write_through_a_small_segment(0, true), (30.25, 40.0));
+}

@@ -3,7 +3,7 @@
 
 use super::*;
 
-const DRIVE_KEYS: &str = "rpm surfaces surface_order capacity_sectors zone slips remap sparing_scheme seek full_seek_ms head_switch_ms write_settle_ms min_write_seek_ms bus_sector_ms write_bus_sector_ms read_hit_after_read_ms read_hit_after_write_ms read_miss_after_read_ms read_miss_after_write_ms write_hit_after_read_ms write_hit_after_write_ms write_miss_after_read_ms write_miss_after_write_ms read_completion_ms write_completion_ms data_prep_ms reselect_ms read_disconnect_after_read_ms read_disconnect_after_write_ms write_disconnect_ms read_water_mark read_water_of_segment never_disconnect cache_segments segment_sectors max_read_ahead_sectors min_read_ahead_sectors continuous_read buffer_cache read_free_blocks read_ahead_over_requested drop_returned_data stop_prefetch_in_sector read_direct_to_buffer extra_write_disconnect write_back transfer_after_media immediate_partial_hit immediate_read immediate_write read_hits_on_writes read_ahead_on_hit separate_write_segment combine_seq_writes";
+const DRIVE_KEYS: &str = "rpm surfaces surface_order capacity_sectors zone slips remap sparing_scheme seek full_seek_ms head_switch_ms write_settle_ms min_write_seek_ms bus_sector_ms write_bus_sector_ms read_hit_after_read_ms read_hit_after_write_ms read_miss_after_read_ms read_miss_after_write_ms write_hit_after_read_ms write_hit_after_write_ms write_miss_after_read_ms write_miss_after_write_ms read_completion_ms write_completion_ms data_prep_ms reselect_ms read_disconnect_after_read_ms read_disconnect_after_write_ms write_disconnect_ms read_water_mark read_water_of_segment write_water_mark write_holds_bus never_disconnect cache_segments segment_sectors max_read_ahead_sectors min_read_ahead_sectors continuous_read buffer_cache read_free_blocks read_ahead_over_requested drop_returned_data stop_prefetch_in_sector read_direct_to_buffer extra_write_disconnect write_back transfer_after_media immediate_partial_hit immediate_read immediate_write read_hits_on_writes read_ahead_on_hit separate_write_segment combine_seq_writes";
 
 pub(super) fn set_drive(p: &mut DriveParams, key: &str, value: &str) -> Result<(), String> {
     let o = &mut p.overheads;
@@ -46,6 +46,8 @@ pub(super) fn set_drive(p: &mut DriveParams, key: &str, value: &str) -> Result<(
         "write_disconnect_ms" => o.disconnect[2] = millis_or_zero(key, value)?,
         "read_water_mark" => p.read_water_mark = fraction(key, value)?,
         "read_water_of_segment" => p.read_water_of_segment = flag(key, value)?,
+        "write_water_mark" => p.write_water_mark = num(key, value)?,
+        "write_holds_bus" => p.write_holds_bus = flag(key, value)?,
         "never_disconnect" => p.never_disconnect = flag(key, value)?,
         "cache_segments" => p.cache_segments = positive(key, value)?,
         "segment_sectors" => p.segment_sectors = positive(key, value)?,

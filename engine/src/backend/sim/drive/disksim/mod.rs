@@ -60,14 +60,11 @@ fn fail(path: &Path, message: impl Into<String>) -> ImportError {
 /// A file is unreadable or malformed, or a parameter the model needs is missing or out of
 /// range; the message names the file and the parameter.
 pub fn import(diskspecs: &Path) -> Result<Imported, ImportError> {
-    let (mut imported, write_mark) = import_specs(diskspecs)?;
-    imported.note_write_room(write_mark);
-    Ok(imported)
+    import_specs(diskspecs)
 }
 
-/// [`import`] before a write's room in its segment is judged, which needs the bus's final
-/// speed (a `.parv` may slow it), with the low water mark in blocks that judgement takes.
-fn import_specs(diskspecs: &Path) -> Result<(Imported, u64), ImportError> {
+/// [`import`], which a `.parv` follows with its bus.
+fn import_specs(diskspecs: &Path) -> Result<Imported, ImportError> {
     let text = read(diskspecs)?;
     let (kind, name, fields) = first_block(diskspecs, &text)?;
     if kind != "disksim_disk" {
@@ -336,16 +333,13 @@ fn import_specs(diskspecs: &Path) -> Result<(Imported, u64), ImportError> {
     // data crosses as the media delivers it (`disk_buffer_transfer_size` waits, -2, rather
     // than disconnect), which is the model's overlapped transfer; no mark applies.
     let never_disconnect = specs.take_opt_f64("Never disconnect", 0.0, 1.0)? != 0.0;
-    // A write's data crosses the bus in one piece in the model, which is DiskSim's holding
-    // the bus for the whole write transfer; 0 differs only where a write outgrows its
-    // segment and reconnects at the low water mark (judged with the mark, below).
-    let _ = specs.take_opt_f64("Hold bus entire write xfer", 0.0, 1.0)?;
     // A write's first transfer fills at most its segment; DiskSim reconnects for more once
     // the data still to go to the media has drained to the low water mark, and sends what
     // room there is then (`disk_request_needs_bus`; the mark in blocks from
     // `disk_select_bus_request`: max(1, mark × min(segment, request)) by the request's
-    // size, else the mark × the segment rounded up). Whether that times a write apart from
-    // the model's unlimited room is judged once the bus is known ([`Imported::note_write_room`]).
+    // size, else the mark × the segment rounded up). Holding the bus for the whole write,
+    // the drive takes more as soon as room frees (`write_holds_bus`).
+    let write_holds_bus = specs.take_opt_f64("Hold bus entire write xfer", 0.0, 1.0)? != 0.0;
     let write_water = specs.take_opt_f64("Low (write) water mark", 0.0, 1.0)?;
     let write_mark = if by_reqsize {
         ((segment_sectors as f64 * write_water) as u64).max(1)
@@ -440,6 +434,8 @@ fn import_specs(diskspecs: &Path) -> Result<(Imported, u64), ImportError> {
             transfer_after_media: after_media,
             read_water_mark,
             read_water_of_segment: !by_reqsize,
+            write_water_mark: write_mark,
+            write_holds_bus,
             never_disconnect,
             immediate_partial_hit,
             immediate_read: immediate[0],
@@ -455,75 +451,7 @@ fn import_specs(diskspecs: &Path) -> Result<(Imported, u64), ImportError> {
     // DiskSim takes the zones' own total over `Block count` (`checknumblocks` in
     // `dm_layout_g1`, `disk_check_numblocks` before it), warning at most.
     imported.params.capacity_sectors = imported.params.zoned_sectors();
-    Ok((imported, write_mark))
-}
-
-impl Imported {
-    /// Lists a write's room in its segment where it could time a write longer than the
-    /// segment apart from the model ([`Self::write_room`]).
-    fn note_write_room(&mut self, write_mark: u64) {
-        if let Some(note) = self.write_room(write_mark) {
-            self.not_represented.push(note);
-        }
-    }
-
-    /// A revolution and each zone's time a sector on the media, in ms.
-    fn media_ms(&self) -> (f64, impl Iterator<Item = f64> + Clone + '_) {
-        let rev_ms = 60_000.0 / self.params.rpm.max(1.0);
-        let zones = self.params.zones.iter();
-        (
-            rev_ms,
-            zones.map(move |z| rev_ms / z.sectors_per_track.max(1) as f64),
-        )
-    }
-
-    /// A write's first transfer fills at most its segment, and DiskSim refills once what is
-    /// left to write has drained to the low water mark (`mark` blocks), sending the room
-    /// there is then (`disk_request_needs_bus`); the model lets all of a write's data in at
-    /// the bus's pace. That changes nothing while the media keeps up with the bus and the bus
-    /// cannot fill the segment before the head is on the track. Beyond it, a buffered write
-    /// is reported only once its last data is in (later than in the model); a write-through
-    /// one's media waits where the refill comes after the mark's blocks are written, or
-    /// behind data the full segment held back; and every refill pays the disconnect and
-    /// reselect overheads the model charges once.
-    fn write_room(&self, mark: u64) -> Option<String> {
-        let p = &self.params;
-        let segment = p.segment_sectors;
-        let bus_ms = p.write_bus_sector_ms.unwrap_or(p.bus_sector_ms);
-        let (rev_ms, media) = self.media_ms();
-        let longest_seek = p.seek.last().map_or(0.0, |&(_, ms)| ms).max(p.full_seek_ms);
-        let positioning_ms = longest_seek + p.write_settle_ms.max(0.0) + rev_ms;
-        let fill_ms = segment as f64 * bus_ms;
-        let fills_first = fill_ms < positioning_ms;
-        let refill_ms = p.overheads.reselect + p.overheads.disconnect[2];
-        let outruns = media.clone().any(|m| bus_ms < m);
-        let falls_behind = media.clone().any(|m| bus_ms >= m);
-        // Where the bus outruns the media and the segment is full, the media writes the
-        // mark's blocks while the refill reconnects and sends its first.
-        let starves = media
-            .filter(|&m| bus_ms < m)
-            .any(|m| mark as f64 * m < refill_ms + bus_ms);
-        let why = if refill_ms > 0.0 {
-            format!(
-                "each refill pays {refill_ms} ms to give the bus up and take it again, charged once in the model"
-            )
-        } else if p.write_back && (outruns || fills_first) {
-            "a buffered write is reported once its last data is in, which the segment's room holds back; the model reports it once the bus has sent it all".into()
-        } else if starves {
-            format!(
-                "once the segment is full, the media has {mark} blocks left when DiskSim reconnects and waits for the refill; the model's media never waits"
-            )
-        } else if fills_first && falls_behind {
-            format!(
-                "the bus fills the segment in {fill_ms:.1} ms, before the head may be on the track ({positioning_ms:.1} ms), and DiskSim holds the rest back until the media frees room; the model does not"
-            )
-        } else {
-            return None;
-        };
-        Some(format!(
-            "Low (write) water mark ({mark} blocks) and the segment's room: a write longer than its segment ({segment} blocks) gets all the room it needs in the model; in DiskSim {why} (writes of up to {segment} blocks are not affected)"
-        ))
-    }
+    Ok(imported)
 }
 
 /// Reads a `.parv`: the drive its `source X.diskspecs` line names, with the slowest bus's
@@ -540,8 +468,7 @@ pub fn import_parv(parv: &Path) -> Result<Imported, ImportError> {
         .map(str::trim)
         .find(|name| name.ends_with(".diskspecs"))
         .ok_or_else(|| fail(parv, "no `source X.diskspecs` line"))?;
-    let (mut imported, write_mark) =
-        import_specs(&parv.parent().unwrap_or(Path::new(".")).join(specs))?;
+    let mut imported = import_specs(&parv.parent().unwrap_or(Path::new(".")).join(specs))?;
     // The slowest bus's per-block time, reading and writing.
     let mut bus_ms = [0f64; 2];
     let mut from = 0;
@@ -576,7 +503,6 @@ pub fn import_parv(parv: &Path) -> Result<Imported, ImportError> {
     let [read_ms, write_ms] = bus_ms.map(|ms| ms.max(disk_ms));
     imported.params.bus_sector_ms = read_ms;
     imported.params.write_bus_sector_ms = (write_ms != read_ms).then_some(write_ms);
-    imported.note_write_room(write_mark);
     Ok(imported)
 }
 

@@ -53,6 +53,7 @@ pub fn to_spec_text(imported: &Imported, source: &Path) -> String {
     let _ = writeln!(s, "read_disconnect_after_write_ms = {}", o.disconnect[1]);
     let _ = writeln!(s, "write_disconnect_ms = {}", o.disconnect[2]);
     let _ = writeln!(s, "read_water_mark = {}", p.read_water_mark);
+    let _ = writeln!(s, "write_water_mark = {}", p.write_water_mark);
     let _ = writeln!(s, "cache_segments = {}", p.cache_segments);
     let _ = writeln!(s, "segment_sectors = {}", p.segment_sectors);
     let _ = writeln!(s, "max_read_ahead_sectors = {}", p.max_read_ahead_sectors);
@@ -74,6 +75,7 @@ pub fn to_spec_text(imported: &Imported, source: &Path) -> String {
         ("extra_write_disconnect", p.extra_write_disconnect),
         ("transfer_after_media", p.transfer_after_media),
         ("read_water_of_segment", p.read_water_of_segment),
+        ("write_holds_bus", p.write_holds_bus),
         ("never_disconnect", p.never_disconnect),
         ("immediate_partial_hit", p.immediate_partial_hit),
         ("immediate_read", p.immediate_read),
