@@ -9,7 +9,7 @@
 //! there is then (`disk_buffer_request_complete`, `disk_request_needs_bus`); a sector whose
 //! data is not in when the head reaches it is written a revolution later.
 
-use super::{Access, DeviceRequest, Drive, ms_ps};
+use super::{Access, DeviceRequest, Drive, Place, ms_ps};
 
 /// Most sectors one read is timed through its segment's room, a sector at a time: 512 MiB
 /// in one command, the most a `validate` trace may ask (a run's requests are split at the
@@ -55,12 +55,13 @@ impl Drive {
         media: &Access,
         data_from: u64,
     ) -> Through {
-        let n = u64::from(request.sectors);
-        let segment = self.params.segment_sectors.max(1);
-        debug_assert!(n > segment && request.sectors <= MAX_ROOM_SECTORS);
-        let first = self.place(request.sector);
-        let per_sector = self.rev_ps / first.sectors_per_track.max(1);
-        let rev = self.rev_ps.max(1);
+        let Room {
+            n,
+            segment,
+            first,
+            per_sector,
+            rev,
+        } = self.room(request);
         let bus = self.bus_ps(1);
         let check = if self.params.read_direct_to_buffer {
             per_sector
@@ -102,6 +103,21 @@ impl Drive {
         }
     }
 
+    /// What timing `request` through its segment's room takes from the drive.
+    fn room(&self, request: &DeviceRequest) -> Room {
+        let segment = self.params.segment_sectors.max(1);
+        let n = u64::from(request.sectors);
+        debug_assert!(n > segment && request.sectors <= MAX_ROOM_SECTORS);
+        let first = self.place(request.sector);
+        Room {
+            n,
+            segment,
+            first,
+            per_sector: self.rev_ps / first.sectors_per_track.max(1),
+            rev: self.rev_ps.max(1),
+        }
+    }
+
     /// Whether `request`, a write, is timed through its segment's room: longer than the
     /// segment and not so long that timing it a sector at a time would hold the simulation
     /// up (as [`Self::reads_through_room`]).
@@ -123,12 +139,13 @@ impl Drive {
         media: &Access,
         (data_from, bus): (u64, u64),
     ) -> WrittenThrough {
-        let n = u64::from(request.sectors);
-        let segment = self.params.segment_sectors.max(1);
-        debug_assert!(n > segment && request.sectors <= MAX_ROOM_SECTORS);
-        let first = self.place(request.sector);
-        let per_sector = self.rev_ps / first.sectors_per_track.max(1);
-        let rev = self.rev_ps.max(1);
+        let Room {
+            n,
+            segment,
+            first,
+            per_sector,
+            rev,
+        } = self.room(request);
         let o = &self.params.overheads;
         // Holding the bus, the drive takes data whenever room frees and never reselects.
         let (mark, reselect, disconnect) = if self.params.write_holds_bus {
@@ -181,6 +198,16 @@ impl Drive {
             media_end: written,
         }
     }
+}
+
+/// A transfer longer than its segment, timed a sector at a time: its sectors, the segment's,
+/// where it starts, a sector's and a revolution's time on the media.
+struct Room {
+    n: u64,
+    segment: u64,
+    first: Place,
+    per_sector: u64,
+    rev: u64,
 }
 
 /// When a write through its segment's room ends.
