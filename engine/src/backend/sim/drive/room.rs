@@ -170,16 +170,15 @@ impl Drive {
         for j in 0..n {
             debug_assert!(sent > j, "sector {j}'s data was sent");
             let data_in = arrives[(j % segment) as usize];
-            let reaches = self
-                .read_from(first, media, j)
+            // The sector passes under the head by `pass`, plus the revolutions lost so far.
+            let pass = self.read_from(first, media, j);
+            let reaches = pass
                 .saturating_add(turns.saturating_mul(rev))
                 .saturating_sub(per_sector);
             if data_in > reaches {
                 turns = turns.saturating_add((data_in - reaches).div_ceil(rev));
             }
-            written = self
-                .read_from(first, media, j)
-                .saturating_add(turns.saturating_mul(rev));
+            written = pass.saturating_add(turns.saturating_mul(rev));
             let on_media = j + 1;
             if sent < n && sent - on_media <= mark {
                 let start = written.max(bus_free).saturating_add(reselect);
