@@ -2627,11 +2627,36 @@ fn validate_prints_disksims_own_figure_beside_its_own_for_a_drive_of_disksims_su
     let ours = v["rms_ms"].as_f64().unwrap();
     let demerit_us = v["validation"]["demerit_us"].as_f64().unwrap();
     assert!((ours * 1000.0 - demerit_us).abs() < 1e-9, "{v}");
-    // A trace of its own has no DiskSim figure.
+    // Request by request, in DiskSim's buckets, beside DiskSim's own counts on the trace.
+    let count = |d: &serde_json::Value| -> u64 {
+        d["requests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n.as_u64().unwrap())
+            .sum()
+    };
+    assert_eq!(count(&v["validation"]["differences"]), 10_000, "{v}");
+    assert_eq!(count(&v["disksim"]["own"]), 10_000, "{v}");
+    assert_eq!(v["disksim"]["own"]["edges_ms"][0], -5, "{v}");
+    let text = schedhost(&[
+        "validate",
+        dir.join("atlas10k.trace").to_str().unwrap(),
+        "--device",
+        specs.to_str().unwrap(),
+    ]);
+    let text = String::from_utf8_lossy(&text.stdout).into_owned();
+    assert!(text.contains("<-5   <-1    <0    <1"), "{text}");
+    assert!(
+        text.contains("DiskSim's own on its whole trace: 67.9 % of 10000"),
+        "{text}"
+    );
+    // A trace of its own has no DiskSim figure; its differences are counted all the same.
     let mine = temp_file("mine.trace", "R Hit 0 8 9000 1000\nR Doub 64 8 9000 1000\n");
     let v = validate(&mine);
     assert!(v["disksim"].is_null(), "{v}");
     assert_eq!(v["validation"]["by_cache"][1]["cache"], "Doub", "{v}");
+    assert_eq!(count(&v["validation"]["differences"]), 2, "{v}");
 }
 
 #[test]

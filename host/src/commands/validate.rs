@@ -8,7 +8,7 @@ use anyhow::{Context, Result, bail};
 use schedhost::backend::sim::DeviceSpec;
 use schedhost::backend::sim::drive::disksim;
 use schedhost::fidelity::{
-    DiskSimFigure, Distribution, Validation, disksim_figure, parse_trace, validate,
+    Differences, DiskSimFigure, Distribution, Validation, disksim_figure, parse_trace, validate,
 };
 use schedhost::frontend::run::Device;
 
@@ -163,7 +163,50 @@ fn card(
         row(&mut s, &format!("{} meas.", op.op), &op.measured);
         row(&mut s, &format!("{} sim.", op.op), &op.simulated);
     }
+    differences(&mut s, &v.differences, disksim);
     s
+}
+
+/// Request by request, the recorded time less the simulated one in DiskSim's buckets (% of
+/// the requests), beside DiskSim's own on its whole trace when the trace is of its suite.
+fn differences(s: &mut String, model: &Differences, disksim: Option<&DiskSimFigure>) {
+    let _ = writeln!(
+        s,
+        "  request by request, recorded less simulated (% of requests; whole ms, DiskSim's buckets):"
+    );
+    let mut header = format!("  {:<10}", "");
+    for label in Differences::labels() {
+        let _ = write!(header, " {label:>5}");
+    }
+    let _ = writeln!(s, "{header}");
+    let line = |s: &mut String, name: &str, d: &Differences| {
+        let total = d.total().max(1) as f64;
+        let mut line = format!("  {name:<10}");
+        for &n in &d.requests {
+            let _ = write!(line, " {:>5.1}", 100.0 * f64::from(n) / total);
+        }
+        let _ = writeln!(s, "{line}");
+    };
+    line(s, "model", model);
+    let within = format!(
+        "  within 1 ms of the recorded time: {:.1} % of {} requests",
+        100.0 * model.within_one_ms(),
+        model.total()
+    );
+    match disksim {
+        Some(d) => {
+            line(s, "DiskSim", &d.own);
+            let _ = writeln!(
+                s,
+                "{within}; DiskSim's own on its whole trace: {:.1} % of {} (its valid/ output)",
+                100.0 * d.own.within_one_ms(),
+                d.own.total()
+            );
+        }
+        None => {
+            let _ = writeln!(s, "{within}");
+        }
+    }
 }
 
 #[derive(Debug, clap::Args)]

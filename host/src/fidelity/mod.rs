@@ -13,6 +13,9 @@
 
 use schedhost_sdk::Op;
 
+mod differences;
+pub use differences::{Differences, EDGES_MS as DIFFERENCE_EDGES_MS};
+
 use crate::backend::sim::{DeviceModel, DeviceRequest, DeviceSpec};
 
 /// Most requests a trace may hold (the shared traces have 10 000).
@@ -85,6 +88,11 @@ pub struct DiskSimFigure {
     pub rms_ms: f64,
     /// Where the figure is stated.
     pub source: &'static str,
+    /// Request by request on its whole trace, DiskSim's recorded time less its own, as its
+    /// validation run printed them (`valid/NAME.outv`, "Trace access diff time
+    /// distribution"): set beside the model's, it says whether the model agrees with the
+    /// drive request for request as often as DiskSim does, also on a part of the trace.
+    pub own: Differences,
 }
 
 /// Where the figures are stated.
@@ -104,6 +112,7 @@ const DISKSIM_FIGURES: &[(&[&str], DiskSimFigure)] = &[
             drive: "Quantum Atlas III (QM39100TD-SW)",
             rms_ms: 0.378,
             source: RUNVALID,
+            own: Differences::from_counts([356, 1523, 552, 4963, 584, 1300, 704, 6, 1, 11]),
         },
     ),
     (
@@ -112,6 +121,7 @@ const DISKSIM_FIGURES: &[(&[&str], DiskSimFigure)] = &[
             drive: "Seagate Barracuda (ST32171W)",
             rms_ms: 0.349,
             source: RUNVALID,
+            own: Differences::from_counts([147, 1036, 423, 6384, 435, 1059, 507, 8, 1, 0]),
         },
     ),
     (
@@ -120,6 +130,7 @@ const DISKSIM_FIGURES: &[(&[&str], DiskSimFigure)] = &[
             drive: "Seagate Cheetah 4LP",
             rms_ms: 0.318,
             source: RUNVALID,
+            own: Differences::from_counts([5, 964, 546, 6592, 579, 1119, 186, 2, 3, 4]),
         },
     ),
     (
@@ -128,6 +139,7 @@ const DISKSIM_FIGURES: &[(&[&str], DiskSimFigure)] = &[
             drive: "Seagate Cheetah 9LP (ST39102LW)",
             rms_ms: 0.107,
             source: RUNVALID,
+            own: Differences::from_counts([10, 1111, 595, 6474, 628, 1059, 121, 1, 1, 0]),
         },
     ),
     (
@@ -136,6 +148,7 @@ const DISKSIM_FIGURES: &[(&[&str], DiskSimFigure)] = &[
             drive: "IBM Ultrastar 18ES (DNES-309170W)",
             rms_ms: 0.135,
             source: RUNVALID,
+            own: Differences::from_counts([171, 1154, 465, 6379, 438, 1006, 384, 3, 0, 0]),
         },
     ),
     (
@@ -144,6 +157,7 @@ const DISKSIM_FIGURES: &[(&[&str], DiskSimFigure)] = &[
             drive: "Quantum Atlas 10K",
             rms_ms: 0.268,
             source: RUNVALID,
+            own: Differences::from_counts([9, 1096, 563, 6792, 550, 908, 81, 1, 0, 0]),
         },
     ),
     (
@@ -152,6 +166,7 @@ const DISKSIM_FIGURES: &[(&[&str], DiskSimFigure)] = &[
             drive: "HP C2247",
             rms_ms: 0.090,
             source: RUNVALID,
+            own: Differences::from_counts([227, 0, 6, 9556, 7, 1, 2, 47, 151, 2]),
         },
     ),
     (
@@ -160,6 +175,7 @@ const DISKSIM_FIGURES: &[(&[&str], DiskSimFigure)] = &[
             drive: "HP C3323A",
             rms_ms: 0.306,
             source: RUNVALID,
+            own: Differences::from_counts([687, 1454, 564, 3406, 566, 1264, 1010, 54, 56, 13]),
         },
     ),
     (
@@ -168,6 +184,7 @@ const DISKSIM_FIGURES: &[(&[&str], DiskSimFigure)] = &[
             drive: "HP C2490",
             rms_ms: 0.254,
             source: RUNVALID,
+            own: Differences::from_counts([524, 2, 58, 8843, 45, 3, 505, 3, 1, 0]),
         },
     ),
     (
@@ -176,6 +193,7 @@ const DISKSIM_FIGURES: &[(&[&str], DiskSimFigure)] = &[
             drive: "DEC RZ26",
             rms_ms: 0.340,
             source: RUNVALID,
+            own: Differences::from_counts([318, 203, 401, 5959, 477, 153, 220, 148, 75, 26]),
         },
     ),
 ];
@@ -405,6 +423,8 @@ pub struct Validation {
     /// Each cache outcome alone (`Hit`, `Miss`, `Doub`, `Trip`), when the trace has more
     /// than one.
     pub by_cache: Vec<CacheValidation>,
+    /// Request by request, the recorded time less the model's, in DiskSim's buckets.
+    pub differences: Differences,
     /// Both distributions, ascending (for plots).
     #[serde(skip)]
     pub curves: (Vec<f64>, Vec<f64>),
@@ -510,6 +530,7 @@ pub fn validate(trace: &[RecordedRequest], device: &DeviceSpec) -> Result<Valida
         })
     })
     .collect();
+    let differences = Differences::count(trace, &simulated);
     let measured = sorted(trace.iter().map(|r| r.service_us).collect());
     let simulated = sorted(simulated);
     let (demerit_us, demerit_percent) = demerit(&measured, &simulated);
@@ -521,6 +542,7 @@ pub fn validate(trace: &[RecordedRequest], device: &DeviceSpec) -> Result<Valida
         simulated: distribution(&simulated),
         by_op,
         by_cache,
+        differences,
         curves: (measured, simulated),
     })
 }
