@@ -88,7 +88,11 @@ fn import_specs(diskspecs: &Path) -> Result<Imported, ImportError> {
     let seek_type = mech.take_text("Seek type")?;
     let single = mech.take_ms("Single cylinder seek time")?;
     let mut seek = match seek_type.as_str() {
-        "extracted" => read_seek(&mech.take_path("Full seek curve")?)?,
+        "extracted" => {
+            let mut table = read_seek(&mech.take_path("Full seek curve")?)?;
+            extend_seeks_as_disksim(&mut table, cylinders);
+            table
+        }
         // DiskSim's names (`dm_mech_g1`'s loader): `hplplus10` is the HPL curve with the
         // first ten distances given.
         "hpl" | "hplplus10" => {
