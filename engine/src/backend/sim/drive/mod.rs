@@ -221,8 +221,10 @@ impl Drive {
         let place = self.place(request.sector);
         let distance = place.cylinder.abs_diff(self.cylinder);
         let mut position = ms_ps(self.seek_ms(distance));
-        if distance == 0 && place.surface != self.surface {
-            position = ms_ps(self.params.head_switch_ms);
+        if place.surface != self.surface {
+            // Changing heads takes the head switch at least, seeking or not (DiskSim's
+            // `dm_seek_time_g1`: the longer of the two).
+            position = position.max(ms_ps(self.params.head_switch_ms));
         }
         if write && position > 0 {
             // DiskSim's "Add. write settling delay" adjusts a write's positioning either way,

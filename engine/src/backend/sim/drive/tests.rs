@@ -469,6 +469,34 @@ fn the_write_settling_delay_applies_to_a_seek_or_head_switch_and_not_to_a_write_
 }
 
 #[test]
+fn a_seek_that_changes_heads_takes_the_head_switch_where_that_is_longer() {
+    // DiskSim's `dm_seek_time_g1` takes the longer of the seek and the head switch whenever
+    // the heads differ; a switch slower than a one-cylinder seek is what shows it.
+    let slow_switch = || drive_with(Overheads::default(), |p| p.head_switch_ms = 5.0);
+    let drive = slow_switch();
+    let next = |cylinder, surface| {
+        (0..u64::MAX)
+            .map(|s| s * 50)
+            .find(|&s| {
+                let at = drive.place(s);
+                at.cylinder == cylinder && at.surface == surface
+            })
+            .unwrap()
+    };
+    let (same_head, other_head) = (next(1, 0), next(1, 1));
+    let one_cylinder = ms_ps(drive.seek_ms(1));
+    assert!(one_cylinder < 5_000_000_000);
+    let positioned = |sector| {
+        let read = request(1, Op::Read, sector);
+        slow_switch()
+            .access(0, &read, false, (0, 0, 0), 0)
+            .positioned
+    };
+    assert_eq!(positioned(same_head), one_cylinder);
+    assert_eq!(positioned(other_head), 5_000_000_000);
+}
+
+#[test]
 fn a_write_positions_for_at_least_the_minimum_seek_delay() {
     // DiskSim's `Minimum seek delay`: 0.6 ms for the HP C2247A, even on the track the head
     // is on (`serve` passes no minimum for a write joining the one still going to the
