@@ -182,8 +182,8 @@ pub(super) fn import_zones(
 /// `c + d·x` from it on, with `single` for one cylinder unless it is −1. `first_ten` (the
 /// `hplplus10` type) gives distances 1 to 10 directly, one cylinder included whatever
 /// `single` says (DiskSim's `dm_mech_g1_seek_1st10_plus_hpl` reads only the ten there).
-/// The curve is sampled at every distance up to 100, then in 1 % steps and at the full
-/// stroke, which the model joins with straight lines.
+/// The curve is sampled at every distance up to 100 and then in 1 % steps, which the model
+/// joins with straight lines (and [`extend_seeks_as_disksim`] carries to the full stroke).
 pub(super) fn hpl_table(hpl: &[f64], first_ten: &[f64], cylinders: u64) -> Vec<(u64, f64)> {
     let [boundary, a, b, c, d, single] = [hpl[0], hpl[1], hpl[2], hpl[3], hpl[4], hpl[5]];
     let curve = |x: u64| {
@@ -204,12 +204,6 @@ pub(super) fn hpl_table(hpl: &[f64], first_ten: &[f64], cylinders: u64) -> Vec<(
         };
         table.push((x, ms.max(0.0)));
         x = if x < 100 { x + 1 } else { x + (x / 100).max(1) };
-    }
-    // The last sample is at most 1 % short of the full stroke; DiskSim computes the curve
-    // at any distance, so the table ends on the longest seek the drive can make.
-    let far = cylinders.saturating_sub(1);
-    if far >= 1 && table.last().is_some_and(|&(x, _)| x < far) {
-        table.push((far, curve(far).max(0.0)));
     }
     table
 }
@@ -281,14 +275,14 @@ pub(super) fn read_seek(path: &Path) -> Result<Vec<(u64, f64)>, ImportError> {
     Ok(points)
 }
 
-/// A measured seek table carried out to the longest seek the drive can make, `cylinders -
-/// 1`, as DiskSim reads past its end: `dm_mech_g1_seek_extracted` extrapolates the line
-/// through the last two points, where the model would otherwise hold the last time (or
-/// the full-stroke time). Kept within what a drive can be ([`MAX_SEEK_MS`]) and never
-/// below zero (DiskSim's unsigned time could not go there either); a table of one point
-/// has no line to extend and stays as it is.
-pub(super) fn extend_seeks_as_disksim(table: &mut Vec<(u64, f64)>, cylinders: u64) {
-    let far = cylinders.saturating_sub(1);
+/// A seek table carried out to the longest seek the drive can make, `far` cylinders (its
+/// zones' last cylinder, as DiskSim lays the drive out by its zones), as DiskSim reads
+/// past a table's end: `dm_mech_g1_seek_extracted` extrapolates the line through the last
+/// two points, and the HPL curve past its boundary is that line; the model would
+/// otherwise hold the last time (or the full-stroke time). Kept within what a drive can
+/// be ([`MAX_SEEK_MS`]) and never below zero (DiskSim's unsigned time could not go there
+/// either); a table of one point has no line to extend and stays as it is.
+pub(super) fn extend_seeks_as_disksim(table: &mut Vec<(u64, f64)>, far: u64) {
     let [.., (d1, t1), (d2, t2)] = table[..] else {
         return;
     };

@@ -88,11 +88,7 @@ fn import_specs(diskspecs: &Path) -> Result<Imported, ImportError> {
     let seek_type = mech.take_text("Seek type")?;
     let single = mech.take_ms("Single cylinder seek time")?;
     let mut seek = match seek_type.as_str() {
-        "extracted" => {
-            let mut table = read_seek(&mech.take_path("Full seek curve")?)?;
-            extend_seeks_as_disksim(&mut table, cylinders);
-            table
-        }
+        "extracted" => read_seek(&mech.take_path("Full seek curve")?)?,
         // DiskSim's names (`dm_mech_g1`'s loader): `hplplus10` is the HPL curve with the
         // first ten distances given.
         "hpl" | "hplplus10" => {
@@ -159,6 +155,8 @@ fn import_specs(diskspecs: &Path) -> Result<Imported, ImportError> {
     let sparing = Sparing::read(&mut layout)?;
     let sparing_scheme = sparing.scheme;
     let zones = import_zones(&mut layout, &mut notes, &model_path, (surfaces, sparing))?;
+    let reach = zones.iter().map(|z| z.last_cylinder).max().unwrap_or(0);
+    extend_seeks_as_disksim(&mut seek, reach);
     // 0 numbers a cylinder's surfaces alike on every cylinder; 1 and 2 in reverse on
     // alternate cylinders (DiskSim's `diskmap_surfno_on_cylinder`).
     let scheme = layout
