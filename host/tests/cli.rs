@@ -2657,6 +2657,46 @@ fn validate_prints_disksims_own_figure_beside_its_own_for_a_drive_of_disksims_su
     assert!(v["disksim"].is_null(), "{v}");
     assert_eq!(v["validation"]["by_cache"][1]["cache"], "Doub", "{v}");
     assert_eq!(count(&v["validation"]["differences"]), 2, "{v}");
+    // Request by request to a new file: each request's recorded and simulated times, in
+    // the trace's order; an existing file is never written over.
+    let dir = scratch_dir("validate_per_request");
+    let csv = dir.join("requests.csv");
+    let per_request = |path: &std::path::Path| {
+        schedhost(&[
+            "validate",
+            mine.to_str().unwrap(),
+            "--device",
+            specs.to_str().unwrap(),
+            "--per-request",
+            path.to_str().unwrap(),
+        ])
+    };
+    let out = per_request(&csv);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let rows: Vec<Vec<&str>> = text.lines().map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows.len(), 3, "{text}");
+    assert_eq!(
+        rows[0][5..],
+        ["recorded_us", "simulated_us", "recorded_less_simulated_us"]
+    );
+    assert_eq!(
+        rows[2][..6],
+        ["2", "read", "Doub", "64", "8", "9000.000"],
+        "{text}"
+    );
+    let (recorded, simulated, less): (f64, f64, f64) = (
+        rows[2][5].parse().unwrap(),
+        rows[2][6].parse().unwrap(),
+        rows[2][7].parse().unwrap(),
+    );
+    assert!(
+        simulated > 0.0 && (recorded - simulated - less).abs() < 0.002,
+        "{text}"
+    );
+    let again = per_request(&csv);
+    assert_fails_with(&again, "exists; give a new file name");
+    assert_eq!(std::fs::read_to_string(&csv).unwrap(), text);
 }
 
 #[test]

@@ -8,7 +8,8 @@ use anyhow::{Context, Result, bail};
 use schedhost::backend::sim::DeviceSpec;
 use schedhost::backend::sim::drive::disksim;
 use schedhost::fidelity::{
-    Differences, DiskSimFigure, Distribution, Validation, disksim_figure, parse_trace, validate,
+    Differences, DiskSimFigure, Distribution, RecordedRequest, Validation, disksim_figure,
+    parse_trace, validate,
 };
 use schedhost::frontend::run::Device;
 
@@ -27,6 +28,10 @@ pub struct ValidateArgs {
     /// Write both CDFs as DIR/validate-cdf.svg.
     #[arg(long, value_name = "DIR")]
     pub plot: Option<PathBuf>,
+    /// Write each request's recorded and simulated times to FILE (CSV, a new file): to
+    /// find which requests the model gets wrong, and what came before them.
+    #[arg(long, value_name = "FILE")]
+    pub per_request: Option<PathBuf>,
     /// Report format.
     #[arg(long, value_enum, default_value_t = OutputFormat::Normal)]
     pub output_format: OutputFormat,
@@ -51,6 +56,9 @@ impl ValidateArgs {
         let result = validate(&trace, &device)
             .map_err(anyhow::Error::msg)
             .with_context(|| format!("replaying {} on {}", self.trace.display(), self.device))?;
+        if let Some(path) = &self.per_request {
+            write_per_request(path, &trace, &result.by_request)?;
+        }
         if let Some(dir) = &self.plot {
             let svg = schedhost::observe::plot::distributions(
                 &format!("{} on {}", file_name(&self.trace), self.device),
@@ -94,6 +102,44 @@ impl ValidateArgs {
         }
         Ok(())
     }
+}
+
+/// `trace` beside the model's `simulated` times, a CSV row a request, to the new file `path`.
+fn write_per_request(path: &Path, trace: &[RecordedRequest], simulated: &[f64]) -> Result<()> {
+    use std::io::Write as _;
+    let file = schedhost::output::create_new(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::AlreadyExists => {
+            anyhow::anyhow!(
+                "--per-request {}: exists; give a new file name",
+                path.display()
+            )
+        }
+        _ => anyhow::anyhow!("--per-request {}: {e}", path.display()),
+    })?;
+    let mut out = std::io::BufWriter::new(file);
+    let written = (|| -> std::io::Result<()> {
+        writeln!(
+            out,
+            "request,op,cache,blkno,bcount,recorded_us,simulated_us,recorded_less_simulated_us"
+        )?;
+        for (i, (r, &us)) in trace.iter().zip(simulated).enumerate() {
+            writeln!(
+                out,
+                "{},{},{},{},{},{:.3},{:.3},{:.3}",
+                i + 1,
+                r.op.name(),
+                r.cache.name(),
+                r.sector,
+                r.sectors,
+                r.service_us,
+                us,
+                r.service_us - us
+            )?;
+        }
+        out.flush()?;
+        out.get_ref().sync_all()
+    })();
+    written.with_context(|| format!("writing {}", path.display()))
 }
 
 fn file_name(path: &std::path::Path) -> String {

@@ -425,6 +425,9 @@ pub struct Validation {
     pub by_cache: Vec<CacheValidation>,
     /// Request by request, the recorded time less the model's, in DiskSim's buckets.
     pub differences: Differences,
+    /// The model's time for each request, in the trace's order (µs).
+    #[serde(skip)]
+    pub by_request: Vec<f64>,
     /// Both distributions, ascending (for plots).
     #[serde(skip)]
     pub curves: (Vec<f64>, Vec<f64>),
@@ -532,6 +535,7 @@ pub fn validate(trace: &[RecordedRequest], device: &DeviceSpec) -> Result<Valida
     .collect();
     let differences = Differences::count(trace, &simulated);
     let measured = sorted(trace.iter().map(|r| r.service_us).collect());
+    let by_request = simulated.clone();
     let simulated = sorted(simulated);
     let (demerit_us, demerit_percent) = demerit(&measured, &simulated);
     Ok(Validation {
@@ -543,6 +547,7 @@ pub fn validate(trace: &[RecordedRequest], device: &DeviceSpec) -> Result<Valida
         by_op,
         by_cache,
         differences,
+        by_request,
         curves: (measured, simulated),
     })
 }
