@@ -174,6 +174,40 @@ fn the_hp_replay_stays_within_a_few_revolutions_of_disksims_own_simulation_of_it
 }
 
 #[test]
+fn the_rms_tool_gives_disksims_stated_hp_figure_from_disksims_own_output_and_the_model_its_own() {
+    // DiskSim's own simulated distribution for the HP C3323A's trace
+    // (`hp_c3323a.disksim-dist`, from its output), read by the library's copy of DiskSim's
+    // rms tool against the trace, is the figure `runvalid` states (0.306): the tool is
+    // DiskSim's. Each bucket's requests stand in at its upper edge less half a µs, which
+    // is in the bucket whatever its width.
+    let text = std::fs::read_to_string(data("hp_c3323a.disksim-dist")).unwrap();
+    let mut disksim = Vec::new();
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let (edge_ms, requests) = line.split_once(' ').unwrap();
+        let edge_us: f64 = edge_ms.parse::<f64>().unwrap() * 1000.0;
+        let requests: usize = requests.parse().unwrap();
+        disksim.extend(std::iter::repeat_n(edge_us - 0.5, requests));
+    }
+    let (trace, times) = replayed("hp_c3323a");
+    let recorded: Vec<f64> = trace.iter().map(|r| r.service_us).collect();
+    assert_eq!(disksim.len(), recorded.len());
+    let theirs = schedhost::fidelity::disksim_rms_ms(&recorded, &disksim);
+    assert_eq!(
+        (theirs * 1000.0).round(),
+        306.0,
+        "DiskSim's own by the tool: {theirs}"
+    );
+    // The model, read the same way, is over it (0.314): about nine requests a revolution
+    // apart from DiskSim's run shift the body of its distribution (BENCHMARKS.md). This
+    // holds the figure where it is measured, not where it is wanted.
+    let ours = schedhost::fidelity::disksim_rms_ms(&recorded, &times);
+    assert!(
+        (ours - 0.3144).abs() < 0.0005,
+        "the model by the tool: {ours}"
+    );
+}
+
+#[test]
 fn the_atlas_replay_agrees_with_the_drive_request_by_request_at_least_as_often_as_disksim() {
     // The Atlas 10K is the one of the three where the model and DiskSim part (its free
     // blocks, BENCHMARKS.md): request by request the model is within a millisecond of the

@@ -86,6 +86,7 @@ impl ValidateArgs {
                     "model": device.name(),
                     "validation": result,
                     "rms_ms": result.demerit_us / 1000.0,
+                    "rms_tool_ms": result.rms_tool_ms,
                     "disksim": disksim,
                 });
                 println!("{}", serde_json::to_string_pretty(&doc)?);
@@ -167,14 +168,20 @@ fn card(
         "  demerit: {:.2} % of the measured mean ({:.0} µs RMS)",
         v.demerit_percent, v.demerit_us
     );
+    let _ = writeln!(
+        s,
+        "  RMS {:.3} ms; by DiskSim's rms tool over its buckets {:.3} ms",
+        v.demerit_us / 1000.0,
+        v.rms_tool_ms
+    );
     if let Some(d) = disksim {
         let _ = writeln!(
             s,
-            "  RMS {:.3} ms; DiskSim's own on the {}: {:.3} ms ({})",
-            v.demerit_us / 1000.0,
+            "  DiskSim's own on the {}: {:.3} ms by that tool ({}); this model {}",
             d.drive,
             d.rms_ms,
-            d.source
+            d.source,
+            standing(v.rms_tool_ms, d.rms_ms)
         );
     }
     for op in &v.by_op {
@@ -211,6 +218,19 @@ fn card(
     }
     differences(&mut s, &v.differences, disksim);
     s
+}
+
+/// Where `ours` stands against DiskSim's `theirs`, at the three decimals DiskSim states
+/// its figures to ("rms should be about 0.318").
+fn standing(ours: f64, theirs: f64) -> &'static str {
+    let (ours, theirs) = ((ours * 1000.0).round(), (theirs * 1000.0).round());
+    if ours < theirs {
+        "under it"
+    } else if ours == theirs {
+        "at it, to the three decimals DiskSim states"
+    } else {
+        "over it"
+    }
 }
 
 /// Request by request, the recorded time less the simulated one in DiskSim's buckets (% of

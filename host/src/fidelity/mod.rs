@@ -14,7 +14,9 @@
 use schedhost_sdk::Op;
 
 mod differences;
+mod rms_tool;
 pub use differences::{Differences, EDGES_MS as DIFFERENCE_EDGES_MS};
+pub use rms_tool::disksim_rms_ms;
 
 use crate::backend::sim::{DeviceModel, DeviceRequest, DeviceSpec};
 
@@ -412,6 +414,9 @@ pub struct Validation {
     pub requests: usize,
     /// RMS horizontal distance between the CDFs.
     pub demerit_us: f64,
+    /// The same distance as DiskSim's `rms` tool computes it over its buckets, in ms: the
+    /// figure to set beside one DiskSim states.
+    pub rms_tool_ms: f64,
     /// The same as a percentage of the measured mean.
     pub demerit_percent: f64,
     /// What the drive took.
@@ -541,6 +546,7 @@ pub fn validate(trace: &[RecordedRequest], device: &DeviceSpec) -> Result<Valida
     Ok(Validation {
         requests: trace.len(),
         demerit_us,
+        rms_tool_ms: disksim_rms_ms(&measured, &simulated),
         demerit_percent,
         measured: distribution(&measured),
         simulated: distribution(&simulated),
