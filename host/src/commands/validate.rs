@@ -140,6 +140,10 @@ fn write_per_request(path: &Path, trace: &[RecordedRequest], simulated: &[f64]) 
         out.flush()?;
         out.get_ref().sync_all()
     })();
+    if written.is_err() {
+        // The file is this run's own, just made: a part of it is no report to leave.
+        let _ = std::fs::remove_file(path);
+    }
     written.with_context(|| format!("writing {}", path.display()))
 }
 
