@@ -67,7 +67,9 @@ cargo xtask <command>
   bench-drives [DIR...]
                       cross-validation: every DiskSim drive (NAME.parv with NAME.trace or
                       trace.NAME) in DIR (default examples/validation) replayed by `validate`,
-                      its RMS beside DiskSim's own and what the importer could not represent
+                      its RMS (also as DiskSim's rms tool reads it) beside DiskSim's own, the
+                      part within 1 ms beside DiskSim's, and what the importer could not
+                      represent
   bench-calibrate [--file PATH] [--spec SPEC] [--seconds S] [--rounds N]
                       sim-to-real for policies: every bundled policy on a spec calibrated to
                       PATH (default target/bench/calibrate.img; a PATH given must not exist
