@@ -2651,6 +2651,24 @@ fn validate_prints_disksims_own_figure_beside_its_own_for_a_drive_of_disksims_su
         text.contains("DiskSim's own on its whole trace: 67.9 % of 10000"),
         "{text}"
     );
+    // A part of a suite trace, under the suite's name, is told apart from the whole.
+    let whole = std::fs::read_to_string(dir.join("atlas10k.trace")).unwrap();
+    let part_dir = scratch_dir("validate_part_of_a_suite_trace");
+    let part = part_dir.join("atlas10k.trace");
+    let first: String = whole.lines().take(100).map(|l| format!("{l}\n")).collect();
+    std::fs::write(&part, first).unwrap();
+    let out = schedhost(&[
+        "validate",
+        part.to_str().unwrap(),
+        "--device",
+        specs.to_str().unwrap(),
+    ]);
+    let card = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        card.contains("whole trace of 10000 requests and this one has 100"),
+        "{card}"
+    );
+    assert!(!text.contains("this one has"), "{text}");
     // A trace of its own has no DiskSim figure; its differences are counted all the same.
     let mine = temp_file("mine.trace", "R Hit 0 8 9000 1000\nR Doub 64 8 9000 1000\n");
     let v = validate(&mine);

@@ -187,6 +187,15 @@ fn card(
             d.source,
             standing(v.rms_tool_ms, d.rms_ms)
         );
+        let whole = d.own.total();
+        if (v.requests as u64) < whole {
+            let _ = writeln!(
+                s,
+                "  (DiskSim's figure is for its whole trace of {whole} requests and this one has {}: \
+                 a part's RMS runs higher; the share within 1 ms below compares within its sampling error)",
+                v.requests
+            );
+        }
     }
     for op in &v.by_op {
         let _ = writeln!(
