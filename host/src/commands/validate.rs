@@ -88,6 +88,7 @@ impl ValidateArgs {
                     "rms_ms": result.demerit_us / 1000.0,
                     "rms_tool_ms": result.rms_tool_ms,
                     "disksim": disksim,
+                    "disksim_standing": disksim.map(|d| standing(result.rms_tool_ms, d.rms_ms)),
                 });
                 println!("{}", serde_json::to_string_pretty(&doc)?);
             }
@@ -185,7 +186,11 @@ fn card(
             d.drive,
             d.rms_ms,
             d.source,
-            standing(v.rms_tool_ms, d.rms_ms)
+            match standing(v.rms_tool_ms, d.rms_ms) {
+                "under" => "under it",
+                "at" => "at it, to the three decimals DiskSim states",
+                _ => "over it",
+            }
         );
         let whole = d.own.total();
         if (v.requests as u64) < whole {
@@ -233,16 +238,17 @@ fn card(
     s
 }
 
-/// Where `ours` stands against DiskSim's `theirs`, at the three decimals DiskSim states
-/// its figures to ("rms should be about 0.318").
+/// Where `ours` stands against DiskSim's `theirs` (`under`, `at` or `over`), at the three
+/// decimals DiskSim states its figures to ("rms should be about 0.318"): the card says it,
+/// and the JSON carries it (`disksim_standing`) for tools that judge by it.
 fn standing(ours: f64, theirs: f64) -> &'static str {
     let (ours, theirs) = ((ours * 1000.0).round(), (theirs * 1000.0).round());
     if ours < theirs {
-        "under it"
+        "under"
     } else if ours == theirs {
-        "at it, to the three decimals DiskSim states"
+        "at"
     } else {
-        "over it"
+        "over"
     }
 }
 
