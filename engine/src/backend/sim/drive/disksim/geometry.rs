@@ -242,15 +242,17 @@ pub(super) fn read_seek(path: &Path) -> Result<Vec<(u64, f64)>, ImportError> {
         };
         let (d, ms) = line.split_once(',').ok_or_else(bad)?;
         let d: u64 = d.trim().parse().map_err(|_| bad())?;
-        let ms: f64 = ms.trim().parse().map_err(|_| bad())?;
+        let ms_text = ms.trim();
+        let ms: f64 = ms_text.parse().map_err(|_| bad())?;
         if !(ms.is_finite() && ms >= 0.0) {
             return Err(bad());
         }
         if ms > MAX_SEEK_MS {
+            // The file's own words: a huge value printed in full runs to hundreds of digits.
             return Err(fail(
                 path,
                 format!(
-                    "line {}: a seek of {ms} ms; a drive's seek takes at most {MAX_SEEK_MS} ms",
+                    "line {}: a seek of `{ms_text}` ms; a drive's seek takes at most {MAX_SEEK_MS} ms",
                     n + 1
                 ),
             ));

@@ -117,6 +117,24 @@ fn a_seek_curve_of_years_is_refused_by_name() {
 }
 
 #[test]
+fn a_measured_seek_of_years_is_refused_in_the_files_own_words() {
+    let dir = std::env::temp_dir().join(format!("schedhost-seek-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("d.seek");
+    std::fs::write(&path, "Seek distances measured: 2\n1, 1.0\n2, 1e300\n").unwrap();
+    let err = read_seek(&path).unwrap_err().to_string();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(
+        err.contains("line 3: a seek of `1e300` ms") && err.contains("at most 1000 ms"),
+        "{err}"
+    );
+    assert!(
+        err.len() < 200,
+        "the value is not printed out in full: {err}"
+    );
+}
+
+#[test]
 fn hplplus10_takes_its_first_ten_seeks_before_the_single_cylinder_value_and_the_curve_after() {
     let hpl = [300.0, 3.0, 0.5, 8.0, 0.01, 0.9];
     let ten: Vec<f64> = (1..=10).map(|d| f64::from(d) / 10.0).collect();
