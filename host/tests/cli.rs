@@ -2549,6 +2549,48 @@ fn groups_weighted_three_to_one_get_three_to_one_under_mclock_and_bfq_components
     assert!(a.abs_diff(b) * 100 < a, "noop ignores weights: {a}:{b}");
 }
 
+/// Two groups 1:2 at iodepth 256 on `sim:ssd`, the light one held to 111 334 IOPS by
+/// io.max (under the third of noop's 376 000 its weight asks): each group's IOPS under
+/// `policy`.
+fn limited_beside_unlimited(policy: &str) -> (f64, f64) {
+    let mut args: Vec<String> = [
+        "--policy",
+        policy,
+        "--device",
+        "sim:ssd",
+        "--nr-requests",
+        "4096",
+        "--output-format=json",
+        "--group",
+        "a:riops=111334",
+    ]
+    .map(String::from)
+    .into();
+    for (name, weight) in [("a", 100), ("b", 200)] {
+        args.extend(group_reader(name, weight, 256, "200ms"));
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = schedhost(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let iops = |job: usize| report["jobs"][job]["read"]["iops"].as_f64().unwrap();
+    (iops(0), iops(1))
+}
+
+#[test]
+fn a_group_held_at_its_limit_costs_the_others_no_device_depth_under_mclock() {
+    // The device bound kept room for the limited group's weight's part, and held the device
+    // where that part was its limit: 0.91 of noop's IOPS (0.885 on the sweep's cell of this
+    // shape). The limited group completes at its limit; the bound keeps no room for it.
+    let (noop_a, noop_b) = limited_beside_unlimited("native:noop");
+    let (a, b) = limited_beside_unlimited("native:mclock");
+    assert!((a - 111_334.0).abs() < 1_100.0, "the limit: {a}");
+    assert!(
+        a + b >= 0.97 * (noop_a + noop_b),
+        "mclock {a} + {b} against noop {noop_a} + {noop_b}"
+    );
+}
+
 #[test]
 fn bfq_serves_light_groups_busy_before_heavy_ones_within_the_run_on_a_disk() {
     // Six groups at iodepth 1 on the Atlas 10K; the three light ones are busy first. A turn

@@ -356,6 +356,7 @@ impl Policy for Bfq {
 
     fn groups(&mut self, _now_ns: u64, groups: &[Group]) {
         self.group_weights = groups.iter().map(|g| (g.id, g.weight)).collect();
+        self.share.groups(groups);
         self.latency_targets = (groups.iter())
             .filter(|g| g.latency_target_ns.is_some())
             .map(|g| g.id)
@@ -587,7 +588,7 @@ impl Policy for Bfq {
     fn completed(&mut self, now_ns: u64, done: &[Completion]) {
         // What was counted is uncounted, even if the groups went meanwhile.
         if self.share.in_flight() > 0 {
-            self.share.completed(done);
+            self.share.completed_at(now_ns, done);
         }
         for c in done {
             if let Some(key) = self.on_device.remove(&c.id) {

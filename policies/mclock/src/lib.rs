@@ -25,7 +25,7 @@
 //! tags, so while two or more groups have requests and the device queues, mclock keeps on
 //! it only what lets every group hold its weight's part ([`schedhost_sdk::device_share`],
 //! dmClock's bound on what is outstanding at a server, derived instead of configured;
-//! `device_share=0` turns it off).
+//! `device_share=0` turns it off), keeping no room for a group its io.max limit holds.
 //!
 //! The host holds io.max limits itself before the policy, bursts included, so the `L` tags
 //! are off by default (`limit_tags=1` turns them on): paced again without the bursts, a
@@ -211,6 +211,7 @@ impl Mclock {
             return u32::MAX;
         }
         let backlog = self.lanes.iter().map(|(&g, lane)| Backlog {
+            group: g,
             weight: u64::from(lane.promise.weight),
             outstanding: u32::try_from(lane.queue.len())
                 .unwrap_or(u32::MAX)
@@ -339,6 +340,7 @@ impl Policy for Mclock {
         for g in groups {
             self.lanes.entry(g.id).or_default().promise = Promise::from(g);
         }
+        self.on_device.groups(groups);
     }
 
     fn insert(&mut self, now_ns: u64, requests: &[Request]) {
@@ -367,8 +369,8 @@ impl Policy for Mclock {
         }
     }
 
-    fn completed(&mut self, _now_ns: u64, done: &[Completion]) {
-        self.on_device.completed(done);
+    fn completed(&mut self, now_ns: u64, done: &[Completion]) {
+        self.on_device.completed_at(now_ns, done);
     }
 
     fn dispatch(&mut self, now_ns: u64, _hw_queue: u32, budget: u32, out: &mut Dispatch) {

@@ -37,18 +37,27 @@
 //! on `sim:ssd`, got 0.26 of the IOPS over the floor, 0.88 at its part; the device at
 //! 0.75 of noop's IOPS).
 //!
-//! Use: [`DeviceShare::room`] before dispatching, [`DeviceShare::sent`] for each request
-//! sent, [`DeviceShare::completed`] and [`DeviceShare::requeued`] as the host reports them.
+//! A group that completes at its io.max limit is left out of the bound (`pace.rs`): the
+//! host's limiter holds it back, not the device, and the room kept for its weight's part
+//! went unused while the others waited (a limited group beside an unlimited one on
+//! `sim:ssd`: 0.885 of noop's IOPS, 1.00 without the room kept). Its requests on the device
+//! count in the bound; the other groups' parts are of what they share.
+//!
+//! Use: [`DeviceShare::groups`] with the host's groups, [`DeviceShare::room`] before
+//! dispatching, [`DeviceShare::sent`] for each request sent, [`DeviceShare::completed_at`]
+//! and [`DeviceShare::requeued`] as the host reports them.
 //! The policy must see completions (`COMPLETIONS`) and keep absorbed requests out of its
 //! answers itself (`HANDLES_ABSORBED`), so that every id it sends is one the device gets.
 
 use std::collections::BTreeMap;
 
-use crate::{Completion, RequestId};
+use crate::{Completion, Group, RequestId};
 
 mod knee;
+mod pace;
 
 use knee::Knee;
+use pace::LimitPace;
 
 /// Completions per window of the saturation test.
 const WINDOW: u32 = 32;
@@ -99,6 +108,8 @@ pub fn apportion_into(total: u32, weights: &[u64], parts: &mut Vec<u32>, order: 
 /// What one group has outstanding (in the policy and on the device) and its weight.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Backlog {
+    /// The group, as in a request's `group`.
+    pub group: u32,
     /// Its weight against the other groups.
     pub weight: u64,
     /// Requests the policy holds and requests on the device.
@@ -132,6 +143,8 @@ pub struct DeviceShare {
     saturated: bool,
     /// A window at half the depth, asked before the bound lifts.
     probe: Option<Probe>,
+    /// Which limited groups complete at their limits.
+    pace: LimitPace,
 }
 
 /// One request sent, and whether it went during a [`Probe`].
@@ -184,6 +197,17 @@ impl DeviceShare {
         self.per_group.get(&group).copied().unwrap_or(0)
     }
 
+    /// The host's groups (`Policy::groups`): their limits, for [`Self::at_limit`].
+    pub fn groups(&mut self, groups: &[Group]) {
+        self.pace.set(groups);
+    }
+
+    /// Whether `group` completed at its io.max limit over its last window: the bound
+    /// keeps no room for it.
+    pub fn at_limit(&self, group: u32) -> bool {
+        self.pace.at_limit(group)
+    }
+
     /// Whether the last window saw queueing inside the device.
     pub fn saturated(&self) -> bool {
         self.saturated
@@ -203,10 +227,19 @@ impl DeviceShare {
         if !self.saturated {
             return None;
         }
-        let groups: Vec<Backlog> = groups.into_iter().filter(|g| g.outstanding > 0).collect();
+        // A group at its limit is held by its limiter: its requests on the device count,
+        // and no room is kept for its weight's part.
+        let (held, groups): (Vec<Backlog>, Vec<Backlog>) = groups
+            .into_iter()
+            .filter(|g| g.outstanding > 0)
+            .partition(|g| self.at_limit(g.group));
         if groups.len() < 2 {
             return None;
         }
+        let held_on_device = held
+            .iter()
+            .map(|g| self.in_flight_of(g.group))
+            .fold(0, u32::saturating_add);
         let total: u64 = groups
             .iter()
             .map(|g| g.weight.max(1))
@@ -232,6 +265,7 @@ impl DeviceShare {
                 .unwrap_or(u32::MAX)
                 .max(floor)
                 .max(1)
+                .saturating_add(held_on_device)
                 .min(self.probe.map_or(u32::MAX, |p| p.depth)),
         )
     }
@@ -255,13 +289,27 @@ impl DeviceShare {
     }
 
     /// Requests finished: they leave the device, and their service times feed the
-    /// saturation test.
+    /// saturation test. Without the time, no group is seen at its limit: use
+    /// [`Self::completed_at`].
     pub fn completed(&mut self, done: &[Completion]) {
+        self.completed_when(None, done);
+    }
+
+    /// [`Self::completed`], at `now_ns`: each limited group's completions are also set
+    /// against its limits.
+    pub fn completed_at(&mut self, now_ns: u64, done: &[Completion]) {
+        self.completed_when(Some(now_ns), done);
+    }
+
+    fn completed_when(&mut self, now_ns: Option<u64>, done: &[Completion]) {
         for c in done {
             let Some(sent) = self.forget(c.id) else {
                 // Sent by a policy before a swap, or never counted: not this bound's.
                 continue;
             };
+            if let Some(now) = now_ns {
+                self.pace.completed(now, sent.group, c.op, c.sectors);
+            }
             let service = c.service_ns.max(1);
             let least = *self
                 .least_ns

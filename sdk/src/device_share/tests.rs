@@ -1,5 +1,5 @@
 use super::*;
-use crate::Op;
+use crate::{Group, Op};
 
 fn done(id: u64, service_ns: u64) -> Completion {
     Completion {
@@ -16,6 +16,7 @@ fn done(id: u64, service_ns: u64) -> Completion {
 /// Groups of weights 1 and 5, each with 64 requests outstanding.
 fn two_groups() -> [Backlog; 2] {
     [1, 5].map(|weight| Backlog {
+        group: u32::try_from(weight).unwrap(),
         weight,
         outstanding: 64,
     })
@@ -102,6 +103,7 @@ fn no_bound_below_saturation_or_with_one_group() {
     assert!(busy.saturated());
     assert_eq!(
         busy.bound([Backlog {
+            group: 5,
             weight: 5,
             outstanding: 64
         }]),
@@ -115,6 +117,7 @@ fn a_saturated_device_holds_what_lets_the_heaviest_group_keep_its_part() {
     // 1:2:5 at 64 each: the weight-5 group may have 5/8 of B in flight with a request
     // to spare, so B = 0.9 × 64 × 8 / 5.
     let groups = [1, 2, 5].map(|weight| Backlog {
+        group: u32::try_from(weight).unwrap(),
         weight,
         outstanding: 64,
     });
@@ -122,14 +125,17 @@ fn a_saturated_device_holds_what_lets_the_heaviest_group_keep_its_part() {
     // An idle group does not count.
     let groups = [
         Backlog {
+            group: 1,
             weight: 1,
             outstanding: 0,
         },
         Backlog {
+            group: 2,
             weight: 1,
             outstanding: 10,
         },
         Backlog {
+            group: 3,
             weight: 1,
             outstanding: 40,
         },
@@ -143,6 +149,7 @@ fn the_bound_keeps_half_a_hardware_queue_on_the_device() {
     let fresh = DeviceShare::new(31, 1);
     (busy.floor, busy.tags) = (fresh.floor, fresh.tags);
     let groups = [1, 2, 5].map(|weight| Backlog {
+        group: u32::try_from(weight).unwrap(),
         weight,
         outstanding: 2,
     });
@@ -262,6 +269,7 @@ fn run_at_the_bound(
 /// asks for at most `0.9 × outstanding × 6 / 5` on it.
 fn light_and_heavy(outstanding: u32) -> [Backlog; 2] {
     [1, 5].map(|weight| Backlog {
+        group: u32::try_from(weight).unwrap(),
         weight,
         outstanding,
     })
@@ -321,4 +329,110 @@ fn completions_and_requeues_leave_the_device_and_strangers_are_ignored() {
     share.completed(&[done(2, 50), done(99, 50)]);
     assert_eq!((share.in_flight(), share.in_flight_of(7)), (0, 0));
     assert_eq!(share.window_count, 1, "only its own completion counted");
+}
+
+fn group(id: u32, weight: u32, riops: Option<u64>) -> Group {
+    Group {
+        id,
+        weight,
+        reserve_iops: None,
+        limit_iops: [riops, None],
+        limit_bps: [None, None],
+        latency_target_ns: None,
+    }
+}
+
+/// `n` requests of `group`, `op`, each sent and completed `spacing_ns` after the last.
+fn complete_paced(
+    share: &mut DeviceShare,
+    group: u32,
+    op: Op,
+    ids: std::ops::Range<u64>,
+    spacing_ns: u64,
+) {
+    for (k, id) in ids.enumerate() {
+        share.sent(RequestId(id), group);
+        let mut c = done(id, 700);
+        c.op = op;
+        share.completed_at(k as u64 * spacing_ns, &[c]);
+    }
+}
+
+/// A heavy group held by its io.max limit to 4 outstanding, beside two light ones with 64.
+fn heavy_limited_beside_two() -> [Backlog; 3] {
+    [(1, 5, 4), (2, 1, 64), (3, 2, 64)].map(|(group, weight, outstanding)| Backlog {
+        group,
+        weight,
+        outstanding,
+    })
+}
+
+#[test]
+fn a_group_completing_at_its_limit_has_no_room_kept_for_its_weights_part() {
+    let mut share = after_window(&[100, 400, 700]);
+    share.groups(&[
+        group(1, 5, Some(1000)),
+        group(2, 1, None),
+        group(3, 2, None),
+    ]);
+    // Bounded for the heavy group's part: 0.9 × 4 × 8 / 5.
+    assert_eq!(share.bound(heavy_limited_beside_two()), Some(5));
+    // 1000 IOPS for 40 ms: a window is 32 of its I/Os at the limit, 32 ms.
+    complete_paced(&mut share, 1, Op::Read, 100..141, 1_000_000);
+    assert!(share.at_limit(1));
+    share.sent(RequestId(500), 1);
+    share.sent(RequestId(501), 1);
+    // The light two share what they are bounded to (0.9 × 64 × 3 / 2), and the limited
+    // group's two on the device count besides.
+    assert_eq!(share.bound(heavy_limited_beside_two()), Some(86 + 2));
+    // With one other group left, nothing is bounded.
+    let [heavy, light, _] = heavy_limited_beside_two();
+    assert_eq!(share.bound([heavy, light]), None);
+}
+
+#[test]
+fn a_group_under_its_limit_or_past_it_only_one_way_is_still_bounded_for() {
+    // 1.1 ms apart: 909 IOPS under a limit of 1000.
+    let mut under = after_window(&[100, 400, 700]);
+    under.groups(&[group(1, 5, Some(1000))]);
+    complete_paced(&mut under, 1, Op::Read, 100..141, 1_100_000);
+    assert!(!under.at_limit(1));
+    assert_eq!(under.bound(heavy_limited_beside_two()), Some(5));
+    // At its read limit, but completing writes no limit holds back.
+    let mut both = after_window(&[100, 400, 700]);
+    both.groups(&[group(1, 5, Some(1000))]);
+    let ids = 100..141;
+    for (k, id) in ids.enumerate() {
+        both.sent(RequestId(id), 1);
+        both.sent(RequestId(id + 1000), 1);
+        let read = done(id, 700);
+        let write = Completion {
+            op: Op::Write,
+            ..done(id + 1000, 700)
+        };
+        both.completed_at(k as u64 * 1_000_000, &[read, write]);
+    }
+    assert!(!both.at_limit(1));
+    // The window needs the time: without it, no group is seen at its limit.
+    let mut untimed = after_window(&[100, 400, 700]);
+    untimed.groups(&[group(1, 5, Some(1000))]);
+    for id in 100..141 {
+        untimed.sent(RequestId(id), 1);
+        untimed.completed(&[done(id, 700)]);
+    }
+    assert!(!untimed.at_limit(1));
+}
+
+#[test]
+fn a_changed_limit_starts_its_window_again() {
+    let mut share = after_window(&[100, 400, 700]);
+    share.groups(&[group(1, 5, Some(1000))]);
+    complete_paced(&mut share, 1, Op::Read, 100..141, 1_000_000);
+    assert!(share.at_limit(1));
+    share.groups(&[group(1, 5, Some(1000))]);
+    assert!(share.at_limit(1), "the same limits keep what was seen");
+    share.groups(&[group(1, 5, Some(2000))]);
+    assert!(!share.at_limit(1));
+    share.groups(&[group(1, 5, None)]);
+    assert!(!share.at_limit(1));
 }
