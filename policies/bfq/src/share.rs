@@ -117,25 +117,13 @@ impl Bfq {
             b.weight = b.weight.max(1) * self.disk_parts.correction(g);
         }
         let bound = self.share.bound(backlogs.values().copied())?;
-        // A group at its io.max limit has no part: its limiter holds it, and what it has on
-        // the device is in the bound besides the others' parts.
-        let held: u32 = (backlogs.keys())
-            .filter(|&&g| self.share.at_limit(g))
-            .map(|&g| self.share.in_flight_of(g))
-            .fold(0, u32::saturating_add);
         // Whole parts adding up to the bound (a ceiling gave a group owed 1.07 requests two,
         // and injection kept them on the device), at least one each.
-        let (groups, weights): (Vec<u32>, Vec<u64>) = (backlogs.iter())
-            .filter(|&(&g, _)| !self.share.at_limit(g))
-            .map(|(&g, b)| (g, b.weight))
-            .unzip();
+        let (groups, weights): (Vec<u32>, Vec<u64>) =
+            backlogs.iter().map(|(&g, b)| (g, b.weight)).unzip();
         let parts = groups
             .into_iter()
-            .zip(
-                apportion(bound.saturating_sub(held), &weights)
-                    .into_iter()
-                    .map(|p| p.max(1)),
-            )
+            .zip(apportion(bound, &weights).into_iter().map(|p| p.max(1)))
             .collect();
         Some(GroupBound {
             room: bound.saturating_sub(self.share.in_flight()),
