@@ -254,10 +254,15 @@ impl DeviceShare {
             .min()?;
         // Groups that each have more outstanding than an equal split of the device's tags
         // contend for its slots, and are owed their weights' parts whatever the depth
-        // costs; the floor keeps throughput only where some group does not.
-        let n = groups.len() as u64;
+        // costs; the floor keeps throughput only where some group does not. A group at its
+        // limit counts here as it did before it reached it: left out, its few requests
+        // stopped keeping the floor, the bound fell to the heaviest group's part, and as
+        // the group went in and out of its limit the others were served past their weights
+        // and then waited for the heaviest to catch up, 100 ms and more (seed 11 cell 387).
+        let n = (groups.len() + held.len()) as u64;
         let contended = groups
             .iter()
+            .chain(&held)
             .all(|g| u64::from(g.outstanding) * n > u64::from(self.tags));
         let floor = if contended { 1 } else { self.floor() };
         Some(

@@ -77,6 +77,15 @@ struct Watch {
 }
 
 impl Watch {
+    /// The window ends at `now_ns`: judged, and the next begins.
+    fn close(&mut self, now_ns: u64) {
+        let elapsed = now_ns.saturating_sub(self.since_ns.unwrap_or(now_ns));
+        self.at_limit = self.judge(elapsed);
+        self.since_ns = Some(now_ns);
+        self.ios = [0; 2];
+        self.bytes = [0; 2];
+    }
+
     /// Whether the group completed at its limit over a window of `elapsed_ns` that ends now:
     /// in every direction it completed I/O in, at 0.98 of a limit or more.
     fn judge(&self, elapsed_ns: u64) -> bool {
@@ -132,6 +141,7 @@ impl LimitPace {
 
     /// A request of `group` completed at `now_ns`.
     pub(super) fn completed(&mut self, now_ns: u64, group: u32, op: Op, sectors: u32) {
+        self.close_overdue(now_ns);
         let Some(watch) = self.groups.get_mut(&group) else {
             return;
         };
@@ -155,10 +165,22 @@ impl LimitPace {
         watch.bytes[d] = watch.bytes[d].saturating_add(bytes);
         let elapsed = now_ns.saturating_sub(since);
         if elapsed >= watch.limits.window_ns() {
-            watch.at_limit = watch.judge(elapsed);
-            watch.since_ns = Some(now_ns);
-            watch.ios = [0; 2];
-            watch.bytes = [0; 2];
+            watch.close(now_ns);
+        }
+    }
+
+    /// Every window twice its length old is judged at `now_ns`, by any group's completion: a
+    /// group that completes nothing is not at its limit, and would otherwise keep its last
+    /// window's word until its next completion (a limited group whose requests waited
+    /// behind the others' tags completed nothing for 100 ms and was still taken as held).
+    fn close_overdue(&mut self, now_ns: u64) {
+        for watch in self.groups.values_mut() {
+            let Some(since) = watch.since_ns else {
+                continue;
+            };
+            if now_ns.saturating_sub(since) >= watch.limits.window_ns().saturating_mul(2) {
+                watch.close(now_ns);
+            }
         }
     }
 

@@ -436,3 +436,42 @@ fn a_changed_limit_starts_its_window_again() {
     share.groups(&[group(1, 5, None)]);
     assert!(!share.at_limit(1));
 }
+
+#[test]
+fn a_group_at_its_limit_still_keeps_the_floor_as_a_group_with_few_requests_does() {
+    let mut share = after_window(&[100, 400, 700]);
+    (share.floor, share.tags) = (200, 256);
+    share.groups(&[
+        group(1, 5, Some(1000)),
+        group(2, 1, None),
+        group(3, 30, None),
+    ]);
+    complete_paced(&mut share, 1, Op::Read, 100..141, 1_000_000);
+    assert!(share.at_limit(1));
+    let groups =
+        [(1, 5, 4), (2, 1, 140), (3, 30, 140)].map(|(group, weight, outstanding)| Backlog {
+            group,
+            weight,
+            outstanding,
+        });
+    // Counted out, it would leave two groups of 140 contending for 256 tags, and the bound
+    // at the heavy one's part, 0.9 × 140 × 31 / 30: 130.
+    assert_eq!(share.bound(groups), Some(200));
+}
+
+#[test]
+fn a_limited_group_that_completes_nothing_is_not_taken_as_held_past_two_windows() {
+    let mut share = after_window(&[100, 400, 700]);
+    share.groups(&[group(1, 5, Some(1000)), group(2, 1, None)]);
+    // At its limit to 40 ms; its window of 32 ms began again at 32 ms.
+    complete_paced(&mut share, 1, Op::Read, 100..141, 1_000_000);
+    assert!(share.at_limit(1));
+    let other = |share: &mut DeviceShare, id: u64, at_ns: u64| {
+        share.sent(RequestId(id), 2);
+        share.completed_at(at_ns, &[done(id, 700)]);
+    };
+    other(&mut share, 900, 60_000_000);
+    assert!(share.at_limit(1), "within two windows of its last");
+    other(&mut share, 901, 100_000_000);
+    assert!(!share.at_limit(1), "8 completions in 68 ms");
+}
