@@ -49,6 +49,10 @@ const SDK_SOURCES: &[(&str, &str)] = &[
         include_str!("../../sdk/src/device_share/knee.rs"),
     ),
     (
+        "device_share/pace.rs",
+        include_str!("../../sdk/src/device_share/pace.rs"),
+    ),
+    (
         "device_share/tests.rs",
         include_str!("../../sdk/src/device_share/tests.rs"),
     ),

@@ -37,11 +37,12 @@
 //! on `sim:ssd`, got 0.26 of the IOPS over the floor, 0.88 at its part; the device at
 //! 0.75 of noop's IOPS).
 //!
-//! A group that completes at its io.max limit is left out of the bound (`pace.rs`): the
-//! host's limiter holds it back, not the device, and the room kept for its weight's part
-//! went unused while the others waited (a limited group beside an unlimited one on
-//! `sim:ssd`: 0.885 of noop's IOPS, 1.00 without the room kept). Its requests on the device
-//! count in the bound; the other groups' parts are of what they share.
+//! A group that completes at its io.max limit is left out of the min (`pace.rs`): the host's
+//! limiter holds it back, not the device, and the room kept for its weight's part went
+//! unused while the others waited (a limited group beside an unlimited one on `sim:ssd`:
+//! 0.885 of noop's IOPS, 0.979 without the room kept). Its requests on the device count in
+//! the bound, and it counts toward whether the groups contend, so the bound is never under
+//! what it would be without the rule.
 //!
 //! Use: [`DeviceShare::groups`] with the host's groups, [`DeviceShare::room`] before
 //! dispatching, [`DeviceShare::sent`] for each request sent, [`DeviceShare::completed_at`]
