@@ -50,6 +50,10 @@ fn cdf(edges: &[u64], times_us: &[f64]) -> (Vec<f64>, Vec<f64>) {
 /// The time (ms) by straight lines between edges at which a distribution reaches `at`,
 /// from bucket `*i` on (`compute_rms`'s walk; `*i` left where the next reading resumes).
 fn time_at(xs: &[f64], ys: &[f64], i: &mut usize, at: f64) -> f64 {
+    // One edge read (every time under DiskSim's first edge): there is no line to follow.
+    if ys.len() < 2 {
+        return xs.first().copied().unwrap_or(0.0);
+    }
     while *i + 1 < ys.len() && ys[*i] < at {
         *i += 1;
     }

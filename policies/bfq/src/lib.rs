@@ -592,7 +592,7 @@ impl Policy for Bfq {
     fn completed(&mut self, now_ns: u64, done: &[Completion]) {
         // What was counted is uncounted, even if the groups went meanwhile.
         if self.share.in_flight() > 0 {
-            self.share.completed_at(now_ns, done);
+            self.share.completed(done);
         }
         for c in done {
             if let Some(key) = self.on_device.remove(&c.id) {

@@ -68,6 +68,8 @@ impl Limits {
 #[derive(Debug, Clone, Default)]
 struct Watch {
     limits: Limits,
+    /// [`Limits::window_ns`], taken once: it is read at every completion.
+    window_ns: u64,
     /// When the window began (the completion that closed the last one); `None` until the
     /// group's first completion.
     since_ns: Option<u64>,
@@ -131,6 +133,7 @@ impl LimitPace {
                 Some(w) if w.limits == limits => w,
                 _ => Watch {
                     limits,
+                    window_ns: limits.window_ns(),
                     ..Watch::default()
                 },
             };
@@ -164,7 +167,7 @@ impl LimitPace {
         watch.ios[d] = watch.ios[d].saturating_add(1);
         watch.bytes[d] = watch.bytes[d].saturating_add(bytes);
         let elapsed = now_ns.saturating_sub(since);
-        if elapsed >= watch.limits.window_ns() {
+        if elapsed >= watch.window_ns {
             watch.close(now_ns);
         }
     }
@@ -178,7 +181,7 @@ impl LimitPace {
             let Some(since) = watch.since_ns else {
                 continue;
             };
-            if now_ns.saturating_sub(since) >= watch.limits.window_ns().saturating_mul(2) {
+            if now_ns.saturating_sub(since) >= watch.window_ns.saturating_mul(2) {
                 watch.close(now_ns);
             }
         }
