@@ -302,10 +302,36 @@ impl Drive {
             .min(self.params.capacity_sectors)
     }
 
+    /// Where read-ahead in `s` has read to `reached`, the end of a track, and goes on to the
+    /// next: when the switch to it ends (DiskSim times it as a seek started at the last
+    /// sector, `disk_buffer_sector_done` calling `disk_initiate_seek`) and when that
+    /// track's first sector comes under the head.
+    fn between_tracks(&self, s: &Segment, reached: u64) -> Option<(u64, u64)> {
+        let read = reached.checked_sub(s.end)?;
+        let past_first = read.checked_sub(s.boundaries.first_cross)?;
+        let at_track_end = past_first % s.boundaries.sectors_per_track.max(1) == 0;
+        if !at_track_end || reached >= s.stream_to || reached == 0 {
+            return None;
+        }
+        let (from, to) = (self.place(reached - 1), self.place(reached));
+        let switch = self.reposition_ps((from.cylinder, from.surface), to, false);
+        let crossed = s.since_ps.saturating_add(s.read_after(read));
+        let first_read = s.since_ps.saturating_add(s.read_after(read + 1));
+        Some((
+            crossed.saturating_add(switch),
+            first_read.saturating_sub(s.per_sector_ps),
+        ))
+    }
+
     /// Stops every read-ahead at `at_ps` for a command other than a hit on it: the
     /// mechanism is free at once, or once a read-ahead short of its minimum has reached it;
     /// without [`DriveParams::stop_prefetch_in_sector`] it then finishes the sector under
-    /// the head, which DiskSim adds to the command's overhead (`disk_check_hda`).
+    /// the head, which DiskSim adds to the command's overhead (`disk_check_hda`). Between
+    /// tracks the head is over the next one from the switch on (DiskSim's
+    /// `disk_buffer_stopable_access` moves the mechanism to a read-ahead's seek target
+    /// and lets the seek end, setting `DISK_SEEK_STOPTIME`): the rest of the switch is
+    /// added to the command's overhead as well, and, without stopping in mid-sector, the
+    /// wait for the new track's first sector, whose event DiskSim's drive lets come.
     pub(super) fn stop_streaming(&mut self, at_ps: u64) -> Stop {
         let in_sector = self.params.stop_prefetch_in_sector;
         let size = self.params.segment_sectors.max(1);
@@ -313,13 +339,16 @@ impl Drive {
             after_minimum: at_ps,
             settling: 0,
         };
-        // The last sector the read-ahead took off the media: the head is over its track.
+        // The last sector the read-ahead took off the media (or the first of the track it
+        // is switching to): the head is over its track.
         let mut head_over = None;
-        for s in &mut self.segments {
-            if !s.streaming {
+        for i in 0..self.segments.len() {
+            if !self.segments[i].streaming {
                 continue;
             }
-            let reached = s.end_at(at_ps);
+            let reached = self.segments[i].end_at(at_ps);
+            let between = self.between_tracks(&self.segments[i], reached);
+            let s = &mut self.segments[i];
             let before = s.end;
             s.streaming = false;
             let per = s.per_sector_ps.max(1);
@@ -334,6 +363,22 @@ impl Drive {
                 continue;
             }
             s.end = reached;
+            if let Some((switched, first_under_head)) = between {
+                // Over the new track, its first sector not yet read.
+                head_over = Some(reached);
+                if at_ps < first_under_head {
+                    let until = if at_ps < switched {
+                        switched
+                    } else if in_sector {
+                        at_ps
+                    } else {
+                        first_under_head
+                    };
+                    stop.settling = stop.settling.max(until - at_ps);
+                    s.start = s.start.max(s.end.saturating_sub(size));
+                    continue;
+                }
+            }
             // The sector under the head, if the head is over one rather than a skew:
             // read whole where the drive does not stop in mid-sector.
             let next_done = s
@@ -345,7 +390,7 @@ impl Drive {
                 stop.settling = stop.settling.max(next_done.saturating_sub(at_ps));
             }
             s.start = s.start.max(s.end.saturating_sub(size));
-            if s.end > before {
+            if s.end > before && between.is_none() {
                 head_over = Some(s.end - 1);
             }
         }

@@ -219,26 +219,9 @@ impl Drive {
         min_position_ps: u64,
     ) -> Access {
         let place = self.place(request.sector);
-        let distance = place.cylinder.abs_diff(self.cylinder);
-        let mut position = ms_ps(self.seek_ms(distance));
-        if place.surface != self.surface {
-            // Changing heads takes the head switch at least, seeking or not (DiskSim's
-            // `dm_seek_time_g1`: the longer of the two).
-            position = position.max(ms_ps(self.params.head_switch_ms));
-        }
-        if write && position > 0 {
-            // DiskSim's "Add. write settling delay" adjusts a write's positioning either way,
-            // where there is one: a seek or a head switch (`dm_seek_time_g1` adds it to a
-            // nonzero positioning only); drives of its suite declare it negative.
-            // Positioning never goes below zero.
-            let settle = self.params.write_settle_ms;
-            position = if settle >= 0.0 {
-                position.saturating_add(ms_ps(settle))
-            } else {
-                position.saturating_sub(ms_ps(-settle))
-            };
-        }
-        let position = position.max(min_position_ps);
+        let position = self
+            .reposition_ps((self.cylinder, self.surface), place, write)
+            .max(min_position_ps);
         let spt = place.sectors_per_track;
         let per_sector = self.rev_ps / spt;
         let sectors = u64::from(request.sectors);
@@ -319,6 +302,30 @@ impl Drive {
         }
         self.head_to(request.end() - 1);
         Some(self.write_through_room(request, &media, (data.0, data.1)))
+    }
+
+    /// The seek and head switch from the head's `(cylinder, surface)` to `place`'s track.
+    fn reposition_ps(&self, (cylinder, surface): (u64, u64), place: Place, write: bool) -> u64 {
+        let distance = place.cylinder.abs_diff(cylinder);
+        let mut position = ms_ps(self.seek_ms(distance));
+        if place.surface != surface {
+            // Changing heads takes the head switch at least, seeking or not (DiskSim's
+            // `dm_seek_time_g1`: the longer of the two).
+            position = position.max(ms_ps(self.params.head_switch_ms));
+        }
+        if write && position > 0 {
+            // DiskSim's "Add. write settling delay" adjusts a write's positioning either way,
+            // where there is one: a seek or a head switch (`dm_seek_time_g1` adds it to a
+            // nonzero positioning only); drives of its suite declare it negative.
+            // Positioning never goes below zero.
+            let settle = self.params.write_settle_ms;
+            position = if settle >= 0.0 {
+                position.saturating_add(ms_ps(settle))
+            } else {
+                position.saturating_sub(ms_ps(-settle))
+            };
+        }
+        position
     }
 
     /// The head is over `lbn`'s track: where the next positioning starts.

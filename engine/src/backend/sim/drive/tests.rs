@@ -271,19 +271,79 @@ fn read_ahead_pays_each_track_boundarys_skew_and_stops_whole_only_over_a_sector(
     assert_eq!(ends, [399, 400, 400, 401, 402]);
     assert_eq!(s.read_after(3), 43_000);
     assert_eq!(across_a_track(3).read_after(3), 63_000, "a cylinder switch");
-    // Stopped over the skew, nothing is under the head to finish; stopped inside the next
-    // track's first sector, that sector is read whole first (no `Stop prefetch in sector`).
+    // Without `Stop prefetch in sector`, stopped over the skew the command waits for the
+    // next track's first sector to come round, unread (DiskSim lets that event come:
+    // `DISK_SEEK_STOPTIME`); stopped inside it, that sector is read whole first. No head
+    // switch: at 1 ns a sector any switch would outlast the skew, and a stop during a
+    // switch waits for it (the next test).
     let stop = |at_ps| {
         let mut drive = Drive::new(DriveParams {
             stop_prefetch_in_sector: false,
+            head_switch_ms: 0.0,
             ..DriveParams::default()
         });
         drive.segments.push(across_a_track(0));
         let stop = drive.stop_streaming(at_ps);
         (drive.segments[0].end, stop.settling)
     };
-    assert_eq!(stop(20_000), (400, 0));
+    assert_eq!(stop(20_000), (400, 22_000));
     assert_eq!(stop(42_500), (401, 500));
+}
+
+#[test]
+fn a_command_stopping_read_ahead_mid_switch_waits_out_the_switch_after_its_overhead_from_the_new_track()
+ {
+    // The default drive at 7200 rpm: 400 sectors a track (20.8 µs a sector), 40 sectors of
+    // track skew (833 µs) over a 0.8 ms head switch, 60 of cylinder skew (1.25 ms) over a
+    // 1 ms one-cylinder seek. Read-ahead from sector 398 of a track reads 398 and 399 by
+    // 41.7 µs and then switches; DiskSim times the switch as a seek from there
+    // (`disk_initiate_seek`), and a command arriving during it lets the seek end, the rest
+    // added to its own overhead (`disk_buffer_stopable_access` sets `DISK_SEEK_STOPTIME`,
+    // `disk_check_hda` adds it), and positions from the new track.
+    let stopped_at = |first_surface: u64, at_ps: u64| {
+        let mut drive = Drive::new(DriveParams::default());
+        let per_sector = drive.rev_ps / 400;
+        let track_start = first_surface * 400;
+        let mut s = reading_ahead(track_start + 390, track_start + 398, per_sector, (4_000, 0));
+        s.boundaries = Boundaries {
+            first_cross: 2,
+            sectors_per_track: 400,
+            track_skew: 40,
+            cylinder_skew: 60,
+            surface: first_surface,
+            surfaces: 4,
+        };
+        drive.segments.push(s);
+        let stop = drive.stop_streaming(at_ps);
+        (
+            stop.settling,
+            drive.segments[0].end - track_start,
+            (drive.cylinder, drive.surface),
+        )
+    };
+    let crossed = 2 * Drive::new(DriveParams::default()).rev_ps / 400;
+    // A head switch: 0.8 ms from the crossing.
+    assert_eq!(
+        stopped_at(0, crossed + 300_000_000),
+        (500_000_000, 400, (0, 1)),
+        "0.5 ms of the switch left, over surface 1"
+    );
+    assert_eq!(
+        stopped_at(0, crossed + 800_000_000),
+        (0, 400, (0, 1)),
+        "switched, waiting for the skewed first sector: stopped at once, over surface 1"
+    );
+    assert_eq!(
+        stopped_at(0, crossed - 1),
+        (0, 399, (0, 0)),
+        "still reading"
+    );
+    // From the cylinder's last surface, a one-cylinder seek (1 ms, longer than the switch).
+    assert_eq!(
+        stopped_at(3, crossed + 900_000_000),
+        (100_000_000, 400, (1, 0)),
+        "0.1 ms of the seek left, over the next cylinder"
+    );
 }
 
 /// Submits `request` at `at_ns` and runs the drive until it completes: when, in ns.
