@@ -15,6 +15,9 @@ pub(super) struct Segment {
     pub(super) since_ps: u64,
     pub(super) per_sector_ps: u64,
     pub(super) stream_to: u64,
+    /// While streaming: when the read-ahead's own positioning to its first sector ends (one
+    /// resumed on an idle hit seeks first; 0 where it reads on under the head).
+    pub(super) seeking_until_ps: u64,
     /// Where the read-ahead must reach before a command other than a hit may stop it.
     pub(super) min_to: u64,
     pub(super) streaming: bool,
@@ -210,9 +213,9 @@ impl Drive {
         let media = self.access(at_ps, &next, false, (0, 0, 0), 0);
         let first_under_head = media.start;
         let place = self.place(from);
-        // A seek under way is not cut short: the next command waits for it to end
-        // (DiskSim's `disk_buffer_stopable_access` stops a read-ahead's seek at its end).
-        self.mech_free_ps = self.mech_free_ps.max(media.positioned);
+        // A seek under way is not cut short: a command other than a hit lets it end, on
+        // top of its own overhead ([`Self::stop_streaming`]); a hit is served at once
+        // (DiskSim's `disk_buffer_stopable_access` takes a hit on the segment first).
         let per_sector_ps = (self.rev_ps / place.sectors_per_track).max(1);
         let least = self.min_read_ahead_to(end);
         // Its first sector is under the head at `first_under_head`: the stream reads
@@ -220,6 +223,7 @@ impl Drive {
         let boundaries = self.boundaries(place, place.left_on_track);
         let s = &mut self.segments[i];
         s.since_ps = first_under_head;
+        s.seeking_until_ps = media.positioned;
         s.per_sector_ps = per_sector_ps;
         s.boundaries = boundaries;
         s.stream_to = target;
@@ -331,7 +335,8 @@ impl Drive {
     /// `disk_buffer_stopable_access` moves the mechanism to a read-ahead's seek target
     /// and lets the seek end, setting `DISK_SEEK_STOPTIME`): the rest of the switch is
     /// added to the command's overhead as well, and, without stopping in mid-sector, the
-    /// wait for the new track's first sector, whose event DiskSim's drive lets come.
+    /// wait for the new track's first sector, whose event DiskSim's drive lets come. So is
+    /// the rest of a resumed read-ahead's seek to its first sector.
     pub(super) fn stop_streaming(&mut self, at_ps: u64) -> Stop {
         let in_sector = self.params.stop_prefetch_in_sector;
         let size = self.params.segment_sectors.max(1);
@@ -363,6 +368,11 @@ impl Drive {
                 continue;
             }
             s.end = reached;
+            if at_ps < s.seeking_until_ps {
+                // Still seeking to its first sector, the head over that track already.
+                stop.settling = stop.settling.max(s.seeking_until_ps - at_ps);
+                continue;
+            }
             if let Some((switched, first_under_head)) = between {
                 // Over the new track, its first sector not yet read.
                 head_over = Some(reached);

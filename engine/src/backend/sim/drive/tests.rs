@@ -15,6 +15,7 @@ fn reading_ahead(
         since_ps: 0,
         per_sector_ps,
         stream_to,
+        seeking_until_ps: 0,
         min_to,
         streaming: true,
         used: 0,
@@ -32,6 +33,7 @@ fn a_read_starting_in_a_segment_and_running_past_it_is_a_partial_hit_from_the_se
         since_ps: 0,
         per_sector_ps: 1,
         stream_to: 8,
+        seeking_until_ps: 0,
         min_to: 8,
         streaming: false,
         used: 0,
@@ -344,6 +346,40 @@ fn a_command_stopping_read_ahead_mid_switch_waits_out_the_switch_after_its_overh
         (100_000_000, 400, (1, 0)),
         "0.1 ms of the seek left, over the next cylinder"
     );
+}
+
+#[test]
+fn a_command_during_a_resumed_read_aheads_seek_lets_the_seek_end_after_its_overhead() {
+    // An idle segment holding 0..8 with the head 500 cylinders away: read-ahead resumed on
+    // a hit seeks back to sector 8 first. The mechanism is not held for that seek (a hit
+    // is served at once, as DiskSim's `disk_buffer_stopable_access` takes a hit first);
+    // a command stopping the read-ahead 0.1 ms before the seek ends lets it end, the rest
+    // added to its own overhead as DiskSim's `DISK_SEEK_STOPTIME` is, from sector 8's
+    // track, nothing read.
+    let mut drive = Drive::new(DriveParams::default());
+    let mut idle = reading_ahead(0, 8, 1, (8, 8));
+    idle.streaming = false;
+    drive.segments.push(idle);
+    drive.cylinder = 500;
+    drive.resume_read_ahead(0, 0, (0, 8));
+    let seek_ps = ms_ps(drive.seek_ms(500));
+    let s = drive.segments[0];
+    assert!(s.streaming);
+    assert_eq!(s.seeking_until_ps, seek_ps);
+    assert!(
+        s.since_ps >= seek_ps,
+        "its first sector comes round after the seek"
+    );
+    assert_eq!(drive.mech_free_ps, 0, "the mechanism is not held for it");
+    let stop = drive.stop_streaming(seek_ps - 100_000_000);
+    assert_eq!(stop.settling, 100_000_000);
+    assert_eq!(drive.segments[0].end, 8, "nothing read ahead");
+    assert_eq!(
+        (drive.cylinder, drive.surface),
+        (0, 0),
+        "over sector 8's track"
+    );
+    assert!(!drive.segments[0].streaming);
 }
 
 /// Submits `request` at `at_ns` and runs the drive until it completes: when, in ns.
