@@ -463,12 +463,29 @@ impl CompareArgs {
 /// The order real runs are measured in: `work`'s indices `real` (each cell's `repeat` runs
 /// next to each other), taken round by round, every cell's first run, then every cell's
 /// second, so that a device drifting over the comparison (a disk warming, a neighbour's
-/// load) moves every cell alike instead of the cells measured last.
+/// load) moves every cell alike instead of the cells measured last. Each round starts one
+/// cell further on (round r at the r-th cell, wrapping), so that no cell is always the one
+/// that runs first after the others, or after the simulated runs: over as many rounds as
+/// cells each takes each place in the round once.
 fn interleaved(real: &[usize], repeat: u32) -> Vec<usize> {
     let n = repeat.max(1) as usize;
-    let mut order = real.to_vec();
-    order.sort_by_key(|&k| (k % n, k));
-    order
+    let mut rounds: Vec<Vec<usize>> = vec![Vec::new(); n];
+    let mut sorted = real.to_vec();
+    sorted.sort_unstable();
+    for k in sorted {
+        rounds[k % n].push(k);
+    }
+    rounds
+        .into_iter()
+        .enumerate()
+        .flat_map(|(round, mut cells)| {
+            if !cells.is_empty() {
+                let start = round % cells.len();
+                cells.rotate_left(start);
+            }
+            cells
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -480,11 +497,41 @@ mod tests {
         // Three cells of three runs each, `work`'s order: cell-major. The middle cell is
         // simulated (not measured here).
         let real = [0, 1, 2, 6, 7, 8];
-        assert_eq!(interleaved(&real, 3), [0, 6, 1, 7, 2, 8]);
+        assert_eq!(interleaved(&real, 3), [0, 6, 7, 1, 2, 8]);
         assert_eq!(
             interleaved(&real, 1),
             real,
             "one run a cell: the cells in order"
         );
+    }
+
+    #[test]
+    fn each_round_starts_one_cell_further_so_every_cell_takes_every_place() {
+        // Four cells of four runs each, all real: cell c's run r is index 4c + r.
+        let real: Vec<usize> = (0..16).collect();
+        let order = interleaved(&real, 4);
+        let rounds: Vec<Vec<usize>> = order
+            .chunks(4)
+            .map(|r| r.iter().map(|k| k / 4).collect())
+            .collect();
+        assert_eq!(
+            rounds,
+            [[0, 1, 2, 3], [1, 2, 3, 0], [2, 3, 0, 1], [3, 0, 1, 2]]
+        );
+        for (round, cells) in order.chunks(4).enumerate() {
+            assert!(
+                cells.iter().all(|k| k % 4 == round),
+                "round {round} holds each cell's run {round}"
+            );
+        }
+        for cell in 0..4 {
+            let places: Vec<usize> = rounds
+                .iter()
+                .map(|r| r.iter().position(|&c| c == cell).unwrap())
+                .collect();
+            let mut sorted = places.clone();
+            sorted.sort_unstable();
+            assert_eq!(sorted, [0, 1, 2, 3], "cell {cell} took places {places:?}");
+        }
     }
 }
