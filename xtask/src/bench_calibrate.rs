@@ -1,4 +1,4 @@
-//! `cargo xtask bench-calibrate [--file PATH] [--spec SPEC] [--seconds S] [--rounds N]`:
+//! `cargo xtask bench-calibrate [--file PATH] [--spec SPEC] [--seconds S] [--rounds N] [--ramp S]`:
 //! sim-to-real for policies. A spec calibrated to a file on this machine's disk (`schedhost
 //! calibrate`, unless `--spec` names one) predicts what each bundled policy does to noop's
 //! figures; every policy runs on the spec and on the file in one `compare` per workload
@@ -85,6 +85,10 @@ pub struct Options {
     pub spec: Option<PathBuf>,
     pub seconds: f64,
     pub rounds: u32,
+    /// fio's `ramp_time` for every run, spec and file alike: that long before anything is
+    /// counted, so a run's first moments on a device that had been idle or busy with the run
+    /// before are not in its figures.
+    pub ramp: f64,
 }
 
 pub fn run(root: &Path, options: &Options) -> Result<()> {
@@ -124,10 +128,11 @@ pub fn run(root: &Path, options: &Options) -> Result<()> {
         }
     };
     println!(
-        "spec {} against {} ({} s per run, {} round(s), one compare per shape)",
+        "spec {} against {} ({} s per run after {} s of ramp, {} round(s), one compare per shape)",
         spec.display(),
         file.display(),
         options.seconds,
+        options.ramp,
         options.rounds
     );
     let (spec_name, file_name) = (spec.display().to_string(), file.display().to_string());
@@ -149,7 +154,15 @@ pub fn run(root: &Path, options: &Options) -> Result<()> {
             .arg("--json")
             .arg(&json)
             .args(["--name=j", "--numjobs=4", "--size=128m", "--time_based"])
-            .arg(format!("--runtime={}s", options.seconds))
+            // In whole ms: a job's times take no fraction ("1.5s" is refused).
+            .arg(format!(
+                "--runtime={}ms",
+                (options.seconds * 1000.0).round() as u64
+            ))
+            .arg(format!(
+                "--ramp_time={}ms",
+                (options.ramp * 1000.0).round() as u64
+            ))
             .args(job.split_whitespace().map(|o| format!("--{o}")));
         let out = compare.output().context("running schedhost compare")?;
         if !out.status.success() {

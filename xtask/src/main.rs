@@ -70,11 +70,12 @@ cargo xtask <command>
                       its RMS (also as DiskSim's rms tool reads it) beside DiskSim's own, the
                       part within 1 ms beside DiskSim's, and what the importer could not
                       represent
-  bench-calibrate [--file PATH] [--spec SPEC] [--seconds S] [--rounds N]
+  bench-calibrate [--file PATH] [--spec SPEC] [--seconds S] [--rounds N] [--ramp S]
                       sim-to-real for policies: every bundled policy on a spec calibrated to
                       PATH (default target/bench/calibrate.img; a PATH given must not exist
                       yet: the bench creates and writes it) and on PATH itself, three shapes;
-                      predicted against measured read-IOPS ratio to noop and p99
+                      predicted against measured read-IOPS ratio to noop and p99; --ramp S:
+                      fio's ramp_time for every run (nothing counted in its first S seconds)
   bench-qos           groups sharing a simulated SSD under mclock, bfq and noop: weights, a
                       reservation, io.max limits, a latency target, a hot swap (deterministic)
   bench-nbd [--rounds N] [--seconds S] [--only qemu|share|clients|tenants] [--clients N]
@@ -259,6 +260,7 @@ fn run(args: Vec<String>) -> Result<()> {
                 spec: None,
                 seconds: 2.0,
                 rounds: 1,
+                ramp: 0.0,
             };
             for pair in rest.chunks(2) {
                 match pair {
@@ -270,6 +272,7 @@ fn run(args: Vec<String>) -> Result<()> {
                     ["--rounds", n] => {
                         options.rounds = n.parse().context("--rounds takes a number")?
                     }
+                    ["--ramp", s] => options.ramp = s.parse().context("--ramp takes a number")?,
                     other => bail!(
                         "bench-calibrate: unknown option {:?}\n\n{USAGE}",
                         other.join(" ")
@@ -277,8 +280,11 @@ fn run(args: Vec<String>) -> Result<()> {
                 }
             }
             ensure!(
-                options.seconds > 0.0 && options.seconds <= 600.0 && options.rounds >= 1,
-                "bench-calibrate: --seconds from 0 to 600, --rounds 1 or more"
+                options.seconds >= 0.001
+                    && options.seconds <= 600.0
+                    && options.rounds >= 1
+                    && (0.0..=60.0).contains(&options.ramp),
+                "bench-calibrate: --seconds from 0.001 to 600, --rounds 1 or more, --ramp from 0 to 60"
             );
             bench_calibrate::run(&root, &options)
         }
