@@ -464,9 +464,9 @@ impl CompareArgs {
 /// next to each other), taken round by round, every cell's first run, then every cell's
 /// second, so that a device drifting over the comparison (a disk warming, a neighbour's
 /// load) moves every cell alike instead of the cells measured last. Each round starts one
-/// cell further on (round r at the r-th cell, wrapping), so that no cell is always the one
-/// that runs first after the others, or after the simulated runs: over as many rounds as
-/// cells each takes each place in the round once.
+/// cell further on (round r at the r-th cell, wrapping), so that no cell always runs in the
+/// same place of its round, after the same cell: over as many rounds as cells each takes
+/// each place once. (The very first real run is still the first cell's.)
 fn interleaved(real: &[usize], repeat: u32) -> Vec<usize> {
     let n = repeat.max(1) as usize;
     let mut rounds: Vec<Vec<usize>> = vec![Vec::new(); n];
