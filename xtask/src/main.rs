@@ -74,8 +74,9 @@ cargo xtask <command>
                       sim-to-real for policies: every bundled policy on a spec calibrated to
                       PATH (default target/bench/calibrate.img; a PATH given must not exist
                       yet: the bench creates and writes it) and on PATH itself, three shapes;
-                      predicted against measured read-IOPS ratio to noop and p99; --ramp S:
-                      fio's ramp_time for every run (nothing counted in its first S seconds)
+                      predicted against measured read-IOPS ratio to noop and p99 (defaults:
+                      3 rounds of 2 s, as BENCHMARKS.md measures it); --ramp S: fio's
+                      ramp_time for every run (nothing counted in its first S seconds)
   bench-qos           groups sharing a simulated SSD under mclock, bfq and noop: weights, a
                       reservation, io.max limits, a latency target, a hot swap (deterministic)
   bench-nbd [--rounds N] [--seconds S] [--only qemu|share|clients|tenants] [--clients N]
@@ -259,7 +260,7 @@ fn run(args: Vec<String>) -> Result<()> {
                 file: None,
                 spec: None,
                 seconds: 2.0,
-                rounds: 1,
+                rounds: 3,
                 ramp: 0.0,
             };
             for pair in rest.chunks(2) {
