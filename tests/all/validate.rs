@@ -181,10 +181,9 @@ fn the_hp_replay_falls_in_disksims_own_table_of_its_writes_row_for_row() {
     // DiskSim's output counts each write's recorded time less its simulated one in rows of
     // half a millisecond, truncated toward zero (`hp_c3323a.disksim-writes`): row 0 holds
     // -0.5 ms and under, row 1 (-0.5, +0.5), row k the half-millisecond [(k - 1) / 2, k / 2)
-    // ms. The model's 2 961 writes fall in DiskSim's rows exactly: its writes are DiskSim's
-    // request by request to within the half-millisecond either side of every row's edge
-    // (read truncated in microseconds instead, the first two rows would be 1 360 and 371
-    // against DiskSim's 914 and 817: that is how the table's rows were settled).
+    // ms. The model's 2 961 writes fall in DiskSim's rows exactly, every row's count
+    // DiskSim's (read truncated in microseconds instead, the first two rows would be 1 360
+    // and 371 against DiskSim's 914 and 817: that is how the table's rows were settled).
     let text = std::fs::read_to_string(data("hp_c3323a.disksim-writes")).unwrap();
     let disksim: Vec<u32> = text
         .lines()
