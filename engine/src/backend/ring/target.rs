@@ -105,7 +105,9 @@ pub enum TargetError {
         what: &'static str,
     },
     /// A read-only run on a path that does not exist.
-    #[error("{path} does not exist; jobs that only read do not create files")]
+    #[error(
+        "{path} does not exist; jobs that only read do not create files (a job that writes lays a new file out first: --rw=write with the same --size)"
+    )]
     Missing {
         /// The target.
         path: PathBuf,
