@@ -2648,6 +2648,19 @@ fn a_hot_swap_from_mclock_to_bfq_and_back_keeps_the_groups_and_every_request() {
 }
 
 #[test]
+fn a_hot_swap_to_a_newer_bfq_hands_over_its_virtual_times_and_keeps_three_to_one() {
+    let (a, b, report) = weighted("native:bfq", &["--swap-at=150ms:native:bfq"]);
+    let ratio = a as f64 / b as f64;
+    assert!((2.85..=3.15).contains(&ratio), "{a}:{b}");
+    let swap = &report["schedhost"]["swaps"][0];
+    assert_eq!(swap["ok"], true, "{swap}");
+    // The header (56 bytes) and one record of 69 bytes per queue: a sync queue for
+    // each group's submitter at least.
+    let bytes = swap["state_bytes"].as_u64().unwrap_or(0);
+    assert!(bytes >= 56 + 2 * 69, "{swap}");
+}
+
+#[test]
 fn validate_prints_disksims_own_figure_beside_its_own_for_a_drive_of_disksims_suite() {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/validation");
     let specs = dir.join("atlas10k.diskspecs");

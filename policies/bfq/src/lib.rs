@@ -66,7 +66,8 @@
 //!
 //! Files: `lib.rs` the queues and the policy's calls; `wf2q.rs` weights, turns and their
 //! charge; `idling.rs` whether and how long to idle; `inject.rs` injection; `burst.rs` large
-//! bursts; `share.rs` groups on a deep device; `tunables.rs`.
+//! bursts; `share.rs` groups on a deep device; `state.rs` what a newer build takes over on a
+//! hot swap; `tunables.rs`.
 
 #![forbid(unsafe_code)]
 
@@ -74,6 +75,7 @@ mod burst;
 mod idling;
 mod inject;
 mod share;
+mod state;
 #[cfg(test)]
 mod tests;
 mod tunables;
@@ -587,6 +589,14 @@ impl Policy for Bfq {
             }
         }
         self.insert(now_ns, requests);
+    }
+
+    fn save_state(&self) -> Vec<u8> {
+        self.save()
+    }
+
+    fn restore_state(&mut self, state: &[u8]) -> Result<(), String> {
+        self.restore(state)
     }
 
     fn completed(&mut self, now_ns: u64, done: &[Completion]) {

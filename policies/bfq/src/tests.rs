@@ -626,3 +626,145 @@ fn on_a_disk_a_sequential_group_beside_a_random_one_is_not_corrected_by_counts()
     let parts = parts_after_a_lopsided_window(true, false);
     assert_eq!((parts[&1], parts[&2]), (18, 18), "{parts:?}");
 }
+
+/// A bfq as `init` leaves it with its default tunables, on a disk.
+fn started() -> Bfq {
+    Bfq {
+        slice_idle: 8 * MS,
+        timeout: 125 * MS,
+        max_budget: 16_384,
+        rotational: true,
+        ..Bfq::default()
+    }
+}
+
+/// Submitter 1's queue served well ahead of the system's virtual time, submitter 2's
+/// behind it, and an async queue: as a bfq that ran a while leaves them, idle.
+fn ran_a_while() -> Bfq {
+    let mut bfq = started();
+    bfq.vtime = [0, 5 << 30, 7];
+    let ahead = Queue {
+        start: 9 << 30,
+        finish: 10 << 30,
+        budget: 4096,
+        ..busy_queue_of(1)
+    };
+    let behind = Queue {
+        start: 1 << 30,
+        finish: 2 << 30,
+        raised_until: 3_000 * MS,
+        ..busy_queue_of(2)
+    };
+    let writer = Queue {
+        class: 2,
+        weight: 10,
+        group: 2,
+        finish: 3,
+        ..Queue::default()
+    };
+    for (key, queue) in [
+        (QueueKey::Sync(1), ahead),
+        (QueueKey::Sync(2), behind),
+        (QueueKey::Async(2, 2, 7), writer),
+    ] {
+        bfq.queues.insert(
+            key,
+            Queue {
+                busy: false,
+                ..queue
+            },
+        );
+    }
+    bfq
+}
+
+#[test]
+fn a_newer_build_takes_over_the_virtual_times_and_saves_the_same_bytes_again() {
+    let old = ran_a_while();
+    let saved = old.save_state();
+    let mut new = started();
+    new.restore_state(&saved).expect("its own state");
+    assert_eq!(new.vtime, old.vtime);
+    for (key, was) in old.queues.iter() {
+        let now = new.queues.get(&key).expect("every queue");
+        assert_eq!(
+            (now.start, now.finish, now.budget, now.raised_until),
+            (was.start, was.finish, was.budget, was.raised_until),
+            "{key:?}"
+        );
+        assert_eq!(
+            (now.class, now.weight, now.group, now.sync, now.busy),
+            (was.class, was.weight, was.group, was.sync, false),
+            "{key:?}"
+        );
+    }
+    assert_eq!(new.save_state(), saved);
+    // A bfq that never ran saves only the header, which restores to the same.
+    let mut fresh = started();
+    let empty = started().save_state();
+    fresh.restore_state(&empty).expect("an empty state");
+    assert_eq!(fresh.save_state(), empty);
+}
+
+/// Which submitter's request a bfq sends first when submitter 1 and then submitter 2
+/// send one each, after `restore_state` with the state of `ran_a_while` or none.
+fn first_served(restored: bool) -> u32 {
+    let mut bfq = started();
+    if restored {
+        bfq.restore_state(&ran_a_while().save_state())
+            .expect("its own state");
+    }
+    bfq.insert(0, &[read(1, 1), read(2, 2)]);
+    let mut out = Dispatch::default();
+    bfq.dispatch(0, 0, 1, &mut out);
+    let first = out.ids.first().expect("a request sent");
+    u32::try_from(first.0).expect("ids are the submitters'")
+}
+
+#[test]
+fn a_newer_build_serves_first_the_queue_the_old_one_owed_service() {
+    assert_eq!(first_served(true), 2, "submitter 1 was a turn ahead");
+    assert_eq!(first_served(false), 1, "started afresh, in arrival order");
+}
+
+#[test]
+fn a_state_that_does_not_parse_is_refused_saying_what_is_wrong() {
+    let good = ran_a_while().save_state();
+    let refused = |state: &[u8]| {
+        let mut bfq = started();
+        let why = bfq.restore_state(state).expect_err("refused");
+        assert!(bfq.queues.is_empty(), "nothing taken from a refused state");
+        why
+    };
+    assert!(refused(&good[..3]).contains("version tag"));
+    assert!(refused(b"bfq0").contains("not a state of this bfq"));
+    assert!(refused(&good[..good.len() - 1]).contains("queues take"));
+    let mut longer = good.clone();
+    longer.push(0);
+    assert!(refused(&longer).contains("queues take"));
+    // The count says more queues than there are bytes for: no allocation by it.
+    let mut counted = good.clone();
+    counted[52..56].copy_from_slice(&u32::MAX.to_le_bytes());
+    assert!(refused(&counted).contains("queues take"));
+    // The first record's weight (after its key of 7 bytes, class and sync) set to 0.
+    let mut weightless = good.clone();
+    weightless[56 + 9..56 + 17].copy_from_slice(&0u64.to_le_bytes());
+    assert!(refused(&weightless).contains("weight 0"));
+    // The first record's key kind set to one no bfq has.
+    let mut keyless = good.clone();
+    keyless[56] = 9;
+    assert!(refused(&keyless).contains("no bfq queue has the key"));
+    // A key twice: the second record a copy of the first.
+    let record = good.len().saturating_sub(56) / 3;
+    let mut twice = good.clone();
+    twice.copy_within(56..56 + record, 56 + record);
+    assert!(refused(&twice).contains("out of key order or twice"));
+    // Into an instance that already holds queues.
+    let mut running = ran_a_while();
+    assert!(
+        running
+            .restore_state(&good)
+            .expect_err("refused")
+            .contains("before its first request")
+    );
+}
