@@ -262,3 +262,28 @@ fn a_group_whose_requests_are_all_on_the_device_is_busy_not_idle_and_keeps_its_p
     rt.insert(0, &[request(4, 2, 8, 0)]);
     assert_eq!(rt.dispatch(0, 0, 1).ids, vec![RequestId(4)]);
 }
+
+#[test]
+fn a_flood_a_device_took_whole_leaves_no_group_ahead_of_the_others() {
+    // No device bound: the device takes every request waiting at once.
+    let settings = [("device_share".to_owned(), 0)];
+    let mut rt = runtime_with(&[group(1, 1), group(2, 9)], &settings);
+    for id in 1..=50 {
+        rt.insert(0, &[request(id, 1, 8, 0), request(100 + id, 2, 8, 0)]);
+    }
+    assert_eq!(
+        rt.dispatch(0, 0, u32::MAX).ids.len(),
+        100,
+        "all of both at once"
+    );
+    // Both keep requests waiting from now on: each was served all it asked, so they share
+    // 1:9 from here, rather than group 1 waiting for 450 of group 2's (its 50 weight-1
+    // steps ahead of group 2's 50 ninths).
+    for id in 1..=20 {
+        rt.insert(1, &[request(200 + id, 1, 8, 1), request(300 + id, 2, 8, 1)]);
+    }
+    let light = (0..20)
+        .filter(|_| rt.dispatch(1, 0, 1).ids[0].0 < 300)
+        .count();
+    assert!((1..=3).contains(&light), "group 1 got {light} of 20");
+}
