@@ -2654,10 +2654,10 @@ fn a_hot_swap_to_a_newer_bfq_hands_over_its_virtual_times_and_keeps_three_to_one
     assert!((2.85..=3.15).contains(&ratio), "{a}:{b}");
     let swap = &report["schedhost"]["swaps"][0];
     assert_eq!(swap["ok"], true, "{swap}");
-    // The header (56 bytes) and one record of 69 bytes per queue: a sync queue for
+    // The header (56 bytes) and one record of 75 bytes per queue: a sync queue for
     // each group's submitter at least.
     let bytes = swap["state_bytes"].as_u64().unwrap_or(0);
-    assert!(bytes >= 56 + 2 * 69, "{swap}");
+    assert!(bytes >= 56 + 2 * 75, "{swap}");
 }
 
 #[test]

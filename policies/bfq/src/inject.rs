@@ -90,6 +90,21 @@ impl InjectLimit {
         }
     }
 
+    /// What a newer build carries over (`state.rs`): the limit, its baseline and when it
+    /// last changed.
+    pub(super) fn parts(&self) -> (u32, u64, u64) {
+        (self.limit, self.baseline_ns, self.changed_at)
+    }
+
+    /// A limit as [`Self::parts`] gave it.
+    pub(super) fn from_parts((limit, baseline_ns, changed_at): (u32, u64, u64)) -> Self {
+        Self {
+            limit,
+            baseline_ns,
+            changed_at,
+        }
+    }
+
     /// A new queue's: nothing learned, and no sample for its first [`RESAMPLE_NS`]
     /// (`bfq_init_bfqq` sets `decrease_time_jif`).
     pub(super) fn new(now_ns: u64) -> Self {

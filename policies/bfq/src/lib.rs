@@ -287,6 +287,9 @@ pub struct Bfq {
     disk_parts: share::DiskParts,
     /// Whether grouped turns' budgets follow their weights (`turn_budget`).
     group_budgets: bool,
+    /// From the build this one replaced, by queue: applied to each as its first request
+    /// creates it (`state.rs`).
+    restored: BTreeMap<QueueKey, state::Carried>,
 }
 
 /// The tunables as the user set them, in their sysfs units; `retuned` derives the working
@@ -383,9 +386,18 @@ impl Policy for Bfq {
             if r.sync && self.queues.get(&key).is_none() {
                 self.created(key, r, now_ns);
             }
+            // Only after a hot swap, until each queue the old build had is asked for.
+            let carried = if self.restored.is_empty() {
+                None
+            } else {
+                self.restored.remove(&key)
+            };
             let queue = self
                 .queues
                 .get_or_insert_with(key, || Queue::for_request(r, now_ns));
+            if let Some(carried) = carried {
+                carried.apply(queue);
+            }
             queue
                 .requests
                 .push(r, r.arrival_ns + FIFO_EXPIRE_NS[usize::from(r.sync)]);
