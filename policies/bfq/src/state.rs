@@ -24,12 +24,16 @@
 //!
 //! The bytes are a version tag, the three virtual times, a count and one record per queue in
 //! key order (so the same state saves the same bytes), all little-endian. A state that does
-//! not parse, names a key no bfq makes or a turn that starts after it finishes is refused
-//! with what was wrong; the host then keeps the old build.
+//! not parse, names a key no bfq makes, a turn that starts after it finishes or a virtual
+//! time past any bfq's is refused with what was wrong; the host then keeps the old build.
 
 use super::inject::InjectLimit;
 use super::{Bfq, Queue, QueueKey};
 
+/// No virtual time of bfq's comes near this: it grows by a budget's sectors × 2^20 × 1000
+/// over a weight per turn, 2^75 or so in a year at a million sectors a second. A state past
+/// it is refused, so that the arithmetic that follows cannot overflow.
+const VTIME_LIMIT: u128 = 1 << 100;
 /// Names this layout; a build that changes it changes the tag.
 const TAG: &[u8; 4] = b"bfq1";
 /// A queue's record: key (tag, three fields), start, finish, budget, raised until, and its
@@ -141,6 +145,9 @@ impl Bfq {
         let mut vtime = [0u128; 3];
         for v in &mut vtime {
             *v = u128::from_le_bytes(bytes.take("a virtual time")?);
+            if *v > VTIME_LIMIT {
+                return Err(format!("a virtual time of {v}, past any bfq's"));
+            }
         }
         let count = u32::from_le_bytes(bytes.take("the queue count")?) as usize;
         // Checked before anything is built from it: the records must all be there.
@@ -211,6 +218,11 @@ impl Reader<'_> {
         };
         let start = u128::from_le_bytes(self.take("the virtual start")?);
         let finish = u128::from_le_bytes(self.take("the virtual finish")?);
+        if finish > VTIME_LIMIT {
+            return Err(format!(
+                "{key:?} finishes at {finish}, past any bfq's virtual time"
+            ));
+        }
         if start > finish {
             return Err(format!(
                 "{key:?} starts at {start}, after its finish {finish}"

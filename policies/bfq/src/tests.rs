@@ -754,6 +754,13 @@ fn a_state_that_does_not_parse_is_refused_saying_what_is_wrong() {
     let mut backwards = good.clone();
     backwards[56 + 7..56 + 23].copy_from_slice(&u128::MAX.to_le_bytes());
     assert!(refused(&backwards).contains("after its finish"));
+    // A virtual time, and then a finish, past any bfq's.
+    let mut far = good.clone();
+    far[20..36].copy_from_slice(&u128::MAX.to_le_bytes());
+    assert!(refused(&far).contains("past any bfq's"));
+    let mut late = good.clone();
+    late[56 + 23..56 + 39].copy_from_slice(&u128::MAX.to_le_bytes());
+    assert!(refused(&late).contains("past any bfq's virtual time"));
     // The first record's key kind set to one no bfq has.
     let mut keyless = good.clone();
     keyless[56] = 9;
