@@ -20,9 +20,9 @@
 //! last `P` served), so an idle spell is not saved up as credit; and when a dispatch leaves
 //! nothing waiting in any group, every group was served all it asked, and their next tags
 //! start level, no earlier than the last `P` served, so requests a device took all at once
-//! (before the bound below applies) put no group ahead of the others. Within a group requests go
-//! in arrival order. When every waiting group is over its limit the policy idles until the
-//! first `L` is due.
+//! (while the bound below is off) put no group ahead of the others. Within a group requests
+//! go in arrival order. When every waiting group is over its limit the policy idles until
+//! the first `L` is due.
 //!
 //! A device deeper than the load would serve its own queue in its own order and undo the
 //! tags, so while two or more groups have requests and the device queues, mclock keeps on
@@ -286,9 +286,9 @@ impl Mclock {
     /// ahead, and the weight tags start again level, from the last one served (start-time
     /// fair queueing's virtual time when the server empties). Kept apart, a group whose
     /// requests a device with room for all took at once was ahead by all of them: at a
-    /// run's start, before the device bound had seen a window, a group of weight 1 beside
-    /// 980 sent its 55 requests with the others' and then waited 0.26 s for them to catch
-    /// up (it completed nothing in two 100 ms windows where it was owed 26 I/Os each).
+    /// run's start, the device bound lifting after its first window, a group of weight 1
+    /// beside 980 sent its 55 requests with the others' and then waited 0.26 s for them to
+    /// catch up (it completed nothing in two 100 ms windows where it was owed 26 I/Os each).
     fn drained(&mut self) {
         let Some(clock) = self.served_p else {
             return;
