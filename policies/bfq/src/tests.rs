@@ -746,25 +746,22 @@ fn a_state_that_does_not_parse_is_refused_saying_what_is_wrong() {
     let mut longer = good.clone();
     longer.push(0);
     assert!(refused(&longer).contains("queues take"));
+    // `good` with `bytes` written at `at`.
+    let patched = |at: usize, bytes: &[u8]| {
+        let mut state = good.clone();
+        state[at..at + bytes.len()].copy_from_slice(bytes);
+        state
+    };
+    let most = u128::MAX.to_le_bytes();
     // The count says more queues than there are bytes for: no allocation by it.
-    let mut counted = good.clone();
-    counted[52..56].copy_from_slice(&u32::MAX.to_le_bytes());
-    assert!(refused(&counted).contains("queues take"));
+    assert!(refused(&patched(52, &u32::MAX.to_le_bytes())).contains("queues take"));
     // The first record's start (after its key of 7 bytes) past its finish.
-    let mut backwards = good.clone();
-    backwards[56 + 7..56 + 23].copy_from_slice(&u128::MAX.to_le_bytes());
-    assert!(refused(&backwards).contains("after its finish"));
+    assert!(refused(&patched(56 + 7, &most)).contains("after its finish"));
     // A virtual time, and then a finish, past any bfq's.
-    let mut far = good.clone();
-    far[20..36].copy_from_slice(&u128::MAX.to_le_bytes());
-    assert!(refused(&far).contains("past any bfq's"));
-    let mut late = good.clone();
-    late[56 + 23..56 + 39].copy_from_slice(&u128::MAX.to_le_bytes());
-    assert!(refused(&late).contains("past any bfq's virtual time"));
+    assert!(refused(&patched(20, &most)).contains("past any bfq's"));
+    assert!(refused(&patched(56 + 23, &most)).contains("past any bfq's virtual time"));
     // The first record's key kind set to one no bfq has.
-    let mut keyless = good.clone();
-    keyless[56] = 9;
-    assert!(refused(&keyless).contains("no bfq queue has the key"));
+    assert!(refused(&patched(56, &[9])).contains("no bfq queue has the key"));
     // A key twice: the second record a copy of the first.
     let record = (good.len() - 56) / 3;
     let mut twice = good.clone();
