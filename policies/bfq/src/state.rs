@@ -51,9 +51,9 @@ pub(super) struct Carried {
 }
 
 impl Carried {
-    /// Applies to `queue`, just created from its first request in the new build: it is
-    /// built as bfq builds every queue (its injection, its habits), with the old build's
-    /// place in the schedule and its weight raising's end.
+    /// Applies to `queue`, just created from its first request in the new build as bfq
+    /// creates every queue (its habits, its burst): the old build's place in the schedule,
+    /// budget, weight raising's end and inject limit.
     pub(super) fn apply(self, queue: &mut Queue) {
         queue.start = self.start;
         queue.finish = self.finish;
