@@ -776,3 +776,48 @@ fn a_state_that_does_not_parse_is_refused_saying_what_is_wrong() {
             .contains("before its first request")
     );
 }
+
+#[test]
+fn any_bytes_given_as_a_state_are_taken_or_refused_and_never_panic() {
+    let good = ran_a_while().save_state();
+    // A fixed xorshift, so the cases are the same on every run.
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let mut taken = 0;
+    for case in 0..4_000 {
+        let mut state = good.clone();
+        match case % 4 {
+            // A few bytes changed anywhere.
+            0 | 1 => {
+                for _ in 0..1 + next() % 4 {
+                    let at = (next() % state.len() as u64) as usize;
+                    state[at] = next() as u8;
+                }
+            }
+            // Cut short.
+            2 => state.truncate((next() % state.len() as u64) as usize),
+            // Bytes of nothing in particular.
+            _ => {
+                let len = (next() % 300) as usize;
+                state = (0..len).map(|_| next() as u8).collect();
+            }
+        }
+        let mut bfq = started();
+        if bfq.restore_state(&state).is_ok() {
+            // Taken: it saves again, and serves requests from it.
+            let _ = bfq.save_state();
+            bfq.insert(0, &[read(1, 1), read(2, 2)]);
+            let mut out = Dispatch::default();
+            bfq.dispatch(0, 0, 2, &mut out);
+            assert!(!out.ids.is_empty(), "case {case}: nothing sent");
+            taken += 1;
+        }
+    }
+    // Most changes to a record's times, budget or limits still parse: both ways are tried.
+    assert!((500..3_000).contains(&taken), "{taken} of 4 000 taken");
+}
