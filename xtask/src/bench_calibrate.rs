@@ -140,8 +140,9 @@ pub fn run(root: &Path, options: &Options) -> Result<()> {
     // p99 misses whose prediction lies within the file's own repeats of that run: the
     // device's spread, not the model's error, measured beside the judged count.
     let (mut missed_p99, mut within_repeats) = (0, 0);
-    for (shape, job) in SHAPES {
-        let json = bench.join(format!("calibrate-{}.json", std::process::id()));
+    for (i, (shape, job)) in SHAPES.iter().enumerate() {
+        // Kept: every repeat's figures, for a reader who would weigh them otherwise.
+        let json = bench.join(format!("calibrate-shape{}.json", i + 1));
         let mut compare = Command::new(&schedhost);
         compare.arg("compare");
         for p in POLICIES {
@@ -172,10 +173,9 @@ pub fn run(root: &Path, options: &Options) -> Result<()> {
             );
         }
         let v: Value = serde_json::from_slice(&std::fs::read(&json)?)?;
-        let _ = std::fs::remove_file(&json);
         let tables = v["tables"].as_array().context("no tables")?;
         let (iops, p99) = (cells(&tables[0]), cells(&tables[1]));
-        println!("\n{shape}");
+        println!("\n{shape} (every repeat: {})", json.display());
         println!(
             "{:<13} {:>10} {:>10} {:>7}   {:>10} {:>10} {:>7}   {:>13}",
             "policy", "ratio sim", "real", "off", "p99 sim ms", "real", "off", "real repeats"
