@@ -330,7 +330,7 @@ impl Policy for Bfq {
             rotational: setup.rotational,
             nr_requests: setup.nr_requests,
             hw_queues: setup.hw_queues,
-            share: DeviceShare::new(setup.queue_depth, setup.hw_queues),
+            share: DeviceShare::for_setup(setup),
             ..Self::default()
         }
     }

@@ -352,7 +352,7 @@ impl Policy for Mclock {
 
     fn new(setup: &Setup) -> Self {
         Self {
-            on_device: DeviceShare::new(setup.queue_depth, setup.hw_queues),
+            on_device: DeviceShare::for_setup(setup),
             ..Self::default()
         }
     }

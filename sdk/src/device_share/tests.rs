@@ -475,3 +475,64 @@ fn a_limited_group_that_completes_nothing_is_not_taken_as_held_past_two_windows(
     other(&mut share, 901, 100_000_000);
     assert!(!share.at_limit(1), "8 completions in 68 ms");
 }
+
+/// Groups of `weights` with `outstanding` requests each, numbered from 1.
+fn backlogs(groups: &[(u64, u32)]) -> Vec<Backlog> {
+    (1..)
+        .zip(groups)
+        .map(|(group, &(weight, outstanding))| Backlog {
+            group,
+            weight,
+            outstanding,
+        })
+        .collect()
+}
+
+#[test]
+fn groups_holding_their_parts_of_a_full_pool_contend_though_each_holds_few() {
+    // The sweep's seed 64 cell 200: 214 scheduler tags, a heavy group at its iodepth of 73
+    // and three light ones sharing the other 141. Each light one holds under an equal split
+    // of the device's 256 tags, so without the pool they did not contend, the floor let
+    // them beside the heavy one's whole iodepth, and the device took every request.
+    let mut share = after_window(&[100, 400, 700]);
+    (share.floor, share.tags) = (200, 256);
+    let cell = backlogs(&[(12, 4), (6, 73), (8, 64), (563, 73)]);
+    assert_eq!(
+        share.bound(cell.iter().copied()),
+        Some(200),
+        "no pool known"
+    );
+    share.pool = Some(214);
+    // 0.9 × 73 × 589 / 563: the heavy group keeps its part.
+    assert_eq!(share.bound(cell.iter().copied()), Some(68));
+    // A group between a completion and its submitter's next request still holds its part
+    // (the weight-12 group's is ⌊214 × 12 / 589⌋ = 4), and the pool counts as full.
+    let between = backlogs(&[(12, 3), (6, 73), (8, 63), (563, 73)]);
+    assert_eq!(share.bound(between.iter().copied()), Some(68));
+}
+
+#[test]
+fn a_full_pool_keeps_the_floor_for_a_group_that_holds_less_than_its_part() {
+    // The heavy group asks for 8, far under its part of the pool: the bound that would give
+    // it its share (0.9 × 8 × 589 / 563 = 7) would idle the device, and the floor keeps
+    // its throughput, as it does where the pool is not full.
+    let mut share = after_window(&[100, 400, 700]);
+    (share.floor, share.tags, share.pool) = (200, 256, Some(214));
+    let cell = backlogs(&[(12, 70), (6, 68), (8, 68), (563, 8)]);
+    assert_eq!(share.bound(cell.iter().copied()), Some(200));
+    // Nor is a pool with room full: the light groups hold what they ask.
+    let room = backlogs(&[(12, 40), (6, 40), (8, 40), (563, 73)]);
+    assert_eq!(share.bound(room.iter().copied()), Some(200));
+}
+
+#[test]
+fn a_bound_for_a_setup_knows_the_pool_of_every_hardware_queue() {
+    let setup = crate::Setup {
+        hw_queues: 2,
+        queue_depth: 128,
+        nr_requests: 107,
+        rotational: false,
+    };
+    let share = DeviceShare::for_setup(&setup);
+    assert_eq!((share.pool, share.tags, share.floor), (Some(214), 256, 64));
+}
