@@ -178,7 +178,8 @@ struct Probe {
 }
 
 impl DeviceShare {
-    /// A bound for a device of `hw_queues` hardware queues of `queue_depth` driver tags each.
+    /// A bound for a device of `hw_queues` hardware queues of `queue_depth` driver tags each,
+    /// not told the scheduler pool (a policy with its `Setup` uses [`Self::for_setup`]).
     pub fn new(queue_depth: u32, hw_queues: u32) -> Self {
         Self {
             floor: (queue_depth / 2).max(1),
