@@ -476,7 +476,7 @@ fn a_limited_group_that_completes_nothing_is_not_taken_as_held_past_two_windows(
     assert!(!share.at_limit(1), "8 completions in 68 ms");
 }
 
-/// Groups of `weights` with `outstanding` requests each, numbered from 1.
+/// Groups given as (weight, outstanding) pairs, numbered from 1.
 fn backlogs(groups: &[(u64, u32)]) -> Vec<Backlog> {
     (1..)
         .zip(groups)
