@@ -90,6 +90,7 @@ use schedhost_sdk::{
     Completion, Dispatch, ElevatorQueue, Group, IdMap, MergeEvent, MergeQuery, Op, Policy,
     PrioClass, Request, RequestId, Sector, Setup, TunableSpec, Word, WordMap,
 };
+use share::{Held, heavy_parts};
 
 const MS: u64 = 1_000_000;
 /// `BFQ_DEFAULT_MAX_BUDGET`: the budget when `max_budget` is 0 (auto).
@@ -211,6 +212,9 @@ struct InService {
     /// When idling for it began (`last_idling_start`) and when it ends.
     idle_started: u64,
     idle_until: Option<u64>,
+    /// A light group's turn held at its part for a heavy group's backlog (`share.rs`): so
+    /// held to its end.
+    held_for_heavy: bool,
 }
 
 /// Why a turn ends (`enum bfqq_expiration`): what it is charged depends on it.
@@ -445,6 +449,8 @@ impl Policy for Bfq {
         if budget > 0 {
             self.inject_due_at_completion(now_ns, out);
         }
+        // The heavy groups' parts, once a light turn is held for them (`share.rs`).
+        let mut heavy_first = None;
         while out.ids.len() < budget as usize {
             let Some(service) = self.in_service else {
                 if !self.select(now_ns) {
@@ -463,12 +469,25 @@ impl Policy for Bfq {
             if parts.is_some()
                 && let Some(queue) = self.queues.get(&service.key)
                 && !queue.requests.is_empty()
-                && self.held_at_part(parts.as_ref(), queue.group)
+                && let Some(held) =
+                    self.held_at_part(parts.as_ref(), queue.group, service.held_for_heavy)
             {
+                if let Some(s) = &mut self.in_service {
+                    s.held_for_heavy = held == Held::ForHeavyBacklog;
+                }
                 // At its group's part: its next request goes when one of its completes, and
                 // it stays backlogged, so its turn and its timestamps go on as B-WF2Q+ has them.
-                // Meanwhile groups under their parts fill the device.
-                if self.inject(service.key, now_ns, parts.as_ref(), out) {
+                // Meanwhile groups under their parts fill the device, the heavy ones first
+                // beside a light turn held for them.
+                let heavy = match held {
+                    Held::ForHeavyBacklog => heavy_first
+                        .get_or_insert_with(|| parts.as_ref().map(heavy_parts))
+                        .as_ref(),
+                    Held::AtItsPart => None,
+                };
+                if (heavy.is_some() && self.inject(service.key, now_ns, heavy, out))
+                    || self.inject(service.key, now_ns, parts.as_ref(), out)
+                {
                     continue;
                 }
                 break;

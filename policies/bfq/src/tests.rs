@@ -154,6 +154,7 @@ fn a_seeky_turn_too_short_to_measure_is_charged_an_idle_slice_on_a_disk_and_min_
             until: 125 * MS,
             idle_started: 0,
             idle_until: None,
+            held_for_heavy: false,
         };
         // Dry after 100 µs: the max budget's part of the timeout for `least_ns`.
         let charged = bfq.charge(&queue, &service, 100_000, Expiry::NoMoreRequests);
@@ -314,6 +315,7 @@ fn sync_1_in_service() -> InService {
         until: 125 * MS,
         idle_started: 0,
         idle_until: None,
+        held_for_heavy: false,
     }
 }
 
@@ -820,4 +822,79 @@ fn any_bytes_given_as_a_state_are_taken_or_refused_and_never_panic() {
     }
     // Most changes to a record's times, budget or limits still parse: both ways are tried.
     assert!((500..3_000).contains(&taken), "{taken} of 4 000 taken");
+}
+
+/// Group 2 (weight 2) in service with 100 reads queued and a 2 048-sector budget, group 1
+/// (weight 19) busy with `heavy` queued and nothing on the device, under a bound on a
+/// 256-tag device, as a run's first turn that went to the light group found it; one
+/// dispatch. The ids sent are group 1's from 1000, group 2's from 2000.
+fn light_turn_beside_a_heavy_backlog(heavy: u64) -> (Bfq, Vec<RequestId>) {
+    let mut bfq = Bfq {
+        group_weights: [(1, 19), (2, 2)].into_iter().collect(),
+        share: DeviceShare::new(256, 1),
+        device_share: true,
+        slice_idle: 8 * MS,
+        timeout: 125 * MS,
+        max_budget: 16_384,
+        ..Bfq::default()
+    };
+    for (ctx, count, budget) in [(1u32, heavy, 16_384u64), (2, 100, 2048)] {
+        let mut queue = Queue {
+            busy: true,
+            budget,
+            ..seeky_queue(ctx)
+        };
+        for i in 0..count {
+            let id = u64::from(ctx) * 1000 + i;
+            queue.requests.push(&read(id, ctx), u64::MAX);
+            bfq.queued.insert(RequestId(id), QueueKey::Sync(ctx));
+        }
+        bfq.queues.insert(QueueKey::Sync(ctx), queue);
+    }
+    bfq.in_service = Some(InService {
+        key: QueueKey::Sync(2),
+        served: 0,
+        ..sync_1_in_service()
+    });
+    let mut out = Dispatch::default();
+    bfq.dispatch(0, 0, 1000, &mut out);
+    (bfq, out.ids)
+}
+
+/// How many of `ids` are group 1's and group 2's.
+fn by_group(ids: &[RequestId]) -> (usize, usize) {
+    let light = ids.iter().filter(|id| id.0 >= 2000).count();
+    (ids.len() - light, light)
+}
+
+#[test]
+fn a_light_turn_stops_at_its_part_while_a_heavy_backlog_has_nothing_on_the_device() {
+    // The bound: 0.9 × 300 × 21 / 19 = 298, parts 270 and 28. Sent whole, the light
+    // group's 100 took the device the heavy group was owed, and it was charged them after.
+    let (mut bfq, sent) = light_turn_beside_a_heavy_backlog(300);
+    assert_eq!(by_group(&sent), (270, 28), "the parts of the bound");
+    // Held so for the rest of its turn: ten of the heavy group's complete and their
+    // submitters send ten more; the room goes to its backlog, not to the light turn past
+    // its part.
+    let done: Vec<Completion> = (1000..1010)
+        .map(|id| Completion {
+            id: RequestId(id),
+            ctx: 1,
+            op: Op::Read,
+            sectors: 8,
+            latency_ns: 50_000,
+            service_ns: 50_000,
+            status: 0,
+        })
+        .collect();
+    bfq.completed(50_000, &done);
+    let next: Vec<Request> = (1300..1310).map(|id| read(id, 1)).collect();
+    bfq.insert(50_000, &next);
+    let mut out = Dispatch::default();
+    bfq.dispatch(50_000, 0, 1000, &mut out);
+    assert_eq!(by_group(&out.ids), (10, 0), "the heavy group's ten");
+    // 30 queued cannot fill the heavy group's part of the floor's bound (128: 116 and 12):
+    // the light turn goes on, and bfq charges it as it goes.
+    let (_, sent) = light_turn_beside_a_heavy_backlog(30);
+    assert_eq!(by_group(&sent).1, 100, "the light group's whole queue");
 }

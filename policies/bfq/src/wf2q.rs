@@ -342,6 +342,7 @@ impl Bfq {
                 until: now_ns + timeout,
                 idle_started: now_ns,
                 idle_until: None,
+                held_for_heavy: false,
             });
             return true;
         }
