@@ -2,8 +2,10 @@
 //! two or more groups have requests and the device queues inside, bfq keeps on the device
 //! only what lets each group hold its weight's part, with the SDK's [`DeviceShare`] bound
 //! as mclock does; a group with a quarter of the bound or more is held in service at its
-//! weight's part of it, and requests injected beside it come from groups under theirs. On
-//! a disk the parts follow what each group's completions show ([`DiskParts`]).
+//! weight's part of it, and requests injected beside it come from groups under theirs (a
+//! lighter group's turn too, at a run's start, while a heavy group not yet served waits
+//! with nothing on the device: `heavy_group_waits`). On a disk the parts follow what each
+//! group's completions show ([`DiskParts`]).
 //!
 //! Without it a group's throughput follows what it has in flight, not its weight: three
 //! groups at 1:2:5 and iodepth 128 on `sim:ssd` split 1:2:3. The heaviest group's turn sends
@@ -79,22 +81,17 @@ pub(super) enum Held {
     ForHeavyBacklog,
 }
 
-/// `parts` with every part under a quarter of their sum set to nothing: what goes first
-/// beside a light group's turn held for a heavy group's backlog.
+/// Whether a part is a heavy group's: a quarter of the bound or more.
+fn heavy(part: u32, bound: u32) -> bool {
+    part.saturating_mul(4) >= bound
+}
+
+/// `parts` with every light part set to nothing: what goes first beside a light group's
+/// turn held for a heavy group's backlog.
 pub(super) fn heavy_parts(parts: &BTreeMap<u32, u32>) -> BTreeMap<u32, u32> {
     let bound: u32 = parts.values().copied().fold(0, u32::saturating_add);
-    (parts.iter())
-        .map(|(&g, &part)| {
-            (
-                g,
-                if part.saturating_mul(4) >= bound {
-                    part
-                } else {
-                    0
-                },
-            )
-        })
-        .collect()
+    let keep = |part: u32| if heavy(part, bound) { part } else { 0 };
+    (parts.iter()).map(|(&g, &part)| (g, keep(part))).collect()
 }
 
 impl Bfq {
@@ -175,41 +172,36 @@ impl Bfq {
     ) -> Option<Held> {
         let parts = parts?;
         let bound: u32 = parts.values().copied().fold(0, u32::saturating_add);
-        let heavy = |part: u32| part.saturating_mul(4) >= bound;
         let &part = parts.get(&group)?;
         if self.share.in_flight_of(group) < part {
             None
-        } else if heavy(part) {
+        } else if heavy(part, bound) {
             Some(Held::AtItsPart)
-        } else if held_for_heavy || self.heavy_group_waits(parts, group, heavy) {
+        } else if held_for_heavy || self.heavy_group_waits(parts, bound, group) {
             Some(Held::ForHeavyBacklog)
         } else {
             None
         }
     }
 
-    /// Whether a group other than `group` with a `heavy` part has never had a request
-    /// complete, has nothing on the device and has requests queued to fill its part: a
-    /// run's start. Its first turn may go to a light group (the turns' finishes tie under
-    /// budgets scaled to the weights) with a budget scaled to the groups whose requests had
-    /// reached bfq, the heaviest not among them: sent whole, it took the device from a heavy
-    /// group's backlog and was charged for it in the judged window after (the sweep's seed
-    /// 97 cell 255: a weight-2 group beside 19, 156 and 878 sent 210 requests where its
-    /// part was 34, then completed nothing from 50 to 300 ms, 56.7 % under its share over
-    /// 100–500 ms). Only then: a light turn held whenever a heavy group was under its part,
-    /// or once one had nothing on the device, let light groups take 3.4–4.9 % more than
-    /// their shares in steady runs (seed 95 cell 202, seed 102 cell 53, seed 107 cell 43),
-    /// and one held beside a heavy group that cannot fill its part (its iodepth under it)
-    /// left that part to the light ones (seed 100 cell 179: twice their shares).
-    fn heavy_group_waits(
-        &self,
-        parts: &BTreeMap<u32, u32>,
-        group: u32,
-        heavy: impl Fn(u32) -> bool,
-    ) -> bool {
+    /// Whether a group other than `group` with a heavy part of `bound` has never had a
+    /// request complete, has nothing on the device and has requests queued to fill its
+    /// part: a run's start. Its first turn may go to a light group (the turns' finishes
+    /// tie under budgets scaled to the weights) with a budget scaled to the groups whose
+    /// requests had reached bfq, the heaviest not among them: sent whole, it took the
+    /// device from a heavy group's backlog and was charged for it in the judged window
+    /// after (the sweep's seed 97 cell 255: a weight-2 group beside 19, 156 and 878 sent
+    /// 210 requests where its part was 34, then completed nothing from 50 to 300 ms, 56.7 %
+    /// under its share over 100–500 ms). Only then: a light turn held whenever a heavy
+    /// group was under its part, or once one had nothing on the device, let light groups
+    /// take 3.4–4.9 % more than their shares in steady runs (seed 95 cell 202, seed 102
+    /// cell 53, seed 107 cell 43), and one held beside a heavy group that cannot fill its
+    /// part (its iodepth under it) left that part to the light ones (seed 100 cell 179:
+    /// twice their shares).
+    fn heavy_group_waits(&self, parts: &BTreeMap<u32, u32>, bound: u32, group: u32) -> bool {
         parts.iter().any(|(&other, &part)| {
             other != group
-                && heavy(part)
+                && heavy(part, bound)
                 && self.share.in_flight_of(other) == 0
                 && self.never_served(other)
                 && self.queued_in(other) >= part
