@@ -283,6 +283,7 @@ impl Core {
                 at_ns: now_ns,
             };
             let (op, sector, sectors) = (request.op, request.sector, request.sectors);
+            let (home, group) = (request.home_queue, request.tag_kind().group);
             let prio = (request.prio_class, request.prio_level);
             let (ctx, sync) = (request.ctx, request.sync);
             let bios = request.bios.clone();
@@ -290,6 +291,7 @@ impl Core {
             self.note(now_ns, Kind::Dispatch, ctx, op, sync, (sector, sectors), id);
             assert!(self.queued > 0, "a dispatch with nothing queued");
             self.queued -= 1;
+            self.admission.on_device(home, group, true);
             let queue = &mut self.queues[hw_queue as usize];
             queue.inflight += 1;
             self.on_device += 1;

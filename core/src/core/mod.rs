@@ -401,6 +401,10 @@ impl Core {
         );
         queue.inflight -= 1;
         self.on_device -= 1;
+        if let Some(request) = self.table.get(id) {
+            let (home, group) = (request.home_queue, request.tag_kind().group);
+            self.admission.on_device(home, group, false);
+        }
         if status == BUSY && self.send_back(id) {
             return Ok(());
         }

@@ -13,7 +13,10 @@
 //! their parts are owed (a group whose own limits hold bios back is owed one:
 //! `GroupTags::kept`). A group alone takes every tag, and a part one group leaves unused,
 //! or a tag no group is sure of, goes to the others, so no tag idles while a request waits
-//! for one nobody is owed. The parts are equal unless the policy asks for them weighted
+//! for one nobody is owed: to the waiting group that holds fewest for its weight, unless
+//! the asker's requests go to the device as they come (the policy holds fewer of them than
+//! its part), so that a light group whose requests the policy holds back does not keep
+//! every such tag it ever took. The parts are equal unless the policy asks for them weighted
 //! (`weighted-tags`, as bfq's `bfqq_request_over_limit` weighs each group's part of
 //! `nr_requests`): weights are the policy's to serve (a policy that ignores them, as `none`
 //! does in the kernel, must not have them served by the pool), and the pool's job is only
@@ -64,6 +67,8 @@ pub(super) struct Admission {
 #[derive(Debug, Default, Clone, Copy)]
 struct GroupTags {
     held: u32,
+    /// Of those held, the requests on the device (the others the policy holds).
+    on_device: u32,
     /// Its requests in software queues waiting for a tag here.
     staged: u32,
     /// Its bios wait for its own limits (io.max, io.latency's depth): each comes for a tag
@@ -381,6 +386,30 @@ impl Admission {
         }
     }
 
+    /// A request of `group` whose tag is on `home` went to the device (`true`) or came off
+    /// it (completed, or sent back by a busy device).
+    pub(super) fn on_device(&mut self, home: u32, group: u32, gone: bool) {
+        if !self.shared {
+            return;
+        }
+        let pool = self.pool(home);
+        self.tags[pool].update_group(group, |g| {
+            if gone {
+                assert!(
+                    g.on_device < g.held,
+                    "a request of a group sent past its tags"
+                );
+                g.on_device += 1;
+            } else {
+                assert!(
+                    g.on_device > 0,
+                    "a group's request left a device it was not on"
+                );
+                g.on_device -= 1;
+            }
+        });
+    }
+
     /// Requests waiting for a tag.
     pub(super) fn staged(&self) -> usize {
         self.staged
@@ -410,6 +439,14 @@ impl Admission {
                     by_group, tags.held_total,
                     "queue {q}: scheduler tags by group"
                 );
+                for (g, group) in tags.by_group.iter().enumerate() {
+                    assert!(
+                        group.on_device <= group.held,
+                        "queue {q}: group {g} has {} requests on the device and {} tags",
+                        group.on_device,
+                        group.held
+                    );
+                }
             }
             assert!(
                 tags.held_total <= self.nr_requests,

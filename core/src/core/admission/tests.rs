@@ -182,3 +182,109 @@ fn a_submitter_whose_waiting_requests_were_all_merged_away_waits_once_when_it_st
     assert_eq!(waiting, [1, 0], "submitter 0 once, after submitter 1");
     admission.check_invariants();
 }
+
+/// Seed 113 cell 56's pool (weights 4 / 4 / 1 / 528 on 350 tags; the heavy group's depth,
+/// 296, leaves 48 tags no part holds): the light groups ask round robin, the weight-4
+/// groups complete and ask again, the weight-1 group never completes. With `sent`, the
+/// weight-4 groups' requests go to the device as they are admitted (the policy serves them
+/// as they come); without, the policy holds every request. Returns what groups 1 to 3 hold.
+fn light_groups_beside_a_shallow_heavy_one(sent: bool) -> Vec<u32> {
+    let mut admission = Admission::new(1, 350);
+    admission.share_between_groups();
+    admission.weigh_groups(Some(vec![1, 4, 4, 1, 528]));
+    let kind = |group| TagKind {
+        op: Op::Read,
+        sync: true,
+        group,
+    };
+    for _ in 0..296 {
+        assert!(admission.tag_free(0, kind(4)));
+        admission.take_tag(0, kind(4));
+    }
+    for group in 1..=3 {
+        for i in 0..1_000 {
+            admission.stage(group, 0, group, u64::from(group) * 10_000 + i);
+        }
+    }
+    let ask_round_robin = |admission: &mut Admission, turn: &mut u32| {
+        for _ in 0..3 {
+            let group = 1 + *turn % 3;
+            *turn += 1;
+            if admission.tag_free(0, kind(group)) {
+                admission.take_tag(0, kind(group));
+                if sent && group != 3 {
+                    admission.on_device(0, group, true);
+                }
+                return true;
+            }
+        }
+        false
+    };
+    let mut turn = 0;
+    while ask_round_robin(&mut admission, &mut turn) {}
+    let table = RequestTable::default();
+    for cycle in 0..2_000 {
+        let completing = 1 + cycle % 2;
+        if sent {
+            admission.on_device(0, completing, false);
+        }
+        admission.release(0, kind(completing), &table, &mut Vec::new());
+        while ask_round_robin(&mut admission, &mut turn) {}
+    }
+    admission.check_invariants();
+    (1..=3)
+        .map(|g| admission.tags[0].by_group[g].held)
+        .collect()
+}
+
+#[test]
+fn tags_past_the_parts_go_to_the_waiting_group_that_holds_fewest_for_its_weight() {
+    // The policy holds every request: the 54 tags past the heavy group's go 4 : 4 : 1, not
+    // to whoever kept each longest (first come, the weight-1 group ended with 50 of them).
+    let held = light_groups_beside_a_shallow_heavy_one(false);
+    assert_eq!(held.iter().sum::<u32>(), 54, "{held:?}");
+    for heavier in &held[..2] {
+        assert!(
+            heavier + 4 >= 4 * held[2] && 4 * held[2] + 4 >= *heavier,
+            "weights 4 / 4 / 1 hold {held:?}"
+        );
+    }
+}
+
+#[test]
+fn a_group_whose_requests_the_policy_sends_as_they_come_is_not_refused_a_tag_past_its_part() {
+    // Weights 1 and 4 beside a weight-100 group whose depth leaves 40 tags of its part
+    // unheld. Group 1 holds 3, over its part of 2; group 2 holds 8, fewer for its weight,
+    // and both wait for more.
+    let kind = |group| TagKind {
+        op: Op::Read,
+        sync: true,
+        group,
+    };
+    for (group_1_on_device, may) in [(3, true), (1, false)] {
+        let mut admission = Admission::new(1, 105);
+        admission.share_between_groups();
+        admission.weigh_groups(Some(vec![1, 1, 4, 100]));
+        for (group, held) in [(3, 60), (1, 3), (2, 8)] {
+            for _ in 0..held {
+                admission.take_tag(0, kind(group));
+            }
+        }
+        for _ in 0..group_1_on_device {
+            admission.on_device(0, 1, true);
+        }
+        for group in 1..=2 {
+            admission.stage(group, 0, group, u64::from(group));
+        }
+        // Its requests on the device as they come, group 1 takes one more: the policy has
+        // none of its to choose among. With 2 of them held in the policy (its part), it
+        // leaves the tag to group 2.
+        assert_eq!(
+            admission.tag_free(0, kind(1)),
+            may,
+            "{group_1_on_device} on the device"
+        );
+        assert!(admission.tag_free(0, kind(2)));
+        admission.check_invariants();
+    }
+}
