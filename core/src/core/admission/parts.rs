@@ -156,7 +156,8 @@ impl PartsCache {
 /// whose requests the policy sends on as they come is not refused: the policy has none of
 /// them to choose among, and held to its weight's proportion of the tags it waits out the
 /// other groups' turns with too few to keep its share (seed 97 cell 255, weight 2 of
-/// 1 055: 3.1 % under without this, 1.2 % with it).
+/// 1 055: 3.1 % under in the sweep's judged window without this, 1.2 % with it; over a 2 s
+/// run still 3.0 % under, where first come left it at its share: BENCHMARKS.md).
 pub(super) fn may_take(
     by_group: &[GroupTags],
     held_total: u32,
