@@ -390,7 +390,8 @@ impl Core {
         id: u64,
         status: i32,
     ) -> Result<(), UnknownCompletion> {
-        let Some(State::Dispatched { hw_queue, at_ns }) = self.table.get(id).map(|r| r.state)
+        let Some((State::Dispatched { hw_queue, at_ns }, home, group)) =
+            (self.table.get(id)).map(|r| (r.state, r.home_queue, r.tag_kind().group))
         else {
             return Err(UnknownCompletion { id });
         };
@@ -401,10 +402,7 @@ impl Core {
         );
         queue.inflight -= 1;
         self.on_device -= 1;
-        if let Some(request) = self.table.get(id) {
-            let (home, group) = (request.home_queue, request.tag_kind().group);
-            self.admission.on_device(home, group, false);
-        }
+        self.admission.on_device(home, group, false);
         if status == BUSY && self.send_back(id) {
             return Ok(());
         }

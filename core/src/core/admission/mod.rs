@@ -386,15 +386,15 @@ impl Admission {
         }
     }
 
-    /// A request of `group` whose tag is on `home` went to the device (`true`) or came off
-    /// it (completed, or sent back by a busy device).
-    pub(super) fn on_device(&mut self, home: u32, group: u32, gone: bool) {
+    /// A request of `group` whose tag is on `home` was sent to the device (`sent`), or came
+    /// off it (completed, or sent back by a busy device).
+    pub(super) fn on_device(&mut self, home: u32, group: u32, sent: bool) {
         if !self.shared {
             return;
         }
         let pool = self.pool(home);
         self.tags[pool].update_group(group, |g| {
-            if gone {
+            if sent {
                 assert!(
                     g.on_device < g.held,
                     "a request of a group sent past its tags"
